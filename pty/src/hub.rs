@@ -1,0 +1,153 @@
+//! The screen hub: the one place a worker's output goes, whatever transport carried it.
+//!
+//! A transport hands every chunk of output to [`ScreenHub::feed`], which appends it to the raw
+//! log, runs it through the screen model, and marks the screen dirty. A coalescing task turns
+//! "dirty" into screen-changed notifications: the first change after a quiet spell is
+//! announced at once, later ones at most once per [`COALESCE_WINDOW`], so a redraw storm costs
+//! a watcher about a hundred wake-ups a second instead of one per byte.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::sync::{Notify, watch};
+
+use crate::rawlog::RawLog;
+use crate::screen::{ScreenModel, ScreenSnapshot};
+use crate::TermSize;
+
+/// The shortest gap between two screen-changed notifications.
+pub const COALESCE_WINDOW: Duration = Duration::from_millis(10);
+
+pub(crate) struct ScreenHub {
+    state: Mutex<HubState>,
+    /// Set by `feed`, consumed by the coalescing task.
+    dirty: Notify,
+    /// Set once the transport will feed no more output; the coalescing task then sends its
+    /// last notification and drops the sender, which is how watchers learn the stream ended.
+    finished: AtomicBool,
+    /// A receiver kept only to hand out clones; the sender lives in the coalescing task.
+    changes: watch::Receiver<u64>,
+}
+
+struct HubState {
+    model: ScreenModel,
+    log: Option<RawLog>,
+    log_failed: bool,
+}
+
+impl ScreenHub {
+    /// A hub around `model`, with its coalescing task spawned on the current runtime.
+    pub(crate) fn start(model: ScreenModel, log: Option<RawLog>) -> Arc<Self> {
+        let (tx, rx) = watch::channel(0u64);
+        let hub = Arc::new(Self {
+            state: Mutex::new(HubState {
+                model,
+                log,
+                log_failed: false,
+            }),
+            dirty: Notify::new(),
+            finished: AtomicBool::new(false),
+            changes: rx,
+        });
+        tokio::spawn(coalesce(Arc::clone(&hub), tx));
+        hub
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HubState> {
+        // A panic while holding the lock leaves a screen that is at worst one chunk behind;
+        // keep serving it rather than poisoning every later reader.
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Takes one chunk of output. Returns the replies owed to terminal queries in it.
+    pub(crate) fn feed(&self, bytes: &[u8]) -> Vec<u8> {
+        let replies = {
+            let mut state = self.lock();
+            if let Some(log) = state.log.as_mut()
+                && let Err(err) = log.append(bytes)
+                && !state.log_failed
+            {
+                tracing::warn!(error = %err, "raw terminal log write failed; the screen model continues");
+                state.log_failed = true;
+            }
+            state.model.feed(bytes)
+        };
+        self.dirty.notify_one();
+        replies
+    }
+
+    /// Replaces the screen with a fresh model (used when re-attaching to a running worker,
+    /// whose screen is rebuilt from one capture).
+    pub(crate) fn reset(&self, model: ScreenModel) {
+        self.lock().model = model;
+        self.dirty.notify_one();
+    }
+
+    pub(crate) fn snapshot(&self) -> ScreenSnapshot {
+        self.lock().model.snapshot()
+    }
+
+    pub(crate) fn scrollback(&self) -> Vec<String> {
+        self.lock().model.scrollback()
+    }
+
+    pub(crate) fn contents_formatted(&self) -> Vec<u8> {
+        self.lock().model.contents_formatted()
+    }
+
+    pub(crate) fn bracketed_paste(&self) -> bool {
+        self.lock().model.bracketed_paste()
+    }
+
+    pub(crate) fn application_cursor(&self) -> bool {
+        self.lock().model.application_cursor()
+    }
+
+    pub(crate) fn resize(&self, size: TermSize) {
+        self.lock().model.resize(size);
+        self.dirty.notify_one();
+    }
+
+    pub(crate) fn subscribe(&self) -> ScreenChanges {
+        ScreenChanges {
+            rx: self.changes.clone(),
+        }
+    }
+
+    /// No more output will come: wake watchers one last time and end their stream.
+    pub(crate) fn finish(&self) {
+        self.finished.store(true, Ordering::SeqCst);
+        self.dirty.notify_one();
+    }
+}
+
+async fn coalesce(hub: Arc<ScreenHub>, tx: watch::Sender<u64>) {
+    loop {
+        hub.dirty.notified().await;
+        tx.send_modify(|generation| *generation += 1);
+        if hub.finished.load(Ordering::SeqCst) {
+            return;
+        }
+        tokio::time::sleep(COALESCE_WINDOW).await;
+    }
+}
+
+/// A stream of screen-changed notifications for one worker.
+#[derive(Clone)]
+pub struct ScreenChanges {
+    rx: watch::Receiver<u64>,
+}
+
+impl ScreenChanges {
+    /// Waits until the screen changed since this stream last looked. Returns `false` once the
+    /// worker's output has ended and no further change will come.
+    pub async fn changed(&mut self) -> bool {
+        self.rx.changed().await.is_ok()
+    }
+
+    /// How many notifications have been sent so far (a generation counter).
+    pub fn generation(&self) -> u64 {
+        *self.rx.borrow()
+    }
+}
