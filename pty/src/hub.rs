@@ -12,9 +12,9 @@ use std::time::Duration;
 
 use tokio::sync::{Notify, watch};
 
+use crate::TermSize;
 use crate::rawlog::RawLog;
 use crate::screen::{ScreenModel, ScreenSnapshot};
-use crate::TermSize;
 
 /// The shortest gap between two screen-changed notifications.
 pub const COALESCE_WINDOW: Duration = Duration::from_millis(10);
@@ -23,6 +23,8 @@ pub(crate) struct ScreenHub {
     state: Mutex<HubState>,
     /// Set by `feed`, consumed by the coalescing task.
     dirty: Notify,
+    /// How many chunks have been fed, so a transport can tell when output has gone quiet.
+    chunks: std::sync::atomic::AtomicU64,
     /// Set once the transport will feed no more output; the coalescing task then sends its
     /// last notification and drops the sender, which is how watchers learn the stream ended.
     finished: AtomicBool,
@@ -47,6 +49,7 @@ impl ScreenHub {
                 log_failed: false,
             }),
             dirty: Notify::new(),
+            chunks: std::sync::atomic::AtomicU64::new(0),
             finished: AtomicBool::new(false),
             changes: rx,
         });
@@ -57,7 +60,9 @@ impl ScreenHub {
     fn lock(&self) -> MutexGuard<'_, HubState> {
         // A panic while holding the lock leaves a screen that is at worst one chunk behind;
         // keep serving it rather than poisoning every later reader.
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Takes one chunk of output. Returns the replies owed to terminal queries in it.
@@ -73,6 +78,7 @@ impl ScreenHub {
             }
             state.model.feed(bytes)
         };
+        self.chunks.fetch_add(1, Ordering::SeqCst);
         self.dirty.notify_one();
         replies
     }
@@ -82,6 +88,11 @@ impl ScreenHub {
     pub(crate) fn reset(&self, model: ScreenModel) {
         self.lock().model = model;
         self.dirty.notify_one();
+    }
+
+    /// How many chunks of output have been fed so far.
+    pub(crate) fn chunks_fed(&self) -> u64 {
+        self.chunks.load(Ordering::SeqCst)
     }
 
     pub(crate) fn snapshot(&self) -> ScreenSnapshot {
@@ -102,6 +113,10 @@ impl ScreenHub {
 
     pub(crate) fn application_cursor(&self) -> bool {
         self.lock().model.application_cursor()
+    }
+
+    pub(crate) fn size(&self) -> TermSize {
+        self.lock().model.size()
     }
 
     pub(crate) fn resize(&self, size: TermSize) {

@@ -39,8 +39,8 @@ pub use hub::{COALESCE_WINDOW, ScreenChanges};
 pub use keys::{Input, KEY_NAMES, Key, UnknownKey, text_bytes};
 pub use rawlog::{RawLog, RawLogConfig};
 pub use screen::{DEFAULT_SCROLLBACK_LINES, ScreenModel, ScreenOptions, ScreenSnapshot};
-pub use spec::{SpawnSpec, resolve_program};
-pub use tmux::{TmuxError, TmuxServer};
+pub use spec::{DEFAULT_DRAIN_TIMEOUT, SpawnSpec, resolve_program};
+pub use tmux::{AttachOptions, CONTROL_SESSION, TmuxConfig, TmuxError, TmuxServer};
 pub use worker::{ExitStatus, Worker, WorkerError};
 
 use hub::ScreenHub;
@@ -57,7 +57,10 @@ pub struct TermSize {
 impl Default for TermSize {
     /// 120x40, the size the agent recordings were made at.
     fn default() -> Self {
-        Self { rows: 40, cols: 120 }
+        Self {
+            rows: 40,
+            cols: 120,
+        }
     }
 }
 

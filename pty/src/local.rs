@@ -180,9 +180,7 @@ impl PtyIo {
             match guard.try_io(|fd| {
                 // SAFETY: the fd is open for as long as `self.fd` lives, and the buffer is valid
                 // for `bytes.len()` bytes.
-                let n = unsafe {
-                    libc::write(fd.as_raw_fd(), bytes.as_ptr().cast(), bytes.len())
-                };
+                let n = unsafe { libc::write(fd.as_raw_fd(), bytes.as_ptr().cast(), bytes.len()) };
                 if n < 0 {
                     Err(io::Error::last_os_error())
                 } else {
@@ -263,7 +261,7 @@ async fn pump_output(
         tokio::select! {
             biased;
             exited = &mut status_rx, if status.is_none() => {
-                status = Some(exited.unwrap_or(ExitStatus::Signaled(libc::SIGKILL)));
+                status = Some(exited.unwrap_or(ExitStatus::Lost));
                 deadline = Some(tokio::time::Instant::now() + drain_timeout);
             }
             chunk = read => match chunk {
@@ -283,9 +281,7 @@ async fn pump_output(
     }
     let status = match status {
         Some(status) => status,
-        None => status_rx
-            .await
-            .unwrap_or(ExitStatus::Signaled(libc::SIGKILL)),
+        None => status_rx.await.unwrap_or(ExitStatus::Lost),
     };
     hub.finish();
     let _ = exit_tx.send(Some(status));
@@ -336,6 +332,40 @@ pub(crate) fn pidfd_open(pid: u32) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
+/// The exit status the kernel keeps on a pidfd (`PIDFD_GET_INFO` with `PIDFD_INFO_EXIT`,
+/// Linux 6.15+): readable by anyone holding a pidfd opened before the process was reaped, so
+/// it does not depend on the reaper (tmux, for panes) passing the status on. `None` before the
+/// process has been reaped, or on older kernels.
+pub(crate) fn pidfd_exit_status(pidfd: &impl AsRawFd) -> Option<ExitStatus> {
+    /// `struct pidfd_info` as of its first version (64 bytes, `PIDFD_INFO_SIZE_VER0`).
+    #[repr(C)]
+    #[derive(Default)]
+    struct PidfdInfo {
+        mask: u64,
+        cgroupid: u64,
+        ids: [u32; 11],
+        exit_code: i32,
+    }
+    const PIDFD_INFO_EXIT: u64 = 1 << 3;
+    // _IOWR(PIDFS_IOCTL_MAGIC = 0xFF, 11, struct pidfd_info of 64 bytes)
+    const PIDFD_GET_INFO: libc::c_ulong = 0xC040_FF0B;
+    let mut info = PidfdInfo {
+        mask: PIDFD_INFO_EXIT,
+        ..PidfdInfo::default()
+    };
+    // SAFETY: the ioctl writes at most 64 bytes (the size encoded in the request) into `info`,
+    // which is 64 bytes and lives across the call.
+    let r = unsafe {
+        libc::ioctl(
+            pidfd.as_raw_fd(),
+            PIDFD_GET_INFO,
+            &mut info as *mut PidfdInfo,
+        )
+    };
+    (r == 0 && info.mask & PIDFD_INFO_EXIT != 0)
+        .then(|| ExitStatus::from_wait_status(info.exit_code))
+}
+
 pub(crate) fn kill_group(pgid: u32, signal: libc::c_int) {
     // SAFETY: sending a signal has no memory-safety preconditions. ESRCH (group gone) is the
     // expected outcome once everything has exited.
@@ -353,8 +383,8 @@ fn reap(pid: u32) -> ExitStatus {
             return ExitStatus::from_wait_status(status);
         }
         if r < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
-            // Someone else reaped it; the status is lost.
-            return ExitStatus::Signaled(libc::SIGKILL);
+            // Someone else reaped it.
+            return ExitStatus::Lost;
         }
     }
 }
@@ -362,5 +392,35 @@ fn reap(pid: u32) -> ExitStatus {
 async fn blocking_reap(pid: u32) -> ExitStatus {
     tokio::task::spawn_blocking(move || reap(pid))
         .await
-        .unwrap_or(ExitStatus::Signaled(libc::SIGKILL))
+        .unwrap_or(ExitStatus::Lost)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kernel_at_least(major: u32, minor: u32) -> bool {
+        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+        let mut parts = release
+            .trim()
+            .split(['.', '-'])
+            .map(|p| p.parse::<u32>().unwrap_or(0));
+        (parts.next().unwrap_or(0), parts.next().unwrap_or(0)) >= (major, minor)
+    }
+
+    #[test]
+    fn a_pidfd_keeps_the_exit_status_after_someone_else_reaps() {
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "exit 9"])
+            .spawn()
+            .expect("spawn sh");
+        let pidfd = pidfd_open(child.id()).expect("pidfd_open");
+        assert!(child.wait().expect("reap").code() == Some(9));
+        let status = pidfd_exit_status(&pidfd);
+        if kernel_at_least(6, 15) {
+            assert_eq!(status, Some(ExitStatus::Exited(9)));
+        } else {
+            assert_eq!(status, None);
+        }
+    }
 }

@@ -1,8 +1,8 @@
 //! Replay: run a recorded byte stream through a screen model and look at the screen at chosen
 //! offsets. Detectors are tested this way against real agent recordings.
 
-use crate::screen::{ScreenModel, ScreenOptions, ScreenSnapshot};
 use crate::TermSize;
+use crate::screen::{ScreenModel, ScreenOptions, ScreenSnapshot};
 
 /// Replays `stream` on a screen of `size` and returns the screen after each offset in
 /// `offsets` (byte counts into the stream; values past the end give the final screen).

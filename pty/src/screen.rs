@@ -146,6 +146,15 @@ impl ScreenModel {
         self.parser.set_size(rows, cols);
     }
 
+    /// The visible size.
+    pub fn size(&self) -> TermSize {
+        let (rows, cols) = self.parser.screen().size();
+        TermSize {
+            rows: rows.get(),
+            cols: cols.get(),
+        }
+    }
+
     /// Whether the application asked for bracketed paste (`ESC[?2004h`).
     pub fn bracketed_paste(&self) -> bool {
         self.parser.screen().bracketed_paste()

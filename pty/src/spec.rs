@@ -10,6 +10,9 @@ use crate::rawlog::RawLogConfig;
 use crate::screen::DEFAULT_SCROLLBACK_LINES;
 use crate::{SpawnError, TermSize};
 
+/// How long to keep reading after a worker exits, unless a spec says otherwise.
+pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_millis(250);
+
 /// A worker to start.
 #[derive(Debug, Clone)]
 pub struct SpawnSpec {
@@ -48,7 +51,7 @@ impl SpawnSpec {
             size: TermSize::default(),
             raw_log: None,
             scrollback_lines: DEFAULT_SCROLLBACK_LINES,
-            drain_timeout: Duration::from_millis(250),
+            drain_timeout: DEFAULT_DRAIN_TIMEOUT,
         }
     }
 

@@ -18,6 +18,9 @@ pub enum ExitStatus {
     Exited(i32),
     /// It was killed by this signal.
     Signaled(i32),
+    /// It is gone but its status could not be read: the tmux server went away, or the pane
+    /// never reported its end.
+    Lost,
 }
 
 impl ExitStatus {
@@ -31,6 +34,7 @@ impl ExitStatus {
         match self {
             ExitStatus::Exited(code) => code,
             ExitStatus::Signaled(signal) => 128 + signal,
+            ExitStatus::Lost => 255,
         }
     }
 
@@ -49,6 +53,7 @@ impl std::fmt::Display for ExitStatus {
         match self {
             ExitStatus::Exited(code) => write!(f, "exit code {code}"),
             ExitStatus::Signaled(signal) => write!(f, "killed by signal {signal}"),
+            ExitStatus::Lost => f.write_str("exit status lost"),
         }
     }
 }
@@ -160,7 +165,7 @@ impl Worker {
             if exit.changed().await.is_err() {
                 // The transport task ended without a status: only possible when the runtime
                 // is shutting down, so the worker is as good as lost.
-                return exit.borrow().unwrap_or(ExitStatus::Signaled(libc::SIGKILL));
+                return exit.borrow().unwrap_or(ExitStatus::Lost);
             }
         }
     }

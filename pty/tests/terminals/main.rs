@@ -1,0 +1,5 @@
+//! Real-process tests of both transports: real PTYs, a real private tmux server, real `sh`.
+
+mod pty;
+mod support;
+mod tmux;

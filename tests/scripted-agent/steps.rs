@@ -1,0 +1,402 @@
+//! Running one prompt's step list: the [`Run`] (which step is next, what it waits for,
+//! the spinner's clock) and the steps' side effects on the working folder (files, git).
+//!
+//! Nothing here blocks on time: waiting steps record a deadline or a state and the event
+//! loop comes back, so keys (Esc, Ctrl-C) stay responsive while "working".
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::scenario::Step;
+use crate::ui::{SPINNER_GLYPHS, Transcript};
+
+/// How often the spinner redraws.
+pub const SPINNER_TICK: Duration = Duration::from_millis(100);
+
+/// What the current step waits for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Wait {
+    /// Nothing: run the next step.
+    Ready,
+    /// A `sleep` step, until then.
+    Until(Instant),
+    /// A `hang` step: forever.
+    Hang,
+    /// A `spinner_forever` step: forever, the spinner showing these seconds.
+    Frozen(u64),
+    /// A `permission` step: the answer.
+    Permission {
+        /// The tool asking.
+        tool: String,
+        /// The highlighted entry: 0 = Yes, 1 = No.
+        selected: usize,
+    },
+    /// An `output` step part-way through.
+    Output {
+        /// Lines written so far.
+        done: u64,
+        /// Lines to write.
+        total: u64,
+    },
+}
+
+/// What advancing a run led to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Effect {
+    /// Waiting for time or a key.
+    Blocked,
+    /// The step list ended.
+    Finished,
+    /// An `exit` step: say goodbye, exit with this code.
+    Exit(u8),
+    /// A `crash` step: exit at once with this code.
+    Crash(u8),
+    /// A `shell_error` step: become a shell.
+    ShellError,
+}
+
+/// One prompt being worked on.
+#[derive(Debug, Clone)]
+pub struct Run {
+    /// The prompt, as received.
+    pub prompt: String,
+    started: Instant,
+    steps: Vec<Step>,
+    next: usize,
+    wait: Wait,
+}
+
+impl Run {
+    /// Starts working on `prompt` at `now`.
+    pub fn new(prompt: String, steps: Vec<Step>, now: Instant) -> Self {
+        Self {
+            prompt,
+            started: now,
+            steps,
+            next: 0,
+            wait: Wait::Ready,
+        }
+    }
+
+    /// Runs steps until one has to wait. An `output` step writes at most `chunk` lines per
+    /// call so every screenful gets drawn.
+    pub fn advance(
+        &mut self,
+        now: Instant,
+        cwd: &Path,
+        transcript: &mut Transcript,
+        chunk: u64,
+    ) -> Effect {
+        loop {
+            match &mut self.wait {
+                Wait::Ready => {}
+                Wait::Until(deadline) if now < *deadline => return Effect::Blocked,
+                Wait::Until(_) => self.wait = Wait::Ready,
+                Wait::Hang | Wait::Frozen(_) | Wait::Permission { .. } => return Effect::Blocked,
+                Wait::Output { done, total } => {
+                    let (from, total) = (*done, *total);
+                    let end = total.min(from.saturating_add(chunk.max(1)));
+                    for n in from + 1..=end {
+                        transcript.push(&format!("line {n}"));
+                    }
+                    *done = end;
+                    if end < total {
+                        return Effect::Blocked;
+                    }
+                    self.wait = Wait::Ready;
+                    // Let this last screenful be drawn before the steps after it run.
+                    return Effect::Blocked;
+                }
+            }
+            let Some(step) = self.steps.get(self.next).cloned() else {
+                return Effect::Finished;
+            };
+            self.next += 1;
+            match step {
+                Step::Say { text } => transcript.push(&text),
+                Step::WriteFile { path, content } => {
+                    transcript.push(&write_file(cwd, &path, &content, false));
+                }
+                Step::AppendFile { path, content } => {
+                    transcript.push(&write_file(cwd, &path, &content, true));
+                }
+                Step::GitCommit { message } => transcript.push(&git_commit(cwd, &message)),
+                Step::Sleep { ms } => self.wait = Wait::Until(now + Duration::from_millis(ms)),
+                Step::Hang {} => self.wait = Wait::Hang,
+                Step::SpinnerForever {} => self.wait = Wait::Frozen(self.elapsed_secs(now)),
+                Step::Permission { tool } => self.wait = Wait::Permission { tool, selected: 0 },
+                Step::Output { lines } => {
+                    self.wait = Wait::Output {
+                        done: 0,
+                        total: lines,
+                    }
+                }
+                Step::Crash { code } => return Effect::Crash(code),
+                Step::Exit { code } => return Effect::Exit(code),
+                Step::ShellError {} => return Effect::ShellError,
+            }
+        }
+    }
+
+    /// When the loop must come back even without input: the next spinner tick, the end of
+    /// a sleep, or now while output is pending. `None` while asking for permission.
+    pub fn deadline(&self, now: Instant) -> Option<Instant> {
+        let tick = self.started + SPINNER_TICK * (self.ticks(now) + 1);
+        match &self.wait {
+            Wait::Permission { .. } => None,
+            Wait::Output { .. } | Wait::Ready => Some(now),
+            Wait::Until(deadline) => Some(tick.min(*deadline)),
+            Wait::Hang | Wait::Frozen(_) => Some(tick),
+        }
+    }
+
+    /// Spinner ticks since the start: the glyph changes, and the line is redrawn, on each.
+    pub fn ticks(&self, now: Instant) -> u32 {
+        let ms = now.saturating_duration_since(self.started).as_millis();
+        u32::try_from(ms / SPINNER_TICK.as_millis()).unwrap_or(u32::MAX)
+    }
+
+    /// Whole seconds since the prompt was received.
+    pub fn elapsed_secs(&self, now: Instant) -> u64 {
+        now.saturating_duration_since(self.started).as_secs()
+    }
+
+    /// The spinner line: `✢ Working… (Ns · esc to interrupt)`.
+    pub fn spinner(&self, now: Instant) -> String {
+        let glyph = SPINNER_GLYPHS[self.ticks(now) as usize % SPINNER_GLYPHS.len()];
+        let secs = match self.wait {
+            Wait::Frozen(secs) => secs,
+            _ => self.elapsed_secs(now),
+        };
+        format!("{glyph} Working… ({secs}s · esc to interrupt)")
+    }
+
+    /// The permission being asked (tool, highlighted entry), if any.
+    pub fn permission(&self) -> Option<(&str, usize)> {
+        match &self.wait {
+            Wait::Permission { tool, selected } => Some((tool, *selected)),
+            _ => None,
+        }
+    }
+
+    /// Highlights Yes (0) or No (1) while asking.
+    pub fn select(&mut self, entry: usize) {
+        if let Wait::Permission { selected, .. } = &mut self.wait {
+            *selected = entry.min(1);
+        }
+    }
+
+    /// Answers the permission prompt: Yes carries on; No writes `Permission denied` and
+    /// ends the step list.
+    pub fn answer(&mut self, yes: bool, transcript: &mut Transcript) {
+        if self.permission().is_none() {
+            return;
+        }
+        if !yes {
+            transcript.push("Permission denied");
+            self.next = self.steps.len();
+        }
+        self.wait = Wait::Ready;
+    }
+}
+
+/// Writes or appends a file under `cwd`, creating its folders; returns the transcript line.
+fn write_file(cwd: &Path, path: &Path, content: &str, append: bool) -> String {
+    let full = cwd.join(path);
+    let result = (|| {
+        if let Some(parent) = full.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        let mut file = OpenOptions::new()
+            .create(true)
+            .write(true)
+            .append(append)
+            .truncate(!append)
+            .open(&full)?;
+        file.write_all(content.as_bytes())
+    })();
+    let verb = if append { "append_file" } else { "write_file" };
+    match result {
+        Ok(()) if append => format!("Appended to {}", path.display()),
+        Ok(()) => format!("Wrote {}", path.display()),
+        Err(e) => format!("{verb} failed: {}: {e}", path.display()),
+    }
+}
+
+/// `git add -A && git commit -m MESSAGE` in `cwd`; returns the transcript line. Git's own
+/// output is captured: it would scribble over the screen.
+fn git_commit(cwd: &Path, message: &str) -> String {
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .args(args)
+            .current_dir(cwd)
+            .stdin(Stdio::null())
+            .output()
+    };
+    for args in [&["add", "-A"][..], &["commit", "-q", "-m", message][..]] {
+        match git(args) {
+            Err(e) => return format!("git commit failed: cannot run git: {e}"),
+            Ok(out) if !out.status.success() => {
+                let stderr = String::from_utf8_lossy(&out.stderr);
+                let stdout = String::from_utf8_lossy(&out.stdout);
+                let why = stderr
+                    .lines()
+                    .chain(stdout.lines())
+                    .map(str::trim)
+                    .find(|l| !l.is_empty())
+                    .unwrap_or("no output")
+                    .to_owned();
+                return format!("git commit failed: git {}: {why}", args[0]);
+            }
+            Ok(_) => {}
+        }
+    }
+    format!("Committed: {}", message.lines().next().unwrap_or(""))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(steps: Vec<Step>, now: Instant) -> Run {
+        Run::new("p".to_owned(), steps, now)
+    }
+
+    #[test]
+    fn sleep_blocks_until_its_deadline() {
+        let t0 = Instant::now();
+        let dir = std::env::temp_dir();
+        let mut transcript = Transcript::default();
+        let mut r = run(
+            vec![
+                Step::Sleep { ms: 250 },
+                Step::Say {
+                    text: "after".into(),
+                },
+            ],
+            t0,
+        );
+        assert_eq!(r.advance(t0, &dir, &mut transcript, 10), Effect::Blocked);
+        assert_eq!(r.deadline(t0), Some(t0 + SPINNER_TICK));
+        let t = t0 + Duration::from_millis(210);
+        assert_eq!(r.deadline(t), Some(t0 + Duration::from_millis(250)));
+        let t = t0 + Duration::from_millis(250);
+        assert_eq!(r.advance(t, &dir, &mut transcript, 10), Effect::Finished);
+        assert_eq!(transcript.lines().collect::<Vec<_>>(), vec!["after"]);
+    }
+
+    #[test]
+    fn spinner_rotates_and_freezes() {
+        let t0 = Instant::now();
+        let dir = std::env::temp_dir();
+        let mut transcript = Transcript::default();
+        let mut r = run(vec![Step::Sleep { ms: 2500 }, Step::SpinnerForever {}], t0);
+        r.advance(t0, &dir, &mut transcript, 10);
+        assert_eq!(r.spinner(t0), "✢ Working… (0s · esc to interrupt)");
+        let t = t0 + Duration::from_millis(1100);
+        assert_eq!(r.spinner(t), "✳ Working… (1s · esc to interrupt)");
+        let t = t0 + Duration::from_millis(2600);
+        assert_eq!(r.advance(t, &dir, &mut transcript, 10), Effect::Blocked);
+        let later = t0 + Duration::from_secs(60);
+        assert!(r.spinner(later).contains("(2s ·"), "{}", r.spinner(later));
+    }
+
+    #[test]
+    fn output_comes_in_chunks() {
+        let t0 = Instant::now();
+        let dir = std::env::temp_dir();
+        let mut transcript = Transcript::default();
+        let mut r = run(
+            vec![Step::Output { lines: 5 }, Step::Say { text: "end".into() }],
+            t0,
+        );
+        assert_eq!(r.advance(t0, &dir, &mut transcript, 2), Effect::Blocked);
+        assert_eq!(r.deadline(t0), Some(t0));
+        r.advance(t0, &dir, &mut transcript, 2);
+        r.advance(t0, &dir, &mut transcript, 2);
+        assert_eq!(r.advance(t0, &dir, &mut transcript, 2), Effect::Finished);
+        let lines: Vec<_> = transcript.lines().collect();
+        assert_eq!(
+            lines,
+            vec!["line 1", "line 2", "line 3", "line 4", "line 5", "end"]
+        );
+    }
+
+    #[test]
+    fn permission_no_ends_the_list() {
+        let t0 = Instant::now();
+        let dir = std::env::temp_dir();
+        let mut transcript = Transcript::default();
+        let mut r = run(
+            vec![
+                Step::Permission {
+                    tool: "Write(f)".into(),
+                },
+                Step::Say {
+                    text: "never".into(),
+                },
+            ],
+            t0,
+        );
+        assert_eq!(r.advance(t0, &dir, &mut transcript, 10), Effect::Blocked);
+        assert_eq!(r.permission(), Some(("Write(f)", 0)));
+        assert_eq!(r.deadline(t0), None);
+        r.select(1);
+        assert_eq!(r.permission(), Some(("Write(f)", 1)));
+        r.answer(false, &mut transcript);
+        assert_eq!(r.advance(t0, &dir, &mut transcript, 10), Effect::Finished);
+        assert_eq!(
+            transcript.lines().collect::<Vec<_>>(),
+            vec!["Permission denied"]
+        );
+    }
+
+    #[test]
+    fn files_are_written_under_cwd_with_parents() {
+        let dir = tempfile::tempdir().expect("a temp dir can be created");
+        let mut transcript = Transcript::default();
+        let t0 = Instant::now();
+        let mut r = run(
+            vec![
+                Step::WriteFile {
+                    path: "a/b/c.txt".into(),
+                    content: "one\n".into(),
+                },
+                Step::AppendFile {
+                    path: "a/b/c.txt".into(),
+                    content: "two\n".into(),
+                },
+                Step::AppendFile {
+                    path: "new/d.txt".into(),
+                    content: "x".into(),
+                },
+            ],
+            t0,
+        );
+        assert_eq!(
+            r.advance(t0, dir.path(), &mut transcript, 10),
+            Effect::Finished
+        );
+        let read = |p: &str| std::fs::read_to_string(dir.path().join(p)).expect("file was written");
+        assert_eq!(read("a/b/c.txt"), "one\ntwo\n");
+        assert_eq!(read("new/d.txt"), "x");
+        assert_eq!(
+            transcript.lines().collect::<Vec<_>>(),
+            vec![
+                "Wrote a/b/c.txt",
+                "Appended to a/b/c.txt",
+                "Appended to new/d.txt"
+            ]
+        );
+    }
+
+    #[test]
+    fn git_commit_outside_a_repository_reports_failure() {
+        let dir = tempfile::tempdir().expect("a temp dir can be created");
+        let line = git_commit(dir.path(), "msg");
+        assert!(line.starts_with("git commit failed"), "{line}");
+    }
+}
