@@ -141,6 +141,9 @@ pub enum Input {
     Text(String),
     /// A named key.
     Key(Key),
+    /// Bytes exactly as a terminal sends them, e.g. keystrokes forwarded from a person's own
+    /// terminal while mirroring; never wrapped or translated.
+    Bytes(Vec<u8>),
 }
 
 /// The bytes that type `text` into a terminal whose application has (or has not) enabled

@@ -128,11 +128,11 @@ pub(crate) async fn spawn(spec: SpawnSpec) -> Result<Worker, SpawnError> {
 
     Ok(Worker {
         hub,
-        transport: Transport::Pty(PtyTransport {
+        transport: Arc::new(Transport::Pty(PtyTransport {
             pid,
             master: Mutex::new(pair.master),
             io,
-        }),
+        })),
         exit: exit_rx,
     })
 }
@@ -146,6 +146,7 @@ impl PtyTransport {
         let bytes = match input {
             Input::Text(text) => text_bytes(text, hub.bracketed_paste()),
             Input::Key(key) => key.bytes(hub.application_cursor()),
+            Input::Bytes(bytes) => bytes.clone(),
         };
         self.io.write_all(&bytes).await?;
         Ok(())

@@ -78,9 +78,13 @@ pub(crate) enum Transport {
 }
 
 /// One program running in a terminal, with its screen.
+///
+/// Cloning gives another handle to the same worker. A PTY worker is killed (its whole process
+/// group) when its last handle is dropped; a tmux worker keeps running.
+#[derive(Clone)]
 pub struct Worker {
     pub(crate) hub: Arc<ScreenHub>,
-    pub(crate) transport: Transport,
+    pub(crate) transport: Arc<Transport>,
     /// Set (once) after the process exited and its remaining output was drained.
     pub(crate) exit: watch::Receiver<Option<ExitStatus>>,
 }
@@ -94,7 +98,7 @@ impl Worker {
 
     /// The worker's process id, while known.
     pub fn pid(&self) -> Option<u32> {
-        match &self.transport {
+        match self.transport.as_ref() {
             Transport::Pty(pty) => Some(pty.pid()),
             Transport::Tmux(tmux) => tmux.pid(),
         }
@@ -103,7 +107,7 @@ impl Worker {
     /// For a tmux worker: the private server's socket name and the session name, which a
     /// person can attach to with `tmux -L <socket> attach -t <session>`.
     pub fn tmux_session(&self) -> Option<(&str, &str)> {
-        match &self.transport {
+        match self.transport.as_ref() {
             Transport::Pty(_) => None,
             Transport::Tmux(tmux) => Some((tmux.socket_name(), tmux.session_name())),
         }
@@ -134,7 +138,7 @@ impl Worker {
         if let Some(status) = self.exit_status() {
             return Err(WorkerError::Exited(status));
         }
-        match &self.transport {
+        match self.transport.as_ref() {
             Transport::Pty(pty) => pty.send(&self.hub, input).await,
             Transport::Tmux(tmux) => tmux.send(&self.hub, input).await,
         }
@@ -142,7 +146,7 @@ impl Worker {
 
     /// Resizes the terminal (the application gets SIGWINCH).
     pub async fn resize(&self, size: TermSize) -> Result<(), WorkerError> {
-        match &self.transport {
+        match self.transport.as_ref() {
             Transport::Pty(pty) => pty.resize(size)?,
             Transport::Tmux(tmux) => tmux.resize(size).await?,
         }
@@ -176,14 +180,14 @@ impl Worker {
         if let Some(status) = self.exit_status() {
             return status;
         }
-        match &self.transport {
+        match self.transport.as_ref() {
             Transport::Pty(pty) => pty.signal_group(libc::SIGTERM),
             Transport::Tmux(tmux) => tmux.signal_group(libc::SIGTERM),
         }
         if let Ok(status) = tokio::time::timeout(grace, self.wait()).await {
             return status;
         }
-        match &self.transport {
+        match self.transport.as_ref() {
             Transport::Pty(pty) => pty.signal_group(libc::SIGKILL),
             Transport::Tmux(tmux) => tmux.signal_group(libc::SIGKILL),
         }

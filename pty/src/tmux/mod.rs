@@ -407,6 +407,16 @@ impl TmuxServer {
         Ok(self.worker(session, pane.to_owned(), pid, hub, DEFAULT_DRAIN_TIMEOUT))
     }
 
+    /// Kills one worker session (its process gets SIGHUP from its closed terminal).
+    pub async fn kill_session(&self, session: &str) -> Result<(), TmuxError> {
+        validate_name("session", session, false)?;
+        self.inner
+            .control
+            .command(&format!("kill-session -t {}", quote(session)))
+            .await
+            .map(drop)
+    }
+
     /// The worker sessions on this server (every session but the control session).
     pub async fn sessions(&self) -> Result<Vec<String>, TmuxError> {
         let names = self
@@ -482,12 +492,12 @@ impl TmuxServer {
         ));
         Worker {
             hub,
-            transport: Transport::Tmux(TmuxTransport {
+            transport: Arc::new(Transport::Tmux(TmuxTransport {
                 server: Arc::clone(&self.inner),
                 session: session.to_owned(),
                 pane,
                 pid,
-            }),
+            })),
             exit: exit_rx,
         }
     }
@@ -522,6 +532,13 @@ impl TmuxTransport {
                     .command(&format!("send-keys -t {pane} {}", key.tmux_name()))
                     .await?;
             }
+            Input::Bytes(bytes) if !bytes.is_empty() => {
+                let hex: Vec<String> = bytes.iter().map(|b| format!("{b:02x}")).collect();
+                control
+                    .command(&format!("send-keys -H -t {pane} {}", hex.join(" ")))
+                    .await?;
+            }
+            Input::Bytes(_) => {}
             Input::Text(text) if !hub.bracketed_paste() && !text.contains(['\n', '\r']) => {
                 control
                     .command(&format!("send-keys -l -t {pane} -- {}", quote(text)))

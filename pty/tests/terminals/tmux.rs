@@ -258,3 +258,23 @@ async fn bad_names_missing_tmux_and_duplicate_sessions_are_clear_errors() {
     );
     assert!(missing.to_string().contains("/no/such/tmux"));
 }
+
+#[tokio::test]
+async fn raw_bytes_reach_the_program_untranslated() {
+    let tmux = PrivateTmux::new("bytes");
+    let server = tmux.connect().await;
+    let worker = server
+        .spawn(
+            "w1",
+            sh("stty -icanon -echo; printf 'ready\\n'; exec cat -v"),
+        )
+        .await
+        .expect("spawn");
+    screen_shows(&worker, "ready").await;
+    worker
+        .send(&Input::Bytes(b"\x1b[A\x01z".to_vec()))
+        .await
+        .expect("bytes");
+    screen_shows(&worker, "^[[A^Az").await;
+    worker.stop(Duration::from_secs(2)).await;
+}

@@ -1,0 +1,349 @@
+//! Connections and routing: reads requests off each connection, records them,
+//! decides which script turn (if any) answers them, and writes the answer in the
+//! dialect of the API that was called.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufRead, AsyncReadExt, AsyncWrite, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::http::{self, Chunked, Request};
+use crate::record::Recorder;
+use crate::script::{Action, Script, ToolUse, Turn};
+use crate::{anthropic, openai, side};
+
+/// Everything the connections share.
+pub struct Server {
+    /// The turns main requests consume.
+    pub script: Script,
+    /// Where requests are logged, if anywhere.
+    pub recorder: Option<Recorder>,
+    /// The reply to side requests (title generation and the like).
+    pub side_text: String,
+    /// Numbers requests, for the record and for unique ids.
+    pub seq: AtomicU64,
+}
+
+/// Which provider API a request speaks.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Api {
+    Anthropic,
+    OpenAi,
+}
+
+/// What to do with the connection after a request.
+enum After {
+    /// Read the next request from it (if the client allows).
+    KeepOpen,
+    /// Close it.
+    Close,
+}
+
+/// Accepts connections forever, one task each.
+pub async fn serve(listener: TcpListener, server: Arc<Server>) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, _)) => {
+                tokio::spawn(handle_connection(stream, Arc::clone(&server)));
+            }
+            Err(err) => {
+                // Accept errors (e.g. too many open files) are transient; back off
+                // instead of spinning.
+                eprintln!("model-server: accept failed: {err}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+async fn handle_connection(stream: TcpStream, server: Arc<Server>) {
+    // Answers are tiny and latency matters for SSE: send each write at once.
+    let _ = stream.set_nodelay(true);
+    let (read, mut write) = stream.into_split();
+    let mut reader = BufReader::new(read);
+    loop {
+        let request = match http::read_request(&mut reader).await {
+            Ok(Some(request)) => request,
+            Ok(None) => return,
+            Err(err) => {
+                eprintln!("model-server: bad request: {err}");
+                let body = anthropic::error_body("invalid_request_error", &err.to_string());
+                let _ = http::write_full(
+                    &mut write,
+                    400,
+                    "application/json",
+                    &[("connection", "close".into())],
+                    body.to_string().as_bytes(),
+                    true,
+                )
+                .await;
+                return;
+            }
+        };
+        let keep_alive = request.keep_alive;
+        match server.respond(request, &mut reader, &mut write).await {
+            Ok(After::KeepOpen) if keep_alive => continue,
+            Ok(_) => return,
+            Err(err) => {
+                // Usually the client hung up mid-answer, which agents do when the
+                // user interrupts; nothing to answer any more.
+                eprintln!("model-server: connection ended: {err}");
+                return;
+            }
+        }
+    }
+}
+
+impl Server {
+    async fn respond<R, W>(
+        &self,
+        request: Request,
+        reader: &mut R,
+        writer: &mut W,
+    ) -> std::io::Result<After>
+    where
+        R: AsyncBufRead + Unpin,
+        W: AsyncWrite + Unpin,
+    {
+        let seq = self.seq.fetch_add(1, Ordering::SeqCst) + 1;
+        let body: Option<Value> = serde_json::from_slice(&request.body).ok();
+        let path = request.path().to_owned();
+        let is_post = request.method == "POST";
+
+        let api = if is_post && path.ends_with("/messages") {
+            Some(Api::Anthropic)
+        } else if is_post && path.ends_with("/responses") {
+            Some(Api::OpenAi)
+        } else {
+            None
+        };
+        let null = Value::Null;
+        let body_ref = body.as_ref().unwrap_or(&null);
+        let main = match api {
+            Some(Api::Anthropic) => anthropic::is_main(body_ref),
+            Some(Api::OpenAi) => openai::is_main(body_ref),
+            None => false,
+        };
+        let (turn_index, turn) = if main {
+            self.script.next_turn()
+        } else {
+            (
+                None,
+                Turn::text(&side::reply_text(body_ref, &self.side_text)),
+            )
+        };
+        let kind = match (api, main) {
+            (None, _) => "other",
+            (Some(_), true) => "main",
+            (Some(_), false) => "side",
+        };
+
+        self.record(seq, &request, kind, turn_index, body.as_ref());
+        eprintln!(
+            "model-server: #{seq} {} {} -> {kind}{}",
+            request.method,
+            request.target,
+            turn_index.map_or(String::new(), |i| format!(" turn {i}")),
+        );
+
+        match api {
+            Some(api) => self.answer(api, seq, body_ref, &turn, reader, writer).await,
+            None => answer_other(&request, &path, writer).await,
+        }
+    }
+
+    fn record(
+        &self,
+        seq: u64,
+        request: &Request,
+        kind: &str,
+        turn: Option<usize>,
+        body: Option<&Value>,
+    ) {
+        let Some(recorder) = &self.recorder else {
+            return;
+        };
+        let headers: serde_json::Map<String, Value> = request
+            .headers
+            .iter()
+            .map(|(name, value)| (name.clone(), Value::String(value.clone())))
+            .collect();
+        let mut record = json!({
+            "seq": seq,
+            "method": request.method,
+            "path": request.target,
+            "kind": kind,
+            "turn": turn,
+            "headers": headers,
+            "body": body,
+        });
+        if body.is_none() && !request.body.is_empty() {
+            // Not JSON (or compressed): keep what we can for debugging.
+            record["body_text"] = json!(String::from_utf8_lossy(&request.body));
+        }
+        recorder.write(&record);
+    }
+
+    /// Answers a Messages or Responses API call with the given turn.
+    async fn answer<R, W>(
+        &self,
+        api: Api,
+        seq: u64,
+        body: &Value,
+        turn: &Turn,
+        reader: &mut R,
+        writer: &mut W,
+    ) -> std::io::Result<After>
+    where
+        R: AsyncBufRead + Unpin,
+        W: AsyncWrite + Unpin,
+    {
+        let delay = Duration::from_millis(turn.delay_ms);
+        let (stream, model) = match api {
+            Api::Anthropic => (anthropic::wants_stream(body), anthropic::model_of(body)),
+            Api::OpenAi => (openai::wants_stream(body), openai::model_of(body)),
+        };
+        let (message_id, request_id_header) = match api {
+            Api::Anthropic => (format!("msg_scripted_{seq}"), "request-id"),
+            Api::OpenAi => (format!("resp_scripted_{seq}"), "x-request-id"),
+        };
+        let headers = [(request_id_header, format!("req_scripted_{seq}"))];
+        let sse_headers = [
+            (request_id_header, format!("req_scripted_{seq}")),
+            ("cache-control", "no-cache".to_owned()),
+        ];
+        let start_event = match api {
+            Api::Anthropic => anthropic::message_start(&message_id, &model),
+            Api::OpenAi => openai::created(&message_id, &model),
+        };
+        let frame = |event: &Value| match api {
+            Api::Anthropic => anthropic::sse(event),
+            Api::OpenAi => openai::sse(event),
+        };
+
+        match &turn.action {
+            Action::Refuse => {
+                tokio::time::sleep(delay).await;
+                Ok(After::Close)
+            }
+            Action::Error(error) => {
+                tokio::time::sleep(delay).await;
+                let body = match api {
+                    Api::Anthropic => anthropic::error_body(&error.kind, &error.message),
+                    Api::OpenAi => openai::error_body(&error.kind, &error.message),
+                };
+                http::write_full(
+                    writer,
+                    error.status,
+                    "application/json",
+                    &headers,
+                    body.to_string().as_bytes(),
+                    true,
+                )
+                .await?;
+                Ok(After::KeepOpen)
+            }
+            Action::Hang => {
+                if stream {
+                    let mut chunked =
+                        Chunked::start(writer, 200, "text/event-stream", &sse_headers).await?;
+                    chunked.send(frame(&start_event).as_bytes()).await?;
+                }
+                wait_for_hangup(reader).await;
+                eprintln!("model-server: #{seq} client hung up during a hang turn");
+                Ok(After::Close)
+            }
+            Action::Reply { text, tool_use } => {
+                let tool_id = tool_use.as_ref().map(|tool| {
+                    tool.id.clone().unwrap_or_else(|| match api {
+                        Api::Anthropic => format!("toolu_scripted_{seq}"),
+                        Api::OpenAi => format!("call_scripted_{seq}"),
+                    })
+                });
+                let tool: Option<(&ToolUse, &str)> = tool_use.as_ref().zip(tool_id.as_deref());
+                let text = text.as_deref();
+                if stream {
+                    let mut chunked =
+                        Chunked::start(writer, 200, "text/event-stream", &sse_headers).await?;
+                    chunked.send(frame(&start_event).as_bytes()).await?;
+                    tokio::time::sleep(delay).await;
+                    let events = match api {
+                        Api::Anthropic => anthropic::reply_events(text, tool),
+                        Api::OpenAi => openai::reply_events(&message_id, &model, text, tool),
+                    };
+                    for event in &events {
+                        chunked.send(frame(event).as_bytes()).await?;
+                    }
+                    chunked.finish().await?;
+                } else {
+                    tokio::time::sleep(delay).await;
+                    let reply = match api {
+                        Api::Anthropic => anthropic::reply_message(&message_id, &model, text, tool),
+                        Api::OpenAi => openai::reply_response(&message_id, &model, text, tool),
+                    };
+                    http::write_full(
+                        writer,
+                        200,
+                        "application/json",
+                        &headers,
+                        reply.to_string().as_bytes(),
+                        true,
+                    )
+                    .await?;
+                }
+                Ok(After::KeepOpen)
+            }
+        }
+    }
+}
+
+/// Answers everything that is not a model call, so an agent's incidental requests
+/// (token counting, model lists, reachability checks) get a quick, harmless answer
+/// instead of hanging.
+async fn answer_other<W: AsyncWrite + Unpin>(
+    request: &Request,
+    path: &str,
+    writer: &mut W,
+) -> std::io::Result<After> {
+    let with_body = request.method != "HEAD";
+    let (status, body) = if request.method == "POST" && path.ends_with("/messages/count_tokens") {
+        // A rough count is enough: the agent only uses it for context accounting.
+        (200, json!({"input_tokens": request.body.len() / 4 + 1}))
+    } else if path.ends_with("/models") {
+        // Both dialects' list shapes, empty: agents fall back to their built-in lists.
+        (200, json!({"object": "list", "data": [], "models": []}))
+    } else if request.method == "GET" || request.method == "HEAD" {
+        (200, json!({}))
+    } else {
+        (
+            404,
+            anthropic::error_body("not_found_error", &format!("no route for {path}")),
+        )
+    };
+    http::write_full(
+        writer,
+        status,
+        "application/json",
+        &[],
+        body.to_string().as_bytes(),
+        with_body,
+    )
+    .await?;
+    Ok(After::KeepOpen)
+}
+
+/// Waits until the client closes its side of the connection (or it breaks),
+/// discarding anything it sends meanwhile. This is how a `hang` turn ends: the
+/// agent gives up, or the user interrupts it.
+async fn wait_for_hangup<R: AsyncBufRead + Unpin>(reader: &mut R) {
+    let mut buf = [0u8; 4096];
+    loop {
+        match reader.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+    }
+}
