@@ -77,19 +77,12 @@ fn scripted_agent() -> Result<std::path::PathBuf, CommandError> {
 }
 
 fn init_repo(dir: &std::path::Path) -> Result<(), CommandError> {
+    // The agent commits too, so the identity goes in the repository's own config.
     for args in [
         &["init", "-q", "-b", "main"][..],
-        &[
-            "-c",
-            "user.name=clawpool",
-            "-c",
-            "user.email=clawpool@localhost",
-            "commit",
-            "-q",
-            "--allow-empty",
-            "-m",
-            "Initial commit",
-        ][..],
+        &["config", "user.name", "clawpool demo"][..],
+        &["config", "user.email", "demo@clawpool.invalid"][..],
+        &["commit", "-q", "--allow-empty", "-m", "Initial commit"][..],
     ] {
         let status = std::process::Command::new("git")
             .args(args)
