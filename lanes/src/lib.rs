@@ -1,8 +1,15 @@
-//! Lanes: task packets, per-lane state, and the lane event log.
+//! Lanes: the lane lifecycle, typed lane events, and the append-only event log.
 //!
-//! What lands here: parsing and validating task packets (single, array, or batch form), the
-//! lane state machine and its on-disk document (`.claw/worker-state.json`, written
-//! atomically), and typed lane events appended to `events.jsonl`. It sits on top of `worktree/`
-//! and knows nothing about how a terminal is driven.
+//! A lane is one agent working in one git worktree. Its lifecycle is [`LaneStatus`] (with a
+//! [`BlockedSubphase`] while blocked and a [`FailureClass`] once failed); every change of state
+//! is a [`LaneEvent`] with a per-lane, strictly increasing `seq`, appended to the lane's
+//! [`EventLog`] (JSON lines). Later issues add task packets and the per-lane state file here.
 //!
-//! The crate is empty until the lanes issue fills it.
+//! This crate decides nothing about screens or terminals: the supervisor's handshake observes
+//! the worker and reports transitions; this crate gives them a shape that other tools can read.
+
+mod events;
+mod state;
+
+pub use events::{Evidence, EventLog, EventLogError, LaneEvent, now_ms};
+pub use state::{BlockedSubphase, FailureClass, LaneState, LaneStatus};

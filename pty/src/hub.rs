@@ -125,9 +125,10 @@ impl ScreenHub {
     }
 
     pub(crate) fn subscribe(&self) -> ScreenChanges {
-        ScreenChanges {
-            rx: self.changes.clone(),
-        }
+        let mut rx = self.changes.clone();
+        // "From now on": a change announced before this call is not news to the new stream.
+        rx.mark_unchanged();
+        ScreenChanges { rx }
     }
 
     /// No more output will come: wake watchers one last time and end their stream.

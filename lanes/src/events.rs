@@ -1,0 +1,207 @@
+//! Typed lane events and the append-only JSON-lines log they are written to.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+
+use crate::LaneState;
+
+/// What a rule saw that justified a transition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Evidence {
+    /// The rule (or other source, e.g. `process_exit`) that decided.
+    pub rule: String,
+    /// Where it looked (a screen region, or `process`).
+    pub region: String,
+    /// The text it matched (or the exit status).
+    pub matched: String,
+}
+
+/// One event in a lane's life.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LaneEvent {
+    /// Strictly increasing per lane, from 1.
+    pub seq: u64,
+    /// Milliseconds since the Unix epoch.
+    pub at_ms: u64,
+    /// A stable dotted name: `lane.state`, `lane.trust_resolved`, `lane.prompt_sent`, …
+    pub kind: String,
+    /// The lane.
+    pub lane: String,
+    /// The state before, for transitions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<LaneState>,
+    /// The state after, for transitions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<LaneState>,
+    /// Why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<Evidence>,
+    /// Anything else the event carries (e.g. `{"method": "auto_allowlisted"}`).
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub detail: serde_json::Value,
+}
+
+/// Milliseconds since the Unix epoch, now.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Why the event log could not be written.
+#[derive(Debug, thiserror::Error)]
+#[error("event log {}: {source}", path.display())]
+pub struct EventLogError {
+    /// The log file.
+    pub path: PathBuf,
+    /// The error.
+    pub source: std::io::Error,
+}
+
+/// A lane's events: kept in memory and, when a file is given, appended to it as JSON lines.
+pub struct EventLog {
+    lane: String,
+    inner: Mutex<Inner>,
+}
+
+struct Inner {
+    seq: u64,
+    events: Vec<LaneEvent>,
+    file: Option<(PathBuf, File)>,
+}
+
+impl EventLog {
+    /// A log for `lane` kept in memory only.
+    pub fn in_memory(lane: impl Into<String>) -> Self {
+        Self {
+            lane: lane.into(),
+            inner: Mutex::new(Inner {
+                seq: 0,
+                events: Vec::new(),
+                file: None,
+            }),
+        }
+    }
+
+    /// A log for `lane` also appended to `path` (created with its folder). Numbering continues
+    /// after the last event already in the file, so a restarted supervisor never reuses a seq.
+    pub fn open(lane: impl Into<String>, path: &Path) -> Result<Self, EventLogError> {
+        let err = |source| EventLogError {
+            path: path.to_owned(),
+            source,
+        };
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(err)?;
+        }
+        let last_seq = std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| serde_json::from_str::<LaneEvent>(line).ok())
+            .map(|e| e.seq)
+            .max()
+            .unwrap_or(0);
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(err)?;
+        Ok(Self {
+            lane: lane.into(),
+            inner: Mutex::new(Inner {
+                seq: last_seq,
+                events: Vec::new(),
+                file: Some((path.to_owned(), file)),
+            }),
+        })
+    }
+
+    /// Appends an event, giving it the next seq and the current time. Returns it.
+    pub fn record(
+        &self,
+        kind: &str,
+        from: Option<LaneState>,
+        to: Option<LaneState>,
+        evidence: Option<Evidence>,
+        detail: serde_json::Value,
+    ) -> Result<LaneEvent, EventLogError> {
+        let mut inner = self
+            .inner
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        inner.seq += 1;
+        let event = LaneEvent {
+            seq: inner.seq,
+            at_ms: now_ms(),
+            kind: kind.to_owned(),
+            lane: self.lane.clone(),
+            from,
+            to,
+            evidence,
+            detail,
+        };
+        if let Some((path, file)) = inner.file.as_mut() {
+            let mut line = serde_json::to_vec(&event).map_err(|e| EventLogError {
+                path: path.clone(),
+                source: std::io::Error::other(e),
+            })?;
+            line.push(b'\n');
+            // One write per line with O_APPEND: readers never see half an event.
+            file.write_all(&line).map_err(|source| EventLogError {
+                path: path.clone(),
+                source,
+            })?;
+        }
+        inner.events.push(event.clone());
+        Ok(event)
+    }
+
+    /// Every event recorded through this handle, in order.
+    pub fn events(&self) -> Vec<LaneEvent> {
+        self.inner
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .events
+            .clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{LaneStatus, LaneState};
+
+    #[test]
+    fn seq_increases_and_survives_reopening() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("lanes/a/events.jsonl");
+        let log = EventLog::open("a", &path).expect("open");
+        let first = log
+            .record(
+                "lane.state",
+                Some(LaneState::plain(LaneStatus::Spawning)),
+                Some(LaneState::plain(LaneStatus::ReadyForPrompt)),
+                None,
+                serde_json::Value::Null,
+            )
+            .expect("record");
+        assert_eq!(first.seq, 1);
+        drop(log);
+        let log = EventLog::open("a", &path).expect("reopen");
+        let second = log
+            .record("lane.prompt_sent", None, None, None, serde_json::json!({"attempt": 1}))
+            .expect("record");
+        assert_eq!(second.seq, 2);
+        let lines: Vec<LaneEvent> = std::fs::read_to_string(&path)
+            .expect("read")
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("json line"))
+            .collect();
+        assert_eq!(lines.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![1, 2]);
+        assert_eq!(lines[1].detail["attempt"], 1);
+    }
+}
