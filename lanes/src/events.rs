@@ -173,7 +173,7 @@ impl EventLog {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{LaneStatus, LaneState};
+    use crate::{LaneState, LaneStatus};
 
     #[test]
     fn seq_increases_and_survives_reopening() {
@@ -193,7 +193,13 @@ mod tests {
         drop(log);
         let log = EventLog::open("a", &path).expect("reopen");
         let second = log
-            .record("lane.prompt_sent", None, None, None, serde_json::json!({"attempt": 1}))
+            .record(
+                "lane.prompt_sent",
+                None,
+                None,
+                None,
+                serde_json::json!({"attempt": 1}),
+            )
             .expect("record");
         assert_eq!(second.seq, 2);
         let lines: Vec<LaneEvent> = std::fs::read_to_string(&path)

@@ -11,5 +11,5 @@
 mod events;
 mod state;
 
-pub use events::{Evidence, EventLog, EventLogError, LaneEvent, now_ms};
+pub use events::{EventLog, EventLogError, Evidence, LaneEvent, now_ms};
 pub use state::{BlockedSubphase, FailureClass, LaneState, LaneStatus};

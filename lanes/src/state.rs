@@ -156,7 +156,10 @@ mod tests {
 
     #[test]
     fn states_read_as_on_the_wire() {
-        assert_eq!(LaneState::plain(LaneStatus::ReadyForPrompt).to_string(), "ready_for_prompt");
+        assert_eq!(
+            LaneState::plain(LaneStatus::ReadyForPrompt).to_string(),
+            "ready_for_prompt"
+        );
         assert_eq!(
             LaneState::blocked(BlockedSubphase::TrustPrompt).to_string(),
             "blocked{trust_prompt}"
@@ -167,6 +170,9 @@ mod tests {
         );
         let json = serde_json::to_value(LaneState::blocked(BlockedSubphase::Provider))
             .expect("serialises");
-        assert_eq!(json, serde_json::json!({"status": "blocked", "subphase": "provider"}));
+        assert_eq!(
+            json,
+            serde_json::json!({"status": "blocked", "subphase": "provider"})
+        );
     }
 }

@@ -184,6 +184,7 @@ impl ScreenModel {
                 .rows(0, cols.get())
                 .map(|row| row.trim_end().to_owned())
                 .collect(),
+            undimmed: undimmed_rows(screen),
             cursor: (cursor_row, cursor_col),
             alternate_screen: screen.alternate_screen(),
             title: self.parser.callbacks().title.clone(),
@@ -205,6 +206,9 @@ pub struct ScreenSnapshot {
     pub size: TermSize,
     /// One string per visible row, trailing blanks removed.
     pub rows: Vec<String>,
+    /// The same rows with dim (faint) cells blanked: what is left once placeholder and hint
+    /// text, which agents draw dim, is taken away.
+    pub undimmed: Vec<String>,
     /// Cursor (row, column), 0-based.
     pub cursor: (u16, u16),
     /// Whether the alternate screen is active.
@@ -233,6 +237,29 @@ impl ScreenSnapshot {
     pub fn contains(&self, needle: &str) -> bool {
         self.rows.iter().any(|row| row.contains(needle))
     }
+}
+
+fn undimmed_rows(screen: &vt100::Screen) -> Vec<String> {
+    let (rows, cols) = screen.size();
+    (0..rows.get())
+        .map(|row| {
+            let mut text = String::new();
+            for col in 0..cols.get() {
+                let dim = |col: u16| screen.cell(row, col).is_some_and(|c| c.dim());
+                match screen.cell(row, col) {
+                    Some(cell) if cell.is_wide_continuation() => {}
+                    Some(cell) if cell.dim() || !cell.has_contents() => text.push(' '),
+                    // An inverse cell right before dim text is a block cursor an application
+                    // drew on its own placeholder: it belongs to the placeholder.
+                    Some(cell) if cell.inverse() && dim(col + 1) => text.push(' '),
+                    Some(cell) => text.push_str(cell.contents()),
+                    None => {}
+                }
+            }
+            text.truncate(text.trim_end().len());
+            text
+        })
+        .collect()
 }
 
 impl TermSize {
@@ -282,6 +309,16 @@ mod tests {
         assert_eq!(snap.rows[1], "world");
         assert_eq!(snap.cursor, (1, 5));
         assert!(!snap.alternate_screen && !snap.bracketed_paste);
+        s.feed(b"\r\n\x1b[2mhint\x1b[0m typed");
+        assert_eq!(s.snapshot().rows[2], "hint typed");
+        assert_eq!(s.snapshot().undimmed[2], "     typed");
+        s.feed(b"\r\n\x1b[7mR\x1b[0;2mesend\x1b[0m");
+        assert_eq!(s.snapshot().rows[3], "Resend");
+        assert_eq!(
+            s.snapshot().undimmed[3],
+            "",
+            "a drawn cursor on a placeholder is placeholder"
+        );
         s.feed(b"\x1b[?1049h\x1b[?2004h");
         let snap = s.snapshot();
         assert!(snap.alternate_screen && snap.bracketed_paste);

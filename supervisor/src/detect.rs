@@ -1,0 +1,347 @@
+//! Detection: what a screen snapshot says about an agent, according to its profile.
+//!
+//! [`observe`] takes a snapshot (never a live terminal) and a compiled profile and returns one
+//! [`Observation`]: a dialog, a rule's signal (working, provider retry, shell, booting), or,
+//! when no rule matches, what the input line shows (idle, or a draft). The highest priority
+//! wins; dialogs win ties. [`explain`] evaluates every rule and dialog and reports each with
+//! its evidence, and the near misses, for `clawpool explain`.
+
+use clawpool_pty::ScreenSnapshot;
+use serde::Serialize;
+
+use crate::profiles::{DialogKind, InputFinder, Matcher, Profile, Region, Signal};
+
+/// What the screen shows, as far as the profile can tell.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Seen {
+    /// A dialog the profile knows.
+    Dialog {
+        /// Its name.
+        name: String,
+        /// Its kind.
+        dialog: DialogKind,
+    },
+    /// A rule's signal.
+    Signal {
+        /// The signal.
+        signal: Signal,
+    },
+    /// An empty input line (or one showing a placeholder), nothing in the way.
+    Idle,
+    /// The input line holds a draft.
+    Draft {
+        /// The draft's text.
+        text: String,
+    },
+    /// Nothing recognisable.
+    Unknown,
+}
+
+/// One observation with its evidence.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Observation {
+    /// What was seen.
+    pub seen: Seen,
+    /// The rule or dialog that decided (`input_line` when the input line did).
+    pub rule: String,
+    /// Where it looked.
+    pub region: String,
+    /// The text that matched.
+    pub evidence: String,
+}
+
+/// The rows of `region` on `snap`.
+pub fn region_rows(snap: &ScreenSnapshot, input: &InputFinder, region: Region) -> Vec<String> {
+    let layout = Layout::of(snap, input);
+    match region {
+        Region::Screen => snap.rows.clone(),
+        Region::Title => vec![snap.title.clone()],
+        Region::InputLine => layout
+            .input
+            .map(|(start, end)| snap.rows[start..end].to_vec())
+            .unwrap_or_default(),
+        Region::AboveInput(n) => {
+            let top = layout.box_top.unwrap_or(snap.rows.len());
+            last_non_empty(&snap.rows[..top], n)
+        }
+        Region::BelowInput => match layout.box_bottom {
+            Some(bottom) => snap.rows[bottom.min(snap.rows.len())..].to_vec(),
+            None => Vec::new(),
+        },
+        Region::LastLines(n) => last_non_empty(&snap.rows, n),
+    }
+}
+
+fn last_non_empty(rows: &[String], n: usize) -> Vec<String> {
+    let mut out: Vec<String> = rows
+        .iter()
+        .rev()
+        .filter(|r| !r.trim().is_empty())
+        .take(n)
+        .cloned()
+        .collect();
+    out.reverse();
+    out
+}
+
+/// Where the input box is on a screen.
+struct Layout {
+    /// The input line's rows (start, end exclusive).
+    input: Option<(usize, usize)>,
+    /// The first row of the input box (a rule, or the input line).
+    box_top: Option<usize>,
+    /// The first row after the input box.
+    box_bottom: Option<usize>,
+}
+
+impl Layout {
+    fn of(snap: &ScreenSnapshot, input: &InputFinder) -> Self {
+        let starts_with_prefix = |row: &String| {
+            !input.prefix.is_empty() && row.trim_start().starts_with(input.prefix.as_str())
+        };
+        if let Some(rule) = input.rule {
+            let is_rule = |row: &String| {
+                let trimmed = row.trim();
+                trimmed.chars().count() >= 10 && trimmed.chars().all(|c| c == rule)
+            };
+            let rules: Vec<usize> = (0..snap.rows.len())
+                .filter(|&i| is_rule(&snap.rows[i]))
+                .collect();
+            let (top, bottom) = match rules[..] {
+                [.., a, b] => (a, b),
+                [a] => (
+                    a,
+                    (a + 1..snap.rows.len())
+                        .find(|&i| snap.rows[i].trim().is_empty())
+                        .unwrap_or(snap.rows.len()),
+                ),
+                [] => return Self::none(),
+            };
+            let line = (top + 1..bottom).find(|&i| starts_with_prefix(&snap.rows[i]));
+            return match line {
+                Some(line) => Self {
+                    input: Some((line, bottom)),
+                    box_top: Some(top),
+                    box_bottom: Some(bottom + usize::from(rules.len() > 1)),
+                },
+                None => Self::none(),
+            };
+        }
+        match (0..snap.rows.len())
+            .rev()
+            .find(|&i| starts_with_prefix(&snap.rows[i]))
+        {
+            Some(line) => Self {
+                input: Some((line, line + 1)),
+                box_top: Some(line),
+                box_bottom: Some(line + 1),
+            },
+            None => Self::none(),
+        }
+    }
+
+    fn none() -> Self {
+        Self {
+            input: None,
+            box_top: None,
+            box_bottom: None,
+        }
+    }
+}
+
+/// The text in the input line, without its prefix, placeholder or dim hint text; `None` when
+/// the screen has no input line.
+pub fn draft(snap: &ScreenSnapshot, input: &InputFinder) -> Option<String> {
+    let (start, end) = Layout::of(snap, input).input?;
+    let rows = if snap.undimmed.len() == snap.rows.len() {
+        &snap.undimmed
+    } else {
+        &snap.rows
+    };
+    let mut text = String::new();
+    for (i, row) in rows[start..end].iter().enumerate() {
+        let row = if i == 0 {
+            row.trim_start()
+                .strip_prefix(input.prefix.as_str())
+                .unwrap_or(row)
+        } else {
+            row.as_str()
+        };
+        let row = row.trim();
+        if row.is_empty() {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push('\n');
+        }
+        text.push_str(row);
+    }
+    if input.placeholders.iter().any(|p| p.is_match(&text)) {
+        text.clear();
+    }
+    Some(text)
+}
+
+/// A rule or dialog as evaluated by [`explain`].
+#[derive(Debug, Clone, Serialize)]
+pub struct Evaluation {
+    /// Rule or dialog name.
+    pub rule: String,
+    /// `rule` or `dialog`.
+    pub what: &'static str,
+    /// What a match means.
+    pub means: String,
+    /// Its priority.
+    pub priority: i32,
+    /// The region.
+    pub region: String,
+    /// The evidence, when it matched.
+    pub matched: Option<String>,
+    /// When it did not match but came close: why it counts as a near miss.
+    pub near_miss: Option<String>,
+}
+
+/// Every rule and dialog evaluated on one screen, and the observation that wins.
+#[derive(Debug, Clone, Serialize)]
+pub struct Explanation {
+    /// The winner.
+    pub observation: Observation,
+    /// What the input line holds (`null` when there is none).
+    pub input_line: Option<String>,
+    /// Every rule and dialog, highest priority first.
+    pub evaluations: Vec<Evaluation>,
+}
+
+/// What the screen shows.
+pub fn observe(profile: &Profile, snap: &ScreenSnapshot) -> Observation {
+    explain(profile, snap).observation
+}
+
+/// Every rule and dialog evaluated, the winner, and the near misses.
+pub fn explain(profile: &Profile, snap: &ScreenSnapshot) -> Explanation {
+    let input = &profile.input;
+    let screen_rows = &snap.rows;
+    let evaluate = |name: &str,
+                    what: &'static str,
+                    means: String,
+                    priority: i32,
+                    region: Region,
+                    matcher: &Matcher| {
+        let rows = region_rows(snap, input, region);
+        let matched = matcher.find(&rows);
+        let near_miss = match &matched {
+            Some(_) => None,
+            None => near_miss(matcher, &rows, screen_rows, region),
+        };
+        Evaluation {
+            rule: name.to_owned(),
+            what,
+            means,
+            priority,
+            region: region.name(),
+            matched,
+            near_miss,
+        }
+    };
+    let mut evaluations: Vec<(Evaluation, Seen)> = Vec::new();
+    for dialog in &profile.dialogs {
+        let seen = Seen::Dialog {
+            name: dialog.name.clone(),
+            dialog: dialog.kind,
+        };
+        let means = format!("dialog ({})", wire(&dialog.kind));
+        evaluations.push((
+            evaluate(
+                &dialog.name,
+                "dialog",
+                means,
+                dialog.priority,
+                dialog.region,
+                &dialog.matcher,
+            ),
+            seen,
+        ));
+    }
+    for rule in &profile.rules {
+        let seen = Seen::Signal {
+            signal: rule.signal,
+        };
+        let means = wire(&rule.signal);
+        evaluations.push((
+            evaluate(
+                &rule.name,
+                "rule",
+                means,
+                rule.priority,
+                rule.region,
+                &rule.matcher,
+            ),
+            seen,
+        ));
+    }
+    // Highest priority first; among equals, dialogs before rules, then file order.
+    evaluations.sort_by_key(|(e, _)| (std::cmp::Reverse(e.priority), e.what != "dialog"));
+    let input_line = draft(snap, input);
+    let winner = evaluations
+        .iter()
+        .find(|(e, _)| e.matched.is_some())
+        .map(|(e, seen)| Observation {
+            seen: seen.clone(),
+            rule: e.rule.clone(),
+            region: e.region.clone(),
+            evidence: e.matched.clone().unwrap_or_default(),
+        });
+    let observation = winner.unwrap_or_else(|| match &input_line {
+        Some(text) if text.is_empty() => Observation {
+            seen: Seen::Idle,
+            rule: "input_line".into(),
+            region: "input_line".into(),
+            evidence: region_rows(snap, input, Region::InputLine).join("\n"),
+        },
+        Some(text) => Observation {
+            seen: Seen::Draft { text: text.clone() },
+            rule: "input_line".into(),
+            region: "input_line".into(),
+            evidence: text.clone(),
+        },
+        None => Observation {
+            seen: Seen::Unknown,
+            rule: "none".into(),
+            region: "screen".into(),
+            evidence: String::new(),
+        },
+    });
+    Explanation {
+        observation,
+        input_line,
+        evaluations: evaluations.into_iter().map(|(e, _)| e).collect(),
+    }
+}
+
+fn near_miss(
+    matcher: &Matcher,
+    rows: &[String],
+    screen: &[String],
+    region: Region,
+) -> Option<String> {
+    if let Some((matched, of)) = matcher.partial(rows) {
+        return Some(format!("{matched} of {of} conditions matched"));
+    }
+    if region != Region::Screen
+        && let Some(found) = matcher.find(screen)
+    {
+        return Some(format!(
+            "matches elsewhere on screen ({found:?}), not in {}",
+            region.name()
+        ));
+    }
+    None
+}
+
+fn wire(value: &impl Serialize) -> String {
+    serde_json::to_value(value)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
+}

@@ -1,0 +1,369 @@
+//! The on-disk shape of an agent profile (TOML), and of a patch to one from configuration.
+//!
+//! Every table denies unknown keys, so a typo is an error that names the key and its line
+//! (the TOML parser carries the position). A [`ManifestPatch`] has the same shape with every
+//! field optional; [`Manifest::apply`] lays one over a profile. Rules and dialogs are merged
+//! by name (a patch entry with an existing name replaces it, a new name is added); every other
+//! list (`args`, `placeholders`, …) is replaced as a whole; `env` tables are merged key by key.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// The rule-engine version this build understands; a manifest asking for a newer one is
+/// refused rather than half-understood.
+pub const ENGINE_VERSION: u32 = 1;
+
+/// A complete profile manifest.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    /// The rule-engine version the manifest was written for.
+    pub engine: u32,
+    /// The profile name (`claude`, `codex`, …).
+    pub name: String,
+    /// What the profile is for.
+    #[serde(default)]
+    pub description: String,
+    /// How to start the agent.
+    pub launch: Launch,
+    /// How to find the agent's input line.
+    #[serde(default)]
+    pub input: InputSpec,
+    /// Detection rules.
+    #[serde(default)]
+    pub rules: Vec<RuleSpec>,
+    /// Dialogs the agent can show, how to recognise them, and how to answer them.
+    #[serde(default)]
+    pub dialogs: Vec<DialogSpec>,
+}
+
+/// How to start the agent.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Launch {
+    /// The program: a name looked up in `PATH`, or a path.
+    pub command: String,
+    /// Arguments always passed.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Environment variables set for the agent.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Arguments that pass a task prompt at launch, with `{prompt}` standing for it; empty
+    /// when the agent cannot take a prompt at launch (it is then typed).
+    #[serde(default)]
+    pub prompt_args: Vec<String>,
+    /// Arguments that resume the previous session after a restart, when the agent has them.
+    #[serde(default)]
+    pub resume_args: Vec<String>,
+    /// Which trust store to pre-seed for a trusted lane.
+    #[serde(default)]
+    pub trust_store: TrustStore,
+}
+
+/// An agent's own record of trusted folders.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum TrustStore {
+    /// None: only the dialog is answered.
+    #[default]
+    None,
+    /// Claude Code's `~/.claude.json` (`projects[path].hasTrustDialogAccepted`).
+    Claude,
+    /// Codex's `~/.codex/config.toml` (`[projects."path"] trust_level`).
+    Codex,
+}
+
+/// How to find the input line on screen.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct InputSpec {
+    /// The character a horizontal rule around the input box is drawn with (e.g. `─`). When
+    /// set, the input box is the rows between the last two rules (or after the only one).
+    #[serde(default)]
+    pub rule: Option<String>,
+    /// The glyph the input line starts with (e.g. `❯`, `›`). Without a rule, the input line is
+    /// the last row that starts with it.
+    #[serde(default)]
+    pub prefix: String,
+    /// Regexes for placeholder texts shown in an empty input line (besides dim text, which
+    /// never counts as a draft).
+    #[serde(default)]
+    pub placeholders: Vec<String>,
+}
+
+/// What a rule's match tells about the agent.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum Signal {
+    /// Still starting up.
+    Booting,
+    /// Working on a prompt (a spinner, "esc to interrupt").
+    Working,
+    /// The provider is unreachable and the agent retries.
+    ProviderRetry,
+    /// The screen is a shell, not the agent.
+    Shell,
+    /// A finished turn (e.g. "✻ Done in 3s").
+    Done,
+}
+
+/// One detection rule.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RuleSpec {
+    /// A unique name, shown as evidence.
+    pub name: String,
+    /// What a match means.
+    pub signal: Signal,
+    /// Higher wins when several rules match.
+    #[serde(default = "default_rule_priority")]
+    pub priority: i32,
+    /// Where to look: `screen`, `title`, `input_line`, `above_input[:N]`, `below_input`,
+    /// `last_lines:N`.
+    pub region: String,
+    /// What to look for.
+    #[serde(rename = "match")]
+    pub matcher: MatcherSpec,
+}
+
+fn default_rule_priority() -> i32 {
+    50
+}
+
+fn default_dialog_priority() -> i32 {
+    100
+}
+
+/// What to look for in a region.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum MatcherSpec {
+    /// The region's text contains this.
+    Contains(String),
+    /// This regex matches the region's text (rows joined with newlines).
+    Regex(String),
+    /// This regex matches at least one row of the region.
+    LineRegex(String),
+    /// Every matcher matches.
+    All(Vec<MatcherSpec>),
+    /// At least one matcher matches.
+    Any(Vec<MatcherSpec>),
+    /// The matcher does not match.
+    Not(Box<MatcherSpec>),
+}
+
+/// The kinds of dialog, which decide who may answer.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum DialogKind {
+    /// "Do you trust this folder?": answered only for lanes under a trusted root.
+    Trust,
+    /// Any other dialog before the agent is ready (API key, login, update, …).
+    Boot,
+    /// A permission question while the agent works.
+    ToolPermission,
+}
+
+/// Who answers a dialog.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Hash, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Policy {
+    /// clawpool answers with the dialog's `answer` choice.
+    Auto,
+    /// The lane blocks until an operator answers.
+    #[default]
+    Ask,
+    /// Never answered: the lane blocks, and clawpool will not answer it even when asked.
+    Never,
+}
+
+/// A dialog the agent can show.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct DialogSpec {
+    /// A unique name.
+    pub name: String,
+    /// What kind of dialog.
+    pub kind: DialogKind,
+    /// Higher wins when several rules match.
+    #[serde(default = "default_dialog_priority")]
+    pub priority: i32,
+    /// Where to look.
+    pub region: String,
+    /// How to recognise it.
+    #[serde(rename = "match")]
+    pub matcher: MatcherSpec,
+    /// Who answers it (for trust dialogs the lane's trusted roots decide instead).
+    #[serde(default)]
+    pub policy: Policy,
+    /// The choice an automatic answer picks.
+    #[serde(default)]
+    pub answer: Option<String>,
+    /// Each choice as a list of steps.
+    #[serde(default)]
+    pub choices: BTreeMap<String, Vec<StepSpec>>,
+}
+
+/// One step of answering a dialog: press keys, type text, or wait for the screen.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct StepSpec {
+    /// Keys to press, by name (`Down`, `Enter`, `1`, …).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub keys: Vec<String>,
+    /// Text to type.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// Wait until this matches (on `region`, default `screen`)…
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect: Option<MatcherSpec>,
+    /// …in this region…
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+    /// …and keeps matching for this long (some agents redraw a dialog and reset its
+    /// highlight just after it first appears)…
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stable_ms: Option<u64>,
+    /// …giving up (and starting the answer over) after this long.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+}
+
+/// A change to a profile from configuration: every field optional.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ManifestPatch {
+    /// Replaces the description.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Changes to how the agent is started.
+    #[serde(default)]
+    pub launch: Option<LaunchPatch>,
+    /// Changes to how the input line is found.
+    #[serde(default)]
+    pub input: Option<InputPatch>,
+    /// Rules added, or replacing the rule of the same name.
+    #[serde(default)]
+    pub rules: Vec<RuleSpec>,
+    /// Dialogs added, or replacing the dialog of the same name.
+    #[serde(default)]
+    pub dialogs: Vec<DialogSpec>,
+    /// Policy per dialog name, without restating the dialog.
+    #[serde(default)]
+    pub dialog_policy: BTreeMap<String, Policy>,
+}
+
+/// Changes to [`Launch`].
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct LaunchPatch {
+    /// Replaces the command.
+    #[serde(default)]
+    pub command: Option<String>,
+    /// Replaces the arguments.
+    #[serde(default)]
+    pub args: Option<Vec<String>>,
+    /// Merged into the environment, key by key.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Replaces the prompt arguments.
+    #[serde(default)]
+    pub prompt_args: Option<Vec<String>>,
+    /// Replaces the resume arguments.
+    #[serde(default)]
+    pub resume_args: Option<Vec<String>>,
+    /// Replaces the trust store.
+    #[serde(default)]
+    pub trust_store: Option<TrustStore>,
+}
+
+/// Changes to [`InputSpec`].
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct InputPatch {
+    /// Replaces the rule character.
+    #[serde(default)]
+    pub rule: Option<String>,
+    /// Replaces the prefix.
+    #[serde(default)]
+    pub prefix: Option<String>,
+    /// Replaces the placeholders.
+    #[serde(default)]
+    pub placeholders: Option<Vec<String>>,
+}
+
+/// A patch that names a dialog the profile does not have.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("dialog_policy names dialog {dialog:?}, which profile {profile:?} does not have")]
+pub struct UnknownDialog {
+    /// The profile.
+    pub profile: String,
+    /// The dialog name given.
+    pub dialog: String,
+}
+
+impl Manifest {
+    /// Lays `patch` over this manifest.
+    pub fn apply(&mut self, patch: &ManifestPatch) -> Result<(), UnknownDialog> {
+        if let Some(description) = &patch.description {
+            self.description = description.clone();
+        }
+        if let Some(launch) = &patch.launch {
+            let target = &mut self.launch;
+            if let Some(command) = &launch.command {
+                target.command = command.clone();
+            }
+            if let Some(args) = &launch.args {
+                target.args = args.clone();
+            }
+            target
+                .env
+                .extend(launch.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+            if let Some(prompt_args) = &launch.prompt_args {
+                target.prompt_args = prompt_args.clone();
+            }
+            if let Some(resume_args) = &launch.resume_args {
+                target.resume_args = resume_args.clone();
+            }
+            if let Some(store) = launch.trust_store {
+                target.trust_store = store;
+            }
+        }
+        if let Some(input) = &patch.input {
+            if let Some(rule) = &input.rule {
+                self.input.rule = Some(rule.clone()).filter(|r| !r.is_empty());
+            }
+            if let Some(prefix) = &input.prefix {
+                self.input.prefix = prefix.clone();
+            }
+            if let Some(placeholders) = &input.placeholders {
+                self.input.placeholders = placeholders.clone();
+            }
+        }
+        merge_by_name(&mut self.rules, &patch.rules, |r| &r.name);
+        merge_by_name(&mut self.dialogs, &patch.dialogs, |d| &d.name);
+        for (dialog, policy) in &patch.dialog_policy {
+            let target = self
+                .dialogs
+                .iter_mut()
+                .find(|d| &d.name == dialog)
+                .ok_or_else(|| UnknownDialog {
+                    profile: self.name.clone(),
+                    dialog: dialog.clone(),
+                })?;
+            target.policy = *policy;
+        }
+        Ok(())
+    }
+}
+
+fn merge_by_name<T: Clone>(target: &mut Vec<T>, patch: &[T], name: impl Fn(&T) -> &String) {
+    for entry in patch {
+        match target.iter_mut().find(|t| name(t) == name(entry)) {
+            Some(existing) => *existing = entry.clone(),
+            None => target.push(entry.clone()),
+        }
+    }
+}
