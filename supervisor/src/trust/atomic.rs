@@ -66,6 +66,9 @@ pub(crate) fn edit_locked(
         .mode(NEW_FILE_MODE)
         .open(&lock_file)
         .map_err(lock_error)?;
+    // `File::lock` is flock(2) on Linux: it belongs to the open file description, so two
+    // lanes' threads in one process exclude each other too, and the kernel drops it if the
+    // process dies.
     lock.lock().map_err(lock_error)?;
 
     let existing = read_existing(&target, file)?;
@@ -81,14 +84,6 @@ pub(crate) fn edit_locked(
     drop(lock);
     Ok(written)
 }
-
-/// Blocks until `file` holds an exclusive `flock(2)` lock, released when it is closed.
-///
-/// flock locks belong to the open file description, so two opens in one process (two lanes'
-/// threads) exclude each other too, and the kernel drops the lock if the process dies. This is
-/// exactly what `File::lock` does on Linux; that is stable only since Rust 1.89, after the
-/// workspace's `rust-version` (1.88), so the call is made directly.
-fn lock_ex
 
 /// Where to write: the file itself, or what it links to.
 fn resolve_target(file: &Path) -> Result<PathBuf, TrustError> {
