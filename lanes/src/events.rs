@@ -63,10 +63,14 @@ pub struct EventLogError {
     pub source: std::io::Error,
 }
 
+/// Called with every event as it is recorded (to show progress live).
+pub type EventObserver = Box<dyn Fn(&LaneEvent) + Send + Sync>;
+
 /// A lane's events: kept in memory and, when a file is given, appended to it as JSON lines.
 pub struct EventLog {
     lane: String,
     inner: Mutex<Inner>,
+    observer: Option<EventObserver>,
 }
 
 struct Inner {
@@ -85,6 +89,7 @@ impl EventLog {
                 events: Vec::new(),
                 file: None,
             }),
+            observer: None,
         }
     }
 
@@ -117,7 +122,14 @@ impl EventLog {
                 events: Vec::new(),
                 file: Some((path.to_owned(), file)),
             }),
+            observer: None,
         })
+    }
+
+    /// Also calls `observer` with every event recorded from now on.
+    pub fn observe(mut self, observer: EventObserver) -> Self {
+        self.observer = Some(observer);
+        self
     }
 
     /// Appends an event, giving it the next seq and the current time. Returns it.
@@ -157,6 +169,10 @@ impl EventLog {
             })?;
         }
         inner.events.push(event.clone());
+        drop(inner);
+        if let Some(observer) = &self.observer {
+            observer(&event);
+        }
         Ok(event)
     }
 

@@ -19,6 +19,19 @@ pub enum Command {
     RunOne(RunOneArgs),
     /// Run the scripted agent in a throwaway git repository and show its screen.
     Demo(DemoArgs),
+    /// Run one lane in the foreground: start an agent, drive its boot handshake, deliver the
+    /// prompt, and follow it to finished or failed, printing every lane event.
+    Run(RunArgs),
+    /// Resolve a lane blocked on a trust dialog: answer it with yes.
+    Trust(LaneArgs),
+    /// Answer the dialog a lane is blocked on with one of its choices.
+    Answer(AnswerArgs),
+    /// Show which rule reads a screen as what, with the evidence and the near misses.
+    Explain(ExplainArgs),
+    /// Configuration.
+    Config(ConfigArgs),
+    /// Check what lanes need: git, tmux, the agents' binaries, trusted roots.
+    Doctor(DoctorArgs),
 }
 
 impl Command {
@@ -26,8 +39,126 @@ impl Command {
         match self {
             Command::RunOne(args) => args.output_format,
             Command::Demo(args) => args.output_format,
+            Command::Run(args) => args.output_format,
+            Command::Trust(args) => args.output_format,
+            Command::Answer(args) => args.lane.output_format,
+            Command::Explain(args) => args.output_format,
+            Command::Config(ConfigArgs {
+                command: ConfigCommand::Show(args),
+            }) => args.output_format,
+            Command::Doctor(args) => args.output_format,
         }
     }
+}
+
+/// Where configuration comes from, besides the user and repository files.
+#[derive(Debug, Args, Clone, Default)]
+pub struct ConfigFlag {
+    /// A configuration file read after the user's and the repository's (also CLAWPOOL_CONFIG).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The agent profile (claude, codex, opencode, gemini, aider, claw, scripted, or one from
+    /// configuration).
+    #[arg(long)]
+    pub agent: String,
+    /// The lane's folder (default: the current folder).
+    #[arg(long, default_value = ".")]
+    pub cwd: PathBuf,
+    /// The lane's name (default: the folder's name).
+    #[arg(long)]
+    pub lane: Option<String>,
+    /// The task prompt.
+    #[arg(long, conflicts_with = "prompt_file")]
+    pub prompt: Option<String>,
+    /// Read the task prompt from a file.
+    #[arg(long)]
+    pub prompt_file: Option<PathBuf>,
+    /// The terminal to run the agent in.
+    #[arg(long, value_enum, default_value_t = TransportKind::Pty)]
+    pub transport: TransportKind,
+    /// Terminal size as COLSxROWS (default 120x40).
+    #[arg(long, value_parser = parse_size)]
+    pub size: Option<TermSize>,
+    /// Set an environment variable for the agent (repeatable).
+    #[arg(long = "env", value_name = "KEY=VALUE", value_parser = parse_env)]
+    pub env: Vec<(String, String)>,
+    #[command(flatten)]
+    pub config: ConfigFlag,
+    /// Output format for events and errors.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub output_format: OutputFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct LaneArgs {
+    /// The lane's folder (default: the current folder).
+    #[arg(default_value = ".")]
+    pub lane: PathBuf,
+    /// Output format for the reply and errors.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub output_format: OutputFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct AnswerArgs {
+    #[command(flatten)]
+    pub lane: LaneArgs,
+    /// The choice, as the agent's profile names it (e.g. yes, no).
+    #[arg(long)]
+    pub choice: String,
+}
+
+#[derive(Debug, Args)]
+pub struct ExplainArgs {
+    /// The agent profile to read the screen with.
+    #[arg(long)]
+    pub agent: String,
+    /// A screen: plain text (`tmux capture-pane -p`) or with attributes (`capture-pane -p -e`),
+    /// or a raw byte stream.
+    #[arg(long)]
+    pub screen: PathBuf,
+    /// The screen's size as COLSxROWS (default: taken from the file).
+    #[arg(long, value_parser = parse_size)]
+    pub size: Option<TermSize>,
+    #[command(flatten)]
+    pub config: ConfigFlag,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub output_format: OutputFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct ConfigArgs {
+    #[command(subcommand)]
+    pub command: ConfigCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Print the merged configuration with the file each value came from.
+    Show(ConfigShowArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ConfigShowArgs {
+    #[command(flatten)]
+    pub config: ConfigFlag,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub output_format: OutputFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    #[command(flatten)]
+    pub config: ConfigFlag,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub output_format: OutputFormat,
 }
 
 /// Which terminal a worker runs in.

@@ -5,6 +5,8 @@
 //! handshake that drives a worker from "process started" to "prompt accepted". The binary
 //! (`main.rs`) only parses flags and wires these together.
 
+pub mod config;
 pub mod detect;
+pub mod handshake;
 pub mod profiles;
 pub mod trust;

@@ -6,9 +6,13 @@
 //! non-zero exit ([`output`]).
 
 mod cli;
+mod control;
 mod demo;
+mod inspect;
+mod loaded;
 mod mirror;
 mod output;
+mod run_lane;
 mod run_one;
 
 use std::process::ExitCode;
@@ -50,6 +54,42 @@ fn main() -> ExitCode {
         match cli.command {
             Command::RunOne(args) => run_one::run(args, inputs).await,
             Command::Demo(args) => demo::run(args).await,
+            Command::Run(args) => run_lane(args).await,
+            Command::Trust(args) => {
+                operator(&args, clawpool::handshake::OperatorCommand::Trust).await
+            }
+            Command::Answer(args) => {
+                let command = clawpool::handshake::OperatorCommand::Answer {
+                    choice: args.choice.clone(),
+                };
+                operator(&args.lane, command).await
+            }
+            Command::Explain(args) => {
+                let loaded = loaded::Loaded::load(&args.config, None)?;
+                inspect::run_explain(
+                    &loaded.profiles,
+                    &args.agent,
+                    &args.screen,
+                    args.size,
+                    args.output_format,
+                )
+            }
+            Command::Config(cli::ConfigArgs {
+                command: cli::ConfigCommand::Show(args),
+            }) => {
+                let loaded = loaded::Loaded::load(&args.config, None)?;
+                loaded.show(args.output_format);
+                Ok(ExitCode::SUCCESS)
+            }
+            Command::Doctor(args) => {
+                let loaded = loaded::Loaded::load(&args.config, None)?;
+                inspect::run_doctor(
+                    &loaded.profiles,
+                    &loaded.roots,
+                    loaded.source_files(),
+                    args.output_format,
+                )
+            }
         }
     });
     // Input forwarding may be parked in a blocking read of stdin; do not wait for it.
@@ -57,5 +97,61 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => output::report(&err, format),
+    }
+}
+
+async fn run_lane(args: cli::RunArgs) -> Result<ExitCode, CommandError> {
+    let prompt = match (&args.prompt, &args.prompt_file) {
+        (Some(prompt), _) => Some(prompt.clone()),
+        (None, Some(file)) => Some(std::fs::read_to_string(file).map_err(|e| {
+            CommandError::invalid(
+                "prompt_file_not_found",
+                format!("cannot read prompt file {}: {e}", file.display()),
+            )
+        })?),
+        (None, None) => None,
+    };
+    let loaded = loaded::Loaded::load(&args.config, Some(&args.cwd))?;
+    let profile = loaded
+        .profiles
+        .get(&args.agent)
+        .map_err(|e| CommandError::invalid("unknown_agent", e.to_string()))?
+        .clone();
+    run_lane::run(run_lane::RunRequest {
+        profile,
+        roots: loaded.roots.clone(),
+        settings: loaded.settings,
+        cwd: args.cwd,
+        lane: args.lane,
+        prompt,
+        transport: args.transport,
+        format: args.output_format,
+        env: args.env,
+        size: args.size,
+    })
+    .await
+}
+
+async fn operator(
+    args: &cli::LaneArgs,
+    command: clawpool::handshake::OperatorCommand,
+) -> Result<ExitCode, CommandError> {
+    let reply = run_lane::send_operator(&args.lane, command).await?;
+    let parsed: serde_json::Value = serde_json::from_str(&reply).unwrap_or_default();
+    match args.output_format {
+        cli::OutputFormat::Json => println!("{reply}"),
+        cli::OutputFormat::Text if parsed["ok"] == true => {
+            println!("sent to the lane at {}", args.lane.display())
+        }
+        cli::OutputFormat::Text => println!("the lane refused: {}", parsed["error"]),
+    }
+    if parsed["ok"] == true {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        Err(CommandError {
+            kind: "lane_refused",
+            message: format!("the lane refused: {}", parsed["error"]),
+            exit: output::EXIT_FAILURE,
+        })
     }
 }

@@ -47,7 +47,10 @@ fn run_one_in_tmux_leaves_no_server_or_process_behind() {
     assert!(stdout(&out).contains("got:abc"), "{}", stdout(&out));
     assert!(stderr(&out).contains("tmux -L clawpool-run-one attach -t run-"));
     assert_eq!(sandbox.leftover_processes(), Vec::<u32>::new());
-    assert_eq!(sandbox.leftover_tmux_sockets(), Vec::<std::path::PathBuf>::new());
+    assert_eq!(
+        sandbox.leftover_tmux_sockets(),
+        Vec::<std::path::PathBuf>::new()
+    );
 }
 
 #[test]
@@ -65,7 +68,10 @@ fn json_snapshots_are_one_document_per_line() {
         .lines()
         .map(|line| serde_json::from_str(line).expect("each line is JSON"))
         .collect();
-    assert!(docs.iter().any(|d| d["rows"][0] == "hello" && d["title"] == "t"));
+    assert!(
+        docs.iter()
+            .any(|d| d["rows"][0] == "hello" && d["title"] == "t")
+    );
     assert_eq!(docs.last().expect("an exit document")["exit"]["code"], 0);
 }
 
@@ -78,7 +84,11 @@ fn the_demo_runs_the_scripted_agent_in_a_git_repository() {
         .output()
         .expect("clawpool demo runs");
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(stdout(&out).contains("Committed: Add hello.txt"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("Committed: Add hello.txt"),
+        "{}",
+        stdout(&out)
+    );
     assert!(stderr(&out).contains("Add hello.txt"), "{}", stderr(&out));
     assert!(sandbox.leftover_processes().is_empty());
 }
@@ -93,7 +103,11 @@ fn json_error(sandbox: &Sandbox, args: &[&str]) -> serde_json::Value {
         .output()
         .expect("clawpool runs");
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(stdout(&out).is_empty(), "nothing on stdout: {}", stdout(&out));
+    assert!(
+        stdout(&out).is_empty(),
+        "nothing on stdout: {}",
+        stdout(&out)
+    );
     let err: serde_json::Value =
         serde_json::from_str(stderr(&out).trim()).expect("one JSON document on stderr");
     assert!(sandbox.leftover_processes().is_empty());
@@ -103,31 +117,62 @@ fn json_error(sandbox: &Sandbox, args: &[&str]) -> serde_json::Value {
 #[test]
 fn bad_input_is_a_clear_error_that_starts_nothing() {
     let sandbox = Sandbox::new();
-    let cwd = sandbox.dir.path().to_str().expect("utf-8 temp path").to_owned();
+    let cwd = sandbox
+        .dir
+        .path()
+        .to_str()
+        .expect("utf-8 temp path")
+        .to_owned();
 
     let err = json_error(&sandbox, &["--cwd", &cwd, "--", "no-such-agent-xyz"]);
     assert_eq!(err["kind"], "program_not_found");
-    assert!(err["message"].as_str().unwrap_or("").contains("no-such-agent-xyz"));
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("no-such-agent-xyz")
+    );
 
     let err = json_error(&sandbox, &["--cwd", "/no/such/dir", "--", "sh"]);
     assert_eq!(err["kind"], "cwd_not_found");
-    assert!(err["message"].as_str().unwrap_or("").contains("/no/such/dir"));
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("/no/such/dir")
+    );
 
-    let err = json_error(&sandbox, &["--cwd", &cwd, "--keys", "Enter,F13", "--", "sh"]);
+    let err = json_error(
+        &sandbox,
+        &["--cwd", &cwd, "--keys", "Enter,F13", "--", "sh"],
+    );
     assert_eq!(err["kind"], "unknown_key");
     assert!(err["message"].as_str().unwrap_or("").contains("F13"));
 
     let out = sandbox
         .clawpool()
         .env("PATH", "/nonexistent")
-        .args(["run-one", "--transport", "tmux", "--output-format", "json", "--cwd", &cwd])
+        .args([
+            "run-one",
+            "--transport",
+            "tmux",
+            "--output-format",
+            "json",
+            "--cwd",
+            &cwd,
+        ])
         .args(["--", "/bin/sh", "-c", "true"])
         .output()
         .expect("clawpool runs");
     assert_eq!(out.status.code(), Some(2));
     let err: serde_json::Value = serde_json::from_str(stderr(&out).trim()).expect("JSON error");
     assert_eq!(err["error"]["kind"], "tmux_not_installed");
-    assert!(err["error"]["message"].as_str().unwrap_or("").contains("tmux"));
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("tmux")
+    );
 }
 
 #[test]

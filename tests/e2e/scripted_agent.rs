@@ -4,9 +4,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use clawpool_pty::{
-    Input, Key, ScreenSnapshot, SpawnSpec, TmuxConfig, TmuxServer, Worker,
-};
+use clawpool_pty::{Input, Key, ScreenSnapshot, SpawnSpec, TmuxConfig, TmuxServer, Worker};
 use clawpool_tests::{Sandbox, git_log, git_repo, workspace_bin};
 
 const PATIENCE: Duration = Duration::from_secs(20);
@@ -19,7 +17,10 @@ async fn until(worker: &Worker, what: &str, pred: impl Fn(&ScreenSnapshot) -> bo
         }
     };
     if tokio::time::timeout(PATIENCE, wait).await.is_err() {
-        panic!("timed out waiting for {what}:\n{}", worker.snapshot().text());
+        panic!(
+            "timed out waiting for {what}:\n{}",
+            worker.snapshot().text()
+        );
     }
 }
 
@@ -38,8 +39,10 @@ fn prompt_log(repo: &Path) -> Vec<serde_json::Value> {
 fn agent_spec(repo: &Path, scenario: &str) -> SpawnSpec {
     let scenario_path = repo.join(".git/scenario.toml");
     std::fs::write(&scenario_path, scenario).expect("write scenario");
-    SpawnSpec::new(workspace_bin("clawpool-scripted-agent"), repo)
-        .args([std::ffi::OsStr::new("--scenario"), scenario_path.as_os_str()])
+    SpawnSpec::new(workspace_bin("clawpool-scripted-agent"), repo).args([
+        std::ffi::OsStr::new("--scenario"),
+        scenario_path.as_os_str(),
+    ])
 }
 
 const TASK_SCENARIO: &str = r#"
@@ -56,7 +59,10 @@ steps = [
 /// Trust dialog → Down, Enter → ready → prompt → working → done, with one delivery logged.
 async fn drive_a_task(worker: &Worker, repo: &Path) {
     shows(worker, "Do you trust the files in this folder?").await;
-    assert!(worker.snapshot().contains("❯ 1. No, exit"), "the unsafe choice is the default");
+    assert!(
+        worker.snapshot().contains("❯ 1. No, exit"),
+        "the unsafe choice is the default"
+    );
     worker.send(&Input::Key(Key::Down)).await.expect("down");
     shows(worker, "❯ 2. Yes, I trust this folder").await;
     worker.send(&Input::Key(Key::Enter)).await.expect("enter");
@@ -71,7 +77,10 @@ async fn drive_a_task(worker: &Worker, repo: &Path) {
     .await;
     worker.send(&Input::Key(Key::Enter)).await.expect("submit");
     shows(worker, "Done in").await;
-    assert_eq!(std::fs::read_to_string(repo.join("src/fix.txt")).expect("file written"), "fixed\n");
+    assert_eq!(
+        std::fs::read_to_string(repo.join("src/fix.txt")).expect("file written"),
+        "fixed\n"
+    );
     assert_eq!(git_log(repo)[0], "Fix it");
     let log = prompt_log(repo);
     let prompts: Vec<&serde_json::Value> = log.iter().filter(|e| e["event"] == "prompt").collect();
@@ -122,7 +131,11 @@ async fn a_bare_enter_on_the_trust_dialog_quits_the_agent() {
     shows(&worker, "Do you trust the files in this folder?").await;
     worker.send(&Input::Key(Key::Enter)).await.expect("enter");
     assert_eq!(worker.wait().await.code(), 1);
-    assert!(prompt_log(&repo).iter().any(|e| e["event"] == "trust" && e["choice"] == "no"));
+    assert!(
+        prompt_log(&repo)
+            .iter()
+            .any(|e| e["event"] == "trust" && e["choice"] == "no")
+    );
 }
 
 #[tokio::test]
@@ -138,7 +151,10 @@ async fn a_prompt_delivered_into_a_shell_shows_shell_errors() {
         s.rows.iter().any(|r| r.trim_end() == "$")
     })
     .await;
-    worker.send(&Input::Text("echo from-shell".into())).await.expect("type");
+    worker
+        .send(&Input::Text("echo from-shell".into()))
+        .await
+        .expect("type");
     worker.send(&Input::Key(Key::Enter)).await.expect("enter");
     until(&worker, "the shell's echo", |s| {
         s.rows.iter().any(|r| r == "from-shell")
@@ -155,5 +171,11 @@ async fn a_crash_step_exits_with_its_code() {
     let worker = Worker::spawn_pty(agent_spec(&repo, scenario).args(["--prompt", "go"]))
         .await
         .expect("agent starts");
-    assert_eq!(tokio::time::timeout(PATIENCE, worker.wait()).await.expect("exits").code(), 42);
+    assert_eq!(
+        tokio::time::timeout(PATIENCE, worker.wait())
+            .await
+            .expect("exits")
+            .code(),
+        42
+    );
 }

@@ -42,7 +42,10 @@ impl Sandbox {
         let marker = format!(
             "clawpool-test-{}-{}",
             std::process::id(),
-            dir.path().file_name().and_then(|n| n.to_str()).unwrap_or("x")
+            dir.path()
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or("x")
         );
         Self { dir, marker }
     }

@@ -105,8 +105,6 @@ pub enum Signal {
     ProviderRetry,
     /// The screen is a shell, not the agent.
     Shell,
-    /// A finished turn (e.g. "✻ Done in 3s").
-    Done,
 }
 
 /// One detection rule.

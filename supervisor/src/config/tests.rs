@@ -1,0 +1,458 @@
+//! Loading and merging real files: layering, unknown keys, roots, profiles and `config show`.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::*;
+
+/// A scratch home with a user config folder, a repository, and a place for explicit files.
+struct Scratch {
+    _dir: tempfile::TempDir,
+    home: PathBuf,
+    repo: PathBuf,
+}
+
+impl Scratch {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let home = dir.path().join("home");
+        let repo = dir.path().join("repo");
+        fs::create_dir_all(home.join(".config/clawpool")).expect("user config folder");
+        fs::create_dir_all(&repo).expect("repo folder");
+        Self {
+            _dir: dir,
+            home,
+            repo,
+        }
+    }
+
+    fn user_file(&self) -> PathBuf {
+        self.home.join(".config/clawpool/config.toml")
+    }
+
+    fn repo_file(&self) -> PathBuf {
+        self.repo.join(".clawpool.toml")
+    }
+
+    fn write(&self, path: &Path, text: &str) -> PathBuf {
+        fs::write(path, text).expect("write config");
+        path.to_path_buf()
+    }
+
+    fn sources(&self, explicit: Option<&Path>, env: Option<&Path>) -> ConfigSources {
+        ConfigSources::discover(&self.home, None, Some(&self.repo), explicit, env)
+    }
+}
+
+#[test]
+fn three_layers_later_wins_for_scalars_and_roots_merge() {
+    let s = Scratch::new();
+    let user = s.write(
+        &s.user_file(),
+        r#"
+trusted_roots = ["/srv/a", "~/src"]
+denied_roots = ["/srv/a/secret"]
+[handshake]
+boot_timeout_secs = 90
+accept_timeout_secs = 20
+"#,
+    );
+    let repo = s.write(
+        &s.repo_file(),
+        r#"
+[handshake]
+accept_timeout_secs = 30
+finish_idle_ms = 500
+"#,
+    );
+    let explicit = s.write(
+        &s.home.join("explicit.toml"),
+        r#"
+trusted_roots = ["/srv/b", "/srv/a/"]
+denied_roots = ["/srv/b/secret"]
+[handshake]
+finish_idle_ms = 700
+"#,
+    );
+    let config = Config::load(&s.sources(Some(&explicit), None)).expect("loads");
+    assert_eq!(
+        config.files(),
+        [user.clone(), repo.clone(), explicit.clone()]
+    );
+
+    let (trusted, denied) = config.trust_roots();
+    assert_eq!(
+        trusted,
+        [
+            PathBuf::from("/srv/a"),
+            s.home.join("src"),
+            PathBuf::from("/srv/b")
+        ]
+    );
+    assert_eq!(
+        denied,
+        [
+            PathBuf::from("/srv/a/secret"),
+            PathBuf::from("/srv/b/secret")
+        ]
+    );
+    // A root listed again keeps the file that listed it first.
+    assert_eq!(config.trusted_roots()[0].from, user);
+    assert_eq!(config.trusted_roots()[2].from, explicit);
+    assert_eq!(config.denied_roots()[1].from, explicit);
+
+    let h = config.handshake();
+    assert_eq!(h.boot_timeout, Duration::from_secs(90));
+    assert_eq!(h.accept_timeout, Duration::from_secs(30));
+    assert_eq!(h.finish_idle, Duration::from_millis(700));
+    assert_eq!(h.max_submit_attempts, 3, "default");
+    let options = config.handshake_options();
+    assert_eq!(
+        options.get(HandshakeKey::BootTimeoutSecs).map(|v| &v.from),
+        Some(&user)
+    );
+    assert_eq!(
+        options
+            .get(HandshakeKey::AcceptTimeoutSecs)
+            .map(|v| &v.from),
+        Some(&repo)
+    );
+    assert_eq!(
+        options.get(HandshakeKey::FinishIdleMs).map(|v| &v.from),
+        Some(&explicit)
+    );
+    assert_eq!(options.get(HandshakeKey::MaxSubmitAttempts), None);
+}
+
+#[test]
+fn flag_beats_clawpool_config() {
+    let s = Scratch::new();
+    let flag = s.write(
+        &s.home.join("flag.toml"),
+        "[handshake]\nboot_timeout_secs = 1\n",
+    );
+    let env = s.write(
+        &s.home.join("env.toml"),
+        "[handshake]\nboot_timeout_secs = 2\n",
+    );
+    let config = Config::load(&s.sources(Some(&flag), Some(&env))).expect("loads");
+    assert_eq!(config.files(), [flag]);
+    assert_eq!(config.handshake().boot_timeout, Duration::from_secs(1));
+    let config = Config::load(&s.sources(None, Some(&env))).expect("loads");
+    assert_eq!(config.files(), [env]);
+}
+
+#[test]
+fn missing_user_and_repo_files_are_skipped() {
+    let s = Scratch::new();
+    let config = Config::load(&s.sources(None, None)).expect("nothing to read is fine");
+    assert!(config.files().is_empty());
+    assert_eq!(config.handshake(), HandshakeSettings::default());
+    assert_eq!(config.trust_roots(), (vec![], vec![]));
+}
+
+#[test]
+fn a_missing_explicit_file_is_an_error_naming_it() {
+    let s = Scratch::new();
+    let missing = s.home.join("nope.toml");
+    for sources in [
+        s.sources(Some(&missing), None),
+        s.sources(None, Some(&missing)),
+    ] {
+        let err = Config::load(&sources).expect_err("explicit file must exist");
+        assert!(matches!(err, ConfigError::NotFound { .. }), "{err:?}");
+        assert_eq!(err.file(), missing);
+        assert_eq!(err.kind(), "config_not_found");
+        assert!(err.to_string().contains(&missing.display().to_string()));
+    }
+}
+
+#[test]
+fn an_unreadable_file_is_an_error_naming_it() {
+    let s = Scratch::new();
+    // A folder where the repo file should be: it exists but cannot be read as a file.
+    fs::create_dir(s.repo_file()).expect("folder");
+    let err = Config::load(&s.sources(None, None)).expect_err("a folder is not a config");
+    assert!(matches!(err, ConfigError::Read { .. }), "{err:?}");
+    assert_eq!(err.file(), s.repo_file());
+}
+
+/// Loads a config whose only file is the repo file with `text`; returns the error.
+fn repo_error(text: &str) -> (PathBuf, ConfigError) {
+    let s = Scratch::new();
+    s.write(&s.user_file(), "trusted_roots = [\"/ok\"]\n");
+    let file = s.write(&s.repo_file(), text);
+    let err = Config::load(&s.sources(None, None)).expect_err("invalid config");
+    (file, err)
+}
+
+#[test]
+fn unknown_keys_name_file_line_and_key() {
+    let cases = [
+        (
+            "trusted_roots = []\n\ntrusted_root = [\"/a\"]\n",
+            3,
+            "trusted_root",
+        ),
+        (
+            "[handshake]\nboot_timeout_secs = 5\nboot_timeout = 4\n",
+            3,
+            "handshake.boot_timeout",
+        ),
+        (
+            "[profiles.claude.launch]\ncommand = \"/opt/claude\"\ncomand = \"x\"\n",
+            3,
+            "profiles.claude.launch.comand",
+        ),
+        (
+            "[profiles.claude]\nlaunch = { command = \"/opt/claude\", environment = {} }\n",
+            2,
+            "profiles.claude.launch.environment",
+        ),
+    ];
+    for (text, line, key) in cases {
+        let (file, err) = repo_error(text);
+        match &err {
+            ConfigError::UnknownKey {
+                file: got_file,
+                line: got_line,
+                key: got_key,
+                ..
+            } => {
+                assert_eq!(got_file, &file, "{text}");
+                assert_eq!(*got_line, Some(line), "{text}");
+                assert_eq!(got_key, key, "{text}");
+            }
+            other => panic!("{text}: expected UnknownKey, got {other:?}"),
+        }
+        assert_eq!(err.kind(), "unknown_key");
+        let shown = err.to_string();
+        assert!(
+            shown.starts_with(&format!("{}:{line}: unknown key `{key}`", file.display())),
+            "{shown}"
+        );
+    }
+}
+
+#[test]
+fn a_relative_root_is_an_error_naming_file_line_and_value() {
+    let (file, err) = repo_error("denied_roots = [\n  \"/x\",\n  \"/y\",\n  \"src/secret\",\n]\n");
+    match &err {
+        ConfigError::Invalid {
+            file: got,
+            line,
+            key,
+            message,
+        } => {
+            assert_eq!(got, &file);
+            assert_eq!(*line, Some(4));
+            assert_eq!(key.as_deref(), Some("denied_roots"));
+            assert!(message.contains("\"src/secret\""), "{message}");
+        }
+        other => panic!("expected Invalid, got {other:?}"),
+    }
+    // `~user` is not expanded, so it is relative too.
+    let (_, err) = repo_error("denied_roots = [\"~bob/src\"]\n");
+    assert!(err.to_string().contains("~bob/src"), "{err}");
+}
+
+#[test]
+fn tilde_expands_to_the_given_home() {
+    let s = Scratch::new();
+    s.write(&s.user_file(), "trusted_roots = [\"~\", \"~/src/x\"]\n");
+    let config = Config::load(&s.sources(None, None)).expect("loads");
+    assert_eq!(
+        config.trust_roots().0,
+        [s.home.clone(), s.home.join("src/x")]
+    );
+}
+
+#[test]
+fn a_failed_merge_changes_nothing() {
+    let mut config = Config::default();
+    let home = Path::new("/home/u");
+    config
+        .merge_text(Path::new("/a.toml"), "trusted_roots = [\"/a\"]\n", home)
+        .expect("valid");
+    config
+        .merge_text(
+            Path::new("/b.toml"),
+            "trusted_roots = [\"/b\"]\ndenied_roots = [\"rel\"]\n",
+            home,
+        )
+        .expect_err("relative denied root");
+    assert_eq!(config.trust_roots().0, [PathBuf::from("/a")]);
+    assert_eq!(config.files(), [PathBuf::from("/a.toml")]);
+}
+
+const CLAUDE_PATCH: &str = r#"
+[profiles.claude]
+launch = { command = "/opt/claude/bin/claude", env = { FOO = "1" } }
+"#;
+
+#[test]
+fn a_profile_patch_changes_command_and_env_with_its_file() {
+    let s = Scratch::new();
+    let user = s.write(&s.user_file(), CLAUDE_PATCH);
+    let repo = s.write(
+        &s.home.join("explicit.toml"),
+        "[profiles.claude.launch.env]\nBAR = \"2\"\n",
+    );
+    let config = Config::load(&s.sources(Some(&repo), None)).expect("loads");
+    let profiles = config.profiles().expect("profiles compile");
+    let launch = &profiles.get("claude").expect("claude").manifest.launch;
+    assert_eq!(launch.command, "/opt/claude/bin/claude");
+    assert_eq!(launch.env.get("FOO").map(String::as_str), Some("1"));
+    assert_eq!(launch.env.get("BAR").map(String::as_str), Some("2"));
+    assert_eq!(
+        launch.env.get("DISABLE_AUTOUPDATER").map(String::as_str),
+        Some("1"),
+        "env merges with the built-in's"
+    );
+    // Other profiles are untouched.
+    assert_eq!(
+        profiles
+            .get("codex")
+            .expect("codex")
+            .manifest
+            .launch
+            .command,
+        "codex"
+    );
+
+    let shown = show_json(&config, &profiles);
+    let from = &shown["profiles"]["claude"]["from"];
+    let user_str = user.display().to_string();
+    let repo_str = repo.display().to_string();
+    assert_eq!(from["launch.command"], user_str.as_str());
+    assert_eq!(from["launch.env.FOO"], user_str.as_str());
+    assert_eq!(from["launch.env.BAR"], repo_str.as_str());
+    assert!(from.get("launch.args").is_none(), "args are built-in");
+    assert_eq!(
+        shown["profiles"]["claude"]["manifest"]["launch"]["command"],
+        "/opt/claude/bin/claude"
+    );
+    assert_eq!(shown["profiles"]["claude"]["built_in"], true);
+    assert_eq!(shown["sources"], serde_json::json!([user_str, repo_str]));
+    assert_eq!(
+        shown["profiles"]["codex"]["from"],
+        serde_json::json!({}),
+        "nothing in codex came from a file"
+    );
+    assert_eq!(shown["handshake"]["boot_timeout_secs"]["value"], 60);
+    assert_eq!(shown["handshake"]["boot_timeout_secs"]["from"], "default");
+
+    let text = show_text(&config, &profiles);
+    let command_line = text
+        .lines()
+        .find(|l| l.starts_with("launch.command = \"/opt/claude/bin/claude\""))
+        .expect("claude's command is shown");
+    assert!(
+        command_line.ends_with(&format!("# from {user_str}")),
+        "{text}"
+    );
+    let bar_line = text
+        .lines()
+        .find(|l| l.starts_with("launch.env.BAR = \"2\""))
+        .expect("BAR is shown");
+    assert!(bar_line.ends_with(&format!("# from {repo_str}")), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("launch.command = \"codex\"") && l.ends_with("# built-in")),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("boot_timeout_secs = 60") && l.ends_with("# default")),
+        "{text}"
+    );
+}
+
+#[test]
+fn show_lists_roots_other_changes_and_added_profiles() {
+    let s = Scratch::new();
+    let user = s.write(
+        &s.user_file(),
+        r#"
+trusted_roots = ["/srv/work"]
+[handshake]
+long_prompt_chars = 0
+
+[profiles.claude.dialog_policy]
+api_key = "ask"
+
+[profiles.mine]
+launch = { command = "/usr/local/bin/mine" }
+"#,
+    );
+    let config = Config::load(&s.sources(None, None)).expect("loads");
+    let profiles = config.profiles().expect("compiles");
+    let text = show_text(&config, &profiles);
+    let user_str = user.display().to_string();
+    assert!(text.contains(&format!("#   1. {user_str}\n")), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("    \"/srv/work\",")
+                && l.ends_with(&format!("# from {user_str}"))),
+        "{text}"
+    );
+    assert!(text.contains("denied_roots = []\n"), "{text}");
+    assert!(
+        text.contains(&format!("# dialogs.api_key.policy: from {user_str}\n")),
+        "{text}"
+    );
+    assert!(text.contains("[profiles.mine]\n"), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("launch.args = []") && l.ends_with("# default")),
+        "an added profile's unset fields are defaults: {text}"
+    );
+
+    let shown = show_json(&config, &profiles);
+    assert_eq!(
+        shown["trusted_roots"],
+        serde_json::json!([{"path": "/srv/work", "from": user_str}])
+    );
+    assert_eq!(shown["handshake"]["long_prompt_chars"]["value"], 0);
+    assert_eq!(shown["profiles"]["mine"]["built_in"], false);
+}
+
+#[test]
+fn a_profile_error_names_the_config_file_and_line() {
+    let s = Scratch::new();
+    let repo = s.write(
+        &s.repo_file(),
+        r#"
+[[profiles.claude.rules]]
+name = "broken"
+signal = "working"
+region = "screen"
+match = { regex = "(unclosed" }
+"#,
+    );
+    let config = Config::load(&s.sources(None, None)).expect("parses; compiling fails later");
+    let err = config.profiles().expect_err("invalid regex");
+    assert_eq!(err.file, repo.display().to_string());
+    assert_eq!(err.line, Some(3));
+    assert_eq!(err.rule.as_deref(), Some("broken"));
+    assert!(err.message.contains("invalid regex"), "{err}");
+}
+
+#[test]
+fn a_repository_cannot_vouch_for_itself() {
+    let (file, err) = repo_error("denied_roots = []\ntrusted_roots = [\"/srv\"]\n");
+    assert_eq!(err.file(), file.as_path());
+    assert_eq!(err.line(), Some(2));
+    assert!(err.to_string().contains("trusted_roots"), "{err}");
+    let (_, err) = repo_error("[profiles.claude.launch]\ncommand = \"/tmp/evil\"\n");
+    assert!(err.to_string().contains("profiles.claude.launch"), "{err}");
+    assert_eq!(err.line(), Some(1));
+    // Rules and denied roots from the repository are fine.
+    let s = Scratch::new();
+    s.write(
+        &s.repo_file(),
+        "denied_roots = [\"/srv/x\"]\n[handshake]\nfinish_idle_ms = 900\n",
+    );
+    Config::load(&s.sources(None, None)).expect("a repository may deny and tune");
+}

@@ -1,0 +1,282 @@
+//! Prompt delivery: how a prompt reaches the agent, and the receipt that proves it did.
+//!
+//! Short single-line prompts are typed. Long or multi-line ones go into `.claw/task.md` in the
+//! lane, and the agent is told in one short line to read it — or, when the profile says the
+//! agent takes a prompt at launch, they are passed as a launch argument instead.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clawpool_lanes::now_ms;
+use clawpool_pty::ScreenSnapshot;
+use serde::Serialize;
+use tokio::time::Instant;
+
+use super::Settings;
+use crate::detect::region_rows;
+use crate::profiles::{Profile, Region};
+
+/// Where the long-prompt file goes, relative to the lane.
+pub const TASK_FILE: &str = ".claw/task.md";
+
+/// The one line typed for a prompt that went into [`TASK_FILE`].
+pub const TASK_FILE_LINE: &str =
+    "Read the task in .claw/task.md and carry it out; it is your instructions for this session.";
+
+/// How the prompt will reach the agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PromptPlan {
+    /// No prompt: the lane only boots the agent to ready.
+    None,
+    /// Typed into the input line.
+    Typed {
+        /// The prompt.
+        prompt: String,
+    },
+    /// Written to the task file; a short line pointing at it is typed.
+    TaskFile {
+        /// The prompt (the file's content).
+        prompt: String,
+        /// The file.
+        file: PathBuf,
+    },
+    /// Passed as a launch argument (the agent submits it itself once it is up).
+    LaunchArg {
+        /// The prompt.
+        prompt: String,
+    },
+}
+
+/// A prompt that must not be sent.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the prompt contains a control character ({found}) at character {position}; only newline and tab are allowed, nothing was typed"
+)]
+pub struct PromptError {
+    /// The character, escaped.
+    pub found: String,
+    /// Its position (0-based, in characters).
+    pub position: usize,
+}
+
+/// Rejects prompts with control characters other than newline and tab: typed into a
+/// terminal they would act as keys (Escape, Ctrl-C, Enter).
+pub fn check_prompt(prompt: &str) -> Result<(), PromptError> {
+    match prompt
+        .chars()
+        .enumerate()
+        .find(|(_, c)| c.is_control() && *c != '\n' && *c != '\t')
+    {
+        Some((position, c)) => Err(PromptError {
+            found: c.escape_default().to_string(),
+            position,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Decides how `prompt` goes to the agent of `profile` in `lane_dir`, writing the task file
+/// when one is needed.
+pub fn plan_prompt(
+    prompt: Option<&str>,
+    settings: &Settings,
+    profile: &Profile,
+    lane_dir: &Path,
+) -> Result<PromptPlan, std::io::Error> {
+    let Some(prompt) = prompt.map(str::trim).filter(|p| !p.is_empty()) else {
+        return Ok(PromptPlan::None);
+    };
+    let long = prompt.chars().count() > settings.long_prompt_chars || prompt.contains('\n');
+    if !long {
+        return Ok(PromptPlan::Typed {
+            prompt: prompt.to_owned(),
+        });
+    }
+    if !profile.manifest.launch.prompt_args.is_empty() {
+        return Ok(PromptPlan::LaunchArg {
+            prompt: prompt.to_owned(),
+        });
+    }
+    let file = lane_dir.join(TASK_FILE);
+    if let Some(dir) = file.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(&file, format!("{prompt}\n"))?;
+    Ok(PromptPlan::TaskFile {
+        prompt: prompt.to_owned(),
+        file,
+    })
+}
+
+/// What was delivered, when, and how it was seen to be accepted.
+#[derive(Debug, Clone, Serialize)]
+pub struct Receipt {
+    /// `typed`, `task_file`, `launch_arg` or `none`.
+    pub method: &'static str,
+    /// How many times Enter was pressed for the draft.
+    pub attempts: u32,
+    /// When Enter was first pressed (epoch ms).
+    pub sent_at: Option<u64>,
+    /// When acceptance was seen (epoch ms).
+    pub accepted_at: Option<u64>,
+    /// The evidence of acceptance (the echoed prompt or the working indicator).
+    pub observed_prompt_preview: Option<String>,
+    /// What is typed into the input line.
+    #[serde(skip)]
+    text: Option<String>,
+    #[serde(skip)]
+    typed: bool,
+    #[serde(skip)]
+    retry_at: Option<Instant>,
+}
+
+impl Receipt {
+    /// A receipt for a plan, before anything was sent.
+    pub fn new(plan: &PromptPlan) -> Self {
+        let (method, text) = match plan {
+            PromptPlan::None => ("none", None),
+            PromptPlan::Typed { prompt } => ("typed", Some(prompt.clone())),
+            PromptPlan::TaskFile { .. } => ("task_file", Some(TASK_FILE_LINE.to_owned())),
+            PromptPlan::LaunchArg { .. } => ("launch_arg", None),
+        };
+        Self {
+            method,
+            attempts: 0,
+            sent_at: None,
+            accepted_at: None,
+            observed_prompt_preview: None,
+            text,
+            typed: false,
+            retry_at: None,
+        }
+    }
+
+    /// The text still to be typed (nothing once it was typed, or for other methods).
+    pub(super) fn text_to_type(&self) -> Option<String> {
+        (!self.typed).then(|| self.text.clone()).flatten()
+    }
+
+    pub(super) fn typed(&mut self) {
+        self.typed = true;
+    }
+
+    /// Whether the prompt was passed at launch and has not been seen accepted yet.
+    pub(super) fn awaiting_launch_prompt(&self) -> bool {
+        self.method == "launch_arg" && self.accepted_at.is_none()
+    }
+
+    /// Whether Enter has been pressed.
+    pub(super) fn submitted(&self) -> bool {
+        self.attempts > 0
+    }
+
+    pub(super) fn submitted_now(&mut self, retry_after: Duration) {
+        self.attempts += 1;
+        self.sent_at.get_or_insert_with(now_ms);
+        self.retry_at = Some(Instant::now() + retry_after);
+    }
+
+    /// When Enter may be pressed again for a draft still in the input line.
+    pub(super) fn retry_at(&self) -> Option<Instant> {
+        self.retry_at.filter(|_| self.accepted_at.is_none())
+    }
+
+    pub(super) fn retry_due(&self) -> bool {
+        self.retry_at().is_some_and(|at| Instant::now() >= at)
+    }
+
+    pub(super) fn accept(&mut self, preview: &str) {
+        self.accepted_at = Some(now_ms());
+        self.observed_prompt_preview = Some(preview.chars().take(120).collect());
+        self.retry_at = None;
+    }
+
+    /// Whether the input line's draft is our whole text (its tail must be there: an input
+    /// box that shows only the end of a long draft still shows how it ends).
+    pub(super) fn matches_draft(&self, draft: &str) -> bool {
+        let Some(text) = &self.text else {
+            return false;
+        };
+        let ours = squash(text);
+        let seen = squash(draft);
+        let tail: String = {
+            let chars: Vec<char> = ours.chars().collect();
+            chars[chars.len().saturating_sub(24)..].iter().collect()
+        };
+        !seen.is_empty() && seen.ends_with(&tail) && (ours.contains(&seen) || seen.contains(&ours))
+    }
+}
+
+/// Text without any whitespace, so wrapping and indentation do not matter when comparing.
+fn squash(text: &str) -> String {
+    text.chars().filter(|c| !c.is_whitespace()).collect()
+}
+
+/// The prompt as echoed above the input box, if it is there.
+pub(super) fn echoed(
+    snap: &ScreenSnapshot,
+    profile: &Profile,
+    receipt: &Receipt,
+) -> Option<String> {
+    let text = receipt.text.as_ref()?;
+    let head: String = squash(text).chars().take(32).collect();
+    region_rows(snap, &profile.input, Region::AboveInput(usize::MAX))
+        .into_iter()
+        .find(|row| squash(row).contains(&head))
+        .map(|row| row.trim().to_owned())
+}
+
+/// `shell`, or `wrong_target` when the shell prompt shows a folder other than the lane's.
+pub(super) fn misdelivery_target(evidence: &str, lane_dir: &Path) -> &'static str {
+    let shown = evidence
+        .split(|c: char| c.is_whitespace() || c == ':' || c == '$' || c == '#')
+        .find(|word| word.starts_with('/') || word.starts_with('~'));
+    match shown {
+        Some(dir)
+            if !lane_dir.ends_with(dir.trim_start_matches('~').trim_start_matches('/'))
+                && Path::new(dir) != lane_dir =>
+        {
+            "wrong_target"
+        }
+        _ => "shell",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_other_than_newline_and_tab_are_refused() {
+        assert!(check_prompt("fix it\n\tplease").is_ok());
+        let err = check_prompt("fix\u{1b}[2J it").expect_err("escape refused");
+        assert_eq!(err.position, 3);
+        assert!(err.to_string().contains("\\u{1b}"), "{err}");
+        assert!(check_prompt("a\rb").is_err());
+    }
+
+    #[test]
+    fn a_draft_matches_only_when_all_of_it_has_arrived() {
+        let receipt = Receipt::new(&PromptPlan::Typed {
+            prompt: "create a file named hello.txt containing hi".into(),
+        });
+        assert!(receipt.matches_draft("create a file named hello.txt containing hi"));
+        assert!(receipt.matches_draft("create a file named\n  hello.txt containing hi"));
+        assert!(!receipt.matches_draft("create a file named hel"));
+        assert!(!receipt.matches_draft("something else"));
+    }
+
+    #[test]
+    fn a_shell_prompt_in_another_folder_is_the_wrong_target() {
+        let lane = Path::new("/srv/lanes/a");
+        assert_eq!(
+            misdelivery_target("bash: fix: command not found", lane),
+            "shell"
+        );
+        assert_eq!(misdelivery_target("user@host:/srv/lanes/a$", lane), "shell");
+        assert_eq!(
+            misdelivery_target("user@host:/home/user$", lane),
+            "wrong_target"
+        );
+    }
+}

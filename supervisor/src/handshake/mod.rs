@@ -1,0 +1,693 @@
+//! The boot handshake: from "process started" to "prompt accepted", and on to finished.
+//!
+//! [`Handshake::run`] owns one lane's worker. It wakes on screen changes, the worker's exit,
+//! operator commands and its own deadlines; each time it reads the screen through the profile
+//! ([`crate::detect::observe`]) and moves the lane through `spawning → trust_required →
+//! ready_for_prompt → prompt_accepted → running → finished`, or to `blocked{…}` /
+//! `failed{…}`. Every transition is a [`clawpool_lanes::LaneEvent`] with its evidence.
+//!
+//! What it will and will not type:
+//! - a dialog is answered only when its policy is `auto` (trust dialogs: only when the lane
+//!   is under a trusted root), or when an operator says so, and never when it is `never`;
+//! - the prompt is typed only into an idle input line (`ready_for_prompt`), never into a
+//!   screen that looks like a shell, and never a second time while the first copy is still in
+//!   the input line (only Enter is pressed again);
+//! - `prompt_accepted` needs proof on screen: the draft left the input line and the prompt was
+//!   echoed or a working indicator appeared.
+
+mod answer;
+mod delivery;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clawpool_lanes::{BlockedSubphase, EventLog, Evidence, FailureClass, LaneState, LaneStatus};
+use clawpool_pty::{ExitStatus, Worker};
+use serde::Serialize;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::detect::{Observation, Seen, observe};
+use crate::profiles::{DialogKind, Policy, Profile, Signal};
+
+pub use delivery::{PromptPlan, Receipt, check_prompt, plan_prompt};
+
+/// Timing and limits of the handshake (resolved from the `[handshake]` configuration).
+pub use crate::config::HandshakeSettings as Settings;
+
+/// What an operator can tell a lane.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OperatorCommand {
+    /// Trust the lane's folder: answer its trust dialog with yes.
+    Trust,
+    /// Answer the dialog on screen with this choice.
+    Answer {
+        /// The choice (e.g. `yes`, `no`).
+        choice: String,
+    },
+}
+
+/// The lane as the handshake sees it.
+#[derive(Debug, Clone)]
+pub struct LaneContext {
+    /// The lane's name.
+    pub name: String,
+    /// Its folder (canonical).
+    pub cwd: PathBuf,
+    /// Whether trust dialogs may be answered automatically (under a trusted root).
+    pub trusted: bool,
+    /// How the prompt goes to the agent.
+    pub prompt: PromptPlan,
+}
+
+/// How the handshake ended.
+#[derive(Debug, Clone, Serialize)]
+pub struct Outcome {
+    /// The final state.
+    pub state: LaneState,
+    /// The prompt delivery receipt.
+    pub receipt: Receipt,
+    /// The worker's exit status, if it exited.
+    pub exit: Option<String>,
+}
+
+/// One lane's handshake.
+pub struct Handshake<'a> {
+    worker: Worker,
+    profile: &'a Profile,
+    lane: LaneContext,
+    settings: Settings,
+    events: &'a EventLog,
+    operator: mpsc::Receiver<OperatorCommand>,
+    state: LaneState,
+    receipt: Receipt,
+    /// The dialog the lane is blocked on, waiting for an operator.
+    waiting_dialog: Option<String>,
+    /// Whether the agent has been seen working since the prompt was accepted.
+    seen_working: bool,
+    /// When the current idle spell (after acceptance) began.
+    idle_since: Option<Instant>,
+    /// When the provider retry text first showed in the current spell.
+    provider_since: Option<Instant>,
+    boot_deadline: Instant,
+    /// Each dialog's answer attempts, so a dialog that will not go away ends up blocked.
+    answer_attempts: std::collections::HashMap<String, u32>,
+}
+
+/// How many times clawpool answers the same dialog before it blocks the lane instead.
+const MAX_ANSWERS_PER_DIALOG: u32 = 3;
+
+impl<'a> Handshake<'a> {
+    /// A handshake for a worker that has just been started.
+    pub fn new(
+        worker: Worker,
+        profile: &'a Profile,
+        lane: LaneContext,
+        settings: Settings,
+        events: &'a EventLog,
+        operator: mpsc::Receiver<OperatorCommand>,
+    ) -> Self {
+        let receipt = Receipt::new(&lane.prompt);
+        Self {
+            worker,
+            profile,
+            lane,
+            settings,
+            events,
+            operator,
+            state: LaneState::plain(LaneStatus::Spawning),
+            receipt,
+            waiting_dialog: None,
+            seen_working: false,
+            idle_since: None,
+            provider_since: None,
+            boot_deadline: Instant::now() + settings.boot_timeout,
+            answer_attempts: Default::default(),
+        }
+    }
+
+    /// Drives the lane until it is finished or failed.
+    pub async fn run(mut self) -> Outcome {
+        self.event(
+            "lane.started",
+            None,
+            Some(self.state),
+            None,
+            serde_json::json!({"agent": self.profile.name(), "pid": self.worker.pid()}),
+        );
+        let mut changes = self.worker.changes();
+        let mut output_open = true;
+        loop {
+            if let Some(status) = self.worker.exit_status() {
+                self.on_exit(status);
+                break;
+            }
+            let seen = observe(self.profile, &self.worker.snapshot());
+            self.step(seen).await;
+            if self.state.status.is_terminal() {
+                break;
+            }
+            let wake = self.next_deadline();
+            tokio::select! {
+                more = changes.changed(), if output_open => output_open = more,
+                _ = self.worker.wait(), if !output_open => {}
+                command = self.operator.recv() => {
+                    if let Some(command) = command {
+                        self.on_operator(command).await;
+                    }
+                }
+                _ = tokio::time::sleep_until(wake) => {}
+            }
+        }
+        if self.state.status == LaneStatus::Finished && self.worker.exit_status().is_none() {
+            // The agent is idle with the work done; the lane is over, so is the worker.
+            self.worker.stop(Duration::from_secs(5)).await;
+        }
+        Outcome {
+            state: self.state,
+            receipt: self.receipt,
+            exit: self.worker.exit_status().map(|s| s.to_string()),
+        }
+    }
+
+    fn next_deadline(&self) -> Instant {
+        let far = Instant::now() + Duration::from_secs(3600);
+        let mut wake = far;
+        let mut consider = |at: Option<Instant>| {
+            if let Some(at) = at {
+                wake = wake.min(at);
+            }
+        };
+        if matches!(
+            self.state.status,
+            LaneStatus::Spawning | LaneStatus::TrustRequired
+        ) {
+            consider(Some(self.boot_deadline));
+        }
+        consider(self.idle_since.map(|t| t + self.settings.finish_idle));
+        consider(
+            self.provider_since
+                .map(|t| t + self.settings.provider_block),
+        );
+        consider(self.receipt.retry_at());
+        wake
+    }
+
+    /// Reacts to one observation of the screen.
+    async fn step(&mut self, seen: Observation) {
+        let evidence = Evidence {
+            rule: seen.rule.clone(),
+            region: seen.region.clone(),
+            matched: seen.evidence.clone(),
+        };
+        if !matches!(
+            seen.seen,
+            Seen::Signal {
+                signal: Signal::ProviderRetry
+            }
+        ) {
+            self.provider_since = None;
+        }
+        if !matches!(seen.seen, Seen::Idle) {
+            self.idle_since = None;
+        }
+        match &seen.seen {
+            Seen::Dialog { name, dialog } => self.on_dialog(name, *dialog, evidence).await,
+            Seen::Signal {
+                signal: Signal::Shell,
+            } => self.on_shell(evidence).await,
+            Seen::Signal {
+                signal: Signal::ProviderRetry,
+            } => self.on_provider_retry(evidence),
+            Seen::Signal {
+                signal: Signal::Working,
+            } => self.on_working(evidence),
+            Seen::Idle => self.on_idle(evidence).await,
+            Seen::Draft { text } => self.on_draft(text, evidence).await,
+            Seen::Signal {
+                signal: Signal::Booting,
+            }
+            | Seen::Unknown => self.on_unrecognised(evidence),
+        }
+    }
+
+    async fn on_dialog(&mut self, name: &str, kind: DialogKind, evidence: Evidence) {
+        let Some(dialog) = self.profile.dialog(name).cloned() else {
+            return;
+        };
+        let (pending, subphase) = match kind {
+            DialogKind::Trust => (
+                LaneState::plain(LaneStatus::TrustRequired),
+                BlockedSubphase::TrustPrompt,
+            ),
+            DialogKind::ToolPermission => (
+                LaneState::plain(LaneStatus::ToolPermissionRequired),
+                BlockedSubphase::ToolPermission,
+            ),
+            DialogKind::Boot => (self.state, BlockedSubphase::BootDialog),
+        };
+        if self.waiting_dialog.as_deref() == Some(name) {
+            return; // Still waiting for the operator.
+        }
+        if pending != self.state && kind != DialogKind::Boot {
+            self.transition(pending, Some(evidence.clone()));
+        }
+        let automatic = match kind {
+            DialogKind::Trust => self.lane.trusted.then_some("yes".to_owned()),
+            _ => (dialog.policy == Policy::Auto)
+                .then(|| dialog.answer.clone())
+                .flatten(),
+        };
+        let attempts = self.answer_attempts.entry(name.to_owned()).or_default();
+        match automatic {
+            Some(choice) if *attempts < MAX_ANSWERS_PER_DIALOG => {
+                *attempts += 1;
+                let attempt = *attempts;
+                let answered = answer::answer(&self.worker, self.profile, &dialog, &choice).await;
+                let resolved = answered.is_ok() && kind == DialogKind::Trust;
+                self.event(
+                    "lane.dialog_answered",
+                    None,
+                    None,
+                    Some(evidence.clone()),
+                    answered_detail(name, &choice, "policy", attempt, answered),
+                );
+                if resolved {
+                    self.trust_resolved("auto_allowlisted", evidence);
+                }
+            }
+            _ => {
+                self.waiting_dialog = Some(name.to_owned());
+                self.transition(LaneState::blocked(subphase), Some(evidence));
+            }
+        }
+    }
+
+    async fn on_shell(&mut self, evidence: Evidence) {
+        let target = delivery::misdelivery_target(&evidence.matched, &self.lane.cwd);
+        self.event(
+            "lane.prompt_misdelivery",
+            None,
+            None,
+            Some(evidence.clone()),
+            serde_json::json!({"target": target, "prompt_sent": self.receipt.attempts > 0}),
+        );
+        self.transition(
+            LaneState::failed(FailureClass::PromptDelivery),
+            Some(evidence),
+        );
+    }
+
+    fn on_provider_retry(&mut self, evidence: Evidence) {
+        let since = *self.provider_since.get_or_insert_with(Instant::now);
+        if self.state.status == LaneStatus::PromptAccepted {
+            self.transition(
+                LaneState::plain(LaneStatus::Running),
+                Some(evidence.clone()),
+            );
+        }
+        if since.elapsed() >= self.settings.provider_block
+            && self.state != LaneState::blocked(BlockedSubphase::Provider)
+        {
+            self.transition(
+                LaneState::blocked(BlockedSubphase::Provider),
+                Some(evidence),
+            );
+        }
+    }
+
+    fn on_working(&mut self, evidence: Evidence) {
+        self.waiting_dialog = None;
+        match self.state.status {
+            LaneStatus::PromptAccepted
+            | LaneStatus::ToolPermissionRequired
+            | LaneStatus::Blocked => {
+                if self.receipt.accepted_at.is_some() {
+                    self.seen_working = true;
+                    self.transition(LaneState::plain(LaneStatus::Running), Some(evidence));
+                }
+            }
+            LaneStatus::Spawning | LaneStatus::TrustRequired | LaneStatus::ReadyForPrompt => {
+                // Working before anything was typed: the prompt went in at launch.
+                if self.receipt.awaiting_launch_prompt() {
+                    self.receipt.accept("(launch argument)");
+                    self.transition(
+                        LaneState::plain(LaneStatus::PromptAccepted),
+                        Some(evidence.clone()),
+                    );
+                    self.seen_working = true;
+                    self.transition(LaneState::plain(LaneStatus::Running), Some(evidence));
+                } else if self.receipt.submitted() {
+                    let echo =
+                        delivery::echoed(&self.worker.snapshot(), self.profile, &self.receipt);
+                    self.accept(match echo {
+                        Some(preview) => Evidence {
+                            rule: "prompt_echo".into(),
+                            region: "screen".into(),
+                            matched: preview,
+                        },
+                        None => evidence.clone(),
+                    });
+                    self.seen_working = true;
+                    self.transition(LaneState::plain(LaneStatus::Running), Some(evidence));
+                }
+            }
+            LaneStatus::Running => self.seen_working = true,
+            LaneStatus::Finished | LaneStatus::Failed => {}
+        }
+    }
+
+    async fn on_idle(&mut self, evidence: Evidence) {
+        self.waiting_dialog = None;
+        match self.state.status {
+            LaneStatus::Spawning | LaneStatus::TrustRequired => {
+                if self.receipt.awaiting_launch_prompt() {
+                    // The prompt went in at launch; the agent shows its input before it starts.
+                    self.transition(LaneState::plain(LaneStatus::ReadyForPrompt), Some(evidence));
+                    return;
+                }
+                self.transition(LaneState::plain(LaneStatus::ReadyForPrompt), Some(evidence));
+                self.deliver().await;
+            }
+            LaneStatus::ReadyForPrompt => {
+                if self.receipt.submitted() {
+                    // Enter was pressed and the input is empty: accepted if the prompt shows.
+                    if let Some(preview) =
+                        delivery::echoed(&self.worker.snapshot(), self.profile, &self.receipt)
+                    {
+                        self.accept(Evidence {
+                            rule: "prompt_echo".into(),
+                            region: "screen".into(),
+                            matched: preview,
+                        });
+                        self.idle_since = Some(Instant::now());
+                    }
+                } else if !self.receipt.awaiting_launch_prompt() {
+                    self.deliver().await;
+                }
+            }
+            LaneStatus::PromptAccepted | LaneStatus::Running | LaneStatus::Blocked => {
+                let since = *self.idle_since.get_or_insert_with(Instant::now);
+                if since.elapsed() >= self.settings.finish_idle
+                    && (self.seen_working || self.state.status == LaneStatus::PromptAccepted)
+                {
+                    self.transition(LaneState::plain(LaneStatus::Finished), Some(evidence));
+                }
+            }
+            LaneStatus::ToolPermissionRequired => {
+                self.transition(LaneState::plain(LaneStatus::Running), Some(evidence));
+            }
+            LaneStatus::Finished | LaneStatus::Failed => {}
+        }
+    }
+
+    async fn on_draft(&mut self, text: &str, evidence: Evidence) {
+        if self.state.status == LaneStatus::Spawning
+            || self.state.status == LaneStatus::TrustRequired
+        {
+            // A draft nobody here typed: the input is not free, so the lane is not ready.
+            if Instant::now() >= self.boot_deadline {
+                self.transition(
+                    LaneState::blocked(BlockedSubphase::PromptDelivery),
+                    Some(evidence),
+                );
+            }
+            return;
+        }
+        if self.state.status != LaneStatus::ReadyForPrompt {
+            return;
+        }
+        if !self.receipt.matches_draft(text) {
+            return;
+        }
+        if !self.receipt.submitted() {
+            self.submit(evidence).await;
+        } else if self.receipt.retry_due() {
+            if self.receipt.attempts >= self.settings.max_submit_attempts {
+                self.transition(
+                    LaneState::blocked(BlockedSubphase::PromptDelivery),
+                    Some(evidence),
+                );
+            } else {
+                self.submit(evidence).await;
+            }
+        }
+    }
+
+    fn on_unrecognised(&mut self, evidence: Evidence) {
+        if matches!(
+            self.state.status,
+            LaneStatus::Spawning | LaneStatus::TrustRequired
+        ) && Instant::now() >= self.boot_deadline
+        {
+            let text = self.worker.snapshot().text();
+            let subphase = if text.trim().is_empty() {
+                BlockedSubphase::PromptDelivery
+            } else {
+                BlockedSubphase::UnknownDialog
+            };
+            let excerpt: String = text
+                .lines()
+                .rev()
+                .filter(|l| !l.trim().is_empty())
+                .take(6)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect::<Vec<_>>()
+                .join("\n");
+            self.transition(
+                LaneState::blocked(subphase),
+                Some(Evidence {
+                    matched: excerpt,
+                    ..evidence
+                }),
+            );
+        }
+    }
+
+    fn on_exit(&mut self, status: ExitStatus) {
+        let evidence = Evidence {
+            rule: "process_exit".into(),
+            region: "process".into(),
+            matched: status.to_string(),
+        };
+        let state = match status {
+            ExitStatus::Exited(0) => LaneState::plain(LaneStatus::Finished),
+            ExitStatus::Lost => LaneState::failed(FailureClass::WorkerLost),
+            _ if self.receipt.submitted() && self.receipt.accepted_at.is_none() => {
+                self.event(
+                    "lane.prompt_misdelivery",
+                    None,
+                    None,
+                    Some(evidence.clone()),
+                    serde_json::json!({"target": "shell", "reason": "the agent process is gone"}),
+                );
+                LaneState::failed(FailureClass::PromptDelivery)
+            }
+            _ => LaneState::failed(FailureClass::WorkerCrashed),
+        };
+        if !self.state.status.is_terminal() {
+            self.transition(state, Some(evidence));
+        }
+    }
+
+    async fn on_operator(&mut self, command: OperatorCommand) {
+        let snapshot = self.worker.snapshot();
+        let seen = observe(self.profile, &snapshot);
+        let Seen::Dialog { name, dialog } = &seen.seen else {
+            self.event(
+                "lane.operator_ignored",
+                None,
+                None,
+                None,
+                serde_json::json!({"command": format!("{command:?}"), "reason": "no dialog on screen"}),
+            );
+            return;
+        };
+        let choice = match (&command, dialog) {
+            (OperatorCommand::Trust, DialogKind::Trust) => "yes".to_owned(),
+            (OperatorCommand::Answer { choice }, _) => choice.clone(),
+            (OperatorCommand::Trust, _) => {
+                self.event(
+                    "lane.operator_ignored",
+                    None,
+                    None,
+                    None,
+                    serde_json::json!({"command": "trust", "reason": format!("the dialog on screen is {name:?}, not a trust dialog")}),
+                );
+                return;
+            }
+        };
+        let Some(spec) = self.profile.dialog(name).cloned() else {
+            return;
+        };
+        if spec.policy == Policy::Never && *dialog != DialogKind::Trust {
+            self.event(
+                "lane.operator_ignored",
+                None,
+                None,
+                None,
+                serde_json::json!({"command": format!("{command:?}"), "reason": format!("dialog {name:?} has policy never")}),
+            );
+            return;
+        }
+        let answered = answer::answer(&self.worker, self.profile, &spec, &choice).await;
+        let resolved = answered.is_ok() && *dialog == DialogKind::Trust && choice == "yes";
+        self.event(
+            "lane.dialog_answered",
+            None,
+            None,
+            None,
+            answered_detail(name, &choice, "operator", 1, answered),
+        );
+        self.waiting_dialog = None;
+        if resolved {
+            let evidence = Evidence {
+                rule: name.clone(),
+                region: "operator".into(),
+                matched: "clawpool trust".into(),
+            };
+            self.trust_resolved("manual", evidence);
+        }
+        // Back to the state the dialog interrupted; the next observation moves on from there.
+        let resumed = match *dialog {
+            DialogKind::Trust => LaneState::plain(LaneStatus::TrustRequired),
+            DialogKind::ToolPermission => LaneState::plain(LaneStatus::ToolPermissionRequired),
+            DialogKind::Boot if self.receipt.accepted_at.is_some() => {
+                LaneState::plain(LaneStatus::Running)
+            }
+            DialogKind::Boot => LaneState::plain(LaneStatus::Spawning),
+        };
+        self.transition(resumed, None);
+    }
+
+    /// Types the prompt (or the task-file line) into an idle input line.
+    async fn deliver(&mut self) {
+        let Some(text) = self.receipt.text_to_type() else {
+            return;
+        };
+        if let Err(err) = self
+            .worker
+            .send(&clawpool_pty::Input::Text(text.clone()))
+            .await
+        {
+            self.transition(
+                LaneState::failed(FailureClass::PromptDelivery),
+                Some(Evidence {
+                    rule: "send".into(),
+                    region: "terminal".into(),
+                    matched: err.to_string(),
+                }),
+            );
+            return;
+        }
+        self.receipt.typed();
+        self.event(
+            "lane.prompt_typed",
+            None,
+            None,
+            None,
+            serde_json::json!({"chars": text.chars().count(), "method": self.receipt.method}),
+        );
+    }
+
+    /// Presses Enter on our draft.
+    async fn submit(&mut self, evidence: Evidence) {
+        if let Err(err) = self
+            .worker
+            .send(&clawpool_pty::Input::Key(clawpool_pty::Key::Enter))
+            .await
+        {
+            self.transition(
+                LaneState::failed(FailureClass::PromptDelivery),
+                Some(Evidence {
+                    matched: err.to_string(),
+                    ..evidence
+                }),
+            );
+            return;
+        }
+        self.receipt
+            .submitted_now(self.settings.accept_timeout / self.settings.max_submit_attempts.max(1));
+        self.event(
+            "lane.prompt_sent",
+            None,
+            None,
+            Some(evidence),
+            serde_json::json!({"attempt": self.receipt.attempts}),
+        );
+    }
+
+    fn accept(&mut self, evidence: Evidence) {
+        if self.receipt.accepted_at.is_some() {
+            return;
+        }
+        self.receipt.accept(&evidence.matched);
+        self.transition(LaneState::plain(LaneStatus::PromptAccepted), Some(evidence));
+    }
+
+    fn trust_resolved(&mut self, method: &str, evidence: Evidence) {
+        self.event(
+            "lane.trust_resolved",
+            None,
+            None,
+            Some(evidence),
+            serde_json::json!({"method": method}),
+        );
+    }
+
+    fn transition(&mut self, to: LaneState, evidence: Option<Evidence>) {
+        if to == self.state {
+            return;
+        }
+        let from = self.state;
+        self.state = to;
+        let kind = match to.status {
+            LaneStatus::Spawning => "lane.spawning",
+            LaneStatus::TrustRequired => "lane.trust_required",
+            LaneStatus::ToolPermissionRequired => "lane.tool_permission_required",
+            LaneStatus::ReadyForPrompt => "lane.ready",
+            LaneStatus::PromptAccepted => "lane.prompt_accepted",
+            LaneStatus::Running => "lane.running",
+            LaneStatus::Blocked => "lane.blocked",
+            LaneStatus::Finished => "lane.finished",
+            LaneStatus::Failed => "lane.failed",
+        };
+        let detail = match to.status {
+            LaneStatus::PromptAccepted => serde_json::to_value(&self.receipt).unwrap_or_default(),
+            _ => serde_json::Value::Null,
+        };
+        self.event(kind, Some(from), Some(to), evidence, detail);
+    }
+
+    fn event(
+        &self,
+        kind: &str,
+        from: Option<LaneState>,
+        to: Option<LaneState>,
+        evidence: Option<Evidence>,
+        detail: serde_json::Value,
+    ) {
+        if let Err(err) = self.events.record(kind, from, to, evidence, detail) {
+            tracing::warn!(lane = %self.lane.name, error = %err, "could not record a lane event");
+        }
+    }
+}
+
+fn answered_detail(
+    dialog: &str,
+    choice: &str,
+    by: &str,
+    attempt: u32,
+    answered: Result<(), String>,
+) -> serde_json::Value {
+    let mut detail = serde_json::json!({
+        "dialog": dialog, "choice": choice, "by": by, "attempt": attempt,
+        "completed": answered.is_ok(),
+    });
+    if let Err(error) = answered {
+        detail["error"] = error.into();
+    }
+    detail
+}

@@ -1,0 +1,239 @@
+//! `clawpool explain` and `clawpool doctor`: reading a screen the way a lane would, and
+//! checking what lanes need before a batch starts.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use clawpool::detect::explain;
+use clawpool::profiles::ProfileSet;
+use clawpool::trust::TrustRoots;
+use clawpool_pty::{ScreenModel, ScreenOptions, TermSize};
+use serde_json::json;
+
+use crate::cli::OutputFormat;
+use crate::output::CommandError;
+
+/// Reads a screen file: a capture (rows separated by newlines, with or without SGR
+/// attributes) is replayed row by row; its size is the file's widest row by its row count
+/// unless given.
+pub fn load_screen(
+    path: &Path,
+    size: Option<TermSize>,
+) -> Result<clawpool_pty::ScreenSnapshot, CommandError> {
+    let bytes = std::fs::read(path).map_err(|e| {
+        CommandError::invalid(
+            "screen_not_found",
+            format!("cannot read screen file {}: {e}", path.display()),
+        )
+    })?;
+    let rows: Vec<&[u8]> = bytes.split(|&b| b == b'\n').collect();
+    let size = size.unwrap_or_else(|| {
+        let mut probe = ScreenModel::new(ScreenOptions::new(TermSize {
+            rows: 1,
+            cols: 1000,
+        }));
+        let widest = rows
+            .iter()
+            .map(|row| {
+                probe.feed(b"\r\x1b[2K");
+                probe.feed(row);
+                probe.snapshot().rows[0].chars().count()
+            })
+            .max()
+            .unwrap_or(80);
+        TermSize {
+            rows: (rows.len() as u16).max(1),
+            cols: (widest as u16).clamp(20, 1000),
+        }
+    });
+    let mut model = ScreenModel::new(ScreenOptions {
+        answer_queries: false,
+        ..ScreenOptions::new(size)
+    });
+    for (i, row) in rows.iter().enumerate() {
+        if i > 0 {
+            model.feed(b"\r\n");
+        }
+        model.feed(row);
+        model.feed(b"\x1b[0m");
+    }
+    Ok(model.snapshot())
+}
+
+pub fn run_explain(
+    profiles: &ProfileSet,
+    agent: &str,
+    screen: &Path,
+    size: Option<TermSize>,
+    format: OutputFormat,
+) -> Result<ExitCode, CommandError> {
+    let profile = profiles
+        .get(agent)
+        .map_err(|e| CommandError::invalid("unknown_agent", e.to_string()))?;
+    let snap = load_screen(screen, size)?;
+    let explanation = explain(profile, &snap);
+    match format {
+        OutputFormat::Json => println!(
+            "{}",
+            json!({"agent": agent, "screen": screen, "explanation": explanation})
+        ),
+        OutputFormat::Text => {
+            let obs = &explanation.observation;
+            println!(
+                "screen: {} ({}x{})",
+                screen.display(),
+                snap.size.cols,
+                snap.size.rows
+            );
+            println!(
+                "reads as: {}",
+                serde_json::to_string(&obs.seen).unwrap_or_default()
+            );
+            println!(
+                "decided by: {} in {}: {:?}",
+                obs.rule, obs.region, obs.evidence
+            );
+            match &explanation.input_line {
+                Some(text) if text.is_empty() => println!("input line: empty"),
+                Some(text) => println!("input line: draft {text:?}"),
+                None => println!("input line: not found"),
+            }
+            println!("\nrules (highest priority first):");
+            for e in &explanation.evaluations {
+                let verdict = match (&e.matched, &e.near_miss) {
+                    (Some(m), _) => format!("MATCH {m:?}"),
+                    (None, Some(near)) => format!("near miss: {near}"),
+                    (None, None) => "no".into(),
+                };
+                println!(
+                    "  {:>4}  {:<6} {:<28} {:<22} {:<16} {verdict}",
+                    e.priority, e.what, e.rule, e.means, e.region
+                );
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One doctor finding.
+struct Check {
+    name: String,
+    ok: bool,
+    severity: &'static str,
+    detail: String,
+    fix: Option<String>,
+}
+
+pub fn run_doctor(
+    profiles: &ProfileSet,
+    roots: &TrustRoots,
+    sources: Vec<String>,
+    format: OutputFormat,
+) -> Result<ExitCode, CommandError> {
+    let mut checks = Vec::new();
+    let path = std::env::var_os("PATH");
+    let cwd = std::env::current_dir().unwrap_or_else(|_| "/".into());
+    let found =
+        |program: &str| clawpool_pty::resolve_program(program.as_ref(), &cwd, path.as_deref()).ok();
+    for (tool, fix) in [
+        ("git", "apt-get install -y git"),
+        (
+            "tmux",
+            "apt-get install -y tmux (needed for --transport tmux)",
+        ),
+    ] {
+        let at = found(tool);
+        checks.push(Check {
+            name: tool.into(),
+            ok: at.is_some(),
+            severity: if tool == "git" { "error" } else { "warning" },
+            detail: at
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|| format!("{tool} not found on PATH")),
+            fix: Some(fix.into()),
+        });
+    }
+    for profile in profiles.iter() {
+        let command = &profile.manifest.launch.command;
+        let at = found(command);
+        checks.push(Check {
+            name: format!("agent {}", profile.name()),
+            ok: at.is_some(),
+            severity: "warning",
+            detail: at
+                .map(|p| format!("{} ({})", p.display(), command))
+                .unwrap_or_else(|| format!("{command:?} not found on PATH")),
+            fix: Some(format!(
+                "install it, or set [profiles.{}.launch] command = \"/path/to/{command}\" in your config",
+                profile.name()
+            )),
+        });
+    }
+    for warning in roots.warnings() {
+        checks.push(Check {
+            name: "trusted roots".into(),
+            ok: false,
+            severity: "warning",
+            detail: warning.to_string(),
+            fix: Some("edit trusted_roots / denied_roots in your config (clawpool config show lists the files)".into()),
+        });
+    }
+    let state = cwd.join(crate::run_lane::STATE_DIR);
+    let writable = std::fs::create_dir_all(&state)
+        .and_then(|_| tempfile::NamedTempFile::new_in(&state).map(drop))
+        .is_ok();
+    checks.push(Check {
+        name: "state folder".into(),
+        ok: writable,
+        severity: "error",
+        detail: format!(
+            "{} {}",
+            state.display(),
+            if writable {
+                "is writable"
+            } else {
+                "is not writable"
+            }
+        ),
+        fix: (!writable).then(|| "run lanes in a folder you can write to".into()),
+    });
+    let failed_errors = checks.iter().any(|c| !c.ok && c.severity == "error");
+    match format {
+        OutputFormat::Json => println!(
+            "{}",
+            json!({
+                "ok": !failed_errors,
+                "config_files": sources,
+                "checks": checks.iter().map(|c| json!({"name": c.name, "ok": c.ok, "severity": c.severity, "detail": c.detail, "fix": c.fix})).collect::<Vec<_>>(),
+            })
+        ),
+        OutputFormat::Text => {
+            println!(
+                "config files: {}",
+                if sources.is_empty() {
+                    "none".to_owned()
+                } else {
+                    sources.join(", ")
+                }
+            );
+            for c in &checks {
+                let mark = if c.ok {
+                    "ok  "
+                } else if c.severity == "error" {
+                    "FAIL"
+                } else {
+                    "warn"
+                };
+                println!("[{mark}] {}: {}", c.name, c.detail);
+                if let (false, Some(fix)) = (c.ok, &c.fix) {
+                    println!("       fix: {fix}");
+                }
+            }
+        }
+    }
+    Ok(if failed_errors {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}

@@ -1,0 +1,91 @@
+//! Configuration and profiles as the commands use them: loaded once from the layered files.
+
+use std::path::{Path, PathBuf};
+
+use clawpool::config::{Config, ConfigSources, show_json, show_text};
+use clawpool::handshake::Settings;
+use clawpool::profiles::ProfileSet;
+use clawpool::trust::TrustRoots;
+
+use crate::cli::{ConfigFlag, OutputFormat};
+use crate::output::CommandError;
+
+/// The merged configuration and what it resolves to.
+pub struct Loaded {
+    pub config: Config,
+    pub sources: ConfigSources,
+    pub profiles: ProfileSet,
+    pub roots: TrustRoots,
+    pub settings: Settings,
+}
+
+impl Loaded {
+    /// Loads the user's, the repository's (for the repository containing `lane_dir`, or the
+    /// current folder) and the explicit configuration file.
+    pub fn load(flag: &ConfigFlag, lane_dir: Option<&Path>) -> Result<Self, CommandError> {
+        let home = std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("/"));
+        let xdg = std::env::var_os("XDG_CONFIG_HOME")
+            .map(PathBuf::from)
+            .filter(|p| !p.as_os_str().is_empty());
+        let env_config = std::env::var_os("CLAWPOOL_CONFIG")
+            .map(PathBuf::from)
+            .filter(|p| !p.as_os_str().is_empty());
+        let repo = repo_root(lane_dir.unwrap_or(Path::new(".")));
+        let sources = ConfigSources::discover(
+            &home,
+            xdg.as_deref(),
+            repo.as_deref(),
+            flag.config.as_deref(),
+            env_config.as_deref(),
+        );
+        let config = Config::load(&sources)
+            .map_err(|e| CommandError::invalid("invalid_config", e.to_string()))?;
+        let profiles = config
+            .profiles()
+            .map_err(|e| CommandError::invalid("invalid_profile", e.to_string()))?;
+        let (trusted, denied) = config.trust_roots();
+        let settings = config.handshake();
+        Ok(Self {
+            config,
+            sources,
+            profiles,
+            roots: TrustRoots { trusted, denied },
+            settings,
+        })
+    }
+
+    /// The configuration files that exist, in the order they were read.
+    pub fn source_files(&self) -> Vec<String> {
+        [
+            &self.sources.user,
+            &self.sources.repo,
+            &self.sources.explicit,
+        ]
+        .into_iter()
+        .flatten()
+        .filter(|p| p.is_file())
+        .map(|p| p.display().to_string())
+        .collect()
+    }
+
+    /// Prints the merged configuration.
+    pub fn show(&self, format: OutputFormat) {
+        match format {
+            OutputFormat::Text => print!("{}", show_text(&self.config, &self.profiles)),
+            OutputFormat::Json => println!("{}", show_json(&self.config, &self.profiles)),
+        }
+    }
+}
+
+fn repo_root(dir: &Path) -> Option<PathBuf> {
+    let out = std::process::Command::new("git")
+        .args(["rev-parse", "--show-toplevel"])
+        .current_dir(dir)
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
+}
