@@ -300,6 +300,10 @@ impl<'a> Handshake<'a> {
 
     fn on_provider_retry(&mut self, evidence: Evidence) {
         let since = *self.provider_since.get_or_insert_with(Instant::now);
+        if self.state.status == LaneStatus::ReadyForPrompt && self.receipt.submitted() {
+            // The agent took the prompt and is trying to reach its provider with it.
+            self.accept(evidence.clone());
+        }
         if self.state.status == LaneStatus::PromptAccepted {
             self.transition(
                 LaneState::plain(LaneStatus::Running),
