@@ -1,5 +1,6 @@
 //! End-to-end tests: the built `clawpool` binary and the scripted agent, on real PTYs, real
 //! private tmux servers and real git repositories made in the test.
 
+mod handshake;
 mod run_one;
 mod scripted_agent;

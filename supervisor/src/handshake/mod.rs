@@ -83,8 +83,6 @@ pub struct Handshake<'a> {
     receipt: Receipt,
     /// The dialog the lane is blocked on, waiting for an operator.
     waiting_dialog: Option<String>,
-    /// Whether the agent has been seen working since the prompt was accepted.
-    seen_working: bool,
     /// When the current idle spell (after acceptance) began.
     idle_since: Option<Instant>,
     /// When the provider retry text first showed in the current spell.
@@ -118,7 +116,6 @@ impl<'a> Handshake<'a> {
             state: LaneState::plain(LaneStatus::Spawning),
             receipt,
             waiting_dialog: None,
-            seen_working: false,
             idle_since: None,
             provider_since: None,
             boot_deadline: Instant::now() + settings.boot_timeout,
@@ -249,6 +246,16 @@ impl<'a> Handshake<'a> {
         if self.waiting_dialog.as_deref() == Some(name) {
             return; // Still waiting for the operator.
         }
+        if kind == DialogKind::ToolPermission && self.receipt.submitted() {
+            // Asking for a tool means the agent took the prompt and is working on it.
+            self.accept(evidence.clone());
+            if self.state.status == LaneStatus::PromptAccepted {
+                self.transition(
+                    LaneState::plain(LaneStatus::Running),
+                    Some(evidence.clone()),
+                );
+            }
+        }
         if pending != self.state && kind != DialogKind::Boot {
             self.transition(pending, Some(evidence.clone()));
         }
@@ -327,7 +334,6 @@ impl<'a> Handshake<'a> {
             | LaneStatus::ToolPermissionRequired
             | LaneStatus::Blocked => {
                 if self.receipt.accepted_at.is_some() {
-                    self.seen_working = true;
                     self.transition(LaneState::plain(LaneStatus::Running), Some(evidence));
                 }
             }
@@ -339,7 +345,6 @@ impl<'a> Handshake<'a> {
                         LaneState::plain(LaneStatus::PromptAccepted),
                         Some(evidence.clone()),
                     );
-                    self.seen_working = true;
                     self.transition(LaneState::plain(LaneStatus::Running), Some(evidence));
                 } else if self.receipt.submitted() {
                     let echo =
@@ -352,11 +357,10 @@ impl<'a> Handshake<'a> {
                         },
                         None => evidence.clone(),
                     });
-                    self.seen_working = true;
                     self.transition(LaneState::plain(LaneStatus::Running), Some(evidence));
                 }
             }
-            LaneStatus::Running => self.seen_working = true,
+            LaneStatus::Running => {}
             LaneStatus::Finished | LaneStatus::Failed => {}
         }
     }
@@ -390,16 +394,22 @@ impl<'a> Handshake<'a> {
                     self.deliver().await;
                 }
             }
-            LaneStatus::PromptAccepted | LaneStatus::Running | LaneStatus::Blocked => {
+            LaneStatus::PromptAccepted
+            | LaneStatus::Running
+            | LaneStatus::Blocked
+            | LaneStatus::ToolPermissionRequired => {
+                if self.state.status == LaneStatus::ToolPermissionRequired {
+                    // The permission was answered and the agent carried on.
+                    self.transition(
+                        LaneState::plain(LaneStatus::Running),
+                        Some(evidence.clone()),
+                    );
+                }
+                // Back at its idle input after taking the prompt: done once it stays idle.
                 let since = *self.idle_since.get_or_insert_with(Instant::now);
-                if since.elapsed() >= self.settings.finish_idle
-                    && (self.seen_working || self.state.status == LaneStatus::PromptAccepted)
-                {
+                if since.elapsed() >= self.settings.finish_idle {
                     self.transition(LaneState::plain(LaneStatus::Finished), Some(evidence));
                 }
-            }
-            LaneStatus::ToolPermissionRequired => {
-                self.transition(LaneState::plain(LaneStatus::Running), Some(evidence));
             }
             LaneStatus::Finished | LaneStatus::Failed => {}
         }

@@ -1,0 +1,698 @@
+//! `clawpool run` driving the scripted agent through the boot handshake: trust resolution,
+//! dialogs, verified prompt delivery, misdelivery into a shell, operator answers, and bad
+//! input. The events asserted on are the ones clawpool prints and keeps in
+//! `.claw/events.jsonl`.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use clawpool_tests::{Sandbox, git_repo, workspace_bin};
+use serde_json::Value;
+
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// A `clawpool run` child whose JSON events are read as they come.
+struct Lane {
+    child: Child,
+    events: mpsc::Receiver<Value>,
+    seen: Vec<Value>,
+    repo: PathBuf,
+}
+
+impl Lane {
+    fn start(sandbox: &Sandbox, repo: &Path, config: &Path, agent: &str, prompt: &str) -> Self {
+        let mut child = sandbox
+            .clawpool()
+            .args([
+                "run",
+                "--output-format",
+                "json",
+                "--agent",
+                agent,
+                "--config",
+            ])
+            .arg(config)
+            .arg("--cwd")
+            .arg(repo)
+            .args(["--prompt", prompt])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("clawpool run starts");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, events) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let Ok(value) = serde_json::from_str::<Value>(&line) else {
+                    continue;
+                };
+                if tx.send(value).is_err() {
+                    return;
+                }
+            }
+        });
+        Self {
+            child,
+            events,
+            seen: Vec::new(),
+            repo: repo.to_owned(),
+        }
+    }
+
+    /// Waits for the first event (from now on) matching `pred` and returns it.
+    fn wait_for(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.events.recv_timeout(left) {
+                Ok(event) => {
+                    self.seen.push(event.clone());
+                    if pred(&event) {
+                        return event;
+                    }
+                }
+                Err(_) => panic!(
+                    "no {what} within {PATIENCE:?}; events so far:\n{}",
+                    self.dump()
+                ),
+            }
+        }
+    }
+
+    fn wait_kind(&mut self, kind: &str) -> Value {
+        self.wait_for(kind, |e| e["kind"] == kind)
+    }
+
+    /// Waits for clawpool to exit; returns its exit code and the outcome document.
+    fn finish(mut self) -> (i32, Value, Vec<Value>) {
+        let outcome = self.wait_for("the outcome", |e| e.get("outcome").is_some());
+        let status = self.child.wait().expect("clawpool exits");
+        (
+            status.code().unwrap_or(-1),
+            outcome["outcome"].clone(),
+            std::mem::take(&mut self.seen),
+        )
+    }
+
+    fn dump(&self) -> String {
+        self.seen
+            .iter()
+            .map(Value::to_string)
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    fn prompt_log(&self) -> Vec<Value> {
+        prompt_log(&self.repo)
+    }
+}
+
+impl Drop for Lane {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn prompt_log(repo: &Path) -> Vec<Value> {
+    std::fs::read_to_string(repo.join(".prompts.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+fn kinds(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| e["kind"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// Asserts `expected` appear in this order (other events may come between).
+fn assert_in_order(events: &[Value], expected: &[&str]) {
+    let kinds = kinds(events);
+    let mut at = 0;
+    for want in expected {
+        match kinds[at..].iter().position(|k| k == want) {
+            Some(i) => at += i + 1,
+            None => panic!("{want} missing or out of order in {kinds:?}"),
+        }
+    }
+}
+
+/// A lane repository, a scenario for the scripted agent, and a config that points the
+/// `scripted` profile at the built agent.
+fn setup(
+    sandbox: &Sandbox,
+    scenario: &str,
+    trusted: bool,
+    extra_config: &str,
+) -> (PathBuf, PathBuf) {
+    let repo = git_repo(sandbox.dir.path(), "lane");
+    let scenario_path = sandbox.dir.path().join("scenario.toml");
+    std::fs::write(&scenario_path, scenario).expect("scenario");
+    let roots = if trusted {
+        format!(
+            "trusted_roots = [{:?}]\n",
+            sandbox.dir.path().display().to_string()
+        )
+    } else {
+        String::new()
+    };
+    let config = sandbox.dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "{roots}[handshake]\naccept_timeout_secs = 3\nfinish_idle_ms = 500\n\n[profiles.scripted.launch]\ncommand = {:?}\nenv = {{ CLAWPOOL_AGENT_SCENARIO = {:?} }}\n{extra_config}",
+            workspace_bin("clawpool-scripted-agent").display().to_string(),
+            scenario_path.display().to_string(),
+        ),
+    )
+    .expect("config");
+    (repo, config)
+}
+
+const WORK: &str = r#"
+prompt_log = ".prompts.jsonl"
+trust_dialog = true
+boot_dialog = true
+[[prompt]]
+steps = [{ do = "sleep", ms = 300 }, { do = "write_file", path = "out.txt", content = "done\n" }]
+"#;
+
+#[test]
+fn a_trusted_lane_is_driven_from_spawn_to_finished() {
+    let sandbox = Sandbox::new();
+    let (repo, config) = setup(&sandbox, WORK, true, "");
+    let lane = Lane::start(&sandbox, &repo, &config, "scripted", "write the file");
+    let (code, outcome, events) = lane.finish();
+    assert_eq!(code, 0, "{events:?}");
+    assert_in_order(
+        &events,
+        &[
+            "lane.started",
+            "lane.trust_required",
+            "lane.dialog_answered",
+            "lane.trust_resolved",
+            "lane.ready",
+            "lane.prompt_typed",
+            "lane.prompt_sent",
+            "lane.prompt_accepted",
+            "lane.running",
+            "lane.finished",
+        ],
+    );
+    let resolved = events
+        .iter()
+        .find(|e| e["kind"] == "lane.trust_resolved")
+        .expect("resolved");
+    assert_eq!(resolved["detail"]["method"], "auto_allowlisted");
+    // Every transition carries its state change and evidence, with increasing seq.
+    let seqs: Vec<u64> = events.iter().filter_map(|e| e["seq"].as_u64()).collect();
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+    let accepted = events
+        .iter()
+        .find(|e| e["kind"] == "lane.prompt_accepted")
+        .expect("accepted");
+    assert_eq!(accepted["from"]["status"], "ready_for_prompt");
+    assert_eq!(accepted["to"]["status"], "prompt_accepted");
+    assert!(
+        accepted["evidence"]["matched"]
+            .as_str()
+            .unwrap_or("")
+            .contains("write the file")
+    );
+    assert_eq!(outcome["receipt"]["attempts"], 1);
+    assert!(outcome["receipt"]["accepted_at"].as_u64() >= outcome["receipt"]["sent_at"].as_u64());
+    assert_eq!(
+        std::fs::read_to_string(repo.join("out.txt")).expect("work done"),
+        "done\n"
+    );
+    let log = prompt_log(&repo);
+    assert_eq!(log.iter().filter(|e| e["event"] == "prompt").count(), 1);
+    assert!(
+        log.iter()
+            .any(|e| e["event"] == "trust" && e["choice"] == "yes")
+    );
+    // The same events are on disk, and .claw stays out of git.
+    let on_disk = std::fs::read_to_string(repo.join(".claw/events.jsonl")).expect("events file");
+    assert_eq!(
+        on_disk.lines().count(),
+        events.iter().filter(|e| e.get("seq").is_some()).count()
+    );
+    let status = std::process::Command::new("git")
+        .args(["status", "--porcelain"])
+        .current_dir(&repo)
+        .output()
+        .expect("git status");
+    let status = String::from_utf8_lossy(&status.stdout);
+    assert!(!status.contains(".claw"), "{status}");
+    assert!(sandbox.leftover_processes().is_empty());
+}
+
+#[test]
+fn an_untrusted_lane_blocks_types_nothing_and_waits_for_the_operator() {
+    let sandbox = Sandbox::new();
+    let (repo, config) = setup(&sandbox, WORK, false, "");
+    let mut lane = Lane::start(&sandbox, &repo, &config, "scripted", "write the file");
+    lane.wait_kind("lane.trust_required");
+    let blocked = lane.wait_kind("lane.blocked");
+    assert_eq!(blocked["to"]["subphase"], "trust_prompt");
+    assert!(
+        !kinds(&lane.seen)
+            .iter()
+            .any(|k| k == "lane.dialog_answered")
+    );
+    assert!(
+        lane.prompt_log().is_empty(),
+        "nothing reached the agent: {:?}",
+        lane.prompt_log()
+    );
+
+    let out = sandbox
+        .clawpool()
+        .arg("trust")
+        .arg(&repo)
+        .output()
+        .expect("clawpool trust");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let resolved = lane.wait_kind("lane.trust_resolved");
+    assert_eq!(resolved["detail"]["method"], "manual");
+    let (code, _, events) = lane.finish();
+    assert_eq!(code, 0);
+    assert_in_order(
+        &events,
+        &[
+            "lane.blocked",
+            "lane.trust_resolved",
+            "lane.ready",
+            "lane.finished",
+        ],
+    );
+    assert_eq!(
+        prompt_log(&repo)
+            .iter()
+            .filter(|e| e["event"] == "prompt")
+            .count(),
+        1
+    );
+}
+
+#[test]
+fn enter_is_pressed_again_but_the_prompt_is_typed_once() {
+    let sandbox = Sandbox::new();
+    let scenario = "prompt_log = \".prompts.jsonl\"\nignore_first_enter = true\n";
+    let (repo, config) = setup(&sandbox, scenario, true, "");
+    let lane = Lane::start(&sandbox, &repo, &config, "scripted", "do it");
+    let (code, outcome, events) = lane.finish();
+    assert_eq!(code, 0, "{events:?}");
+    let sent: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["kind"] == "lane.prompt_sent")
+        .collect();
+    assert_eq!(sent.len(), 2, "Enter twice: {events:?}");
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e["kind"] == "lane.prompt_typed")
+            .count(),
+        1
+    );
+    assert_eq!(outcome["receipt"]["attempts"], 2);
+    let prompts: Vec<Value> = prompt_log(&repo)
+        .into_iter()
+        .filter(|e| e["event"] == "prompt")
+        .collect();
+    assert_eq!(prompts.len(), 1);
+    assert_eq!(prompts[0]["text"], "do it");
+}
+
+#[test]
+fn a_shell_is_never_typed_into() {
+    let sandbox = Sandbox::new();
+    for (ps1, target) in [
+        ("$ ", "shell"),
+        ("user@host:/somewhere/else$ ", "wrong_target"),
+    ] {
+        let extra = format!(
+            "\n[profiles.fakeshell.launch]\ncommand = \"/bin/sh\"\nargs = [\"-i\"]\nenv = {{ PS1 = {ps1:?}, ENV = \"/dev/null\" }}\n"
+        );
+        let (repo, config) = setup(&sandbox, "", true, &extra);
+        let lane = Lane::start(&sandbox, &repo, &config, "fakeshell", "rm -rf important");
+        let (code, _, events) = lane.finish();
+        assert_eq!(code, 1);
+        let misdelivery = events
+            .iter()
+            .find(|e| e["kind"] == "lane.prompt_misdelivery")
+            .unwrap_or_else(|| panic!("no misdelivery in {events:?}"));
+        assert_eq!(misdelivery["detail"]["target"], target);
+        let failed = events
+            .iter()
+            .find(|e| e["kind"] == "lane.failed")
+            .expect("failed");
+        assert_eq!(failed["to"]["failure"], "prompt_delivery");
+        assert!(!kinds(&events).iter().any(|k| k == "lane.prompt_typed"));
+        let raw = std::fs::read(repo.join(".claw/terminal.log")).expect("terminal log");
+        assert!(
+            !String::from_utf8_lossy(&raw).contains("important"),
+            "the shell saw the prompt"
+        );
+        std::fs::remove_dir_all(&repo).expect("clean lane for the next case");
+    }
+}
+
+#[test]
+fn a_tool_permission_waits_for_the_operator() {
+    let sandbox = Sandbox::new();
+    let scenario = r#"
+prompt_log = ".prompts.jsonl"
+[[prompt]]
+steps = [{ do = "permission", tool = "Write(out.txt)" }, { do = "write_file", path = "out.txt", content = "ok\n" }]
+"#;
+    let (repo, config) = setup(&sandbox, scenario, true, "");
+    let mut lane = Lane::start(&sandbox, &repo, &config, "scripted", "write it");
+    lane.wait_kind("lane.tool_permission_required");
+    let blocked = lane.wait_kind("lane.blocked");
+    assert_eq!(blocked["to"]["subphase"], "tool_permission");
+    assert!(!repo.join("out.txt").exists());
+    let out = sandbox
+        .clawpool()
+        .args(["answer", "--choice", "yes"])
+        .arg(&repo)
+        .output()
+        .expect("clawpool answer");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (code, _, events) = lane.finish();
+    assert_eq!(code, 0, "{events:?}");
+    assert_eq!(
+        std::fs::read_to_string(repo.join("out.txt")).expect("written"),
+        "ok\n"
+    );
+}
+
+#[test]
+fn long_prompts_go_to_a_launch_argument_or_the_task_file() {
+    let sandbox = Sandbox::new();
+    let long = format!("Please do the following carefully.\n{}", "step ".repeat(60));
+    let scenario = "prompt_log = \".prompts.jsonl\"\n";
+
+    // The scripted profile takes a prompt at launch.
+    let (repo, config) = setup(&sandbox, scenario, true, "");
+    let (code, outcome, events) = Lane::start(&sandbox, &repo, &config, "scripted", &long).finish();
+    assert_eq!(code, 0, "{events:?}");
+    assert_eq!(outcome["receipt"]["method"], "launch_arg");
+    let prompts: Vec<Value> = prompt_log(&repo)
+        .into_iter()
+        .filter(|e| e["event"] == "prompt")
+        .collect();
+    assert_eq!(prompts.len(), 1);
+    assert_eq!(
+        prompts[0]["text"].as_str().map(str::trim),
+        Some(long.trim())
+    );
+    std::fs::remove_dir_all(&repo).expect("clean lane");
+
+    // Without launch arguments the prompt goes to .claw/task.md and one line points at it.
+    let (repo, config) = setup(&sandbox, scenario, true, "prompt_args = []\n");
+    let (code, outcome, events) = Lane::start(&sandbox, &repo, &config, "scripted", &long).finish();
+    assert_eq!(code, 0, "{events:?}");
+    assert_eq!(outcome["receipt"]["method"], "task_file");
+    assert_eq!(
+        std::fs::read_to_string(repo.join(".claw/task.md"))
+            .expect("task file")
+            .trim(),
+        long.trim()
+    );
+    let prompts: Vec<Value> = prompt_log(&repo)
+        .into_iter()
+        .filter(|e| e["event"] == "prompt")
+        .collect();
+    assert_eq!(prompts.len(), 1);
+    assert!(
+        prompts[0]["text"]
+            .as_str()
+            .unwrap_or("")
+            .contains(".claw/task.md")
+    );
+}
+
+#[test]
+fn a_crash_while_working_fails_the_lane_as_crashed() {
+    let sandbox = Sandbox::new();
+    let scenario =
+        "[[prompt]]\nsteps = [{ do = \"sleep\", ms = 300 }, { do = \"crash\", code = 3 }]\n";
+    let (repo, config) = setup(&sandbox, scenario, true, "");
+    let (code, outcome, events) = Lane::start(&sandbox, &repo, &config, "scripted", "go").finish();
+    assert_eq!(code, 1);
+    assert_eq!(outcome["state"]["failure"], "worker_crashed", "{events:?}");
+    let failed = events
+        .iter()
+        .find(|e| e["kind"] == "lane.failed")
+        .expect("failed");
+    assert_eq!(failed["evidence"]["rule"], "process_exit");
+    assert_eq!(failed["evidence"]["matched"], "exit code 3");
+}
+
+/// Runs clawpool expecting bad input: exit 2, one JSON error naming the problem, nothing
+/// started and nothing written in the lane.
+fn bad_input(sandbox: &Sandbox, args: &[&str], config: &Path, repo: &Path) -> Value {
+    let out = sandbox
+        .clawpool()
+        .args(args)
+        .args(["--output-format", "json", "--config"])
+        .arg(config)
+        .arg("--cwd")
+        .arg(repo)
+        .output()
+        .expect("clawpool runs");
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !repo.join(".claw").exists(),
+        "nothing written for bad input"
+    );
+    assert!(sandbox.leftover_processes().is_empty());
+    serde_json::from_slice::<Value>(out.stderr.trim_ascii()).expect("one JSON error")["error"]
+        .clone()
+}
+
+#[test]
+fn bad_input_names_the_problem_and_starts_nothing() {
+    let sandbox = Sandbox::new();
+    let (repo, config) = setup(&sandbox, "", true, "");
+
+    let err = bad_input(
+        &sandbox,
+        &["run", "--agent", "scripted", "--prompt", "fix\u{1b}[2J it"],
+        &config,
+        &repo,
+    );
+    assert_eq!(err["kind"], "invalid_prompt");
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("control character")
+    );
+
+    let err = bad_input(
+        &sandbox,
+        &["run", "--agent", "cursor", "--prompt", "x"],
+        &config,
+        &repo,
+    );
+    assert_eq!(err["kind"], "unknown_agent");
+    assert!(err["message"].as_str().unwrap_or("").contains("claude"));
+
+    let bad_regex = sandbox.dir.path().join("bad.toml");
+    std::fs::write(
+        &bad_regex,
+        "[[profiles.scripted.rules]]\nname = \"broken\"\nsignal = \"working\"\nregion = \"screen\"\nmatch = { regex = \"(x\" }\n",
+    )
+    .expect("write");
+    let err = bad_input(
+        &sandbox,
+        &["run", "--agent", "scripted", "--prompt", "x"],
+        &bad_regex,
+        &repo,
+    );
+    assert_eq!(err["kind"], "invalid_profile");
+    let message = err["message"].as_str().unwrap_or("");
+    assert!(
+        message.contains("bad.toml:2") && message.contains("broken"),
+        "{message}"
+    );
+
+    let unknown_region = sandbox.dir.path().join("region.toml");
+    std::fs::write(
+        &unknown_region,
+        "[[profiles.scripted.rules]]\nname = \"where\"\nsignal = \"working\"\nregion = \"status_bar\"\nmatch = { contains = \"x\" }\n",
+    )
+    .expect("write");
+    let err = bad_input(
+        &sandbox,
+        &["run", "--agent", "scripted", "--prompt", "x"],
+        &unknown_region,
+        &repo,
+    );
+    assert!(
+        err["message"].as_str().unwrap_or("").contains("status_bar"),
+        "{err}"
+    );
+
+    let typo = sandbox.dir.path().join("typo.toml");
+    std::fs::write(&typo, "[profiles.scripted.launch]\ncomand = \"x\"\n").expect("write");
+    let err = bad_input(
+        &sandbox,
+        &["run", "--agent", "scripted", "--prompt", "x"],
+        &typo,
+        &repo,
+    );
+    assert_eq!(err["kind"], "invalid_config");
+    let message = err["message"].as_str().unwrap_or("");
+    assert!(
+        message.contains("typo.toml:2") && message.contains("comand"),
+        "{message}"
+    );
+}
+
+#[test]
+fn explain_shows_the_deciding_rule_and_the_near_misses() {
+    let sandbox = Sandbox::new();
+    let screen = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/screens/codex-0.169.0/05-running-120x40.ansi");
+    let out = sandbox
+        .clawpool()
+        .args([
+            "explain",
+            "--agent",
+            "codex",
+            "--output-format",
+            "json",
+            "--screen",
+        ])
+        .arg(&screen)
+        .output()
+        .expect("clawpool explain");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let obs = &doc["explanation"]["observation"];
+    assert_eq!(obs["seen"]["signal"], "working", "{doc}");
+    assert_eq!(obs["rule"], "working_indicator");
+    assert!(
+        obs["evidence"]
+            .as_str()
+            .unwrap_or("")
+            .contains("esc to interrupt")
+    );
+    // The placeholder input line is visible, and it is not what decides.
+    assert_eq!(doc["explanation"]["input_line"], "");
+
+    let text = sandbox
+        .clawpool()
+        .args(["explain", "--agent", "claude", "--screen"])
+        .arg(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("fixtures/screens/claude-2.1.330/14-provider_retry-120x40.txt"),
+        )
+        .output()
+        .expect("clawpool explain");
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("provider_retrying") && text.contains("MATCH"),
+        "{text}"
+    );
+    assert!(text.contains("near miss"), "{text}");
+}
+
+#[test]
+fn config_show_and_doctor_report_sources_and_problems() {
+    let sandbox = Sandbox::new();
+    let config = sandbox.dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        "trusted_roots = [\"/no/such/root\"]\n[profiles.claude.launch]\ncommand = \"/opt/claude/bin/claude\"\n",
+    )
+    .expect("write");
+    let out = sandbox
+        .clawpool()
+        .args(["config", "show", "--output-format", "json", "--config"])
+        .arg(&config)
+        .output()
+        .expect("config show");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let from = config.display().to_string();
+    assert_eq!(
+        doc["profiles"]["claude"]["from"]["launch.command"],
+        from.as_str()
+    );
+    assert_eq!(doc["trusted_roots"][0]["from"], from.as_str());
+
+    let out = sandbox
+        .clawpool()
+        .args(["doctor", "--output-format", "json", "--config"])
+        .arg(&config)
+        .current_dir(sandbox.dir.path())
+        .output()
+        .expect("doctor");
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let details: Vec<String> = doc["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .map(|c| c["detail"].as_str().unwrap_or("").to_owned())
+        .collect();
+    assert!(
+        details.iter().any(|d| d.contains("/no/such/root")),
+        "{details:?}"
+    );
+    assert!(
+        details.iter().any(|d| d.contains("/opt/claude/bin/claude")),
+        "{details:?}"
+    );
+
+    let out = sandbox
+        .clawpool()
+        .args(["doctor", "--output-format", "json"])
+        .current_dir(sandbox.dir.path())
+        .output()
+        .expect("doctor");
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert!(
+        doc["checks"]
+            .as_array()
+            .expect("checks")
+            .iter()
+            .any(|c| c["detail"]
+                .as_str()
+                .unwrap_or("")
+                .to_lowercase()
+                .contains("no trusted_roots")),
+        "{doc}"
+    );
+}
