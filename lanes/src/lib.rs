@@ -1,15 +1,28 @@
-//! Lanes: the lane lifecycle, typed lane events, and the append-only event log.
+//! Lanes: task packets, the lane lifecycle, typed lane events, and the per-lane state file.
 //!
-//! A lane is one agent working in one git worktree. Its lifecycle is [`LaneStatus`] (with a
-//! [`BlockedSubphase`] while blocked and a [`FailureClass`] once failed); every change of state
-//! is a [`LaneEvent`] with a per-lane, strictly increasing `seq`, appended to the lane's
-//! [`EventLog`] (JSON lines). Later issues add task packets and the per-lane state file here.
+//! A lane is one agent working in one git worktree. A task packet ([`parse_packet`]) says
+//! which lanes to run; every problem in it is reported at once with its JSON path. A lane's
+//! lifecycle is [`LaneStatus`] (with a [`BlockedSubphase`] while blocked and a
+//! [`FailureClass`] once failed); every change of state is a [`LaneEvent`] with a per-lane,
+//! strictly increasing `seq`, appended to the lane's [`EventLog`] (JSON lines). The lane's
+//! public state is the [`WorkerStateDoc`] in `<worktree>/.claw/worker-state.json`, written
+//! atomically ([`StateFileWriter`]) and read with ages recomputed ([`with_ages`]).
 //!
 //! This crate decides nothing about screens or terminals: the supervisor's handshake observes
 //! the worker and reports transitions; this crate gives them a shape that other tools can read.
 
 mod events;
+mod packet;
 mod state;
+pub mod state_file;
 
-pub use events::{EventLog, EventLogError, Evidence, LaneEvent, now_ms};
+pub use events::{EventLog, EventLogError, EventObserver, Evidence, LaneEvent, now_ms};
+pub use packet::{
+    Batch, LaneSpec, PacketContext, PacketError, PacketErrors, PacketForm, TaskResource, TaskScope,
+    is_valid_lane_name, parse_packet,
+};
 pub use state::{BlockedSubphase, FailureClass, LaneState, LaneStatus};
+pub use state_file::{
+    StateFileError, StateFileWriter, StateView, WorkerStateDoc, read_state_file, state_file_path,
+    with_ages,
+};

@@ -1,0 +1,586 @@
+//! The on-disk document: [`WorkerStateDoc`] and its parts.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::{BlockedSubphase, Evidence, FailureClass, LaneEvent, LaneState, LaneStatus};
+
+use super::SCHEMA_VERSION;
+
+/// The per-lane state file, `<worktree>/.claw/worker-state.json`, as it is on disk.
+///
+/// A superset of claw-code's worker-state snapshot (`worker_id`, `status`, `is_ready`,
+/// `trust_gate_cleared`, `prompt_in_flight`, `last_event`, `updated_at`,
+/// `seconds_since_update`); see `docs/state-file.md` for every field. Every key is written on
+/// every write (`null` when unknown), so polling tools can rely on the shape.
+///
+/// All times are Unix epoch **seconds**, as in claw-code, except `last_event.at_ms`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkerStateDoc {
+    /// The major version of this format; [`SCHEMA_VERSION`] for files this crate writes.
+    /// Readers refuse larger values; new fields are added without changing it.
+    pub schema_version: u32,
+    /// The id of this run of the lane's worker (changes when the worker is restarted).
+    pub worker_id: String,
+    /// The lane's status, in clawpool's vocabulary.
+    pub status: LaneStatus,
+    /// The nearest status in claw-code's vocabulary (see [`claw_status`]).
+    pub claw_status: ClawStatus,
+    /// `status == ready_for_prompt`: a prompt may be delivered now.
+    pub is_ready: bool,
+    /// The lane is past the trust gate: the trust dialog was answered, or the agent reached
+    /// its input line without asking.
+    pub trust_gate_cleared: bool,
+    /// A prompt was submitted (Enter pressed) and neither accepted nor refused yet.
+    pub prompt_in_flight: bool,
+    /// The last lane event applied, or `null` before the first.
+    pub last_event: Option<LastEvent>,
+    /// When the last lane event happened (epoch s). Heartbeat rewrites do not change it.
+    pub updated_at: u64,
+    /// Seconds since the lane last made meaningful progress (`progress_at`), as of the write.
+    /// Readers recompute it (see [`with_ages`](super::with_ages)).
+    pub seconds_since_update: u64,
+    /// When the lane last made meaningful progress (epoch s): a lane event, or the agent's
+    /// screen changing while it works. Heartbeat rewrites do not change it.
+    pub progress_at: u64,
+    /// The lane's name.
+    pub lane: String,
+    /// The agent profile the lane runs (`claude`, `codex`, …).
+    pub agent: String,
+    /// The agent process, once started.
+    pub pid: Option<u32>,
+    /// The terminal the agent runs in.
+    pub transport: Transport,
+    /// The lane's git worktree (absolute path).
+    pub worktree: String,
+    /// The lane's branch, when known.
+    pub branch: Option<String>,
+    /// What the lane's branch was made from, when known.
+    pub base: Option<Base>,
+    /// The prompt's delivery.
+    pub prompt: Prompt,
+    /// Set exactly when `status` is `blocked`.
+    pub blocked: Option<Blocked>,
+    /// Set exactly when `status` is `failed`.
+    pub failure: Option<Failure>,
+    /// The supervisor that owns the lane and writes this file.
+    pub supervisor: Supervisor,
+    /// Fields written by a newer writer of the same schema version that this version does not
+    /// know: kept so that reading and printing a file loses nothing. Never written by this
+    /// version itself.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// claw-code's worker status vocabulary (`WorkerStatus` in claw-code's
+/// `rust/crates/runtime/src/worker_boot.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClawStatus {
+    /// `spawning`.
+    Spawning,
+    /// `trust_required`.
+    TrustRequired,
+    /// `tool_permission_required`.
+    ToolPermissionRequired,
+    /// `ready_for_prompt`.
+    ReadyForPrompt,
+    /// `running`.
+    Running,
+    /// `finished`.
+    Finished,
+    /// `failed`.
+    Failed,
+}
+
+/// The claw-code status nearest to a clawpool lane state.
+///
+/// clawpool's `spawning`, `trust_required`, `tool_permission_required`, `ready_for_prompt`,
+/// `running`, `finished` and `failed` are claw-code's, spelled the same. The others:
+///
+/// - `prompt_accepted` → `running` (claw-code goes to `running` when it sends the prompt);
+/// - `blocked{trust_prompt}` → `trust_required`, `blocked{tool_permission}` →
+///   `tool_permission_required`;
+/// - any other `blocked` → `running` once a prompt was sent (claw-code stays `running`, with
+///   `prompt_in_flight`, until it sees the prompt taken or misdelivered), `spawning` before.
+pub fn claw_status(
+    status: LaneStatus,
+    subphase: Option<BlockedSubphase>,
+    prompt_sent: bool,
+) -> ClawStatus {
+    match status {
+        LaneStatus::Spawning => ClawStatus::Spawning,
+        LaneStatus::TrustRequired => ClawStatus::TrustRequired,
+        LaneStatus::ToolPermissionRequired => ClawStatus::ToolPermissionRequired,
+        LaneStatus::ReadyForPrompt => ClawStatus::ReadyForPrompt,
+        LaneStatus::PromptAccepted | LaneStatus::Running => ClawStatus::Running,
+        LaneStatus::Finished => ClawStatus::Finished,
+        LaneStatus::Failed => ClawStatus::Failed,
+        LaneStatus::Blocked => match subphase {
+            Some(BlockedSubphase::TrustPrompt) => ClawStatus::TrustRequired,
+            Some(BlockedSubphase::ToolPermission) => ClawStatus::ToolPermissionRequired,
+            _ if prompt_sent => ClawStatus::Running,
+            _ => ClawStatus::Spawning,
+        },
+    }
+}
+
+/// The last lane event, in claw-code's `last_event` shape
+/// (`{seq, kind, status, detail, payload, timestamp}`) plus `at_ms`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LastEvent {
+    /// The event's `seq` in the lane's event log.
+    pub seq: u64,
+    /// The event's kind as in the event log (`lane.ready`, `lane.prompt_accepted`, …).
+    pub kind: String,
+    /// The lane's status after the event.
+    pub status: LaneStatus,
+    /// One human-readable line: the transition and its evidence, when there is one.
+    pub detail: Option<String>,
+    /// The event's structured data: `from`, `to`, `evidence` and `detail` from the event log,
+    /// those it has; `null` when it has none.
+    pub payload: Option<Value>,
+    /// When it happened (epoch s).
+    pub timestamp: u64,
+    /// When it happened (epoch ms), as `at_ms` in the event log.
+    pub at_ms: u64,
+}
+
+impl LastEvent {
+    /// The `last_event` for `event`, after which the lane's status is `status`.
+    pub fn from_event(event: &LaneEvent, status: LaneStatus) -> Self {
+        let mut payload = Map::new();
+        if let Some(from) = &event.from {
+            payload.insert("from".into(), to_value(from));
+        }
+        if let Some(to) = &event.to {
+            payload.insert("to".into(), to_value(to));
+        }
+        if let Some(evidence) = &event.evidence {
+            payload.insert("evidence".into(), to_value(evidence));
+        }
+        if !event.detail.is_null() {
+            payload.insert("detail".into(), event.detail.clone());
+        }
+        let transition = match (&event.from, &event.to) {
+            (Some(from), Some(to)) => Some(format!("{from} -> {to}")),
+            (None, Some(to)) => Some(format!("-> {to}")),
+            _ => None,
+        };
+        let evidence = event.evidence.as_ref().map(describe_evidence);
+        let detail = match (transition, evidence) {
+            (Some(t), Some(e)) => Some(format!("{t} ({e})")),
+            (t, e) => t.or(e),
+        };
+        Self {
+            seq: event.seq,
+            kind: event.kind.clone(),
+            status,
+            detail,
+            payload: (!payload.is_empty()).then_some(Value::Object(payload)),
+            timestamp: event.at_ms / 1000,
+            at_ms: event.at_ms,
+        }
+    }
+}
+
+/// The terminal an agent runs in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Transport {
+    /// `pty` or `tmux`.
+    pub kind: TransportKind,
+    /// For tmux, the target to attach to (`SOCKET:SESSION`); `null` for a PTY.
+    pub session: Option<String>,
+}
+
+/// The kind of terminal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TransportKind {
+    /// A PTY the supervisor owns.
+    Pty,
+    /// A tmux session on a private server.
+    Tmux,
+}
+
+/// What a lane's branch was made from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Base {
+    /// The ref as given (`main`, `origin/main`, a tag).
+    #[serde(rename = "ref")]
+    pub git_ref: String,
+    /// The commit it resolved to when the lane's branch was made.
+    pub sha: String,
+}
+
+/// How the lane's prompt was delivered.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Prompt {
+    /// How many times Enter was pressed for the prompt (0: not sent).
+    pub attempts: u32,
+    /// When Enter was first pressed (epoch s).
+    pub sent_at: Option<u64>,
+    /// When the screen proved the prompt was taken (epoch s).
+    pub accepted_at: Option<u64>,
+    /// The delivery receipt, once the prompt was accepted.
+    pub receipt: Option<PromptReceipt>,
+}
+
+/// The parts of the supervisor's delivery receipt that are not already in [`Prompt`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PromptReceipt {
+    /// `typed`, `task_file`, `launch_arg` or `none`.
+    pub method: String,
+    /// The evidence of acceptance (the echoed prompt or the working indicator).
+    pub observed_prompt_preview: Option<String>,
+}
+
+/// Why and since when a lane is blocked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Blocked {
+    /// What the lane waits for.
+    pub subphase: BlockedSubphase,
+    /// Since when (epoch s); kept while the subphase stays the same.
+    pub since: u64,
+}
+
+/// Why a lane failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Failure {
+    /// The failure class.
+    pub class: FailureClass,
+    /// One human-readable line: the evidence that decided.
+    pub detail: Option<String>,
+}
+
+/// The supervisor that owns a lane.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Supervisor {
+    /// Its process id.
+    pub pid: u32,
+    /// When it last wrote this file (epoch s): on every transition and at least every
+    /// [`HEARTBEAT_INTERVAL`](super::HEARTBEAT_INTERVAL).
+    pub heartbeat_at: u64,
+}
+
+impl WorkerStateDoc {
+    /// The document of a lane whose worker is starting (`spawning`) at `now` (epoch s), owned
+    /// by this process.
+    pub fn new(
+        worker_id: impl Into<String>,
+        lane: impl Into<String>,
+        agent: impl Into<String>,
+        worktree: impl Into<String>,
+        transport: Transport,
+        now: u64,
+    ) -> Self {
+        Self {
+            schema_version: SCHEMA_VERSION,
+            worker_id: worker_id.into(),
+            status: LaneStatus::Spawning,
+            claw_status: ClawStatus::Spawning,
+            is_ready: false,
+            trust_gate_cleared: false,
+            prompt_in_flight: false,
+            last_event: None,
+            updated_at: now,
+            seconds_since_update: 0,
+            progress_at: now,
+            lane: lane.into(),
+            agent: agent.into(),
+            pid: None,
+            transport,
+            worktree: worktree.into(),
+            branch: None,
+            base: None,
+            prompt: Prompt::default(),
+            blocked: None,
+            failure: None,
+            supervisor: Supervisor {
+                pid: std::process::id(),
+                heartbeat_at: now,
+            },
+            extra: Map::new(),
+        }
+    }
+
+    /// The lane state (`status` with its subphase or failure class).
+    pub fn lane_state(&self) -> LaneState {
+        LaneState {
+            status: self.status,
+            subphase: self.blocked.map(|b| b.subphase),
+            failure: self.failure.as_ref().map(|f| f.class),
+        }
+    }
+
+    /// Sets the lane state as of `at` (epoch s): `status`, `blocked` (keeping `since` while
+    /// the subphase is unchanged) and `failure` (with `detail`). Does not touch `updated_at`.
+    pub fn set_state(&mut self, state: LaneState, at: u64, failure_detail: Option<String>) {
+        let was_blocked = self.blocked;
+        self.status = state.status;
+        self.blocked = match (state.status, state.subphase) {
+            (LaneStatus::Blocked, Some(subphase)) => Some(Blocked {
+                subphase,
+                since: match was_blocked {
+                    Some(b) if b.subphase == subphase => b.since,
+                    _ => at,
+                },
+            }),
+            _ => None,
+        };
+        self.failure = match (state.status, state.failure) {
+            (LaneStatus::Failed, Some(class)) => Some(Failure {
+                class,
+                detail: failure_detail,
+            }),
+            _ => None,
+        };
+        match state.status {
+            LaneStatus::ReadyForPrompt | LaneStatus::PromptAccepted | LaneStatus::Running => {
+                self.trust_gate_cleared = true;
+            }
+            _ => {}
+        }
+        if state.status == LaneStatus::PromptAccepted {
+            self.prompt_in_flight = false;
+            self.prompt.accepted_at.get_or_insert(at);
+        }
+        if state.status.is_terminal() {
+            self.prompt_in_flight = false;
+        }
+        self.refresh_derived();
+    }
+
+    /// Applies a lane event (`docs/events.md`): its `to` state, what its kind says about trust
+    /// and the prompt, `last_event`, `updated_at` and `progress_at`.
+    pub fn apply_event(&mut self, event: &LaneEvent) {
+        let at = event.at_ms / 1000;
+        if let Some(to) = event.to {
+            let detail = event.evidence.as_ref().map(describe_evidence).or_else(|| {
+                ["error", "message"]
+                    .iter()
+                    .find_map(|k| event.detail.get(*k).and_then(Value::as_str))
+                    .map(str::to_owned)
+            });
+            self.set_state(to, at, detail);
+        }
+        let detail = &event.detail;
+        let secs = |key: &str| detail.get(key).and_then(Value::as_u64).map(|ms| ms / 1000);
+        match event.kind.as_str() {
+            "lane.started" => {
+                if let Some(pid) = detail.get("pid").and_then(Value::as_u64) {
+                    self.pid = u32::try_from(pid).ok();
+                }
+            }
+            "lane.trust_resolved" => self.trust_gate_cleared = true,
+            "lane.prompt_sent" => {
+                self.prompt_in_flight = true;
+                if let Some(attempt) = detail.get("attempt").and_then(Value::as_u64) {
+                    let attempt = u32::try_from(attempt).unwrap_or(u32::MAX);
+                    self.prompt.attempts = self.prompt.attempts.max(attempt);
+                } else {
+                    self.prompt.attempts = self.prompt.attempts.saturating_add(1);
+                }
+                self.prompt.sent_at.get_or_insert(at);
+            }
+            "lane.prompt_accepted" => {
+                self.prompt_in_flight = false;
+                if let Some(attempts) = detail.get("attempts").and_then(Value::as_u64) {
+                    let attempts = u32::try_from(attempts).unwrap_or(u32::MAX);
+                    self.prompt.attempts = self.prompt.attempts.max(attempts);
+                }
+                if let Some(sent) = secs("sent_at") {
+                    self.prompt.sent_at.get_or_insert(sent);
+                }
+                self.prompt.accepted_at = secs("accepted_at").or(self.prompt.accepted_at);
+                self.prompt.accepted_at.get_or_insert(at);
+                if let Some(method) = detail.get("method").and_then(Value::as_str) {
+                    self.prompt.receipt = Some(PromptReceipt {
+                        method: method.to_owned(),
+                        observed_prompt_preview: detail
+                            .get("observed_prompt_preview")
+                            .and_then(Value::as_str)
+                            .map(str::to_owned),
+                    });
+                }
+            }
+            "lane.prompt_misdelivery" => self.prompt_in_flight = false,
+            _ => {}
+        }
+        self.refresh_derived();
+        self.last_event = Some(LastEvent::from_event(event, self.status));
+        self.updated_at = at;
+        self.record_progress(at);
+    }
+
+    /// Records meaningful progress at `at` (epoch s) — e.g. the agent's screen changed while
+    /// it works. Never moves `progress_at` backwards.
+    pub fn record_progress(&mut self, at: u64) {
+        self.progress_at = self.progress_at.max(at);
+    }
+
+    /// Prepares the document for a write at `now` (epoch s): `supervisor.heartbeat_at`,
+    /// `seconds_since_update`, and the fields derived from others (`is_ready`,
+    /// `claw_status`). Call it before every [`StateFileWriter::write`](super::StateFileWriter::write).
+    pub fn stamp(&mut self, now: u64) {
+        self.refresh_derived();
+        self.supervisor.heartbeat_at = now;
+        self.seconds_since_update = now.saturating_sub(self.progress_at);
+    }
+
+    /// Recomputes `is_ready` and `claw_status` from `status`, `blocked` and `prompt`.
+    pub fn refresh_derived(&mut self) {
+        self.is_ready = self.status == LaneStatus::ReadyForPrompt;
+        self.claw_status = claw_status(
+            self.status,
+            self.blocked.map(|b| b.subphase),
+            self.prompt.sent_at.is_some() || self.prompt.attempts > 0,
+        );
+    }
+}
+
+/// `rule (region): matched`.
+fn describe_evidence(evidence: &Evidence) -> String {
+    format!(
+        "{} ({}): {}",
+        evidence.rule, evidence.region, evidence.matched
+    )
+}
+
+fn to_value(value: &impl Serialize) -> Value {
+    serde_json::to_value(value).unwrap_or(Value::Null)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn event(seq: u64, at_ms: u64, kind: &str, to: Option<LaneState>, detail: Value) -> LaneEvent {
+        LaneEvent {
+            seq,
+            at_ms,
+            kind: kind.to_owned(),
+            lane: "fix-login".to_owned(),
+            from: None,
+            to,
+            evidence: None,
+            detail,
+        }
+    }
+
+    fn doc() -> WorkerStateDoc {
+        WorkerStateDoc::new(
+            "fix-login-1",
+            "fix-login",
+            "claude",
+            "/work/lanes/fix-login",
+            Transport {
+                kind: TransportKind::Pty,
+                session: None,
+            },
+            1_000,
+        )
+    }
+
+    #[test]
+    fn events_drive_the_claw_code_fields() {
+        let mut doc = doc();
+        doc.apply_event(&event(
+            1,
+            1_000_000,
+            "lane.started",
+            Some(LaneState::plain(LaneStatus::Spawning)),
+            json!({"agent": "claude", "pid": 4242}),
+        ));
+        assert_eq!(doc.pid, Some(4242));
+        doc.apply_event(&event(
+            2,
+            1_002_000,
+            "lane.trust_required",
+            Some(LaneState::plain(LaneStatus::TrustRequired)),
+            Value::Null,
+        ));
+        assert!(!doc.trust_gate_cleared);
+        doc.apply_event(&event(
+            3,
+            1_003_000,
+            "lane.trust_resolved",
+            None,
+            json!({"method": "auto_allowlisted"}),
+        ));
+        assert!(doc.trust_gate_cleared);
+        doc.apply_event(&event(
+            4,
+            1_004_000,
+            "lane.ready",
+            Some(LaneState::plain(LaneStatus::ReadyForPrompt)),
+            Value::Null,
+        ));
+        assert!(doc.is_ready);
+        assert_eq!(doc.claw_status, ClawStatus::ReadyForPrompt);
+        doc.apply_event(&event(
+            5,
+            1_005_000,
+            "lane.prompt_sent",
+            None,
+            json!({"attempt": 1}),
+        ));
+        assert!(doc.prompt_in_flight);
+        assert_eq!(doc.prompt.sent_at, Some(1_005));
+        doc.apply_event(&event(
+            6,
+            1_006_500,
+            "lane.prompt_accepted",
+            Some(LaneState::plain(LaneStatus::PromptAccepted)),
+            json!({"method": "typed", "attempts": 2, "sent_at": 1_005_100u64,
+                   "accepted_at": 1_006_400u64, "observed_prompt_preview": "❯ fix it"}),
+        ));
+        assert!(!doc.prompt_in_flight);
+        assert!(!doc.is_ready);
+        assert_eq!(doc.claw_status, ClawStatus::Running);
+        assert_eq!(doc.prompt.attempts, 2);
+        assert_eq!(doc.prompt.accepted_at, Some(1_006));
+        assert_eq!(
+            doc.prompt.receipt.as_ref().map(|r| r.method.as_str()),
+            Some("typed")
+        );
+        assert_eq!(doc.updated_at, 1_006);
+        assert_eq!(doc.progress_at, 1_006);
+        let last = doc.last_event.as_ref().expect("last event");
+        assert_eq!(
+            (last.seq, last.status, last.timestamp),
+            (6, LaneStatus::PromptAccepted, 1_006)
+        );
+        assert_eq!(
+            last.payload.as_ref().expect("payload")["detail"]["attempts"],
+            2
+        );
+    }
+
+    #[test]
+    fn blocked_keeps_since_and_maps_to_claw_code() {
+        let mut doc = doc();
+        doc.set_state(LaneState::blocked(BlockedSubphase::UnknownDialog), 10, None);
+        assert_eq!(doc.claw_status, ClawStatus::Spawning);
+        doc.set_state(LaneState::blocked(BlockedSubphase::UnknownDialog), 20, None);
+        assert_eq!(doc.blocked.map(|b| b.since), Some(10));
+        doc.set_state(LaneState::blocked(BlockedSubphase::TrustPrompt), 30, None);
+        assert_eq!(doc.blocked.map(|b| b.since), Some(30));
+        assert_eq!(doc.claw_status, ClawStatus::TrustRequired);
+        doc.prompt.sent_at = Some(31);
+        doc.set_state(LaneState::blocked(BlockedSubphase::Provider), 40, None);
+        assert_eq!(doc.claw_status, ClawStatus::Running);
+        doc.set_state(
+            LaneState::failed(FailureClass::WorkerCrashed),
+            50,
+            Some("process_exit (process): exit 3".into()),
+        );
+        assert_eq!(doc.blocked, None);
+        assert_eq!(
+            doc.failure.as_ref().map(|f| f.class),
+            Some(FailureClass::WorkerCrashed)
+        );
+        assert_eq!(doc.claw_status, ClawStatus::Failed);
+    }
+}

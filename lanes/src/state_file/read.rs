@@ -1,0 +1,146 @@
+//! Reading the state file, and the errors of reading and writing it.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::{SCHEMA_VERSION, WorkerStateDoc};
+
+/// Why a state file could not be read or written. Every error names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum StateFileError {
+    /// There is no state file (kind `missing_worker_state`).
+    #[error("no worker state file found at {}", path.display())]
+    Missing {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The file is not a state file this version can read: not JSON, not the right shape, or
+    /// a schema version it does not know (kind `invalid_state_file`).
+    #[error("invalid state file {}: {reason}", path.display())]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The file exists but could not be read (kind `state_file_unreadable`).
+    #[error("cannot read state file {}: {source}", path.display())]
+    Unreadable {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// The file could not be written; the previous file is intact (kind
+    /// `state_file_write_failed`).
+    #[error("cannot write state file {} ({stage}): {source}", path.display())]
+    WriteFailed {
+        /// The file.
+        path: PathBuf,
+        /// The step that failed: `serialize`, `create folder`, `create temporary file`,
+        /// `write`, `fsync`, `rename`, `fsync folder`.
+        stage: &'static str,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+impl StateFileError {
+    /// The stable name JSON consumers match on: `missing_worker_state`, `invalid_state_file`,
+    /// `state_file_unreadable` or `state_file_write_failed`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            StateFileError::Missing { .. } => "missing_worker_state",
+            StateFileError::Invalid { .. } => "invalid_state_file",
+            StateFileError::Unreadable { .. } => "state_file_unreadable",
+            StateFileError::WriteFailed { .. } => "state_file_write_failed",
+        }
+    }
+
+    /// The file the error is about.
+    pub fn path(&self) -> &Path {
+        match self {
+            StateFileError::Missing { path }
+            | StateFileError::Invalid { path, .. }
+            | StateFileError::Unreadable { path, .. }
+            | StateFileError::WriteFailed { path, .. } => path,
+        }
+    }
+
+    /// The error as the CLI prints it in JSON mode:
+    /// `{"error": {"kind", "message", "path"}}`.
+    pub fn to_json(&self) -> Value {
+        serde_json::json!({
+            "error": {
+                "kind": self.kind(),
+                "message": self.to_string(),
+                "path": self.path().display().to_string(),
+            }
+        })
+    }
+}
+
+/// Reads and checks a state file.
+///
+/// Errors: `missing_worker_state` when there is no file; `invalid_state_file` when it is empty,
+/// not JSON, not an object, has no or a bad `schema_version`, a `schema_version` newer than
+/// [`SCHEMA_VERSION`], or a field of the wrong type; `state_file_unreadable` for other I/O
+/// errors. Fields this version does not know are kept in [`WorkerStateDoc::extra`].
+pub fn read_state_file(path: &Path) -> Result<WorkerStateDoc, StateFileError> {
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            return Err(StateFileError::Missing {
+                path: path.to_owned(),
+            });
+        }
+        Err(source) => {
+            return Err(StateFileError::Unreadable {
+                path: path.to_owned(),
+                source,
+            });
+        }
+    };
+    parse_state(path, &bytes)
+}
+
+/// Checks and parses the bytes of a state file (`path` only names it in errors).
+pub fn parse_state(path: &Path, bytes: &[u8]) -> Result<WorkerStateDoc, StateFileError> {
+    let invalid = |reason: String| StateFileError::Invalid {
+        path: path.to_owned(),
+        reason,
+    };
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(invalid("the file is empty".into()));
+    }
+    let value: Value =
+        serde_json::from_slice(bytes).map_err(|e| invalid(format!("not JSON: {e}")))?;
+    let Some(object) = value.as_object() else {
+        return Err(invalid("not a JSON object".into()));
+    };
+    match object.get("schema_version") {
+        None => {
+            return Err(invalid(
+                "no schema_version: not written by clawpool (claw-code's own state files have \
+                 none)"
+                    .into(),
+            ));
+        }
+        Some(version) => match version.as_u64() {
+            Some(v) if v > u64::from(SCHEMA_VERSION) => {
+                return Err(invalid(format!(
+                    "schema_version {v} is newer than this clawpool understands \
+                     ({SCHEMA_VERSION}); upgrade clawpool to read it"
+                )));
+            }
+            Some(0) | None => {
+                return Err(invalid(format!(
+                    "schema_version {version} is not a version (expected 1..={SCHEMA_VERSION})"
+                )));
+            }
+            Some(_) => {}
+        },
+    }
+    serde_json::from_value(value).map_err(|e| invalid(format!("wrong shape: {e}")))
+}

@@ -1,0 +1,108 @@
+//! A state file as a reader shows it: ages recomputed, a lost supervisor made visible.
+
+use serde::{Serialize, Serializer};
+use serde_json::Value;
+
+use crate::LaneStatus;
+
+use super::{SUPERVISOR_LOST_AFTER, WorkerStateDoc};
+
+/// The status a reader shows for a lane.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShownStatus {
+    /// The lane's own status, as written.
+    Lane(LaneStatus),
+    /// The lane is not finished or failed, and its supervisor stopped writing heartbeats.
+    SupervisorLost,
+}
+
+impl ShownStatus {
+    /// The wire name: the lane status's, or `supervisor_lost`.
+    pub fn name(self) -> String {
+        match self {
+            ShownStatus::Lane(status) => crate::state::wire_name(&status),
+            ShownStatus::SupervisorLost => "supervisor_lost".to_owned(),
+        }
+    }
+}
+
+impl Serialize for ShownStatus {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.name())
+    }
+}
+
+/// A state file as of a moment: what `clawpool state LANE` prints.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StateView {
+    /// The document, with `seconds_since_update` recomputed.
+    pub doc: WorkerStateDoc,
+    /// The status to show: the lane's, or `supervisor_lost`.
+    pub status: ShownStatus,
+    /// Whether the supervisor's heartbeat is older than [`SUPERVISOR_LOST_AFTER`].
+    pub supervisor_lost: bool,
+    /// Seconds since the supervisor last wrote the file.
+    pub seconds_since_heartbeat: u64,
+}
+
+/// The state file `doc` as of `now` (epoch s).
+///
+/// - `seconds_since_update` becomes `now - progress_at` (0 if `progress_at` is in the future).
+/// - When `supervisor.heartbeat_at` is more than [`SUPERVISOR_LOST_AFTER`] before `now`, the
+///   supervisor is lost: a lane that is not `finished` or `failed` shows `status`
+///   `supervisor_lost` (and `is_ready` false); a finished or failed lane keeps its status,
+///   since nothing more was going to happen to it.
+pub fn with_ages(doc: &WorkerStateDoc, now: u64) -> StateView {
+    let mut doc = doc.clone();
+    doc.seconds_since_update = now.saturating_sub(doc.progress_at);
+    let seconds_since_heartbeat = now.saturating_sub(doc.supervisor.heartbeat_at);
+    let supervisor_lost = seconds_since_heartbeat > SUPERVISOR_LOST_AFTER.as_secs();
+    let status = if supervisor_lost && !doc.status.is_terminal() {
+        ShownStatus::SupervisorLost
+    } else {
+        ShownStatus::Lane(doc.status)
+    };
+    StateView {
+        doc,
+        status,
+        supervisor_lost,
+        seconds_since_heartbeat,
+    }
+}
+
+impl StateView {
+    /// The JSON document: the state file with `seconds_since_update` recomputed, `status` as
+    /// shown, `last_status` (the lane's own status, always present), `is_ready` false when the
+    /// status shown is `supervisor_lost`, and `supervisor.lost` and
+    /// `supervisor.seconds_since_heartbeat` added.
+    pub fn to_json(&self) -> Value {
+        let mut value = serde_json::to_value(&self.doc).unwrap_or(Value::Null);
+        if let Some(object) = value.as_object_mut() {
+            object.insert("last_status".into(), Value::String(self.doc.status_str()));
+            object.insert("status".into(), Value::String(self.status.name()));
+            if self.status == ShownStatus::SupervisorLost {
+                object.insert("is_ready".into(), Value::Bool(false));
+            }
+            if let Some(supervisor) = object.get_mut("supervisor").and_then(Value::as_object_mut) {
+                supervisor.insert("lost".into(), Value::Bool(self.supervisor_lost));
+                supervisor.insert(
+                    "seconds_since_heartbeat".into(),
+                    Value::from(self.seconds_since_heartbeat),
+                );
+            }
+        }
+        value
+    }
+}
+
+impl Serialize for StateView {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.to_json().serialize(serializer)
+    }
+}
+
+impl WorkerStateDoc {
+    fn status_str(&self) -> String {
+        crate::state::wire_name(&self.status)
+    }
+}
