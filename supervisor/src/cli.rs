@@ -32,6 +32,34 @@ pub enum Command {
     Config(ConfigArgs),
     /// Check what lanes need: git, tmux, the agents' binaries, trusted roots.
     Doctor(DoctorArgs),
+    /// Print a lane's state file (`.claw/worker-state.json`) with its ages computed now.
+    State(LaneArgs),
+    /// Task packets.
+    Packet(PacketArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PacketArgs {
+    #[command(subcommand)]
+    pub command: PacketCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PacketCommand {
+    /// Check a task packet and list every problem with its JSON path.
+    Validate(PacketValidateArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PacketValidateArgs {
+    /// The packet (JSON).
+    pub file: PathBuf,
+    /// The repository the packet's paths are relative to (default: the current one).
+    #[arg(long, default_value = ".")]
+    pub repo: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub output_format: OutputFormat,
 }
 
 impl Command {
@@ -47,6 +75,10 @@ impl Command {
                 command: ConfigCommand::Show(args),
             }) => args.output_format,
             Command::Doctor(args) => args.output_format,
+            Command::State(args) => args.output_format,
+            Command::Packet(PacketArgs {
+                command: PacketCommand::Validate(args),
+            }) => args.output_format,
         }
     }
 }

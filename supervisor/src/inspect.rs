@@ -237,3 +237,95 @@ pub fn run_doctor(
         ExitCode::SUCCESS
     })
 }
+
+pub fn run_state(lane_dir: &Path, format: OutputFormat) -> Result<ExitCode, CommandError> {
+    let path = clawpool_lanes::state_file_path(lane_dir);
+    let doc = match clawpool_lanes::read_state_file(&path) {
+        Ok(doc) => doc,
+        Err(err) => {
+            return Err(CommandError {
+                kind: err.kind(),
+                message: err.to_string(),
+                exit: crate::output::EXIT_FAILURE,
+            });
+        }
+    };
+    let view = clawpool_lanes::with_ages(&doc, clawpool_lanes::state_file::now_secs());
+    match format {
+        OutputFormat::Json => println!("{}", view.to_json()),
+        OutputFormat::Text => {
+            let json = view.to_json();
+            let field = |key: &str| {
+                json[key]
+                    .as_str()
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| json[key].to_string())
+            };
+            println!("lane      {}", field("lane"));
+            println!("agent     {}", field("agent"));
+            let subphase = json["blocked"]["subphase"]
+                .as_str()
+                .map(|s| format!("{{{s}}}"))
+                .unwrap_or_default();
+            println!("status    {}{subphase}", field("status"));
+            println!("progress  {} s ago", json["seconds_since_update"]);
+            println!("worktree  {}", field("worktree"));
+            if let Some(event) = json["last_event"].as_object() {
+                println!(
+                    "last      #{} {}",
+                    event["seq"],
+                    event["kind"].as_str().unwrap_or("")
+                );
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn run_packet_validate(
+    file: &Path,
+    repo: &Path,
+    format: OutputFormat,
+) -> Result<ExitCode, CommandError> {
+    let text = std::fs::read_to_string(file).map_err(|e| {
+        CommandError::invalid(
+            "packet_not_found",
+            format!("cannot read task packet {}: {e}", file.display()),
+        )
+    })?;
+    let repo_root = repo.canonicalize().map_err(|_| {
+        CommandError::invalid(
+            "cwd_not_found",
+            format!("repository folder does not exist: {}", repo.display()),
+        )
+    })?;
+    match clawpool_lanes::parse_packet(&text, &clawpool_lanes::PacketContext::new(repo_root)) {
+        Ok(batch) => {
+            match format {
+                OutputFormat::Json => println!("{}", json!({"valid": true, "packet": batch})),
+                OutputFormat::Text => {
+                    println!("{}: valid, {} lane(s)", file.display(), batch.lanes.len());
+                    for lane in &batch.lanes {
+                        println!(
+                            "  {:<24} agent {:<10} {}",
+                            lane.name,
+                            lane.agent.as_deref().unwrap_or("(default)"),
+                            lane.prompt.lines().next().unwrap_or("")
+                        );
+                    }
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(errors) => {
+            match format {
+                OutputFormat::Json => eprintln!(
+                    "{}",
+                    json!({"error": {"kind": "invalid_packet", "message": format!("{} has {} problem(s)", file.display(), errors.0.len()), "problems": errors}})
+                ),
+                OutputFormat::Text => eprintln!("clawpool: {}: {errors}", file.display()),
+            }
+            Ok(ExitCode::from(crate::output::EXIT_INVALID_INPUT))
+        }
+    }
+}

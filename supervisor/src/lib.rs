@@ -8,5 +8,6 @@
 pub mod config;
 pub mod detect;
 pub mod handshake;
+pub mod lane_state;
 pub mod profiles;
 pub mod trust;

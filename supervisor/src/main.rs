@@ -81,6 +81,10 @@ fn main() -> ExitCode {
                 loaded.show(args.output_format);
                 Ok(ExitCode::SUCCESS)
             }
+            Command::State(args) => inspect::run_state(&args.lane, args.output_format),
+            Command::Packet(cli::PacketArgs {
+                command: cli::PacketCommand::Validate(args),
+            }) => inspect::run_packet_validate(&args.file, &args.repo, args.output_format),
             Command::Doctor(args) => {
                 let loaded = loaded::Loaded::load(&args.config, None)?;
                 inspect::run_doctor(

@@ -9,11 +9,13 @@ use std::process::ExitCode;
 use clawpool::handshake::{
     Handshake, LaneContext, OperatorCommand, PromptPlan, Settings, check_prompt, plan_prompt,
 };
+use clawpool::lane_state::StateRecorder;
 use clawpool::profiles::{Profile, TrustStore};
 use clawpool::trust::{
     TrustRoots, claude_config_file, codex_config_file, seed_claude_trust, seed_codex_trust,
 };
-use clawpool_lanes::{EventLog, LaneEvent, LaneStatus};
+use clawpool_lanes::state_file;
+use clawpool_lanes::{EventLog, LaneEvent, LaneStatus, StateFileWriter, WorkerStateDoc};
 use clawpool_pty::{RawLogConfig, SpawnSpec, TmuxConfig, TmuxServer, Worker};
 use serde_json::json;
 use tokio::sync::mpsc;
@@ -90,9 +92,29 @@ pub async fn run(request: RunRequest) -> Result<ExitCode, CommandError> {
     exclude_from_git(&cwd);
     let events_path = state_dir.join("events.jsonl");
     let format = request.format;
+    let transport = state_file::Transport {
+        kind: match request.transport {
+            TransportKind::Pty => state_file::TransportKind::Pty,
+            TransportKind::Tmux => state_file::TransportKind::Tmux,
+        },
+        session: None,
+    };
+    let doc = WorkerStateDoc::new(
+        format!("{lane_name}-{}", std::process::id()),
+        &lane_name,
+        profile.name(),
+        cwd.display().to_string(),
+        transport,
+        state_file::now_secs(),
+    );
+    let recorder = StateRecorder::new(doc, StateFileWriter::for_worktree(&cwd));
+    let on_event = recorder.clone();
     let events = EventLog::open(&lane_name, &events_path)
         .map_err(|e| CommandError::io("opening the lane's event log", e.source))?
-        .observe(Box::new(move |event| print_event(event, format)));
+        .observe(Box::new(move |event| {
+            on_event.on_event(event);
+            print_event(event, format);
+        }));
 
     if decision.is_trusted() {
         seed_trust_store(&profile, &cwd, &spec, &events);
@@ -139,6 +161,11 @@ pub async fn run(request: RunRequest) -> Result<ExitCode, CommandError> {
             (worker, Some((server, session)))
         }
     };
+    if let Some((server, session)) = &tmux {
+        let target = format!("{}:{session}", server.socket_name());
+        recorder.update(|doc| doc.transport.session = Some(target));
+    }
+    let heartbeat = recorder.heartbeat();
     let lane = LaneContext {
         name: lane_name,
         cwd,
@@ -158,6 +185,8 @@ pub async fn run(request: RunRequest) -> Result<ExitCode, CommandError> {
         _ = tokio::signal::ctrl_c() => None,
     };
     listener.abort();
+    heartbeat.abort();
+    recorder.update(|_| {});
     let _ = std::fs::remove_file(&socket);
     if outcome.is_none() {
         worker.stop(std::time::Duration::from_secs(5)).await;
@@ -176,9 +205,18 @@ pub async fn run(request: RunRequest) -> Result<ExitCode, CommandError> {
     let Some(outcome) = outcome else {
         return Ok(ExitCode::from(130));
     };
+    let degraded = recorder.degraded();
     match format {
-        OutputFormat::Text => eprintln!("clawpool: lane ended {}", outcome.state),
-        OutputFormat::Json => println!("{}", json!({"outcome": outcome})),
+        OutputFormat::Text => {
+            eprintln!("clawpool: lane ended {}", outcome.state);
+            if let Some(err) = &degraded {
+                eprintln!("clawpool: warning: the lane's state file is degraded: {err}");
+            }
+        }
+        OutputFormat::Json => println!(
+            "{}",
+            json!({"outcome": outcome, "state_file_degraded": degraded})
+        ),
     }
     Ok(if outcome.state.status == LaneStatus::Finished {
         ExitCode::SUCCESS

@@ -696,3 +696,103 @@ fn config_show_and_doctor_report_sources_and_problems() {
         "{doc}"
     );
 }
+
+#[test]
+fn the_state_file_follows_the_lane_and_reads_back_with_ages() {
+    let sandbox = Sandbox::new();
+    let (repo, config) = setup(&sandbox, WORK, true, "");
+    let (code, _, _) = Lane::start(&sandbox, &repo, &config, "scripted", "write the file").finish();
+    assert_eq!(code, 0);
+    let out = sandbox
+        .clawpool()
+        .args(["state", "--output-format", "json"])
+        .arg(&repo)
+        .output()
+        .expect("clawpool state");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    assert_eq!(doc["status"], "finished");
+    assert_eq!(doc["claw_status"], "finished");
+    assert_eq!(doc["agent"], "scripted");
+    assert_eq!(doc["trust_gate_cleared"], true);
+    assert_eq!(doc["prompt"]["attempts"], 1);
+    assert_eq!(doc["last_event"]["kind"], "lane.finished");
+    assert!(doc["seconds_since_update"].as_u64().is_some());
+    // No temporary files are left next to the state file.
+    let leftovers: Vec<_> = std::fs::read_dir(repo.join(".claw"))
+        .expect(".claw")
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty());
+
+    let missing = sandbox
+        .clawpool()
+        .args(["state", "--output-format", "json"])
+        .arg(sandbox.dir.path())
+        .output()
+        .expect("clawpool state");
+    assert_eq!(missing.status.code(), Some(1));
+    let err: Value = serde_json::from_slice(missing.stderr.trim_ascii()).expect("JSON error");
+    assert_eq!(err["error"]["kind"], "missing_worker_state");
+}
+
+#[test]
+fn packet_validate_lists_every_problem_with_its_path() {
+    let sandbox = Sandbox::new();
+    let repo = git_repo(sandbox.dir.path(), "repo");
+    let packet = sandbox.dir.path().join("packet.json");
+    std::fs::write(
+        &packet,
+        r#"{"lanes": [{"name": "Bad Name", "prompt": "x"}, {"name": "ok", "prompt": "y", "worktree": "../../etc"}, {"name": "ok", "prompt": "z"}]}"#,
+    )
+    .expect("write packet");
+    let out = sandbox
+        .clawpool()
+        .args(["packet", "validate", "--output-format", "json", "--repo"])
+        .arg(&repo)
+        .arg(&packet)
+        .output()
+        .expect("clawpool packet validate");
+    assert_eq!(out.status.code(), Some(2));
+    let err: Value = serde_json::from_slice(out.stderr.trim_ascii()).expect("JSON error");
+    assert_eq!(err["error"]["kind"], "invalid_packet");
+    let paths: Vec<&str> = err["error"]["problems"]
+        .as_array()
+        .expect("problems")
+        .iter()
+        .filter_map(|p| p["path"].as_str())
+        .collect();
+    assert!(paths.contains(&"$.lanes[0].name"), "{paths:?}");
+    assert!(
+        paths.iter().any(|p| p.starts_with("$.lanes[1].worktree")),
+        "{paths:?}"
+    );
+    assert!(
+        paths.iter().any(|p| p.starts_with("$.lanes[2]")),
+        "{paths:?}"
+    );
+
+    std::fs::write(
+        &packet,
+        r#"{"name": "fix-login", "prompt": "fix the login bug"}"#,
+    )
+    .expect("write");
+    let out = sandbox
+        .clawpool()
+        .args(["packet", "validate", "--repo"])
+        .arg(&repo)
+        .arg(&packet)
+        .output()
+        .expect("clawpool packet validate");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("fix-login"));
+}

@@ -1,0 +1,62 @@
+//! Keeping a lane's state file in step with its events: every event is applied to the lane's
+//! [`WorkerStateDoc`] and written at once (atomically); a heartbeat rewrites it at least every
+//! [`HEARTBEAT_INTERVAL`] so pollers can tell a live supervisor from a lost one.
+
+use std::sync::{Arc, Mutex};
+
+use clawpool_lanes::state_file::{HEARTBEAT_INTERVAL, now_secs};
+use clawpool_lanes::{LaneEvent, StateFileWriter, WorkerStateDoc};
+use tokio::task::JoinHandle;
+
+/// A lane's state document and the writer of its file.
+#[derive(Clone)]
+pub struct StateRecorder {
+    inner: Arc<Mutex<(WorkerStateDoc, StateFileWriter)>>,
+}
+
+impl StateRecorder {
+    /// Starts recording `doc` through `writer`, writing it once now.
+    pub fn new(doc: WorkerStateDoc, writer: StateFileWriter) -> Self {
+        let recorder = Self {
+            inner: Arc::new(Mutex::new((doc, writer))),
+        };
+        recorder.update(|_| {});
+        recorder
+    }
+
+    /// Applies an event and writes the file.
+    pub fn on_event(&self, event: &LaneEvent) {
+        self.update(|doc| doc.apply_event(event));
+    }
+
+    /// Changes the document and writes the file.
+    pub fn update(&self, change: impl FnOnce(&mut WorkerStateDoc)) {
+        let mut guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let (doc, writer) = &mut *guard;
+        change(doc);
+        doc.stamp(now_secs());
+        if let Err(err) = writer.write(doc) {
+            // The previous file stays intact; the lane carries on and is reported degraded.
+            tracing::warn!(error = %err, "could not write the lane's state file");
+        }
+    }
+
+    /// The error of the last failed write, if the last write failed.
+    pub fn degraded(&self) -> Option<String> {
+        let guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        guard.1.degraded()
+    }
+
+    /// Rewrites the file every heartbeat interval until the task is aborted.
+    pub fn heartbeat(&self) -> JoinHandle<()> {
+        let recorder = self.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(HEARTBEAT_INTERVAL);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                recorder.update(|_| {});
+            }
+        })
+    }
+}
