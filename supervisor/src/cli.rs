@@ -36,6 +36,32 @@ pub enum Command {
     State(LaneArgs),
     /// Task packets.
     Packet(PacketArgs),
+    /// Run a task packet: one lane per task, each in its own git worktree, at most N at once,
+    /// until every lane is finished or failed.
+    Spawn(SpawnArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SpawnArgs {
+    /// The task packet (JSON; see docs/task-packet.md).
+    pub packet: PathBuf,
+    /// The repository (default: the one containing the current folder).
+    #[arg(long, default_value = ".")]
+    pub repo: PathBuf,
+    /// How many lanes run at once (default 4); the rest queue.
+    #[arg(long)]
+    pub concurrency: Option<usize>,
+    /// The terminal lanes run in.
+    #[arg(long, value_enum, default_value_t = TransportKind::Pty)]
+    pub transport: TransportKind,
+    /// The agent for lanes that do not name one.
+    #[arg(long)]
+    pub agent: Option<String>,
+    #[command(flatten)]
+    pub config: ConfigFlag,
+    /// Output format for progress and errors.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub output_format: OutputFormat,
 }
 
 #[derive(Debug, Args)]
@@ -76,6 +102,7 @@ impl Command {
             }) => args.output_format,
             Command::Doctor(args) => args.output_format,
             Command::State(args) => args.output_format,
+            Command::Spawn(args) => args.output_format,
             Command::Packet(PacketArgs {
                 command: PacketCommand::Validate(args),
             }) => args.output_format,

@@ -14,6 +14,7 @@ mod mirror;
 mod output;
 mod run_lane;
 mod run_one;
+mod spawn;
 
 use std::process::ExitCode;
 
@@ -80,6 +81,10 @@ fn main() -> ExitCode {
                 let loaded = loaded::Loaded::load(&args.config, None)?;
                 loaded.show(args.output_format);
                 Ok(ExitCode::SUCCESS)
+            }
+            Command::Spawn(args) => {
+                let loaded = loaded::Loaded::load(&args.config, Some(&args.repo))?;
+                spawn::run(args, loaded).await
             }
             Command::State(args) => inspect::run_state(&args.lane, args.output_format),
             Command::Packet(cli::PacketArgs {

@@ -1,20 +1,21 @@
-//! `clawpool run`: one lane in the foreground. The agent is started in the lane's folder and
-//! driven through the boot handshake with its prompt; every lane event is printed as it
-//! happens and kept in `.claw/events.jsonl`; an operator can answer a blocked lane through
-//! `.claw/control.sock` (`clawpool trust`, `clawpool answer`).
+//! Driving one lane: start its agent in the lane's folder, run the boot handshake with its
+//! prompt, keep its event log and state file, and listen for operator commands on the lane's
+//! control socket. `clawpool run` drives one lane this way in the foreground; `clawpool spawn`
+//! drives many, each in its own worktree.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clawpool::handshake::{
-    Handshake, LaneContext, OperatorCommand, PromptPlan, Settings, check_prompt, plan_prompt,
+    Handshake, LaneContext, OperatorCommand, Outcome, PromptPlan, Settings, check_prompt,
+    plan_prompt,
 };
 use clawpool::lane_state::StateRecorder;
 use clawpool::profiles::{Profile, TrustStore};
 use clawpool::trust::{
     TrustRoots, claude_config_file, codex_config_file, seed_claude_trust, seed_codex_trust,
 };
-use clawpool_lanes::state_file;
+use clawpool_lanes::state_file::{self, Base};
 use clawpool_lanes::{EventLog, LaneEvent, LaneStatus, StateFileWriter, WorkerStateDoc};
 use clawpool_pty::{RawLogConfig, SpawnSpec, TmuxConfig, TmuxServer, Worker};
 use serde_json::json;
@@ -23,6 +24,207 @@ use tokio::sync::mpsc;
 use crate::cli::{OutputFormat, TransportKind};
 use crate::control;
 use crate::output::CommandError;
+
+/// The folder inside a lane where clawpool keeps its files.
+pub const STATE_DIR: &str = ".claw";
+
+/// The tmux server `clawpool run` uses.
+pub const RUN_SOCKET: &str = "clawpool-run";
+
+/// Where a lane's worker runs.
+#[derive(Clone)]
+pub enum Terminal {
+    /// A PTY this process owns.
+    Pty,
+    /// A session on this tmux server.
+    Tmux(TmuxServer),
+}
+
+/// One lane, ready to be driven.
+pub struct LaneJob {
+    /// The lane's name.
+    pub name: String,
+    /// Its folder (canonical).
+    pub dir: PathBuf,
+    /// The agent's profile.
+    pub profile: Profile,
+    /// Whether its folder is under a trusted root.
+    pub trusted: bool,
+    /// The handshake's timing.
+    pub settings: Settings,
+    /// The task.
+    pub prompt: Option<String>,
+    /// Where the worker runs.
+    pub terminal: Terminal,
+    /// Extra environment for the agent.
+    pub env: Vec<(String, String)>,
+    /// Terminal size.
+    pub size: Option<clawpool_pty::TermSize>,
+    /// The lane's event log file.
+    pub events_path: PathBuf,
+    /// The raw terminal log file.
+    pub terminal_log: PathBuf,
+    /// The lane's branch and base, for the state file.
+    pub branch: Option<String>,
+    /// The base ref and sha.
+    pub base: Option<(String, String)>,
+    /// Called with every event (to show progress).
+    pub on_event: Box<dyn Fn(&LaneEvent) + Send + Sync>,
+}
+
+/// What driving a lane ended with.
+pub struct LaneResult {
+    /// The handshake's outcome (`None` when interrupted with Ctrl-C).
+    pub outcome: Option<Outcome>,
+    /// The state file's last write error, if the last write failed.
+    pub degraded: Option<String>,
+}
+
+/// Builds the worker's spawn spec from the profile, refusing an agent that is not installed
+/// before anything is written.
+fn spawn_spec(job: &LaneJob) -> Result<SpawnSpec, CommandError> {
+    let launch = &job.profile.manifest.launch;
+    let mut spec = SpawnSpec::new(&launch.command, &job.dir);
+    for (key, value) in launch
+        .env
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .chain(job.env.iter().cloned())
+    {
+        spec = spec.env(key, value);
+    }
+    clawpool_pty::resolve_program(
+        spec.program.as_ref(),
+        &job.dir,
+        spec.env_value("PATH").as_deref(),
+    )
+    .map_err(CommandError::from)?;
+    spec = spec.args(launch.args.iter());
+    if let Some(size) = job.size {
+        spec.size = size;
+    }
+    spec.raw_log = Some(RawLogConfig::new(&job.terminal_log));
+    Ok(spec)
+}
+
+/// Checks what can be checked before anything is created: the prompt and the agent binary.
+pub fn preflight(job: &LaneJob) -> Result<(), CommandError> {
+    if let Some(prompt) = &job.prompt {
+        check_prompt(prompt).map_err(|e| {
+            CommandError::invalid("invalid_prompt", format!("lane {}: {e}", job.name))
+        })?;
+    }
+    spawn_spec(job).map(drop)
+}
+
+/// Drives one lane to finished or failed (or until Ctrl-C).
+pub async fn drive(job: LaneJob) -> Result<LaneResult, CommandError> {
+    let mut spec = spawn_spec(&job)?;
+    let state_dir = job.dir.join(STATE_DIR);
+    std::fs::create_dir_all(&state_dir)
+        .map_err(|e| CommandError::io("creating the lane's .claw folder", e))?;
+    let transport = state_file::Transport {
+        kind: match job.terminal {
+            Terminal::Pty => state_file::TransportKind::Pty,
+            Terminal::Tmux(_) => state_file::TransportKind::Tmux,
+        },
+        session: None,
+    };
+    let mut doc = WorkerStateDoc::new(
+        format!("{}-{}", job.name, std::process::id()),
+        &job.name,
+        job.profile.name(),
+        job.dir.display().to_string(),
+        transport,
+        state_file::now_secs(),
+    );
+    doc.branch = job.branch.clone();
+    doc.base = job.base.clone().map(|(git_ref, sha)| Base { git_ref, sha });
+    let recorder = StateRecorder::new(doc, StateFileWriter::for_worktree(&job.dir));
+    let on_state = recorder.clone();
+    let on_event = job.on_event;
+    let events = EventLog::open(&job.name, &job.events_path)
+        .map_err(|e| CommandError::io("opening the lane's event log", e.source))?
+        .observe(Box::new(move |event| {
+            on_state.on_event(event);
+            on_event(event);
+        }));
+
+    if job.trusted {
+        seed_trust_store(&job.profile, &job.dir, &spec, &events);
+    }
+    let plan = plan_prompt(job.prompt.as_deref(), &job.settings, &job.profile, &job.dir)
+        .map_err(|e| CommandError::io("writing .claw/task.md", e))?;
+    if let PromptPlan::LaunchArg { prompt } = &plan {
+        spec = spec.args(
+            job.profile
+                .manifest
+                .launch
+                .prompt_args
+                .iter()
+                .map(|a| a.replace("{prompt}", prompt)),
+        );
+    }
+
+    let (operator_tx, operator_rx) = mpsc::channel(8);
+    let socket = state_dir.join("control.sock");
+    let listener = control::listen(&socket, operator_tx)
+        .map_err(|e| CommandError::io("opening the lane's control socket", e))?;
+
+    let session = format!("lane-{}", job.name).replace(
+        |c: char| !c.is_ascii_alphanumeric() && c != '-' && c != '_',
+        "_",
+    );
+    let worker = match &job.terminal {
+        Terminal::Pty => Worker::spawn_pty(spec).await,
+        Terminal::Tmux(server) => server.spawn(&session, spec).await,
+    };
+    let worker = match worker {
+        Ok(worker) => worker,
+        Err(err) => {
+            listener.abort();
+            let _ = std::fs::remove_file(&socket);
+            return Err(err.into());
+        }
+    };
+    if let Terminal::Tmux(server) = &job.terminal {
+        let target = format!("{}:{session}", server.socket_name());
+        recorder.update(|doc| doc.transport.session = Some(target));
+    }
+    let heartbeat = recorder.heartbeat();
+    let lane = LaneContext {
+        name: job.name.clone(),
+        cwd: job.dir.clone(),
+        trusted: job.trusted,
+        prompt: plan,
+    };
+    let handshake = Handshake::new(
+        worker.clone(),
+        &job.profile,
+        lane,
+        job.settings,
+        &events,
+        operator_rx,
+    );
+    let outcome = tokio::select! {
+        outcome = handshake.run() => Some(outcome),
+        _ = tokio::signal::ctrl_c() => None,
+    };
+    listener.abort();
+    heartbeat.abort();
+    if outcome.is_none() {
+        worker.stop(std::time::Duration::from_secs(5)).await;
+    }
+    if let Terminal::Tmux(server) = &job.terminal {
+        let _ = server.kill_session(&session).await;
+    }
+    recorder.update(|_| {});
+    let _ = std::fs::remove_file(&socket);
+    Ok(LaneResult {
+        outcome,
+        degraded: recorder.degraded(),
+    })
+}
 
 /// Everything `clawpool run` needs, resolved from flags and configuration.
 pub struct RunRequest {
@@ -38,9 +240,7 @@ pub struct RunRequest {
     pub size: Option<clawpool_pty::TermSize>,
 }
 
-/// The folder inside a lane where clawpool keeps its files.
-pub const STATE_DIR: &str = ".claw";
-
+/// `clawpool run`: one lane in the foreground, in the folder given.
 pub async fn run(request: RunRequest) -> Result<ExitCode, CommandError> {
     if let Some(prompt) = &request.prompt {
         check_prompt(prompt).map_err(|e| CommandError::invalid("invalid_prompt", e.to_string()))?;
@@ -54,7 +254,7 @@ pub async fn run(request: RunRequest) -> Result<ExitCode, CommandError> {
             ),
         )
     })?;
-    let lane_name = match &request.lane {
+    let name = match &request.lane {
         Some(name) => name.clone(),
         None => cwd
             .file_name()
@@ -65,157 +265,60 @@ pub async fn run(request: RunRequest) -> Result<ExitCode, CommandError> {
         .roots
         .decide(&cwd)
         .map_err(|e| CommandError::invalid("invalid_lane_path", e.to_string()))?;
-    let profile = request.profile;
-    let command = profile.manifest.launch.command.clone();
-    let mut spec = SpawnSpec::new(&command, &cwd);
-    for (key, value) in profile
-        .manifest
-        .launch
-        .env
-        .iter()
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .chain(request.env.iter().cloned())
-    {
-        spec = spec.env(key, value);
-    }
-    // Resolve the agent before touching anything in the lane: a missing agent is bad input.
-    clawpool_pty::resolve_program(
-        spec.program.as_ref(),
-        &cwd,
-        spec.env_value("PATH").as_deref(),
-    )
-    .map_err(CommandError::from)?;
-
-    let state_dir = cwd.join(STATE_DIR);
-    std::fs::create_dir_all(&state_dir)
-        .map_err(|e| CommandError::io("creating the lane's .claw folder", e))?;
-    exclude_from_git(&cwd);
-    let events_path = state_dir.join("events.jsonl");
     let format = request.format;
-    let transport = state_file::Transport {
-        kind: match request.transport {
-            TransportKind::Pty => state_file::TransportKind::Pty,
-            TransportKind::Tmux => state_file::TransportKind::Tmux,
-        },
-        session: None,
-    };
-    let doc = WorkerStateDoc::new(
-        format!("{lane_name}-{}", std::process::id()),
-        &lane_name,
-        profile.name(),
-        cwd.display().to_string(),
-        transport,
-        state_file::now_secs(),
-    );
-    let recorder = StateRecorder::new(doc, StateFileWriter::for_worktree(&cwd));
-    let on_event = recorder.clone();
-    let events = EventLog::open(&lane_name, &events_path)
-        .map_err(|e| CommandError::io("opening the lane's event log", e.source))?
-        .observe(Box::new(move |event| {
-            on_event.on_event(event);
-            print_event(event, format);
-        }));
-
-    if decision.is_trusted() {
-        seed_trust_store(&profile, &cwd, &spec, &events);
-    }
-    let plan = plan_prompt(request.prompt.as_deref(), &request.settings, &profile, &cwd)
-        .map_err(|e| CommandError::io("writing .claw/task.md", e))?;
-    spec = spec.args(profile.manifest.launch.args.iter());
-    if let PromptPlan::LaunchArg { prompt } = &plan {
-        spec = spec.args(
-            profile
-                .manifest
-                .launch
-                .prompt_args
-                .iter()
-                .map(|a| a.replace("{prompt}", prompt)),
-        );
-    }
-    if let Some(size) = request.size {
-        spec.size = size;
-    }
-    spec.raw_log = Some(RawLogConfig::new(state_dir.join("terminal.log")));
-
-    let (operator_tx, operator_rx) = mpsc::channel(8);
-    let socket = state_dir.join("control.sock");
-    let listener = control::listen(&socket, operator_tx)
-        .map_err(|e| CommandError::io("opening the lane's control socket", e))?;
-
-    let (worker, tmux) = match request.transport {
-        TransportKind::Pty => (Worker::spawn_pty(spec).await?, None),
+    let terminal = match request.transport {
+        TransportKind::Pty => Terminal::Pty,
         TransportKind::Tmux => {
-            let server =
-                TmuxServer::connect(TmuxConfig::new(crate::run_one::RUN_ONE_SOCKET)).await?;
-            let session = format!("lane-{lane_name}-{}", std::process::id()).replace(
-                |c: char| !c.is_ascii_alphanumeric() && c != '-' && c != '_',
-                "_",
-            );
-            let worker = server.spawn(&session, spec).await?;
-            if format == OutputFormat::Text {
-                eprintln!(
-                    "clawpool: watch or take over with: tmux -L {} attach -t {session}",
-                    crate::run_one::RUN_ONE_SOCKET
-                );
-            }
-            (worker, Some((server, session)))
+            Terminal::Tmux(TmuxServer::connect(TmuxConfig::new(RUN_SOCKET)).await?)
         }
     };
-    if let Some((server, session)) = &tmux {
-        let target = format!("{}:{session}", server.socket_name());
-        recorder.update(|doc| doc.transport.session = Some(target));
-    }
-    let heartbeat = recorder.heartbeat();
-    let lane = LaneContext {
-        name: lane_name,
-        cwd,
+    let job = LaneJob {
+        name: name.clone(),
+        dir: cwd.clone(),
+        profile: request.profile,
         trusted: decision.is_trusted(),
-        prompt: plan,
+        settings: request.settings,
+        prompt: request.prompt,
+        terminal: terminal.clone(),
+        env: request.env,
+        size: request.size,
+        events_path: cwd.join(STATE_DIR).join("events.jsonl"),
+        terminal_log: cwd.join(STATE_DIR).join("terminal.log"),
+        branch: None,
+        base: None,
+        on_event: Box::new(move |event| print_event(event, format, None)),
     };
-    let handshake = Handshake::new(
-        worker.clone(),
-        &profile,
-        lane,
-        request.settings,
-        &events,
-        operator_rx,
-    );
-    let outcome = tokio::select! {
-        outcome = handshake.run() => Some(outcome),
-        _ = tokio::signal::ctrl_c() => None,
-    };
-    listener.abort();
-    heartbeat.abort();
-    recorder.update(|_| {});
-    let _ = std::fs::remove_file(&socket);
-    if outcome.is_none() {
-        worker.stop(std::time::Duration::from_secs(5)).await;
+    preflight(&job)?;
+    exclude_from_git(&cwd);
+    if let (Terminal::Tmux(server), OutputFormat::Text) = (&terminal, format) {
+        eprintln!(
+            "clawpool: watch or take over with: tmux -L {} attach -t lane-{name}",
+            server.socket_name()
+        );
     }
-    if let Some((server, session)) = tmux {
-        let _ = server.kill_session(&session).await;
-        if server
+    let result = drive(job).await?;
+    if let Terminal::Tmux(server) = &terminal
+        && server
             .sessions()
             .await
             .map(|s| s.is_empty())
             .unwrap_or(false)
-        {
-            let _ = server.kill_server().await;
-        }
+    {
+        let _ = server.kill_server().await;
     }
-    let Some(outcome) = outcome else {
+    let Some(outcome) = result.outcome else {
         return Ok(ExitCode::from(130));
     };
-    let degraded = recorder.degraded();
     match format {
         OutputFormat::Text => {
             eprintln!("clawpool: lane ended {}", outcome.state);
-            if let Some(err) = &degraded {
+            if let Some(err) = &result.degraded {
                 eprintln!("clawpool: warning: the lane's state file is degraded: {err}");
             }
         }
         OutputFormat::Json => println!(
             "{}",
-            json!({"outcome": outcome, "state_file_degraded": degraded})
+            json!({"outcome": outcome, "state_file_degraded": result.degraded})
         ),
     }
     Ok(if outcome.state.status == LaneStatus::Finished {
@@ -258,36 +361,14 @@ fn seed_trust_store(profile: &Profile, cwd: &Path, spec: &SpawnSpec, events: &Ev
 
 /// Keeps `.claw/` out of git through the repository's own exclude file, never a tracked file.
 fn exclude_from_git(cwd: &Path) {
-    let Ok(out) = std::process::Command::new("git")
-        .args(["rev-parse", "--git-path", "info/exclude"])
-        .current_dir(cwd)
-        .output()
-    else {
-        return;
-    };
-    if !out.status.success() {
-        return;
+    if let Ok(repo) = clawpool_worktree::Repo::open(cwd) {
+        let _ = repo.exclude_claw();
     }
-    let path = cwd.join(String::from_utf8_lossy(&out.stdout).trim());
-    let current = std::fs::read_to_string(&path).unwrap_or_default();
-    if current
-        .lines()
-        .any(|l| l.trim() == "/.claw/" || l.trim() == ".claw/")
-    {
-        return;
-    }
-    if let Some(dir) = path.parent() {
-        let _ = std::fs::create_dir_all(dir);
-    }
-    let mut text = current;
-    if !text.is_empty() && !text.ends_with('\n') {
-        text.push('\n');
-    }
-    text.push_str(".claw/\n");
-    let _ = std::fs::write(&path, text);
 }
 
-fn print_event(event: &LaneEvent, format: OutputFormat) {
+/// Prints one event: a JSON line, or a line for people (prefixed with the lane's name when
+/// several lanes share the output).
+pub fn print_event(event: &LaneEvent, format: OutputFormat, lane_column: Option<usize>) {
     match format {
         OutputFormat::Json => println!("{}", serde_json::to_string(event).unwrap_or_default()),
         OutputFormat::Text => {
@@ -313,7 +394,13 @@ fn print_event(event: &LaneEvent, format: OutputFormat) {
             } else {
                 format!(" {}", event.detail)
             };
-            println!("#{:<3} {:<28} {change}{detail}{why}", event.seq, event.kind);
+            let lane = lane_column
+                .map(|width| format!("{:<width$} ", event.lane))
+                .unwrap_or_default();
+            println!(
+                "{lane}#{:<3} {:<28} {change}{detail}{why}",
+                event.seq, event.kind
+            );
         }
     }
 }
@@ -328,7 +415,7 @@ pub async fn send_operator(
         CommandError::invalid(
             "lane_not_running",
             format!(
-                "no running lane at {} ({e}); is `clawpool run` running there?",
+                "no running lane at {} ({e}); is `clawpool run` or `clawpool spawn` running there?",
                 lane_dir.display()
             ),
         )

@@ -1,0 +1,500 @@
+//! `clawpool spawn`: from one task packet to N supervised lanes, each in its own git worktree.
+//!
+//! Everything that can be checked is checked before anything is created: the packet (every
+//! problem with its JSON path), each lane's agent and its binary, each lane's base branch, the
+//! prompts. Then lanes start, at most `--concurrency` at once; each gets its worktree (made or
+//! reused, serialised per repository by the worktree crate), a registry entry in the common
+//! git dir (`clawpool/lanes/<name>/`: `lane.json`, `events.jsonl`, `terminal.log`), a state
+//! file in its worktree, and its agent driven through the handshake. One supervisor per
+//! repository: a lock in the common git dir.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use clawpool_lanes::{
+    LaneEvent, LaneSpec, LaneState, PacketContext, PacketError, PacketErrors, parse_packet,
+};
+use clawpool_pty::{TmuxConfig, TmuxServer};
+use clawpool_worktree::{LaneWorktreeSpec, Repo, prepare_lane_worktree};
+use serde_json::json;
+use tokio::sync::Semaphore;
+
+use crate::cli::{OutputFormat, SpawnArgs, TransportKind};
+use crate::loaded::Loaded;
+use crate::output::{CommandError, EXIT_INVALID_INPUT};
+use crate::run_lane::{LaneJob, Terminal, drive, preflight, print_event};
+
+/// Lanes started at once when `--concurrency` is not given.
+pub const DEFAULT_CONCURRENCY: usize = 4;
+
+/// One lane after validation: everything needed to start it.
+struct PlannedLane {
+    spec: LaneSpec,
+    profile: clawpool::profiles::Profile,
+    worktree: LaneWorktreeSpec,
+    base_sha: String,
+    /// The configured roots plus the lane's own; decided once the worktree exists.
+    roots: clawpool::trust::TrustRoots,
+}
+
+/// The registry folder of lane `name` in the repository's common git dir.
+pub fn lane_registry(repo: &Repo, name: &str) -> PathBuf {
+    repo.common_dir().join("clawpool").join("lanes").join(name)
+}
+
+pub async fn run(args: SpawnArgs, loaded: Loaded) -> Result<ExitCode, CommandError> {
+    let repo = Repo::open(&args.repo)
+        .map_err(|e| CommandError::invalid("not_a_repository", e.to_string()))?;
+    let text = std::fs::read_to_string(&args.packet).map_err(|e| {
+        CommandError::invalid(
+            "packet_not_found",
+            format!("cannot read task packet {}: {e}", args.packet.display()),
+        )
+    })?;
+    let context = PacketContext {
+        repo_root: repo.root().to_owned(),
+        worktree_root: repo.default_worktree_path("x").parent().map(Path::to_owned),
+        default_agent: args.agent.clone(),
+    };
+    let batch =
+        parse_packet(&text, &context).map_err(|errors| invalid_packet(&args.packet, errors))?;
+    let lanes = plan(&repo, &loaded, batch.lanes, &args)?;
+
+    // One supervisor per repository.
+    let lock_path = repo.common_dir().join("clawpool").join("supervisor.lock");
+    let _lock = hold_supervisor_lock(&lock_path)?;
+
+    let terminal = match args.transport {
+        TransportKind::Pty => Terminal::Pty,
+        TransportKind::Tmux => {
+            Terminal::Tmux(TmuxServer::connect(TmuxConfig::new(tmux_socket_name(&repo))).await?)
+        }
+    };
+    if let (Terminal::Tmux(server), OutputFormat::Text) = (&terminal, args.output_format) {
+        eprintln!(
+            "clawpool: lanes run in tmux: tmux -L {} attach -t lane-<name>",
+            server.socket_name()
+        );
+    }
+    let board = Board::new(
+        lanes.iter().map(|l| l.spec.name.clone()).collect(),
+        args.output_format,
+    );
+    let painter = board.paint_live();
+    let concurrency = Arc::new(Semaphore::new(
+        args.concurrency.unwrap_or(DEFAULT_CONCURRENCY).max(1),
+    ));
+    let mut tasks = Vec::new();
+    for lane in lanes {
+        let concurrency = Arc::clone(&concurrency);
+        let board = board.clone();
+        let repo = Repo::open(repo.root())
+            .map_err(|e| CommandError::invalid("not_a_repository", e.to_string()))?;
+        let terminal = terminal.clone();
+        let settings = loaded.settings;
+        tasks.push(tokio::spawn(async move {
+            let name = lane.spec.name.clone();
+            let permit = concurrency.acquire_owned().await;
+            board.set(&name, "preparing worktree", None);
+            let result = start_lane(&repo, lane, terminal, settings, board.clone()).await;
+            drop(permit);
+            let final_state = match result {
+                Ok(state) => state,
+                Err(err) => {
+                    board.set(&name, &format!("failed: {}", err.message), None);
+                    None
+                }
+            };
+            (name, final_state)
+        }));
+    }
+    let mut results: BTreeMap<String, Option<LaneState>> = BTreeMap::new();
+    for task in tasks {
+        if let Ok((name, state)) = task.await {
+            results.insert(name, state);
+        }
+    }
+    if let Some(painter) = painter {
+        painter.abort();
+    }
+    board.paint_final();
+    if let Terminal::Tmux(server) = &terminal
+        && server
+            .sessions()
+            .await
+            .map(|s| s.is_empty())
+            .unwrap_or(false)
+    {
+        let _ = server.kill_server().await;
+    }
+    let all_finished = results
+        .values()
+        .all(|s| s.is_some_and(|s| s.status == clawpool_lanes::LaneStatus::Finished));
+    if args.output_format == OutputFormat::Json {
+        println!(
+            "{}",
+            json!({"lanes": results.iter().map(|(name, state)| json!({"lane": name, "state": state})).collect::<Vec<_>>()})
+        );
+    }
+    Ok(if all_finished {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// Validates every lane against the repository and configuration; all problems at once.
+fn plan(
+    repo: &Repo,
+    loaded: &Loaded,
+    specs: Vec<LaneSpec>,
+    args: &SpawnArgs,
+) -> Result<Vec<PlannedLane>, CommandError> {
+    let mut problems = Vec::new();
+    let mut planned = Vec::new();
+    for spec in specs {
+        let at = |field: &str| format!("{}.{field}", spec.source);
+        let Some(agent) = spec.agent.clone().or_else(|| args.agent.clone()) else {
+            problems.push(PacketError::new(
+                at("agent"),
+                "no agent: give the lane an `agent` or pass --agent",
+            ));
+            continue;
+        };
+        let profile = match loaded.profiles.get(&agent) {
+            Ok(profile) => profile.clone(),
+            Err(err) => {
+                problems.push(PacketError::new(at("agent"), err.to_string()));
+                continue;
+            }
+        };
+        let mut worktree = match LaneWorktreeSpec::new(repo, &spec.name) {
+            Ok(w) => w,
+            Err(err) => {
+                problems.push(PacketError::new(at("name"), err.to_string()));
+                continue;
+            }
+        };
+        if let Some(base) = &spec.base {
+            worktree.base = base.clone();
+        }
+        if let Some(branch) = &spec.branch {
+            worktree.branch = branch.clone();
+        }
+        if let Some(path) = &spec.worktree {
+            worktree.path = path.clone();
+        }
+        let base_sha = match repo.resolve(&worktree.base) {
+            Ok(sha) => sha,
+            Err(err) => {
+                problems.push(PacketError::new(at("base"), err.to_string()));
+                continue;
+            }
+        };
+        if let Some(existing) = existing_folder_on_other_branch(&worktree) {
+            problems.push(PacketError::new(at("worktree"), existing));
+            continue;
+        }
+        let mut roots = loaded.roots.clone();
+        roots.trusted.extend(spec.trusted_roots.iter().cloned());
+        let probe = LaneJob {
+            name: spec.name.clone(),
+            dir: repo.root().to_owned(),
+            profile: profile.clone(),
+            trusted: false,
+            settings: loaded.settings,
+            prompt: Some(spec.prompt.clone()),
+            terminal: Terminal::Pty,
+            env: Vec::new(),
+            size: None,
+            events_path: PathBuf::new(),
+            terminal_log: PathBuf::new(),
+            branch: None,
+            base: None,
+            on_event: Box::new(|_| {}),
+        };
+        if let Err(err) = preflight(&probe) {
+            problems.push(PacketError::new(spec.source.clone(), err.message));
+            continue;
+        }
+        planned.push(PlannedLane {
+            spec,
+            profile,
+            worktree,
+            base_sha,
+            roots,
+        });
+    }
+    if problems.is_empty() {
+        Ok(planned)
+    } else {
+        Err(invalid_packet(&args.packet, PacketErrors(problems)))
+    }
+}
+
+/// A lane folder that is already a worktree on another branch is refused before anything is
+/// created (the worktree crate would refuse it too, but only once earlier lanes had started).
+fn existing_folder_on_other_branch(spec: &LaneWorktreeSpec) -> Option<String> {
+    let status = clawpool_worktree::worktree_status(&spec.path).ok()?;
+    match status.branch {
+        Some(branch) if branch == spec.branch => None,
+        other => Some(format!(
+            "lane folder {} exists with {} checked out, not {}",
+            spec.path.display(),
+            other.map_or("a detached HEAD".to_owned(), |b| format!("branch {b}")),
+            spec.branch
+        )),
+    }
+}
+
+async fn start_lane(
+    repo: &Repo,
+    lane: PlannedLane,
+    terminal: Terminal,
+    settings: clawpool::handshake::Settings,
+    board: Board,
+) -> Result<Option<LaneState>, CommandError> {
+    let name = lane.spec.name.clone();
+    let worktree_spec = lane.worktree.clone();
+    let root = repo.root().to_owned();
+    let prepared = tokio::task::spawn_blocking(move || {
+        let repo = Repo::open(&root)?;
+        prepare_lane_worktree(&repo, &worktree_spec)
+    })
+    .await
+    .map_err(|e| CommandError::io("preparing a worktree", std::io::Error::other(e)))?
+    .map_err(|e| CommandError {
+        kind: "worktree_failed",
+        message: e.to_string(),
+        exit: 1,
+    })?;
+    let dir = prepared.path().to_owned();
+    let trusted = lane
+        .roots
+        .decide(&dir)
+        .map(|d| d.is_trusted())
+        .unwrap_or(false);
+    let registry = lane_registry(repo, &name);
+    std::fs::create_dir_all(&registry)
+        .map_err(|e| CommandError::io("creating the lane's registry folder", e))?;
+    let entry = json!({
+        "name": name,
+        "worktree": dir,
+        "branch": prepared.branch(),
+        "base": {"ref": lane.worktree.base, "sha": lane.base_sha},
+        "agent": lane.profile.name(),
+        "supervisor_pid": std::process::id(),
+    });
+    std::fs::write(registry.join("lane.json"), format!("{entry:#}\n"))
+        .map_err(|e| CommandError::io("writing the lane's registry entry", e))?;
+    let on_board = board.clone();
+    let job = LaneJob {
+        name: name.clone(),
+        dir: dir.clone(),
+        profile: lane.profile,
+        trusted,
+        settings,
+        prompt: Some(lane.spec.prompt),
+        terminal,
+        env: Vec::new(),
+        size: None,
+        events_path: registry.join("events.jsonl"),
+        terminal_log: registry.join("terminal.log"),
+        branch: Some(prepared.branch().to_owned()),
+        base: Some((lane.worktree.base.clone(), lane.base_sha.clone())),
+        on_event: Box::new(move |event| on_board.on_event(event)),
+    };
+    let result = drive(job).await?;
+    Ok(result.outcome.map(|o| o.state))
+}
+
+fn invalid_packet(file: &Path, errors: PacketErrors) -> CommandError {
+    CommandError {
+        kind: "invalid_packet",
+        message: format!("{}: {errors}", file.display()),
+        exit: EXIT_INVALID_INPUT,
+    }
+}
+
+fn hold_supervisor_lock(path: &Path) -> Result<File, CommandError> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| CommandError::io("creating clawpool's folder in the git dir", e))?;
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(|e| CommandError::io("opening the supervisor lock", e))?;
+    match file.try_lock() {
+        Ok(()) => {
+            let _ = file.set_len(0);
+            let _ = writeln!(file, "{}", std::process::id());
+            Ok(file)
+        }
+        Err(_) => {
+            let holder = std::fs::read_to_string(path).unwrap_or_default();
+            Err(CommandError::invalid(
+                "supervisor_running",
+                format!(
+                    "another clawpool supervisor (pid {}) is running lanes for this repository; wait for it to finish or stop it",
+                    holder.trim()
+                ),
+            ))
+        }
+    }
+}
+
+/// A short, stable tmux socket name for a repository: `clawpool-<hash of its common dir>`.
+pub fn tmux_socket_name(repo: &Repo) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    repo.common_dir().hash(&mut hasher);
+    format!("clawpool-{:08x}", hasher.finish() as u32)
+}
+
+/// What the user sees while lanes run: on a terminal, one live line per lane; otherwise (or
+/// with JSON output) the events as a plain line log.
+#[derive(Clone)]
+struct Board {
+    inner: Arc<Mutex<BoardState>>,
+    format: OutputFormat,
+    live: bool,
+}
+
+struct BoardState {
+    lanes: BTreeMap<String, LaneLine>,
+    painted_rows: usize,
+    width: usize,
+}
+
+struct LaneLine {
+    state: String,
+    since: Instant,
+    last_event: String,
+}
+
+impl Board {
+    fn new(names: Vec<String>, format: OutputFormat) -> Self {
+        let width = names.iter().map(String::len).max().unwrap_or(4).max(4);
+        let lanes = names
+            .into_iter()
+            .map(|n| {
+                (
+                    n,
+                    LaneLine {
+                        state: "queued".into(),
+                        since: Instant::now(),
+                        last_event: String::new(),
+                    },
+                )
+            })
+            .collect();
+        Self {
+            inner: Arc::new(Mutex::new(BoardState {
+                lanes,
+                painted_rows: 0,
+                width,
+            })),
+            format,
+            live: format == OutputFormat::Text && crate::mirror::can_mirror(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BoardState> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn set(&self, lane: &str, state: &str, event: Option<&str>) {
+        let width = {
+            let mut inner = self.lock();
+            let width = inner.width;
+            if let Some(line) = inner.lanes.get_mut(lane) {
+                if line.state != state {
+                    line.state = state.to_owned();
+                    line.since = Instant::now();
+                }
+                if let Some(event) = event {
+                    line.last_event = event.to_owned();
+                }
+            }
+            width
+        };
+        if !self.live && self.format == OutputFormat::Text && event.is_none() {
+            println!("{lane:<width$} {state}");
+        }
+    }
+
+    fn on_event(&self, event: &LaneEvent) {
+        if let Some(to) = &event.to {
+            self.set(&event.lane, &to.to_string(), Some(&event.kind));
+        } else {
+            let state = self
+                .lock()
+                .lanes
+                .get(&event.lane)
+                .map(|l| l.state.clone())
+                .unwrap_or_default();
+            self.set(&event.lane, &state, Some(&event.kind));
+        }
+        if !self.live {
+            let width = self.lock().width;
+            print_event(event, self.format, Some(width));
+        }
+    }
+
+    /// On a terminal, redraws the lane lines four times a second.
+    fn paint_live(&self) -> Option<tokio::task::JoinHandle<()>> {
+        if !self.live {
+            return None;
+        }
+        let board = self.clone();
+        Some(tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(250));
+            loop {
+                tick.tick().await;
+                board.paint();
+            }
+        }))
+    }
+
+    fn paint(&self) {
+        let mut inner = self.lock();
+        let mut out = String::new();
+        if inner.painted_rows > 0 {
+            out.push_str(&format!("\x1b[{}A", inner.painted_rows));
+        }
+        let width = inner.width;
+        for (name, line) in &inner.lanes {
+            out.push_str(&format!(
+                "\r\x1b[2K{name:<width$}  {:<32} {:>5}s  {}\n",
+                line.state,
+                line.since.elapsed().as_secs(),
+                line.last_event
+            ));
+        }
+        inner.painted_rows = inner.lanes.len();
+        print!("{out}");
+        let _ = std::io::stdout().flush();
+    }
+
+    fn paint_final(&self) {
+        if self.live {
+            self.paint();
+        } else if self.format == OutputFormat::Text {
+            let inner = self.lock();
+            let width = inner.width;
+            println!("\n{:<width$}  state", "lane");
+            for (name, line) in &inner.lanes {
+                println!("{name:<width$}  {}", line.state);
+            }
+        }
+    }
+}
