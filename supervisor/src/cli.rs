@@ -36,6 +36,10 @@ pub enum Command {
     State(LaneArgs),
     /// Task packets.
     Packet(PacketArgs),
+    /// Every lane of the repository: status, time in state, progress, branch, commits, last event.
+    Board(BoardArgs),
+    /// Print a lane's events (JSON lines), and with --follow keep printing new ones.
+    Events(EventsArgs),
     /// Run a task packet: one lane per task, each in its own git worktree, at most N at once,
     /// until every lane is finished or failed.
     Spawn(SpawnArgs),
@@ -103,6 +107,8 @@ impl Command {
             Command::Doctor(args) => args.output_format,
             Command::State(args) => args.output_format,
             Command::Spawn(args) => args.output_format,
+            Command::Board(args) => args.output_format,
+            Command::Events(_) => OutputFormat::Text,
             Command::Packet(PacketArgs {
                 command: PacketCommand::Validate(args),
             }) => args.output_format,
@@ -154,7 +160,7 @@ pub struct RunArgs {
 
 #[derive(Debug, Args)]
 pub struct LaneArgs {
-    /// The lane's folder (default: the current folder).
+    /// The lane: its folder (default: the current folder), or its name in this repository.
     #[arg(default_value = ".")]
     pub lane: PathBuf,
     /// Output format for the reply and errors.
@@ -332,4 +338,26 @@ pub fn scripted_inputs(matches: &ArgMatches) -> Vec<crate::run_one::ScriptedInpu
     }
     inputs.sort_by_key(|(index, _)| *index);
     inputs.into_iter().map(|(_, input)| input).collect()
+}
+
+#[derive(Debug, Args)]
+pub struct BoardArgs {
+    /// The repository (default: the one containing the current folder).
+    #[arg(long, default_value = ".")]
+    pub repo: PathBuf,
+    /// Redraw every second until interrupted.
+    #[arg(long)]
+    pub watch: bool,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub output_format: OutputFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct EventsArgs {
+    /// The lane: its name in this repository, or its folder.
+    pub lane: PathBuf,
+    /// Keep printing new events as they are appended.
+    #[arg(long)]
+    pub follow: bool,
 }

@@ -239,7 +239,8 @@ pub fn run_doctor(
 }
 
 pub fn run_state(lane_dir: &Path, format: OutputFormat) -> Result<ExitCode, CommandError> {
-    let path = clawpool_lanes::state_file_path(lane_dir);
+    let lane = crate::board::find_lane(lane_dir)?;
+    let path = clawpool_lanes::state_file_path(&lane.dir);
     let doc = match clawpool_lanes::read_state_file(&path) {
         Ok(doc) => doc,
         Err(err) => {

@@ -5,6 +5,7 @@
 //! clear message (or, with `--output-format json`, one JSON document with a `kind`) and a
 //! non-zero exit ([`output`]).
 
+mod board;
 mod cli;
 mod control;
 mod demo;
@@ -86,6 +87,10 @@ fn main() -> ExitCode {
                 let loaded = loaded::Loaded::load(&args.config, Some(&args.repo))?;
                 spawn::run(args, loaded).await
             }
+            Command::Board(args) => {
+                board::run_board(&args.repo, args.watch, args.output_format).await
+            }
+            Command::Events(args) => board::run_events(&args.lane, args.follow).await,
             Command::State(args) => inspect::run_state(&args.lane, args.output_format),
             Command::Packet(cli::PacketArgs {
                 command: cli::PacketCommand::Validate(args),

@@ -410,6 +410,8 @@ pub async fn send_operator(
     lane_dir: &Path,
     command: OperatorCommand,
 ) -> Result<String, CommandError> {
+    let lane_dir = crate::board::find_lane(lane_dir)?.dir;
+    let lane_dir = lane_dir.as_path();
     let socket = lane_dir.join(STATE_DIR).join("control.sock");
     control::send(&socket, &command).await.map_err(|e| {
         CommandError::invalid(

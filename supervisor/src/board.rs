@@ -1,0 +1,257 @@
+//! Reading lanes back: `clawpool board` (every lane of a repository), `clawpool events`, and
+//! how a lane argument (a name or a folder) finds its lane. Read-only: these work from the
+//! state files and event logs alone, with or without a supervisor running.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clawpool_lanes::state_file::now_secs;
+use clawpool_lanes::{read_state_file, state_file_path, with_ages};
+use clawpool_worktree::Repo;
+use serde_json::{Value, json};
+
+use crate::cli::OutputFormat;
+use crate::output::{CommandError, EXIT_FAILURE};
+use crate::run_lane::STATE_DIR;
+use crate::spawn::lane_registry;
+
+/// A lane found from a command-line argument.
+pub struct FoundLane {
+    /// The lane's folder (its worktree).
+    pub dir: PathBuf,
+    /// Its event log.
+    pub events: PathBuf,
+}
+
+/// Finds a lane by folder (one with a `.claw` folder) or by name in the current repository's
+/// lane registry.
+pub fn find_lane(arg: &Path) -> Result<FoundLane, CommandError> {
+    if arg.join(STATE_DIR).is_dir() {
+        let dir = arg.canonicalize().unwrap_or_else(|_| arg.to_owned());
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let registered = Repo::open(&dir)
+            .ok()
+            .map(|repo| lane_registry(&repo, &name).join("events.jsonl"))
+            .filter(|p| p.is_file());
+        let events = registered.unwrap_or_else(|| dir.join(STATE_DIR).join("events.jsonl"));
+        return Ok(FoundLane { dir, events });
+    }
+    let name = arg.to_string_lossy().into_owned();
+    let repo = Repo::open(Path::new(".")).map_err(|_| not_found(&name))?;
+    let registry = lane_registry(&repo, &name);
+    let entry: Value = std::fs::read_to_string(registry.join("lane.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .ok_or_else(|| not_found(&name))?;
+    let dir = entry["worktree"]
+        .as_str()
+        .map(PathBuf::from)
+        .ok_or_else(|| not_found(&name))?;
+    Ok(FoundLane {
+        dir,
+        events: registry.join("events.jsonl"),
+    })
+}
+
+fn not_found(name: &str) -> CommandError {
+    CommandError::invalid(
+        "unknown_lane",
+        format!("no lane {name:?}: not a lane folder, and no lane of that name in this repository"),
+    )
+}
+
+/// Every lane in the repository's registry, each as its state document with ages (or the
+/// error reading it), plus commits ahead of base and whether the worktree is dirty.
+fn collect(repo: &Repo) -> Vec<Value> {
+    let root = repo.common_dir().join("clawpool").join("lanes");
+    let mut names: Vec<String> = std::fs::read_dir(&root)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok())
+                .filter(|e| e.path().join("lane.json").is_file())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    let now = now_secs();
+    names
+        .into_iter()
+        .map(|name| {
+            let entry: Value = std::fs::read_to_string(root.join(&name).join("lane.json"))
+                .ok()
+                .and_then(|t| serde_json::from_str(&t).ok())
+                .unwrap_or_default();
+            let dir = PathBuf::from(entry["worktree"].as_str().unwrap_or_default());
+            let mut doc = match read_state_file(&state_file_path(&dir)) {
+                Ok(doc) => with_ages(&doc, now).to_json(),
+                // A lane whose state cannot be read is still on the board, with why.
+                Err(err) => json!({"lane": name, "worktree": dir, "status": "unknown", "error": err.to_json()["error"]}),
+            };
+            let status = clawpool_worktree::worktree_status(&dir).ok();
+            let ahead = entry["base"]["sha"].as_str().and_then(|base| commits_ahead(&dir, base));
+            doc["board"] = json!({
+                "dirty": status.as_ref().map(|s| s.dirty),
+                "commits_ahead": ahead,
+            });
+            doc
+        })
+        .collect()
+}
+
+fn commits_ahead(dir: &Path, base: &str) -> Option<u64> {
+    let out = std::process::Command::new("git")
+        .args(["rev-list", "--count", &format!("{base}..HEAD")])
+        .current_dir(dir)
+        .output()
+        .ok()?;
+    String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+}
+
+pub async fn run_board(
+    repo_dir: &Path,
+    watch: bool,
+    format: OutputFormat,
+) -> Result<ExitCode, CommandError> {
+    let repo = Repo::open(repo_dir)
+        .map_err(|e| CommandError::invalid("not_a_repository", e.to_string()))?;
+    loop {
+        let lanes = collect(&repo);
+        match format {
+            OutputFormat::Json => println!("{}", json!({"lanes": lanes})),
+            OutputFormat::Text => {
+                if watch {
+                    print!("\x1b[H\x1b[2J");
+                }
+                print_table(&lanes);
+            }
+        }
+        if !watch {
+            return Ok(ExitCode::SUCCESS);
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = tokio::signal::ctrl_c() => return Ok(ExitCode::SUCCESS),
+        }
+    }
+}
+
+fn print_table(lanes: &[Value]) {
+    let text = |v: &Value| {
+        v.as_str().map(str::to_owned).unwrap_or_else(|| {
+            if v.is_null() {
+                "-".into()
+            } else {
+                v.to_string()
+            }
+        })
+    };
+    let rows: Vec<[String; 8]> = lanes
+        .iter()
+        .map(|l| {
+            let status = match l["blocked"]["subphase"].as_str() {
+                Some(sub) => format!("{}{{{sub}}}", text(&l["status"])),
+                None => match l["failure"]["class"].as_str() {
+                    Some(class) => format!("{}{{{class}}}", text(&l["status"])),
+                    None => text(&l["status"]),
+                },
+            };
+            let in_state = l["last_event"]["timestamp"]
+                .as_u64()
+                .map(|t| format!("{}s", now_secs().saturating_sub(t)))
+                .unwrap_or_else(|| "-".into());
+            let ahead = l["board"]["commits_ahead"]
+                .as_u64()
+                .map(|n| format!("+{n}"))
+                .unwrap_or_else(|| "-".into());
+            let dirty = match l["board"]["dirty"].as_bool() {
+                Some(true) => "dirty",
+                Some(false) => "clean",
+                None => "-",
+            };
+            [
+                text(&l["lane"]),
+                text(&l["agent"]),
+                status,
+                in_state,
+                l["seconds_since_update"]
+                    .as_u64()
+                    .map(|s| format!("{s}s"))
+                    .unwrap_or_else(|| "-".into()),
+                text(&l["branch"]),
+                format!("{ahead} {dirty}"),
+                l["last_event"]["kind"]
+                    .as_str()
+                    .map(str::to_owned)
+                    .or_else(|| l["error"]["kind"].as_str().map(str::to_owned))
+                    .unwrap_or_else(|| "-".into()),
+            ]
+        })
+        .collect();
+    let header = [
+        "lane",
+        "agent",
+        "status",
+        "in state",
+        "progress",
+        "branch",
+        "commits",
+        "last event",
+    ];
+    let mut widths = header.map(str::len);
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: &[String]| {
+        cells
+            .iter()
+            .zip(widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect::<Vec<_>>()
+            .join("  ")
+    };
+    println!("{}", line(&header.map(str::to_owned)));
+    for row in &rows {
+        println!("{}", line(row));
+    }
+    if rows.is_empty() {
+        println!("(no lanes in this repository)");
+    }
+}
+
+pub async fn run_events(lane: &Path, follow: bool) -> Result<ExitCode, CommandError> {
+    let found = find_lane(lane)?;
+    let mut offset = 0usize;
+    loop {
+        let text = match std::fs::read_to_string(&found.events) {
+            Ok(text) => text,
+            Err(e) if offset == 0 && !follow => {
+                return Err(CommandError {
+                    kind: "missing_events",
+                    message: format!("no event log at {}: {e}", found.events.display()),
+                    exit: EXIT_FAILURE,
+                });
+            }
+            Err(_) => String::new(),
+        };
+        // Only whole lines: a line being appended right now is printed on the next round.
+        let complete = text.rfind('\n').map_or(0, |i| i + 1);
+        if complete > offset {
+            print!("{}", &text[offset..complete]);
+            offset = complete;
+        }
+        if !follow {
+            return Ok(ExitCode::SUCCESS);
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+            _ = tokio::signal::ctrl_c() => return Ok(ExitCode::SUCCESS),
+        }
+    }
+}

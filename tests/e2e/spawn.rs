@@ -1,0 +1,311 @@
+//! `clawpool spawn` on real git repositories: a packet of scripted-agent lanes, each in its own
+//! worktree, bounded concurrency, the lane registry, board and events, and bad input that
+//! creates nothing.
+
+use std::path::PathBuf;
+use std::process::Output;
+
+use clawpool_tests::{Sandbox, git_log, git_repo, workspace_bin};
+use serde_json::Value;
+
+const SCENARIO: &str = r#"
+trust_dialog = true
+prompt_log = ".prompts.jsonl"
+[[prompt]]
+steps = [
+  { do = "sleep", ms = 200 },
+  { do = "write_file", path = "out.txt", content = "done\n" },
+  { do = "git_commit", message = "lane work" },
+]
+"#;
+
+struct Setup {
+    sandbox: Sandbox,
+    repo: PathBuf,
+    config: PathBuf,
+}
+
+fn setup() -> Setup {
+    let sandbox = Sandbox::new();
+    let repo = git_repo(sandbox.dir.path(), "repo");
+    for (key, value) in [("user.name", "lane"), ("user.email", "lane@test")] {
+        std::process::Command::new("git")
+            .args(["config", key, value])
+            .current_dir(&repo)
+            .status()
+            .expect("git config");
+    }
+    let scenario = sandbox.dir.path().join("scenario.toml");
+    std::fs::write(&scenario, SCENARIO).expect("scenario");
+    let config = sandbox.dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "trusted_roots = [{:?}]\n[handshake]\nfinish_idle_ms = 400\n[profiles.scripted.launch]\ncommand = {:?}\nenv = {{ CLAWPOOL_AGENT_SCENARIO = {:?} }}\n",
+            sandbox.dir.path().display().to_string(),
+            workspace_bin("clawpool-scripted-agent").display().to_string(),
+            scenario.display().to_string(),
+        ),
+    )
+    .expect("config");
+    Setup {
+        sandbox,
+        repo,
+        config,
+    }
+}
+
+impl Setup {
+    fn spawn(&self, packet: &str, extra: &[&str]) -> Output {
+        let file = self.sandbox.dir.path().join("packet.json");
+        std::fs::write(&file, packet).expect("packet");
+        self.sandbox
+            .clawpool()
+            .arg("spawn")
+            .arg(&file)
+            .arg("--config")
+            .arg(&self.config)
+            .arg("--repo")
+            .arg(&self.repo)
+            .args(extra)
+            .output()
+            .expect("clawpool spawn runs")
+    }
+
+    fn lanes_dir(&self) -> PathBuf {
+        self.sandbox.dir.path().join("repo.lanes")
+    }
+
+    fn branches(&self) -> Vec<String> {
+        let out = std::process::Command::new("git")
+            .args(["branch", "--format=%(refname:short)"])
+            .current_dir(&self.repo)
+            .output()
+            .expect("git branch");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+const THREE_LANES: &str = r#"{"defaults": {"agent": "scripted"}, "lanes": [
+  {"name": "alpha", "prompt": "do alpha"},
+  {"name": "beta", "prompt": "do beta"},
+  {"name": "gamma", "prompt": "do gamma"}]}"#;
+
+#[test]
+fn a_packet_runs_every_lane_in_its_own_worktree() {
+    let s = setup();
+    let out = s.spawn(
+        THREE_LANES,
+        &["--concurrency", "2", "--output-format", "json"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let summary = events.last().expect("a summary");
+    assert_eq!(summary["lanes"].as_array().map(Vec::len), Some(3));
+
+    // Never more than two lanes between started and finished at once.
+    let mut running = 0i32;
+    let mut most = 0;
+    for e in &events {
+        match e["kind"].as_str() {
+            Some("lane.started") => running += 1,
+            Some("lane.finished" | "lane.failed") => running -= 1,
+            _ => {}
+        }
+        most = most.max(running);
+    }
+    assert_eq!(most, 2, "concurrency bound");
+
+    for lane in ["alpha", "beta", "gamma"] {
+        let dir = s.lanes_dir().join(lane);
+        assert_eq!(
+            std::fs::read_to_string(dir.join("out.txt")).expect("lane's work"),
+            "done\n"
+        );
+        assert_eq!(git_log(&dir)[0], "lane work");
+        assert!(s.branches().contains(&format!("lanes/{lane}")));
+        let state: Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.join(".claw/worker-state.json")).expect("state file"),
+        )
+        .expect("JSON");
+        assert_eq!(state["status"], "finished");
+        assert_eq!(state["branch"], format!("lanes/{lane}"));
+        assert_eq!(state["lane"], lane);
+    }
+    // The main worktree is untouched and .claw never shows in git.
+    assert!(!s.repo.join("out.txt").exists());
+    let status = std::process::Command::new("git")
+        .args(["status", "--porcelain"])
+        .current_dir(s.lanes_dir().join("alpha"))
+        .output()
+        .expect("git status");
+    assert!(String::from_utf8_lossy(&status.stdout).trim().is_empty());
+
+    // Board and events read the lanes back, by name, from the repository.
+    let board = s
+        .sandbox
+        .clawpool()
+        .args(["board", "--output-format", "json", "--repo"])
+        .arg(&s.repo)
+        .output()
+        .expect("board");
+    let board: Value = serde_json::from_slice(&board.stdout).expect("board JSON");
+    let lanes = board["lanes"].as_array().expect("lanes");
+    assert_eq!(lanes.len(), 3);
+    assert!(
+        lanes
+            .iter()
+            .all(|l| l["status"] == "finished" && l["board"]["commits_ahead"] == 1)
+    );
+    let events = s
+        .sandbox
+        .clawpool()
+        .args(["events", "beta"])
+        .current_dir(&s.repo)
+        .output()
+        .expect("events");
+    let kinds: Vec<String> = String::from_utf8_lossy(&events.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|e| e["kind"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(kinds.first().map(String::as_str), Some("lane.started"));
+    assert_eq!(kinds.last().map(String::as_str), Some("lane.finished"));
+    assert!(s.sandbox.leftover_processes().is_empty());
+}
+
+#[test]
+fn spawning_again_reuses_the_lane_worktrees() {
+    let s = setup();
+    let packet = r#"{"name": "solo", "agent": "scripted", "prompt": "once"}"#;
+    assert!(s.spawn(packet, &[]).status.success());
+    let out = s.spawn(packet, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        git_log(&s.lanes_dir().join("solo"))[..2],
+        ["lane work", "lane work"]
+    );
+}
+
+fn assert_nothing_created(s: &Setup) {
+    assert!(!s.lanes_dir().exists(), "no lane folder made");
+    assert_eq!(s.branches(), vec!["main".to_owned()], "no branch made");
+    assert!(s.sandbox.leftover_processes().is_empty());
+}
+
+fn json_error(out: &Output) -> Value {
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(out));
+    serde_json::from_slice::<Value>(out.stderr.trim_ascii()).expect("one JSON error")["error"]
+        .clone()
+}
+
+#[test]
+fn bad_input_is_refused_before_anything_is_created() {
+    let s = setup();
+    let json = ["--output-format", "json"];
+
+    let err = json_error(&s.spawn(
+        r#"{"lanes": [{"name": "UP", "prompt": "x"}, {"name": "b"}]}"#,
+        &json,
+    ));
+    assert_eq!(err["kind"], "invalid_packet");
+    let message = err["message"].as_str().unwrap_or("");
+    assert!(
+        message.contains("$.lanes[0].name") && message.contains("$.lanes[1]"),
+        "{message}"
+    );
+    assert_nothing_created(&s);
+
+    let err = json_error(&s.spawn(
+        r#"{"lanes": [{"name": "a", "agent": "scripted", "prompt": "x", "base": "no-such-branch"}]}"#,
+        &json,
+    ));
+    assert!(
+        err["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("no-such-branch"),
+        "{err}"
+    );
+    assert_nothing_created(&s);
+
+    let err = json_error(&s.spawn(
+        r#"{"lanes": [{"name": "a", "agent": "nope", "prompt": "x"}]}"#,
+        &json,
+    ));
+    assert!(
+        err["message"].as_str().unwrap_or("").contains("nope"),
+        "{err}"
+    );
+    assert_nothing_created(&s);
+
+    let not_repo = s.sandbox.dir.path().join("plain");
+    std::fs::create_dir_all(&not_repo).expect("plain folder");
+    let file = s.sandbox.dir.path().join("packet.json");
+    let out = s
+        .sandbox
+        .clawpool()
+        .arg("spawn")
+        .arg(&file)
+        .args(["--output-format", "json", "--repo"])
+        .arg(&not_repo)
+        .output()
+        .expect("clawpool spawn");
+    assert_eq!(json_error(&out)["kind"], "not_a_repository");
+}
+
+#[test]
+fn a_lane_folder_on_another_branch_is_refused() {
+    let s = setup();
+    let folder = s.lanes_dir().join("taken");
+    std::fs::create_dir_all(s.lanes_dir()).expect("lanes dir");
+    let status = std::process::Command::new("git")
+        .args(["worktree", "add", "-q", "-b", "other"])
+        .arg(&folder)
+        .current_dir(&s.repo)
+        .status()
+        .expect("git worktree add");
+    assert!(status.success());
+    let out = s.spawn(
+        r#"{"lanes": [{"name": "taken", "agent": "scripted", "prompt": "x"}]}"#,
+        &["--output-format", "json"],
+    );
+    let err = json_error(&out);
+    assert!(
+        err["message"].as_str().unwrap_or("").contains("other"),
+        "{err}"
+    );
+    assert!(!folder.join("out.txt").exists());
+}
+
+#[test]
+fn a_second_supervisor_for_the_same_repository_is_refused() {
+    let s = setup();
+    let common = s.repo.join(".git/clawpool");
+    std::fs::create_dir_all(&common).expect("clawpool dir");
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(common.join("supervisor.lock"))
+        .expect("lock file");
+    lock.lock()
+        .expect("hold the lock as another supervisor would");
+    let out = s.spawn(
+        r#"{"lanes": [{"name": "a", "agent": "scripted", "prompt": "x"}]}"#,
+        &["--output-format", "json"],
+    );
+    assert_eq!(json_error(&out)["kind"], "supervisor_running");
+    assert_nothing_created(&s);
+    drop(lock);
+}
