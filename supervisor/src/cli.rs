@@ -17,7 +17,8 @@ pub struct Cli {
 pub enum Command {
     /// Start one worker in a terminal, show its screen, and exit with its status.
     RunOne(RunOneArgs),
-    /// Run the scripted agent in a throwaway git repository and show its screen.
+    /// The main job on an embedded default: a throwaway repository and a packet of scripted
+    /// agent lanes, spawned and shown live, ending with the board.
     Demo(DemoArgs),
     /// Run one lane in the foreground: start an agent, drive its boot handshake, deliver the
     /// prompt, and follow it to finished or failed, printing every lane event.
@@ -285,13 +286,10 @@ pub struct RunOneArgs {
 
 #[derive(Debug, Args)]
 pub struct DemoArgs {
-    /// The terminal to run the scripted agent in.
+    /// The terminal the lanes run in.
     #[arg(long, value_enum, default_value_t = TransportKind::Pty)]
     pub transport: TransportKind,
-    /// Print snapshots instead of mirroring the screen live.
-    #[arg(long)]
-    pub snapshots: bool,
-    /// Output format for snapshots and errors.
+    /// Output format for progress and errors.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub output_format: OutputFormat,
 }

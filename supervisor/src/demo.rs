@@ -1,60 +1,81 @@
-//! `clawpool demo`: the main job on an embedded default. For now: the scripted agent in a
-//! throwaway git repository, given a task at launch, its screen shown until it is done.
+//! `clawpool demo`: the main job on an embedded default. A throwaway git repository and a task
+//! packet of a few lanes of the scripted agent, spawned and shown live, ending with the board.
 
+use std::path::Path;
 use std::process::ExitCode;
 
-use clawpool_pty::SpawnSpec;
-
-use crate::cli::DemoArgs;
-use crate::mirror;
+use crate::cli::{ConfigFlag, DemoArgs, SpawnArgs};
 use crate::output::CommandError;
-use crate::run_one::run_worker;
 
-/// The scripted agent's scenario for the demo: it takes the task, writes a file, commits it.
+/// What each demo lane's scripted agent does: trust dialog, some work, a file, a commit.
 const DEMO_SCENARIO: &str = r#"
+trust_dialog = true
 startup_delay_ms = 300
-exit_after_prompts = 1
 
 [[prompt]]
 steps = [
   { do = "say", text = "Reading the task…" },
+  { do = "sleep", ms = 800 },
+  { do = "write_file", path = "NOTES.md", content = "work done by this lane\n" },
   { do = "sleep", ms = 600 },
-  { do = "write_file", path = "hello.txt", content = "hello from a lane\n" },
+  { do = "git_commit", message = "Add NOTES.md" },
   { do = "sleep", ms = 400 },
-  { do = "git_commit", message = "Add hello.txt" },
-  { do = "sleep", ms = 600 },
 ]
 "#;
 
+const DEMO_PACKET: &str = r#"{
+  "defaults": {"agent": "scripted"},
+  "lanes": [
+    {"name": "docs", "prompt": "Write the project notes"},
+    {"name": "tests", "prompt": "Add the missing tests"},
+    {"name": "cleanup", "prompt": "Tidy up the build scripts"}
+  ]
+}"#;
+
 pub async fn run(args: DemoArgs) -> Result<ExitCode, CommandError> {
     let agent = scripted_agent()?;
-    let repo = tempfile::Builder::new()
+    let work = tempfile::Builder::new()
         .prefix("clawpool-demo-")
         .tempdir()
-        .map_err(|err| CommandError::io("creating a temporary repository", err))?;
-    init_repo(repo.path())?;
-    let scenario = repo.path().join(".git/clawpool-demo-scenario.toml");
-    std::fs::write(&scenario, DEMO_SCENARIO)
-        .map_err(|err| CommandError::io("writing the demo scenario", err))?;
-
-    let live = !args.snapshots && mirror::can_mirror();
-    let mut spec = SpawnSpec::new(agent, repo.path())
-        .args(["--scenario"])
-        .args([scenario.as_os_str()])
-        .args(["--prompt", "Add a hello.txt file and commit it"]);
-    if let Some(size) = live.then(mirror::terminal_size).flatten() {
-        spec.size = size;
-    }
-    let code = run_worker(spec, args.transport, live, args.output_format, Vec::new()).await?;
-    let log = std::process::Command::new("git")
-        .args(["log", "--oneline"])
-        .current_dir(repo.path())
-        .output()
-        .map_err(|err| CommandError::io("reading the demo repository's log", err))?;
-    eprintln!(
-        "clawpool: the demo repository's history:\n{}",
-        String::from_utf8_lossy(&log.stdout)
-    );
+        .map_err(|err| CommandError::io("creating a temporary folder", err))?;
+    let repo = work.path().join("repo");
+    std::fs::create_dir_all(&repo)
+        .map_err(|err| CommandError::io("creating the demo repository", err))?;
+    init_repo(&repo)?;
+    let write = |name: &str, text: String| {
+        let path = work.path().join(name);
+        std::fs::write(&path, text)
+            .map(|()| path)
+            .map_err(|err| CommandError::io("writing the demo's files", err))
+    };
+    let scenario = write("scenario.toml", DEMO_SCENARIO.to_owned())?;
+    let packet = write("packet.json", DEMO_PACKET.to_owned())?;
+    let config = write(
+        "config.toml",
+        format!(
+            "trusted_roots = [{:?}]\n\n[profiles.scripted.launch]\ncommand = {:?}\nenv = {{ CLAWPOOL_AGENT_SCENARIO = {:?} }}\n",
+            work.path().display().to_string(),
+            agent.display().to_string(),
+            scenario.display().to_string(),
+        ),
+    )?;
+    eprintln!("clawpool: demo repository {}", repo.display());
+    let flag = ConfigFlag {
+        config: Some(config),
+    };
+    let loaded = crate::loaded::Loaded::load(&flag, Some(&repo))?;
+    let spawn = SpawnArgs {
+        packet,
+        repo: repo.clone(),
+        concurrency: None,
+        transport: args.transport,
+        agent: None,
+        config: flag,
+        output_format: args.output_format,
+    };
+    let code = crate::spawn::run(spawn, loaded).await?;
+    println!();
+    crate::board::run_board(&repo, false, args.output_format).await?;
     Ok(code)
 }
 
@@ -76,8 +97,8 @@ fn scripted_agent() -> Result<std::path::PathBuf, CommandError> {
     }
 }
 
-fn init_repo(dir: &std::path::Path) -> Result<(), CommandError> {
-    // The agent commits too, so the identity goes in the repository's own config.
+fn init_repo(dir: &Path) -> Result<(), CommandError> {
+    // The agents commit too, so the identity goes in the repository's own config.
     for args in [
         &["init", "-q", "-b", "main"][..],
         &["config", "user.name", "clawpool demo"][..],
