@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use clawpool::handshake::{
     Handshake, LaneContext, OperatorCommand, Outcome, PromptPlan, Settings, check_prompt,
@@ -143,12 +144,14 @@ pub async fn drive(job: LaneJob) -> Result<LaneResult, CommandError> {
     let recorder = StateRecorder::new(doc, StateFileWriter::for_worktree(&job.dir));
     let on_state = recorder.clone();
     let on_event = job.on_event;
-    let events = EventLog::open(&job.name, &job.events_path)
-        .map_err(|e| CommandError::io("opening the lane's event log", e.source))?
-        .observe(Box::new(move |event| {
-            on_state.on_event(event);
-            on_event(event);
-        }));
+    let events = Arc::new(
+        EventLog::open(&job.name, &job.events_path)
+            .map_err(|e| CommandError::io("opening the lane's event log", e.source))?
+            .observe(Box::new(move |event| {
+                on_state.on_event(event);
+                on_event(event);
+            })),
+    );
 
     if job.trusted {
         seed_trust_store(&job.profile, &job.dir, &spec, &events);
@@ -192,6 +195,11 @@ pub async fn drive(job: LaneJob) -> Result<LaneResult, CommandError> {
         recorder.update(|doc| doc.transport.session = Some(target));
     }
     let heartbeat = recorder.heartbeat();
+    let commits = match job.branch {
+        Some(_) => Some(CommitWatch::start(job.dir.clone(), Arc::clone(&events)).await),
+        None => None,
+    };
+    let commit_task = commits.as_ref().map(CommitWatch::spawn);
     let lane = LaneContext {
         name: job.name.clone(),
         cwd: job.dir.clone(),
@@ -203,7 +211,7 @@ pub async fn drive(job: LaneJob) -> Result<LaneResult, CommandError> {
         &job.profile,
         lane,
         job.settings,
-        &events,
+        &*events,
         operator_rx,
     );
     let outcome = tokio::select! {
@@ -212,6 +220,11 @@ pub async fn drive(job: LaneJob) -> Result<LaneResult, CommandError> {
     };
     listener.abort();
     heartbeat.abort();
+    if let (Some(task), Some(commits)) = (commit_task, &commits) {
+        task.abort();
+        // A commit made just before the lane finished is still reported.
+        commits.check().await;
+    }
     if outcome.is_none() {
         worker.stop(std::time::Duration::from_secs(5)).await;
     }
@@ -224,6 +237,81 @@ pub async fn drive(job: LaneJob) -> Result<LaneResult, CommandError> {
         outcome,
         degraded: recorder.degraded(),
     })
+}
+
+/// How often a spawned lane's branch is checked for new commits.
+const COMMIT_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Records `lane.commit.created` whenever the lane's HEAD moves to a new commit.
+#[derive(Clone)]
+struct CommitWatch {
+    dir: PathBuf,
+    events: Arc<EventLog>,
+    last: Arc<std::sync::Mutex<Option<String>>>,
+}
+
+impl CommitWatch {
+    async fn start(dir: PathBuf, events: Arc<EventLog>) -> Self {
+        let watch = Self {
+            dir,
+            events,
+            last: Arc::default(),
+        };
+        let head = watch.head().await;
+        *watch.last.lock().unwrap_or_else(|p| p.into_inner()) = head;
+        watch
+    }
+
+    async fn head(&self) -> Option<String> {
+        let dir = self.dir.clone();
+        tokio::task::spawn_blocking(move || {
+            clawpool_worktree::worktree_status(&dir)
+                .ok()
+                .map(|s| s.head)
+        })
+        .await
+        .ok()
+        .flatten()
+    }
+
+    /// Looks once; records an event if HEAD moved since the last look.
+    async fn check(&self) {
+        let Some(now) = self.head().await else {
+            return;
+        };
+        {
+            let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+            if last.as_deref() == Some(now.as_str()) {
+                return;
+            }
+            *last = Some(now.clone());
+        }
+        let subject = std::process::Command::new("git")
+            .args(["log", "-1", "--format=%s", &now])
+            .current_dir(&self.dir)
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+            .unwrap_or_default();
+        let _ = self.events.record(
+            "lane.commit.created",
+            None,
+            None,
+            None,
+            json!({"sha": now, "subject": subject}),
+        );
+    }
+
+    /// Looks every [`COMMIT_CHECK_INTERVAL`] until aborted.
+    fn spawn(&self) -> tokio::task::JoinHandle<()> {
+        let watch = self.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(COMMIT_CHECK_INTERVAL);
+            loop {
+                tick.tick().await;
+                watch.check().await;
+            }
+        })
+    }
 }
 
 /// Everything `clawpool run` needs, resolved from flags and configuration.

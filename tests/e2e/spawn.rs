@@ -174,13 +174,24 @@ fn a_packet_runs_every_lane_in_its_own_worktree() {
         .current_dir(&s.repo)
         .output()
         .expect("events");
-    let kinds: Vec<String> = String::from_utf8_lossy(&events.stdout)
+    let events: Vec<Value> = String::from_utf8_lossy(&events.stdout)
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter_map(|e| e["kind"].as_str().map(str::to_owned))
         .collect();
-    assert_eq!(kinds.first().map(String::as_str), Some("lane.started"));
-    assert_eq!(kinds.last().map(String::as_str), Some("lane.finished"));
+    assert_eq!(
+        events.first().map(|e| e["kind"].clone()),
+        Some("lane.started".into())
+    );
+    assert!(events.iter().any(|e| e["kind"] == "lane.finished"));
+    let commit = events
+        .iter()
+        .find(|e| e["kind"] == "lane.commit.created")
+        .expect("the lane's commit is an event");
+    assert_eq!(commit["detail"]["subject"], "lane work");
+    assert_eq!(
+        commit["detail"]["sha"].as_str(),
+        Some(git_head(&s.lanes_dir().join("beta")).as_str())
+    );
     assert!(s.sandbox.leftover_processes().is_empty());
 }
 
@@ -308,4 +319,13 @@ fn a_second_supervisor_for_the_same_repository_is_refused() {
     assert_eq!(json_error(&out)["kind"], "supervisor_running");
     assert_nothing_created(&s);
     drop(lock);
+}
+
+fn git_head(dir: &std::path::Path) -> String {
+    let out = std::process::Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .current_dir(dir)
+        .output()
+        .expect("git rev-parse");
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
