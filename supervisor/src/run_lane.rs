@@ -211,7 +211,7 @@ pub async fn drive(job: LaneJob) -> Result<LaneResult, CommandError> {
         &job.profile,
         lane,
         job.settings,
-        &*events,
+        &events,
         operator_rx,
     );
     let outcome = tokio::select! {

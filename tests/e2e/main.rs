@@ -2,5 +2,7 @@
 //! private tmux servers and real git repositories made in the test.
 
 mod handshake;
+mod real_agents;
 mod run_one;
 mod scripted_agent;
+mod spawn;

@@ -139,12 +139,13 @@ impl<'a> Handshake<'a> {
                 self.on_exit(status);
                 break;
             }
+            let looked_at = Instant::now();
             let seen = observe(self.profile, &self.worker.snapshot());
             self.step(seen).await;
             if self.state.status.is_terminal() {
                 break;
             }
-            let wake = self.next_deadline();
+            let wake = self.next_deadline(looked_at);
             tokio::select! {
                 more = changes.changed(), if output_open => output_open = more,
                 _ = self.worker.wait(), if !output_open => {}
@@ -167,11 +168,16 @@ impl<'a> Handshake<'a> {
         }
     }
 
-    fn next_deadline(&self) -> Instant {
+    /// The next time the lane must be looked at even if its screen does not change.
+    ///
+    /// Only deadlines after `looked_at` (when the screen was last read) count: one that had
+    /// already passed then was acted on by that look, or needs nothing, and waking for it again
+    /// would spin (e.g. while blocked on the provider with the retry text still showing).
+    fn next_deadline(&self, looked_at: Instant) -> Instant {
         let far = Instant::now() + Duration::from_secs(3600);
         let mut wake = far;
         let mut consider = |at: Option<Instant>| {
-            if let Some(at) = at {
+            if let Some(at) = at.filter(|at| *at > looked_at) {
                 wake = wake.min(at);
             }
         };
