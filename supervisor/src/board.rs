@@ -24,10 +24,10 @@ pub struct FoundLane {
     pub events: PathBuf,
 }
 
-/// Finds a lane by folder (one with a `.claw` folder) or by name in the current repository's
-/// lane registry.
+/// Finds a lane by folder (an existing folder is taken as the lane's) or by name in the
+/// current repository's lane registry.
 pub fn find_lane(arg: &Path) -> Result<FoundLane, CommandError> {
-    if arg.join(STATE_DIR).is_dir() {
+    if arg.is_dir() {
         let dir = arg.canonicalize().unwrap_or_else(|_| arg.to_owned());
         let name = dir
             .file_name()

@@ -1,0 +1,854 @@
+//! `clawpool run` driving the real Claude Code 2.1.330 and Codex 0.169.0, fully offline: each
+//! agent talks to the scripted model server (`clawpool-model-server`) with a fake key, in a
+//! scratch HOME inside the test's sandbox, set up as docs/real-agents.md describes.
+//!
+//! The agents are installed by `scripts/install-agents.sh` (CI runs it); without them these
+//! tests fail and say so. Events are read from clawpool's stdout as they come, never waited
+//! for with sleeps; the only fixed waits are the "nothing happens for N seconds" windows some
+//! tests assert.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clawpool_pty::{ScreenSnapshot, TermSize};
+use clawpool_tests::{
+    ClosedPort, LaneRun, ModelServer, Sandbox, agent_path, assert_kinds_in_order, git_repo,
+    real_agent, seed_claude_home, seed_codex_home, transitions,
+};
+use serde_json::{Value, json};
+
+/// How long any one awaited event may take. Generous: these tests share two cores with the
+/// rest of the suite, and a real agent's boot is seconds of CPU.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// The prompt given to the agents.
+const PROMPT: &str = "create a file named hello.txt containing hi";
+
+/// The sandbox's lanes folder (canonical, as clawpool and the agents see it), made on demand.
+fn lanes_dir(sandbox: &Sandbox) -> PathBuf {
+    let dir = sandbox.dir.path().join("lanes");
+    std::fs::create_dir_all(&dir).expect("lanes folder");
+    dir.canonicalize().expect("canonical lanes folder")
+}
+
+/// A plain (non-git) lane folder.
+fn plain_lane(sandbox: &Sandbox, name: &str) -> PathBuf {
+    let lane = lanes_dir(sandbox).join(name);
+    std::fs::create_dir_all(&lane).expect("lane folder");
+    lane
+}
+
+/// A `--config` file: `trusted_roots` (when given) and `[profiles.<agent>.launch]` pointing at
+/// the installed agent, plus `launch_extra` lines in that table.
+fn write_config(
+    sandbox: &Sandbox,
+    trusted_root: Option<&Path>,
+    agent: &str,
+    launch_extra: &str,
+) -> PathBuf {
+    let roots = trusted_root
+        .map(|root| format!("trusted_roots = [{:?}]\n", root.display().to_string()))
+        .unwrap_or_default();
+    let text = format!(
+        "{roots}\n[profiles.{agent}.launch]\ncommand = {:?}\n{launch_extra}",
+        real_agent(agent).display().to_string()
+    );
+    let path = sandbox.dir.path().join("config.toml");
+    std::fs::write(&path, text).expect("config file");
+    path
+}
+
+/// The environment Claude Code runs offline with (docs/real-agents.md).
+fn claude_env(sandbox: &Sandbox, base_url: &str) -> Vec<String> {
+    vec![
+        "ANTHROPIC_API_KEY=sk-ant-fake".into(),
+        format!("ANTHROPIC_BASE_URL={base_url}"),
+        "DISABLE_AUTOUPDATER=1".into(),
+        format!("HOME={}", sandbox.home().display()),
+        format!("PATH={}", agent_path()),
+        "TERM=xterm-256color".into(),
+    ]
+}
+
+/// The environment Codex runs offline with (docs/real-agents.md).
+fn codex_env(sandbox: &Sandbox) -> Vec<String> {
+    vec![
+        "OPENAI_API_KEY=sk-fake".into(),
+        format!("HOME={}", sandbox.home().display()),
+        format!("PATH={}", agent_path()),
+        "TERM=xterm-256color".into(),
+    ]
+}
+
+/// Starts `clawpool run --output-format json` for one lane, from an empty environment.
+fn start_lane(
+    sandbox: &Sandbox,
+    config: &Path,
+    agent: &str,
+    lane: &Path,
+    env: &[String],
+    transport: &str,
+) -> LaneRun {
+    let mut cmd = sandbox.clawpool_clean_env();
+    cmd.args(["run", "--output-format", "json", "--agent", agent])
+        .args(["--transport", transport, "--config"])
+        .arg(config)
+        .arg("--cwd")
+        .arg(lane)
+        .args(["--prompt", PROMPT]);
+    for var in env {
+        cmd.arg("--env").arg(var);
+    }
+    let name = lane.file_name().and_then(|n| n.to_str()).unwrap_or("lane");
+    LaneRun::start(
+        cmd,
+        &sandbox.dir.path().join(format!("clawpool-{name}.stderr")),
+    )
+}
+
+/// The lane's screen now, replayed from `.claw/terminal.log` (every byte the agent wrote).
+fn lane_screen(lane: &Path) -> ScreenSnapshot {
+    let bytes = std::fs::read(lane.join(".claw/terminal.log")).unwrap_or_default();
+    clawpool_pty::replay::final_screen(&bytes, TermSize::default())
+}
+
+/// The lane's screen as text, for failure messages.
+fn screen_report(lane: &Path) -> String {
+    let text = lane_screen(lane).text();
+    let rows: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    format!(
+        "the agent's screen (replayed from .claw/terminal.log):\n{}",
+        rows.join("\n")
+    )
+}
+
+/// Waits for the next event of `kind` (from now on).
+fn wait_kind(run: &mut LaneRun, lane: &Path, kind: &str) -> Value {
+    run.wait_for(
+        kind,
+        PATIENCE,
+        |e| e["kind"] == kind,
+        || screen_report(lane),
+    )
+}
+
+/// Waits for the `{"outcome": …}` line and for clawpool to exit; returns the exit code and
+/// the outcome.
+fn finish(run: &mut LaneRun, lane: &Path) -> (i32, Value) {
+    let outcome = run.wait_for(
+        "the outcome",
+        PATIENCE,
+        |e| e.get("outcome").is_some(),
+        || screen_report(lane),
+    );
+    let status = run.wait_exit(PATIENCE);
+    (status.code().unwrap_or(-1), outcome["outcome"].clone())
+}
+
+fn find_event<'a>(events: &'a [Value], kind: &str) -> &'a Value {
+    events
+        .iter()
+        .find(|e| e["kind"] == kind)
+        .unwrap_or_else(|| panic!("no {kind} in {events:#?}"))
+}
+
+fn count_kind(events: &[Value], kind: &str) -> usize {
+    events.iter().filter(|e| e["kind"] == kind).count()
+}
+
+fn at_ms(event: &Value) -> u64 {
+    event["at_ms"].as_u64().expect("at_ms")
+}
+
+/// Every file named `name` under `dir` (symlinks not followed).
+fn files_named(dir: &Path, name: &str) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            if kind.is_dir() {
+                stack.push(entry.path());
+            } else if entry.file_name() == name {
+                found.push(entry.path());
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// Whether `pid` is alive (exists and is not a zombie).
+fn alive(pid: u64) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            stat.rsplit(')')
+                .next()
+                .and_then(|rest| rest.split_whitespace().next())
+                .map(|state| state != "Z")
+        })
+        .unwrap_or(false)
+}
+
+/// CPU time (user + system) `pid` has used so far.
+fn cpu_time(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("clawpool's stat");
+    let fields: Vec<&str> = stat
+        .rsplit(')')
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    // After "pid (comm)": state is field 3, utime 14 and stime 15 (1-based, proc(5)).
+    let ticks: u64 =
+        fields[11].parse::<u64>().unwrap_or(0) + fields[12].parse::<u64>().unwrap_or(0);
+    // SAFETY: sysconf has no preconditions.
+    let per_sec = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    Duration::from_millis(ticks * 1000 / per_sec)
+}
+
+/// Asserts that no process started for the sandbox is left, giving processes that are on
+/// their way out a few seconds to go.
+fn assert_nothing_left(sandbox: &Sandbox) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let mut left = sandbox.leftover_processes();
+    while !left.is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+        left = sandbox.leftover_processes();
+    }
+    let described: Vec<String> = left
+        .iter()
+        .map(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            format!(
+                "{pid}: {}",
+                String::from_utf8_lossy(&cmdline).replace('\0', " ")
+            )
+        })
+        .collect();
+    assert!(
+        described.is_empty(),
+        "processes left behind: {described:#?}"
+    );
+}
+
+/// The tmux pane whose process is `pid`, on whichever private server in the sandbox runs it,
+/// captured as text (what a person attaching would see).
+fn capture_pane_of(sandbox: &Sandbox, pid: u64) -> String {
+    let sockets: Vec<PathBuf> = std::fs::read_dir(sandbox.tmux_dir())
+        .into_iter()
+        .flatten()
+        .flatten()
+        .flat_map(|dir| {
+            std::fs::read_dir(dir.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+        })
+        .map(|socket| socket.path())
+        .collect();
+    for socket in &sockets {
+        let panes = sandbox
+            .tmux()
+            .arg("-S")
+            .arg(socket)
+            .args(["list-panes", "-a", "-F", "#{pane_pid} #{pane_id}"])
+            .output()
+            .expect("tmux list-panes");
+        let panes = String::from_utf8_lossy(&panes.stdout).into_owned();
+        let Some(pane) = panes.lines().find_map(|line| {
+            let (pane_pid, pane) = line.split_once(' ')?;
+            (pane_pid == pid.to_string()).then(|| pane.to_owned())
+        }) else {
+            continue;
+        };
+        let out = sandbox
+            .tmux()
+            .arg("-S")
+            .arg(socket)
+            .args(["capture-pane", "-p", "-t", &pane])
+            .output()
+            .expect("tmux capture-pane");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return String::from_utf8_lossy(&out.stdout).into_owned();
+    }
+    panic!("no tmux pane runs pid {pid} (servers: {sockets:?})");
+}
+
+/// A script that makes Claude Code write `<lane>/hello.txt` and then say it is done.
+fn write_hello_script(lane: &Path) -> Value {
+    json!([
+        {"tool_use": {"name": "Write", "input": {
+            "file_path": lane.join("hello.txt").display().to_string(),
+            "content": "hi"
+        }}},
+        {"text": "Done. Created hello.txt."}
+    ])
+}
+
+/// A trusted lane, with Claude Code's own trust store left alone (`trust_store = "none"`),
+/// so the real trust dialog shows and clawpool answers it; the scripted model makes Claude
+/// write `hello.txt` in the lane, and it lands there and nowhere else.
+#[test]
+fn claude_trusted_lane_answers_the_trust_dialog_and_writes_only_in_its_lane() {
+    real_agent("claude");
+    let sandbox = Sandbox::new();
+    let lane = plain_lane(&sandbox, "alpha");
+    let sibling = plain_lane(&sandbox, "beta");
+    let mut server = ModelServer::start(
+        &sandbox.dir.path().join("model"),
+        &write_hello_script(&lane),
+    );
+    // Onboarding done, but no project trusted and the key not yet approved: both dialogs show.
+    seed_claude_home(&sandbox.home(), json!({}));
+    let config = write_config(
+        &sandbox,
+        Some(&lanes_dir(&sandbox)),
+        "claude",
+        "trust_store = \"none\"\n",
+    );
+
+    let mut run = start_lane(
+        &sandbox,
+        &config,
+        "claude",
+        &lane,
+        &claude_env(&sandbox, &server.url()),
+        "pty",
+    );
+    let (code, outcome) = finish(&mut run, &lane);
+    let events = run.events();
+    assert_eq!(code, 0, "{}\n{}", run.report(), screen_report(&lane));
+    assert_eq!(outcome["state"]["status"], "finished");
+    assert_eq!(outcome["receipt"]["method"], "typed");
+    assert_eq!(outcome["receipt"]["attempts"], 1);
+
+    assert_eq!(
+        transitions(&events),
+        [
+            "spawning",
+            "trust_required",
+            "ready_for_prompt",
+            "prompt_accepted",
+            "running",
+            "finished"
+        ],
+        "{}",
+        run.report()
+    );
+    assert_kinds_in_order(
+        &events,
+        &[
+            "lane.started",
+            "lane.trust_required",
+            "lane.dialog_answered",
+            "lane.trust_resolved",
+            "lane.ready",
+            "lane.prompt_typed",
+            "lane.prompt_sent",
+            "lane.prompt_accepted",
+            "lane.running",
+            "lane.finished",
+        ],
+    );
+    assert_eq!(
+        count_kind(&events, "lane.trust_store_seeded"),
+        0,
+        "pre-seeding is off"
+    );
+    // The trust dialog was answered by policy, once, and the answer took.
+    let answers: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["kind"] == "lane.dialog_answered")
+        .collect();
+    let trust = answers
+        .iter()
+        .find(|e| e["detail"]["dialog"] == "trust")
+        .unwrap_or_else(|| panic!("no trust answer: {answers:#?}"));
+    assert_eq!(trust["detail"]["choice"], "yes");
+    assert_eq!(trust["detail"]["by"], "policy");
+    assert_eq!(trust["detail"]["completed"], true);
+    assert_eq!(
+        answers
+            .iter()
+            .filter(|e| e["detail"]["dialog"] == "trust")
+            .count(),
+        1
+    );
+    assert_eq!(
+        find_event(&events, "lane.trust_resolved")["detail"]["method"],
+        "auto_allowlisted"
+    );
+    // Claude Code's API-key dialog came next and the profile answered it (policy auto).
+    let key = answers
+        .iter()
+        .find(|e| e["detail"]["dialog"] == "api_key")
+        .unwrap_or_else(|| panic!("no api_key answer: {answers:#?}"));
+    assert_eq!(key["detail"]["completed"], true);
+    let accepted = find_event(&events, "lane.prompt_accepted");
+    assert!(
+        accepted["evidence"]["matched"]
+            .as_str()
+            .unwrap_or("")
+            .contains(PROMPT),
+        "{accepted}"
+    );
+
+    // The work landed in the lane, and nowhere else: not the sibling lane, not HOME.
+    assert_eq!(
+        std::fs::read_to_string(lane.join("hello.txt")).expect("hello.txt in the lane"),
+        "hi"
+    );
+    assert!(!sibling.join("hello.txt").exists());
+    assert_eq!(
+        files_named(sandbox.dir.path(), "hello.txt"),
+        [lane.join("hello.txt")]
+    );
+
+    // Claude Code ran in the lane and got the prompt, and ran the tool it was told to.
+    let main = server.main_requests();
+    assert!(
+        main.len() >= 2,
+        "a task request and the tool result: {main:#?}"
+    );
+    let first = main[0]["body"].to_string();
+    assert!(
+        first.contains(&format!("Primary working directory: {}", lane.display())),
+        "Claude Code's environment block names the lane"
+    );
+    assert!(first.contains(PROMPT), "the prompt reached the model");
+    assert!(main[1]["body"].to_string().contains("tool_result"));
+
+    // The same events are in the lane's event log.
+    let on_disk = std::fs::read_to_string(lane.join(".claw/events.jsonl")).expect("events.jsonl");
+    assert_eq!(on_disk.lines().count(), events.len());
+
+    drop(run);
+    server.stop();
+    assert_nothing_left(&sandbox);
+}
+
+/// A trusted lane with pre-seeding (the default `trust_store = "claude"`): clawpool records
+/// the lane as trusted in `~/.claude.json` without disturbing anything else there, Claude Code
+/// accepts that and shows no dialog, and the lane finishes.
+#[test]
+fn claude_trusted_lane_is_pre_seeded_in_claude_json_and_shows_no_dialog() {
+    real_agent("claude");
+    let sandbox = Sandbox::new();
+    let lane = plain_lane(&sandbox, "seeded");
+    let mut server = ModelServer::start(
+        &sandbox.dir.path().join("model"),
+        &json!([{"text": "Hello from the scripted model."}]),
+    );
+    let other_project = json!({"hasTrustDialogAccepted": false, "allowedTools": ["Bash(ls)"]});
+    let approved = json!({"approved": ["sk-ant-fake"], "rejected": []});
+    let kept = json!({"nested": [1, 2, 3], "text": "not clawpool's"});
+    seed_claude_home(
+        &sandbox.home(),
+        json!({
+            "customApiKeyResponses": approved,
+            "projects": {"/elsewhere/project": other_project},
+            "clawpoolTestKeep": kept,
+        }),
+    );
+    let config = write_config(&sandbox, Some(&lanes_dir(&sandbox)), "claude", "");
+
+    let mut run = start_lane(
+        &sandbox,
+        &config,
+        "claude",
+        &lane,
+        &claude_env(&sandbox, &server.url()),
+        "pty",
+    );
+    let (code, outcome) = finish(&mut run, &lane);
+    let events = run.events();
+    assert_eq!(code, 0, "{}\n{}", run.report(), screen_report(&lane));
+    assert_eq!(outcome["state"]["status"], "finished");
+
+    let seeded = find_event(&events, "lane.trust_store_seeded");
+    assert_eq!(seeded["detail"]["outcome"], "Seeded", "{seeded}");
+    let store = sandbox.home().join(".claude.json");
+    assert_eq!(seeded["detail"]["store"], store.display().to_string());
+    assert_kinds_in_order(&events, &["lane.trust_store_seeded", "lane.started"]);
+    assert_eq!(
+        transitions(&events),
+        [
+            "spawning",
+            "ready_for_prompt",
+            "prompt_accepted",
+            "running",
+            "finished"
+        ],
+        "{}",
+        run.report()
+    );
+    assert_eq!(count_kind(&events, "lane.trust_required"), 0);
+    assert_eq!(
+        count_kind(&events, "lane.dialog_answered"),
+        0,
+        "no dialog at all"
+    );
+
+    let file: Value = serde_json::from_str(&std::fs::read_to_string(&store).expect(".claude.json"))
+        .expect("JSON");
+    let key = lane.display().to_string();
+    assert_eq!(
+        file["projects"][&key]["hasTrustDialogAccepted"], true,
+        "{file:#}"
+    );
+    // Everything else survived (Claude Code rewrites the file on start too; it keeps these).
+    assert_eq!(file["projects"]["/elsewhere/project"], other_project);
+    assert_eq!(file["clawpoolTestKeep"], kept);
+    assert_eq!(file["customApiKeyResponses"], approved);
+    assert_eq!(file["hasCompletedOnboarding"], true);
+    assert!(file["numStartups"].as_u64().unwrap_or(0) >= 3, "{file:#}");
+    assert!(!server.main_requests().is_empty());
+
+    drop(run);
+    server.stop();
+    assert_nothing_left(&sandbox);
+}
+
+/// An untrusted lane: the real trust dialog shows, the lane is `blocked{trust_prompt}`, and
+/// nothing is typed: seconds later Claude Code is still there with its default `No, exit`
+/// highlighted. `clawpool trust` then resolves it and the lane runs to finished. Run in tmux,
+/// so the pane is also read the way a person attaching would see it.
+#[test]
+fn claude_untrusted_lane_blocks_on_the_trust_dialog_until_clawpool_trust() {
+    real_agent("claude");
+    let sandbox = Sandbox::new();
+    let lane = plain_lane(&sandbox, "untrusted");
+    let mut server = ModelServer::start(
+        &sandbox.dir.path().join("model"),
+        &write_hello_script(&lane),
+    );
+    seed_claude_home(&sandbox.home(), json!({}));
+    let config = write_config(&sandbox, None, "claude", "");
+
+    let mut run = start_lane(
+        &sandbox,
+        &config,
+        "claude",
+        &lane,
+        &claude_env(&sandbox, &server.url()),
+        "tmux",
+    );
+    let started = wait_kind(&mut run, &lane, "lane.started");
+    let agent_pid = started["detail"]["pid"].as_u64().expect("the agent's pid");
+    wait_kind(&mut run, &lane, "lane.trust_required");
+    let blocked = wait_kind(&mut run, &lane, "lane.blocked");
+    assert_eq!(blocked["to"]["subphase"], "trust_prompt", "{blocked}");
+    assert_eq!(blocked["evidence"]["rule"], "trust");
+
+    // Blocked means blocked: for several seconds nothing happens, nothing is typed.
+    let meanwhile = run.lines_within(Duration::from_secs(5));
+    assert!(
+        meanwhile.is_empty(),
+        "the blocked lane did something: {meanwhile:#?}"
+    );
+    let events = run.events();
+    assert_eq!(
+        transitions(&events),
+        ["spawning", "trust_required", "blocked/trust_prompt"],
+        "{}",
+        run.report()
+    );
+    for kind in [
+        "lane.dialog_answered",
+        "lane.prompt_typed",
+        "lane.prompt_sent",
+        "lane.trust_store_seeded",
+    ] {
+        assert_eq!(
+            count_kind(&events, kind),
+            0,
+            "{kind} on an untrusted lane: {}",
+            run.report()
+        );
+    }
+    // Claude Code is alive and still asks, with the default answer highlighted: no key reached
+    // it (a Down would have moved the highlight; an Enter would have made it exit).
+    assert!(
+        alive(agent_pid),
+        "the agent is gone\n{}",
+        screen_report(&lane)
+    );
+    let pane = capture_pane_of(&sandbox, agent_pid);
+    let replayed = lane_screen(&lane).text();
+    for (source, screen) in [("tmux pane", &pane), ("terminal.log", &replayed)] {
+        assert!(
+            screen.contains("Is this a project you created or one you trust?"),
+            "{source}:\n{screen}"
+        );
+        let highlighted: Vec<&str> = screen
+            .lines()
+            .map(str::trim)
+            .filter(|l| l.starts_with('❯'))
+            .collect();
+        assert_eq!(highlighted.len(), 1, "{source}:\n{screen}");
+        assert!(highlighted[0].contains("No, exit"), "{source}:\n{screen}");
+    }
+    assert!(!lane.join("hello.txt").exists());
+    let claude_json =
+        std::fs::read_to_string(sandbox.home().join(".claude.json")).unwrap_or_default();
+    assert!(
+        !claude_json.contains(&format!("\"{}\"", lane.display())),
+        "the untrusted lane is not in Claude Code's trust store: {claude_json}"
+    );
+
+    // The operator trusts it.
+    let out = sandbox
+        .clawpool_clean_env()
+        .arg("trust")
+        .arg(&lane)
+        .output()
+        .expect("clawpool trust");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let resolved = wait_kind(&mut run, &lane, "lane.trust_resolved");
+    assert_eq!(resolved["detail"]["method"], "manual");
+    let (code, outcome) = finish(&mut run, &lane);
+    let events = run.events();
+    assert_eq!(code, 0, "{}\n{}", run.report(), screen_report(&lane));
+    assert_eq!(outcome["state"]["status"], "finished");
+    assert_kinds_in_order(
+        &events,
+        &[
+            "lane.trust_required",
+            "lane.blocked",
+            "lane.dialog_answered",
+            "lane.trust_resolved",
+            "lane.ready",
+            "lane.prompt_typed",
+            "lane.prompt_sent",
+            "lane.prompt_accepted",
+            "lane.running",
+            "lane.finished",
+        ],
+    );
+    let first_answer = find_event(&events, "lane.dialog_answered");
+    assert_eq!(first_answer["detail"]["dialog"], "trust");
+    assert_eq!(first_answer["detail"]["by"], "operator");
+    assert_eq!(
+        std::fs::read_to_string(lane.join("hello.txt")).expect("hello.txt in the lane"),
+        "hi"
+    );
+
+    drop(run);
+    server.stop();
+    assert_nothing_left(&sandbox);
+    assert_eq!(sandbox.leftover_tmux_sockets(), Vec::<PathBuf>::new());
+}
+
+/// The model endpoint refuses connections: Claude Code takes the prompt and retries; clawpool
+/// reports the lane `blocked{provider}` within 30 s of sending the prompt, stays put without
+/// burning CPU, and on Ctrl-C stops the agent and leaves nothing behind.
+#[test]
+fn claude_with_a_refusing_provider_is_blocked_on_the_provider() {
+    real_agent("claude");
+    let sandbox = Sandbox::new();
+    let lane = plain_lane(&sandbox, "offline");
+    let closed = ClosedPort::new();
+    seed_claude_home(
+        &sandbox.home(),
+        json!({"customApiKeyResponses": {"approved": ["sk-ant-fake"], "rejected": []}}),
+    );
+    let config = write_config(&sandbox, Some(&lanes_dir(&sandbox)), "claude", "");
+    let url = format!("http://127.0.0.1:{}", closed.port);
+
+    let mut run = start_lane(
+        &sandbox,
+        &config,
+        "claude",
+        &lane,
+        &claude_env(&sandbox, &url),
+        "pty",
+    );
+    let sent = wait_kind(&mut run, &lane, "lane.prompt_sent");
+    let blocked = run.wait_for(
+        "lane.blocked",
+        Duration::from_secs(45),
+        |e| {
+            e["kind"] == "lane.blocked"
+                || e["kind"] == "lane.finished"
+                || e["kind"] == "lane.failed"
+        },
+        || screen_report(&lane),
+    );
+    assert_eq!(blocked["kind"], "lane.blocked", "{}", run.report());
+    assert_eq!(blocked["to"]["subphase"], "provider", "{}", run.report());
+    assert_eq!(blocked["evidence"]["rule"], "provider_retrying");
+    let waited = at_ms(&blocked) - at_ms(&sent);
+    assert!(
+        waited < 30_000,
+        "blocked{{provider}} only {waited} ms after the prompt was sent"
+    );
+    assert_eq!(
+        transitions(&run.events()),
+        [
+            "spawning",
+            "ready_for_prompt",
+            "prompt_accepted",
+            "running",
+            "blocked/provider"
+        ],
+        "{}",
+        run.report()
+    );
+
+    // Blocked, it stays so, and clawpool waits for the screen instead of spinning.
+    let cpu_before = cpu_time(run.pid());
+    let meanwhile = run.lines_within(Duration::from_secs(3));
+    let cpu_used = cpu_time(run.pid()).saturating_sub(cpu_before);
+    assert!(meanwhile.is_empty(), "{meanwhile:#?}");
+    assert!(
+        cpu_used < Duration::from_millis(1000),
+        "clawpool used {cpu_used:?} of CPU in 3 s while the lane sat blocked"
+    );
+
+    // Ctrl-C: clawpool stops the agent and exits 130.
+    run.signal(libc::SIGINT);
+    let status = run.wait_exit(Duration::from_secs(30));
+    assert_eq!(status.code(), Some(130), "{}", run.report());
+    drop(run);
+    assert_nothing_left(&sandbox);
+}
+
+/// Codex in a git repository (the only place it asks): a trusted lane goes trust_required →
+/// ready_for_prompt, nothing being typed before the dialog is answered. Then, while the model
+/// takes its time, Codex works with its placeholder input line in plain view, and the lane is
+/// `running`, not ready or finished, until the reply comes.
+#[test]
+fn codex_trust_dialog_and_a_working_codex_is_not_ready() {
+    real_agent("codex");
+    let sandbox = Sandbox::new();
+    let lane = git_repo(&lanes_dir(&sandbox), "repo");
+    let mut server = ModelServer::start(
+        &sandbox.dir.path().join("model"),
+        &json!([{"text": "Hello from the scripted model.", "delay_ms": 8000}]),
+    );
+    seed_codex_home(&sandbox, &server.url(), "sk-fake");
+    let config = write_config(
+        &sandbox,
+        Some(&lanes_dir(&sandbox)),
+        "codex",
+        "trust_store = \"none\"\n",
+    );
+
+    let mut run = start_lane(
+        &sandbox,
+        &config,
+        "codex",
+        &lane,
+        &codex_env(&sandbox),
+        "pty",
+    );
+    wait_kind(&mut run, &lane, "lane.trust_required");
+    wait_kind(&mut run, &lane, "lane.ready");
+    let running = wait_kind(&mut run, &lane, "lane.running");
+    let events = run.events();
+    assert_kinds_in_order(
+        &events,
+        &[
+            "lane.started",
+            "lane.trust_required",
+            "lane.dialog_answered",
+            "lane.trust_resolved",
+            "lane.ready",
+            "lane.prompt_typed",
+            "lane.prompt_sent",
+            "lane.prompt_accepted",
+            "lane.running",
+        ],
+    );
+    // Nothing was typed, and nothing called ready, before the trust dialog was answered.
+    let trust_at = events
+        .iter()
+        .position(|e| e["kind"] == "lane.trust_resolved");
+    for kind in ["lane.ready", "lane.prompt_typed", "lane.prompt_sent"] {
+        let first = events.iter().position(|e| e["kind"] == kind);
+        assert!(
+            first > trust_at,
+            "{kind} before the trust dialog was answered: {}",
+            run.report()
+        );
+    }
+    assert_eq!(
+        find_event(&events, "lane.trust_resolved")["detail"]["method"],
+        "auto_allowlisted"
+    );
+    assert_eq!(running["evidence"]["rule"], "working_indicator");
+
+    // Working: the placeholder input line is on screen, and the lane is not ready.
+    let meanwhile = run.lines_within(Duration::from_secs(5));
+    assert!(
+        meanwhile.is_empty(),
+        "a working Codex was reported as something else: {meanwhile:#?}\n{}",
+        screen_report(&lane)
+    );
+    let screen = lane_screen(&lane);
+    assert!(
+        screen.contains("esc to interrupt"),
+        "{}",
+        screen_report(&lane)
+    );
+    assert!(
+        screen
+            .rows
+            .iter()
+            .any(|r| r.trim() == "› Ask Codex to do anything"),
+        "the placeholder input line is visible while it works\n{}",
+        screen_report(&lane)
+    );
+
+    // The reply comes; the turn finishes.
+    let (code, outcome) = finish(&mut run, &lane);
+    let events = run.events();
+    assert_eq!(code, 0, "{}\n{}", run.report(), screen_report(&lane));
+    assert_eq!(outcome["state"]["status"], "finished");
+    assert_eq!(
+        transitions(&events),
+        [
+            "spawning",
+            "trust_required",
+            "ready_for_prompt",
+            "prompt_accepted",
+            "running",
+            "finished"
+        ],
+        "{}",
+        run.report()
+    );
+    let finished = find_event(&events, "lane.finished");
+    assert!(at_ms(finished) - at_ms(&running) >= 5_000);
+    // Enter picked "Trust and continue": Codex recorded the trust itself.
+    let codex_config =
+        std::fs::read_to_string(sandbox.home().join(".codex/config.toml")).expect("config.toml");
+    assert!(
+        codex_config.contains(&format!("[projects.\"{}\"]", lane.display())),
+        "{codex_config}"
+    );
+    let main = server.main_requests();
+    assert!(
+        !main.is_empty() && main[0]["body"].to_string().contains(PROMPT),
+        "{main:#?}"
+    );
+
+    drop(run);
+    server.stop();
+    assert_nothing_left(&sandbox);
+}
