@@ -255,3 +255,64 @@ pub async fn run_events(lane: &Path, follow: bool) -> Result<ExitCode, CommandEr
         }
     }
 }
+
+/// `clawpool attach`: a tmux lane is attached for real (a person can take over); a PTY lane is
+/// mirrored read-only from its raw terminal log until it ends or Ctrl-C.
+pub async fn run_attach(lane: &Path) -> Result<ExitCode, CommandError> {
+    let found = find_lane(lane)?;
+    let doc = read_state_file(&state_file_path(&found.dir)).map_err(|err| CommandError {
+        kind: err.kind(),
+        message: err.to_string(),
+        exit: EXIT_FAILURE,
+    })?;
+    if let Some(target) = &doc.transport.session {
+        let (socket, session) = target.split_once(':').unwrap_or(("", target));
+        let err = std::os::unix::process::CommandExt::exec(
+            std::process::Command::new("tmux")
+                .args(["-L", socket, "attach", "-t", session])
+                .env_remove("TMUX"),
+        );
+        return Err(CommandError::io("running tmux attach", err));
+    }
+    let log = found.events.with_file_name("terminal.log");
+    let log = if log.is_file() {
+        log
+    } else {
+        found.dir.join(STATE_DIR).join("terminal.log")
+    };
+    // Lanes run at the default size; the mirror replays at that size.
+    let mut model = clawpool_pty::ScreenModel::new(clawpool_pty::ScreenOptions {
+        answer_queries: false,
+        ..clawpool_pty::ScreenOptions::new(clawpool_pty::TermSize::default())
+    });
+    let mut offset = 0usize;
+    let mut out = std::io::stdout();
+    loop {
+        let bytes = std::fs::read(&log)
+            .map_err(|e| CommandError::io("reading the lane's terminal log", e))?;
+        if bytes.len() < offset {
+            offset = 0; // rotated
+        }
+        if bytes.len() > offset {
+            model.feed(&bytes[offset..]);
+            offset = bytes.len();
+            let mut frame = b"\x1b[H\x1b[2J".to_vec();
+            frame.extend_from_slice(&model.contents_formatted());
+            std::io::Write::write_all(&mut out, &frame)
+                .map_err(|e| CommandError::io("writing to the terminal", e))?;
+            std::io::Write::flush(&mut out)
+                .map_err(|e| CommandError::io("writing to the terminal", e))?;
+        }
+        let ended = read_state_file(&state_file_path(&found.dir))
+            .map(|d| d.status.is_terminal())
+            .unwrap_or(true);
+        if ended {
+            println!("\r\nclawpool: the lane has ended");
+            return Ok(ExitCode::SUCCESS);
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+            _ = tokio::signal::ctrl_c() => return Ok(ExitCode::SUCCESS),
+        }
+    }
+}

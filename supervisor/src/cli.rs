@@ -41,6 +41,9 @@ pub enum Command {
     Board(BoardArgs),
     /// Print a lane's events (JSON lines), and with --follow keep printing new ones.
     Events(EventsArgs),
+    /// Watch a lane: attach to its tmux session (and take over), or mirror a PTY lane
+    /// read-only from its terminal log.
+    Attach(LaneArgs),
     /// Run a task packet: one lane per task, each in its own git worktree, at most N at once,
     /// until every lane is finished or failed.
     Spawn(SpawnArgs),
@@ -110,6 +113,7 @@ impl Command {
             Command::Spawn(args) => args.output_format,
             Command::Board(args) => args.output_format,
             Command::Events(_) => OutputFormat::Text,
+            Command::Attach(args) => args.output_format,
             Command::Packet(PacketArgs {
                 command: PacketCommand::Validate(args),
             }) => args.output_format,

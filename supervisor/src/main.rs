@@ -91,6 +91,7 @@ fn main() -> ExitCode {
                 board::run_board(&args.repo, args.watch, args.output_format).await
             }
             Command::Events(args) => board::run_events(&args.lane, args.follow).await,
+            Command::Attach(args) => board::run_attach(&args.lane).await,
             Command::State(args) => inspect::run_state(&args.lane, args.output_format),
             Command::Packet(cli::PacketArgs {
                 command: cli::PacketCommand::Validate(args),

@@ -796,3 +796,39 @@ fn packet_validate_lists_every_problem_with_its_path() {
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("fix-login"));
 }
+
+#[test]
+fn attach_mirrors_a_pty_lane_read_only_until_it_ends() {
+    let sandbox = Sandbox::new();
+    let scenario = "prompt_log = \".prompts.jsonl\"\n[[prompt]]\nsteps = [{ do = \"say\", text = \"halfway there\" }, { do = \"sleep\", ms = 1500 }]\n";
+    let (repo, config) = setup(&sandbox, scenario, true, "");
+    let mut lane = Lane::start(&sandbox, &repo, &config, "scripted", "work slowly");
+    lane.wait_kind("lane.running");
+    let attach = sandbox
+        .clawpool()
+        .arg("attach")
+        .arg(&repo)
+        .output()
+        .expect("clawpool attach");
+    assert!(
+        attach.status.success(),
+        "{}",
+        String::from_utf8_lossy(&attach.stderr)
+    );
+    let shown = String::from_utf8_lossy(&attach.stdout);
+    assert!(
+        shown.contains("halfway there"),
+        "the mirror shows the lane's screen"
+    );
+    assert!(shown.contains("the lane has ended"));
+    let (code, _, _) = lane.finish();
+    assert_eq!(code, 0);
+    // Read-only: the agent got exactly one prompt.
+    assert_eq!(
+        prompt_log(&repo)
+            .iter()
+            .filter(|e| e["event"] == "prompt")
+            .count(),
+        1
+    );
+}
