@@ -184,13 +184,16 @@ pub struct AnswerArgs {
 
 #[derive(Debug, Args)]
 pub struct ExplainArgs {
-    /// The agent profile to read the screen with.
+    /// A lane (its name or folder): explain its current screen, rebuilt from its terminal log,
+    /// with its own agent's profile.
+    #[arg(conflicts_with_all = ["screen"], required_unless_present = "screen")]
+    pub lane: Option<PathBuf>,
+    /// The agent profile to read the screen with (default for a lane: its own agent).
+    #[arg(long, required_unless_present = "lane")]
+    pub agent: Option<String>,
+    /// A screen: plain text (`tmux capture-pane -p`) or with attributes (`capture-pane -p -e`).
     #[arg(long)]
-    pub agent: String,
-    /// A screen: plain text (`tmux capture-pane -p`) or with attributes (`capture-pane -p -e`),
-    /// or a raw byte stream.
-    #[arg(long)]
-    pub screen: PathBuf,
+    pub screen: Option<PathBuf>,
     /// The screen's size as COLSxROWS (default: taken from the file).
     #[arg(long, value_parser = parse_size)]
     pub size: Option<TermSize>,

@@ -60,18 +60,52 @@ pub fn load_screen(
     Ok(model.snapshot())
 }
 
+/// `clawpool explain LANE`: the lane's current screen, rebuilt from its raw terminal log.
+pub fn run_explain_lane(
+    profiles: &ProfileSet,
+    lane: &Path,
+    agent: Option<&str>,
+    format: OutputFormat,
+) -> Result<ExitCode, CommandError> {
+    let found = crate::board::find_lane(lane)?;
+    let doc = clawpool_lanes::read_state_file(&clawpool_lanes::state_file_path(&found.dir))
+        .map_err(|err| CommandError {
+            kind: err.kind(),
+            message: err.to_string(),
+            exit: crate::output::EXIT_FAILURE,
+        })?;
+    let log = found.events.with_file_name("terminal.log");
+    let log = if log.is_file() {
+        log
+    } else {
+        found
+            .dir
+            .join(crate::run_lane::STATE_DIR)
+            .join("terminal.log")
+    };
+    let bytes =
+        std::fs::read(&log).map_err(|e| CommandError::io("reading the lane's terminal log", e))?;
+    let snap = clawpool_pty::replay::final_screen(&bytes, TermSize::default());
+    run_explain(
+        profiles,
+        agent.unwrap_or(&doc.agent),
+        &snap,
+        &log.display().to_string(),
+        format,
+    )
+}
+
 pub fn run_explain(
     profiles: &ProfileSet,
     agent: &str,
-    screen: &Path,
-    size: Option<TermSize>,
+    snap: &clawpool_pty::ScreenSnapshot,
+    screen: &str,
     format: OutputFormat,
 ) -> Result<ExitCode, CommandError> {
     let profile = profiles
         .get(agent)
         .map_err(|e| CommandError::invalid("unknown_agent", e.to_string()))?;
-    let snap = load_screen(screen, size)?;
-    let explanation = explain(profile, &snap);
+    let explanation = explain(profile, snap);
     match format {
         OutputFormat::Json => println!(
             "{}",
@@ -79,12 +113,7 @@ pub fn run_explain(
         ),
         OutputFormat::Text => {
             let obs = &explanation.observation;
-            println!(
-                "screen: {} ({}x{})",
-                screen.display(),
-                snap.size.cols,
-                snap.size.rows
-            );
+            println!("screen: {} ({}x{})", screen, snap.size.cols, snap.size.rows);
             println!(
                 "reads as: {}",
                 serde_json::to_string(&obs.seen).unwrap_or_default()

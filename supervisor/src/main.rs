@@ -25,6 +25,7 @@ use crate::cli::{Cli, Command};
 use crate::output::CommandError;
 
 fn main() -> ExitCode {
+    quiet_on_closed_stdout();
     let matches = Cli::command().get_matches();
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
@@ -68,13 +69,25 @@ fn main() -> ExitCode {
             }
             Command::Explain(args) => {
                 let loaded = loaded::Loaded::load(&args.config, None)?;
-                inspect::run_explain(
-                    &loaded.profiles,
-                    &args.agent,
-                    &args.screen,
-                    args.size,
-                    args.output_format,
-                )
+                match (&args.lane, &args.screen) {
+                    (Some(lane), _) => inspect::run_explain_lane(
+                        &loaded.profiles,
+                        lane,
+                        args.agent.as_deref(),
+                        args.output_format,
+                    ),
+                    (None, Some(screen)) => inspect::run_explain(
+                        &loaded.profiles,
+                        args.agent.as_deref().unwrap_or_default(),
+                        &inspect::load_screen(screen, args.size)?,
+                        &screen.display().to_string(),
+                        args.output_format,
+                    ),
+                    (None, None) => Err(CommandError::invalid(
+                        "invalid_argument",
+                        "give a LANE or --screen FILE",
+                    )),
+                }
             }
             Command::Config(cli::ConfigArgs {
                 command: cli::ConfigCommand::Show(args),
@@ -169,4 +182,23 @@ async fn operator(
             exit: output::EXIT_FAILURE,
         })
     }
+}
+
+/// `clawpool board | head` closes stdout early; `println!` then panics. SIGPIPE stays ignored
+/// (a tmux control client or a lane's socket going away must never kill the supervisor), so
+/// a failed print to stdout ends the process quietly with the shell's SIGPIPE status instead.
+fn quiet_on_closed_stdout() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        if message.starts_with("failed printing to stdout") {
+            std::process::exit(141);
+        }
+        default(info);
+    }));
 }

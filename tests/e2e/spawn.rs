@@ -329,3 +329,30 @@ fn git_head(dir: &std::path::Path) -> String {
         .expect("git rev-parse");
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
+
+#[test]
+fn explain_reads_a_lanes_current_screen_with_its_own_profile() {
+    let s = setup();
+    assert!(
+        s.spawn(
+            r#"{"name": "solo", "agent": "scripted", "prompt": "once"}"#,
+            &[]
+        )
+        .status
+        .success()
+    );
+    let out = s
+        .sandbox
+        .clawpool()
+        .args(["explain", "solo", "--output-format", "json"])
+        .current_dir(&s.repo)
+        .output()
+        .expect("clawpool explain LANE");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(doc["agent"], "scripted");
+    assert_eq!(
+        doc["explanation"]["observation"]["seen"]["kind"], "idle",
+        "{doc}"
+    );
+}
