@@ -4,8 +4,8 @@
 //! Run with `cargo bench -p clawpool-worktree --bench create`; it prints a Markdown report on
 //! stdout and progress on stderr. `CLAWPOOL_BENCH_QUICK=1` runs one round instead of three.
 //! Under `cargo test` it does nothing. Every run's repository lives in a temporary folder
-//! that is removed as soon as the run is measured; the git commands it runs by hand get their identity from `-c` options,
-//! so the developer's configuration is only read, never written.
+//! that is removed as soon as the run is measured; the git commands it runs by hand get their
+//! identity from `-c` options, so the developer's configuration is only read, never written.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -97,6 +97,8 @@ fn main() {
         "16 × `git worktree add --no-track -b` at once, no lock",
         "16 × `git worktree add -b … origin/main` at once (sets upstream), no lock",
     ];
+    // Each distinct failure message, with how often it was seen.
+    let mut messages = std::collections::BTreeMap::new();
     for (label, files) in [("small", 5), ("medium", 2000)] {
         let mut walls = vec![Vec::new(); ways.len()];
         let mut failures = vec![0; ways.len()];
@@ -109,13 +111,19 @@ fn main() {
                 git(&dir, &["clone", "-q", upstream, "proj"]);
                 let root = dir.join("proj");
                 eprintln!("parallel, {label}, round {}: {}", round + 1, ways[way]);
-                let (wall, failed) = match way {
+                let (wall, errors) = match way {
                     0 => parallel_prepare(&root),
                     1 => parallel_git(&root, &["--no-track"], "main"),
                     _ => parallel_git(&root, &[], "origin/main"),
                 };
                 walls[way].push(wall);
-                failures[way] += failed;
+                failures[way] += errors.len();
+                for error in errors {
+                    // Paths and branch names differ per lane; the message without them is the
+                    // same failure.
+                    let key = error.split('\'').step_by(2).collect::<Vec<_>>().join("'…'");
+                    *messages.entry(key).or_insert(0) += 1;
+                }
                 settle(&dir);
             }
         }
@@ -128,6 +136,12 @@ fn main() {
                 ms(median),
                 failures[way]
             );
+        }
+    }
+    if !messages.is_empty() {
+        println!("\nFailures seen (count, git's message with names elided):\n");
+        for (message, count) in messages {
+            println!("- {count} × `{message}`");
         }
     }
 }
@@ -264,7 +278,7 @@ fn sequential_git(root: &Path, lanes: &mut Vec<Duration>) -> Duration {
 }
 
 /// Prepares the lanes from one thread each; returns the wall time and the failures.
-fn parallel_prepare(root: &Path) -> (Duration, usize) {
+fn parallel_prepare(root: &Path) -> (Duration, Vec<String>) {
     let repo = Repo::open(root).expect("the bench repository opens");
     let start = Instant::now();
     let failed = std::thread::scope(|scope| {
@@ -281,13 +295,15 @@ fn parallel_prepare(root: &Path) -> (Duration, usize) {
         let results = handles
             .into_iter()
             .map(|h| h.join().expect("no thread panics"));
-        results.filter(|result| result.is_err()).count()
+        results
+            .filter_map(|result| result.err().map(|err| err.to_string()))
+            .collect()
     });
     (start.elapsed(), failed)
 }
 
 /// Starts `git worktree add` for every lane at once, without any lock.
-fn parallel_git(root: &Path, extra: &[&str], base: &str) -> (Duration, usize) {
+fn parallel_git(root: &Path, extra: &[&str], base: &str) -> (Duration, Vec<String>) {
     let lanes_dir = root.with_extension("lanes");
     let start = Instant::now();
     let children: Vec<_> = (0..PARALLEL_LANES)
@@ -302,15 +318,27 @@ fn parallel_git(root: &Path, extra: &[&str], base: &str) -> (Duration, usize) {
                 .arg(&path)
                 .arg(base)
                 .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
                 .spawn()
                 .expect("git is installed")
         })
         .collect();
-    let failed = children
+    let outputs: Vec<_> = children
         .into_iter()
-        .map(|mut child| child.wait().expect("git runs"))
-        .filter(|status| !status.success())
-        .count();
-    (start.elapsed(), failed)
+        .map(|child| child.wait_with_output().expect("git runs"))
+        .collect();
+    let elapsed = start.elapsed();
+    let errors = outputs
+        .iter()
+        .filter(|out| !out.status.success())
+        .map(|out| {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            // git's first "error:"/"fatal:" line says what went wrong; hints follow it.
+            let line = stderr
+                .lines()
+                .find(|l| l.starts_with("error:") || l.starts_with("fatal:"));
+            line.unwrap_or(stderr.trim()).to_owned()
+        })
+        .collect();
+    (elapsed, errors)
 }
