@@ -26,6 +26,7 @@ use crate::output::CommandError;
 
 fn main() -> ExitCode {
     quiet_on_closed_stdout();
+    raise_open_file_limit();
     let matches = Cli::command().get_matches();
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
@@ -201,4 +202,18 @@ fn quiet_on_closed_stdout() {
         }
         default(info);
     }));
+}
+
+/// Every lane holds a handful of descriptors (its terminal, a pidfd, its logs, its control
+/// socket); a few hundred lanes need more than the usual soft limit of 1024, so take the hard
+/// limit.
+fn raise_open_file_limit() {
+    // SAFETY: getrlimit/setrlimit read and write one rlimit struct we own.
+    unsafe {
+        let mut limit: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max {
+            limit.rlim_cur = limit.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+    }
 }

@@ -18,7 +18,10 @@ pub enum WorktreeError {
     },
 
     /// The repository has no main worktree, so there is nowhere to put lanes beside it.
-    #[error("{} is a bare repository; lanes need a repository with a main worktree", path.display())]
+    #[error(
+        "{} is a bare repository; lanes need a repository with a main worktree",
+        path.display()
+    )]
     BareRepository {
         /// The path that was given.
         path: PathBuf,
@@ -79,7 +82,10 @@ pub enum WorktreeError {
     },
 
     /// The worktree has modified or untracked files, and removal was not forced.
-    #[error("{} has uncommitted changes or untracked files; not removed (force removes it anyway)", path.display())]
+    #[error(
+        "{} has uncommitted changes or untracked files; not removed (force removes it anyway)",
+        path.display()
+    )]
     Dirty {
         /// The worktree's folder.
         path: PathBuf,

@@ -30,4 +30,4 @@ mod status;
 pub use error::WorktreeError;
 pub use lane::{LaneWorktreeSpec, Prepared, prepare_lane_worktree, remove_lane_worktree};
 pub use repo::Repo;
-pub use status::{WorktreeStatus, worktree_status};
+pub use status::{WorktreeStatus, worktree_head, worktree_status};

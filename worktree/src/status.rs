@@ -19,18 +19,32 @@ pub struct WorktreeStatus {
     pub dirty: bool,
 }
 
+/// The commit a worktree (main or linked) has checked out, read without scanning its files:
+/// cheap enough to ask every few seconds for hundreds of lanes.
+pub fn worktree_head(path: &Path) -> Result<String, WorktreeError> {
+    let repo = open_worktree(path)?;
+    repo.refname_to_id("HEAD")
+        .map(|id| id.to_string())
+        .map_err(|err| WorktreeError::query("HEAD", path, &err))
+}
+
+fn open_worktree(path: &Path) -> Result<Repository, WorktreeError> {
+    Repository::open_ext(path, RepositoryOpenFlags::NO_SEARCH, &[] as &[&Path]).map_err(|err| {
+        match err.code() {
+            ErrorCode::NotFound => WorktreeError::NotARepository {
+                path: PathBuf::from(path),
+            },
+            _ => WorktreeError::query("the worktree", path, &err),
+        }
+    })
+}
+
 /// The status of the worktree (main or linked) whose top folder is `path`.
 ///
 /// Fails with [`WorktreeError::NotARepository`] when `path` is not the top of a worktree, and
 /// [`WorktreeError::Query`] when HEAD has no commit yet.
 pub fn worktree_status(path: &Path) -> Result<WorktreeStatus, WorktreeError> {
-    let repo = Repository::open_ext(path, RepositoryOpenFlags::NO_SEARCH, &[] as &[&Path])
-        .map_err(|err| match err.code() {
-            ErrorCode::NotFound => WorktreeError::NotARepository {
-                path: PathBuf::from(path),
-            },
-            _ => WorktreeError::query("the worktree", path, &err),
-        })?;
+    let repo = open_worktree(path)?;
     let head = repo
         .refname_to_id("HEAD")
         .map_err(|err| WorktreeError::query("HEAD", path, &err))?;

@@ -562,7 +562,10 @@ fn an_existing_branch_gets_its_worktree_back() {
     assert!(repo.branch_exists("lanes/a"));
     let again = prepare_lane_worktree(&repo, &spec).expect("the lane is made again");
     assert!(
-        matches!(&again, Prepared::Created { new_branch: false, head_sha, .. } if *head_sha == lane_sha),
+        matches!(
+            &again,
+            Prepared::Created { new_branch: false, head_sha, .. } if *head_sha == lane_sha
+        ),
         "{again:?}"
     );
 
