@@ -41,6 +41,17 @@ pub enum Terminal {
     Tmux(TmuxServer),
 }
 
+impl Terminal {
+    /// Kills the tmux server once no lane runs on it any more (and removes its socket).
+    pub async fn close_if_unused(&self) {
+        if let Terminal::Tmux(server) = self
+            && server.sessions().await.is_ok_and(|s| s.is_empty())
+        {
+            let _ = server.kill_server().await;
+        }
+    }
+}
+
 /// One lane, ready to be driven.
 pub struct LaneJob {
     /// The lane's name.
@@ -385,15 +396,7 @@ pub async fn run(request: RunRequest) -> Result<ExitCode, CommandError> {
         );
     }
     let result = drive(job).await?;
-    if let Terminal::Tmux(server) = &terminal
-        && server
-            .sessions()
-            .await
-            .map(|s| s.is_empty())
-            .unwrap_or(false)
-    {
-        let _ = server.kill_server().await;
-    }
+    terminal.close_if_unused().await;
     let Some(outcome) = result.outcome else {
         return Ok(ExitCode::from(130));
     };

@@ -123,15 +123,7 @@ pub async fn run(args: SpawnArgs, loaded: Loaded) -> Result<ExitCode, CommandErr
         painter.abort();
     }
     board.paint_final();
-    if let Terminal::Tmux(server) = &terminal
-        && server
-            .sessions()
-            .await
-            .map(|s| s.is_empty())
-            .unwrap_or(false)
-    {
-        let _ = server.kill_server().await;
-    }
+    terminal.close_if_unused().await;
     let all_finished = results
         .values()
         .all(|s| s.is_some_and(|s| s.status == clawpool_lanes::LaneStatus::Finished));
