@@ -3,117 +3,68 @@
 //! input. The events asserted on are the ones clawpool prints and keeps in
 //! `.claw/events.jsonl`.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use clawpool_tests::{Sandbox, git_repo, workspace_bin};
+use clawpool_tests::{LaneRun, Sandbox, assert_kinds_in_order, git_repo, workspace_bin};
 use serde_json::Value;
 
 const PATIENCE: Duration = Duration::from_secs(30);
 
-/// A `clawpool run` child whose JSON events are read as they come.
+/// A `clawpool run` of the scripted agent in one lane folder.
 struct Lane {
-    child: Child,
-    events: mpsc::Receiver<Value>,
-    seen: Vec<Value>,
+    run: LaneRun,
     repo: PathBuf,
 }
 
 impl Lane {
     fn start(sandbox: &Sandbox, repo: &Path, config: &Path, agent: &str, prompt: &str) -> Self {
-        let mut child = sandbox
-            .clawpool()
-            .args([
-                "run",
-                "--output-format",
-                "json",
-                "--agent",
-                agent,
-                "--config",
-            ])
-            .arg(config)
-            .arg("--cwd")
-            .arg(repo)
-            .args(["--prompt", prompt])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("clawpool run starts");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (tx, events) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let Ok(value) = serde_json::from_str::<Value>(&line) else {
-                    continue;
-                };
-                if tx.send(value).is_err() {
-                    return;
-                }
-            }
-        });
+        let mut cmd = sandbox.clawpool();
+        cmd.args([
+            "run",
+            "--output-format",
+            "json",
+            "--agent",
+            agent,
+            "--config",
+        ])
+        .arg(config)
+        .arg("--cwd")
+        .arg(repo)
+        .args(["--prompt", prompt]);
+        let stderr = sandbox.dir.path().join(format!("clawpool-{agent}.stderr"));
         Self {
-            child,
-            events,
-            seen: Vec::new(),
+            run: LaneRun::start(cmd, &stderr),
             repo: repo.to_owned(),
         }
     }
 
     /// Waits for the first event (from now on) matching `pred` and returns it.
     fn wait_for(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-        let deadline = Instant::now() + PATIENCE;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.events.recv_timeout(left) {
-                Ok(event) => {
-                    self.seen.push(event.clone());
-                    if pred(&event) {
-                        return event;
-                    }
-                }
-                Err(_) => panic!(
-                    "no {what} within {PATIENCE:?}; events so far:\n{}",
-                    self.dump()
-                ),
-            }
-        }
+        self.run.wait_for(what, PATIENCE, pred, String::new)
     }
 
     fn wait_kind(&mut self, kind: &str) -> Value {
         self.wait_for(kind, |e| e["kind"] == kind)
     }
 
-    /// Waits for clawpool to exit; returns its exit code and the outcome document.
+    /// Waits for clawpool to exit; returns its exit code, the outcome and every line.
     fn finish(mut self) -> (i32, Value, Vec<Value>) {
         let outcome = self.wait_for("the outcome", |e| e.get("outcome").is_some());
-        let status = self.child.wait().expect("clawpool exits");
+        let status = self.run.wait_exit(PATIENCE);
         (
             status.code().unwrap_or(-1),
             outcome["outcome"].clone(),
-            std::mem::take(&mut self.seen),
+            std::mem::take(&mut self.run.seen),
         )
     }
 
-    fn dump(&self) -> String {
-        self.seen
-            .iter()
-            .map(Value::to_string)
-            .collect::<Vec<_>>()
-            .join("\n")
+    fn seen(&self) -> &[Value] {
+        &self.run.seen
     }
 
     fn prompt_log(&self) -> Vec<Value> {
         prompt_log(&self.repo)
-    }
-}
-
-impl Drop for Lane {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -130,18 +81,6 @@ fn kinds(events: &[Value]) -> Vec<String> {
         .iter()
         .filter_map(|e| e["kind"].as_str().map(str::to_owned))
         .collect()
-}
-
-/// Asserts `expected` appear in this order (other events may come between).
-fn assert_in_order(events: &[Value], expected: &[&str]) {
-    let kinds = kinds(events);
-    let mut at = 0;
-    for want in expected {
-        match kinds[at..].iter().position(|k| k == want) {
-            Some(i) => at += i + 1,
-            None => panic!("{want} missing or out of order in {kinds:?}"),
-        }
-    }
 }
 
 /// A lane repository, a scenario for the scripted agent, and a config that points the
@@ -191,7 +130,7 @@ fn a_trusted_lane_is_driven_from_spawn_to_finished() {
     let lane = Lane::start(&sandbox, &repo, &config, "scripted", "write the file");
     let (code, outcome, events) = lane.finish();
     assert_eq!(code, 0, "{events:?}");
-    assert_in_order(
+    assert_kinds_in_order(
         &events,
         &[
             "lane.started",
@@ -263,7 +202,7 @@ fn an_untrusted_lane_blocks_types_nothing_and_waits_for_the_operator() {
     let blocked = lane.wait_kind("lane.blocked");
     assert_eq!(blocked["to"]["subphase"], "trust_prompt");
     assert!(
-        !kinds(&lane.seen)
+        !kinds(lane.seen())
             .iter()
             .any(|k| k == "lane.dialog_answered")
     );
@@ -288,7 +227,7 @@ fn an_untrusted_lane_blocks_types_nothing_and_waits_for_the_operator() {
     assert_eq!(resolved["detail"]["method"], "manual");
     let (code, _, events) = lane.finish();
     assert_eq!(code, 0);
-    assert_in_order(
+    assert_kinds_in_order(
         &events,
         &[
             "lane.blocked",
