@@ -37,6 +37,9 @@ pub enum Command {
     State(LaneArgs),
     /// Task packets.
     Packet(PacketArgs),
+    /// Take over the live tmux lanes of a supervisor that died, from their state files and
+    /// tmux sessions, and drive them to the end.
+    Adopt(AdoptArgs),
     /// Every lane of the repository: status, time in state, progress, branch, commits, last event.
     Board(BoardArgs),
     /// Print a lane's events (JSON lines), and with --follow keep printing new ones.
@@ -112,6 +115,7 @@ impl Command {
             Command::State(args) => args.output_format,
             Command::Spawn(args) => args.output_format,
             Command::Board(args) => args.output_format,
+            Command::Adopt(args) => args.output_format,
             Command::Events(_) => OutputFormat::Text,
             Command::Attach(args) => args.output_format,
             Command::Packet(PacketArgs {
@@ -365,4 +369,16 @@ pub struct EventsArgs {
     /// Keep printing new events as they are appended.
     #[arg(long)]
     pub follow: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct AdoptArgs {
+    /// The repository (default: the one containing the current folder).
+    #[arg(long, default_value = ".")]
+    pub repo: PathBuf,
+    #[command(flatten)]
+    pub config: ConfigFlag,
+    /// Output format for progress and errors.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub output_format: OutputFormat,
 }

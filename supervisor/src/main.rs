@@ -101,6 +101,10 @@ fn main() -> ExitCode {
                 let loaded = loaded::Loaded::load(&args.config, Some(&args.repo))?;
                 spawn::run(args, loaded).await
             }
+            Command::Adopt(args) => {
+                let loaded = loaded::Loaded::load(&args.config, Some(&args.repo))?;
+                spawn::adopt(args, loaded).await
+            }
             Command::Board(args) => {
                 board::run_board(&args.repo, args.watch, args.output_format).await
             }

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clawpool::handshake::{
-    Handshake, LaneContext, OperatorCommand, Outcome, PromptPlan, Settings, check_prompt,
+    Handshake, LaneContext, OperatorCommand, Outcome, PromptPlan, Resumed, Settings, check_prompt,
     plan_prompt,
 };
 use clawpool::lane_state::StateRecorder;
@@ -129,8 +129,22 @@ pub fn preflight(job: &LaneJob) -> Result<(), CommandError> {
     spawn_spec(job).map(drop)
 }
 
+/// How a lane's worker comes to be driven.
+pub enum Start {
+    /// Start the agent.
+    Spawn,
+    /// Carry on with a worker an earlier supervisor started (a tmux session that outlived
+    /// it), from the lane's recorded state.
+    Adopt {
+        /// The re-attached worker.
+        worker: Worker,
+        /// The lane's state file as the earlier supervisor left it.
+        doc: Box<WorkerStateDoc>,
+    },
+}
+
 /// Drives one lane to finished or failed (or until Ctrl-C).
-pub async fn drive(job: LaneJob) -> Result<LaneResult, CommandError> {
+pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandError> {
     let mut spec = spawn_spec(&job)?;
     let state_dir = job.dir.join(STATE_DIR);
     std::fs::create_dir_all(&state_dir)
@@ -142,16 +156,31 @@ pub async fn drive(job: LaneJob) -> Result<LaneResult, CommandError> {
         },
         session: None,
     };
-    let mut doc = WorkerStateDoc::new(
-        format!("{}-{}", job.name, std::process::id()),
-        &job.name,
-        job.profile.name(),
-        job.dir.display().to_string(),
-        transport,
-        state_file::now_secs(),
-    );
-    doc.branch = job.branch.clone();
-    doc.base = job.base.clone().map(|(git_ref, sha)| Base { git_ref, sha });
+    let (doc, adopt) = match start {
+        Start::Spawn => {
+            let mut doc = WorkerStateDoc::new(
+                format!("{}-{}", job.name, std::process::id()),
+                &job.name,
+                job.profile.name(),
+                job.dir.display().to_string(),
+                transport,
+                state_file::now_secs(),
+            );
+            doc.branch = job.branch.clone();
+            doc.base = job.base.clone().map(|(git_ref, sha)| Base { git_ref, sha });
+            (doc, None)
+        }
+        Start::Adopt { worker, mut doc } => {
+            let resumed = Resumed {
+                state: doc.lane_state(),
+                attempts: doc.prompt.attempts,
+                sent_at: doc.prompt.sent_at,
+                accepted_at: doc.prompt.accepted_at,
+            };
+            doc.supervisor.pid = std::process::id();
+            (*doc, Some((worker, resumed)))
+        }
+    };
     let recorder = StateRecorder::new(doc, StateFileWriter::for_worktree(&job.dir));
     let on_state = recorder.clone();
     let on_event = job.on_event;
@@ -164,7 +193,7 @@ pub async fn drive(job: LaneJob) -> Result<LaneResult, CommandError> {
             })),
     );
 
-    if job.trusted {
+    if job.trusted && adopt.is_none() {
         seed_trust_store(&job.profile, &job.dir, &spec, &events);
     }
     let plan = plan_prompt(job.prompt.as_deref(), &job.settings, &job.profile, &job.dir)
@@ -189,9 +218,10 @@ pub async fn drive(job: LaneJob) -> Result<LaneResult, CommandError> {
         |c: char| !c.is_ascii_alphanumeric() && c != '-' && c != '_',
         "_",
     );
-    let worker = match &job.terminal {
-        Terminal::Pty => Worker::spawn_pty(spec).await,
-        Terminal::Tmux(server) => server.spawn(&session, spec).await,
+    let (worker, resumed) = match (adopt, &job.terminal) {
+        (Some((worker, resumed)), _) => (Ok(worker), Some(resumed)),
+        (None, Terminal::Pty) => (Worker::spawn_pty(spec).await, None),
+        (None, Terminal::Tmux(server)) => (server.spawn(&session, spec).await, None),
     };
     let worker = match worker {
         Ok(worker) => worker,
@@ -217,7 +247,7 @@ pub async fn drive(job: LaneJob) -> Result<LaneResult, CommandError> {
         trusted: job.trusted,
         prompt: plan,
     };
-    let handshake = Handshake::new(
+    let mut handshake = Handshake::new(
         worker.clone(),
         &job.profile,
         lane,
@@ -225,6 +255,9 @@ pub async fn drive(job: LaneJob) -> Result<LaneResult, CommandError> {
         &events,
         operator_rx,
     );
+    if let Some(resumed) = resumed {
+        handshake = handshake.resume(resumed);
+    }
     let outcome = tokio::select! {
         outcome = handshake.run() => Some(outcome),
         _ = tokio::signal::ctrl_c() => None,
@@ -395,7 +428,7 @@ pub async fn run(request: RunRequest) -> Result<ExitCode, CommandError> {
             server.socket_name()
         );
     }
-    let result = drive(job).await?;
+    let result = drive(job, Start::Spawn).await?;
     terminal.close_if_unused().await;
     let Some(outcome) = result.outcome else {
         return Ok(ExitCode::from(130));

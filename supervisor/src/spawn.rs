@@ -24,10 +24,10 @@ use clawpool_worktree::{LaneWorktreeSpec, Repo, prepare_lane_worktree};
 use serde_json::json;
 use tokio::sync::Semaphore;
 
-use crate::cli::{OutputFormat, SpawnArgs, TransportKind};
+use crate::cli::{AdoptArgs, OutputFormat, SpawnArgs, TransportKind};
 use crate::loaded::Loaded;
 use crate::output::{CommandError, EXIT_INVALID_INPUT};
-use crate::run_lane::{LaneJob, Terminal, drive, preflight, print_event};
+use crate::run_lane::{LaneJob, Start, Terminal, drive, preflight, print_event};
 
 /// Lanes started at once when `--concurrency` is not given.
 pub const DEFAULT_CONCURRENCY: usize = 4;
@@ -280,6 +280,7 @@ async fn start_lane(
         "branch": prepared.branch(),
         "base": {"ref": lane.worktree.base, "sha": lane.base_sha},
         "agent": lane.profile.name(),
+        "prompt": lane.spec.prompt,
         "supervisor_pid": std::process::id(),
     });
     std::fs::write(registry.join("lane.json"), format!("{entry:#}\n"))
@@ -301,7 +302,7 @@ async fn start_lane(
         base: Some((lane.worktree.base.clone(), lane.base_sha.clone())),
         on_event: Box::new(move |event| on_board.on_event(event)),
     };
-    let result = drive(job).await?;
+    let result = drive(job, Start::Spawn).await?;
     Ok(result.outcome.map(|o| o.state))
 }
 
@@ -489,4 +490,194 @@ impl Board {
             }
         }
     }
+}
+
+/// `clawpool adopt`: after a supervisor died (even with SIGKILL), take over every live lane it
+/// left in tmux — re-attached from its state file and its tmux session, with no worktree made
+/// again and nothing it already sent sent again. A lane whose session is gone is
+/// `failed{worker_lost}`; a lane whose state file cannot be read is reported and left alone.
+pub async fn adopt(args: AdoptArgs, loaded: Loaded) -> Result<ExitCode, CommandError> {
+    let repo = Repo::open(&args.repo)
+        .map_err(|e| CommandError::invalid("not_a_repository", e.to_string()))?;
+    let lock_path = repo.common_dir().join("clawpool").join("supervisor.lock");
+    let _lock = hold_supervisor_lock(&lock_path)?;
+    let root = repo.common_dir().join("clawpool").join("lanes");
+    let mut names: Vec<String> = std::fs::read_dir(&root)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    let board = Board::new(names.clone(), args.output_format);
+    let mut tasks = Vec::new();
+    for name in names {
+        let registry = root.join(&name);
+        let entry: serde_json::Value = match std::fs::read_to_string(registry.join("lane.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+        {
+            Some(entry) => entry,
+            None => {
+                board.set(&name, "not adopted: unreadable lane.json", None);
+                continue;
+            }
+        };
+        let dir = PathBuf::from(entry["worktree"].as_str().unwrap_or_default());
+        let doc = match clawpool_lanes::read_state_file(&clawpool_lanes::state_file_path(&dir)) {
+            Ok(doc) => doc,
+            Err(err) => {
+                board.set(
+                    &name,
+                    &format!("not adopted: {} ({})", err.kind(), err),
+                    None,
+                );
+                continue;
+            }
+        };
+        if doc.status.is_terminal() {
+            board.set(
+                &name,
+                &format!("{} (already ended)", doc.lane_state()),
+                None,
+            );
+            continue;
+        }
+        let profile = match loaded.profiles.get(&doc.agent) {
+            Ok(profile) => profile.clone(),
+            Err(err) => {
+                board.set(&name, &format!("not adopted: {err}"), None);
+                continue;
+            }
+        };
+        let board = board.clone();
+        let settings = loaded.settings;
+        let roots = loaded.roots.clone();
+        tasks.push(tokio::spawn(async move {
+            let state = adopt_lane(
+                &name,
+                &registry,
+                &dir,
+                entry,
+                doc,
+                profile,
+                settings,
+                roots,
+                board.clone(),
+            )
+            .await;
+            if let Err(err) = &state {
+                board.set(&name, &format!("failed: {}", err.message), None);
+            }
+            (name, state.ok().flatten())
+        }));
+    }
+    let mut all_finished = true;
+    for task in tasks {
+        if let Ok((_, state)) = task.await {
+            all_finished &= state.is_some_and(|s| s.status == clawpool_lanes::LaneStatus::Finished);
+        }
+    }
+    board.paint_final();
+    Ok(if all_finished {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn adopt_lane(
+    name: &str,
+    registry: &Path,
+    dir: &Path,
+    entry: serde_json::Value,
+    doc: clawpool_lanes::WorkerStateDoc,
+    profile: clawpool::profiles::Profile,
+    settings: clawpool::handshake::Settings,
+    roots: clawpool::trust::TrustRoots,
+    board: Board,
+) -> Result<Option<LaneState>, CommandError> {
+    let target = doc.transport.session.clone().unwrap_or_default();
+    let Some((socket, session)) = target.split_once(':') else {
+        return Err(CommandError {
+            kind: "not_adoptable",
+            message: format!(
+                "lane {name} ran in a terminal owned by the supervisor that died; only tmux lanes outlive it"
+            ),
+            exit: 1,
+        });
+    };
+    let server = TmuxServer::connect(TmuxConfig::new(socket)).await?;
+    let live = server
+        .sessions()
+        .await
+        .map(|s| s.iter().any(|s| s == session))
+        .unwrap_or(false);
+    if !live {
+        // The worker is gone with its session: record that, once, in the lane's own files.
+        let recorder = clawpool::lane_state::StateRecorder::new(
+            doc,
+            clawpool_lanes::StateFileWriter::for_worktree(dir),
+        );
+        let on_state = recorder.clone();
+        let events = clawpool_lanes::EventLog::open(name, &registry.join("events.jsonl"))
+            .map_err(|e| CommandError::io("opening the lane's event log", e.source))?
+            .observe(Box::new(move |event| on_state.on_event(event)));
+        let lost = LaneState::failed(clawpool_lanes::FailureClass::WorkerLost);
+        let _ = events.record(
+            "lane.failed",
+            None,
+            Some(lost),
+            Some(clawpool_lanes::Evidence {
+                rule: "tmux_session".into(),
+                region: "process".into(),
+                matched: format!("session {session} is gone from tmux server {socket}"),
+            }),
+            serde_json::Value::Null,
+        );
+        board.set(name, &lost.to_string(), None);
+        return Ok(Some(lost));
+    }
+    let worker = server
+        .attach(
+            session,
+            clawpool_pty::AttachOptions {
+                raw_log: Some(clawpool_pty::RawLogConfig::new(
+                    registry.join("terminal.log"),
+                )),
+                scrollback_lines: 0,
+            },
+        )
+        .await?;
+    let trusted = roots.decide(dir).map(|d| d.is_trusted()).unwrap_or(false);
+    let on_board = board.clone();
+    let job = LaneJob {
+        name: name.to_owned(),
+        dir: dir.to_owned(),
+        profile,
+        trusted,
+        settings,
+        prompt: entry["prompt"].as_str().map(str::to_owned),
+        terminal: Terminal::Tmux(server.clone()),
+        env: Vec::new(),
+        size: None,
+        events_path: registry.join("events.jsonl"),
+        terminal_log: registry.join("terminal.log"),
+        branch: doc.branch.clone(),
+        base: doc.base.clone().map(|b| (b.git_ref, b.sha)),
+        on_event: Box::new(move |event| on_board.on_event(event)),
+    };
+    let result = drive(
+        job,
+        Start::Adopt {
+            worker,
+            doc: Box::new(doc),
+        },
+    )
+    .await?;
+    Terminal::Tmux(server).close_if_unused().await;
+    Ok(result.outcome.map(|o| o.state))
 }

@@ -356,3 +356,130 @@ fn explain_reads_a_lanes_current_screen_with_its_own_profile() {
         "{doc}"
     );
 }
+
+#[test]
+fn a_killed_supervisors_tmux_lanes_are_adopted_without_sending_anything_twice() {
+    let s = setup();
+    let slow = r#"
+trust_dialog = true
+prompt_log = ".prompts.jsonl"
+[[prompt]]
+steps = [
+  { do = "sleep", ms = 2500 },
+  { do = "write_file", path = "out.txt", content = "done\n" },
+  { do = "git_commit", message = "lane work" },
+]
+"#;
+    std::fs::write(s.sandbox.dir.path().join("scenario.toml"), slow).expect("scenario");
+    let file = s.sandbox.dir.path().join("packet.json");
+    std::fs::write(
+        &file,
+        r#"{"defaults": {"agent": "scripted"}, "lanes": [{"name": "alpha", "prompt": "do alpha"}, {"name": "beta", "prompt": "do beta"}]}"#,
+    )
+    .expect("packet");
+    let mut cmd = s.sandbox.clawpool();
+    cmd.arg("spawn")
+        .arg(&file)
+        .args(["--transport", "tmux", "--output-format", "json", "--config"])
+        .arg(&s.config)
+        .arg("--repo")
+        .arg(&s.repo);
+    let mut first = clawpool_tests::LaneRun::start(cmd, &s.sandbox.dir.path().join("first.stderr"));
+    for lane in ["alpha", "beta"] {
+        first.wait_for(
+            &format!("{lane} running"),
+            std::time::Duration::from_secs(30),
+            |e| e["kind"] == "lane.running" && e["lane"] == lane,
+            String::new,
+        );
+    }
+    // The supervisor dies without a chance to clean up; the agents live on in tmux.
+    first.signal(libc::SIGKILL);
+    first.wait_exit(std::time::Duration::from_secs(10));
+    let state: Value = serde_json::from_str(
+        &std::fs::read_to_string(s.lanes_dir().join("beta/.claw/worker-state.json"))
+            .expect("state"),
+    )
+    .expect("JSON");
+    let target = state["transport"]["session"]
+        .as_str()
+        .expect("tmux target")
+        .to_owned();
+    let (socket, session) = target.split_once(':').expect("socket:session");
+    // beta's worker is lost while no supervisor watches.
+    let killed = s
+        .sandbox
+        .tmux()
+        .args(["-L", socket, "kill-session", "-t", session])
+        .status()
+        .expect("tmux kill-session");
+    assert!(killed.success());
+
+    let out = s
+        .sandbox
+        .clawpool()
+        .args(["adopt", "--output-format", "json", "--config"])
+        .arg(&s.config)
+        .arg("--repo")
+        .arg(&s.repo)
+        .output()
+        .expect("clawpool adopt");
+    assert_eq!(out.status.code(), Some(1), "beta failed: {}", stderr(&out));
+
+    let alpha = s.lanes_dir().join("alpha");
+    assert_eq!(
+        std::fs::read_to_string(alpha.join("out.txt")).expect("alpha finished its work"),
+        "done\n"
+    );
+    let prompts = std::fs::read_to_string(alpha.join(".prompts.jsonl")).expect("prompt log");
+    assert_eq!(
+        prompts.lines().filter(|l| l.contains("\"prompt\"")).count(),
+        1,
+        "{prompts}"
+    );
+    let events = |lane: &str| -> Vec<Value> {
+        std::fs::read_to_string(
+            s.repo
+                .join(format!(".git/clawpool/lanes/{lane}/events.jsonl")),
+        )
+        .expect("events")
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+    };
+    let alpha_events = events("alpha");
+    let kinds: Vec<&str> = alpha_events
+        .iter()
+        .filter_map(|e| e["kind"].as_str())
+        .collect();
+    let adopted = kinds
+        .iter()
+        .position(|k| *k == "lane.adopted")
+        .expect("adopted");
+    assert!(kinds[adopted..].contains(&"lane.finished"), "{kinds:?}");
+    assert!(
+        !kinds[adopted..].contains(&"lane.prompt_typed"),
+        "nothing typed again: {kinds:?}"
+    );
+    let seqs: Vec<u64> = alpha_events
+        .iter()
+        .filter_map(|e| e["seq"].as_u64())
+        .collect();
+    assert!(
+        seqs.windows(2).all(|w| w[0] < w[1]),
+        "seq continues: {seqs:?}"
+    );
+    let beta_failed = events("beta")
+        .into_iter()
+        .find(|e| e["kind"] == "lane.failed")
+        .expect("beta failed");
+    assert_eq!(beta_failed["to"]["failure"], "worker_lost");
+    assert_eq!(
+        s.branches().len(),
+        3,
+        "no branch made again: {:?}",
+        s.branches()
+    );
+    assert!(s.sandbox.leftover_tmux_sockets().is_empty());
+    assert!(s.sandbox.leftover_processes().is_empty());
+}

@@ -151,6 +151,17 @@ impl Receipt {
         }
     }
 
+    /// What an earlier supervisor recorded for this lane (times in epoch seconds): anything
+    /// sent counts as typed, so the prompt is never typed a second time.
+    pub fn resume(&mut self, attempts: u32, sent_at: Option<u64>, accepted_at: Option<u64>) {
+        self.attempts = attempts;
+        self.sent_at = sent_at.map(|s| s * 1000);
+        self.accepted_at = accepted_at.map(|s| s * 1000);
+        if attempts > 0 || accepted_at.is_some() {
+            self.typed = true;
+        }
+    }
+
     /// The text still to be typed (nothing once it was typed, or for other methods).
     pub(super) fn text_to_type(&self) -> Option<String> {
         (!self.typed).then(|| self.text.clone()).flatten()

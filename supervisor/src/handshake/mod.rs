@@ -90,6 +90,21 @@ pub struct Handshake<'a> {
     boot_deadline: Instant,
     /// Each dialog's answer attempts, so a dialog that will not go away ends up blocked.
     answer_attempts: std::collections::HashMap<String, u32>,
+    /// Set when the lane was adopted from an earlier supervisor rather than started.
+    adopted: bool,
+}
+
+/// What a new supervisor knows of a lane it adopts, from the lane's state file.
+#[derive(Debug, Clone, Copy)]
+pub struct Resumed {
+    /// The lane's last recorded state.
+    pub state: LaneState,
+    /// Enter presses for the prompt so far.
+    pub attempts: u32,
+    /// When the prompt was first sent (epoch s).
+    pub sent_at: Option<u64>,
+    /// When it was seen accepted (epoch s).
+    pub accepted_at: Option<u64>,
 }
 
 /// How many times clawpool answers the same dialog before it blocks the lane instead.
@@ -120,13 +135,29 @@ impl<'a> Handshake<'a> {
             provider_since: None,
             boot_deadline: Instant::now() + settings.boot_timeout,
             answer_attempts: Default::default(),
+            adopted: false,
         }
+    }
+
+    /// Continues a lane an earlier supervisor was driving, from its recorded state: nothing
+    /// already sent is sent again.
+    pub fn resume(mut self, from: Resumed) -> Self {
+        self.state = from.state;
+        self.receipt
+            .resume(from.attempts, from.sent_at, from.accepted_at);
+        self.adopted = true;
+        self
     }
 
     /// Drives the lane until it is finished or failed.
     pub async fn run(mut self) -> Outcome {
+        let kind = if self.adopted {
+            "lane.adopted"
+        } else {
+            "lane.started"
+        };
         self.event(
-            "lane.started",
+            kind,
             None,
             Some(self.state),
             None,
