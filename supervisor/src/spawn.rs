@@ -303,6 +303,9 @@ async fn start_lane(
         on_event: Box::new(move |event| on_board.on_event(event)),
     };
     let result = drive(job, Start::Spawn).await?;
+    if let (Some(err), Some(outcome)) = (&result.degraded, &result.outcome) {
+        board.set(&name, &format!("{} (state file degraded: {err})", outcome.state), None);
+    }
     Ok(result.outcome.map(|o| o.state))
 }
 
