@@ -40,6 +40,9 @@ pub enum Command {
     /// Take over the live tmux lanes of a supervisor that died, from their state files and
     /// tmux sessions, and drive them to the end.
     Adopt(AdoptArgs),
+    /// Remove the worktrees of lanes that are over and whose work is merged or empty, and
+    /// prune git's entries for vanished worktrees; uncommitted or unmerged work only with --force.
+    Gc(GcArgs),
     /// Every lane of the repository: status, time in state, progress, branch, commits, last event.
     Board(BoardArgs),
     /// Print a lane's events (JSON lines), and with --follow keep printing new ones.
@@ -116,6 +119,7 @@ impl Command {
             Command::Spawn(args) => args.output_format,
             Command::Board(args) => args.output_format,
             Command::Adopt(args) => args.output_format,
+            Command::Gc(args) => args.output_format,
             Command::Events(_) => OutputFormat::Text,
             Command::Attach(args) => args.output_format,
             Command::Packet(PacketArgs {
@@ -379,6 +383,19 @@ pub struct AdoptArgs {
     #[command(flatten)]
     pub config: ConfigFlag,
     /// Output format for progress and errors.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub output_format: OutputFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct GcArgs {
+    /// The repository (default: the one containing the current folder).
+    #[arg(long, default_value = ".")]
+    pub repo: PathBuf,
+    /// Also remove worktrees with uncommitted or unmerged work (never a running lane's).
+    #[arg(long)]
+    pub force: bool,
+    /// Output format.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub output_format: OutputFormat,
 }

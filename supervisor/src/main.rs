@@ -9,6 +9,7 @@ mod board;
 mod cli;
 mod control;
 mod demo;
+mod gc;
 mod inspect;
 mod loaded;
 mod mirror;
@@ -105,6 +106,7 @@ fn main() -> ExitCode {
                 let loaded = loaded::Loaded::load(&args.config, Some(&args.repo))?;
                 spawn::adopt(args, loaded).await
             }
+            Command::Gc(args) => gc::run(&args),
             Command::Board(args) => {
                 board::run_board(&args.repo, args.watch, args.output_format).await
             }

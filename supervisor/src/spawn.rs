@@ -304,7 +304,11 @@ async fn start_lane(
     };
     let result = drive(job, Start::Spawn).await?;
     if let (Some(err), Some(outcome)) = (&result.degraded, &result.outcome) {
-        board.set(&name, &format!("{} (state file degraded: {err})", outcome.state), None);
+        board.set(
+            &name,
+            &format!("{} (state file degraded: {err})", outcome.state),
+            None,
+        );
     }
     Ok(result.outcome.map(|o| o.state))
 }

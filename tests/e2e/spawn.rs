@@ -483,3 +483,61 @@ steps = [
     assert!(s.sandbox.leftover_tmux_sockets().is_empty());
     assert!(s.sandbox.leftover_processes().is_empty());
 }
+
+#[test]
+fn gc_removes_only_lanes_whose_work_is_merged_unless_forced() {
+    let s = setup();
+    let out = s.spawn(
+        r#"{"defaults": {"agent": "scripted"}, "lanes": [{"name": "alpha", "prompt": "a"}, {"name": "beta", "prompt": "b"}]}"#,
+        &[],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let merged = std::process::Command::new("git")
+        .args(["merge", "-q", "--no-edit", "lanes/alpha"])
+        .current_dir(&s.repo)
+        .status()
+        .expect("git merge");
+    assert!(merged.success());
+    std::fs::write(s.lanes_dir().join("beta/uncommitted.txt"), "wip\n").expect("dirty beta");
+
+    let gc = |force: bool| -> Value {
+        let mut cmd = s.sandbox.clawpool();
+        cmd.args(["gc", "--output-format", "json", "--repo"])
+            .arg(&s.repo);
+        if force {
+            cmd.arg("--force");
+        }
+        let out = cmd.output().expect("clawpool gc");
+        assert!(out.status.success(), "{}", stderr(&out));
+        serde_json::from_slice(&out.stdout).expect("JSON")
+    };
+    let first = gc(false);
+    let verdict = |doc: &Value, lane: &str| {
+        doc["lanes"]
+            .as_array()
+            .expect("lanes")
+            .iter()
+            .find(|l| l["lane"] == lane)
+            .cloned()
+            .expect("lane listed")
+    };
+    assert_eq!(verdict(&first, "alpha")["removed"], true, "{first}");
+    assert_eq!(verdict(&first, "beta")["removed"], false, "{first}");
+    assert!(
+        verdict(&first, "beta")["reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("uncommitted")
+    );
+    assert!(!s.lanes_dir().join("alpha").exists());
+    assert!(
+        s.lanes_dir().join("beta/uncommitted.txt").exists(),
+        "uncommitted work kept"
+    );
+
+    let forced = gc(true);
+    assert_eq!(verdict(&forced, "beta")["removed"], true, "{forced}");
+    assert!(!s.lanes_dir().join("beta").exists());
+    // Branches stay: gc removes worktrees, not history.
+    assert!(s.branches().contains(&"lanes/beta".to_owned()));
+}
