@@ -771,3 +771,23 @@ fn attach_mirrors_a_pty_lane_read_only_until_it_ends() {
         1
     );
 }
+
+#[test]
+fn a_launch_prompt_finished_between_two_looks_is_still_accepted() {
+    let sandbox = Sandbox::new();
+    // No steps: the agent takes the launch prompt and is done before any working screen.
+    let scenario = "prompt_log = \".prompts.jsonl\"\n[[prompt]]\nsteps = []\n";
+    let (repo, config) = setup(&sandbox, scenario, true, "");
+    let long = format!("Do this at once.\n{}", "quick ".repeat(50));
+    let (code, outcome, events) = Lane::start(&sandbox, &repo, &config, "scripted", &long).finish();
+    assert_eq!(code, 0, "{events:?}");
+    assert_eq!(outcome["receipt"]["method"], "launch_arg");
+    assert!(
+        outcome["receipt"]["accepted_at"].as_u64().is_some(),
+        "{outcome}"
+    );
+    assert_kinds_in_order(
+        &events,
+        &["lane.ready", "lane.prompt_accepted", "lane.finished"],
+    );
+}

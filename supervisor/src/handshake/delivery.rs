@@ -124,6 +124,9 @@ pub struct Receipt {
     /// What is typed into the input line.
     #[serde(skip)]
     text: Option<String>,
+    /// What the agent echoes once it took the prompt (the typed text, or the launch prompt).
+    #[serde(skip)]
+    echo: Option<String>,
     #[serde(skip)]
     typed: bool,
     #[serde(skip)]
@@ -133,11 +136,15 @@ pub struct Receipt {
 impl Receipt {
     /// A receipt for a plan, before anything was sent.
     pub fn new(plan: &PromptPlan) -> Self {
-        let (method, text) = match plan {
-            PromptPlan::None => ("none", None),
-            PromptPlan::Typed { prompt } => ("typed", Some(prompt.clone())),
-            PromptPlan::TaskFile { .. } => ("task_file", Some(TASK_FILE_LINE.to_owned())),
-            PromptPlan::LaunchArg { .. } => ("launch_arg", None),
+        let (method, text, echo) = match plan {
+            PromptPlan::None => ("none", None, None),
+            PromptPlan::Typed { prompt } => ("typed", Some(prompt.clone()), Some(prompt.clone())),
+            PromptPlan::TaskFile { .. } => (
+                "task_file",
+                Some(TASK_FILE_LINE.to_owned()),
+                Some(TASK_FILE_LINE.to_owned()),
+            ),
+            PromptPlan::LaunchArg { prompt } => ("launch_arg", None, Some(prompt.clone())),
         };
         Self {
             method,
@@ -146,6 +153,7 @@ impl Receipt {
             accepted_at: None,
             observed_prompt_preview: None,
             text,
+            echo,
             typed: false,
             retry_at: None,
         }
@@ -229,8 +237,11 @@ pub(super) fn echoed(
     profile: &Profile,
     receipt: &Receipt,
 ) -> Option<String> {
-    let text = receipt.text.as_ref()?;
-    let head: String = squash(text).chars().take(32).collect();
+    let text = receipt.echo.as_ref()?;
+    // Agents echo a prompt one line per row (and wrap long rows), so look for the start of its
+    // first line within one row.
+    let first_line = text.lines().find(|l| !l.trim().is_empty())?;
+    let head: String = squash(first_line).chars().take(32).collect();
     region_rows(snap, &profile.input, Region::AboveInput(usize::MAX))
         .into_iter()
         .find(|row| squash(row).contains(&head))

@@ -407,8 +407,10 @@ impl<'a> Handshake<'a> {
         match self.state.status {
             LaneStatus::Spawning | LaneStatus::TrustRequired => {
                 if self.receipt.awaiting_launch_prompt() {
-                    // The prompt went in at launch; the agent shows its input before it starts.
+                    // The prompt went in at launch; the agent shows its input before it starts
+                    // (or after it already finished with it).
                     self.transition(LaneState::plain(LaneStatus::ReadyForPrompt), Some(evidence));
+                    self.check_launch_echo();
                     return;
                 }
                 self.transition(LaneState::plain(LaneStatus::ReadyForPrompt), Some(evidence));
@@ -427,7 +429,9 @@ impl<'a> Handshake<'a> {
                         });
                         self.idle_since = Some(Instant::now());
                     }
-                } else if !self.receipt.awaiting_launch_prompt() {
+                } else if self.receipt.awaiting_launch_prompt() {
+                    self.check_launch_echo();
+                } else {
                     self.deliver().await;
                 }
             }
@@ -611,6 +615,21 @@ impl<'a> Handshake<'a> {
             DialogKind::Boot => LaneState::plain(LaneStatus::Spawning),
         };
         self.transition(resumed, None);
+    }
+
+    /// A launch prompt the agent worked through between two looks: its echo above the idle
+    /// input proves it took it.
+    fn check_launch_echo(&mut self) {
+        if let Some(preview) =
+            delivery::echoed(&self.worker.snapshot(), self.profile, &self.receipt)
+        {
+            self.accept(Evidence {
+                rule: "prompt_echo".into(),
+                region: "screen".into(),
+                matched: preview,
+            });
+            self.idle_since = Some(Instant::now());
+        }
     }
 
     /// Types the prompt (or the task-file line) into an idle input line.
