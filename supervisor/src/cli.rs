@@ -43,6 +43,9 @@ pub enum Command {
     /// Remove the worktrees of lanes that are over and whose work is merged or empty, and
     /// prune git's entries for vanished worktrees; uncommitted or unmerged work only with --force.
     Gc(GcArgs),
+    /// The repository's background supervisor: lanes handed to it with `spawn --detach` (or by
+    /// a second `spawn`) run there; it listens on a Unix socket in the common git dir.
+    Daemon(DaemonArgs),
     /// Every lane of the repository: status, time in state, progress, branch, commits, last event.
     Board(BoardArgs),
     /// Print a lane's events (JSON lines), and with --follow keep printing new ones.
@@ -71,11 +74,27 @@ pub struct SpawnArgs {
     /// The agent for lanes that do not name one.
     #[arg(long)]
     pub agent: Option<String>,
+    /// Hand the lanes to the repository's background supervisor (started if needed) and
+    /// return at once.
+    #[arg(long)]
+    pub detach: bool,
     #[command(flatten)]
     pub config: ConfigFlag,
     /// Output format for progress and errors.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub output_format: OutputFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct DaemonArgs {
+    /// The repository (default: the one containing the current folder).
+    #[arg(long, default_value = ".")]
+    pub repo: PathBuf,
+    /// Stop the repository's running daemon instead of starting one.
+    #[arg(long)]
+    pub stop: bool,
+    #[command(flatten)]
+    pub config: ConfigFlag,
 }
 
 #[derive(Debug, Args)]
@@ -120,6 +139,7 @@ impl Command {
             Command::Board(args) => args.output_format,
             Command::Adopt(args) => args.output_format,
             Command::Gc(args) => args.output_format,
+            Command::Daemon(_) => OutputFormat::Text,
             Command::Events(_) => OutputFormat::Text,
             Command::Attach(args) => args.output_format,
             Command::Packet(PacketArgs {
@@ -243,7 +263,8 @@ pub struct DoctorArgs {
 }
 
 /// Which terminal a worker runs in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum TransportKind {
     /// A pseudo-terminal owned by this process.
     Pty,

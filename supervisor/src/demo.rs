@@ -70,6 +70,7 @@ pub async fn run(args: DemoArgs) -> Result<ExitCode, CommandError> {
         concurrency: None,
         transport: args.transport,
         agent: None,
+        detach: false,
         config: flag,
         output_format: args.output_format,
     };

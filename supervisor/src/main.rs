@@ -8,6 +8,7 @@
 mod board;
 mod cli;
 mod control;
+mod daemon;
 mod demo;
 mod gc;
 mod inspect;
@@ -107,6 +108,10 @@ fn main() -> ExitCode {
                 spawn::adopt(args, loaded).await
             }
             Command::Gc(args) => gc::run(&args),
+            Command::Daemon(args) => {
+                let loaded = loaded::Loaded::load(&args.config, Some(&args.repo))?;
+                daemon::run(args, loaded).await
+            }
             Command::Board(args) => {
                 board::run_board(&args.repo, args.watch, args.output_format).await
             }

@@ -33,8 +33,9 @@ use crate::run_lane::{LaneJob, Start, Terminal, drive, preflight, print_event};
 pub const DEFAULT_CONCURRENCY: usize = 4;
 
 /// One lane after validation: everything needed to start it.
-struct PlannedLane {
-    spec: LaneSpec,
+pub struct PlannedLane {
+    /// The lane as the packet gave it.
+    pub spec: LaneSpec,
     profile: clawpool::profiles::Profile,
     worktree: LaneWorktreeSpec,
     base_sha: String,
@@ -47,6 +48,39 @@ pub fn lane_registry(repo: &Repo, name: &str) -> PathBuf {
     repo.common_dir().join("clawpool").join("lanes").join(name)
 }
 
+/// Reads and validates a packet against the repository and configuration: every problem at
+/// once, nothing created.
+pub fn prepare(
+    repo: &Repo,
+    loaded: &Loaded,
+    packet: &Path,
+    text: &str,
+    agent: Option<&str>,
+) -> Result<Vec<PlannedLane>, CommandError> {
+    let context = PacketContext {
+        repo_root: repo.root().to_owned(),
+        worktree_root: repo.default_worktree_path("x").parent().map(Path::to_owned),
+        default_agent: agent.map(str::to_owned),
+    };
+    let batch = parse_packet(text, &context).map_err(|errors| invalid_packet(packet, errors))?;
+    plan(repo, loaded, batch.lanes, agent, packet)
+}
+
+/// The terminal lanes of this repository run in.
+pub async fn terminal_for(repo: &Repo, transport: TransportKind) -> Result<Terminal, CommandError> {
+    Ok(match transport {
+        TransportKind::Pty => Terminal::Pty,
+        TransportKind::Tmux => {
+            Terminal::Tmux(TmuxServer::connect(TmuxConfig::new(tmux_socket_name(repo))).await?)
+        }
+    })
+}
+
+/// The supervisor lock's path for a repository.
+pub fn lock_path(repo: &Repo) -> PathBuf {
+    repo.common_dir().join("clawpool").join("supervisor.lock")
+}
+
 pub async fn run(args: SpawnArgs, loaded: Loaded) -> Result<ExitCode, CommandError> {
     let repo = Repo::open(&args.repo)
         .map_err(|e| CommandError::invalid("not_a_repository", e.to_string()))?;
@@ -56,25 +90,23 @@ pub async fn run(args: SpawnArgs, loaded: Loaded) -> Result<ExitCode, CommandErr
             format!("cannot read task packet {}: {e}", args.packet.display()),
         )
     })?;
-    let context = PacketContext {
-        repo_root: repo.root().to_owned(),
-        worktree_root: repo.default_worktree_path("x").parent().map(Path::to_owned),
-        default_agent: args.agent.clone(),
-    };
-    let batch =
-        parse_packet(&text, &context).map_err(|errors| invalid_packet(&args.packet, errors))?;
-    let lanes = plan(&repo, &loaded, batch.lanes, &args)?;
+    let lanes = prepare(&repo, &loaded, &args.packet, &text, args.agent.as_deref())?;
+    if args.detach {
+        return crate::daemon::hand_over(&repo, &args, &text, true).await;
+    }
 
-    // One supervisor per repository.
-    let lock_path = repo.common_dir().join("clawpool").join("supervisor.lock");
-    let _lock = hold_supervisor_lock(&lock_path)?;
-
-    let terminal = match args.transport {
-        TransportKind::Pty => Terminal::Pty,
-        TransportKind::Tmux => {
-            Terminal::Tmux(TmuxServer::connect(TmuxConfig::new(tmux_socket_name(&repo))).await?)
+    // One supervisor per repository: a running daemon takes the lanes; anyone else refuses.
+    let _lock = match hold_supervisor_lock(&lock_path(&repo)) {
+        Ok(lock) => lock,
+        Err(refused) => {
+            return match crate::daemon::hand_over(&repo, &args, &text, false).await {
+                Ok(code) => Ok(code),
+                Err(_) => Err(refused),
+            };
         }
     };
+
+    let terminal = terminal_for(&repo, args.transport).await?;
     if let (Terminal::Tmux(server), OutputFormat::Text) = (&terminal, args.output_format) {
         eprintln!(
             "clawpool: lanes run in tmux: tmux -L {} attach -t lane-<name>",
@@ -86,33 +118,14 @@ pub async fn run(args: SpawnArgs, loaded: Loaded) -> Result<ExitCode, CommandErr
         args.output_format,
     );
     let painter = board.paint_live();
-    let concurrency = Arc::new(Semaphore::new(
-        args.concurrency.unwrap_or(DEFAULT_CONCURRENCY).max(1),
-    ));
-    let mut tasks = Vec::new();
-    for lane in lanes {
-        let concurrency = Arc::clone(&concurrency);
-        let board = board.clone();
-        let repo = Repo::open(repo.root())
-            .map_err(|e| CommandError::invalid("not_a_repository", e.to_string()))?;
-        let terminal = terminal.clone();
-        let settings = loaded.settings;
-        tasks.push(tokio::spawn(async move {
-            let name = lane.spec.name.clone();
-            let permit = concurrency.acquire_owned().await;
-            board.set(&name, "preparing worktree", None);
-            let result = start_lane(&repo, lane, terminal, settings, board.clone()).await;
-            drop(permit);
-            let final_state = match result {
-                Ok(state) => state,
-                Err(err) => {
-                    board.set(&name, &format!("failed: {}", err.message), None);
-                    None
-                }
-            };
-            (name, final_state)
-        }));
-    }
+    let tasks = start_all(
+        repo.root(),
+        lanes,
+        &terminal,
+        loaded.settings,
+        args.concurrency,
+        &board,
+    );
     let mut results: BTreeMap<String, Option<LaneState>> = BTreeMap::new();
     for task in tasks {
         if let Ok((name, state)) = task.await {
@@ -140,18 +153,64 @@ pub async fn run(args: SpawnArgs, loaded: Loaded) -> Result<ExitCode, CommandErr
     })
 }
 
+/// Starts every lane, at most `concurrency` at once; each task ends with the lane's final state.
+pub fn start_all(
+    repo_root: &Path,
+    lanes: Vec<PlannedLane>,
+    terminal: &Terminal,
+    settings: clawpool::handshake::Settings,
+    concurrency: Option<usize>,
+    board: &Board,
+) -> Vec<tokio::task::JoinHandle<(String, Option<LaneState>)>> {
+    let concurrency = Arc::new(Semaphore::new(
+        concurrency.unwrap_or(DEFAULT_CONCURRENCY).max(1),
+    ));
+    lanes
+        .into_iter()
+        .map(|lane| {
+            let concurrency = Arc::clone(&concurrency);
+            let board = board.clone();
+            let root = repo_root.to_owned();
+            let terminal = terminal.clone();
+            tokio::spawn(async move {
+                let name = lane.spec.name.clone();
+                let permit = concurrency.acquire_owned().await;
+                board.set(&name, "preparing worktree", None);
+                let result = match Repo::open(&root) {
+                    Ok(repo) => start_lane(&repo, lane, terminal, settings, board.clone()).await,
+                    Err(e) => Err(CommandError::invalid("not_a_repository", e.to_string())),
+                };
+                drop(permit);
+                let final_state = match result {
+                    Ok(state) => state,
+                    Err(err) => {
+                        board.set(&name, &format!("failed: {}", err.message), None);
+                        None
+                    }
+                };
+                (name, final_state)
+            })
+        })
+        .collect()
+}
+
 /// Validates every lane against the repository and configuration; all problems at once.
 fn plan(
     repo: &Repo,
     loaded: &Loaded,
     specs: Vec<LaneSpec>,
-    args: &SpawnArgs,
+    default_agent: Option<&str>,
+    packet: &Path,
 ) -> Result<Vec<PlannedLane>, CommandError> {
     let mut problems = Vec::new();
     let mut planned = Vec::new();
     for spec in specs {
         let at = |field: &str| format!("{}.{field}", spec.source);
-        let Some(agent) = spec.agent.clone().or_else(|| args.agent.clone()) else {
+        let Some(agent) = spec
+            .agent
+            .clone()
+            .or_else(|| default_agent.map(str::to_owned))
+        else {
             problems.push(PacketError::new(
                 at("agent"),
                 "no agent: give the lane an `agent` or pass --agent",
@@ -225,7 +284,7 @@ fn plan(
     if problems.is_empty() {
         Ok(planned)
     } else {
-        Err(invalid_packet(&args.packet, PacketErrors(problems)))
+        Err(invalid_packet(packet, PacketErrors(problems)))
     }
 }
 
@@ -321,7 +380,7 @@ fn invalid_packet(file: &Path, errors: PacketErrors) -> CommandError {
     }
 }
 
-fn hold_supervisor_lock(path: &Path) -> Result<File, CommandError> {
+pub fn hold_supervisor_lock(path: &Path) -> Result<File, CommandError> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)
             .map_err(|e| CommandError::io("creating clawpool's folder in the git dir", e))?;
@@ -363,7 +422,7 @@ pub fn tmux_socket_name(repo: &Repo) -> String {
 /// What the user sees while lanes run: on a terminal, one live line per lane; otherwise (or
 /// with JSON output) the events as a plain line log.
 #[derive(Clone)]
-struct Board {
+pub struct Board {
     inner: Arc<Mutex<BoardState>>,
     format: OutputFormat,
     live: bool,
@@ -382,7 +441,7 @@ struct LaneLine {
 }
 
 impl Board {
-    fn new(names: Vec<String>, format: OutputFormat) -> Self {
+    pub fn new(names: Vec<String>, format: OutputFormat) -> Self {
         let width = names.iter().map(String::len).max().unwrap_or(4).max(4);
         let lanes = names
             .into_iter()

@@ -541,3 +541,73 @@ fn gc_removes_only_lanes_whose_work_is_merged_unless_forced() {
     // Branches stay: gc removes worktrees, not history.
     assert!(s.branches().contains(&"lanes/beta".to_owned()));
 }
+
+#[test]
+fn detached_lanes_run_in_the_daemon_and_a_second_spawn_hands_its_lanes_over() {
+    let s = setup();
+    let handed = |packet: &str, extra: &[&str]| -> Value {
+        let out = s.spawn(packet, &[extra, &["--output-format", "json"]].concat());
+        assert!(out.status.success(), "{}", stderr(&out));
+        serde_json::from_slice(&out.stdout).expect("one JSON document")
+    };
+    let first = handed(
+        r#"{"name": "alpha", "agent": "scripted", "prompt": "a"}"#,
+        &["--detach"],
+    );
+    assert_eq!(first["handed_to_daemon"], true);
+    assert_eq!(first["lanes"], serde_json::json!(["alpha"]));
+    // Not detached, but the repository's supervisor is the daemon: the lanes go to it.
+    let second = handed(
+        r#"{"name": "beta", "agent": "scripted", "prompt": "b"}"#,
+        &[],
+    );
+    assert_eq!(second["handed_to_daemon"], true);
+
+    // The daemon is another process whose only output is the lanes' files: read the board
+    // until both lanes are over.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let board = loop {
+        let out = s
+            .sandbox
+            .clawpool()
+            .args(["board", "--output-format", "json", "--repo"])
+            .arg(&s.repo)
+            .output()
+            .expect("board");
+        let board: Value = serde_json::from_slice(&out.stdout).expect("board JSON");
+        let lanes = board["lanes"].as_array().cloned().unwrap_or_default();
+        if lanes.len() == 2 && lanes.iter().all(|l| l["status"] == "finished") {
+            break board;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "lanes did not finish: {board}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert!(
+        board["lanes"]
+            .as_array()
+            .expect("lanes")
+            .iter()
+            .all(|l| l["board"]["commits_ahead"] == 1)
+    );
+
+    let stop = s
+        .sandbox
+        .clawpool()
+        .args(["daemon", "--stop", "--repo"])
+        .arg(&s.repo)
+        .output()
+        .expect("daemon --stop");
+    assert!(stop.status.success(), "{}", stderr(&stop));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !s.sandbox.leftover_processes().is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the daemon did not exit"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(!s.repo.join(".git/clawpool/daemon.sock").exists());
+}

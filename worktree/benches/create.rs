@@ -119,9 +119,13 @@ fn main() {
                 walls[way].push(wall);
                 failures[way] += errors.len();
                 for error in errors {
-                    // Paths and branch names differ per lane; the message without them is the
-                    // same failure.
+                    // Paths, branch names and worktree ids differ per lane; the message without
+                    // them is the same failure.
                     let key = error.split('\'').step_by(2).collect::<Vec<_>>().join("'…'");
+                    let key: String = key
+                        .chars()
+                        .map(|c| if c.is_ascii_digit() { '#' } else { c })
+                        .collect();
                     *messages.entry(key).or_insert(0) += 1;
                 }
                 settle(&dir);

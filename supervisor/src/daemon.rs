@@ -1,0 +1,267 @@
+//! The background supervisor: `clawpool daemon` holds the repository's supervisor lock and
+//! listens on `<common git dir>/clawpool/daemon.sock` (mode 0600) for lanes to run.
+//!
+//! Protocol: one JSON line in, one JSON line out. `{"command": "spawn", "packet": TEXT,
+//! "packet_name", "transport", "concurrency", "agent"}` validates the packet exactly as
+//! `clawpool spawn` does (every problem at once, nothing created) and starts its lanes in the
+//! daemon; `{"command": "status"}` says how many lanes run; `{"command": "stop"}` ends the
+//! daemon (lanes in tmux keep running and can be adopted; lanes in PTYs end with it).
+//! Read-only commands never need the daemon: they read the lanes' files.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{ExitCode, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use clawpool_worktree::Repo;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+
+use crate::cli::{DaemonArgs, OutputFormat, SpawnArgs, TransportKind};
+use crate::loaded::Loaded;
+use crate::output::{CommandError, EXIT_FAILURE};
+use crate::spawn::{Board, hold_supervisor_lock, lock_path, prepare, start_all, terminal_for};
+
+/// How long `spawn --detach` waits for a daemon it started to listen.
+const START_TIMEOUT: Duration = Duration::from_secs(15);
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "command", rename_all = "snake_case")]
+enum Request {
+    Spawn {
+        packet: String,
+        packet_name: PathBuf,
+        transport: TransportKind,
+        concurrency: Option<usize>,
+        agent: Option<String>,
+    },
+    Status,
+    Stop,
+}
+
+/// Where the daemon of a repository listens.
+pub fn socket_path(repo: &Repo) -> PathBuf {
+    repo.common_dir().join("clawpool").join("daemon.sock")
+}
+
+pub async fn run(args: DaemonArgs, loaded: Loaded) -> Result<ExitCode, CommandError> {
+    let repo = Repo::open(&args.repo)
+        .map_err(|e| CommandError::invalid("not_a_repository", e.to_string()))?;
+    let socket = socket_path(&repo);
+    if args.stop {
+        let reply = request(&socket, &Request::Stop).await.map_err(|e| {
+            CommandError::invalid(
+                "daemon_not_running",
+                format!("no daemon for this repository ({e})"),
+            )
+        })?;
+        println!("{reply}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let _lock = hold_supervisor_lock(&lock_path(&repo))?;
+    // Holding the lock, any socket file left here belongs to a daemon that died.
+    let _ = std::fs::remove_file(&socket);
+    let listener = UnixListener::bind(&socket)
+        .map_err(|e| CommandError::io("listening on the daemon socket", e))?;
+    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| CommandError::io("securing the daemon socket", e))?;
+    eprintln!(
+        "clawpool: daemon for {} listening on {}",
+        repo.root().display(),
+        socket.display()
+    );
+    let running = Arc::new(AtomicUsize::new(0));
+    let loaded = Arc::new(loaded);
+    let root = repo.root().to_owned();
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let (read, mut write) = stream.into_split();
+        let mut line = String::new();
+        if BufReader::new(read).read_line(&mut line).await.is_err() {
+            continue;
+        }
+        let (reply, stop) = match serde_json::from_str::<Request>(&line) {
+            Ok(Request::Stop) => (json!({"ok": true, "stopping": true}), true),
+            Ok(Request::Status) => (
+                json!({"ok": true, "running": running.load(Ordering::SeqCst)}),
+                false,
+            ),
+            Ok(Request::Spawn {
+                packet,
+                packet_name,
+                transport,
+                concurrency,
+                agent,
+            }) => {
+                let started = start(
+                    &root,
+                    &loaded,
+                    &packet,
+                    &packet_name,
+                    transport,
+                    concurrency,
+                    agent.as_deref(),
+                    &running,
+                )
+                .await;
+                (
+                    match started {
+                        Ok(names) => json!({"ok": true, "lanes": names}),
+                        Err(err) => {
+                            json!({"ok": false, "error": {"kind": err.kind, "message": err.message}})
+                        }
+                    },
+                    false,
+                )
+            }
+            Err(err) => (
+                json!({"ok": false, "error": {"kind": "invalid_request", "message": err.to_string()}}),
+                false,
+            ),
+        };
+        let _ = write.write_all(format!("{reply}\n").as_bytes()).await;
+        if stop {
+            let _ = std::fs::remove_file(&socket);
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn start(
+    root: &Path,
+    loaded: &Loaded,
+    packet: &str,
+    packet_name: &Path,
+    transport: TransportKind,
+    concurrency: Option<usize>,
+    agent: Option<&str>,
+    running: &Arc<AtomicUsize>,
+) -> Result<Vec<String>, CommandError> {
+    let repo =
+        Repo::open(root).map_err(|e| CommandError::invalid("not_a_repository", e.to_string()))?;
+    let lanes = prepare(&repo, loaded, packet_name, packet, agent)?;
+    let names: Vec<String> = lanes.iter().map(|l| l.spec.name.clone()).collect();
+    let terminal = terminal_for(&repo, transport).await?;
+    // The daemon has no terminal of its own: progress goes to its log as event lines.
+    let board = Board::new(names.clone(), OutputFormat::Json);
+    running.fetch_add(names.len(), Ordering::SeqCst);
+    for task in start_all(root, lanes, &terminal, loaded.settings, concurrency, &board) {
+        let running = Arc::clone(running);
+        tokio::spawn(async move {
+            let _ = task.await;
+            running.fetch_sub(1, Ordering::SeqCst);
+        });
+    }
+    Ok(names)
+}
+
+async fn request(socket: &Path, request: &Request) -> std::io::Result<serde_json::Value> {
+    let stream = UnixStream::connect(socket).await?;
+    let (read, mut write) = stream.into_split();
+    write
+        .write_all(format!("{}\n", serde_json::to_string(request)?).as_bytes())
+        .await?;
+    let mut reply = String::new();
+    BufReader::new(read).read_line(&mut reply).await?;
+    serde_json::from_str(&reply).map_err(std::io::Error::other)
+}
+
+/// Hands a validated packet to the repository's daemon, starting one first when `start` and
+/// none is running. Fails (so the caller can refuse) when no daemon takes it.
+pub async fn hand_over(
+    repo: &Repo,
+    args: &SpawnArgs,
+    packet: &str,
+    start: bool,
+) -> Result<ExitCode, CommandError> {
+    let socket = socket_path(repo);
+    let message = Request::Spawn {
+        packet: packet.to_owned(),
+        packet_name: args.packet.clone(),
+        transport: args.transport,
+        concurrency: args.concurrency,
+        agent: args.agent.clone(),
+    };
+    let reply = match request(&socket, &message).await {
+        Ok(reply) => reply,
+        Err(_) if start => {
+            start_daemon(repo, args)?;
+            let deadline = tokio::time::Instant::now() + START_TIMEOUT;
+            loop {
+                match request(&socket, &message).await {
+                    Ok(reply) => break reply,
+                    Err(_) if tokio::time::Instant::now() < deadline => {
+                        // The daemon is starting; its socket appears once it holds the lock.
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                    Err(e) => return Err(CommandError::io("reaching the daemon it started", e)),
+                }
+            }
+        }
+        Err(e) => {
+            return Err(CommandError::invalid("daemon_not_running", e.to_string()));
+        }
+    };
+    if reply["ok"] != true {
+        return Err(CommandError {
+            kind: "daemon_refused",
+            message: reply["error"]["message"]
+                .as_str()
+                .unwrap_or("the daemon refused the lanes")
+                .to_owned(),
+            exit: EXIT_FAILURE,
+        });
+    }
+    match args.output_format {
+        OutputFormat::Json => println!(
+            "{}",
+            json!({"handed_to_daemon": true, "socket": socket, "lanes": reply["lanes"]})
+        ),
+        OutputFormat::Text => println!(
+            "clawpool: {} lane(s) handed to the background supervisor ({}): follow them with `clawpool board --watch`",
+            reply["lanes"].as_array().map_or(0, Vec::len),
+            socket.display()
+        ),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Starts `clawpool daemon` for the repository, detached: its own session, output to
+/// `<common>/clawpool/daemon.log`.
+fn start_daemon(repo: &Repo, args: &SpawnArgs) -> Result<(), CommandError> {
+    use std::os::unix::process::CommandExt;
+    let exe =
+        std::env::current_exe().map_err(|e| CommandError::io("finding the clawpool binary", e))?;
+    let log_path = repo.common_dir().join("clawpool").join("daemon.log");
+    if let Some(dir) = log_path.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| CommandError::io("creating clawpool's folder", e))?;
+    }
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .map_err(|e| CommandError::io("opening the daemon log", e))?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.arg("daemon").arg("--repo").arg(repo.root());
+    if let Some(config) = &args.config.config {
+        cmd.arg("--config").arg(config);
+    }
+    cmd.stdin(Stdio::null())
+        .stdout(
+            log.try_clone()
+                .map_err(|e| CommandError::io("opening the daemon log", e))?,
+        )
+        .stderr(log)
+        .process_group(0);
+    cmd.spawn()
+        .map(drop)
+        .map_err(|e| CommandError::io("starting the daemon", e))
+}
