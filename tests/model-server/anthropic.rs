@@ -8,28 +8,6 @@ use serde_json::{Value, json};
 
 use crate::script::ToolUse;
 
-/// Whether a request is part of the agent's task (it offers the model tools) rather
-/// than a side request such as title generation, which Claude Code sends with an
-/// empty tool list. Only task requests consume script turns.
-pub fn is_main(body: &Value) -> bool {
-    body.get("tools")
-        .and_then(Value::as_array)
-        .is_some_and(|tools| !tools.is_empty())
-}
-
-/// The model name to echo back: whatever the client asked for.
-pub fn model_of(body: &Value) -> String {
-    body.get("model")
-        .and_then(Value::as_str)
-        .unwrap_or("claude-scripted")
-        .to_owned()
-}
-
-/// Whether the client asked for a streamed answer.
-pub fn wants_stream(body: &Value) -> bool {
-    body.get("stream").and_then(Value::as_bool).unwrap_or(false)
-}
-
 fn usage(output_tokens: usize) -> Value {
     json!({
         "input_tokens": 10,
@@ -208,12 +186,5 @@ mod tests {
             .expect("a message_delta");
         assert_eq!(stop["delta"]["stop_reason"], "tool_use");
         assert_eq!(events.last().expect("events")["type"], "message_stop");
-    }
-
-    #[test]
-    fn side_requests_have_no_tools() {
-        assert!(!is_main(&json!({"tools": [], "messages": []})));
-        assert!(!is_main(&json!({"messages": []})));
-        assert!(is_main(&json!({"tools": [{"name": "Write"}]})));
     }
 }

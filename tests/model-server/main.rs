@@ -16,6 +16,7 @@ mod anthropic;
 mod http;
 mod openai;
 mod record;
+mod request;
 mod script;
 mod server;
 mod side;

@@ -9,27 +9,6 @@ use serde_json::{Value, json};
 
 use crate::script::ToolUse;
 
-/// Whether a request is part of the agent's task (it offers the model tools)
-/// rather than a side request; only task requests consume script turns.
-pub fn is_main(body: &Value) -> bool {
-    body.get("tools")
-        .and_then(Value::as_array)
-        .is_some_and(|tools| !tools.is_empty())
-}
-
-/// The model name to echo back: whatever the client asked for.
-pub fn model_of(body: &Value) -> String {
-    body.get("model")
-        .and_then(Value::as_str)
-        .unwrap_or("gpt-scripted")
-        .to_owned()
-}
-
-/// Whether the client asked for a streamed answer.
-pub fn wants_stream(body: &Value) -> bool {
-    body.get("stream").and_then(Value::as_bool).unwrap_or(false)
-}
-
 fn response_object(response_id: &str, model: &str, status: &str, output: Vec<Value>) -> Value {
     json!({
         "id": response_id,

@@ -13,7 +13,7 @@ use tokio::net::{TcpListener, TcpStream};
 use crate::http::{self, Chunked, Request};
 use crate::record::Recorder;
 use crate::script::{Action, Script, ToolUse, Turn};
-use crate::{anthropic, openai, side};
+use crate::{anthropic, openai, request, side};
 
 /// Everything the connections share.
 pub struct Server {
@@ -122,11 +122,7 @@ impl Server {
         };
         let null = Value::Null;
         let body_ref = body.as_ref().unwrap_or(&null);
-        let main = match api {
-            Some(Api::Anthropic) => anthropic::is_main(body_ref),
-            Some(Api::OpenAi) => openai::is_main(body_ref),
-            None => false,
-        };
+        let main = api.is_some() && request::is_main(body_ref);
         let (turn_index, turn) = if main {
             self.script.next_turn()
         } else {
@@ -202,9 +198,10 @@ impl Server {
         W: AsyncWrite + Unpin,
     {
         let delay = Duration::from_millis(turn.delay_ms);
-        let (stream, model) = match api {
-            Api::Anthropic => (anthropic::wants_stream(body), anthropic::model_of(body)),
-            Api::OpenAi => (openai::wants_stream(body), openai::model_of(body)),
+        let stream = request::wants_stream(body);
+        let model = match api {
+            Api::Anthropic => request::model_of(body, "claude-scripted"),
+            Api::OpenAi => request::model_of(body, "gpt-scripted"),
         };
         let (message_id, request_id_header) = match api {
             Api::Anthropic => (format!("msg_scripted_{seq}"), "request-id"),
