@@ -6,7 +6,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use clawpool_tests::{LaneRun, Sandbox, assert_kinds_in_order, git_repo, workspace_bin};
+use clawpool_tests::{
+    LaneRun, Sandbox, TRUSTED_BOOT_TO_FINISHED, assert_kinds_in_order, git_repo, workspace_bin,
+};
 use serde_json::Value;
 
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -138,21 +140,7 @@ fn a_trusted_lane_is_driven_from_spawn_to_finished() {
     let lane = Lane::start(&sandbox, &repo, &config, "scripted", "write the file");
     let (code, outcome, events) = lane.finish();
     assert_eq!(code, 0, "{events:?}");
-    assert_kinds_in_order(
-        &events,
-        &[
-            "lane.started",
-            "lane.trust_required",
-            "lane.dialog_answered",
-            "lane.trust_resolved",
-            "lane.ready",
-            "lane.prompt_typed",
-            "lane.prompt_sent",
-            "lane.prompt_accepted",
-            "lane.running",
-            "lane.finished",
-        ],
-    );
+    assert_kinds_in_order(&events, TRUSTED_BOOT_TO_FINISHED);
     let resolved = events
         .iter()
         .find(|e| e["kind"] == "lane.trust_resolved")

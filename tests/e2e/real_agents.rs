@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use clawpool_pty::{ScreenSnapshot, TermSize};
 use clawpool_tests::{
-    ClosedPort, LaneRun, ModelServer, Sandbox, agent_path, assert_kinds_in_order, git_repo,
-    real_agent, seed_claude_home, seed_codex_home, transitions,
+    ClosedPort, LaneRun, ModelServer, Sandbox, TRUSTED_BOOT_TO_FINISHED, agent_path,
+    assert_kinds_in_order, git_repo, real_agent, seed_claude_home, seed_codex_home, transitions,
 };
 use serde_json::{Value, json};
 
@@ -346,21 +346,7 @@ fn claude_trusted_lane_answers_the_trust_dialog_and_writes_only_in_its_lane() {
         "{}",
         run.report()
     );
-    assert_kinds_in_order(
-        &events,
-        &[
-            "lane.started",
-            "lane.trust_required",
-            "lane.dialog_answered",
-            "lane.trust_resolved",
-            "lane.ready",
-            "lane.prompt_typed",
-            "lane.prompt_sent",
-            "lane.prompt_accepted",
-            "lane.running",
-            "lane.finished",
-        ],
-    );
+    assert_kinds_in_order(&events, TRUSTED_BOOT_TO_FINISHED);
     assert_eq!(
         count_kind(&events, "lane.trust_store_seeded"),
         0,

@@ -386,6 +386,14 @@ steps = [
         .arg(&s.repo);
     let mut first = clawpool_tests::LaneRun::start(cmd, &s.sandbox.dir.path().join("first.stderr"));
     for lane in ["alpha", "beta"] {
+        // Lanes start in either order; one may already have been read while waiting for the other.
+        if first
+            .seen
+            .iter()
+            .any(|e| e["kind"] == "lane.running" && e["lane"] == lane)
+        {
+            continue;
+        }
         first.wait_for(
             &format!("{lane} running"),
             std::time::Duration::from_secs(30),

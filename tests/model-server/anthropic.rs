@@ -53,7 +53,7 @@ fn pieces(text: &str, target: usize) -> Vec<String> {
 
 /// Everything after `message_start` for a reply: a text block and/or a tool-use
 /// block, then `message_delta` with the stop reason and `message_stop`. Each item
-/// is one event's data; [`sse`] frames it.
+/// is one event's data; [`crate::request::sse`] frames it.
 pub fn reply_events(text: Option<&str>, tool_use: Option<(&ToolUse, &str)>) -> Vec<Value> {
     let mut events = Vec::new();
     let mut index = 0;
@@ -146,15 +146,6 @@ pub fn reply_message(
 /// The body of an error response, in the API's envelope.
 pub fn error_body(kind: &str, message: &str) -> Value {
     json!({"type": "error", "error": {"type": kind, "message": message}})
-}
-
-/// The SSE framing Anthropic uses: the event name repeats the data's `type`.
-pub fn sse(event: &Value) -> String {
-    let name = event
-        .get("type")
-        .and_then(Value::as_str)
-        .unwrap_or("message");
-    format!("event: {name}\ndata: {event}\n\n")
 }
 
 #[cfg(test)]

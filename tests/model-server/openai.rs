@@ -167,15 +167,6 @@ pub fn error_body(kind: &str, message: &str) -> Value {
     json!({"error": {"type": kind, "code": kind, "message": message, "param": null}})
 }
 
-/// The SSE framing the Responses API uses: the event name repeats the data's `type`.
-pub fn sse(event: &Value) -> String {
-    let name = event
-        .get("type")
-        .and_then(Value::as_str)
-        .unwrap_or("message");
-    format!("event: {name}\ndata: {event}\n\n")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,5 +1,5 @@
-//! What both APIs' requests have in common: whether one belongs to the agent's task, which
-//! model it names, and whether it wants a stream.
+//! What both APIs have in common: whether a request belongs to the agent's task, which model
+//! it names, whether it wants a stream, and how a streamed event is framed.
 
 use serde_json::Value;
 
@@ -23,6 +23,15 @@ pub fn model_of(body: &Value, default: &str) -> String {
 /// Whether the client asked for a streamed answer.
 pub fn wants_stream(body: &Value) -> bool {
     body.get("stream").and_then(Value::as_bool).unwrap_or(false)
+}
+
+/// Server-sent-event framing, as both APIs use it: the event name repeats the data's `type`.
+pub fn sse(event: &Value) -> String {
+    let name = event
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("message");
+    format!("event: {name}\ndata: {event}\n\n")
 }
 
 #[cfg(test)]

@@ -216,10 +216,7 @@ impl Server {
             Api::Anthropic => anthropic::message_start(&message_id, &model),
             Api::OpenAi => openai::created(&message_id, &model),
         };
-        let frame = |event: &Value| match api {
-            Api::Anthropic => anthropic::sse(event),
-            Api::OpenAi => openai::sse(event),
-        };
+        let frame = request::sse;
 
         match &turn.action {
             Action::Refuse => {

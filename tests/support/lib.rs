@@ -597,6 +597,21 @@ impl Drop for LaneRun {
     }
 }
 
+/// The events of a trusted lane from spawn to finished, with its trust dialog answered by
+/// policy, in order.
+pub const TRUSTED_BOOT_TO_FINISHED: &[&str] = &[
+    "lane.started",
+    "lane.trust_required",
+    "lane.dialog_answered",
+    "lane.trust_resolved",
+    "lane.ready",
+    "lane.prompt_typed",
+    "lane.prompt_sent",
+    "lane.prompt_accepted",
+    "lane.running",
+    "lane.finished",
+];
+
 /// Asserts the lane events' `kind`s include `expected` in this order (others may come
 /// between); returns the positions found.
 pub fn assert_kinds_in_order(events: &[serde_json::Value], expected: &[&str]) -> Vec<usize> {

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use clawpool_pty::{ExitStatus, Input, Key, RawLogConfig, SpawnError, SpawnSpec, TermSize, Worker};
 
-use crate::support::{alive, exited, gone, screen_shows};
+use crate::support::{alive, assert_resize_reaches, exited, gone, pid_on_screen, screen_shows};
 
 fn sh(script: &str) -> SpawnSpec {
     SpawnSpec::new("sh", std::env::temp_dir()).args(["-c", script])
@@ -83,15 +83,7 @@ async fn clean_environment_has_only_what_was_given() {
 #[tokio::test]
 async fn resize_reaches_the_program() {
     let worker = spawn(sh("read x; stty size")).await;
-    worker
-        .resize(TermSize {
-            rows: 30,
-            cols: 100,
-        })
-        .await
-        .expect("resize");
-    worker.send(&Input::Key(Key::Enter)).await.expect("enter");
-    screen_shows(&worker, "30 100").await;
+    assert_resize_reaches(&worker).await;
     assert_eq!(
         worker.snapshot().size,
         TermSize {
@@ -107,12 +99,7 @@ async fn stop_terminates_the_whole_process_group_then_kills_it() {
     // child must go too.
     let worker = spawn(sh("trap '' TERM; sleep 1000 & echo child=$!; wait")).await;
     let snap = screen_shows(&worker, "child=").await;
-    let child: u32 = snap
-        .rows
-        .iter()
-        .find_map(|row| row.strip_prefix("child="))
-        .and_then(|pid| pid.parse().ok())
-        .expect("child pid on screen");
+    let child = pid_on_screen(&snap, "child");
     assert!(alive(child));
     let status = worker.stop(Duration::from_millis(300)).await;
     assert_eq!(status, ExitStatus::Signaled(libc::SIGKILL));
@@ -130,13 +117,7 @@ async fn a_grandchild_holding_the_terminal_does_not_hold_up_the_exit() {
     .await;
     assert_eq!(exited(&worker).await, ExitStatus::Exited(3));
     assert!(started.elapsed() < Duration::from_secs(10));
-    let grandchild: u32 = worker
-        .snapshot()
-        .rows
-        .iter()
-        .find_map(|row| row.strip_prefix("grandchild="))
-        .and_then(|pid| pid.parse().ok())
-        .expect("grandchild pid on screen");
+    let grandchild = pid_on_screen(&worker.snapshot(), "grandchild");
     gone(grandchild).await;
 }
 

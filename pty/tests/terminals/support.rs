@@ -134,3 +134,29 @@ impl Drop for PrivateTmux {
             .status();
     }
 }
+
+/// The pid a test program printed as `<label>=<pid>` on a row of its screen.
+pub fn pid_on_screen(snap: &ScreenSnapshot, label: &str) -> u32 {
+    let prefix = format!("{label}=");
+    snap.rows
+        .iter()
+        .find_map(|row| row.strip_prefix(prefix.as_str()))
+        .and_then(|pid| pid.parse().ok())
+        .unwrap_or_else(|| panic!("no {prefix}<pid> on screen:\n{}", snap.text()))
+}
+
+/// Resizes a worker running `read x; stty size` and checks the program sees the new size.
+pub async fn assert_resize_reaches(worker: &Worker) {
+    worker
+        .resize(clawpool_pty::TermSize {
+            rows: 30,
+            cols: 100,
+        })
+        .await
+        .expect("resize");
+    worker
+        .send(&clawpool_pty::Input::Key(clawpool_pty::Key::Enter))
+        .await
+        .expect("enter");
+    screen_shows(worker, "30 100").await;
+}

@@ -4,11 +4,13 @@
 use std::time::Duration;
 
 use clawpool_pty::{
-    AttachOptions, ExitStatus, Input, Key, RawLogConfig, SpawnError, SpawnSpec, TermSize,
-    TmuxConfig, TmuxError, TmuxServer, Worker,
+    AttachOptions, ExitStatus, Input, Key, RawLogConfig, SpawnError, SpawnSpec, TmuxConfig,
+    TmuxError, TmuxServer, Worker,
 };
 
-use crate::support::{PrivateTmux, exited, gone, screen_shows};
+use crate::support::{
+    PrivateTmux, assert_resize_reaches, exited, gone, pid_on_screen, screen_shows,
+};
 
 fn sh(script: &str) -> SpawnSpec {
     SpawnSpec::new("sh", std::env::temp_dir()).args(["-c", script])
@@ -152,15 +154,7 @@ async fn resize_reaches_a_worker_in_tmux() {
         .spawn("w1", sh("read x; stty size; read y"))
         .await
         .expect("spawn");
-    worker
-        .resize(TermSize {
-            rows: 30,
-            cols: 100,
-        })
-        .await
-        .expect("resize");
-    worker.send(&Input::Key(Key::Enter)).await.expect("enter");
-    screen_shows(&worker, "30 100").await;
+    assert_resize_reaches(&worker).await;
     worker.stop(Duration::from_secs(2)).await;
 }
 
@@ -173,12 +167,7 @@ async fn stopping_a_tmux_worker_kills_its_group() {
         .await
         .expect("spawn");
     let snap = screen_shows(&worker, "child=").await;
-    let child: u32 = snap
-        .rows
-        .iter()
-        .find_map(|row| row.strip_prefix("child="))
-        .and_then(|pid| pid.parse().ok())
-        .expect("child pid");
+    let child = pid_on_screen(&snap, "child");
     assert_eq!(
         worker.stop(Duration::from_millis(300)).await,
         ExitStatus::Signaled(libc::SIGKILL)
