@@ -94,9 +94,14 @@ fn collect(repo: &Repo) -> Vec<Value> {
             };
             let status = clawpool_worktree::worktree_status(&dir).ok();
             let ahead = entry["base"]["sha"].as_str().and_then(|base| commits_ahead(&dir, base));
+            let degraded =
+                std::fs::read_to_string(root.join(&name).join(clawpool::lane_state::DEGRADED_MARKER))
+                    .ok()
+                    .map(|e| e.trim().to_owned());
             doc["board"] = json!({
                 "dirty": status.as_ref().map(|s| s.dirty),
                 "commits_ahead": ahead,
+                "state_file_degraded": degraded,
             });
             doc
         })
@@ -159,6 +164,10 @@ fn print_table(lanes: &[Value]) {
                     Some(class) => format!("{}{{{class}}}", text(&l["status"])),
                     None => text(&l["status"]),
                 },
+            };
+            let status = match l["board"]["state_file_degraded"].as_str() {
+                Some(_) => format!("{status} (state file degraded)"),
+                None => status,
             };
             let in_state = l["last_event"]["timestamp"]
                 .as_u64()

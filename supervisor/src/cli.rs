@@ -27,6 +27,13 @@ pub enum Command {
     Trust(LaneArgs),
     /// Answer the dialog a lane is blocked on with one of its choices.
     Answer(AnswerArgs),
+    /// Deliver more text to a running lane's agent, by the prompt's rules: typed only into
+    /// its idle input line (queued while it works) and verified as accepted.
+    Send(SendArgs),
+    /// Stop a lane's worker and end the lane (finished if it was idle with its work done).
+    Stop(LaneArgs),
+    /// Stop a lane's worker and start it again in the same worktree.
+    Restart(RestartArgs),
     /// Show which rule reads a screen as what, with the evidence and the near misses.
     Explain(ExplainArgs),
     /// Configuration.
@@ -129,6 +136,9 @@ impl Command {
             Command::Run(args) => args.output_format,
             Command::Trust(args) => args.output_format,
             Command::Answer(args) => args.lane.output_format,
+            Command::Send(args) => args.output_format,
+            Command::Stop(args) => args.output_format,
+            Command::Restart(args) => args.lane.output_format,
             Command::Explain(args) => args.output_format,
             Command::Config(ConfigArgs {
                 command: ConfigCommand::Show(args),
@@ -208,6 +218,30 @@ pub struct AnswerArgs {
     /// The choice, as the agent's profile names it (e.g. yes, no).
     #[arg(long)]
     pub choice: String,
+}
+
+#[derive(Debug, Args)]
+pub struct SendArgs {
+    /// The lane: its folder, or its name in this repository.
+    pub lane: PathBuf,
+    /// The text (newlines and tabs allowed; no other control characters).
+    pub text: String,
+    /// Output format for the reply and errors.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub output_format: OutputFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct RestartArgs {
+    #[command(flatten)]
+    pub lane: LaneArgs,
+    /// Start the agent with its profile's resume arguments (e.g. claude --continue).
+    #[arg(long)]
+    pub resume: bool,
+    /// Deliver the lane's prompt again even if the previous worker had taken it (by default
+    /// it is delivered again only if it was never accepted).
+    #[arg(long)]
+    pub redeliver: bool,
 }
 
 #[derive(Debug, Args)]

@@ -1,22 +1,15 @@
-//! A lane's control socket (`.claw/control.sock`, mode 0600): how `clawpool trust` and
-//! `clawpool answer` reach the process running the lane. One JSON line in, one JSON line out.
+//! A lane's control socket (`.claw/control.sock`, mode 0600): how `clawpool trust`, `answer`,
+//! `send`, `stop` and `restart` reach the process running the lane. One JSON line in (an
+//! [`OperatorCommand`]), one JSON line out.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use clawpool::handshake::OperatorCommand;
-use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
-
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(tag = "command", rename_all = "snake_case")]
-enum Request {
-    Trust,
-    Answer { choice: String },
-}
 
 /// Listens on `socket` and forwards every command to the handshake.
 pub fn listen(
@@ -34,19 +27,13 @@ pub fn listen(
                 let (read, mut write) = stream.into_split();
                 let mut line = String::new();
                 let reply = match BufReader::new(read).read_line(&mut line).await {
-                    Ok(_) => match serde_json::from_str::<Request>(&line) {
-                        Ok(request) => {
-                            let command = match request {
-                                Request::Trust => OperatorCommand::Trust,
-                                Request::Answer { choice } => OperatorCommand::Answer { choice },
-                            };
-                            match commands.send(command).await {
-                                Ok(()) => serde_json::json!({"ok": true}),
-                                Err(_) => {
-                                    serde_json::json!({"ok": false, "error": "the lane has ended"})
-                                }
+                    Ok(_) => match serde_json::from_str::<OperatorCommand>(&line) {
+                        Ok(command) => match commands.send(command).await {
+                            Ok(()) => serde_json::json!({"ok": true}),
+                            Err(_) => {
+                                serde_json::json!({"ok": false, "error": "the lane has ended"})
                             }
-                        }
+                        },
                         Err(err) => serde_json::json!({"ok": false, "error": err.to_string()}),
                     },
                     Err(err) => serde_json::json!({"ok": false, "error": err.to_string()}),
@@ -59,16 +46,10 @@ pub fn listen(
 
 /// Sends one command to the lane listening on `socket`; returns its reply.
 pub async fn send(socket: &Path, command: &OperatorCommand) -> std::io::Result<String> {
-    let request = match command {
-        OperatorCommand::Trust => Request::Trust,
-        OperatorCommand::Answer { choice } => Request::Answer {
-            choice: choice.clone(),
-        },
-    };
     let stream = UnixStream::connect(socket).await?;
     let (read, mut write) = stream.into_split();
     write
-        .write_all(format!("{}\n", serde_json::to_string(&request)?).as_bytes())
+        .write_all(format!("{}\n", serde_json::to_string(command)?).as_bytes())
         .await?;
     let mut reply = String::new();
     BufReader::new(read).read_line(&mut reply).await?;

@@ -6,6 +6,10 @@
 //! `clawpool spawn` does (every problem at once, nothing created) and starts its lanes in the
 //! daemon; `{"command": "status"}` says how many lanes run; `{"command": "stop"}` ends the
 //! daemon (lanes in tmux keep running and can be adopted; lanes in PTYs end with it).
+//!
+//! On start, holding the lock, the daemon adopts every registered lane that has not ended:
+//! a live tmux session is driven on from the lane's state file; a lane whose worker is gone
+//! becomes `failed{worker_lost}`.
 //! Read-only commands never need the daemon: they read the lanes' files.
 
 use std::os::unix::fs::PermissionsExt;
@@ -24,7 +28,10 @@ use tokio::net::{UnixListener, UnixStream};
 use crate::cli::{DaemonArgs, OutputFormat, SpawnArgs, TransportKind};
 use crate::loaded::Loaded;
 use crate::output::{CommandError, EXIT_FAILURE};
-use crate::spawn::{Board, hold_supervisor_lock, lock_path, prepare, start_all, terminal_for};
+use crate::spawn::{
+    Board, adopt_lanes, hold_supervisor_lock, lock_path, prepare, registered_lanes, start_all,
+    terminal_for,
+};
 
 /// How long `spawn --detach` waits for a daemon it started to listen.
 const START_TIMEOUT: Duration = Duration::from_secs(15);
@@ -75,6 +82,18 @@ pub async fn run(args: DaemonArgs, loaded: Loaded) -> Result<ExitCode, CommandEr
         socket.display()
     );
     let running = Arc::new(AtomicUsize::new(0));
+    // Holding the lock, every lane that has not ended lost its supervisor: take them over.
+    let names = registered_lanes(&repo);
+    let board = Board::new(names.clone(), OutputFormat::Json);
+    let adoptions = adopt_lanes(&repo, names, &loaded, &board);
+    running.fetch_add(adoptions.len(), Ordering::SeqCst);
+    for task in adoptions {
+        let running = Arc::clone(&running);
+        tokio::spawn(async move {
+            let _ = task.await;
+            running.fetch_sub(1, Ordering::SeqCst);
+        });
+    }
     let loaded = Arc::new(loaded);
     let root = repo.root().to_owned();
     loop {

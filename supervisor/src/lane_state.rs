@@ -2,6 +2,7 @@
 //! [`WorkerStateDoc`] and written at once (atomically); a heartbeat rewrites it at least every
 //! [`HEARTBEAT_INTERVAL`] so pollers can tell a live supervisor from a lost one.
 
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use clawpool_lanes::state_file::{HEARTBEAT_INTERVAL, now_secs};
@@ -12,13 +13,27 @@ use tokio::task::JoinHandle;
 #[derive(Clone)]
 pub struct StateRecorder {
     inner: Arc<Mutex<(WorkerStateDoc, StateFileWriter)>>,
+    marker: Option<Arc<PathBuf>>,
 }
+
+/// The file, in a lane's registry folder, that says its state file could not be written.
+pub const DEGRADED_MARKER: &str = "state-degraded";
 
 impl StateRecorder {
     /// Starts recording `doc` through `writer`, writing it once now.
     pub fn new(doc: WorkerStateDoc, writer: StateFileWriter) -> Self {
+        Self::with_marker(doc, writer, None)
+    }
+
+    /// Like [`new`](Self::new), keeping `marker` present exactly while the lane is degraded.
+    pub fn with_marker(
+        doc: WorkerStateDoc,
+        writer: StateFileWriter,
+        marker: Option<PathBuf>,
+    ) -> Self {
         let recorder = Self {
             inner: Arc::new(Mutex::new((doc, writer))),
+            marker: marker.map(Arc::new),
         };
         recorder.update(|_| {});
         recorder
@@ -35,9 +50,22 @@ impl StateRecorder {
         let (doc, writer) = &mut *guard;
         change(doc);
         doc.stamp(now_secs());
-        if let Err(err) = writer.write(doc) {
+        let was_degraded = writer.degraded().is_some();
+        let result = writer.write(doc);
+        if let Err(err) = &result {
             // The previous file stays intact; the lane carries on and is reported degraded.
             tracing::warn!(error = %err, "could not write the lane's state file");
+        }
+        if let Some(marker) = &self.marker {
+            match &result {
+                Err(err) => {
+                    let _ = std::fs::write(marker.as_path(), format!("{err}\n"));
+                }
+                Ok(()) if was_degraded => {
+                    let _ = std::fs::remove_file(marker.as_path());
+                }
+                Ok(()) => {}
+            }
         }
     }
 

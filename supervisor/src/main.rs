@@ -70,6 +70,29 @@ fn main() -> ExitCode {
                 };
                 operator(&args.lane, command).await
             }
+            Command::Send(args) => {
+                clawpool::handshake::check_prompt(&args.text)
+                    .map_err(|e| CommandError::invalid("invalid_text", e.to_string()))?;
+                let command = clawpool::handshake::OperatorCommand::Send { text: args.text };
+                let lane = cli::LaneArgs {
+                    lane: args.lane,
+                    output_format: args.output_format,
+                };
+                operator(&lane, command).await
+            }
+            Command::Stop(args) => {
+                operator(&args, clawpool::handshake::OperatorCommand::Stop).await
+            }
+            Command::Restart(args) => {
+                let command = clawpool::handshake::OperatorCommand::Restart(
+                    clawpool::handshake::RestartRequest {
+                        by: "operator".into(),
+                        resume: args.resume,
+                        redeliver: args.redeliver,
+                    },
+                );
+                operator(&args.lane, command).await
+            }
             Command::Explain(args) => {
                 let loaded = loaded::Loaded::load(&args.config, None)?;
                 match (&args.lane, &args.screen) {

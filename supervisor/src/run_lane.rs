@@ -8,8 +8,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clawpool::handshake::{
-    Handshake, LaneContext, OperatorCommand, Outcome, PromptPlan, Resumed, Settings, check_prompt,
-    plan_prompt,
+    Handshake, LaneContext, Next, OperatorCommand, Outcome, PromptPlan, Resumed, Settings,
+    check_prompt, plan_prompt,
 };
 use clawpool::lane_state::StateRecorder;
 use clawpool::profiles::{Profile, TrustStore};
@@ -17,7 +17,9 @@ use clawpool::trust::{
     TrustRoots, claude_config_file, codex_config_file, seed_claude_trust, seed_codex_trust,
 };
 use clawpool_lanes::state_file::{self, Base};
-use clawpool_lanes::{EventLog, LaneEvent, LaneStatus, StateFileWriter, WorkerStateDoc};
+use clawpool_lanes::{
+    EventLog, FailureClass, LaneEvent, LaneState, LaneStatus, StateFileWriter, WorkerStateDoc,
+};
 use clawpool_pty::{RawLogConfig, SpawnSpec, TmuxConfig, TmuxServer, Worker};
 use serde_json::json;
 use tokio::sync::mpsc;
@@ -181,7 +183,15 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
             (*doc, Some((worker, resumed)))
         }
     };
-    let recorder = StateRecorder::new(doc, StateFileWriter::for_worktree(&job.dir));
+    let marker = job
+        .events_path
+        .parent()
+        .map(|registry| registry.join(clawpool::lane_state::DEGRADED_MARKER));
+    if let Some(marker) = &marker {
+        // Left by an earlier run; this run's first write decides afresh.
+        let _ = std::fs::remove_file(marker);
+    }
+    let recorder = StateRecorder::with_marker(doc, StateFileWriter::for_worktree(&job.dir), marker);
     let on_state = recorder.clone();
     let on_event = job.on_event;
     let events = Arc::new(
@@ -209,7 +219,7 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
         );
     }
 
-    let (operator_tx, operator_rx) = mpsc::channel(8);
+    let (operator_tx, mut operator_rx) = mpsc::channel(8);
     let socket = state_dir.join("control.sock");
     let listener = control::listen(&socket, operator_tx)
         .map_err(|e| CommandError::io("opening the lane's control socket", e))?;
@@ -218,12 +228,14 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
         |c: char| !c.is_ascii_alphanumeric() && c != '-' && c != '_',
         "_",
     );
-    let (worker, resumed) = match (adopt, &job.terminal) {
-        (Some((worker, resumed)), _) => (Ok(worker), Some(resumed)),
-        (None, Terminal::Pty) => (Worker::spawn_pty(spec).await, None),
-        (None, Terminal::Tmux(server)) => (server.spawn(&session, spec).await, None),
+    let (worker, mut resumed) = match adopt {
+        Some((worker, resumed)) => (Ok(worker), Some(resumed)),
+        None => (
+            start_worker(&job.terminal, &session, spec.clone()).await,
+            None,
+        ),
     };
-    let worker = match worker {
+    let mut worker = match worker {
         Ok(worker) => worker,
         Err(err) => {
             listener.abort();
@@ -241,26 +253,83 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
         None => None,
     };
     let commit_task = commits.as_ref().map(CommitWatch::spawn);
-    let lane = LaneContext {
+    let mut lane = LaneContext {
         name: job.name.clone(),
         cwd: job.dir.clone(),
         trusted: job.trusted,
-        prompt: plan,
+        prompt: plan.clone(),
     };
-    let mut handshake = Handshake::new(
-        worker.clone(),
-        &job.profile,
-        lane,
-        job.settings,
-        &events,
-        operator_rx,
-    );
-    if let Some(resumed) = resumed {
-        handshake = handshake.resume(resumed);
-    }
-    let outcome = tokio::select! {
-        outcome = handshake.run() => Some(outcome),
-        _ = tokio::signal::ctrl_c() => None,
+    let mut prior_attempts = 0;
+    let mut restarts = 0u32;
+    let outcome = loop {
+        let mut handshake = Handshake::new(
+            worker.clone(),
+            &job.profile,
+            lane.clone(),
+            job.settings,
+            &events,
+            &mut operator_rx,
+        )
+        .after_attempts(prior_attempts);
+        if let Some(resumed) = resumed.take() {
+            handshake = handshake.resume(resumed);
+        }
+        let outcome = tokio::select! {
+            outcome = handshake.run() => outcome,
+            _ = tokio::signal::ctrl_c() => {
+                worker.stop(std::time::Duration::from_secs(5)).await;
+                break None;
+            }
+        };
+        let Next::Restart(request) = &outcome.next else {
+            break Some(outcome);
+        };
+        restarts += 1;
+        prior_attempts = outcome.receipt.attempts;
+        let accepted = outcome.receipt.accepted_at.is_some();
+        lane.prompt = if request.redeliver || !accepted {
+            plan.clone()
+        } else {
+            PromptPlan::None
+        };
+        let mut restart_spec = spec.clone();
+        let resume = request.resume && !job.profile.manifest.launch.resume_args.is_empty();
+        if resume {
+            restart_spec = restart_spec.args(job.profile.manifest.launch.resume_args.iter());
+        }
+        if let Terminal::Tmux(server) = &job.terminal {
+            let _ = server.kill_session(&session).await;
+        }
+        let worker_id = format!("{}-{}-r{restarts}", job.name, std::process::id());
+        recorder.update(|doc| doc.worker_id = worker_id.clone());
+        let _ = events.record(
+            "lane.restarted",
+            None,
+            None,
+            None,
+            json!({
+                "by": request.by, "restart": restarts, "worker_id": worker_id,
+                "resume": resume, "redeliver_prompt": !matches!(lane.prompt, PromptPlan::None),
+                "previous": outcome.state.to_string(), "previous_exit": outcome.exit,
+            }),
+        );
+        match start_worker(&job.terminal, &session, restart_spec).await {
+            Ok(new_worker) => worker = new_worker,
+            Err(err) => {
+                let _ = events.record(
+                    "lane.failed",
+                    Some(outcome.state),
+                    Some(LaneState::failed(FailureClass::WorkerCrashed)),
+                    None,
+                    json!({"error": format!("the worker could not be started again: {err}")}),
+                );
+                break Some(Outcome {
+                    state: LaneState::failed(FailureClass::WorkerCrashed),
+                    next: Next::Done,
+                    ..outcome
+                });
+            }
+        }
     };
     listener.abort();
     heartbeat.abort();
@@ -268,9 +337,6 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
         task.abort();
         // A commit made just before the lane finished is still reported.
         commits.check().await;
-    }
-    if outcome.is_none() {
-        worker.stop(std::time::Duration::from_secs(5)).await;
     }
     if let Terminal::Tmux(server) = &job.terminal {
         let _ = server.kill_session(&session).await;
@@ -281,6 +347,18 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
         outcome,
         degraded: recorder.degraded(),
     })
+}
+
+/// Starts the lane's agent on its terminal.
+async fn start_worker(
+    terminal: &Terminal,
+    session: &str,
+    spec: SpawnSpec,
+) -> Result<Worker, clawpool_pty::SpawnError> {
+    match terminal {
+        Terminal::Pty => Worker::spawn_pty(spec).await,
+        Terminal::Tmux(server) => server.spawn(session, spec).await,
+    }
 }
 
 /// How often a spawned lane's branch is checked for new commits.

@@ -567,8 +567,26 @@ pub async fn adopt(args: AdoptArgs, loaded: Loaded) -> Result<ExitCode, CommandE
         .map_err(|e| CommandError::invalid("not_a_repository", e.to_string()))?;
     let lock_path = repo.common_dir().join("clawpool").join("supervisor.lock");
     let _lock = hold_supervisor_lock(&lock_path)?;
-    let root = repo.common_dir().join("clawpool").join("lanes");
-    let mut names: Vec<String> = std::fs::read_dir(&root)
+    let names = registered_lanes(&repo);
+    let board = Board::new(names.clone(), args.output_format);
+    let tasks = adopt_lanes(&repo, names, &loaded, &board);
+    let mut all_finished = true;
+    for task in tasks {
+        if let Ok((_, state)) = task.await {
+            all_finished &= state.is_some_and(|s| s.status == clawpool_lanes::LaneStatus::Finished);
+        }
+    }
+    board.paint_final();
+    Ok(if all_finished {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// The names of the lanes registered in the repository's common git dir, sorted.
+pub fn registered_lanes(repo: &Repo) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(lanes_root(repo))
         .map(|entries| {
             entries
                 .filter_map(|e| e.ok())
@@ -577,7 +595,24 @@ pub async fn adopt(args: AdoptArgs, loaded: Loaded) -> Result<ExitCode, CommandE
         })
         .unwrap_or_default();
     names.sort();
-    let board = Board::new(names.clone(), args.output_format);
+    names
+}
+
+fn lanes_root(repo: &Repo) -> PathBuf {
+    repo.common_dir().join("clawpool").join("lanes")
+}
+
+/// Takes over every lane among `names` that has not ended: its live tmux session is driven on
+/// from its state file, and a lane whose worker is gone is recorded as `failed{worker_lost}`.
+/// The caller must hold the repository's supervisor lock, so no other supervisor owns them.
+/// Each task ends with the lane's final state (`None` when it was not adopted).
+pub fn adopt_lanes(
+    repo: &Repo,
+    names: Vec<String>,
+    loaded: &Loaded,
+    board: &Board,
+) -> Vec<tokio::task::JoinHandle<(String, Option<LaneState>)>> {
+    let root = lanes_root(repo);
     let mut tasks = Vec::new();
     for name in names {
         let registry = root.join(&name);
@@ -640,18 +675,7 @@ pub async fn adopt(args: AdoptArgs, loaded: Loaded) -> Result<ExitCode, CommandE
             (name, state.ok().flatten())
         }));
     }
-    let mut all_finished = true;
-    for task in tasks {
-        if let Ok((_, state)) = task.await {
-            all_finished &= state.is_some_and(|s| s.status == clawpool_lanes::LaneStatus::Finished);
-        }
-    }
-    board.paint_final();
-    Ok(if all_finished {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    tasks
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -667,22 +691,25 @@ async fn adopt_lane(
     board: Board,
 ) -> Result<Option<LaneState>, CommandError> {
     let target = doc.transport.session.clone().unwrap_or_default();
-    let Some((socket, session)) = target.split_once(':') else {
-        return Err(CommandError {
-            kind: "not_adoptable",
-            message: format!(
-                "lane {name} ran in a terminal owned by the supervisor that died; only tmux lanes outlive it"
-            ),
-            exit: 1,
-        });
+    let (server, session, gone) = match target.split_once(':') {
+        Some((socket, session)) => {
+            let server = TmuxServer::connect(TmuxConfig::new(socket)).await?;
+            let live = server
+                .sessions()
+                .await
+                .map(|s| s.iter().any(|s| s == session))
+                .unwrap_or(false);
+            let gone = format!("session {session} is gone from tmux server {socket}");
+            (Some(server), session, (!live).then_some(gone))
+        }
+        // A PTY is owned by its supervisor: its worker ended with it.
+        None => (
+            None,
+            "",
+            Some("its terminal was a PTY owned by the supervisor that ended".to_owned()),
+        ),
     };
-    let server = TmuxServer::connect(TmuxConfig::new(socket)).await?;
-    let live = server
-        .sessions()
-        .await
-        .map(|s| s.iter().any(|s| s == session))
-        .unwrap_or(false);
-    if !live {
+    if let Some(gone) = gone {
         // The worker is gone with its session: record that, once, in the lane's own files.
         let recorder = clawpool::lane_state::StateRecorder::new(
             doc,
@@ -698,15 +725,18 @@ async fn adopt_lane(
             None,
             Some(lost),
             Some(clawpool_lanes::Evidence {
-                rule: "tmux_session".into(),
+                rule: "worker_gone".into(),
                 region: "process".into(),
-                matched: format!("session {session} is gone from tmux server {socket}"),
+                matched: gone,
             }),
             serde_json::Value::Null,
         );
         board.set(name, &lost.to_string(), None);
         return Ok(Some(lost));
     }
+    let Some(server) = server else {
+        return Ok(None);
+    };
     let worker = server
         .attach(
             session,

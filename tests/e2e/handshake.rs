@@ -775,3 +775,190 @@ fn a_launch_prompt_finished_between_two_looks_is_still_accepted() {
         &["lane.ready", "lane.prompt_accepted", "lane.finished"],
     );
 }
+
+/// Runs `clawpool ARGS... LANE` against a running lane and checks it took the command.
+fn control(sandbox: &Sandbox, args: &[&str], repo: &Path) {
+    let out = sandbox
+        .clawpool()
+        .args(args)
+        .arg(repo)
+        .output()
+        .expect("clawpool control command");
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+const TWO_TASKS: &str = r#"
+prompt_log = ".prompts.jsonl"
+[[prompt]]
+steps = [{ do = "sleep", ms = 1500 }, { do = "write_file", path = "first.txt", content = "1\n" }]
+[[prompt]]
+steps = [{ do = "write_file", path = "second.txt", content = "2\n" }]
+"#;
+
+#[test]
+fn text_sent_to_a_working_lane_is_delivered_when_it_is_idle_again() {
+    let sandbox = Sandbox::new();
+    let (repo, config) = setup(&sandbox, TWO_TASKS, true, "");
+    let mut lane = Lane::start(&sandbox, &repo, &config, "scripted", "first task");
+    lane.wait_kind("lane.running");
+    let out = sandbox
+        .clawpool()
+        .args(["send", "--output-format", "json"])
+        .arg(&repo)
+        .arg("second task")
+        .output()
+        .expect("clawpool send");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    lane.wait_kind("lane.send_queued");
+    let (code, _, events) = lane.finish();
+    assert_eq!(code, 0, "{events:?}");
+    // The second text waited for the first task to end, then went through the same delivery.
+    let order = assert_kinds_in_order(
+        &events,
+        &[
+            "lane.prompt_accepted",
+            "lane.send_queued",
+            "lane.prompt_round",
+            "lane.prompt_sent",
+            "lane.prompt_accepted",
+            "lane.finished",
+        ],
+    );
+    assert!(
+        events[order[4]]["evidence"]["matched"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("second task"),
+        "{:?}",
+        events[order[4]]
+    );
+    let prompts: Vec<String> = prompt_log(&repo)
+        .iter()
+        .filter(|e| e["event"] == "prompt")
+        .map(|e| e["text"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(prompts, ["first task", "second task"]);
+    assert!(repo.join("first.txt").exists() && repo.join("second.txt").exists());
+    let finished = events
+        .iter()
+        .filter(|e| e["kind"] == "lane.finished")
+        .count();
+    assert_eq!(finished, 1, "finished only after the second text");
+}
+
+#[test]
+fn bad_text_is_refused_before_it_reaches_the_lane() {
+    let sandbox = Sandbox::new();
+    let repo = git_repo(sandbox.dir.path(), "lane");
+    let out = sandbox
+        .clawpool()
+        .args(["send", "--output-format", "json"])
+        .arg(&repo)
+        .arg("clear\u{1b}[2J")
+        .output()
+        .expect("clawpool send");
+    assert_eq!(out.status.code(), Some(2));
+    let err: Value = serde_json::from_slice(&out.stderr).expect("one JSON error");
+    assert_eq!(err["error"]["kind"], "invalid_text");
+    // No lane runs there: a clear error, not a hang.
+    let out = sandbox
+        .clawpool()
+        .args(["stop", "--output-format", "json"])
+        .arg(&repo)
+        .output()
+        .expect("clawpool stop");
+    assert_ne!(out.status.code(), Some(0));
+    let err: Value = serde_json::from_slice(&out.stderr).expect("one JSON error");
+    assert_eq!(err["error"]["kind"], "lane_not_running", "{err}");
+}
+
+const LONG_TASK: &str = r#"
+prompt_log = ".prompts.jsonl"
+[[prompt]]
+steps = [{ do = "sleep", ms = 60000 }]
+"#;
+
+#[test]
+fn a_restarted_lane_runs_a_new_worker_in_the_same_folder_and_redelivers_only_when_asked() {
+    let sandbox = Sandbox::new();
+    let (repo, config) = setup(&sandbox, LONG_TASK, true, "");
+    let mut lane = Lane::start(&sandbox, &repo, &config, "scripted", "long task");
+    let started = lane.wait_kind("lane.started");
+    lane.wait_kind("lane.running");
+
+    // The prompt was taken: a plain restart starts the agent again and sends nothing.
+    control(&sandbox, &["restart"], &repo);
+    lane.wait_kind("lane.restart_requested");
+    let restarted = lane.wait_kind("lane.restarted");
+    assert_eq!(
+        restarted["detail"]["redeliver_prompt"], false,
+        "{restarted}"
+    );
+    let again = lane.wait_kind("lane.started");
+    assert_ne!(again["detail"]["pid"], started["detail"]["pid"]);
+    lane.wait_kind("lane.ready");
+    assert_eq!(prompts_delivered(&repo), 1);
+
+    // Asked to, it delivers the prompt again, counting on from the first delivery.
+    control(&sandbox, &["restart", "--redeliver"], &repo);
+    let restarted = lane.wait_kind("lane.restarted");
+    assert_eq!(restarted["detail"]["redeliver_prompt"], true, "{restarted}");
+    let sent = lane.wait_kind("lane.prompt_sent");
+    assert_eq!(sent["detail"]["attempt"], 2, "{sent}");
+    lane.wait_kind("lane.running");
+    control(&sandbox, &["stop"], &repo);
+    let (code, outcome, events) = lane.finish();
+    assert_eq!(code, 1, "stopped while working: {events:?}");
+    assert_eq!(outcome["receipt"]["attempts"], 2);
+    assert_eq!(prompts_delivered(&repo), 2);
+    let state: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo.join(".claw/worker-state.json")).expect("state file"),
+    )
+    .expect("state JSON");
+    assert_eq!(state["prompt"]["attempts"], 2);
+    assert!(
+        state["worker_id"]
+            .as_str()
+            .unwrap_or_default()
+            .ends_with("-r2"),
+        "{state}"
+    );
+    assert!(sandbox.leftover_processes().is_empty());
+}
+
+#[test]
+fn stop_ends_a_working_lane_as_failed_and_an_idle_one_as_finished() {
+    let sandbox = Sandbox::new();
+    let (repo, config) = setup(&sandbox, LONG_TASK, true, "");
+    let mut lane = Lane::start(&sandbox, &repo, &config, "scripted", "long task");
+    lane.wait_kind("lane.running");
+    control(&sandbox, &["stop"], &repo);
+    let (code, outcome, events) = lane.finish();
+    assert_eq!(code, 1, "{events:?}");
+    assert_eq!(outcome["state"]["status"], "failed");
+    assert_eq!(outcome["state"]["failure"], "infra");
+    let failed = events
+        .iter()
+        .find(|e| e["kind"] == "lane.failed")
+        .expect("failed");
+    assert_eq!(failed["evidence"]["rule"], "operator_stop");
+    assert!(sandbox.leftover_processes().is_empty());
+
+    // A lane with nothing to do (no prompt) is idle and done: stopping it finishes it.
+    let sandbox = Sandbox::new();
+    let (repo, config) = setup(&sandbox, LONG_TASK, true, "");
+    let mut lane = Lane::start(&sandbox, &repo, &config, "scripted", "");
+    lane.wait_kind("lane.ready");
+    control(&sandbox, &["stop"], &repo);
+    let (code, outcome, _) = lane.finish();
+    assert_eq!(code, 0);
+    assert_eq!(outcome["state"]["status"], "finished");
+}

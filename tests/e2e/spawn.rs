@@ -357,9 +357,9 @@ fn explain_reads_a_lanes_current_screen_with_its_own_profile() {
     );
 }
 
-#[test]
-fn a_killed_supervisors_tmux_lanes_are_adopted_without_sending_anything_twice() {
-    let s = setup();
+/// Spawns lanes alpha and beta on tmux (each works 2.5 s, then commits), and SIGKILLs the
+/// supervisor once both run: their agents live on in tmux with nobody watching.
+fn kill_supervisor_while_lanes_run(s: &Setup) {
     let slow = r#"
 trust_dialog = true
 prompt_log = ".prompts.jsonl"
@@ -404,6 +404,12 @@ steps = [
     // The supervisor dies without a chance to clean up; the agents live on in tmux.
     first.signal(libc::SIGKILL);
     first.wait_exit(std::time::Duration::from_secs(10));
+}
+
+#[test]
+fn a_killed_supervisors_tmux_lanes_are_adopted_without_sending_anything_twice() {
+    let s = setup();
+    kill_supervisor_while_lanes_run(&s);
     let state: Value = serde_json::from_str(
         &std::fs::read_to_string(s.lanes_dir().join("beta/.claw/worker-state.json"))
             .expect("state"),
@@ -550,6 +556,87 @@ fn gc_removes_only_lanes_whose_work_is_merged_unless_forced() {
     assert!(s.branches().contains(&"lanes/beta".to_owned()));
 }
 
+/// Reads `clawpool board` until every lane is over (the supervisor is another process whose
+/// only output is the lanes' files).
+fn board_when_all_ended(s: &Setup, lanes: usize) -> Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let out = s
+            .sandbox
+            .clawpool()
+            .args(["board", "--output-format", "json", "--repo"])
+            .arg(&s.repo)
+            .output()
+            .expect("board");
+        let board: Value = serde_json::from_slice(&out.stdout).expect("board JSON");
+        let all = board["lanes"].as_array().cloned().unwrap_or_default();
+        if all.len() == lanes
+            && all
+                .iter()
+                .all(|l| l["status"] == "finished" || l["status"] == "failed")
+        {
+            return board;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "lanes did not end: {board}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+fn stop_daemon(s: &Setup) {
+    let stop = s
+        .sandbox
+        .clawpool()
+        .args(["daemon", "--stop", "--repo"])
+        .arg(&s.repo)
+        .output()
+        .expect("daemon --stop");
+    assert!(stop.status.success(), "{}", stderr(&stop));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !s.sandbox.leftover_processes().is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the daemon did not exit"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(!s.repo.join(".git/clawpool/daemon.sock").exists());
+}
+
+#[test]
+fn a_daemon_started_after_a_killed_supervisor_adopts_its_live_lanes() {
+    let s = setup();
+    kill_supervisor_while_lanes_run(&s);
+    let mut daemon = s.sandbox.clawpool();
+    daemon
+        .args(["daemon", "--config"])
+        .arg(&s.config)
+        .arg("--repo")
+        .arg(&s.repo)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut daemon = daemon.spawn().expect("clawpool daemon");
+    let board = board_when_all_ended(&s, 2);
+    for lane in board["lanes"].as_array().expect("lanes") {
+        assert_eq!(lane["status"], "finished", "{lane}");
+        assert_eq!(lane["board"]["commits_ahead"], 1, "{lane}");
+        assert_eq!(lane["supervisor"]["pid"], daemon.id(), "{lane}");
+    }
+    for lane in ["alpha", "beta"] {
+        let prompts = std::fs::read_to_string(s.lanes_dir().join(lane).join(".prompts.jsonl"))
+            .expect("prompt log");
+        assert_eq!(
+            prompts.lines().filter(|l| l.contains("\"prompt\"")).count(),
+            1,
+            "{lane}: {prompts}"
+        );
+    }
+    stop_daemon(&s);
+    let _ = daemon.wait();
+}
+
 #[test]
 fn detached_lanes_run_in_the_daemon_and_a_second_spawn_hands_its_lanes_over() {
     let s = setup();
@@ -571,28 +658,15 @@ fn detached_lanes_run_in_the_daemon_and_a_second_spawn_hands_its_lanes_over() {
     );
     assert_eq!(second["handed_to_daemon"], true);
 
-    // The daemon is another process whose only output is the lanes' files: read the board
-    // until both lanes are over.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    let board = loop {
-        let out = s
-            .sandbox
-            .clawpool()
-            .args(["board", "--output-format", "json", "--repo"])
-            .arg(&s.repo)
-            .output()
-            .expect("board");
-        let board: Value = serde_json::from_slice(&out.stdout).expect("board JSON");
-        let lanes = board["lanes"].as_array().cloned().unwrap_or_default();
-        if lanes.len() == 2 && lanes.iter().all(|l| l["status"] == "finished") {
-            break board;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "lanes did not finish: {board}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    };
+    let board = board_when_all_ended(&s, 2);
+    assert!(
+        board["lanes"]
+            .as_array()
+            .expect("lanes")
+            .iter()
+            .all(|l| l["status"] == "finished"),
+        "{board}"
+    );
     assert!(
         board["lanes"]
             .as_array()
@@ -600,22 +674,102 @@ fn detached_lanes_run_in_the_daemon_and_a_second_spawn_hands_its_lanes_over() {
             .iter()
             .all(|l| l["board"]["commits_ahead"] == 1)
     );
+    stop_daemon(&s);
+}
 
+/// `chattr +i` on a folder (root ignores permissions, not the immutable flag); `false` when
+/// this machine cannot (no CAP_LINUX_IMMUTABLE, or a file system without the flag).
+fn make_immutable(dir: &std::path::Path, on: bool) -> bool {
+    let flag = if on { "+i" } else { "-i" };
+    let done = std::process::Command::new("chattr")
+        .arg(flag)
+        .arg(dir)
+        .status()
+        .is_ok_and(|s| s.success());
+    done && (!on || std::fs::write(dir.join("probe"), b"x").is_err())
+}
+
+#[test]
+fn a_lane_whose_state_file_cannot_be_written_shows_as_degraded_on_the_board() {
+    let s = setup();
+    let long = "[[prompt]]\nsteps = [{ do = \"sleep\", ms = 60000 }]\n";
+    std::fs::write(s.sandbox.dir.path().join("scenario.toml"), long).expect("scenario");
+    let file = s.sandbox.dir.path().join("packet.json");
+    std::fs::write(
+        &file,
+        r#"{"name": "solo", "agent": "scripted", "prompt": "work"}"#,
+    )
+    .expect("packet");
+    let mut cmd = s.sandbox.clawpool();
+    cmd.arg("spawn")
+        .arg(&file)
+        .args(["--output-format", "json", "--config"])
+        .arg(&s.config)
+        .arg("--repo")
+        .arg(&s.repo);
+    let mut run = clawpool_tests::LaneRun::start(cmd, &s.sandbox.dir.path().join("run.stderr"));
+    run.wait_for(
+        "running",
+        std::time::Duration::from_secs(30),
+        |e| e["kind"] == "lane.running",
+        String::new,
+    );
+    let lane = s.lanes_dir().join("solo");
+    let claw = lane.join(".claw");
+    let before = std::fs::read(claw.join("worker-state.json")).expect("state file");
+    if !make_immutable(&claw, true) {
+        make_immutable(&claw, false);
+        eprintln!("skipped: cannot make a folder unwritable here");
+        return;
+    }
+    let board = || -> Value {
+        let out = s
+            .sandbox
+            .clawpool()
+            .args(["board", "--output-format", "json", "--repo"])
+            .arg(&s.repo)
+            .output()
+            .expect("board");
+        serde_json::from_slice::<Value>(&out.stdout).expect("board JSON")["lanes"][0].clone()
+    };
+    // An event makes the supervisor write the state file; the write fails.
+    let sent = s
+        .sandbox
+        .clawpool()
+        .arg("send")
+        .arg(&lane)
+        .arg("more")
+        .output()
+        .expect("send");
+    assert!(sent.status.success(), "{}", stderr(&sent));
+    run.wait_for(
+        "queued",
+        std::time::Duration::from_secs(30),
+        |e| e["kind"] == "lane.send_queued",
+        String::new,
+    );
+    let degraded = board();
+    make_immutable(&claw, false);
+    assert!(
+        degraded["board"]["state_file_degraded"].is_string(),
+        "{degraded}"
+    );
+    assert_eq!(
+        std::fs::read(claw.join("worker-state.json")).expect("state file"),
+        before,
+        "the previous file stays intact"
+    );
+    // Writable again: the next write succeeds and the mark goes.
     let stop = s
         .sandbox
         .clawpool()
-        .args(["daemon", "--stop", "--repo"])
-        .arg(&s.repo)
+        .arg("stop")
+        .arg(&lane)
         .output()
-        .expect("daemon --stop");
+        .expect("stop");
     assert!(stop.status.success(), "{}", stderr(&stop));
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !s.sandbox.leftover_processes().is_empty() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the daemon did not exit"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    assert!(!s.repo.join(".git/clawpool/daemon.sock").exists());
+    run.wait_exit(std::time::Duration::from_secs(30));
+    let after = board();
+    assert!(after["board"]["state_file_degraded"].is_null(), "{after}");
+    assert_eq!(after["status"], "failed");
 }

@@ -224,6 +224,10 @@ pub struct Prompt {
     pub accepted_at: Option<u64>,
     /// The delivery receipt, once the prompt was accepted.
     pub receipt: Option<PromptReceipt>,
+    /// How many texts `clawpool send` delivered after the lane's prompt; the other fields
+    /// describe the latest delivery.
+    #[serde(default)]
+    pub followups: u32,
 }
 
 /// The parts of the supervisor's delivery receipt that are not already in [`Prompt`].
@@ -405,6 +409,12 @@ impl WorkerStateDoc {
                 }
             }
             "lane.prompt_misdelivery" => self.prompt_in_flight = false,
+            "lane.prompt_round" => {
+                self.prompt = Prompt {
+                    followups: self.prompt.followups + 1,
+                    ..Prompt::default()
+                };
+            }
             _ => {}
         }
         self.refresh_derived();

@@ -87,13 +87,25 @@ pub fn plan_prompt(
         return Ok(PromptPlan::None);
     };
     let long = prompt.chars().count() > settings.long_prompt_chars || prompt.contains('\n');
-    if !long {
-        return Ok(PromptPlan::Typed {
+    if long && !profile.manifest.launch.prompt_args.is_empty() {
+        return Ok(PromptPlan::LaunchArg {
             prompt: prompt.to_owned(),
         });
     }
-    if !profile.manifest.launch.prompt_args.is_empty() {
-        return Ok(PromptPlan::LaunchArg {
+    plan_followup(prompt, settings, lane_dir)
+}
+
+/// Decides how a text sent to a running agent reaches it: typed, or through the task file
+/// when it is long (never at launch: the agent is already running).
+pub fn plan_followup(
+    prompt: &str,
+    settings: &Settings,
+    lane_dir: &Path,
+) -> Result<PromptPlan, std::io::Error> {
+    let prompt = prompt.trim();
+    let long = prompt.chars().count() > settings.long_prompt_chars || prompt.contains('\n');
+    if !long {
+        return Ok(PromptPlan::Typed {
             prompt: prompt.to_owned(),
         });
     }
@@ -129,6 +141,9 @@ pub struct Receipt {
     echo: Option<String>,
     #[serde(skip)]
     typed: bool,
+    /// Enter presses for this worker (`attempts` also counts earlier workers of the lane).
+    #[serde(skip)]
+    submits: u32,
     #[serde(skip)]
     retry_at: Option<Instant>,
 }
@@ -155,6 +170,7 @@ impl Receipt {
             text,
             echo,
             typed: false,
+            submits: 0,
             retry_at: None,
         }
     }
@@ -163,11 +179,17 @@ impl Receipt {
     /// sent counts as typed, so the prompt is never typed a second time.
     pub fn resume(&mut self, attempts: u32, sent_at: Option<u64>, accepted_at: Option<u64>) {
         self.attempts = attempts;
+        self.submits = attempts;
         self.sent_at = sent_at.map(|s| s * 1000);
         self.accepted_at = accepted_at.map(|s| s * 1000);
         if attempts > 0 || accepted_at.is_some() {
             self.typed = true;
         }
+    }
+
+    /// Counts on from an earlier worker's `attempts`, and types the prompt again.
+    pub(super) fn continue_count(&mut self, attempts: u32) {
+        self.attempts = attempts;
     }
 
     /// The text still to be typed (nothing once it was typed, or for other methods).
@@ -184,13 +206,19 @@ impl Receipt {
         self.method == "launch_arg" && self.accepted_at.is_none()
     }
 
-    /// Whether Enter has been pressed.
+    /// Whether Enter has been pressed (by this worker's handshake, or before an adoption).
     pub(super) fn submitted(&self) -> bool {
-        self.attempts > 0
+        self.submits > 0
+    }
+
+    /// Enter presses for the draft in this worker.
+    pub(super) fn submits(&self) -> u32 {
+        self.submits
     }
 
     pub(super) fn submitted_now(&mut self, retry_after: Duration) {
         self.attempts += 1;
+        self.submits += 1;
         self.sent_at.get_or_insert_with(now_ms);
         self.retry_at = Some(Instant::now() + retry_after);
     }

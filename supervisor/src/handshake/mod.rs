@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use clawpool_lanes::{BlockedSubphase, EventLog, Evidence, FailureClass, LaneState, LaneStatus};
 use clawpool_pty::{ExitStatus, Worker};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -35,8 +35,9 @@ pub use delivery::{PromptPlan, Receipt, check_prompt, plan_prompt};
 /// Timing and limits of the handshake (resolved from the `[handshake]` configuration).
 pub use crate::config::HandshakeSettings as Settings;
 
-/// What an operator can tell a lane.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What an operator can tell a lane (also the lane control socket's wire format).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "command", rename_all = "snake_case")]
 pub enum OperatorCommand {
     /// Trust the lane's folder: answer its trust dialog with yes.
     Trust,
@@ -45,6 +46,39 @@ pub enum OperatorCommand {
         /// The choice (e.g. `yes`, `no`).
         choice: String,
     },
+    /// Deliver more text to the agent, by the same rules as the prompt: typed only into an
+    /// idle input line, and verified as accepted. Queued while the agent works.
+    Send {
+        /// The text.
+        text: String,
+    },
+    /// Stop the worker and end the lane.
+    Stop,
+    /// Stop the worker and start it again in the same worktree.
+    Restart(RestartRequest),
+}
+
+/// Why and how a lane's worker is started again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RestartRequest {
+    /// Who asked, or which recovery recipe (`operator`, `restart_crashed_worker`, …).
+    pub by: String,
+    /// Start the agent with its profile's resume arguments (when it has them).
+    #[serde(default)]
+    pub resume: bool,
+    /// Deliver the lane's prompt again after the restart, whatever happened to it before.
+    #[serde(default)]
+    pub redeliver: bool,
+}
+
+/// What the lane's driver does once the handshake returns.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Next {
+    /// Nothing: the lane's state is final for this worker.
+    Done,
+    /// Start a new worker in the same worktree.
+    Restart(RestartRequest),
 }
 
 /// The lane as the handshake sees it.
@@ -69,6 +103,11 @@ pub struct Outcome {
     pub receipt: Receipt,
     /// The worker's exit status, if it exited.
     pub exit: Option<String>,
+    /// Whether the lane ended or its worker is to be started again.
+    pub next: Next,
+    /// Whether the worker ever showed its idle input (a worker that exits before that is a
+    /// failed start, not a crash).
+    pub reached_ready: bool,
 }
 
 /// One lane's handshake.
@@ -78,7 +117,7 @@ pub struct Handshake<'a> {
     lane: LaneContext,
     settings: Settings,
     events: &'a EventLog,
-    operator: mpsc::Receiver<OperatorCommand>,
+    operator: &'a mut mpsc::Receiver<OperatorCommand>,
     state: LaneState,
     receipt: Receipt,
     /// The dialog the lane is blocked on, waiting for an operator.
@@ -92,6 +131,12 @@ pub struct Handshake<'a> {
     answer_attempts: std::collections::HashMap<String, u32>,
     /// Set when the lane was adopted from an earlier supervisor rather than started.
     adopted: bool,
+    /// Texts sent with [`OperatorCommand::Send`], delivered one by one when the agent is idle.
+    followups: std::collections::VecDeque<String>,
+    /// Set when an operator asked to stop or restart: the run loop ends.
+    next: Option<Next>,
+    /// Whether the idle input was ever seen.
+    reached_ready: bool,
 }
 
 /// What a new supervisor knows of a lane it adopts, from the lane's state file.
@@ -107,6 +152,9 @@ pub struct Resumed {
     pub accepted_at: Option<u64>,
 }
 
+/// How long a worker has to exit after SIGTERM before it is killed.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+
 /// How many times clawpool answers the same dialog before it blocks the lane instead.
 const MAX_ANSWERS_PER_DIALOG: u32 = 3;
 
@@ -118,7 +166,7 @@ impl<'a> Handshake<'a> {
         lane: LaneContext,
         settings: Settings,
         events: &'a EventLog,
-        operator: mpsc::Receiver<OperatorCommand>,
+        operator: &'a mut mpsc::Receiver<OperatorCommand>,
     ) -> Self {
         let receipt = Receipt::new(&lane.prompt);
         Self {
@@ -136,7 +184,17 @@ impl<'a> Handshake<'a> {
             boot_deadline: Instant::now() + settings.boot_timeout,
             answer_attempts: Default::default(),
             adopted: false,
+            followups: Default::default(),
+            next: None,
+            reached_ready: false,
         }
+    }
+
+    /// Continues the prompt count of an earlier worker of the same lane: a prompt delivered
+    /// again after a restart is attempt `attempts + 1`.
+    pub fn after_attempts(mut self, attempts: u32) -> Self {
+        self.receipt.continue_count(attempts);
+        self
     }
 
     /// Continues a lane an earlier supervisor was driving, from its recorded state: nothing
@@ -146,6 +204,10 @@ impl<'a> Handshake<'a> {
         self.receipt
             .resume(from.attempts, from.sent_at, from.accepted_at);
         self.adopted = true;
+        self.reached_ready = !matches!(
+            from.state.status,
+            LaneStatus::Spawning | LaneStatus::TrustRequired
+        );
         self
     }
 
@@ -173,7 +235,7 @@ impl<'a> Handshake<'a> {
             let looked_at = Instant::now();
             let seen = observe(self.profile, &self.worker.snapshot());
             self.step(seen).await;
-            if self.state.status.is_terminal() {
+            if self.state.status.is_terminal() || self.next.is_some() {
                 break;
             }
             let wake = self.next_deadline(looked_at);
@@ -183,6 +245,9 @@ impl<'a> Handshake<'a> {
                 command = self.operator.recv() => {
                     if let Some(command) = command {
                         self.on_operator(command).await;
+                        if self.next.is_some() {
+                            break;
+                        }
                     }
                 }
                 _ = tokio::time::sleep_until(wake) => {}
@@ -196,6 +261,8 @@ impl<'a> Handshake<'a> {
             state: self.state,
             receipt: self.receipt,
             exit: self.worker.exit_status().map(|s| s.to_string()),
+            next: self.next.unwrap_or(Next::Done),
+            reached_ready: self.reached_ready,
         }
     }
 
@@ -334,7 +401,7 @@ impl<'a> Handshake<'a> {
             None,
             None,
             Some(evidence.clone()),
-            serde_json::json!({"target": target, "prompt_sent": self.receipt.attempts > 0}),
+            serde_json::json!({"target": target, "prompt_sent": self.receipt.submitted()}),
         );
         self.transition(
             LaneState::failed(FailureClass::PromptDelivery),
@@ -404,6 +471,7 @@ impl<'a> Handshake<'a> {
 
     async fn on_idle(&mut self, evidence: Evidence) {
         self.waiting_dialog = None;
+        self.reached_ready = true;
         match self.state.status {
             LaneStatus::Spawning | LaneStatus::TrustRequired => {
                 if self.receipt.awaiting_launch_prompt() {
@@ -446,6 +514,12 @@ impl<'a> Handshake<'a> {
                         Some(evidence.clone()),
                     );
                 }
+                if !self.followups.is_empty() {
+                    // Idle with more to say: the next text, instead of finishing.
+                    self.transition(LaneState::plain(LaneStatus::ReadyForPrompt), Some(evidence));
+                    self.deliver().await;
+                    return;
+                }
                 // Back at its idle input after taking the prompt: done once it stays idle.
                 let since = *self.idle_since.get_or_insert_with(Instant::now);
                 if since.elapsed() >= self.settings.finish_idle {
@@ -457,6 +531,7 @@ impl<'a> Handshake<'a> {
     }
 
     async fn on_draft(&mut self, text: &str, evidence: Evidence) {
+        self.reached_ready = true;
         if self.state.status == LaneStatus::Spawning
             || self.state.status == LaneStatus::TrustRequired
         {
@@ -478,7 +553,7 @@ impl<'a> Handshake<'a> {
         if !self.receipt.submitted() {
             self.submit(evidence).await;
         } else if self.receipt.retry_due() {
-            if self.receipt.attempts >= self.settings.max_submit_attempts {
+            if self.receipt.submits() >= self.settings.max_submit_attempts {
                 self.transition(
                     LaneState::blocked(BlockedSubphase::PromptDelivery),
                     Some(evidence),
@@ -548,6 +623,12 @@ impl<'a> Handshake<'a> {
     }
 
     async fn on_operator(&mut self, command: OperatorCommand) {
+        match command {
+            OperatorCommand::Send { text } => return self.queue_followup(text),
+            OperatorCommand::Stop => return self.stop_by_operator().await,
+            OperatorCommand::Restart(request) => return self.restart(request).await,
+            OperatorCommand::Trust | OperatorCommand::Answer { .. } => {}
+        }
         let snapshot = self.worker.snapshot();
         let seen = observe(self.profile, &snapshot);
         let Seen::Dialog { name, dialog } = &seen.seen else {
@@ -563,7 +644,7 @@ impl<'a> Handshake<'a> {
         let choice = match (&command, dialog) {
             (OperatorCommand::Trust, DialogKind::Trust) => "yes".to_owned(),
             (OperatorCommand::Answer { choice }, _) => choice.clone(),
-            (OperatorCommand::Trust, _) => {
+            (_, _) => {
                 self.event(
                     "lane.operator_ignored",
                     None,
@@ -617,6 +698,58 @@ impl<'a> Handshake<'a> {
         self.transition(resumed, None);
     }
 
+    fn queue_followup(&mut self, text: String) {
+        self.followups.push_back(text);
+        self.event(
+            "lane.send_queued",
+            None,
+            None,
+            None,
+            serde_json::json!({"queued": self.followups.len()}),
+        );
+    }
+
+    /// Whether the agent has nothing left to do: its prompt (if any) was taken and it is idle.
+    fn is_idle_and_done(&self) -> bool {
+        let prompt_done = self.receipt.method == "none" || self.receipt.accepted_at.is_some();
+        let idle = self.state.status == LaneStatus::ReadyForPrompt
+            || (self.idle_since.is_some() && self.state.status != LaneStatus::Blocked);
+        prompt_done && idle && self.followups.is_empty()
+    }
+
+    async fn stop_by_operator(&mut self) {
+        let done = self.is_idle_and_done();
+        self.worker.stop(STOP_GRACE).await;
+        let evidence = Evidence {
+            rule: "operator_stop".into(),
+            region: "operator".into(),
+            matched: if done {
+                "clawpool stop (the agent was idle with its work done)".into()
+            } else {
+                format!("clawpool stop while {}", self.state)
+            },
+        };
+        let to = if done {
+            LaneState::plain(LaneStatus::Finished)
+        } else {
+            LaneState::failed(FailureClass::Infra)
+        };
+        self.transition(to, Some(evidence));
+        self.next = Some(Next::Done);
+    }
+
+    async fn restart(&mut self, request: RestartRequest) {
+        self.event(
+            "lane.restart_requested",
+            None,
+            None,
+            None,
+            serde_json::to_value(&request).unwrap_or_default(),
+        );
+        self.worker.stop(STOP_GRACE).await;
+        self.next = Some(Next::Restart(request));
+    }
+
     /// A launch prompt the agent worked through between two looks: its echo above the idle
     /// input proves it took it.
     fn check_launch_echo(&mut self) {
@@ -632,8 +765,14 @@ impl<'a> Handshake<'a> {
         }
     }
 
-    /// Types the prompt (or the task-file line) into an idle input line.
+    /// Types the prompt (or the task-file line) into an idle input line; once the prompt was
+    /// taken, the next text sent by an operator.
     async fn deliver(&mut self) {
+        if self.receipt.text_to_type().is_none()
+            && (self.receipt.method == "none" || self.receipt.accepted_at.is_some())
+        {
+            self.next_followup();
+        }
         let Some(text) = self.receipt.text_to_type() else {
             return;
         };
@@ -659,6 +798,35 @@ impl<'a> Handshake<'a> {
             None,
             None,
             serde_json::json!({"chars": text.chars().count(), "method": self.receipt.method}),
+        );
+    }
+
+    /// Starts delivering the next queued text, with a receipt of its own.
+    fn next_followup(&mut self) {
+        let Some(text) = self.followups.pop_front() else {
+            return;
+        };
+        let plan = match delivery::plan_followup(&text, &self.settings, &self.lane.cwd) {
+            Ok(plan) => plan,
+            Err(err) => {
+                self.event(
+                    "lane.send_failed",
+                    None,
+                    None,
+                    None,
+                    serde_json::json!({"error": format!("writing the task file: {err}")}),
+                );
+                return;
+            }
+        };
+        self.receipt = Receipt::new(&plan);
+        self.idle_since = None;
+        self.event(
+            "lane.prompt_round",
+            None,
+            None,
+            None,
+            serde_json::json!({"method": self.receipt.method, "chars": text.chars().count()}),
         );
     }
 
