@@ -1,0 +1,311 @@
+//! The facts about a lane that policy rules read, and the names they are written with.
+//!
+//! This module owns [`LaneFacts`] — a plain snapshot the supervisor fills from the lane's state
+//! file, its recovery ledger, its verification and its branch freshness — and the small
+//! vocabularies that appear in it ([`GreenLevel`], [`Freshness`], [`RecoveryStatus`]), with
+//! their wire names. It also lists every lane status, blocked subphase and failure class by
+//! name, so that configuration errors can say what would have been accepted.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use clawpool_lanes::{BlockedSubphase, FailureClass, LaneStatus};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::recipe::Trigger;
+
+/// How far verification has gone green for the lane's current work, lowest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GreenLevel {
+    /// Nothing verified (or the last verification failed).
+    None,
+    /// The checks closest to the change passed.
+    Targeted,
+    /// The changed packages' build and tests passed.
+    Package,
+    /// The whole workspace's build and tests passed.
+    Workspace,
+    /// Workspace green on a branch that is fresh with its base: ready to merge.
+    MergeReady,
+}
+
+impl GreenLevel {
+    /// Every level, lowest first.
+    pub const ALL: [GreenLevel; 5] = [
+        GreenLevel::None,
+        GreenLevel::Targeted,
+        GreenLevel::Package,
+        GreenLevel::Workspace,
+        GreenLevel::MergeReady,
+    ];
+}
+
+/// How the lane's branch stands against its base.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Freshness {
+    /// The base has nothing the branch lacks.
+    Fresh,
+    /// The base moved on; the branch has nothing the base lacks, or merges cleanly.
+    Stale,
+    /// Both moved on.
+    Diverged,
+    /// Not checked (yet), or the check failed.
+    Unknown,
+}
+
+impl Freshness {
+    /// Every freshness state.
+    pub const ALL: [Freshness; 4] = [
+        Freshness::Fresh,
+        Freshness::Stale,
+        Freshness::Diverged,
+        Freshness::Unknown,
+    ];
+}
+
+/// Where a lane's recovery stands, as its ledger says (`docs/recovery.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecoveryStatus {
+    /// No recovery was ever attempted on the lane.
+    None,
+    /// An attempt is queued or running.
+    Active,
+    /// The last attempt healed the lane.
+    Succeeded,
+    /// The last attempt did not heal the lane; the recipe may still have attempts left.
+    Failed,
+    /// The last word is a refusal: the recipe's attempts are used up.
+    Exhausted,
+}
+
+impl RecoveryStatus {
+    /// Every recovery status.
+    pub const ALL: [RecoveryStatus; 5] = [
+        RecoveryStatus::None,
+        RecoveryStatus::Active,
+        RecoveryStatus::Succeeded,
+        RecoveryStatus::Failed,
+        RecoveryStatus::Exhausted,
+    ];
+}
+
+/// Every lane status.
+pub const ALL_STATUSES: [LaneStatus; 9] = [
+    LaneStatus::Spawning,
+    LaneStatus::TrustRequired,
+    LaneStatus::ToolPermissionRequired,
+    LaneStatus::ReadyForPrompt,
+    LaneStatus::PromptAccepted,
+    LaneStatus::Running,
+    LaneStatus::Blocked,
+    LaneStatus::Finished,
+    LaneStatus::Failed,
+];
+
+/// Every blocked subphase.
+pub const ALL_SUBPHASES: [BlockedSubphase; 9] = [
+    BlockedSubphase::TrustPrompt,
+    BlockedSubphase::ToolPermission,
+    BlockedSubphase::BootDialog,
+    BlockedSubphase::UnknownDialog,
+    BlockedSubphase::PromptDelivery,
+    BlockedSubphase::Provider,
+    BlockedSubphase::BranchFreshness,
+    BlockedSubphase::TestHang,
+    BlockedSubphase::Stalled,
+];
+
+/// Every failure class.
+pub const ALL_FAILURE_CLASSES: [FailureClass; 13] = [
+    FailureClass::PromptDelivery,
+    FailureClass::TrustGate,
+    FailureClass::ToolPermission,
+    FailureClass::BootDialog,
+    FailureClass::Provider,
+    FailureClass::BranchDivergence,
+    FailureClass::Compile,
+    FailureClass::Test,
+    FailureClass::TestHang,
+    FailureClass::WorkerCrashed,
+    FailureClass::WorkerLost,
+    FailureClass::Stalled,
+    FailureClass::Infra,
+];
+
+/// The snake_case name a unit variant has on the wire (`worker_crashed`, `blocked`, …).
+pub fn wire_name(value: &impl Serialize) -> String {
+    serde_json::to_value(value)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
+/// The value whose wire name is `name`, if any.
+pub fn from_wire_name<T: DeserializeOwned>(name: &str) -> Option<T> {
+    serde_json::from_value(serde_json::Value::String(name.to_owned())).ok()
+}
+
+/// `a, b, c`: the wire names of `values`, for error messages.
+pub fn wire_names<T: Serialize>(values: &[T]) -> String {
+    values.iter().map(wire_name).collect::<Vec<_>>().join(", ")
+}
+
+macro_rules! display_as_wire_name {
+    ($($ty:ty),*) => {$(
+        impl fmt::Display for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&wire_name(self))
+            }
+        }
+    )*};
+}
+
+display_as_wire_name!(GreenLevel, Freshness, RecoveryStatus);
+
+/// What policy rules know about a lane when they are evaluated: a plain snapshot the
+/// supervisor fills from the state file, the recovery ledger, verification and freshness.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaneFacts {
+    /// The lane's name.
+    pub lane: String,
+    /// Its status.
+    pub status: LaneStatus,
+    /// Its subphase, when blocked.
+    pub subphase: Option<BlockedSubphase>,
+    /// Its failure class: the state file's for a failed lane, the
+    /// [classification](crate::classify::classify)'s for a blocked one.
+    pub failure: Option<FailureClass>,
+    /// The recovery situation the classification found, if any.
+    pub trigger: Option<Trigger>,
+    /// How far verification has gone green.
+    pub green: GreenLevel,
+    /// How its branch stands against its base.
+    pub freshness: Freshness,
+    /// Attempts per recipe since an operator last ran that recipe by hand
+    /// ([`Ledger::attempt_counts`](crate::ledger::Ledger::attempt_counts)); a recipe not in the
+    /// map had none.
+    pub attempts: BTreeMap<String, u32>,
+    /// Where its recovery stands.
+    pub recovery: RecoveryStatus,
+    /// Seconds since it entered its current status (and subphase).
+    pub seconds_in_state: u64,
+    /// Seconds since it last made meaningful progress.
+    pub seconds_since_progress: u64,
+}
+
+impl LaneFacts {
+    /// Facts for a lane in `status`, with nothing else known: no subphase, failure or
+    /// trigger, nothing green, freshness unknown, no recovery, no time elapsed.
+    pub fn new(lane: impl Into<String>, status: LaneStatus) -> Self {
+        Self {
+            lane: lane.into(),
+            status,
+            subphase: None,
+            failure: None,
+            trigger: None,
+            green: GreenLevel::None,
+            freshness: Freshness::Unknown,
+            attempts: BTreeMap::new(),
+            recovery: RecoveryStatus::None,
+            seconds_in_state: 0,
+            seconds_since_progress: 0,
+        }
+    }
+
+    /// Attempts of `recipe` (0 when none).
+    pub fn attempts_of(&self, recipe: &str) -> u32 {
+        self.attempts.get(recipe).copied().unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Fails to compile when lanes gains a status, subphase or class the lists above miss.
+    fn listed(status: LaneStatus, subphase: BlockedSubphase, class: FailureClass) -> [bool; 3] {
+        let s = match status {
+            LaneStatus::Spawning
+            | LaneStatus::TrustRequired
+            | LaneStatus::ToolPermissionRequired
+            | LaneStatus::ReadyForPrompt
+            | LaneStatus::PromptAccepted
+            | LaneStatus::Running
+            | LaneStatus::Blocked
+            | LaneStatus::Finished
+            | LaneStatus::Failed => ALL_STATUSES.contains(&status),
+        };
+        let p = match subphase {
+            BlockedSubphase::TrustPrompt
+            | BlockedSubphase::ToolPermission
+            | BlockedSubphase::BootDialog
+            | BlockedSubphase::UnknownDialog
+            | BlockedSubphase::PromptDelivery
+            | BlockedSubphase::Provider
+            | BlockedSubphase::BranchFreshness
+            | BlockedSubphase::TestHang
+            | BlockedSubphase::Stalled => ALL_SUBPHASES.contains(&subphase),
+        };
+        let c = match class {
+            FailureClass::PromptDelivery
+            | FailureClass::TrustGate
+            | FailureClass::ToolPermission
+            | FailureClass::BootDialog
+            | FailureClass::Provider
+            | FailureClass::BranchDivergence
+            | FailureClass::Compile
+            | FailureClass::Test
+            | FailureClass::TestHang
+            | FailureClass::WorkerCrashed
+            | FailureClass::WorkerLost
+            | FailureClass::Stalled
+            | FailureClass::Infra => ALL_FAILURE_CLASSES.contains(&class),
+        };
+        [s, p, c]
+    }
+
+    #[test]
+    fn every_name_round_trips() {
+        for status in ALL_STATUSES {
+            assert_eq!(from_wire_name(&wire_name(&status)), Some(status));
+        }
+        for subphase in ALL_SUBPHASES {
+            assert_eq!(from_wire_name(&wire_name(&subphase)), Some(subphase));
+            assert_eq!(
+                listed(LaneStatus::Blocked, subphase, FailureClass::Infra),
+                [true; 3]
+            );
+        }
+        for class in ALL_FAILURE_CLASSES {
+            assert_eq!(from_wire_name(&wire_name(&class)), Some(class));
+            assert_eq!(
+                listed(LaneStatus::Failed, BlockedSubphase::TestHang, class),
+                [true; 3]
+            );
+        }
+        for level in GreenLevel::ALL {
+            assert_eq!(from_wire_name(&level.to_string()), Some(level));
+        }
+        for freshness in Freshness::ALL {
+            assert_eq!(from_wire_name(&freshness.to_string()), Some(freshness));
+        }
+        for status in RecoveryStatus::ALL {
+            assert_eq!(from_wire_name(&status.to_string()), Some(status));
+        }
+        assert_eq!(GreenLevel::MergeReady.to_string(), "merge_ready");
+        assert_eq!(from_wire_name::<FailureClass>("worker_crash"), None);
+        assert!(wire_names(&ALL_FAILURE_CLASSES).starts_with("prompt_delivery, trust_gate"));
+    }
+
+    #[test]
+    fn green_levels_are_ordered() {
+        assert!(GreenLevel::None < GreenLevel::Targeted);
+        assert!(GreenLevel::Workspace < GreenLevel::MergeReady);
+        let facts = LaneFacts::new("a", LaneStatus::Running);
+        assert_eq!(facts.attempts_of("interrupt_and_nudge"), 0);
+    }
+}
