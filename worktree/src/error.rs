@@ -4,9 +4,10 @@
 
 use std::io;
 use std::path::PathBuf;
+use std::time::Duration;
 
-/// What can go wrong while finding a repository, preparing or removing a lane worktree, or
-/// reading a worktree's status.
+/// What can go wrong while finding a repository, preparing or removing a lane worktree,
+/// reading a worktree's status, fetching, or merging a lane forward.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum WorktreeError {
@@ -98,6 +99,43 @@ pub enum WorktreeError {
         command: String,
         /// git's error output (or the exit status when it printed nothing).
         stderr: String,
+    },
+
+    /// A git command that talks to another machine (`fetch`) did not finish in time; it was
+    /// killed, with everything it started.
+    #[error("`{command}` did not finish within {} s and was stopped", after.as_secs_f64())]
+    TimedOut {
+        /// The command line, for a person to rerun.
+        command: String,
+        /// How long it was given.
+        after: Duration,
+    },
+
+    /// The remote named for a fetch is not configured in the repository.
+    #[error("{remote:?} is not a remote of {}", repo.display())]
+    UnknownRemote {
+        /// The name as given.
+        remote: String,
+        /// The main worktree of the repository.
+        repo: PathBuf,
+    },
+
+    /// A merge or rebase that stopped was aborted, but the worktree is not back where it was
+    /// before (another branch or commit, an operation still in progress, or changed files).
+    /// Nothing more was done to it: a person has to look.
+    #[error(
+        "after aborting, {} is not back at {expected_head} on branch {branch:?}: {found}",
+        path.display()
+    )]
+    NotRestored {
+        /// The lane's worktree.
+        path: PathBuf,
+        /// The branch it had checked out.
+        branch: String,
+        /// The commit it was at before the merge or rebase.
+        expected_head: String,
+        /// What is different.
+        found: String,
     },
 
     /// A git query (through libgit2) failed for another reason than "not a repository": an

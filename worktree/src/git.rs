@@ -1,12 +1,17 @@
-//! Running the git CLI for the writes (`worktree add`, `worktree remove`, `branch -D`).
+//! Running the git CLI for the writes (`worktree add`, `worktree remove`, `branch -D`, `merge`,
+//! `rebase`) and for `fetch`.
 //!
 //! Writes go through git itself rather than libgit2 so that they behave exactly like a person's
 //! git: the same hooks, the same safety checks (a branch checked out twice, a locked worktree),
 //! the same on-disk format whatever extensions the repository uses.
 
 use std::ffi::OsStr;
+use std::io::Read;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
 
 use crate::WorktreeError;
 
@@ -27,6 +32,82 @@ const REPO_ENV: &[&str] = &[
 /// Runs `git -C <dir> <args>` and returns its standard output; a non-zero exit becomes
 /// [`WorktreeError::Git`] with git's standard error.
 pub(crate) fn run(dir: &Path, args: &[&OsStr]) -> Result<String, WorktreeError> {
+    let output = command(dir, args)
+        .output()
+        .map_err(|source| WorktreeError::io("run git in", dir, source))?;
+    finish(args, output.status, &output.stdout, &output.stderr)
+}
+
+/// [`run`] for commands that talk to another machine (`fetch`), which can hang on a dead
+/// network or a prompt nobody answers: after `timeout` git and everything it started are
+/// killed and the result is [`WorktreeError::TimedOut`].
+pub(crate) fn run_with_timeout(
+    dir: &Path,
+    args: &[&OsStr],
+    timeout: Duration,
+) -> Result<String, WorktreeError> {
+    let deadline = Instant::now() + timeout;
+    let mut cmd = command(dir, args);
+    // Its own process group, so that a timeout also kills the transport git started (`ssh`,
+    // `git-remote-https`), which would otherwise hold the pipes open; and so that a transport
+    // that tries to prompt on the terminal is stopped (a background group may not read it)
+    // instead of waiting for a person.
+    #[cfg(unix)]
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    let mut child = cmd
+        .spawn()
+        .map_err(|source| WorktreeError::io("run git in", dir, source))?;
+    // Both pipes are drained by threads (a full pipe would block git) that report when they
+    // reach the end, which is when git and every process holding its output have exited: no
+    // polling. Either pipe missing cannot happen (both were asked for piped); treat it as empty.
+    let (tx, rx) = mpsc::channel();
+    let readers = [
+        child
+            .stdout
+            .take()
+            .map(|r| Box::new(r) as Box<dyn Read + Send>),
+        child
+            .stderr
+            .take()
+            .map(|r| Box::new(r) as Box<dyn Read + Send>),
+    ];
+    for (which, reader) in readers.into_iter().enumerate() {
+        let tx = tx.clone();
+        thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut reader) = reader {
+                // A read error ends the stream; what was read so far is kept.
+                let _ = reader.read_to_end(&mut bytes);
+            }
+            // The receiver is gone only after a timeout, when nobody wants the output.
+            let _ = tx.send((which, bytes));
+        });
+    }
+    drop(tx);
+    let mut streams: [Option<Vec<u8>>; 2] = [None, None];
+    while streams.iter().any(Option::is_none) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok((which, bytes)) => streams[which] = Some(bytes),
+            Err(_) => {
+                kill(&mut child);
+                return Err(WorktreeError::TimedOut {
+                    command: command_line(args),
+                    after: timeout,
+                });
+            }
+        }
+    }
+    let status = child
+        .wait()
+        .map_err(|source| WorktreeError::io("wait for git in", dir, source))?;
+    let [stdout, stderr] = streams.map(Option::unwrap_or_default);
+    finish(args, status, &stdout, &stderr)
+}
+
+/// `git -C <dir> <args>` with the repository-selecting variables removed and nothing that
+/// could wait for a person.
+fn command(dir: &Path, args: &[&OsStr]) -> Command {
     let mut cmd = Command::new("git");
     cmd.arg("-C").arg(dir).args(args);
     for var in REPO_ENV {
@@ -37,21 +118,44 @@ pub(crate) fn run(dir: &Path, args: &[&OsStr]) -> Result<String, WorktreeError> 
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let output = cmd
-        .output()
-        .map_err(|source| WorktreeError::io("run git in", dir, source))?;
-    if output.status.success() {
-        return Ok(String::from_utf8_lossy(&output.stdout).into_owned());
+    cmd
+}
+
+/// Standard output on success; [`WorktreeError::Git`] with git's message otherwise.
+fn finish(
+    args: &[&OsStr],
+    status: ExitStatus,
+    stdout: &[u8],
+    stderr: &[u8],
+) -> Result<String, WorktreeError> {
+    if status.success() {
+        return Ok(String::from_utf8_lossy(stdout).into_owned());
     }
-    let stderr = String::from_utf8_lossy(&output.stderr).trim().to_owned();
+    let stderr = String::from_utf8_lossy(stderr).trim().to_owned();
     Err(WorktreeError::Git {
         command: command_line(args),
         stderr: if stderr.is_empty() {
-            format!("git exited with {}", output.status)
+            format!("git exited with {status}")
         } else {
             stderr
         },
     })
+}
+
+/// Kills a timed-out git and its process group, and reaps it.
+fn kill(child: &mut Child) {
+    #[cfg(unix)]
+    if let Ok(pgid) = libc::pid_t::try_from(child.id()) {
+        // SAFETY: killpg only sends a signal. The group is the one `process_group(0)` made for
+        // this child, whose id cannot have been reused: the child is not reaped until the
+        // `wait` below.
+        unsafe {
+            libc::killpg(pgid, libc::SIGKILL);
+        }
+    }
+    // Already dead on Unix; elsewhere the only way. Errors mean it exited by itself.
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 /// The command as a person would type it (without `-C`, which is always the repository).

@@ -1,4 +1,5 @@
-//! Git for lanes: one branch and one worktree per lane.
+//! Git for lanes: one branch and one worktree per lane, and how each lane stands against its
+//! base.
 //!
 //! A lane gets a branch (by default `lanes/<lane>`, started from the repository's main
 //! branch) and a worktree (by default `<repo-parent>/<repo-name>.lanes/<lane>`), made by
@@ -6,28 +7,50 @@
 //! a worktree on another branch, or anything else at the path, is refused. A creation that
 //! fails takes back what it made. [`remove_lane_worktree`] removes a worktree (not its
 //! branch), refusing one with uncommitted work unless forced; [`worktree_status`] says what a
-//! worktree has checked out and whether it is dirty. [`Repo`] finds the repository, its main
-//! branch and revisions, and keeps `.claw/` out of git through `info/exclude`.
+//! worktree has checked out and whether it is dirty, [`head_state`] whether its HEAD is a
+//! branch or detached. [`Repo`] finds the repository, its main branch and revisions, and keeps
+//! `.claw/` out of git through `info/exclude`.
+//!
+//! Freshness: [`check_freshness`] compares a lane's HEAD with its base — the remote-tracking
+//! branch when there is one ([`resolve_base`]), fetched at most once per interval per
+//! repository ([`fetch_if_due`]) — and gives a [`Freshness`] record (fresh, stale, diverged or
+//! unknown; ahead, behind, merge base, the missing commits) for the lane's state file.
+//! [`git_operation`] reports a rebase, merge, cherry-pick, revert, `git am` or bisect in
+//! progress in a worktree, during which there is no verdict. [`merge_forward`] brings the base
+//! into a clean lane by its [`MergePolicy`] (merge, rebase, or leave it to the caller),
+//! aborting back to the exact previous commit on conflict.
 //!
 //! # Theory of operation
 //!
 //! Reads go through libgit2 (`git2`, no network features): they are cheap and need no
-//! process. Writes — `git worktree add`, `git worktree remove`, `git branch -D` — go through
-//! the git CLI, so they run the repository's hooks and checks exactly as a person's git would.
-//! Writes to one repository are serialised by an OS file lock in its common git dir
-//! (`<common>/clawpool/worktree.lock`), held across the checks and the commands, because
-//! parallel `git worktree add` race on git's own administrative files. Nothing here knows about
-//! terminals or agents. See `docs/worktrees.md` for the rules.
+//! process. Writes — `git worktree add`, `git worktree remove`, `git branch -D`, `git merge`,
+//! `git rebase` — and `git fetch` go through the git CLI, so they run the repository's hooks
+//! and checks exactly as a person's git would. Worktree creation and removal in one repository
+//! are serialised by an OS file lock in its common git dir (`<common>/clawpool/worktree.lock`),
+//! held across the checks and the commands, because parallel `git worktree add` race on git's
+//! own administrative files; fetches by another (`fetch.lock`), with a stamp file that
+//! throttles them. Nothing here knows about terminals or agents. See `docs/worktrees.md` for
+//! the rules.
 
+mod base;
 mod error;
+mod fetch;
+mod freshness;
 mod git;
 mod lane;
 mod lock;
+mod merge;
+mod operation;
 mod paths;
 mod repo;
 mod status;
 
+pub use base::{BaseRef, resolve_base};
 pub use error::WorktreeError;
+pub use fetch::{FetchOptions, FetchOutcome, fetch_if_due};
+pub use freshness::{Freshness, FreshnessOptions, FreshnessState, MissingCommit, check_freshness};
 pub use lane::{LaneWorktreeSpec, Prepared, prepare_lane_worktree, remove_lane_worktree};
+pub use merge::{MergeMethod, MergeOutcome, MergePolicy, merge_forward};
+pub use operation::{GitOperation, GitOperationKind, git_operation};
 pub use repo::Repo;
-pub use status::{WorktreeStatus, worktree_head, worktree_status};
+pub use status::{HeadState, WorktreeStatus, head_state, worktree_head, worktree_status};

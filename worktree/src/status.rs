@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use git2::{ErrorCode, Repository, RepositoryOpenFlags, Status, StatusOptions};
+use serde::{Deserialize, Serialize};
 
 use crate::WorktreeError;
 
@@ -19,6 +20,37 @@ pub struct WorktreeStatus {
     pub dirty: bool,
 }
 
+/// What a worktree's HEAD is: a branch, or a commit checked out directly (detached).
+///
+/// In JSON: `{"kind": "branch", "name": "lanes/a", "sha": "…"}` or
+/// `{"kind": "detached", "sha": "…"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum HeadState {
+    /// HEAD is a branch.
+    Branch {
+        /// The branch, without `refs/heads/`.
+        name: String,
+        /// Its tip, as a full hex sha.
+        sha: String,
+    },
+    /// HEAD is a commit, not a branch (a checkout of a sha or tag, or the middle of a rebase
+    /// or bisect).
+    Detached {
+        /// The commit, as a full hex sha.
+        sha: String,
+    },
+}
+
+impl HeadState {
+    /// The commit checked out.
+    pub fn sha(&self) -> &str {
+        match self {
+            HeadState::Branch { sha, .. } | HeadState::Detached { sha } => sha,
+        }
+    }
+}
+
 /// The commit a worktree (main or linked) has checked out, read without scanning its files:
 /// cheap enough to ask every few seconds for hundreds of lanes.
 pub fn worktree_head(path: &Path) -> Result<String, WorktreeError> {
@@ -28,7 +60,29 @@ pub fn worktree_head(path: &Path) -> Result<String, WorktreeError> {
         .map_err(|err| WorktreeError::query("HEAD", path, &err))
 }
 
-fn open_worktree(path: &Path) -> Result<Repository, WorktreeError> {
+/// The branch or detached commit the worktree (main or linked) whose top folder is `path` has
+/// checked out, read without scanning its files.
+///
+/// Fails with [`WorktreeError::NotARepository`] when `path` is not the top of a worktree, and
+/// [`WorktreeError::Query`] when HEAD has no commit yet.
+pub fn head_state(path: &Path) -> Result<HeadState, WorktreeError> {
+    head_state_of(&open_worktree(path)?, path)
+}
+
+/// [`head_state`] of an open worktree (`path` names it in errors).
+pub(crate) fn head_state_of(repo: &Repository, path: &Path) -> Result<HeadState, WorktreeError> {
+    let sha = repo
+        .refname_to_id("HEAD")
+        .map_err(|err| WorktreeError::query("HEAD", path, &err))?
+        .to_string();
+    Ok(match head_branch(repo) {
+        Some(name) => HeadState::Branch { name, sha },
+        None => HeadState::Detached { sha },
+    })
+}
+
+/// Opens the worktree whose top folder is `path` (its own HEAD, index and git dir).
+pub(crate) fn open_worktree(path: &Path) -> Result<Repository, WorktreeError> {
     Repository::open_ext(path, RepositoryOpenFlags::NO_SEARCH, &[] as &[&Path]).map_err(|err| {
         match err.code() {
             ErrorCode::NotFound => WorktreeError::NotARepository {
@@ -48,8 +102,20 @@ pub fn worktree_status(path: &Path) -> Result<WorktreeStatus, WorktreeError> {
     let head = repo
         .refname_to_id("HEAD")
         .map_err(|err| WorktreeError::query("HEAD", path, &err))?;
+    let dirty = !dirty_paths(&repo, path)?.is_empty();
+    Ok(WorktreeStatus {
+        branch: head_branch(&repo),
+        head: head.to_string(),
+        dirty,
+    })
+}
+
+/// The paths (relative to the worktree's top, `/`-separated) that make a worktree dirty:
+/// tracked files modified, staged or not, and untracked files that are not ignored. An
+/// untracked folder is one entry ending in `/`: existence is all that matters here, and a
+/// folder of build output would otherwise list thousands of files.
+pub(crate) fn dirty_paths(repo: &Repository, path: &Path) -> Result<Vec<String>, WorktreeError> {
     let mut options = StatusOptions::new();
-    // Untracked folders are reported as one entry: existence is all that matters here.
     options
         .include_untracked(true)
         .recurse_untracked_dirs(false)
@@ -58,15 +124,14 @@ pub fn worktree_status(path: &Path) -> Result<WorktreeStatus, WorktreeError> {
     let statuses = repo
         .statuses(Some(&mut options))
         .map_err(|err| WorktreeError::query("the status", path, &err))?;
-    let dirty = statuses.iter().any(|entry| {
-        let status = entry.status();
-        status != Status::CURRENT && !status.contains(Status::IGNORED)
-    });
-    Ok(WorktreeStatus {
-        branch: head_branch(&repo),
-        head: head.to_string(),
-        dirty,
-    })
+    Ok(statuses
+        .iter()
+        .filter(|entry| {
+            let status = entry.status();
+            status != Status::CURRENT && !status.contains(Status::IGNORED)
+        })
+        .map(|entry| String::from_utf8_lossy(entry.path_bytes()).into_owned())
+        .collect())
 }
 
 /// The branch HEAD points to, when it points to one.
