@@ -53,6 +53,26 @@ pub enum BlockedSubphase {
     BranchFreshness,
     /// A test command exceeded its timeout.
     TestHang,
+    /// The agent shows no meaningful progress while working (and recovery did not help).
+    Stalled,
+}
+
+impl BlockedSubphase {
+    /// The failure class a lane blocked this way is heading for: every blocked lane has one.
+    pub fn failure_class(self) -> FailureClass {
+        match self {
+            BlockedSubphase::TrustPrompt => FailureClass::TrustGate,
+            BlockedSubphase::ToolPermission => FailureClass::ToolPermission,
+            BlockedSubphase::BootDialog | BlockedSubphase::UnknownDialog => {
+                FailureClass::BootDialog
+            }
+            BlockedSubphase::PromptDelivery => FailureClass::PromptDelivery,
+            BlockedSubphase::Provider => FailureClass::Provider,
+            BlockedSubphase::BranchFreshness => FailureClass::BranchDivergence,
+            BlockedSubphase::TestHang => FailureClass::TestHang,
+            BlockedSubphase::Stalled => FailureClass::Stalled,
+        }
+    }
 }
 
 /// Why a lane failed (or, for a blocked lane, what kind of failure it is heading for).

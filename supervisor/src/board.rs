@@ -155,7 +155,7 @@ fn print_table(lanes: &[Value]) {
             }
         })
     };
-    let rows: Vec<[String; 8]> = lanes
+    let rows: Vec<[String; 10]> = lanes
         .iter()
         .map(|l| {
             let status = match l["blocked"]["subphase"].as_str() {
@@ -193,6 +193,8 @@ fn print_table(lanes: &[Value]) {
                     .unwrap_or_else(|| "-".into()),
                 text(&l["branch"]),
                 format!("{ahead} {dirty}"),
+                freshness_cell(l),
+                text(&l["green_level"]),
                 l["last_event"]["kind"]
                     .as_str()
                     .map(str::to_owned)
@@ -209,6 +211,8 @@ fn print_table(lanes: &[Value]) {
         "progress",
         "branch",
         "commits",
+        "freshness",
+        "green",
         "last event",
     ];
     let mut widths = header.map(str::len);
@@ -231,6 +235,23 @@ fn print_table(lanes: &[Value]) {
     }
     if rows.is_empty() {
         println!("(no lanes in this repository)");
+    }
+}
+
+/// `fresh`, `stale -3`, `diverged`, `unknown`, or the paused git operation.
+fn freshness_cell(lane: &Value) -> String {
+    if let Some(kind) = lane["git_operation"]["kind"].as_str() {
+        return format!("{kind} in progress");
+    }
+    if lane["head"]["kind"] == "detached" {
+        let sha = lane["head"]["sha"].as_str().unwrap_or_default();
+        return format!("detached {}", &sha[..sha.len().min(8)]);
+    }
+    let freshness = &lane["freshness"];
+    match (freshness["state"].as_str(), freshness["behind"].as_u64()) {
+        (Some("stale"), Some(behind)) => format!("stale -{behind}"),
+        (Some(state), _) => state.to_owned(),
+        (None, _) => "-".into(),
     }
 }
 

@@ -34,6 +34,12 @@ pub enum Command {
     Stop(LaneArgs),
     /// Stop a lane's worker and start it again in the same worktree.
     Restart(RestartArgs),
+    /// Bring the lane's base into its branch, in its worktree, only when the worktree is
+    /// clean; a conflict is aborted back to the previous commit.
+    MergeForward(MergeForwardArgs),
+    /// Run a lane's verification commands for a green level (merge-forward first for
+    /// package and up) and record the result.
+    Verify(VerifyArgs),
     /// Show which rule reads a screen as what, with the evidence and the near misses.
     Explain(ExplainArgs),
     /// Configuration.
@@ -139,6 +145,8 @@ impl Command {
             Command::Send(args) => args.output_format,
             Command::Stop(args) => args.output_format,
             Command::Restart(args) => args.lane.output_format,
+            Command::MergeForward(args) => args.output_format,
+            Command::Verify(args) => args.output_format,
             Command::Explain(args) => args.output_format,
             Command::Config(ConfigArgs {
                 command: ConfigCommand::Show(args),
@@ -227,6 +235,27 @@ pub struct SendArgs {
     /// The text (newlines and tabs allowed; no other control characters).
     pub text: String,
     /// Output format for the reply and errors.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub output_format: OutputFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct MergeForwardArgs {
+    /// The lane: its folder, or its name in this repository.
+    pub lane: PathBuf,
+    /// Output format for the result and errors.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub output_format: OutputFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// The lane: its folder, or its name in this repository.
+    pub lane: PathBuf,
+    /// The green level: targeted, package, workspace or merge_ready.
+    #[arg(long, default_value = "targeted")]
+    pub level: String,
+    /// Output format for the result and errors.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub output_format: OutputFormat,
 }

@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use clawpool_lanes::state_file::{HEARTBEAT_INTERVAL, now_secs};
-use clawpool_lanes::{LaneEvent, StateFileWriter, WorkerStateDoc};
+use clawpool_lanes::{LaneEvent, LaneStatus, StateFileWriter, WorkerStateDoc};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 /// A lane's state document and the writer of its file.
@@ -14,6 +15,8 @@ use tokio::task::JoinHandle;
 pub struct StateRecorder {
     inner: Arc<Mutex<(WorkerStateDoc, StateFileWriter)>>,
     marker: Option<Arc<PathBuf>>,
+    /// The lane's status after every update, for whoever waits for the lane to be idle.
+    status: Arc<watch::Sender<LaneStatus>>,
 }
 
 /// The file, in a lane's registry folder, that says its state file could not be written.
@@ -31,9 +34,11 @@ impl StateRecorder {
         writer: StateFileWriter,
         marker: Option<PathBuf>,
     ) -> Self {
+        let status = Arc::new(watch::Sender::new(doc.status));
         let recorder = Self {
             inner: Arc::new(Mutex::new((doc, writer))),
             marker: marker.map(Arc::new),
+            status,
         };
         recorder.update(|_| {});
         recorder
@@ -50,6 +55,11 @@ impl StateRecorder {
         let (doc, writer) = &mut *guard;
         change(doc);
         doc.stamp(now_secs());
+        self.status.send_if_modified(|status| {
+            let changed = *status != doc.status;
+            *status = doc.status;
+            changed
+        });
         let was_degraded = writer.degraded().is_some();
         let result = writer.write(doc);
         if let Err(err) = &result {
@@ -67,6 +77,17 @@ impl StateRecorder {
                 Ok(()) => {}
             }
         }
+    }
+
+    /// A copy of the document as it is now.
+    pub fn doc(&self) -> WorkerStateDoc {
+        let guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        guard.0.clone()
+    }
+
+    /// The lane's status, now and after every change.
+    pub fn statuses(&self) -> watch::Receiver<LaneStatus> {
+        self.status.subscribe()
     }
 
     /// The error of the last failed write, if the last write failed.

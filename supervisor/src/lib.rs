@@ -11,3 +11,4 @@ pub mod handshake;
 pub mod lane_state;
 pub mod profiles;
 pub mod trust;
+pub mod verify;

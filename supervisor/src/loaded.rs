@@ -17,6 +17,8 @@ pub struct Loaded {
     pub profiles: ProfileSet,
     pub roots: TrustRoots,
     pub settings: Settings,
+    /// The recovery policy: the configured file, or the shipped defaults.
+    pub policy: std::sync::Arc<clawpool_recovery::Policy>,
 }
 
 impl Loaded {
@@ -47,7 +49,26 @@ impl Loaded {
             .map_err(|e| CommandError::invalid("invalid_profile", e.to_string()))?;
         let (trusted, denied) = config.trust_roots();
         let settings = config.handshake();
+        let policy = match config.policy_file() {
+            None => clawpool_recovery::Policy::defaults()
+                .map_err(|e| CommandError::invalid("invalid_policy", e.to_string()))?,
+            Some(file) => {
+                let text = std::fs::read_to_string(&file.value).map_err(|e| {
+                    CommandError::invalid(
+                        "invalid_policy",
+                        format!(
+                            "cannot read the policy file {} (named in {}): {e}",
+                            file.value.display(),
+                            file.from.display()
+                        ),
+                    )
+                })?;
+                clawpool_recovery::Policy::from_toml(&text, &file.value.display().to_string())
+                    .map_err(|e| CommandError::invalid("invalid_policy", e.to_string()))?
+            }
+        };
         Ok(Self {
+            policy: std::sync::Arc::new(policy),
             config,
             sources,
             profiles,

@@ -6,6 +6,7 @@
 //! non-zero exit ([`output`]).
 
 mod board;
+mod checks;
 mod cli;
 mod control;
 mod daemon;
@@ -15,6 +16,7 @@ mod inspect;
 mod loaded;
 mod mirror;
 mod output;
+mod recovering;
 mod run_lane;
 mod run_one;
 mod spawn;
@@ -93,6 +95,8 @@ fn main() -> ExitCode {
                 );
                 operator(&args.lane, command).await
             }
+            Command::MergeForward(args) => checks::run_merge_forward(args).await,
+            Command::Verify(args) => checks::run_verify(args).await,
             Command::Explain(args) => {
                 let loaded = loaded::Loaded::load(&args.config, None)?;
                 match (&args.lane, &args.screen) {
@@ -191,6 +195,7 @@ async fn run_lane(args: cli::RunArgs) -> Result<ExitCode, CommandError> {
         format: args.output_format,
         env: args.env,
         size: args.size,
+        policy: std::sync::Arc::clone(&loaded.policy),
     })
     .await
 }

@@ -8,8 +8,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clawpool::handshake::{
-    Handshake, LaneContext, Next, OperatorCommand, Outcome, PromptPlan, Resumed, Settings,
-    check_prompt, plan_prompt,
+    Handshake, LaneContext, Next, OperatorCommand, Outcome, PromptPlan, RestartRequest, Resumed,
+    Settings, check_prompt, plan_prompt,
 };
 use clawpool::lane_state::StateRecorder;
 use clawpool::profiles::{Profile, TrustStore};
@@ -24,9 +24,11 @@ use clawpool_pty::{RawLogConfig, SpawnSpec, TmuxConfig, TmuxServer, Worker};
 use serde_json::json;
 use tokio::sync::mpsc;
 
+use crate::checks::LaneChecks;
 use crate::cli::{OutputFormat, TransportKind};
 use crate::control;
 use crate::output::CommandError;
+use crate::recovering::{Plan, Recovery};
 
 /// The folder inside a lane where clawpool keeps its files.
 pub const STATE_DIR: &str = ".claw";
@@ -84,6 +86,10 @@ pub struct LaneJob {
     pub base: Option<(String, String)>,
     /// Called with every event (to show progress).
     pub on_event: Box<dyn Fn(&LaneEvent) + Send + Sync>,
+    /// The lane's branch checks and verification (lanes made by `clawpool spawn`).
+    pub checks: Option<LaneChecks>,
+    /// The recovery policy.
+    pub policy: Arc<clawpool_recovery::Policy>,
 }
 
 /// What driving a lane ended with.
@@ -220,8 +226,9 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
     }
 
     let (operator_tx, mut operator_rx) = mpsc::channel(8);
+    let (ops_tx, ops_rx) = mpsc::channel(4);
     let socket = state_dir.join("control.sock");
-    let listener = control::listen(&socket, operator_tx)
+    let listener = control::listen(&socket, operator_tx, ops_tx)
         .map_err(|e| CommandError::io("opening the lane's control socket", e))?;
 
     let session = format!("lane-{}", job.name).replace(
@@ -253,6 +260,12 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
         None => None,
     };
     let commit_task = commits.as_ref().map(CommitWatch::spawn);
+    let branch_tasks = job.checks.clone().map(|checks| {
+        (
+            checks.clone().watch(Arc::clone(&events), recorder.clone()),
+            checks.serve(ops_rx, Arc::clone(&events), recorder.clone()),
+        )
+    });
     let mut lane = LaneContext {
         name: job.name.clone(),
         cwd: job.dir.clone(),
@@ -261,7 +274,10 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
     };
     let mut prior_attempts = 0;
     let mut restarts = 0u32;
+    let mut recovery = Recovery::new(Arc::clone(&job.policy), &job.name, &recorder);
+    let mut nudges = Vec::new();
     let outcome = loop {
+        let run_started = state_file::now_secs();
         let mut handshake = Handshake::new(
             worker.clone(),
             &job.profile,
@@ -270,7 +286,9 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
             &events,
             &mut operator_rx,
         )
-        .after_attempts(prior_attempts);
+        .after_attempts(prior_attempts)
+        .stall_after(recovery.stall_after())
+        .with_followups(std::mem::take(&mut nudges));
         if let Some(resumed) = resumed.take() {
             handshake = handshake.resume(resumed);
         }
@@ -281,9 +299,45 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
                 break None;
             }
         };
-        let Next::Restart(request) = &outcome.next else {
-            break Some(outcome);
+        let request = match &outcome.next {
+            Next::Restart(request) => request.clone(),
+            _ => match recovery.after_run(&outcome, run_started, &events, &recorder) {
+                Plan::Done => break Some(outcome),
+                Plan::Nudge { key, wait, text } => {
+                    // Interrupt, wait, and carry on with the same worker, the nudge queued.
+                    if let Ok(key) = key.parse() {
+                        let _ = worker.send(&clawpool_pty::Input::Key(key)).await;
+                    }
+                    tokio::time::sleep(wait).await;
+                    resumed = Some(Resumed {
+                        state: outcome.state,
+                        attempts: outcome.receipt.attempts,
+                        sent_at: outcome.receipt.sent_at.map(|ms| ms / 1000),
+                        accepted_at: outcome.receipt.accepted_at.map(|ms| ms / 1000),
+                    });
+                    nudges.push(text);
+                    continue;
+                }
+                Plan::Restart {
+                    delay,
+                    resume,
+                    redeliver,
+                    by,
+                } => {
+                    worker.stop(std::time::Duration::from_secs(5)).await;
+                    tokio::select! {
+                        _ = tokio::time::sleep(delay) => {}
+                        _ = tokio::signal::ctrl_c() => break None,
+                    }
+                    RestartRequest {
+                        by,
+                        resume,
+                        redeliver,
+                    }
+                }
+            },
         };
+        let request = &request;
         restarts += 1;
         prior_attempts = outcome.receipt.attempts;
         let accepted = outcome.receipt.accepted_at.is_some();
@@ -314,7 +368,12 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
             }),
         );
         match start_worker(&job.terminal, &session, restart_spec).await {
-            Ok(new_worker) => worker = new_worker,
+            Ok(new_worker) => {
+                worker = new_worker;
+                if request.by != "operator" {
+                    recovery.restarted(&recorder);
+                }
+            }
             Err(err) => {
                 let _ = events.record(
                     "lane.failed",
@@ -332,6 +391,18 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
         }
     };
     listener.abort();
+    if let Some((watch, serve)) = branch_tasks {
+        watch.abort();
+        serve.abort();
+    }
+    let mut outcome = outcome;
+    if let (Some(checks), Some(finished)) = (&job.checks, outcome.as_mut())
+        && let Some(level) = checks.spec.on_finish
+        && finished.state.status == LaneStatus::Finished
+    {
+        let verified = checks.verify(level, &events, &recorder, true).await;
+        finished.state = verified.lane_state;
+    }
     heartbeat.abort();
     if let (Some(task), Some(commits)) = (commit_task, &commits) {
         task.abort();
@@ -448,6 +519,7 @@ pub struct RunRequest {
     pub format: OutputFormat,
     pub env: Vec<(String, String)>,
     pub size: Option<clawpool_pty::TermSize>,
+    pub policy: Arc<clawpool_recovery::Policy>,
 }
 
 /// `clawpool run`: one lane in the foreground, in the folder given.
@@ -497,6 +569,8 @@ pub async fn run(request: RunRequest) -> Result<ExitCode, CommandError> {
         branch: None,
         base: None,
         on_event: Box::new(move |event| print_event(event, format, None)),
+        checks: None,
+        policy: request.policy,
     };
     preflight(&job)?;
     exclude_from_git(&cwd);

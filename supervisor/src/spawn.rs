@@ -24,6 +24,7 @@ use clawpool_worktree::{LaneWorktreeSpec, Repo, prepare_lane_worktree};
 use serde_json::json;
 use tokio::sync::Semaphore;
 
+use crate::checks::LaneChecks;
 use crate::cli::{AdoptArgs, OutputFormat, SpawnArgs, TransportKind};
 use crate::loaded::Loaded;
 use crate::output::{CommandError, EXIT_INVALID_INPUT};
@@ -41,6 +42,8 @@ pub struct PlannedLane {
     base_sha: String,
     /// The configured roots plus the lane's own; decided once the worktree exists.
     roots: clawpool::trust::TrustRoots,
+    /// The recovery policy.
+    policy: std::sync::Arc<clawpool_recovery::Policy>,
 }
 
 /// The registry folder of lane `name` in the repository's common git dir.
@@ -254,6 +257,8 @@ fn plan(
         let mut roots = loaded.roots.clone();
         roots.trusted.extend(spec.trusted_roots.iter().cloned());
         let probe = LaneJob {
+            checks: None,
+            policy: std::sync::Arc::clone(&loaded.policy),
             name: spec.name.clone(),
             dir: repo.root().to_owned(),
             profile: profile.clone(),
@@ -279,6 +284,7 @@ fn plan(
             worktree,
             base_sha,
             roots,
+            policy: std::sync::Arc::clone(&loaded.policy),
         });
     }
     if problems.is_empty() {
@@ -333,6 +339,15 @@ async fn start_lane(
     let registry = lane_registry(repo, &name);
     std::fs::create_dir_all(&registry)
         .map_err(|e| CommandError::io("creating the lane's registry folder", e))?;
+    let verify_spec = clawpool::verify::LaneVerifySpec::from_lane(&lane.spec);
+    let checks = LaneChecks {
+        repo_root: repo.root().to_owned(),
+        dir: dir.clone(),
+        base: lane.worktree.base.clone(),
+        spec: verify_spec.clone(),
+        log_dir: registry.join("verify"),
+        freshness: (&settings).into(),
+    };
     let entry = json!({
         "name": name,
         "worktree": dir,
@@ -341,6 +356,7 @@ async fn start_lane(
         "agent": lane.profile.name(),
         "prompt": lane.spec.prompt,
         "supervisor_pid": std::process::id(),
+        "verify": verify_spec,
     });
     std::fs::write(registry.join("lane.json"), format!("{entry:#}\n"))
         .map_err(|e| CommandError::io("writing the lane's registry entry", e))?;
@@ -360,6 +376,8 @@ async fn start_lane(
         branch: Some(prepared.branch().to_owned()),
         base: Some((lane.worktree.base.clone(), lane.base_sha.clone())),
         on_event: Box::new(move |event| on_board.on_event(event)),
+        checks: Some(checks),
+        policy: lane.policy,
     };
     let result = drive(job, Start::Spawn).await?;
     if let (Some(err), Some(outcome)) = (&result.degraded, &result.outcome) {
@@ -656,6 +674,7 @@ pub fn adopt_lanes(
         let board = board.clone();
         let settings = loaded.settings;
         let roots = loaded.roots.clone();
+        let policy = std::sync::Arc::clone(&loaded.policy);
         tasks.push(tokio::spawn(async move {
             let state = adopt_lane(
                 &name,
@@ -664,7 +683,7 @@ pub fn adopt_lanes(
                 entry,
                 doc,
                 profile,
-                settings,
+                (settings, policy),
                 roots,
                 board.clone(),
             )
@@ -686,7 +705,10 @@ async fn adopt_lane(
     entry: serde_json::Value,
     doc: clawpool_lanes::WorkerStateDoc,
     profile: clawpool::profiles::Profile,
-    settings: clawpool::handshake::Settings,
+    (settings, policy): (
+        clawpool::handshake::Settings,
+        std::sync::Arc<clawpool_recovery::Policy>,
+    ),
     roots: clawpool::trust::TrustRoots,
     board: Board,
 ) -> Result<Option<LaneState>, CommandError> {
@@ -750,7 +772,12 @@ async fn adopt_lane(
         .await?;
     let trusted = roots.decide(dir).map(|d| d.is_trusted()).unwrap_or(false);
     let on_board = board.clone();
+    let checks = Repo::open(dir)
+        .ok()
+        .map(|repo| LaneChecks::from_registry(&entry, &repo, dir, registry, (&settings).into()));
     let job = LaneJob {
+        checks,
+        policy,
         name: name.to_owned(),
         dir: dir.to_owned(),
         profile,

@@ -19,13 +19,13 @@ steps = [
 ]
 "#;
 
-struct Setup {
-    sandbox: Sandbox,
-    repo: PathBuf,
-    config: PathBuf,
+pub(crate) struct Setup {
+    pub(crate) sandbox: Sandbox,
+    pub(crate) repo: PathBuf,
+    pub(crate) config: PathBuf,
 }
 
-fn setup() -> Setup {
+pub(crate) fn setup() -> Setup {
     let sandbox = Sandbox::new();
     let repo = git_repo(sandbox.dir.path(), "repo");
     for (key, value) in [("user.name", "lane"), ("user.email", "lane@test")] {
@@ -56,7 +56,7 @@ fn setup() -> Setup {
 }
 
 impl Setup {
-    fn spawn(&self, packet: &str, extra: &[&str]) -> Output {
+    pub(crate) fn spawn(&self, packet: &str, extra: &[&str]) -> Output {
         let file = self.sandbox.dir.path().join("packet.json");
         std::fs::write(&file, packet).expect("packet");
         self.sandbox
@@ -72,7 +72,7 @@ impl Setup {
             .expect("clawpool spawn runs")
     }
 
-    fn lanes_dir(&self) -> PathBuf {
+    pub(crate) fn lanes_dir(&self) -> PathBuf {
         self.sandbox.dir.path().join("repo.lanes")
     }
 
@@ -89,7 +89,7 @@ impl Setup {
     }
 }
 
-fn stderr(out: &Output) -> String {
+pub(crate) fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 

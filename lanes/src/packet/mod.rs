@@ -24,6 +24,7 @@ use json::{Json, index_path, key_path};
 pub use names::is_valid_lane_name;
 use paths::Roots;
 use schema::{Fields, read_object};
+pub use schema::{GREEN_LEVELS, MERGE_POLICIES};
 
 /// A lane without `branch` works on branch `lanes/<name>` (the worktree crate's default), so
 /// its name must make a valid branch name that way.
@@ -207,6 +208,20 @@ pub struct LaneSpec {
     /// claw-code's `verification_plan`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub verification_plan: Vec<String>,
+    /// How the lane's branch takes in its base before broad verification: `merge_forward`
+    /// (the default when unset), `rebase`, `warn` or `block`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub merge_policy: Option<String>,
+    /// Verification commands per green level; a level without its own runs
+    /// `acceptance_tests`.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub verify_commands: std::collections::BTreeMap<String, Vec<String>>,
+    /// How long each verification command may run before it counts as hung.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verify_timeout_secs: Option<u64>,
+    /// The green level to verify at once the lane finishes, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verify_on_finish: Option<String>,
 }
 
 /// One problem, at its JSON path.
@@ -493,6 +508,10 @@ fn build_lane(
         escalation_policy: fields.text("escalation_policy"),
         recovery_policy: fields.text("recovery_policy"),
         verification_plan: fields.texts("verification_plan"),
+        merge_policy: fields.text("merge_policy"),
+        verify_commands: fields.level_commands("verify_commands"),
+        verify_timeout_secs: fields.seconds("verify_timeout_secs"),
+        verify_on_finish: fields.text("verify_on_finish"),
     };
     if spec.branch.is_none() && !spec.name.is_empty() {
         let branch = format!("{DEFAULT_BRANCH_PREFIX}{}", spec.name);

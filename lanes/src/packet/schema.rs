@@ -21,6 +21,8 @@ pub(crate) enum Val {
     Paths(Vec<PathBuf>),
     Scope(TaskScope),
     Resources(Vec<TaskResource>),
+    Seconds(u64),
+    LevelCommands(BTreeMap<String, Vec<String>>),
 }
 
 /// A field that was present in an object.
@@ -59,7 +61,19 @@ enum Kind {
     Paths(PathRule),
     /// Free text that, read as a path, must also obey the path rules (`repo`).
     TextPath,
+    /// One of a fixed set of words.
+    Choice(&'static [&'static str]),
+    /// A whole number of seconds, at least 1.
+    Seconds,
+    /// `{level: [command, …]}` for the green levels.
+    LevelCommands,
 }
+
+/// The lane merge policies (`merge_policy`).
+pub const MERGE_POLICIES: &[&str] = &["merge_forward", "rebase", "warn", "block"];
+
+/// The green levels, lowest first (`verify_on_finish`, the keys of `verify_commands`).
+pub const GREEN_LEVELS: &[&str] = &["targeted", "package", "workspace", "merge_ready"];
 
 struct FieldDef {
     name: &'static str,
@@ -96,6 +110,10 @@ const FIELDS: &[FieldDef] = &[
     field("escalation_policy", Kind::Text, None),
     field("recovery_policy", Kind::Text, None),
     field("verification_plan", Kind::Texts, None),
+    field("merge_policy", Kind::Choice(MERGE_POLICIES), None),
+    field("verify_commands", Kind::LevelCommands, None),
+    field("verify_timeout_secs", Kind::Seconds, None),
+    field("verify_on_finish", Kind::Choice(GREEN_LEVELS), None),
 ];
 
 const fn field(name: &'static str, kind: Kind, lane_only: Option<&'static str>) -> FieldDef {
@@ -161,6 +179,20 @@ impl Fields {
         match self.map.get(name) {
             Some(Slot::Set(Val::Paths(p))) => p.clone(),
             _ => Vec::new(),
+        }
+    }
+
+    pub(crate) fn seconds(&self, name: &str) -> Option<u64> {
+        match self.map.get(name) {
+            Some(Slot::Set(Val::Seconds(n))) => Some(*n),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn level_commands(&self, name: &str) -> BTreeMap<String, Vec<String>> {
+        match self.map.get(name) {
+            Some(Slot::Set(Val::LevelCommands(m))) => m.clone(),
+            _ => BTreeMap::new(),
         }
     }
 
@@ -353,6 +385,64 @@ fn read_value(
             }
             ok.then_some(Val::Paths(out))
         }
+        Kind::Choice(words) => {
+            let s = expect_string(value, at, errors)?;
+            if words.contains(&s) {
+                Some(Val::Text(s.to_owned()))
+            } else {
+                fail(
+                    errors,
+                    at,
+                    format!("invalid value {s:?}: expected one of {}", quoted(words)),
+                )
+            }
+        }
+        Kind::Seconds => match value {
+            Json::Number(n) if n.as_u64().is_some_and(|n| n >= 1) => n.as_u64().map(Val::Seconds),
+            other => fail(
+                errors,
+                at,
+                format!(
+                    "expected a whole number of seconds (at least 1), found {}",
+                    other.kind()
+                ),
+            ),
+        },
+        Kind::LevelCommands => {
+            let Json::Object(entries) = value else {
+                return fail(
+                    errors,
+                    at,
+                    format!(
+                        "expected an object {{level: [command, …]}}, found {}",
+                        value.kind()
+                    ),
+                );
+            };
+            let mut out = BTreeMap::new();
+            let mut ok = true;
+            for (level, commands) in entries {
+                let level_at = key_path(at, level);
+                if !GREEN_LEVELS.contains(&level.as_str()) {
+                    errors.push(PacketError::new(
+                        level_at,
+                        format!(
+                            "unknown level `{level}`: expected one of {}",
+                            quoted(GREEN_LEVELS)
+                        ),
+                    ));
+                    ok = false;
+                    continue;
+                }
+                match read_value(Kind::Texts, commands, &level_at, roots, errors) {
+                    Some(Val::Texts(list)) => {
+                        out.insert(level.clone(), list);
+                    }
+                    _ => ok = false,
+                }
+            }
+            ok.then_some(Val::LevelCommands(out))
+        }
         Kind::TextPath => {
             let s = read_text(value, at, errors)?;
             match roots.resolve(&s, PathRule::InsideRoots) {
@@ -361,6 +451,14 @@ fn read_value(
             }
         }
     }
+}
+
+fn quoted(words: &[&str]) -> String {
+    words
+        .iter()
+        .map(|w| format!("`{w}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn fail<T>(errors: &mut Vec<PacketError>, at: &str, message: String) -> Option<T> {

@@ -612,3 +612,51 @@ fn doc_prompt_block_matches() {
     let built = &ok(CLAW_PACKET).lanes[0].prompt;
     assert_eq!(block.trim_end(), built);
 }
+
+#[test]
+fn merge_and_verification_fields() {
+    let batch = ok(r#"{
+        "defaults": {"merge_policy": "rebase", "verify_timeout_secs": 30,
+                     "acceptance_tests": ["make check"]},
+        "lanes": [
+            {"name": "a", "prompt": "x", "verify_on_finish": "workspace",
+             "verify_commands": {"targeted": ["cargo test -p a"], "merge_ready": ["make ci"]}},
+            {"name": "b", "prompt": "y", "merge_policy": "block"}
+        ]
+    }"#);
+    let (a, b) = (&batch.lanes[0], &batch.lanes[1]);
+    assert_eq!(a.merge_policy.as_deref(), Some("rebase"));
+    assert_eq!(b.merge_policy.as_deref(), Some("block"));
+    assert_eq!(a.verify_timeout_secs, Some(30));
+    assert_eq!(a.verify_on_finish.as_deref(), Some("workspace"));
+    assert_eq!(a.verify_commands["targeted"], ["cargo test -p a"]);
+    assert_eq!(a.verify_commands.len(), 2);
+    assert!(b.verify_commands.is_empty());
+
+    let errors = errs(
+        r#"{"lanes": [{"name": "c", "prompt": "z", "merge_policy": "squash",
+            "verify_timeout_secs": 0, "verify_on_finish": "all",
+            "verify_commands": {"everything": ["x"], "package": "cargo test"}}]}"#,
+    );
+    has(
+        &errors,
+        "$.lanes[0].merge_policy",
+        "expected one of `merge_forward`",
+    );
+    has(&errors, "$.lanes[0].verify_timeout_secs", "at least 1");
+    has(
+        &errors,
+        "$.lanes[0].verify_on_finish",
+        "invalid value \"all\"",
+    );
+    has(
+        &errors,
+        "$.lanes[0].verify_commands.everything",
+        "unknown level `everything`",
+    );
+    has(
+        &errors,
+        "$.lanes[0].verify_commands.package",
+        "expected an array",
+    );
+}

@@ -5,6 +5,9 @@ use serde_json::{Map, Value};
 
 use crate::{BlockedSubphase, Evidence, FailureClass, LaneEvent, LaneState, LaneStatus};
 
+use super::recovery::RecoveryLedger;
+use super::verification::{Freshness, GitOperation, GreenLevel, HeadState, Verification};
+
 use super::SCHEMA_VERSION;
 
 /// The per-lane state file, `<worktree>/.claw/worker-state.json`, as it is on disk.
@@ -61,10 +64,31 @@ pub struct WorkerStateDoc {
     pub prompt: Prompt,
     /// Set exactly when `status` is `blocked`.
     pub blocked: Option<Blocked>,
-    /// Set exactly when `status` is `failed`.
+    /// Set exactly when `status` is `failed` or `blocked`: every failed or blocked lane has
+    /// one failure class (for a blocked lane, the class its subphase is heading for).
     pub failure: Option<Failure>,
     /// The supervisor that owns the lane and writes this file.
     pub supervisor: Supervisor,
+    /// What the worktree has checked out: `{"kind": "branch", "name", "sha"}` or
+    /// `{"kind": "detached", "sha"}`; `null` before the first check.
+    #[serde(default)]
+    pub head: Option<HeadState>,
+    /// The branch against its base, as last checked; `null` before the first check.
+    #[serde(default)]
+    pub freshness: Option<Freshness>,
+    /// A git operation paused in the worktree (rebase, merge, …); `null` when there is none.
+    #[serde(default)]
+    pub git_operation: Option<GitOperation>,
+    /// The highest green level the lane's current HEAD reached; `null` until one is reached,
+    /// and again once the branch moves on.
+    #[serde(default)]
+    pub green_level: Option<GreenLevel>,
+    /// The last verification; `null` before the first.
+    #[serde(default)]
+    pub verification: Option<Verification>,
+    /// Every recovery attempt and the restart record (`docs/recovery.md`).
+    #[serde(default)]
+    pub recovery: RecoveryLedger,
     /// Fields written by a newer writer of the same schema version that this version does not
     /// know: kept so that reading and printing a file loses nothing. Never written by this
     /// version itself.
@@ -304,6 +328,12 @@ impl WorkerStateDoc {
                 pid: std::process::id(),
                 heartbeat_at: now,
             },
+            head: None,
+            freshness: None,
+            git_operation: None,
+            green_level: None,
+            verification: None,
+            recovery: RecoveryLedger::default(),
             extra: Map::new(),
         }
     }
@@ -313,7 +343,11 @@ impl WorkerStateDoc {
         LaneState {
             status: self.status,
             subphase: self.blocked.map(|b| b.subphase),
-            failure: self.failure.as_ref().map(|f| f.class),
+            failure: self
+                .failure
+                .as_ref()
+                .filter(|_| self.status == LaneStatus::Failed)
+                .map(|f| f.class),
         }
     }
 
@@ -332,9 +366,13 @@ impl WorkerStateDoc {
             }),
             _ => None,
         };
-        self.failure = match (state.status, state.failure) {
-            (LaneStatus::Failed, Some(class)) => Some(Failure {
+        self.failure = match (state.status, state.failure, state.subphase) {
+            (LaneStatus::Failed, Some(class), _) => Some(Failure {
                 class,
+                detail: failure_detail,
+            }),
+            (LaneStatus::Blocked, class, Some(subphase)) => Some(Failure {
+                class: class.unwrap_or(subphase.failure_class()),
                 detail: failure_detail,
             }),
             _ => None,
@@ -409,6 +447,16 @@ impl WorkerStateDoc {
                 }
             }
             "lane.prompt_misdelivery" => self.prompt_in_flight = false,
+            "lane.verified" => {
+                if let Ok(verification) =
+                    serde_json::from_value::<Verification>(detail["verification"].clone())
+                {
+                    self.green_level = detail
+                        .get("green_level")
+                        .and_then(|l| serde_json::from_value(l.clone()).ok());
+                    self.verification = Some(verification);
+                }
+            }
             "lane.prompt_round" => {
                 self.prompt = Prompt {
                     followups: self.prompt.followups + 1,

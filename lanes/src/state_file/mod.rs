@@ -14,6 +14,8 @@
 
 mod doc;
 mod read;
+mod recovery;
+mod verification;
 mod view;
 mod write;
 
@@ -25,6 +27,11 @@ pub use doc::{
     TransportKind, WorkerStateDoc, claw_status,
 };
 pub use read::{StateFileError, parse_state, read_state_file};
+pub use recovery::{AttemptOrigin, AttemptState, LedgerEntry, RecoveryLedger, RestartRecord};
+pub use verification::{
+    CommandOutcome, CommandResult, Freshness, GitOperation, GreenLevel, HeadState, MergeOutcome,
+    Verification, VerifyResult,
+};
 pub use view::{ShownStatus, StateView, with_ages};
 pub use write::StateFileWriter;
 

@@ -35,6 +35,10 @@ pub struct ConfigFile {
     /// Changes to profiles (or new profiles), by profile name.
     #[serde(default)]
     pub profiles: BTreeMap<String, ManifestPatch>,
+    /// The recovery policy file (`docs/policy.md`): absolute, `~/…`, or relative to this
+    /// file's folder. The last file that sets it wins; unset, the shipped defaults apply.
+    #[serde(default)]
+    pub policy: Option<Spanned<String>>,
 }
 
 /// The `[handshake]` table of one file; see [`HandshakeKey`] for what each key means.
@@ -59,6 +63,12 @@ pub struct HandshakeSection {
     /// Idle input this long after working means the turn finished, in milliseconds.
     #[serde(default)]
     pub finish_idle_ms: Option<Spanned<u64>>,
+    /// How often a running lane's freshness is checked, in seconds.
+    #[serde(default)]
+    pub freshness_check_secs: Option<Spanned<u64>>,
+    /// The least time between fetches of a base's remote, in seconds.
+    #[serde(default)]
+    pub fetch_interval_secs: Option<Spanned<u64>>,
 }
 
 impl HandshakeSection {
@@ -71,6 +81,8 @@ impl HandshakeSection {
             HandshakeKey::LongPromptChars => self.long_prompt_chars.as_ref(),
             HandshakeKey::ProviderBlockSecs => self.provider_block_secs.as_ref(),
             HandshakeKey::FinishIdleMs => self.finish_idle_ms.as_ref(),
+            HandshakeKey::FreshnessCheckSecs => self.freshness_check_secs.as_ref(),
+            HandshakeKey::FetchIntervalSecs => self.fetch_interval_secs.as_ref(),
         }
     }
 }

@@ -30,17 +30,23 @@ pub enum HandshakeKey {
     ProviderBlockSecs,
     /// `finish_idle_ms`: idle input this long after working means finished.
     FinishIdleMs,
+    /// `freshness_check_secs`: How often a running lane's branch freshness is checked.
+    FreshnessCheckSecs,
+    /// `fetch_interval_secs`: The least time between two fetches of a base's remote (0: every check).
+    FetchIntervalSecs,
 }
 
 impl HandshakeKey {
     /// Every key, in the order they are documented and shown.
-    pub const ALL: [HandshakeKey; 6] = [
+    pub const ALL: [HandshakeKey; 8] = [
         HandshakeKey::BootTimeoutSecs,
         HandshakeKey::AcceptTimeoutSecs,
         HandshakeKey::MaxSubmitAttempts,
         HandshakeKey::LongPromptChars,
         HandshakeKey::ProviderBlockSecs,
         HandshakeKey::FinishIdleMs,
+        HandshakeKey::FreshnessCheckSecs,
+        HandshakeKey::FetchIntervalSecs,
     ];
 
     /// The key as written in a file.
@@ -52,6 +58,8 @@ impl HandshakeKey {
             HandshakeKey::LongPromptChars => "long_prompt_chars",
             HandshakeKey::ProviderBlockSecs => "provider_block_secs",
             HandshakeKey::FinishIdleMs => "finish_idle_ms",
+            HandshakeKey::FreshnessCheckSecs => "freshness_check_secs",
+            HandshakeKey::FetchIntervalSecs => "fetch_interval_secs",
         }
     }
 
@@ -64,6 +72,8 @@ impl HandshakeKey {
             HandshakeKey::LongPromptChars => 200,
             HandshakeKey::ProviderBlockSecs => 10,
             HandshakeKey::FinishIdleMs => 1500,
+            HandshakeKey::FreshnessCheckSecs => 60,
+            HandshakeKey::FetchIntervalSecs => 300,
         }
     }
 
@@ -77,6 +87,8 @@ impl HandshakeKey {
             HandshakeKey::MaxSubmitAttempts => 1..=1000,
             // 0 is meaningful: every prompt goes through the file.
             HandshakeKey::LongPromptChars => 0..=u64::from(u32::MAX),
+            HandshakeKey::FreshnessCheckSecs => 1..=WEEK_SECS,
+            HandshakeKey::FetchIntervalSecs => 0..=WEEK_SECS,
         }
     }
 }
@@ -117,6 +129,8 @@ impl HandshakeOptions {
                 .unwrap_or(usize::MAX),
             provider_block: Duration::from_secs(value(HandshakeKey::ProviderBlockSecs)),
             finish_idle: Duration::from_millis(value(HandshakeKey::FinishIdleMs)),
+            freshness_check: Duration::from_secs(value(HandshakeKey::FreshnessCheckSecs)),
+            fetch_interval: Duration::from_secs(value(HandshakeKey::FetchIntervalSecs)),
         }
     }
 }
@@ -138,6 +152,10 @@ pub struct HandshakeSettings {
     pub provider_block: Duration,
     /// How long the input line must be idle after working for the turn to count as finished.
     pub finish_idle: Duration,
+    /// How often a running lane's branch freshness is checked.
+    pub freshness_check: Duration,
+    /// The least time between two fetches of a base's remote.
+    pub fetch_interval: Duration,
 }
 
 impl Default for HandshakeSettings {

@@ -54,6 +54,8 @@ pub struct Config {
     patches: Vec<SourcedPatch>,
     /// Per profile, which file set each dotted path.
     origins: BTreeMap<String, ProfileOrigins>,
+    /// The recovery policy file, with the configuration file that named it.
+    policy: Option<Sourced<PathBuf>>,
 }
 
 impl Config {
@@ -108,6 +110,17 @@ impl Config {
                 );
             }
         }
+        if let Some(policy) = &file.policy {
+            let named = expand_home(Path::new(policy.get_ref()), home);
+            let value = match path.parent() {
+                Some(dir) if named.is_relative() => dir.join(named),
+                _ => named,
+            };
+            self.policy = Some(Sourced {
+                value,
+                from: path.to_path_buf(),
+            });
+        }
         for (name, patch) in file.profiles {
             provenance::record_patch(self.origins.entry(name.clone()).or_default(), &patch, path);
             self.patches.push(SourcedPatch {
@@ -119,6 +132,11 @@ impl Config {
         }
         self.files.push(path.to_path_buf());
         Ok(())
+    }
+
+    /// The recovery policy file the configuration names, if any (else the defaults apply).
+    pub fn policy_file(&self) -> Option<&Sourced<PathBuf>> {
+        self.policy.as_ref()
     }
 
     /// The files that were read, in merge order (missing optional files are not listed).
@@ -231,6 +249,13 @@ fn refuse_self_vouching(path: &Path, text: &str) -> Result<(), ConfigError> {
             line_at(text, root.span().start),
             "trusted_roots".into(),
             "trusted_roots (a repository must not vouch for itself)",
+        ));
+    }
+    if let Some(policy) = &file.policy {
+        return Err(refuse(
+            line_at(text, policy.span().start),
+            "policy".into(),
+            "the recovery policy (its hooks run commands)",
         ));
     }
     if let Some((name, _)) = file

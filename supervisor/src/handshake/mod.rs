@@ -79,6 +79,8 @@ pub enum Next {
     Done,
     /// Start a new worker in the same worktree.
     Restart(RestartRequest),
+    /// The worker is alive but needs a recovery recipe (the trigger's name, e.g. `stalled`).
+    Recover(String),
 }
 
 /// The lane as the handshake sees it.
@@ -137,6 +139,10 @@ pub struct Handshake<'a> {
     next: Option<Next>,
     /// Whether the idle input was ever seen.
     reached_ready: bool,
+    /// What counts as progress while the agent works, and since when there was none.
+    progress: clawpool_recovery::ProgressTracker,
+    /// A running lane with no progress this long is stalled; `None` never.
+    stall_after: Option<Duration>,
 }
 
 /// What a new supervisor knows of a lane it adopts, from the lane's state file.
@@ -187,7 +193,25 @@ impl<'a> Handshake<'a> {
             followups: Default::default(),
             next: None,
             reached_ready: false,
+            progress: clawpool_recovery::ProgressTracker::new(
+                clawpool_lanes::state_file::now_secs(),
+            ),
+            stall_after: None,
         }
+    }
+
+    /// Ends the run with [`Next::Recover`]`("stalled")` when the lane is `running` and its
+    /// screen shows no meaningful progress for `after` (spinners, timers and token counters
+    /// are not progress; new lines are).
+    pub fn stall_after(mut self, after: Duration) -> Self {
+        self.stall_after = Some(after);
+        self
+    }
+
+    /// Texts to deliver, in order, as soon as the agent is idle (a recovery's nudge).
+    pub fn with_followups(mut self, texts: Vec<String>) -> Self {
+        self.followups.extend(texts);
+        self
     }
 
     /// Continues the prompt count of an earlier worker of the same lane: a prompt delivered
@@ -233,8 +257,10 @@ impl<'a> Handshake<'a> {
                 break;
             }
             let looked_at = Instant::now();
-            let seen = observe(self.profile, &self.worker.snapshot());
+            let snapshot = self.worker.snapshot();
+            let seen = observe(self.profile, &snapshot);
             self.step(seen).await;
+            self.check_stall(&snapshot.rows);
             if self.state.status.is_terminal() || self.next.is_some() {
                 break;
             }
@@ -266,6 +292,29 @@ impl<'a> Handshake<'a> {
         }
     }
 
+    /// Feeds the screen to the progress tracker; a running lane without progress for the
+    /// stall time ends the run for recovery.
+    fn check_stall(&mut self, rows: &[String]) {
+        let now = clawpool_lanes::state_file::now_secs();
+        self.progress.observe_screen(now, rows);
+        let Some(after) = self.stall_after else {
+            return;
+        };
+        if self.state.status == LaneStatus::Running && self.progress.is_stalled(now, after) {
+            self.event(
+                "lane.stalled",
+                None,
+                None,
+                None,
+                serde_json::json!({
+                    "seconds_without_progress": self.progress.idle_for(now).as_secs(),
+                    "stall_after_secs": after.as_secs(),
+                }),
+            );
+            self.next = Some(Next::Recover("stalled".into()));
+        }
+    }
+
     /// The next time the lane must be looked at even if its screen does not change.
     ///
     /// Only deadlines after `looked_at` (when the screen was last read) count: one that had
@@ -291,6 +340,14 @@ impl<'a> Handshake<'a> {
                 .map(|t| t + self.settings.provider_block),
         );
         consider(self.receipt.retry_at());
+        if let (Some(after), LaneStatus::Running) = (self.stall_after, self.state.status) {
+            let idle = self
+                .progress
+                .idle_for(clawpool_lanes::state_file::now_secs());
+            consider(Some(
+                Instant::now() + after.saturating_sub(idle) + Duration::from_secs(1),
+            ));
+        }
         wake
     }
 

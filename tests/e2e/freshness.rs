@@ -1,0 +1,349 @@
+//! Branch freshness before blame, on real repositories: merge-forward before broad tests,
+//! conflicts aborted back to the previous commit, dirty worktrees left alone, hung test
+//! commands, and a paused rebase, a detached HEAD and a branch named `feat.ui/x` reported as
+//! they are.
+
+use std::path::Path;
+use std::process::Output;
+
+use serde_json::Value;
+
+use crate::spawn::{Setup, setup, stderr};
+
+/// Runs git in `dir`, asserting it succeeds unless `may_fail`; returns stdout.
+fn git(dir: &Path, args: &[&str], may_fail: bool) -> String {
+    let out = std::process::Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("git");
+    assert!(
+        may_fail || out.status.success(),
+        "git {args:?}: {}",
+        stderr(&out)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// Commits `files` on the repository's main branch, in its main worktree.
+fn commit_on_main(s: &Setup, files: &[(&str, &str)], subject: &str) -> String {
+    for (path, content) in files {
+        std::fs::write(s.repo.join(path), content).expect("write");
+        git(&s.repo, &["add", path], false);
+    }
+    git(&s.repo, &["commit", "-qm", subject], false);
+    git(&s.repo, &["rev-parse", "HEAD"], false)
+}
+
+/// `clawpool ARGS…` run from the repository (so lanes are found by name).
+fn clawpool(s: &Setup, args: &[&str]) -> Output {
+    s.sandbox
+        .clawpool()
+        .args(args)
+        .current_dir(&s.repo)
+        .output()
+        .expect("clawpool")
+}
+
+fn json(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            stderr(out)
+        )
+    })
+}
+
+fn state(s: &Setup, lane: &str) -> Value {
+    let text = std::fs::read_to_string(s.lanes_dir().join(lane).join(".claw/worker-state.json"))
+        .expect("state file");
+    serde_json::from_str(&text).expect("state JSON")
+}
+
+fn events(s: &Setup, lane: &str) -> Vec<Value> {
+    std::fs::read_to_string(
+        s.repo
+            .join(format!(".git/clawpool/lanes/{lane}/events.jsonl")),
+    )
+    .expect("events")
+    .lines()
+    .filter_map(|l| serde_json::from_str(l).ok())
+    .collect()
+}
+
+fn find<'a>(events: &'a [Value], kind: &str) -> &'a Value {
+    events
+        .iter()
+        .find(|e| e["kind"] == kind)
+        .unwrap_or_else(|| panic!("no {kind} in {events:#?}"))
+}
+
+/// Spawns `packet` and waits for the batch to end; asserts the exit code.
+fn spawn_to_end(s: &Setup, packet: &str, code: i32) {
+    let out = s.spawn(packet, &["--output-format", "json"]);
+    assert_eq!(out.status.code(), Some(code), "{}", stderr(&out));
+}
+
+#[test]
+fn a_stale_lane_gets_the_fix_by_merge_forward_before_verification_and_goes_green() {
+    let s = setup();
+    let slow = r#"
+trust_dialog = true
+[[prompt]]
+steps = [
+  { do = "sleep", ms = 1500 },
+  { do = "write_file", path = "out.txt", content = "done\n" },
+  { do = "git_commit", message = "lane work" },
+]
+"#;
+    std::fs::write(s.sandbox.dir.path().join("scenario.toml"), slow).expect("scenario");
+    let file = s.sandbox.dir.path().join("packet.json");
+    std::fs::write(
+        &file,
+        r#"{"name": "fix", "agent": "scripted", "prompt": "work",
+            "acceptance_tests": ["test -f fix.txt"], "verify_on_finish": "package"}"#,
+    )
+    .expect("packet");
+    let mut cmd = s.sandbox.clawpool();
+    cmd.arg("spawn")
+        .arg(&file)
+        .args(["--output-format", "json", "--config"])
+        .arg(&s.config)
+        .arg("--repo")
+        .arg(&s.repo);
+    let mut run = clawpool_tests::LaneRun::start(cmd, &s.sandbox.dir.path().join("run.stderr"));
+    run.wait_for(
+        "running",
+        std::time::Duration::from_secs(30),
+        |e| e["kind"] == "lane.running",
+        String::new,
+    );
+    // While the lane works, main gets the fix its tests need.
+    let fix = commit_on_main(&s, &[("fix.txt", "fixed\n")], "the fix");
+    let status = run.wait_exit(std::time::Duration::from_secs(60));
+    assert_eq!(status.code(), Some(0), "{}", run.report());
+
+    let events = events(&s, "fix");
+    let stale = find(&events, "branch.stale_against_main");
+    assert_eq!(stale["detail"]["behind"], 1);
+    assert_eq!(stale["detail"]["missing"][0]["subject"], "the fix");
+    let merged = find(&events, "branch.merged_forward");
+    assert_eq!(merged["detail"]["base_sha"], fix.as_str());
+    assert_ne!(merged["detail"]["old_head"], merged["detail"]["new_head"]);
+    assert_eq!(find(&events, "lane.green")["detail"]["level"], "package");
+    clawpool_tests::assert_kinds_in_order(
+        &events,
+        &[
+            "lane.finished",
+            "branch.stale_against_main",
+            "branch.merged_forward",
+            "lane.green",
+            "lane.verified",
+        ],
+    );
+    let lane = s.lanes_dir().join("fix");
+    assert!(lane.join("fix.txt").exists() && lane.join("out.txt").exists());
+    let doc = state(&s, "fix");
+    assert_eq!(doc["status"], "finished");
+    assert_eq!(doc["green_level"], "package");
+    assert_eq!(doc["freshness"]["state"], "fresh");
+    assert_eq!(doc["verification"]["result"], "green");
+    assert_eq!(doc["verification"]["merge"]["outcome"], "merged");
+    assert_eq!(doc["verification"]["commands"][0]["exit_code"], 0);
+    // Nothing touched the main worktree.
+    assert_eq!(git(&s.repo, &["rev-parse", "HEAD"], false), fix);
+    assert!(git(&s.repo, &["status", "--porcelain"], false).is_empty());
+}
+
+#[test]
+fn a_conflict_is_aborted_back_to_the_previous_head_and_a_red_on_the_stale_branch_is_stale_red() {
+    let s = setup();
+    spawn_to_end(
+        &s,
+        r#"{"name": "clash", "agent": "scripted", "prompt": "work",
+            "acceptance_tests": ["test -f fix.txt"]}"#,
+        0,
+    );
+    let lane = s.lanes_dir().join("clash");
+    let head = git(&lane, &["rev-parse", "HEAD"], false);
+    commit_on_main(
+        &s,
+        &[("out.txt", "other\n"), ("fix.txt", "fixed\n")],
+        "main changes out.txt",
+    );
+
+    let out = clawpool(&s, &["merge-forward", "clash", "--output-format", "json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let merge = json(&out);
+    assert_eq!(merge["outcome"], "conflict");
+    assert_eq!(merge["paths"], serde_json::json!(["out.txt"]));
+    assert_eq!(merge["head"], head.as_str());
+    assert_eq!(git(&lane, &["rev-parse", "HEAD"], false), head);
+    assert!(git(&lane, &["status", "--porcelain"], false).is_empty());
+    assert_eq!(
+        std::fs::read_to_string(lane.join("out.txt")).expect("out"),
+        "done\n"
+    );
+
+    let out = clawpool(
+        &s,
+        &[
+            "verify",
+            "clash",
+            "--level",
+            "workspace",
+            "--output-format",
+            "json",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let verified = json(&out);
+    assert_eq!(verified["verification"]["result"], "stale_red");
+    assert_eq!(verified["verification"]["class"], "test");
+    let doc = state(&s, "clash");
+    assert_eq!(doc["status"], "blocked");
+    assert_eq!(doc["blocked"]["subphase"], "branch_freshness");
+    assert_eq!(doc["freshness"]["state"], "stale");
+    let events = events(&s, "clash");
+    let stale_red = find(&events, "lane.stale_red");
+    assert_eq!(
+        stale_red["detail"]["missing"][0]["subject"],
+        "main changes out.txt"
+    );
+    assert!(
+        !events.iter().any(|e| e["kind"] == "lane.red"),
+        "a red on a stale branch is not a regression"
+    );
+    assert_eq!(git(&lane, &["rev-parse", "HEAD"], false), head);
+}
+
+#[test]
+fn a_dirty_worktree_is_never_changed() {
+    let s = setup();
+    spawn_to_end(
+        &s,
+        r#"{"name": "dirty", "agent": "scripted", "prompt": "work",
+            "acceptance_tests": ["true"]}"#,
+        0,
+    );
+    let lane = s.lanes_dir().join("dirty");
+    let head = git(&lane, &["rev-parse", "HEAD"], false);
+    commit_on_main(&s, &[("fix.txt", "fixed\n")], "the fix");
+    std::fs::write(lane.join("out.txt"), "edited, not committed\n").expect("edit");
+    std::fs::write(lane.join("notes.txt"), "untracked\n").expect("untracked");
+    let before = git(&lane, &["status", "--porcelain"], false);
+
+    let out = clawpool(&s, &["merge-forward", "dirty", "--output-format", "json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let merge = json(&out);
+    assert_eq!(merge["outcome"], "dirty");
+    let out = clawpool(
+        &s,
+        &[
+            "verify",
+            "dirty",
+            "--level",
+            "package",
+            "--output-format",
+            "json",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(json(&out)["verification"]["result"], "blocked");
+    let doc = state(&s, "dirty");
+    assert_eq!(doc["blocked"]["subphase"], "branch_freshness");
+    assert!(
+        doc["verification"]["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("uncommitted"),
+        "{doc}"
+    );
+
+    assert_eq!(git(&lane, &["rev-parse", "HEAD"], false), head);
+    assert_eq!(git(&lane, &["status", "--porcelain"], false), before);
+    assert_eq!(
+        std::fs::read_to_string(lane.join("out.txt")).expect("out"),
+        "edited, not committed\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(lane.join("notes.txt")).expect("notes"),
+        "untracked\n"
+    );
+    assert!(
+        git(&lane, &["stash", "list"], false).is_empty(),
+        "nothing stashed"
+    );
+}
+
+#[test]
+fn a_hung_command_is_test_hung_and_the_next_command_still_runs() {
+    let s = setup();
+    spawn_to_end(
+        &s,
+        r#"{"name": "slow", "agent": "scripted", "prompt": "work", "verify_timeout_secs": 1,
+            "verify_commands": {"targeted": ["sleep 30", "echo second > second.txt"]}}"#,
+        0,
+    );
+    let out = clawpool(&s, &["verify", "slow", "--output-format", "json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let verified = json(&out);
+    let commands = &verified["verification"]["commands"];
+    assert_eq!(commands[0]["outcome"], "hung");
+    assert!(commands[0]["duration_ms"].as_u64() >= Some(1000));
+    assert_eq!(commands[1]["outcome"], "passed");
+    assert!(s.lanes_dir().join("slow/second.txt").exists());
+    assert_eq!(verified["verification"]["result"], "hung");
+    assert_eq!(verified["verification"]["class"], "test_hang");
+    let events = events(&s, "slow");
+    assert_eq!(find(&events, "test.hung")["detail"]["command"], "sleep 30");
+    let doc = state(&s, "slow");
+    assert_eq!(doc["blocked"]["subphase"], "test_hang");
+    let log = commands[1]["log"].as_str().expect("log path");
+    assert!(Path::new(log).is_file());
+}
+
+#[test]
+fn a_paused_rebase_a_detached_head_and_a_dotted_branch_are_reported_as_they_are() {
+    let s = setup();
+    spawn_to_end(
+        &s,
+        r#"{"name": "ui", "agent": "scripted", "prompt": "work", "branch": "feat.ui/x"}"#,
+        0,
+    );
+    let doc = state(&s, "ui");
+    assert_eq!(doc["branch"], "feat.ui/x");
+    assert_eq!(doc["head"]["kind"], "branch");
+    assert_eq!(doc["head"]["name"], "feat.ui/x");
+    assert_eq!(doc["freshness"]["state"], "fresh");
+
+    let lane = s.lanes_dir().join("ui");
+    commit_on_main(&s, &[("out.txt", "other\n")], "main changes out.txt");
+    git(&lane, &["rebase", "main"], true);
+    let out = clawpool(&s, &["merge-forward", "ui", "--output-format", "json"]);
+    assert_eq!(
+        json(&out)["outcome"],
+        "operation_in_progress",
+        "{}",
+        stderr(&out)
+    );
+    let doc = state(&s, "ui");
+    assert_eq!(doc["git_operation"]["kind"], "rebase");
+    assert_eq!(doc["git_operation"]["paused"], true);
+    assert_eq!(doc["freshness"]["state"], "unknown");
+    let board = json(&clawpool(&s, &["board", "--output-format", "json"]));
+    assert_eq!(board["lanes"][0]["git_operation"]["kind"], "rebase");
+
+    git(&lane, &["rebase", "--abort"], false);
+    git(&lane, &["checkout", "-q", "--detach", "HEAD"], false);
+    let sha = git(&lane, &["rev-parse", "HEAD"], false);
+    let out = clawpool(&s, &["merge-forward", "ui", "--output-format", "json"]);
+    let merge = json(&out);
+    assert_eq!(merge["outcome"], "detached");
+    assert_eq!(merge["sha"], sha.as_str());
+    let doc = state(&s, "ui");
+    assert_eq!(doc["head"]["kind"], "detached");
+    assert_eq!(doc["head"]["sha"], sha.as_str());
+    assert!(doc["git_operation"].is_null());
+}
