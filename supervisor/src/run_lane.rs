@@ -302,7 +302,11 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
         let request = match &outcome.next {
             Next::Restart(request) => request.clone(),
             _ => match recovery.after_run(&outcome, run_started, &events, &recorder) {
-                Plan::Done => break Some(outcome),
+                Plan::Done => {
+                    // An escalation may have moved the lane (a stall escalated is blocked).
+                    let state = recorder.doc().lane_state();
+                    break Some(Outcome { state, ..outcome });
+                }
                 Plan::Nudge { key, wait, text } => {
                     // Interrupt, wait, and carry on with the same worker, the nudge queued.
                     if let Ok(key) = key.parse() {

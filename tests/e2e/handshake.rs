@@ -14,13 +14,13 @@ use serde_json::Value;
 const PATIENCE: Duration = Duration::from_secs(30);
 
 /// A `clawpool run` of the scripted agent in one lane folder.
-struct Lane {
+pub(crate) struct Lane {
     run: LaneRun,
     repo: PathBuf,
 }
 
 impl Lane {
-    fn start(sandbox: &Sandbox, repo: &Path, config: &Path, agent: &str, prompt: &str) -> Self {
+    pub(crate) fn start(sandbox: &Sandbox, repo: &Path, config: &Path, agent: &str, prompt: &str) -> Self {
         let mut cmd = sandbox.clawpool();
         cmd.args([
             "run",
@@ -46,12 +46,12 @@ impl Lane {
         self.run.wait_for(what, PATIENCE, pred, String::new)
     }
 
-    fn wait_kind(&mut self, kind: &str) -> Value {
+    pub(crate) fn wait_kind(&mut self, kind: &str) -> Value {
         self.wait_for(kind, |e| e["kind"] == kind)
     }
 
     /// Waits for clawpool to exit; returns its exit code, the outcome and every line.
-    fn finish(mut self) -> (i32, Value, Vec<Value>) {
+    pub(crate) fn finish(mut self) -> (i32, Value, Vec<Value>) {
         let outcome = self.wait_for("the outcome", |e| e.get("outcome").is_some());
         let status = self.run.wait_exit(PATIENCE);
         (
@@ -79,7 +79,7 @@ fn prompt_log(repo: &Path) -> Vec<Value> {
 }
 
 /// How many prompts reached the agent (its prompt log counts every submission it received).
-fn prompts_delivered(repo: &Path) -> usize {
+pub(crate) fn prompts_delivered(repo: &Path) -> usize {
     prompt_log(repo)
         .iter()
         .filter(|e| e["event"] == "prompt")
@@ -95,7 +95,7 @@ fn kinds(events: &[Value]) -> Vec<String> {
 
 /// A lane repository, a scenario for the scripted agent, and a config that points the
 /// `scripted` profile at the built agent.
-fn setup(
+pub(crate) fn setup(
     sandbox: &Sandbox,
     scenario: &str,
     trusted: bool,

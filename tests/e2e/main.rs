@@ -4,6 +4,7 @@
 mod freshness;
 mod handshake;
 mod real_agents;
+mod recovery;
 mod run_one;
 mod scripted_agent;
 mod spawn;

@@ -1,0 +1,215 @@
+//! Automatic recovery with the scripted agent: a stalled agent interrupted and nudged, a
+//! stall that does not heal escalated, a crash loop restarted with backoff until the restart
+//! intensity is used up, and a prompt misdelivered to a shell restarted and delivered once
+//! more. Every attempt is checked in the lane's ledger and events.
+
+use std::path::{Path, PathBuf};
+
+use clawpool_tests::Sandbox;
+use serde_json::Value;
+
+use crate::handshake::{Lane, prompts_delivered, setup};
+
+const DEFAULT_POLICY: &str = include_str!("../../docs/policy-defaults.toml");
+
+/// The shipped policy with faster clocks: a stall after 2 s, a 1 s wait after the interrupt,
+/// restarts from 300 ms doubling. Named by the lane's config (a policy file replaces the
+/// defaults as a whole, so it starts from them).
+fn fast_policy(sandbox: &Sandbox, config: &Path) -> PathBuf {
+    let policy = DEFAULT_POLICY
+        .replace("after = \"10m\"", "after = \"2s\"")
+        .replace("initial = \"2s\"", "initial = \"300ms\"")
+        + "\n[recipes.interrupt_and_nudge]\nwait = \"1s\"\n";
+    let file = sandbox.dir.path().join("policy.toml");
+    std::fs::write(&file, policy).expect("policy");
+    let text = std::fs::read_to_string(config).expect("config");
+    std::fs::write(config, format!("policy = {:?}\n{text}", file.display().to_string()))
+        .expect("config");
+    file
+}
+
+fn state(repo: &Path) -> Value {
+    serde_json::from_str(
+        &std::fs::read_to_string(repo.join(".claw/worker-state.json")).expect("state file"),
+    )
+    .expect("state JSON")
+}
+
+fn of_kind<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["kind"] == kind).collect()
+}
+
+#[test]
+fn a_stalled_agent_is_interrupted_and_nudged_and_goes_on() {
+    let sandbox = Sandbox::new();
+    let scenario = r#"
+prompt_log = ".prompts.jsonl"
+[[prompt]]
+steps = [{ do = "hang" }]
+[[prompt]]
+steps = [{ do = "write_file", path = "done.txt", content = "done\n" }]
+"#;
+    let (repo, config) = setup(&sandbox, scenario, true, "");
+    fast_policy(&sandbox, &config);
+    let (code, _, events) = Lane::start(&sandbox, &repo, &config, "scripted", "work").finish();
+    assert_eq!(code, 0, "{events:#?}");
+    clawpool_tests::assert_kinds_in_order(
+        &events,
+        &[
+            "lane.running",
+            "lane.stalled",
+            "lane.recovery.queued",
+            "lane.recovery.running",
+            "lane.prompt_round",
+            "lane.prompt_accepted",
+            "lane.recovery.succeeded",
+        ],
+    );
+    let nudge = of_kind(&events, "lane.prompt_accepted")
+        .last()
+        .map(|e| e["evidence"]["matched"].to_string())
+        .unwrap_or_default();
+    assert!(nudge.contains("continue"), "the nudge was taken: {nudge}");
+    assert!(repo.join("done.txt").exists(), "the agent went on after the nudge");
+    let prompts: Vec<Value> = std::fs::read_to_string(repo.join(".prompts.jsonl"))
+        .expect("prompt log")
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert_eq!(prompts.len(), 2, "the prompt, then the nudge: {prompts:?}");
+    let ledger = &state(&repo)["recovery"]["entries"];
+    assert_eq!(ledger.as_array().map(Vec::len), Some(1), "{ledger}");
+    assert_eq!(ledger[0]["recipe"], "interrupt_and_nudge");
+    assert_eq!(ledger[0]["trigger"], "stalled");
+    assert_eq!(ledger[0]["state"], "succeeded");
+    assert!(ledger[0]["started_at"].is_u64() && ledger[0]["finished_at"].is_u64());
+}
+
+#[test]
+fn a_stall_that_does_not_heal_is_escalated_with_the_ledger_showing_each_step() {
+    let sandbox = Sandbox::new();
+    let scenario = "prompt_log = \".prompts.jsonl\"\n[[prompt]]\nsteps = [{ do = \"hang\" }]\n";
+    let (repo, config) = setup(&sandbox, scenario, true, "");
+    fast_policy(&sandbox, &config);
+    let (code, outcome, events) =
+        Lane::start(&sandbox, &repo, &config, "scripted", "work").finish();
+    assert_eq!(code, 1, "{events:#?}");
+    assert_eq!(of_kind(&events, "lane.stalled").len(), 2, "stalled, nudged, stalled again");
+    assert_eq!(prompts_delivered(&repo), 2, "the prompt and one nudge, nothing more");
+    let blocked = of_kind(&events, "lane.blocked");
+    let escalation = blocked.last().expect("escalated");
+    assert_eq!(escalation["to"]["subphase"], "stalled");
+    assert!(escalation["detail"]["next_action"].is_string(), "{escalation}");
+    assert_eq!(outcome["state"]["subphase"], "stalled");
+    let doc = state(&repo);
+    assert_eq!(doc["status"], "blocked");
+    assert_eq!(doc["failure"]["class"], "stalled");
+    let states: Vec<&str> = doc["recovery"]["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .map(|e| e["state"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(states, ["failed", "exhausted"], "{doc}");
+    assert!(sandbox.leftover_processes().is_empty());
+}
+
+#[test]
+fn a_crash_loop_is_restarted_with_backoff_until_the_intensity_is_used_up() {
+    let sandbox = Sandbox::new();
+    // It takes the prompt, works a little, and crashes.
+    let scenario = "prompt_log = \".prompts.jsonl\"\n[[prompt]]\nsteps = [{ do = \"sleep\", ms = 300 }, { do = \"crash\", code = 3 }]\n";
+    let (repo, config) = setup(&sandbox, scenario, true, "");
+    fast_policy(&sandbox, &config);
+    let (code, outcome, events) =
+        Lane::start(&sandbox, &repo, &config, "scripted", "work").finish();
+    assert_eq!(code, 1);
+    assert_eq!(outcome["state"]["failure"], "worker_crashed");
+    // Three restarts (the intensity), the fourth crash is recovery exhausted.
+    let restarted = of_kind(&events, "lane.restarted");
+    assert_eq!(restarted.len(), 3, "{events:#?}");
+    let failed = of_kind(&events, "lane.failed");
+    assert_eq!(failed.len(), 4);
+    // Each restart waits its backoff after the crash before it: 300 ms, 600 ms, 1200 ms.
+    for (n, (crash, restart)) in failed.iter().zip(&restarted).enumerate() {
+        let waited = restart["at_ms"].as_u64().unwrap_or(0) - crash["at_ms"].as_u64().unwrap_or(0);
+        let backoff = 300 << n;
+        assert!(waited >= backoff, "restart {} after {waited} ms, backoff {backoff} ms", n + 1);
+    }
+    assert_eq!(prompts_delivered(&repo), 4, "the prompt delivered again to every worker");
+    let escalated = of_kind(&events, "lane.escalated");
+    assert!(
+        escalated.iter().any(|e| e["detail"]["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("recovery_exhausted")),
+        "{escalated:?}"
+    );
+    let doc = state(&repo);
+    let entries = doc["recovery"]["entries"].as_array().expect("entries");
+    let states: Vec<&str> = entries.iter().map(|e| e["state"].as_str().unwrap_or_default()).collect();
+    assert_eq!(states, ["failed", "failed", "failed", "exhausted"], "{doc}");
+    assert_eq!(
+        doc["recovery"]["restart"]["restarts"].as_array().map(Vec::len),
+        Some(3),
+        "{doc}"
+    );
+    assert!(sandbox.leftover_processes().is_empty(), "nothing restarted after exhaustion");
+}
+
+#[test]
+fn a_prompt_misdelivered_to_a_shell_is_delivered_once_more_to_a_restarted_worker() {
+    let sandbox = Sandbox::new();
+    // The first worker turns into a shell when the prompt arrives; the second works.
+    let scenario_dir = sandbox.dir.path();
+    std::fs::write(
+        scenario_dir.join("shell.toml"),
+        "prompt_log = \".prompts.jsonl\"\n[[prompt]]\nsteps = [{ do = \"shell_error\" }]\n",
+    )
+    .expect("scenario");
+    std::fs::write(
+        scenario_dir.join("work.toml"),
+        "prompt_log = \".prompts.jsonl\"\n[[prompt]]\nsteps = [{ do = \"write_file\", path = \"done.txt\", content = \"done\\n\" }]\n",
+    )
+    .expect("scenario");
+    let marker = scenario_dir.join("first-run-done");
+    let agent = clawpool_tests::workspace_bin("clawpool-scripted-agent");
+    let script = scenario_dir.join("flaky-agent.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nif [ -e {m} ]; then exec {a} --scenario {w}; else touch {m}; exec {a} --scenario {s}; fi\n",
+            m = marker.display(),
+            a = agent.display(),
+            w = scenario_dir.join("work.toml").display(),
+            s = scenario_dir.join("shell.toml").display(),
+        ),
+    )
+    .expect("script");
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    let (repo, config) = setup(&sandbox, "", true, "");
+    // The scripted profile, launched through the wrapper.
+    let text = std::fs::read_to_string(&config).expect("config");
+    let text = text.replace(
+        &format!("{:?}", agent.display().to_string()),
+        &format!("{:?}", script.display().to_string()),
+    );
+    std::fs::write(&config, text).expect("config");
+    fast_policy(&sandbox, &config);
+    let (code, _, events) = Lane::start(&sandbox, &repo, &config, "scripted", "fix it").finish();
+    assert_eq!(code, 0, "{events:#?}");
+    assert_eq!(of_kind(&events, "lane.prompt_misdelivery").len(), 1);
+    let restarted = of_kind(&events, "lane.restarted");
+    assert_eq!(restarted.len(), 1);
+    assert_eq!(restarted[0]["detail"]["by"], "restart_after_misdelivery");
+    assert_eq!(restarted[0]["detail"]["redeliver_prompt"], true);
+    assert_eq!(prompts_delivered(&repo), 2, "once to each worker, never to the shell");
+    assert!(repo.join("done.txt").exists());
+    let sent = of_kind(&events, "lane.prompt_sent");
+    assert_eq!(sent.last().map(|e| e["detail"]["attempt"].clone()), Some(2.into()));
+    let doc = state(&repo);
+    assert_eq!(doc["status"], "finished");
+    assert_eq!(doc["recovery"]["entries"][0]["recipe"], "restart_after_misdelivery");
+    assert_eq!(doc["recovery"]["entries"][0]["state"], "succeeded");
+}
