@@ -69,6 +69,54 @@ pub enum Command {
     /// Run a task packet: one lane per task, each in its own git worktree, at most N at once,
     /// until every lane is finished or failed.
     Spawn(SpawnArgs),
+    /// The recovery policy: which rules match a lane and why; check a policy file.
+    Policy(PolicyArgs),
+    /// Run a recovery recipe on a lane by hand, through its control socket (the recipe the
+    /// policy decides for the lane, or --recipe NAME).
+    Recover(RecoverArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PolicyArgs {
+    #[command(subcommand)]
+    pub command: PolicyCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PolicyCommand {
+    /// Every policy rule against a lane's current facts: matched or not, condition by
+    /// condition, and which rule decides.
+    Explain(PolicyExplainArgs),
+    /// Load a policy file and list every problem in it (exit 2), or say it is ok.
+    Check(PolicyCheckArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PolicyExplainArgs {
+    #[command(flatten)]
+    pub lane: LaneArgs,
+    #[command(flatten)]
+    pub config: ConfigFlag,
+}
+
+#[derive(Debug, Args)]
+pub struct PolicyCheckArgs {
+    /// The policy file (TOML; see docs/policy.md).
+    pub file: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub output_format: OutputFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct RecoverArgs {
+    #[command(flatten)]
+    pub lane: LaneArgs,
+    /// The recipe (default: the one the policy decides for the lane's facts).
+    #[arg(long)]
+    pub recipe: Option<String>,
+    #[command(flatten)]
+    pub config: ConfigFlag,
 }
 
 #[derive(Debug, Args)]
@@ -163,6 +211,13 @@ impl Command {
             Command::Packet(PacketArgs {
                 command: PacketCommand::Validate(args),
             }) => args.output_format,
+            Command::Policy(PolicyArgs {
+                command: PolicyCommand::Explain(args),
+            }) => args.lane.output_format,
+            Command::Policy(PolicyArgs {
+                command: PolicyCommand::Check(args),
+            }) => args.output_format,
+            Command::Recover(args) => args.lane.output_format,
         }
     }
 }

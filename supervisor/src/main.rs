@@ -12,10 +12,12 @@ mod control;
 mod daemon;
 mod demo;
 mod gc;
+mod hooks;
 mod inspect;
 mod loaded;
 mod mirror;
 mod output;
+mod policy_cmd;
 mod recovering;
 mod run_lane;
 mod run_one;
@@ -148,6 +150,13 @@ fn main() -> ExitCode {
             Command::Packet(cli::PacketArgs {
                 command: cli::PacketCommand::Validate(args),
             }) => inspect::run_packet_validate(&args.file, &args.repo, args.output_format),
+            Command::Policy(cli::PolicyArgs {
+                command: cli::PolicyCommand::Explain(args),
+            }) => policy_cmd::run_explain(&args),
+            Command::Policy(cli::PolicyArgs {
+                command: cli::PolicyCommand::Check(args),
+            }) => policy_cmd::run_check(&args),
+            Command::Recover(args) => policy_cmd::run_recover(&args).await,
             Command::Doctor(args) => {
                 let loaded = loaded::Loaded::load(&args.config, None)?;
                 inspect::run_doctor(
@@ -159,6 +168,8 @@ fn main() -> ExitCode {
             }
         }
     });
+    // Hooks still running (each ends by its timeout) are not cut off by the exit.
+    runtime.block_on(hooks::drain());
     // Input forwarding may be parked in a blocking read of stdin; do not wait for it.
     runtime.shutdown_background();
     match result {

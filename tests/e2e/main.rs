@@ -3,6 +3,7 @@
 
 mod freshness;
 mod handshake;
+mod policy;
 mod real_agents;
 mod recovery;
 mod run_one;
