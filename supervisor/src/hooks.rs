@@ -27,7 +27,6 @@ static RUNNING: Mutex<Vec<JoinHandle<()>>> = Mutex::new(Vec::new());
 
 /// An event observer: `inner`, then the hooks of `policy` that select the event, run in the
 /// background and logged to `hooks.log` in the folder of `events_path`.
-#[allow(dead_code)] // Wired into run_lane::drive's event observer.
 pub fn with_hooks(
     inner: Box<dyn Fn(&LaneEvent) + Send + Sync>,
     policy: Arc<Policy>,

@@ -199,7 +199,8 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
     }
     let recorder = StateRecorder::with_marker(doc, StateFileWriter::for_worktree(&job.dir), marker);
     let on_state = recorder.clone();
-    let on_event = job.on_event;
+    let on_event =
+        crate::hooks::with_hooks(job.on_event, Arc::clone(&job.policy), &job.events_path);
     let events = Arc::new(
         EventLog::open(&job.name, &job.events_path)
             .map_err(|e| CommandError::io("opening the lane's event log", e.source))?
@@ -374,7 +375,7 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
         match start_worker(&job.terminal, &session, restart_spec).await {
             Ok(new_worker) => {
                 worker = new_worker;
-                if request.by != "operator" {
+                if !request.by.starts_with("operator") {
                     recovery.restarted(&recorder);
                 }
             }

@@ -20,7 +20,13 @@ pub(crate) struct Lane {
 }
 
 impl Lane {
-    pub(crate) fn start(sandbox: &Sandbox, repo: &Path, config: &Path, agent: &str, prompt: &str) -> Self {
+    pub(crate) fn start(
+        sandbox: &Sandbox,
+        repo: &Path,
+        config: &Path,
+        agent: &str,
+        prompt: &str,
+    ) -> Self {
         let mut cmd = sandbox.clawpool();
         cmd.args([
             "run",

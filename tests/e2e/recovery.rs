@@ -23,8 +23,11 @@ fn fast_policy(sandbox: &Sandbox, config: &Path) -> PathBuf {
     let file = sandbox.dir.path().join("policy.toml");
     std::fs::write(&file, policy).expect("policy");
     let text = std::fs::read_to_string(config).expect("config");
-    std::fs::write(config, format!("policy = {:?}\n{text}", file.display().to_string()))
-        .expect("config");
+    std::fs::write(
+        config,
+        format!("policy = {:?}\n{text}", file.display().to_string()),
+    )
+    .expect("config");
     file
 }
 
@@ -70,7 +73,10 @@ steps = [{ do = "write_file", path = "done.txt", content = "done\n" }]
         .map(|e| e["evidence"]["matched"].to_string())
         .unwrap_or_default();
     assert!(nudge.contains("continue"), "the nudge was taken: {nudge}");
-    assert!(repo.join("done.txt").exists(), "the agent went on after the nudge");
+    assert!(
+        repo.join("done.txt").exists(),
+        "the agent went on after the nudge"
+    );
     let prompts: Vec<Value> = std::fs::read_to_string(repo.join(".prompts.jsonl"))
         .expect("prompt log")
         .lines()
@@ -94,12 +100,23 @@ fn a_stall_that_does_not_heal_is_escalated_with_the_ledger_showing_each_step() {
     let (code, outcome, events) =
         Lane::start(&sandbox, &repo, &config, "scripted", "work").finish();
     assert_eq!(code, 1, "{events:#?}");
-    assert_eq!(of_kind(&events, "lane.stalled").len(), 2, "stalled, nudged, stalled again");
-    assert_eq!(prompts_delivered(&repo), 2, "the prompt and one nudge, nothing more");
+    assert_eq!(
+        of_kind(&events, "lane.stalled").len(),
+        2,
+        "stalled, nudged, stalled again"
+    );
+    assert_eq!(
+        prompts_delivered(&repo),
+        2,
+        "the prompt and one nudge, nothing more"
+    );
     let blocked = of_kind(&events, "lane.blocked");
     let escalation = blocked.last().expect("escalated");
     assert_eq!(escalation["to"]["subphase"], "stalled");
-    assert!(escalation["detail"]["next_action"].is_string(), "{escalation}");
+    assert!(
+        escalation["detail"]["next_action"].is_string(),
+        "{escalation}"
+    );
     assert_eq!(outcome["state"]["subphase"], "stalled");
     let doc = state(&repo);
     assert_eq!(doc["status"], "blocked");
@@ -134,9 +151,17 @@ fn a_crash_loop_is_restarted_with_backoff_until_the_intensity_is_used_up() {
     for (n, (crash, restart)) in failed.iter().zip(&restarted).enumerate() {
         let waited = restart["at_ms"].as_u64().unwrap_or(0) - crash["at_ms"].as_u64().unwrap_or(0);
         let backoff = 300 << n;
-        assert!(waited >= backoff, "restart {} after {waited} ms, backoff {backoff} ms", n + 1);
+        assert!(
+            waited >= backoff,
+            "restart {} after {waited} ms, backoff {backoff} ms",
+            n + 1
+        );
     }
-    assert_eq!(prompts_delivered(&repo), 4, "the prompt delivered again to every worker");
+    assert_eq!(
+        prompts_delivered(&repo),
+        4,
+        "the prompt delivered again to every worker"
+    );
     let escalated = of_kind(&events, "lane.escalated");
     assert!(
         escalated.iter().any(|e| e["detail"]["reason"]
@@ -147,14 +172,22 @@ fn a_crash_loop_is_restarted_with_backoff_until_the_intensity_is_used_up() {
     );
     let doc = state(&repo);
     let entries = doc["recovery"]["entries"].as_array().expect("entries");
-    let states: Vec<&str> = entries.iter().map(|e| e["state"].as_str().unwrap_or_default()).collect();
+    let states: Vec<&str> = entries
+        .iter()
+        .map(|e| e["state"].as_str().unwrap_or_default())
+        .collect();
     assert_eq!(states, ["failed", "failed", "failed", "exhausted"], "{doc}");
     assert_eq!(
-        doc["recovery"]["restart"]["restarts"].as_array().map(Vec::len),
+        doc["recovery"]["restart"]["restarts"]
+            .as_array()
+            .map(Vec::len),
         Some(3),
         "{doc}"
     );
-    assert!(sandbox.leftover_processes().is_empty(), "nothing restarted after exhaustion");
+    assert!(
+        sandbox.leftover_processes().is_empty(),
+        "nothing restarted after exhaustion"
+    );
 }
 
 #[test]
@@ -204,12 +237,22 @@ fn a_prompt_misdelivered_to_a_shell_is_delivered_once_more_to_a_restarted_worker
     assert_eq!(restarted.len(), 1);
     assert_eq!(restarted[0]["detail"]["by"], "restart_after_misdelivery");
     assert_eq!(restarted[0]["detail"]["redeliver_prompt"], true);
-    assert_eq!(prompts_delivered(&repo), 2, "once to each worker, never to the shell");
+    assert_eq!(
+        prompts_delivered(&repo),
+        2,
+        "once to each worker, never to the shell"
+    );
     assert!(repo.join("done.txt").exists());
     let sent = of_kind(&events, "lane.prompt_sent");
-    assert_eq!(sent.last().map(|e| e["detail"]["attempt"].clone()), Some(2.into()));
+    assert_eq!(
+        sent.last().map(|e| e["detail"]["attempt"].clone()),
+        Some(2.into())
+    );
     let doc = state(&repo);
     assert_eq!(doc["status"], "finished");
-    assert_eq!(doc["recovery"]["entries"][0]["recipe"], "restart_after_misdelivery");
+    assert_eq!(
+        doc["recovery"]["entries"][0]["recipe"],
+        "restart_after_misdelivery"
+    );
     assert_eq!(doc["recovery"]["entries"][0]["state"], "succeeded");
 }
