@@ -555,10 +555,10 @@ fn the_example_in_the_policy_doc_loads() {
 #[test]
 fn the_explain_sample_in_the_policy_doc_is_what_explain_prints() {
     let defaults = Policy::defaults().expect("defaults");
-    let mut stalled = facts(LaneStatus::Running);
-    stalled.failure = Some(FailureClass::Stalled);
-    stalled.trigger = Some(Trigger::Stalled);
-    let explained = defaults.explain(&stalled);
+    let mut crashed = facts(LaneStatus::Failed);
+    crashed.failure = Some(FailureClass::WorkerCrashed);
+    crashed.trigger = Some(Trigger::WorkerExited);
+    let explained = defaults.explain(&crashed);
     for shown in [&explained[4], &explained[5]] {
         let text = shown.to_string();
         assert!(POLICY_DOC.contains(&text), "docs/policy.md lacks:\n{text}");
