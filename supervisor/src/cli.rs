@@ -44,7 +44,8 @@ pub enum Command {
     Explain(ExplainArgs),
     /// Configuration.
     Config(ConfigArgs),
-    /// Check what lanes need: git, tmux, the agents' binaries, trusted roots.
+    /// Check what lanes need: git, tmux, the agents' binaries, trusted roots, and the
+    /// repository's state folders (nothing is created).
     Doctor(DoctorArgs),
     /// Print a lane's state file (`.claw/worker-state.json`) with its ages computed now.
     State(LaneArgs),
@@ -53,8 +54,9 @@ pub enum Command {
     /// Take over the live tmux lanes of a supervisor that died, from their state files and
     /// tmux sessions, and drive them to the end.
     Adopt(AdoptArgs),
-    /// Remove the worktrees of lanes that are over and whose work is merged or empty, and
-    /// prune git's entries for vanished worktrees; uncommitted or unmerged work only with --force.
+    /// Remove the worktrees of lanes that are over (finished or failed) and whose work is
+    /// merged or empty, and prune git's entries for vanished worktrees; uncommitted or unmerged
+    /// work, and lanes whose supervisor was lost before they ended, only with --force.
     Gc(GcArgs),
     /// The repository's background supervisor: lanes handed to it with `spawn --detach` (or by
     /// a second `spawn`) run there; it listens on a Unix socket in the common git dir.
@@ -373,6 +375,10 @@ pub struct ConfigShowArgs {
 
 #[derive(Debug, Args)]
 pub struct DoctorArgs {
+    /// The repository whose state folders are checked (default: the one containing the
+    /// current folder).
+    #[arg(long, default_value = ".")]
+    pub repo: PathBuf,
     #[command(flatten)]
     pub config: ConfigFlag,
     /// Output format.
@@ -531,7 +537,8 @@ pub struct GcArgs {
     /// The repository (default: the one containing the current folder).
     #[arg(long, default_value = ".")]
     pub repo: PathBuf,
-    /// Also remove worktrees with uncommitted or unmerged work (never a running lane's).
+    /// Also remove worktrees with uncommitted or unmerged work, and those of lanes whose
+    /// supervisor was lost before they ended (never a lane's under a live supervisor).
     #[arg(long)]
     pub force: bool,
     /// Output format.

@@ -9,7 +9,8 @@
 //!
 //! On start, holding the lock, the daemon adopts every registered lane that has not ended:
 //! a live tmux session is driven on from the lane's state file; a lane whose worker is gone
-//! becomes `failed{worker_lost}`.
+//! becomes `failed{worker_lost}`; a lane that cannot be taken over (an unreadable state file)
+//! is left alone and named in the daemon's log.
 //! Read-only commands never need the daemon: they read the lanes' files.
 
 use std::os::unix::fs::PermissionsExt;
@@ -29,8 +30,8 @@ use crate::cli::{DaemonArgs, OutputFormat, SpawnArgs, TransportKind};
 use crate::loaded::Loaded;
 use crate::output::{CommandError, EXIT_FAILURE};
 use crate::spawn::{
-    Board, adopt_lanes, hold_supervisor_lock, lock_path, prepare, registered_lanes, start_all,
-    terminal_for,
+    Board, NotAdopted, adopt_lanes, hold_supervisor_lock, lock_path, prepare, registered_lanes,
+    start_all, terminal_for,
 };
 
 /// How long `spawn --detach` waits for a daemon it started to listen.
@@ -86,11 +87,17 @@ pub async fn run(args: DaemonArgs, loaded: Loaded) -> Result<ExitCode, CommandEr
     let names = registered_lanes(&repo);
     let board = Board::new(names.clone(), OutputFormat::Json);
     let adoptions = adopt_lanes(&repo, names, &loaded, &board);
-    running.fetch_add(adoptions.len(), Ordering::SeqCst);
-    for task in adoptions {
+    // The board prints nothing for these in JSON: the log must say which lanes were left alone.
+    for refused in &adoptions.not_adopted {
+        log_not_adopted(refused);
+    }
+    running.fetch_add(adoptions.tasks.len(), Ordering::SeqCst);
+    for task in adoptions.tasks {
         let running = Arc::clone(&running);
         tokio::spawn(async move {
-            let _ = task.await;
+            if let Ok((_, Err(refused))) = task.await {
+                log_not_adopted(&refused);
+            }
             running.fetch_sub(1, Ordering::SeqCst);
         });
     }
@@ -150,6 +157,14 @@ pub async fn run(args: DaemonArgs, loaded: Loaded) -> Result<ExitCode, CommandEr
             return Ok(ExitCode::SUCCESS);
         }
     }
+}
+
+/// One line in the daemon's log (its stderr) for a lane it could not take over.
+fn log_not_adopted(refused: &NotAdopted) {
+    eprintln!(
+        "clawpool: lane {} not adopted ({}): {}",
+        refused.lane, refused.kind, refused.error
+    );
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -1,6 +1,8 @@
-//! `clawpool gc`: remove the worktrees of lanes that are over and whose work is merged or
-//! empty, and prune git's entries for worktrees whose folders are gone. Uncommitted or
-//! unmerged work is never removed without `--force`; a lane that is still running never is.
+//! `clawpool gc`: remove the worktrees of lanes that are over (their last status finished or
+//! failed) and whose work is merged or empty, and prune git's entries for worktrees whose
+//! folders are gone. Uncommitted or unmerged work, and a lane whose supervisor was lost before
+//! it ended (its tmux worker may still be at work there), are never removed without `--force`;
+//! a lane under a live supervisor never is.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -18,6 +20,8 @@ struct Verdict {
     lane: String,
     removed: bool,
     reason: String,
+    /// The status `clawpool state` shows (`supervisor_lost` included); `None` when unknown.
+    status: Option<String>,
 }
 
 pub fn run(args: &GcArgs) -> Result<ExitCode, CommandError> {
@@ -54,7 +58,7 @@ pub fn run(args: &GcArgs) -> Result<ExitCode, CommandError> {
         OutputFormat::Json => println!(
             "{}",
             json!({
-                "lanes": verdicts.iter().map(|v| json!({"lane": v.lane, "removed": v.removed, "reason": v.reason})).collect::<Vec<_>>(),
+                "lanes": verdicts.iter().map(|v| json!({"lane": v.lane, "removed": v.removed, "reason": v.reason, "status": v.status})).collect::<Vec<_>>(),
                 "pruned_worktree_entries": pruned,
             })
         ),
@@ -72,17 +76,18 @@ pub fn run(args: &GcArgs) -> Result<ExitCode, CommandError> {
 }
 
 fn judge(repo: &Repo, main: &str, name: &str, registry: &Path, force: bool) -> Verdict {
-    let keep = |reason: String| Verdict {
+    let keep = |reason: String, status: Option<String>| Verdict {
         lane: name.to_owned(),
         removed: false,
         reason,
+        status,
     };
     let entry: serde_json::Value = match std::fs::read_to_string(registry.join("lane.json"))
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok())
     {
         Some(entry) => entry,
-        None => return keep("no readable lane.json".into()),
+        None => return keep("no readable lane.json".into(), None),
     };
     let dir = PathBuf::from(entry["worktree"].as_str().unwrap_or_default());
     if !dir.exists() {
@@ -90,46 +95,109 @@ fn judge(repo: &Repo, main: &str, name: &str, registry: &Path, force: bool) -> V
             lane: name.to_owned(),
             removed: true,
             reason: "its folder was already gone".into(),
+            status: None,
         };
     }
-    match read_state_file(&state_file_path(&dir)) {
+    let (run, status) = match read_state_file(&state_file_path(&dir)) {
         Ok(doc) => {
             let view = with_ages(&doc, now_secs());
-            if !doc.status.is_terminal() && !view.supervisor_lost {
-                return keep(format!(
-                    "still {} under a live supervisor",
-                    doc.lane_state()
-                ));
-            }
+            let state = doc.lane_state().to_string();
+            let run = if doc.status.is_terminal() {
+                LaneRun::Ended
+            } else if view.supervisor_lost {
+                LaneRun::SupervisorLost(state)
+            } else {
+                LaneRun::Supervised(state)
+            };
+            (run, Some(view.status.name()))
         }
-        Err(err) if !force => return keep(format!("state unknown ({}); use --force", err.kind())),
-        Err(_) => {}
-    }
-    let Ok(status) = worktree_status(&dir) else {
-        return keep("not a worktree of this repository".into());
+        Err(err) => (LaneRun::Unknown(err.kind()), None),
     };
-    let branch = status.branch.clone().unwrap_or_else(|| status.head.clone());
+    if let Err(reason) = run_allows_removal(&run, force) {
+        return keep(reason, status);
+    }
+    let Ok(worktree) = worktree_status(&dir) else {
+        return keep("not a worktree of this repository".into(), status);
+    };
     let base = entry["base"]["sha"].as_str().unwrap_or(main);
-    let empty = is_ancestor(repo.root(), &status.head, base);
-    let merged = is_ancestor(repo.root(), &status.head, main);
-    let why = match (status.dirty, empty, merged) {
-        (true, _, _) if !force => return keep("uncommitted work; use --force".into()),
-        (false, true, _) => "no commits of its own".to_owned(),
-        (false, false, true) => format!("{branch} is merged into {main}"),
-        (_, _, _) if !force => {
-            return keep(format!(
-                "{branch} has work not merged into {main}; use --force"
-            ));
-        }
-        _ => "--force".to_owned(),
+    let tree = Tree {
+        dirty: worktree.dirty,
+        empty: is_ancestor(repo.root(), &worktree.head, base),
+        merged: is_ancestor(repo.root(), &worktree.head, main),
+        branch: worktree
+            .branch
+            .clone()
+            .unwrap_or_else(|| worktree.head.clone()),
+        main: main.to_owned(),
+    };
+    let why = match tree_allows_removal(&tree, force) {
+        Ok(why) => why,
+        Err(reason) => return keep(reason, status),
     };
     match remove_lane_worktree(repo, &dir, force) {
         Ok(()) => Verdict {
             lane: name.to_owned(),
             removed: true,
             reason: why,
+            status,
         },
-        Err(err) => keep(format!("could not remove: {err}")),
+        Err(err) => keep(format!("could not remove: {err}"), status),
+    }
+}
+
+/// How a lane's run stands, from its state file.
+#[derive(Debug)]
+enum LaneRun {
+    /// Its last status is finished or failed: nothing more will happen in its worktree.
+    Ended,
+    /// Not ended, and its supervisor still writes heartbeats.
+    Supervised(String),
+    /// Not ended, and its supervisor stopped writing: a tmux worker may still be at work in
+    /// the worktree, and `clawpool adopt` can take it over.
+    SupervisorLost(String),
+    /// The state file cannot be read (its error kind).
+    Unknown(&'static str),
+}
+
+/// Whether a lane's run lets gc remove its worktree (`Err` says why not). Only an ended run
+/// may go without `--force`; a run under a live supervisor never may.
+fn run_allows_removal(run: &LaneRun, force: bool) -> Result<(), String> {
+    match run {
+        LaneRun::Ended => Ok(()),
+        LaneRun::Supervised(state) => Err(format!("still {state} under a live supervisor")),
+        LaneRun::SupervisorLost(state) if !force => Err(format!(
+            "supervisor_lost while {state}: its worker may still run (`clawpool adopt` takes it over); use --force"
+        )),
+        LaneRun::Unknown(kind) if !force => Err(format!("state unknown ({kind}); use --force")),
+        LaneRun::SupervisorLost(_) | LaneRun::Unknown(_) => Ok(()),
+    }
+}
+
+/// A lane worktree's work, as gc weighs it.
+#[derive(Debug)]
+struct Tree {
+    /// Uncommitted changes or untracked files.
+    dirty: bool,
+    /// HEAD is the lane's base or behind it: no commits of its own.
+    empty: bool,
+    /// HEAD is in the main branch.
+    merged: bool,
+    branch: String,
+    main: String,
+}
+
+/// Whether a worktree's work lets gc remove it: `Ok` with the reason given for removing it,
+/// `Err` with the reason for keeping it. Uncommitted or unmerged work goes only with `--force`.
+fn tree_allows_removal(tree: &Tree, force: bool) -> Result<String, String> {
+    let Tree { branch, main, .. } = tree;
+    match (tree.dirty, tree.empty, tree.merged) {
+        (true, _, _) if !force => Err("uncommitted work; use --force".into()),
+        (false, true, _) => Ok("no commits of its own".into()),
+        (false, false, true) => Ok(format!("{branch} is merged into {main}")),
+        _ if !force => Err(format!(
+            "{branch} has work not merged into {main}; use --force"
+        )),
+        _ => Ok("--force".into()),
     }
 }
 
@@ -140,4 +208,72 @@ fn is_ancestor(repo: &Path, commit: &str, target: &str) -> bool {
         .current_dir(repo)
         .status()
         .is_ok_and(|s| s.success())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tree(dirty: bool, empty: bool, merged: bool) -> Tree {
+        Tree {
+            dirty,
+            empty,
+            merged,
+            branch: "lanes/a".into(),
+            main: "main".into(),
+        }
+    }
+
+    #[test]
+    fn only_an_ended_run_goes_without_force() {
+        assert!(run_allows_removal(&LaneRun::Ended, false).is_ok());
+        let lost = LaneRun::SupervisorLost("running".into());
+        let kept = run_allows_removal(&lost, false).expect_err("a lost supervisor's lane is kept");
+        assert!(kept.contains("supervisor_lost while running"), "{kept}");
+        assert!(kept.contains("--force"), "{kept}");
+        assert!(run_allows_removal(&lost, true).is_ok());
+        let unknown = LaneRun::Unknown("invalid_state_file");
+        assert!(run_allows_removal(&unknown, false).is_err());
+        assert!(run_allows_removal(&unknown, true).is_ok());
+    }
+
+    #[test]
+    fn a_run_under_a_live_supervisor_is_never_removed() {
+        let live = LaneRun::Supervised("running".into());
+        for force in [false, true] {
+            let kept = run_allows_removal(&live, force).expect_err("kept");
+            assert!(kept.contains("live supervisor"), "{kept}");
+        }
+    }
+
+    #[test]
+    fn empty_or_merged_clean_work_goes_and_the_rest_needs_force() {
+        assert_eq!(
+            tree_allows_removal(&tree(false, true, false), false),
+            Ok("no commits of its own".to_owned())
+        );
+        assert_eq!(
+            tree_allows_removal(&tree(false, false, true), false),
+            Ok("lanes/a is merged into main".to_owned())
+        );
+        let unmerged = tree_allows_removal(&tree(false, false, false), false);
+        assert!(
+            unmerged
+                .as_ref()
+                .is_err_and(|why| why.contains("not merged into main")),
+            "{unmerged:?}"
+        );
+        let dirty = tree_allows_removal(&tree(true, true, true), false);
+        assert!(
+            dirty.as_ref().is_err_and(|why| why.contains("uncommitted")),
+            "{dirty:?}"
+        );
+        for (dirty, empty, merged) in [
+            (false, false, false),
+            (true, false, false),
+            (true, true, true),
+        ] {
+            assert!(tree_allows_removal(&tree(dirty, empty, merged), true).is_ok());
+        }
+    }
 }

@@ -157,6 +157,7 @@ pub fn run_doctor(
     profiles: &ProfileSet,
     roots: &TrustRoots,
     sources: Vec<String>,
+    repo: &Path,
     format: OutputFormat,
 ) -> Result<ExitCode, CommandError> {
     let mut checks = Vec::new();
@@ -207,25 +208,7 @@ pub fn run_doctor(
             fix: Some("edit trusted_roots / denied_roots in your config (clawpool config show lists the files)".into()),
         });
     }
-    let state = cwd.join(crate::run_lane::STATE_DIR);
-    let writable = std::fs::create_dir_all(&state)
-        .and_then(|_| tempfile::NamedTempFile::new_in(&state).map(drop))
-        .is_ok();
-    checks.push(Check {
-        name: "state folder".into(),
-        ok: writable,
-        severity: "error",
-        detail: format!(
-            "{} {}",
-            state.display(),
-            if writable {
-                "is writable"
-            } else {
-                "is not writable"
-            }
-        ),
-        fix: (!writable).then(|| "run lanes in a folder you can write to".into()),
-    });
+    checks.extend(state_folder_checks(repo));
     let failed_errors = checks.iter().any(|c| !c.ok && c.severity == "error");
     match format {
         OutputFormat::Json => println!(
@@ -265,6 +248,116 @@ pub fn run_doctor(
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The folders lanes write to, checked without creating anything (a doctor that leaves folders
+/// behind would hide the very problem it looks for): the repository's `clawpool/` folder in
+/// its common git dir (registry, events, locks) and the default lanes root, where `spawn`
+/// makes worktrees.
+fn state_folder_checks(repo: &Path) -> Vec<Check> {
+    let repo = match clawpool_worktree::Repo::open(repo) {
+        Ok(repo) => repo,
+        Err(err) => {
+            return vec![Check {
+                name: "repository".into(),
+                ok: false,
+                severity: "warning",
+                detail: format!("{}: {err}; its state folders were not checked", repo.display()),
+                fix: Some(
+                    "run clawpool doctor inside the repository lanes will work on, or pass --repo DIR"
+                        .into(),
+                ),
+            }];
+        }
+    };
+    let lanes_root = repo
+        .default_worktree_path("lane")
+        .parent()
+        .map(Path::to_owned)
+        .unwrap_or_else(|| repo.root().to_owned());
+    [
+        (
+            "state folder",
+            repo.common_dir().join("clawpool"),
+            "the lane registry, event logs and locks",
+        ),
+        ("lanes root", lanes_root, "the lanes' worktrees"),
+    ]
+    .into_iter()
+    .map(|(name, dir, holds)| {
+        let (ok, detail, fix) = match folder_writable(&dir) {
+            Ok(detail) => (true, format!("{detail} (for {holds})"), None),
+            Err((detail, fix)) => (false, format!("{detail} (needed for {holds})"), Some(fix)),
+        };
+        Check {
+            name: name.into(),
+            ok,
+            severity: "error",
+            detail,
+            fix,
+        }
+    })
+    .collect()
+}
+
+/// Whether clawpool could write in `dir` without creating anything now: an existing folder
+/// must be writable, a missing one makeable in its nearest existing ancestor. `Err` carries
+/// the problem and how to fix it.
+fn folder_writable(dir: &Path) -> Result<String, (String, String)> {
+    let mut at = dir;
+    loop {
+        match std::fs::metadata(at) {
+            Ok(meta) if meta.is_dir() => break,
+            Ok(_) => {
+                return Err((
+                    format!("{} is not a folder", at.display()),
+                    format!("move {} out of the way", at.display()),
+                ));
+            }
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => match at.parent() {
+                Some(parent) => at = parent,
+                None => break,
+            },
+            Err(err) => {
+                return Err((
+                    format!("{}: {err}", at.display()),
+                    format!("make {} readable for this user", at.display()),
+                ));
+            }
+        }
+    }
+    if let Err(err) = access_write(at) {
+        return Err((
+            format!("{} is not writable ({err})", at.display()),
+            format!(
+                "make {} writable for this user (chmod u+w, or run clawpool as its owner; a read-only or immutable folder cannot be written by anyone)",
+                at.display()
+            ),
+        ));
+    }
+    Ok(if at == dir {
+        format!("{} is writable", dir.display())
+    } else {
+        format!(
+            "{} does not exist yet; it can be made in {}",
+            dir.display(),
+            at.display()
+        )
+    })
+}
+
+/// access(2) for writing and entering a folder: what the kernel would allow this process,
+/// read-only file systems and immutable folders included, without writing a thing.
+fn access_write(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    // SAFETY: access only reads the NUL-terminated path, which outlives the call.
+    if unsafe { libc::access(path.as_ptr(), libc::W_OK | libc::X_OK) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }
 
 pub fn run_state(lane_dir: &Path, format: OutputFormat) -> Result<ExitCode, CommandError> {

@@ -163,6 +163,7 @@ fn main() -> ExitCode {
                     &loaded.profiles,
                     &loaded.roots,
                     loaded.source_files(),
+                    &args.repo,
                     args.output_format,
                 )
             }

@@ -579,7 +579,8 @@ impl Board {
 /// `clawpool adopt`: after a supervisor died (even with SIGKILL), take over every live lane it
 /// left in tmux — re-attached from its state file and its tmux session, with no worktree made
 /// again and nothing it already sent sent again. A lane whose session is gone is
-/// `failed{worker_lost}`; a lane whose state file cannot be read is reported and left alone.
+/// `failed{worker_lost}`; a lane that cannot be taken over (its state file or registry entry
+/// unreadable) is reported in every output format, left alone, and makes the exit code 1.
 pub async fn adopt(args: AdoptArgs, loaded: Loaded) -> Result<ExitCode, CommandError> {
     let repo = Repo::open(&args.repo)
         .map_err(|e| CommandError::invalid("not_a_repository", e.to_string()))?;
@@ -587,15 +588,35 @@ pub async fn adopt(args: AdoptArgs, loaded: Loaded) -> Result<ExitCode, CommandE
     let _lock = hold_supervisor_lock(&lock_path)?;
     let names = registered_lanes(&repo);
     let board = Board::new(names.clone(), args.output_format);
-    let tasks = adopt_lanes(&repo, names, &loaded, &board);
-    let mut all_finished = true;
+    let Adoptions {
+        tasks,
+        mut not_adopted,
+    } = adopt_lanes(&repo, names, &loaded, &board);
+    let mut adopted = BTreeMap::new();
     for task in tasks {
-        if let Ok((_, state)) = task.await {
-            all_finished &= state.is_some_and(|s| s.status == clawpool_lanes::LaneStatus::Finished);
+        match task.await {
+            Ok((name, Ok(state))) => {
+                adopted.insert(name, state);
+            }
+            Ok((_, Err(refused))) => not_adopted.push(refused),
+            // A lane task that panicked: its lane is not driven any more.
+            Err(_) => {}
         }
     }
     board.paint_final();
-    Ok(if all_finished {
+    let all_finished = adopted
+        .values()
+        .all(|s| s.is_some_and(|s| s.status == clawpool_lanes::LaneStatus::Finished));
+    if args.output_format == OutputFormat::Json {
+        println!(
+            "{}",
+            json!({
+                "lanes": adopted.iter().map(|(name, state)| json!({"lane": name, "state": state})).collect::<Vec<_>>(),
+                "not_adopted": not_adopted,
+            })
+        );
+    }
+    Ok(if all_finished && not_adopted.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
@@ -620,27 +641,57 @@ fn lanes_root(repo: &Repo) -> PathBuf {
     repo.common_dir().join("clawpool").join("lanes")
 }
 
+/// A lane that could not be taken over, and why: `kind` is the error's stable name
+/// (`invalid_state_file`, `missing_worker_state`, `invalid_registry_entry`, `unknown_agent`,
+/// or the kind of the error that stopped it, e.g. `tmux_failed`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct NotAdopted {
+    pub lane: String,
+    pub kind: &'static str,
+    pub error: String,
+}
+
+/// The outcome of [`adopt_lanes`]: a task per lane taken over, and the lanes refused at once.
+pub struct Adoptions {
+    /// Each ends with the lane's final state, or why it could not be driven after all.
+    #[allow(clippy::type_complexity)]
+    pub tasks: Vec<tokio::task::JoinHandle<(String, Result<Option<LaneState>, NotAdopted>)>>,
+    /// Lanes that were not taken over (their state file or registry entry unreadable, their
+    /// agent unknown): nothing was done to them.
+    pub not_adopted: Vec<NotAdopted>,
+}
+
 /// Takes over every lane among `names` that has not ended: its live tmux session is driven on
 /// from its state file, and a lane whose worker is gone is recorded as `failed{worker_lost}`.
 /// The caller must hold the repository's supervisor lock, so no other supervisor owns them.
-/// Each task ends with the lane's final state (`None` when it was not adopted).
-pub fn adopt_lanes(
-    repo: &Repo,
-    names: Vec<String>,
-    loaded: &Loaded,
-    board: &Board,
-) -> Vec<tokio::task::JoinHandle<(String, Option<LaneState>)>> {
+/// A lane that cannot be taken over is left as it is and returned in `not_adopted`; the
+/// caller reports it (the board shows it only in text output).
+pub fn adopt_lanes(repo: &Repo, names: Vec<String>, loaded: &Loaded, board: &Board) -> Adoptions {
     let root = lanes_root(repo);
     let mut tasks = Vec::new();
+    let mut not_adopted = Vec::new();
+    let mut refuse = |lane: &str, kind: &'static str, error: String| {
+        board.set(lane, &format!("not adopted: {kind} ({error})"), None);
+        not_adopted.push(NotAdopted {
+            lane: lane.to_owned(),
+            kind,
+            error,
+        });
+    };
     for name in names {
         let registry = root.join(&name);
-        let entry: serde_json::Value = match std::fs::read_to_string(registry.join("lane.json"))
-            .ok()
-            .and_then(|t| serde_json::from_str(&t).ok())
+        let lane_json = registry.join("lane.json");
+        let entry: serde_json::Value = match std::fs::read_to_string(&lane_json)
+            .map_err(|e| e.to_string())
+            .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
         {
-            Some(entry) => entry,
-            None => {
-                board.set(&name, "not adopted: unreadable lane.json", None);
+            Ok(entry) => entry,
+            Err(err) => {
+                refuse(
+                    &name,
+                    "invalid_registry_entry",
+                    format!("{}: {err}", lane_json.display()),
+                );
                 continue;
             }
         };
@@ -648,11 +699,7 @@ pub fn adopt_lanes(
         let doc = match clawpool_lanes::read_state_file(&clawpool_lanes::state_file_path(&dir)) {
             Ok(doc) => doc,
             Err(err) => {
-                board.set(
-                    &name,
-                    &format!("not adopted: {} ({})", err.kind(), err),
-                    None,
-                );
+                refuse(&name, err.kind(), err.to_string());
                 continue;
             }
         };
@@ -667,7 +714,7 @@ pub fn adopt_lanes(
         let profile = match loaded.profiles.get(&doc.agent) {
             Ok(profile) => profile.clone(),
             Err(err) => {
-                board.set(&name, &format!("not adopted: {err}"), None);
+                refuse(&name, "unknown_agent", err.to_string());
                 continue;
             }
         };
@@ -688,13 +735,18 @@ pub fn adopt_lanes(
                 board.clone(),
             )
             .await;
-            if let Err(err) = &state {
+            let state = state.map_err(|err| {
                 board.set(&name, &format!("failed: {}", err.message), None);
-            }
-            (name, state.ok().flatten())
+                NotAdopted {
+                    lane: name.clone(),
+                    kind: err.kind,
+                    error: err.message,
+                }
+            });
+            (name, state)
         }));
     }
-    tasks
+    Adoptions { tasks, not_adopted }
 }
 
 #[allow(clippy::too_many_arguments)]

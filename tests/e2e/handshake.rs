@@ -595,7 +595,21 @@ fn config_show_and_doctor_report_sources_and_problems() {
         .current_dir(sandbox.dir.path())
         .output()
         .expect("doctor");
+    // Missing agents and trusted roots are warnings, as is running outside a repository.
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     let doc: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let repository = check(&doc, "repository");
+    assert_eq!(repository["ok"], false, "{doc}");
+    assert_eq!(repository["severity"], "warning", "{doc}");
+    assert!(
+        !sandbox.dir.path().join(".claw").exists(),
+        "doctor creates nothing"
+    );
     let details: Vec<String> = doc["checks"]
         .as_array()
         .expect("checks")
@@ -611,13 +625,21 @@ fn config_show_and_doctor_report_sources_and_problems() {
         "{details:?}"
     );
 
+    let repo = git_repo(sandbox.dir.path(), "repo");
     let out = sandbox
         .clawpool()
         .args(["doctor", "--output-format", "json"])
-        .current_dir(sandbox.dir.path())
+        .current_dir(&repo)
         .output()
         .expect("doctor");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     let doc: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(doc["ok"], true, "{doc}");
     assert!(
         doc["checks"]
             .as_array()
@@ -630,6 +652,66 @@ fn config_show_and_doctor_report_sources_and_problems() {
                 .contains("no trusted_roots")),
         "{doc}"
     );
+    for (name, severity) in [("git", "error"), ("tmux", "warning")] {
+        let tool = check(&doc, name);
+        assert_eq!(tool["ok"], true, "{doc}");
+        assert_eq!(tool["severity"], severity, "{doc}");
+    }
+    // The registry's folder in the common git dir and the lanes root beside the repository:
+    // both can be made, and neither is made by looking.
+    let registry = repo.join(".git/clawpool");
+    let lanes_root = sandbox.dir.path().join("repo.lanes");
+    for (name, folder) in [("state folder", &registry), ("lanes root", &lanes_root)] {
+        let found = check(&doc, name);
+        assert_eq!(found["ok"], true, "{doc}");
+        assert_eq!(found["severity"], "error", "{doc}");
+        assert!(
+            found["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains(&folder.display().to_string())),
+            "{doc}"
+        );
+        assert!(!folder.exists(), "doctor made {}", folder.display());
+    }
+    assert!(!repo.join(".claw").exists(), "doctor creates nothing");
+
+    // A file where the lanes root should be: an error, with the fix, and exit 1.
+    std::fs::write(&lanes_root, "in the way").expect("file in the way");
+    let out = sandbox
+        .clawpool()
+        .args(["doctor", "--repo"])
+        .arg(&repo)
+        .current_dir(sandbox.dir.path())
+        .output()
+        .expect("doctor");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains(&format!(
+            "[FAIL] lanes root: {} is not a folder",
+            lanes_root.display()
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "fix: move {} out of the way",
+            lanes_root.display()
+        )),
+        "{text}"
+    );
+    assert!(text.contains("[ok  ] state folder"), "{text}");
+}
+
+/// The doctor check named `name`.
+fn check(doc: &Value, name: &str) -> Value {
+    doc["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .find(|c| c["name"] == name)
+        .cloned()
+        .unwrap_or_else(|| panic!("no {name} check: {doc}"))
 }
 
 #[test]
@@ -674,6 +756,26 @@ fn the_state_file_follows_the_lane_and_reads_back_with_ages() {
     assert_eq!(missing.status.code(), Some(1));
     let err: Value = serde_json::from_slice(missing.stderr.trim_ascii()).expect("JSON error");
     assert_eq!(err["error"]["kind"], "missing_worker_state");
+
+    // A state file cut off mid-write: an error a program can match on, never a crash.
+    let state_file = repo.join(".claw/worker-state.json");
+    std::fs::write(&state_file, "{\"schema_version\": 1, \"status\": \"runn").expect("corrupt");
+    let corrupted = sandbox
+        .clawpool()
+        .args(["state", "--output-format", "json"])
+        .arg(&repo)
+        .output()
+        .expect("clawpool state");
+    assert_eq!(corrupted.status.code(), Some(1));
+    assert!(corrupted.stdout.is_empty(), "nothing on stdout");
+    let err: Value = serde_json::from_slice(corrupted.stderr.trim_ascii()).expect("JSON error");
+    assert_eq!(err["error"]["kind"], "invalid_state_file", "{err}");
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains(&state_file.display().to_string())),
+        "{err}"
+    );
 }
 
 #[test]
@@ -783,7 +885,7 @@ fn a_launch_prompt_finished_between_two_looks_is_still_accepted() {
 }
 
 /// Runs `clawpool ARGS... LANE` against a running lane and checks it took the command.
-fn control(sandbox: &Sandbox, args: &[&str], repo: &Path) {
+pub(crate) fn control(sandbox: &Sandbox, args: &[&str], repo: &Path) {
     let out = sandbox
         .clawpool()
         .args(args)

@@ -196,6 +196,45 @@ fn a_packet_runs_every_lane_in_its_own_worktree() {
 }
 
 #[test]
+fn spawn_exits_1_when_a_lane_fails() {
+    let s = setup();
+    // The agent takes its prompt, works a little (so the prompt is seen accepted), and
+    // crashes; a policy without rules restarts nothing, so the lane ends failed at once.
+    std::fs::write(
+        s.sandbox.dir.path().join("scenario.toml"),
+        "trust_dialog = true\n[[prompt]]\nsteps = [{ do = \"sleep\", ms = 300 }, { do = \"crash\", code = 3 }]\n",
+    )
+    .expect("scenario");
+    let policy = s.sandbox.dir.path().join("policy.toml");
+    std::fs::write(&policy, "").expect("policy");
+    let config = std::fs::read_to_string(&s.config).expect("config");
+    std::fs::write(
+        &s.config,
+        format!("policy = {:?}\n{config}", policy.display().to_string()),
+    )
+    .expect("config");
+    let out = s.spawn(
+        r#"{"name": "solo", "agent": "scripted", "prompt": "do it"}"#,
+        &["--output-format", "json"],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let summary: Value = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|doc| doc.get("lanes").is_some())
+        .expect("the final lanes document");
+    assert_eq!(summary["lanes"][0]["lane"], "solo", "{summary}");
+    assert_eq!(
+        summary["lanes"][0]["state"]["status"], "failed",
+        "{summary}"
+    );
+    assert_eq!(
+        summary["lanes"][0]["state"]["failure"], "worker_crashed",
+        "{summary}"
+    );
+}
+
+#[test]
 fn spawning_again_reuses_the_lane_worktrees() {
     let s = setup();
     let packet = r#"{"name": "solo", "agent": "scripted", "prompt": "once"}"#;
@@ -357,10 +396,8 @@ fn explain_reads_a_lanes_current_screen_with_its_own_profile() {
     );
 }
 
-/// Spawns lanes alpha and beta on tmux (each works 2.5 s, then commits), and SIGKILLs the
-/// supervisor once both run: their agents live on in tmux with nobody watching.
-fn kill_supervisor_while_lanes_run(s: &Setup) {
-    let slow = r#"
+/// Each prompt works 2.5 s, then commits.
+const SLOW_SCENARIO: &str = r#"
 trust_dialog = true
 prompt_log = ".prompts.jsonl"
 [[prompt]]
@@ -370,7 +407,11 @@ steps = [
   { do = "git_commit", message = "lane work" },
 ]
 "#;
-    std::fs::write(s.sandbox.dir.path().join("scenario.toml"), slow).expect("scenario");
+
+/// Spawns lanes alpha and beta on tmux with `scenario`, and SIGKILLs the supervisor once both
+/// run: their agents live on in tmux with nobody watching.
+fn kill_supervisor_while_lanes_run(s: &Setup, scenario: &str) {
+    std::fs::write(s.sandbox.dir.path().join("scenario.toml"), scenario).expect("scenario");
     let file = s.sandbox.dir.path().join("packet.json");
     std::fs::write(
         &file,
@@ -409,7 +450,7 @@ steps = [
 #[test]
 fn a_killed_supervisors_tmux_lanes_are_adopted_without_sending_anything_twice() {
     let s = setup();
-    kill_supervisor_while_lanes_run(&s);
+    kill_supervisor_while_lanes_run(&s, SLOW_SCENARIO);
     let state: Value = serde_json::from_str(
         &std::fs::read_to_string(s.lanes_dir().join("beta/.claw/worker-state.json"))
             .expect("state"),
@@ -499,10 +540,94 @@ fn a_killed_supervisors_tmux_lanes_are_adopted_without_sending_anything_twice() 
 }
 
 #[test]
-fn gc_removes_only_lanes_whose_work_is_merged_unless_forced() {
+fn a_lane_with_a_corrupted_state_file_is_reported_not_adopted_and_the_others_are_adopted() {
+    let s = setup();
+    kill_supervisor_while_lanes_run(&s, SLOW_SCENARIO);
+    // Keep the tmux target before beta's state file is spoiled, to clean up afterwards.
+    let alpha_state = s.lanes_dir().join("alpha/.claw/worker-state.json");
+    let target: Value =
+        serde_json::from_str(&std::fs::read_to_string(&alpha_state).expect("state")).expect("JSON");
+    let target = target["transport"]["session"]
+        .as_str()
+        .expect("tmux target")
+        .to_owned();
+    std::fs::write(
+        s.lanes_dir().join("beta/.claw/worker-state.json"),
+        "{\"lane\": \"beta\", trunc",
+    )
+    .expect("corrupt beta's state file");
+
+    let out = s
+        .sandbox
+        .clawpool()
+        .args(["adopt", "--output-format", "json", "--config"])
+        .arg(&s.config)
+        .arg("--repo")
+        .arg(&s.repo)
+        .output()
+        .expect("clawpool adopt");
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a lane was not adopted: {}",
+        stderr(&out)
+    );
+    let summary: Value = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|doc| doc.get("not_adopted").is_some())
+        .expect("a summary document with not_adopted");
+    let refused = summary["not_adopted"].as_array().expect("not_adopted");
+    assert_eq!(refused.len(), 1, "{summary}");
+    assert_eq!(refused[0]["lane"], "beta", "{summary}");
+    assert_eq!(refused[0]["kind"], "invalid_state_file", "{summary}");
+    assert!(
+        refused[0]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("worker-state.json")),
+        "{summary}"
+    );
+    let adopted = summary["lanes"].as_array().expect("lanes");
+    assert_eq!(adopted.len(), 1, "{summary}");
+    assert_eq!(adopted[0]["lane"], "alpha", "{summary}");
+    assert_eq!(adopted[0]["state"]["status"], "finished", "{summary}");
+    assert_eq!(
+        std::fs::read_to_string(s.lanes_dir().join("alpha/out.txt")).expect("alpha's work"),
+        "done\n"
+    );
+    // beta is left exactly as it was found.
+    assert_eq!(
+        std::fs::read_to_string(s.lanes_dir().join("beta/.claw/worker-state.json"))
+            .expect("beta's state file"),
+        "{\"lane\": \"beta\", trunc"
+    );
+
+    let (socket, _) = target.split_once(':').expect("socket:session");
+    let killed = s
+        .sandbox
+        .tmux()
+        .args(["-L", socket, "kill-server"])
+        .status()
+        .expect("tmux kill-server");
+    assert!(killed.success(), "beta's session was still there");
+}
+
+#[test]
+fn gc_removes_only_lanes_whose_work_is_merged_or_empty_unless_forced() {
     let s = setup();
     let out = s.spawn(
-        r#"{"defaults": {"agent": "scripted"}, "lanes": [{"name": "alpha", "prompt": "a"}, {"name": "beta", "prompt": "b"}]}"#,
+        r#"{"defaults": {"agent": "scripted"}, "lanes": [{"name": "alpha", "prompt": "a"}, {"name": "beta", "prompt": "b"}, {"name": "delta", "prompt": "d"}]}"#,
+        &[],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    // gamma's agent commits nothing and writes nothing into its worktree.
+    std::fs::write(
+        s.sandbox.dir.path().join("scenario.toml"),
+        "[[prompt]]\nsteps = [{ do = \"say\", text = \"nothing to change\" }]\n",
+    )
+    .expect("scenario");
+    let out = s.spawn(
+        r#"{"name": "gamma", "agent": "scripted", "prompt": "g"}"#,
         &[],
     );
     assert!(out.status.success(), "{}", stderr(&out));
@@ -535,25 +660,140 @@ fn gc_removes_only_lanes_whose_work_is_merged_unless_forced() {
             .cloned()
             .expect("lane listed")
     };
-    assert_eq!(verdict(&first, "alpha")["removed"], true, "{first}");
-    assert_eq!(verdict(&first, "beta")["removed"], false, "{first}");
-    assert!(
-        verdict(&first, "beta")["reason"]
+    let reason = |doc: &Value, lane: &str| {
+        verdict(doc, lane)["reason"]
             .as_str()
             .unwrap_or("")
-            .contains("uncommitted")
-    );
+            .to_owned()
+    };
+    assert_eq!(verdict(&first, "alpha")["removed"], true, "{first}");
+    assert_eq!(verdict(&first, "alpha")["status"], "finished", "{first}");
+    assert_eq!(verdict(&first, "beta")["removed"], false, "{first}");
+    assert!(reason(&first, "beta").contains("uncommitted"), "{first}");
+    // Committed but not merged, with a clean tree: kept all the same.
+    assert_eq!(verdict(&first, "delta")["removed"], false, "{first}");
+    assert!(reason(&first, "delta").contains("not merged"), "{first}");
+    // Finished with no commits of its own: nothing to lose.
+    assert_eq!(verdict(&first, "gamma")["removed"], true, "{first}");
+    assert_eq!(reason(&first, "gamma"), "no commits of its own", "{first}");
     assert!(!s.lanes_dir().join("alpha").exists());
+    assert!(!s.lanes_dir().join("gamma").exists());
+    assert!(
+        !s.repo.join(".git/clawpool/lanes/gamma").exists(),
+        "registry entry removed"
+    );
     assert!(
         s.lanes_dir().join("beta/uncommitted.txt").exists(),
         "uncommitted work kept"
     );
+    assert!(
+        s.lanes_dir().join("delta/out.txt").exists(),
+        "unmerged work kept"
+    );
 
     let forced = gc(true);
     assert_eq!(verdict(&forced, "beta")["removed"], true, "{forced}");
+    assert_eq!(verdict(&forced, "delta")["removed"], true, "{forced}");
     assert!(!s.lanes_dir().join("beta").exists());
+    assert!(!s.lanes_dir().join("delta").exists());
     // Branches stay: gc removes worktrees, not history.
     assert!(s.branches().contains(&"lanes/beta".to_owned()));
+}
+
+/// A lane whose supervisor was SIGKILLed while its tmux worker works on is not over (`clawpool
+/// adopt` can take it over): gc keeps its worktree, clean and without commits as it is,
+/// unless `--force`. A lane whose supervisor still heartbeats is kept even with `--force`.
+#[test]
+fn gc_keeps_a_lane_whose_supervisor_was_lost_before_it_ended() {
+    let s = setup();
+    // No prompt log and no commit: the worktrees stay clean and empty while the agents work.
+    kill_supervisor_while_lanes_run(
+        &s,
+        "trust_dialog = true\n[[prompt]]\nsteps = [{ do = \"hang\" }]\n",
+    );
+    let state_path = s.lanes_dir().join("alpha/.claw/worker-state.json");
+    let mut state: Value =
+        serde_json::from_str(&std::fs::read_to_string(&state_path).expect("state")).expect("JSON");
+    let target = state["transport"]["session"]
+        .as_str()
+        .expect("tmux target")
+        .to_owned();
+    // alpha's supervisor has been silent for a minute, as readers see it once 15 s pass (the
+    // supervisor is dead, so nothing rewrites the file); beta's heartbeat is left recent.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs();
+    state["supervisor"]["heartbeat_at"] = (now - 60).into();
+    std::fs::write(&state_path, state.to_string()).expect("age the heartbeat");
+    let shown = s
+        .sandbox
+        .clawpool()
+        .args(["state", "alpha", "--output-format", "json"])
+        .current_dir(&s.repo)
+        .output()
+        .expect("clawpool state");
+    let shown: Value = serde_json::from_slice(&shown.stdout).expect("state JSON");
+    assert_eq!(shown["status"], "supervisor_lost", "{shown}");
+    assert_eq!(shown["last_status"], "running", "{shown}");
+
+    let gc = |force: bool| -> Value {
+        let mut cmd = s.sandbox.clawpool();
+        cmd.args(["gc", "--output-format", "json", "--repo"])
+            .arg(&s.repo);
+        if force {
+            cmd.arg("--force");
+        }
+        let out = cmd.output().expect("clawpool gc");
+        assert!(out.status.success(), "{}", stderr(&out));
+        serde_json::from_slice(&out.stdout).expect("JSON")
+    };
+    let verdict = |doc: &Value, lane: &str| {
+        doc["lanes"]
+            .as_array()
+            .expect("lanes")
+            .iter()
+            .find(|l| l["lane"] == lane)
+            .cloned()
+            .expect("lane listed")
+    };
+    let first = gc(false);
+    let alpha = verdict(&first, "alpha");
+    assert_eq!(alpha["removed"], false, "{first}");
+    assert_eq!(alpha["status"], "supervisor_lost", "{first}");
+    assert!(
+        alpha["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("supervisor_lost") && r.contains("--force")),
+        "{first}"
+    );
+    assert!(
+        s.lanes_dir().join("alpha").exists(),
+        "alpha's worktree kept"
+    );
+    assert_eq!(verdict(&first, "beta")["removed"], false, "{first}");
+
+    let forced = gc(true);
+    assert_eq!(verdict(&forced, "alpha")["removed"], true, "{forced}");
+    assert!(!s.lanes_dir().join("alpha").exists());
+    let beta = verdict(&forced, "beta");
+    assert_eq!(beta["removed"], false, "{forced}");
+    assert!(
+        beta["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("live supervisor")),
+        "{forced}"
+    );
+    assert!(s.lanes_dir().join("beta").exists());
+
+    let (socket, _) = target.split_once(':').expect("socket:session");
+    let killed = s
+        .sandbox
+        .tmux()
+        .args(["-L", socket, "kill-server"])
+        .status()
+        .expect("tmux kill-server");
+    assert!(killed.success());
 }
 
 /// Reads `clawpool board` until every lane is over (the supervisor is another process whose
@@ -608,7 +848,7 @@ fn stop_daemon(s: &Setup) {
 #[test]
 fn a_daemon_started_after_a_killed_supervisor_adopts_its_live_lanes() {
     let s = setup();
-    kill_supervisor_while_lanes_run(&s);
+    kill_supervisor_while_lanes_run(&s, SLOW_SCENARIO);
     let mut daemon = s.sandbox.clawpool();
     daemon
         .args(["daemon", "--config"])
@@ -633,6 +873,69 @@ fn a_daemon_started_after_a_killed_supervisor_adopts_its_live_lanes() {
             "{lane}: {prompts}"
         );
     }
+    stop_daemon(&s);
+    let _ = daemon.wait();
+}
+
+#[test]
+fn a_daemon_names_in_its_log_the_lanes_it_could_not_adopt() {
+    let s = setup();
+    kill_supervisor_while_lanes_run(&s, SLOW_SCENARIO);
+    let beta_state = s.lanes_dir().join("beta/.claw/worker-state.json");
+    let target: Value =
+        serde_json::from_str(&std::fs::read_to_string(&beta_state).expect("state")).expect("JSON");
+    let target = target["transport"]["session"]
+        .as_str()
+        .expect("tmux target")
+        .to_owned();
+    std::fs::write(&beta_state, "not json").expect("corrupt beta's state file");
+    let log_path = s.sandbox.dir.path().join("daemon.log");
+    let log = std::fs::File::create(&log_path).expect("log");
+    let mut daemon = s.sandbox.clawpool();
+    daemon
+        .args(["daemon", "--config"])
+        .arg(&s.config)
+        .arg("--repo")
+        .arg(&s.repo)
+        .stdout(log.try_clone().expect("log"))
+        .stderr(log);
+    let mut daemon = daemon.spawn().expect("clawpool daemon");
+    // The daemon is another process whose only output is its log and the lanes' files.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let alpha_state = s.lanes_dir().join("alpha/.claw/worker-state.json");
+    loop {
+        let text = std::fs::read_to_string(&log_path).unwrap_or_default();
+        let alpha: Value = std::fs::read_to_string(&alpha_state)
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or_default();
+        if text.contains("lane beta not adopted (invalid_state_file)")
+            && alpha["status"] == "finished"
+            && alpha["supervisor"]["pid"] == daemon.id()
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "log: {text}\nalpha: {alpha}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(
+        daemon.try_wait().expect("try_wait").is_none(),
+        "the daemon runs on"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&beta_state).expect("beta's state file"),
+        "not json",
+        "beta left as it was"
+    );
+    let (socket, _) = target.split_once(':').expect("socket:session");
+    let _ = s
+        .sandbox
+        .tmux()
+        .args(["-L", socket, "kill-server"])
+        .status();
     stop_daemon(&s);
     let _ = daemon.wait();
 }
