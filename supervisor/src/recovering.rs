@@ -1,14 +1,20 @@
-//! Automatic recovery of one lane, in the process that drives it: after every run of the
-//! handshake, the lane's facts go through the recovery policy; a `recover` decision is
-//! limited by the lane's ledger (and, for restarts, by the restart backoff and intensity) and
-//! turned into a [`Plan`] the driver carries out against the worker. Every ledger change is
-//! written to the state file (`recovery`) and recorded as a `lane.recovery.*` event; a recipe
-//! that is used up escalates with its reason and next action.
+//! Automatic recovery of one lane, in the process that drives it.
 //!
-//! Carried out here: `Restart` (with backoff for `restart_crashed_worker`), and the
-//! interrupt, wait and nudge steps of `interrupt_and_nudge`. A recipe whose first actions are
-//! steps this driver does not carry out (answering a dialog again, resubmitting, merging
-//! forward) is recorded as a failed attempt naming the step, never pretended.
+//! After every run of the handshake, the lane's facts go through the recovery policy; a
+//! `recover` decision is limited by the lane's ledger (and, for restarts, by the restart
+//! backoff and intensity) and becomes an attempt: a [`RecipeRun`] carried out step by step.
+//! Each step is a [`Plan`] the driver carries out against the worker and reports back
+//! ([`Recovery::step_done`]), or, for a `wait_for_progress` check, a run of the handshake
+//! whose outcome says whether the agent made progress ([`Recovery::after_run`]). Every ledger
+//! change is written to the state file (`recovery`) and recorded as a `lane.recovery.*`
+//! event; a recipe that escalates or is used up raises its escalation with its reason and
+//! next action, and a lane whose worker is still alive stays supervised (blocked, watched for
+//! progress) so a person can still save it.
+//!
+//! Not carried out here: answering a trust dialog again and pressing Enter again on a draft
+//! (the handshake does both itself, within its own limits), and merging forward (the lane's
+//! branch checks do, before broad verification). A recipe that reaches such a step fails its
+//! attempt naming the step; nothing is pretended.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,35 +25,60 @@ use clawpool_lanes::state_file::now_secs;
 use clawpool_lanes::{BlockedSubphase, EventLog, FailureClass, LaneState, LaneStatus};
 use clawpool_recovery::{
     Action, AttemptEnd, AttemptId, AttemptOrigin, EscalationOutcome, LaneFacts, Ledger, Policy,
-    Queued, Recipe, RestartDecision, RestartTracker, Step, Trigger,
+    Queued, Recipe, RecipeRun, RestartDecision, RestartTracker, RunState, Step, StepOutcome,
+    Trigger,
 };
 use serde_json::json;
 
 /// What the driver does next.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Plan {
-    /// Start the worker again after `delay`.
+    /// Run the handshake on with the same worker.
+    CarryOn {
+        /// Texts to deliver first, by the prompt's rules (a recipe's nudge).
+        followups: Vec<String>,
+        /// What ends the run besides the lane ending.
+        watch: Watch,
+    },
+    /// Send this key (the profile's key names) to the worker, then [`Recovery::step_done`].
+    SendKey(String),
+    /// Wait this long, then [`Recovery::step_done`].
+    Wait(Duration),
+    /// Start the worker again after `delay`, then [`Recovery::step_done`]; the next run of
+    /// the handshake is a new worker's.
     Restart {
         /// The wait first (restart backoff).
         delay: Duration,
-        /// With the profile's resume arguments.
+        /// With the profile's resume arguments (the step fails when it has none).
         resume: bool,
         /// Deliver the prompt again.
         redeliver: bool,
         /// The recipe.
         by: String,
     },
-    /// Interrupt the working agent, wait, then deliver a nudge on the same worker.
-    Nudge {
-        /// The interrupt key (profile key name).
-        key: String,
-        /// How long to wait after it.
-        wait: Duration,
-        /// The nudge.
-        text: String,
-    },
     /// Nothing more: the lane ends as it is.
     Done,
+}
+
+/// What ends a run of the handshake besides the lane ending.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Watch {
+    /// The lane's own troubles: a stall, a provider that stays down.
+    Troubles,
+    /// A recipe's `wait_for_progress` check: progress, or this long without any.
+    Check(Duration),
+    /// An escalated lane, left to a person: only progress (or the lane ending) ends the run,
+    /// after which the lane is watched for troubles again.
+    Escalated,
+}
+
+/// The attempt being carried out.
+struct Attempt {
+    id: AttemptId,
+    run: RecipeRun,
+    trigger: Trigger,
+    /// The restart backoff, taken by the recipe's first restart.
+    delay: Option<Duration>,
 }
 
 /// A lane's recovery state while it is driven.
@@ -55,7 +86,9 @@ pub struct Recovery {
     policy: Arc<Policy>,
     ledger: Ledger,
     restarts: RestartTracker,
-    current: Option<AttemptId>,
+    current: Option<Attempt>,
+    /// How the last run of the handshake ended: what a failed attempt is decided again on.
+    last: Option<Outcome>,
     lane: String,
 }
 
@@ -73,6 +106,7 @@ impl Recovery {
             ledger,
             restarts,
             current: None,
+            last: None,
             lane: lane.to_owned(),
         }
     }
@@ -90,31 +124,75 @@ impl Recovery {
         events: &EventLog,
         recorder: &StateRecorder,
     ) -> Plan {
-        let now = now_secs();
         if outcome.reached_ready {
             self.restarts.on_healthy(run_started);
         }
-        let healed = outcome.state.status == LaneStatus::Finished && outcome.next == Next::Done;
-        if let Some(id) = self.current.take() {
-            let (end, result) = if healed {
-                (
-                    AttemptEnd::Succeeded,
-                    "the lane went on and finished".to_owned(),
-                )
-            } else {
-                (
-                    AttemptEnd::Failed,
-                    format!("the lane ended {} again", describe(outcome)),
-                )
+        self.last = Some(outcome.clone());
+        if self.current.is_some() {
+            let step = match &outcome.next {
+                Next::Progressed(what) => StepOutcome::Progress(what.clone()),
+                Next::NoProgress => StepOutcome::NoProgress,
+                _ if is_healed(outcome) => StepOutcome::Progress("the lane finished".to_owned()),
+                _ => StepOutcome::Failed(format!("the lane ended {}", describe(outcome))),
             };
-            let _ = self.ledger.finish(id, end, now, result);
-            self.publish(id, events, recorder);
+            return self.step_done(step, events, recorder);
         }
-        if healed {
+        if is_healed(outcome) {
             return Plan::Done;
         }
-        let Some(trigger) = trigger_of(outcome) else {
+        if let Next::Progressed(_) = outcome.next {
+            // An escalated lane moved again: back to watching it for troubles.
+            return carry_on(Watch::Troubles);
+        }
+        self.decide(events, recorder)
+    }
+
+    /// Reports how the step the last [`Plan`] asked for went, and says what comes next.
+    pub fn step_done(
+        &mut self,
+        step: StepOutcome,
+        events: &EventLog,
+        recorder: &StateRecorder,
+    ) -> Plan {
+        let Some(attempt) = self.current.as_mut() else {
             return Plan::Done;
+        };
+        match attempt.run.advance(step) {
+            RunState::Continue => self.next_step(events, recorder),
+            RunState::Succeeded(result) => {
+                self.end_attempt(AttemptEnd::Succeeded, result, events, recorder);
+                if self.worker_alive() {
+                    carry_on(Watch::Troubles)
+                } else {
+                    Plan::Done
+                }
+            }
+            RunState::Failed(result) => {
+                self.end_attempt(AttemptEnd::Failed, result, events, recorder);
+                self.decide(events, recorder)
+            }
+            RunState::Escalated(result) => {
+                let recipe = attempt.run.recipe().clone();
+                self.end_attempt(AttemptEnd::Failed, result, events, recorder);
+                self.escalate_recipe(&recipe, events);
+                self.after_escalation()
+            }
+        }
+    }
+
+    /// The worker was started again by a recovery restart.
+    pub fn restarted(&mut self, recorder: &StateRecorder) {
+        self.restarts.on_restarted();
+        self.save(recorder);
+    }
+
+    /// Puts the lane's facts, as the last run left them, through the policy.
+    fn decide(&mut self, events: &EventLog, recorder: &StateRecorder) -> Plan {
+        let Some(outcome) = self.last.clone() else {
+            return Plan::Done;
+        };
+        let Some(trigger) = trigger_of(&outcome) else {
+            return self.after_escalation();
         };
         let mut facts = LaneFacts::new(&self.lane, outcome.state.status);
         facts.subphase = outcome.state.subphase;
@@ -123,24 +201,24 @@ impl Recovery {
         facts.attempts = self.ledger.attempt_counts();
         facts.recovery = self.ledger.status();
         let Some(decision) = self.policy.decide(&facts) else {
-            return Plan::Done;
+            return self.after_escalation();
         };
         match decision.action {
             Action::Recover { recipe } => match self.policy.recipes().require(&recipe) {
                 Ok(recipe) => {
                     let recipe = recipe.clone();
-                    self.attempt(&recipe, trigger, outcome, events, recorder)
+                    self.attempt(&recipe, trigger, &outcome, events, recorder)
                 }
-                Err(_) => Plan::Done,
+                Err(_) => self.after_escalation(),
             },
             Action::Escalate {
                 reason,
                 next_action,
             } => {
                 escalate(events, &reason, &next_action.replace("{lane}", &self.lane));
-                Plan::Done
+                self.after_escalation()
             }
-            _ => Plan::Done,
+            _ => self.after_escalation(),
         }
     }
 
@@ -158,94 +236,145 @@ impl Recovery {
             .queue(recipe, &trigger.to_string(), AttemptOrigin::Policy, now);
         let id = match queued {
             Queued::Attempt { id, .. } => id,
-            Queued::Busy { .. } => return Plan::Done,
+            Queued::Busy { .. } => return self.after_escalation(),
             Queued::Exhausted { id, newly } => {
                 self.publish(id, events, recorder);
                 if newly {
-                    self.escalate_recipe(recipe, outcome, events);
+                    self.escalate_recipe(recipe, events);
                 }
-                return Plan::Done;
+                return self.after_escalation();
             }
         };
         self.publish(id, events, recorder);
-        let plan = match recipe.steps.first() {
-            Some(Step::Restart {
-                resume,
-                redeliver_prompt,
-            }) => {
-                let delay = if recipe.backoff {
-                    match self.restarts.on_exit(now, outcome.reached_ready) {
-                        RestartDecision::RestartAfter { delay, .. } => Ok(delay),
-                        exhausted => Err(exhausted.describe(self.restarts.policy())),
-                    }
-                } else {
-                    Ok(Duration::ZERO)
-                };
-                delay.map(|delay| Plan::Restart {
-                    delay,
-                    resume: *resume,
-                    redeliver: *redeliver_prompt,
-                    by: recipe.name.clone(),
-                })
-            }
-            Some(Step::SendKey(key)) => {
-                let wait = recipe.steps.iter().find_map(|s| match s {
-                    Step::Wait(d) => Some(*d),
-                    _ => None,
-                });
-                let text = recipe.steps.iter().find_map(|s| match s {
-                    Step::SendText(t) => Some(t.clone()),
-                    _ => None,
-                });
-                match text {
-                    Some(text) => Ok(Plan::Nudge {
-                        key: key.clone(),
-                        wait: wait.unwrap_or_default(),
-                        text,
-                    }),
-                    None => Err("the recipe has no text to send after the key".to_owned()),
+        let delay = if recipe.backoff {
+            match self.restarts.on_exit(now, outcome.reached_ready) {
+                RestartDecision::RestartAfter { delay, .. } => Some(delay),
+                exhausted => {
+                    let why = exhausted.describe(self.restarts.policy());
+                    let _ = self.ledger.start(id, now);
+                    let _ = self.ledger.finish(id, AttemptEnd::Failed, now, why.clone());
+                    self.publish(id, events, recorder);
+                    let exhausted =
+                        self.ledger
+                            .record_exhausted(recipe, &trigger.to_string(), now, why);
+                    self.publish(exhausted, events, recorder);
+                    self.escalate_recipe(recipe, events);
+                    return self.after_escalation();
                 }
             }
-            Some(Step::Escalate) => Err(recipe.escalation.reason.clone()),
-            other => Err(format!(
-                "step {other:?} is not carried out by this supervisor; nothing was done"
-            )),
+        } else {
+            None
         };
-        match plan {
-            Ok(plan) => {
-                let _ = self.ledger.start(id, now);
-                self.current = Some(id);
-                self.publish(id, events, recorder);
-                plan
+        let _ = self.ledger.start(id, now);
+        self.publish(id, events, recorder);
+        self.current = Some(Attempt {
+            id,
+            run: RecipeRun::new(recipe.clone()),
+            trigger,
+            delay,
+        });
+        self.next_step(events, recorder)
+    }
+
+    /// The plan for the attempt's current step; steps that need no worker are done here.
+    fn next_step(&mut self, events: &EventLog, recorder: &StateRecorder) -> Plan {
+        let Some(attempt) = self.current.as_mut() else {
+            return Plan::Done;
+        };
+        let Some((_, step)) = attempt.run.current() else {
+            return Plan::Done;
+        };
+        match step.clone() {
+            Step::SendKey(key) => Plan::SendKey(key),
+            Step::Wait(wait) => Plan::Wait(wait),
+            Step::WaitForProgress(within) => carry_on(Watch::Check(within)),
+            Step::SendText(text) => {
+                // Queued for the handshake, which types it by the prompt's rules; a check
+                // right after it starts once the agent has taken it.
+                let watch = match attempt.run.advance(StepOutcome::Done) {
+                    RunState::Continue => match attempt.run.current() {
+                        Some((_, Step::WaitForProgress(within))) => Watch::Check(*within),
+                        _ => return self.step_done(StepOutcome::Done, events, recorder),
+                    },
+                    _ => Watch::Troubles,
+                };
+                Plan::CarryOn {
+                    followups: vec![text],
+                    watch,
+                }
             }
-            Err(why) => {
-                let _ = self.ledger.start(id, now);
-                let _ = self.ledger.finish(id, AttemptEnd::Failed, now, why.clone());
-                self.publish(id, events, recorder);
-                let exhausted =
-                    self.ledger
-                        .record_exhausted(recipe, &trigger.to_string(), now, why);
-                self.publish(exhausted, events, recorder);
-                self.escalate_recipe(recipe, outcome, events);
-                Plan::Done
+            Step::Restart {
+                resume,
+                redeliver_prompt,
+            } => Plan::Restart {
+                delay: attempt.delay.take().unwrap_or_default(),
+                resume,
+                redeliver: redeliver_prompt,
+                by: attempt.run.recipe().name.clone(),
+            },
+            Step::Escalate => self.step_done(StepOutcome::Done, events, recorder),
+            other @ (Step::AnswerTrust | Step::Resubmit | Step::MergeForward) => self.step_done(
+                StepOutcome::Failed(format!(
+                    "{other} is not a step this supervisor carries out in a recipe"
+                )),
+                events,
+                recorder,
+            ),
+        }
+    }
+
+    fn end_attempt(
+        &mut self,
+        end: AttemptEnd,
+        result: String,
+        events: &EventLog,
+        recorder: &StateRecorder,
+    ) {
+        if let Some(attempt) = self.current.take() {
+            let _ = self.ledger.finish(attempt.id, end, now_secs(), result);
+            self.publish(attempt.id, events, recorder);
+            if end == AttemptEnd::Failed
+                && let Some(last) = self.last.as_mut()
+                && last.next == Next::NoProgress
+            {
+                // Decided again as what set the attempt off (the worker is still there).
+                last.next = Next::Recover(attempt.trigger.to_string());
             }
         }
     }
 
-    /// The worker was started again by a recovery restart.
-    pub fn restarted(&mut self, recorder: &StateRecorder) {
-        self.restarts.on_restarted();
-        self.save(recorder);
+    /// An escalated (or undecidable) lane: watched until it moves if its worker is alive.
+    fn after_escalation(&self) -> Plan {
+        if self.worker_alive() {
+            carry_on(Watch::Escalated)
+        } else {
+            Plan::Done
+        }
     }
 
-    fn escalate_recipe(&self, recipe: &Recipe, outcome: &Outcome, events: &EventLog) {
+    /// Whether the last run left the worker running (only a recovery or a check ended it).
+    fn worker_alive(&self) -> bool {
+        self.last.as_ref().is_some_and(|o| {
+            !o.state.status.is_terminal()
+                && matches!(
+                    o.next,
+                    Next::Recover(_) | Next::Progressed(_) | Next::NoProgress
+                )
+        })
+    }
+
+    fn escalate_recipe(&self, recipe: &Recipe, events: &EventLog) {
         let next_action = recipe.escalation.next_action_for(&self.lane);
+        let Some(outcome) = &self.last else {
+            return;
+        };
         match recipe.escalation.outcome {
             EscalationOutcome::Block if outcome.state.status != LaneStatus::Failed => {
-                let subphase = match outcome.next {
-                    Next::Recover(_) => BlockedSubphase::Stalled,
-                    _ => outcome.state.subphase.unwrap_or(BlockedSubphase::Stalled),
-                };
+                let subphase = recipe
+                    .trigger
+                    .subphase()
+                    .or(outcome.state.subphase)
+                    .unwrap_or(BlockedSubphase::Stalled);
                 let _ = events.record(
                     "lane.blocked",
                     Some(outcome.state),
@@ -271,6 +400,18 @@ impl Recovery {
         record.restart = self.restarts.record().clone();
         recorder.update(|doc| doc.recovery = record);
     }
+}
+
+fn carry_on(watch: Watch) -> Plan {
+    Plan::CarryOn {
+        followups: Vec::new(),
+        watch,
+    }
+}
+
+/// The lane finished its work.
+fn is_healed(outcome: &Outcome) -> bool {
+    outcome.state.status == LaneStatus::Finished
 }
 
 /// `lane.escalated`: a person must act; the lane keeps its state.

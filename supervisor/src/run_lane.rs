@@ -28,7 +28,8 @@ use crate::checks::LaneChecks;
 use crate::cli::{OutputFormat, TransportKind};
 use crate::control;
 use crate::output::CommandError;
-use crate::recovering::{Plan, Recovery};
+use crate::recovering::{Plan, Recovery, Watch};
+use clawpool_recovery::StepOutcome;
 
 /// The folder inside a lane where clawpool keeps its files.
 pub const STATE_DIR: &str = ".claw";
@@ -215,16 +216,8 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
     }
     let plan = plan_prompt(job.prompt.as_deref(), &job.settings, &job.profile, &job.dir)
         .map_err(|e| CommandError::io("writing .claw/task.md", e))?;
-    if let PromptPlan::LaunchArg { prompt } = &plan {
-        spec = spec.args(
-            job.profile
-                .manifest
-                .launch
-                .prompt_args
-                .iter()
-                .map(|a| a.replace("{prompt}", prompt)),
-        );
-    }
+    let base_spec = spec.clone();
+    spec = with_prompt(spec, &job.profile, &plan);
 
     let (operator_tx, mut operator_rx) = mpsc::channel(8);
     let (ops_tx, ops_rx) = mpsc::channel(4);
@@ -267,31 +260,55 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
             checks.serve(ops_rx, Arc::clone(&events), recorder.clone()),
         )
     });
-    let mut lane = LaneContext {
-        name: job.name.clone(),
-        cwd: job.dir.clone(),
-        trusted: job.trusted,
-        prompt: plan.clone(),
+    let mut rig = Rig {
+        name: &job.name,
+        profile: &job.profile,
+        terminal: &job.terminal,
+        lane: LaneContext {
+            name: job.name.clone(),
+            cwd: job.dir.clone(),
+            trusted: job.trusted,
+            prompt: plan.clone(),
+        },
+        plan,
+        base_spec,
+        session,
+        events: Arc::clone(&events),
+        recorder: recorder.clone(),
+        restarts: 0,
     };
     let mut prior_attempts = 0;
-    let mut restarts = 0u32;
     let mut recovery = Recovery::new(Arc::clone(&job.policy), &job.name, &recorder);
-    let mut nudges = Vec::new();
-    let outcome = loop {
+    // How the next run of the handshake starts: with a new worker, or carrying on with the
+    // same one after a recovery step (its state and receipt as the last run left them).
+    let mut carry: Option<Resumed> = None;
+    let mut followups = Vec::new();
+    let mut watch = Watch::Troubles;
+    let outcome = 'lane: loop {
         let run_started = state_file::now_secs();
+        // Set when a recovery step starts a new worker before the next run.
+        let mut fresh = false;
         let mut handshake = Handshake::new(
             worker.clone(),
             &job.profile,
-            lane.clone(),
+            rig.lane.clone(),
             job.settings,
             &events,
             &mut operator_rx,
         )
         .after_attempts(prior_attempts)
-        .stall_after(recovery.stall_after())
-        .with_followups(std::mem::take(&mut nudges));
+        .with_followups(std::mem::take(&mut followups));
+        handshake = match watch {
+            Watch::Troubles => handshake
+                .stall_after(recovery.stall_after())
+                .recover_provider_down(),
+            Watch::Check(within) => handshake.check_progress(Some(within)),
+            Watch::Escalated => handshake.check_progress(None),
+        };
         if let Some(resumed) = resumed.take() {
             handshake = handshake.resume(resumed);
+        } else if let Some(resumed) = carry.take() {
+            handshake = handshake.carry_on(resumed);
         }
         let outcome = tokio::select! {
             outcome = handshake.run() => outcome,
@@ -300,28 +317,64 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
                 break None;
             }
         };
-        let request = match &outcome.next {
-            Next::Restart(request) => request.clone(),
-            _ => match recovery.after_run(&outcome, run_started, &events, &recorder) {
+        if let Next::Restart(request) = &outcome.next {
+            let request = request.clone();
+            match rig.restart(&outcome, &request).await {
+                Ok(new_worker) => {
+                    worker = new_worker;
+                    prior_attempts = outcome.receipt.attempts;
+                    watch = Watch::Troubles;
+                    continue;
+                }
+                Err(failed) => break Some(failed),
+            }
+        }
+        let mut plan = recovery.after_run(&outcome, run_started, &events, &recorder);
+        loop {
+            plan = match plan {
                 Plan::Done => {
                     // An escalation may have moved the lane (a stall escalated is blocked).
                     let state = recorder.doc().lane_state();
-                    break Some(Outcome { state, ..outcome });
+                    break 'lane Some(Outcome { state, ..outcome });
                 }
-                Plan::Nudge { key, wait, text } => {
-                    // Interrupt, wait, and carry on with the same worker, the nudge queued.
-                    if let Ok(key) = key.parse() {
-                        let _ = worker.send(&clawpool_pty::Input::Key(key)).await;
-                    }
-                    tokio::time::sleep(wait).await;
-                    resumed = Some(Resumed {
-                        state: outcome.state,
+                Plan::CarryOn {
+                    followups: texts,
+                    watch: next,
+                } => {
+                    // A restarted worker starts its own handshake; the same one carries on.
+                    carry = (!fresh).then(|| Resumed {
+                        state: recorder.doc().lane_state(),
                         attempts: outcome.receipt.attempts,
                         sent_at: outcome.receipt.sent_at.map(|ms| ms / 1000),
                         accepted_at: outcome.receipt.accepted_at.map(|ms| ms / 1000),
                     });
-                    nudges.push(text);
-                    continue;
+                    followups = texts;
+                    watch = next;
+                    continue 'lane;
+                }
+                Plan::SendKey(key) => {
+                    let sent = match key.parse::<clawpool_pty::Key>() {
+                        Ok(key) => worker
+                            .send(&clawpool_pty::Input::Key(key))
+                            .await
+                            .map_err(|e| e.to_string()),
+                        Err(e) => Err(format!("{e}")),
+                    };
+                    let step = match sent {
+                        Ok(()) => StepOutcome::Done,
+                        Err(why) => StepOutcome::Failed(format!("sending {key}: {why}")),
+                    };
+                    recovery.step_done(step, &events, &recorder)
+                }
+                Plan::Wait(wait) => {
+                    tokio::select! {
+                        _ = tokio::time::sleep(wait) => {}
+                        _ = tokio::signal::ctrl_c() => {
+                            worker.stop(std::time::Duration::from_secs(5)).await;
+                            break 'lane None;
+                        }
+                    }
+                    recovery.step_done(StepOutcome::Done, &events, &recorder)
                 }
                 Plan::Restart {
                     delay,
@@ -329,70 +382,36 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
                     redeliver,
                     by,
                 } => {
-                    worker.stop(std::time::Duration::from_secs(5)).await;
-                    tokio::select! {
-                        _ = tokio::time::sleep(delay) => {}
-                        _ = tokio::signal::ctrl_c() => break None,
-                    }
-                    RestartRequest {
-                        by,
-                        resume,
-                        redeliver,
+                    if resume && job.profile.manifest.launch.resume_args.is_empty() {
+                        let why = format!(
+                            "the {} profile has no resume arguments; the worker was left as it is",
+                            job.profile.name()
+                        );
+                        recovery.step_done(StepOutcome::Failed(why), &events, &recorder)
+                    } else {
+                        worker.stop(std::time::Duration::from_secs(5)).await;
+                        tokio::select! {
+                            _ = tokio::time::sleep(delay) => {}
+                            _ = tokio::signal::ctrl_c() => break 'lane None,
+                        }
+                        let request = RestartRequest {
+                            by,
+                            resume,
+                            redeliver,
+                        };
+                        match rig.restart(&outcome, &request).await {
+                            Ok(new_worker) => {
+                                worker = new_worker;
+                                prior_attempts = outcome.receipt.attempts;
+                                recovery.restarted(&recorder);
+                                fresh = true;
+                                recovery.step_done(StepOutcome::Done, &events, &recorder)
+                            }
+                            Err(failed) => break 'lane Some(failed),
+                        }
                     }
                 }
-            },
-        };
-        let request = &request;
-        restarts += 1;
-        prior_attempts = outcome.receipt.attempts;
-        let accepted = outcome.receipt.accepted_at.is_some();
-        lane.prompt = if request.redeliver || !accepted {
-            plan.clone()
-        } else {
-            PromptPlan::None
-        };
-        let mut restart_spec = spec.clone();
-        let resume = request.resume && !job.profile.manifest.launch.resume_args.is_empty();
-        if resume {
-            restart_spec = restart_spec.args(job.profile.manifest.launch.resume_args.iter());
-        }
-        if let Terminal::Tmux(server) = &job.terminal {
-            let _ = server.kill_session(&session).await;
-        }
-        let worker_id = format!("{}-{}-r{restarts}", job.name, std::process::id());
-        recorder.update(|doc| doc.worker_id = worker_id.clone());
-        let _ = events.record(
-            "lane.restarted",
-            None,
-            None,
-            None,
-            json!({
-                "by": request.by, "restart": restarts, "worker_id": worker_id,
-                "resume": resume, "redeliver_prompt": !matches!(lane.prompt, PromptPlan::None),
-                "previous": outcome.state.to_string(), "previous_exit": outcome.exit,
-            }),
-        );
-        match start_worker(&job.terminal, &session, restart_spec).await {
-            Ok(new_worker) => {
-                worker = new_worker;
-                if !request.by.starts_with("operator") {
-                    recovery.restarted(&recorder);
-                }
-            }
-            Err(err) => {
-                let _ = events.record(
-                    "lane.failed",
-                    Some(outcome.state),
-                    Some(LaneState::failed(FailureClass::WorkerCrashed)),
-                    None,
-                    json!({"error": format!("the worker could not be started again: {err}")}),
-                );
-                break Some(Outcome {
-                    state: LaneState::failed(FailureClass::WorkerCrashed),
-                    next: Next::Done,
-                    ..outcome
-                });
-            }
+            };
         }
     };
     listener.abort();
@@ -415,7 +434,7 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
         commits.check().await;
     }
     if let Terminal::Tmux(server) = &job.terminal {
-        let _ = server.kill_session(&session).await;
+        let _ = server.kill_session(&rig.session).await;
     }
     recorder.update(|_| {});
     let _ = std::fs::remove_file(&socket);
@@ -423,6 +442,97 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
         outcome,
         degraded: recorder.degraded(),
     })
+}
+
+/// The spawn spec with the prompt passed at launch, when that is how it goes in.
+fn with_prompt(spec: SpawnSpec, profile: &Profile, plan: &PromptPlan) -> SpawnSpec {
+    match plan {
+        PromptPlan::LaunchArg { prompt } => spec.args(
+            profile
+                .manifest
+                .launch
+                .prompt_args
+                .iter()
+                .map(|a| a.replace("{prompt}", prompt)),
+        ),
+        _ => spec,
+    }
+}
+
+/// What starting a lane's worker again needs.
+struct Rig<'a> {
+    name: &'a str,
+    profile: &'a Profile,
+    terminal: &'a Terminal,
+    /// The lane as the next handshake sees it (its prompt: none once taken, unless delivered
+    /// again).
+    lane: LaneContext,
+    /// How the lane's prompt goes in.
+    plan: PromptPlan,
+    /// The agent's spawn spec without the prompt.
+    base_spec: SpawnSpec,
+    session: String,
+    events: Arc<EventLog>,
+    recorder: StateRecorder,
+    restarts: u32,
+}
+
+impl Rig<'_> {
+    /// Starts a new worker in the lane's folder after `outcome`'s has stopped; the lane fails
+    /// (and that is the `Err`) when it cannot be started.
+    async fn restart(
+        &mut self,
+        outcome: &Outcome,
+        request: &RestartRequest,
+    ) -> Result<Worker, Outcome> {
+        self.restarts += 1;
+        let accepted = outcome.receipt.accepted_at.is_some();
+        self.lane.prompt = if request.redeliver || !accepted {
+            self.plan.clone()
+        } else {
+            PromptPlan::None
+        };
+        let mut spec = with_prompt(self.base_spec.clone(), self.profile, &self.lane.prompt);
+        let resume_args = &self.profile.manifest.launch.resume_args;
+        let resume = request.resume && !resume_args.is_empty();
+        if resume {
+            spec = spec.args(resume_args.iter());
+        }
+        if let Terminal::Tmux(server) = self.terminal {
+            let _ = server.kill_session(&self.session).await;
+        }
+        let worker_id = format!("{}-{}-r{}", self.name, std::process::id(), self.restarts);
+        self.recorder
+            .update(|doc| doc.worker_id = worker_id.clone());
+        let _ = self.events.record(
+            "lane.restarted",
+            None,
+            None,
+            None,
+            json!({
+                "by": request.by, "restart": self.restarts, "worker_id": worker_id,
+                "resume": resume, "redeliver_prompt": !matches!(self.lane.prompt, PromptPlan::None),
+                "previous": outcome.state.to_string(), "previous_exit": outcome.exit,
+            }),
+        );
+        match start_worker(self.terminal, &self.session, spec).await {
+            Ok(worker) => Ok(worker),
+            Err(err) => {
+                let _ = self.events.record(
+                    "lane.failed",
+                    Some(outcome.state),
+                    Some(LaneState::failed(FailureClass::WorkerCrashed)),
+                    None,
+                    json!({"error": format!("the worker could not be started again: {err}")}),
+                );
+                Err(Outcome {
+                    state: LaneState::failed(FailureClass::WorkerCrashed),
+                    next: Next::Done,
+                    ..outcome.clone()
+                })
+            }
+        }
+    }
 }
 
 /// Starts the lane's agent on its terminal.

@@ -1,7 +1,8 @@
-//! Automatic recovery with the scripted agent: a stalled agent interrupted and nudged, a
-//! stall that does not heal escalated, a crash loop restarted with backoff until the restart
-//! intensity is used up, and a prompt misdelivered to a shell restarted and delivered once
-//! more. Every attempt is checked in the lane's ledger and events.
+//! Automatic recovery with the scripted agent: a stalled agent interrupted and nudged; one the
+//! nudge does not move restarted with its resume option and nudged again; a stall that does
+//! not heal escalated to a person and left blocked until they act; a crash loop restarted with
+//! backoff until the restart intensity is used up; and a prompt misdelivered to a shell
+//! restarted and delivered once more. Every attempt is checked in the lane's ledger and events.
 
 use std::path::{Path, PathBuf};
 
@@ -12,14 +13,14 @@ use crate::handshake::{Lane, prompts_delivered, setup};
 
 const DEFAULT_POLICY: &str = include_str!("../../docs/policy-defaults.toml");
 
-/// The shipped policy with faster clocks: a stall after 2 s, a 1 s wait after the interrupt,
-/// restarts from 300 ms doubling. Named by the lane's config (a policy file replaces the
+/// The shipped policy with faster clocks: a stall after 2 s, a 1 s wait after the interrupt
+/// and 2 s checks for progress after each nudge, restarts from 300 ms doubling. Named by the lane's config (a policy file replaces the
 /// defaults as a whole, so it starts from them).
 fn fast_policy(sandbox: &Sandbox, config: &Path) -> PathBuf {
     let policy = DEFAULT_POLICY
         .replace("after = \"10m\"", "after = \"2s\"")
         .replace("initial = \"2s\"", "initial = \"300ms\"")
-        + "\n[recipes.interrupt_and_nudge]\nwait = \"1s\"\n";
+        + "\n[recipes.interrupt_and_nudge]\nwait = \"1s\"\nprogress_timeout = \"2s\"\n";
     let file = sandbox.dir.path().join("policy.toml");
     std::fs::write(&file, policy).expect("policy");
     let text = std::fs::read_to_string(config).expect("config");
@@ -92,42 +93,110 @@ steps = [{ do = "write_file", path = "done.txt", content = "done\n" }]
 }
 
 #[test]
-fn a_stall_that_does_not_heal_is_escalated_with_the_ledger_showing_each_step() {
+fn a_stall_a_nudge_does_not_move_is_restarted_with_resume_and_nudged_again() {
+    let sandbox = Sandbox::new();
+    // The prompt hangs, so does the first nudge; the nudge after resuming gets the work done.
+    let scenario = r#"
+prompt_log = ".prompts.jsonl"
+[[prompt]]
+steps = [{ do = "hang" }]
+[[prompt]]
+steps = [{ do = "hang" }]
+[[prompt]]
+steps = [{ do = "write_file", path = "done.txt", content = "done\n" }]
+"#;
+    let (repo, config) = setup(&sandbox, scenario, true, "");
+    fast_policy(&sandbox, &config);
+    let (code, _, events) = Lane::start(&sandbox, &repo, &config, "scripted", "work").finish();
+    assert_eq!(code, 0, "{events:#?}");
+    clawpool_tests::assert_kinds_in_order(
+        &events,
+        &[
+            "lane.stalled",
+            "lane.recovery.running",
+            "lane.prompt_round",
+            "lane.prompt_accepted",
+            "lane.restarted",
+            "lane.started",
+            "lane.prompt_round",
+            "lane.prompt_accepted",
+            "lane.finished",
+            "lane.recovery.succeeded",
+        ],
+    );
+    let restarted = of_kind(&events, "lane.restarted");
+    assert_eq!(restarted.len(), 1);
+    assert_eq!(restarted[0]["detail"]["by"], "interrupt_and_nudge");
+    assert_eq!(restarted[0]["detail"]["resume"], true);
+    assert_eq!(
+        restarted[0]["detail"]["redeliver_prompt"], false,
+        "a resumed agent has the prompt already"
+    );
+    assert_eq!(
+        prompts_delivered(&repo),
+        3,
+        "the prompt, the nudge, the nudge after resuming"
+    );
+    assert!(repo.join("done.txt").exists());
+    let entries = &state(&repo)["recovery"]["entries"];
+    assert_eq!(entries.as_array().map(Vec::len), Some(1), "{entries}");
+    assert_eq!(entries[0]["state"], "succeeded");
+    let result = entries[0]["result"].as_str().unwrap_or_default();
+    assert!(
+        result.starts_with("step 7 (wait_for_progress 2s): progress"),
+        "the last check saw the progress: {result}"
+    );
+}
+
+#[test]
+fn a_stall_that_does_not_heal_is_escalated_and_left_blocked_for_a_person() {
     let sandbox = Sandbox::new();
     let scenario = "prompt_log = \".prompts.jsonl\"\n[[prompt]]\nsteps = [{ do = \"hang\" }]\n";
     let (repo, config) = setup(&sandbox, scenario, true, "");
     fast_policy(&sandbox, &config);
-    let (code, outcome, events) =
-        Lane::start(&sandbox, &repo, &config, "scripted", "work").finish();
-    assert_eq!(code, 1, "{events:#?}");
-    assert_eq!(
-        of_kind(&events, "lane.stalled").len(),
-        2,
-        "stalled, nudged, stalled again"
-    );
-    assert_eq!(
-        prompts_delivered(&repo),
-        2,
-        "the prompt and one nudge, nothing more"
-    );
-    let blocked = of_kind(&events, "lane.blocked");
-    let escalation = blocked.last().expect("escalated");
+    let mut lane = Lane::start(&sandbox, &repo, &config, "scripted", "work");
+    let escalation = lane.wait_kind("lane.blocked");
     assert_eq!(escalation["to"]["subphase"], "stalled");
     assert!(
-        escalation["detail"]["next_action"].is_string(),
+        escalation["detail"]["next_action"]
+            .as_str()
+            .is_some_and(|a| a.contains("clawpool stop")),
         "{escalation}"
     );
-    assert_eq!(outcome["state"]["subphase"], "stalled");
+    // Escalated, the lane is still supervised: blocked, its worker alive, for a person.
     let doc = state(&repo);
     assert_eq!(doc["status"], "blocked");
     assert_eq!(doc["failure"]["class"], "stalled");
-    let states: Vec<&str> = doc["recovery"]["entries"]
-        .as_array()
-        .expect("entries")
+    let entries = doc["recovery"]["entries"].as_array().expect("entries");
+    let states: Vec<&str> = entries
         .iter()
         .map(|e| e["state"].as_str().unwrap_or_default())
         .collect();
     assert_eq!(states, ["failed", "exhausted"], "{doc}");
+    let failed = entries[0]["result"].as_str().unwrap_or_default();
+    assert!(
+        failed.contains("no progress; the recipe's steps ran out"),
+        "{failed}"
+    );
+    let agent = doc["pid"].as_u64().expect("the worker's pid");
+    assert!(
+        Path::new(&format!("/proc/{agent}")).exists(),
+        "the agent is alive"
+    );
+
+    // The person gives up on it.
+    crate::handshake::control(&sandbox, &["stop"], &repo);
+    let (code, outcome, events) = lane.finish();
+    assert_eq!(code, 1, "{events:#?}");
+    assert_eq!(outcome["state"]["status"], "failed");
+    assert_eq!(outcome["state"]["failure"], "stalled");
+    assert_eq!(of_kind(&events, "lane.stalled").len(), 1);
+    assert_eq!(of_kind(&events, "lane.restarted").len(), 1);
+    assert_eq!(
+        prompts_delivered(&repo),
+        3,
+        "the prompt, a nudge, a nudge after resuming: nothing more"
+    );
     assert!(sandbox.leftover_processes().is_empty());
 }
 
@@ -255,4 +324,108 @@ fn a_prompt_misdelivered_to_a_shell_is_delivered_once_more_to_a_restarted_worker
         "restart_after_misdelivery"
     );
     assert_eq!(doc["recovery"]["entries"][0]["state"], "succeeded");
+}
+
+/// Retries shown for `attempts` seconds, then the work: a file written.
+fn provider_down_for(attempts: u32) -> String {
+    format!(
+        "prompt_log = \".prompts.jsonl\"\n[[prompt]]\nsteps = [{{ do = \"provider_down\", attempts = {attempts}, every_ms = 1000 }}, {{ do = \"write_file\", path = \"done.txt\", content = \"done\\n\" }}]\n"
+    )
+}
+
+#[test]
+fn a_provider_that_comes_back_while_the_lane_waits_lets_it_finish() {
+    let sandbox = Sandbox::new();
+    let (repo, config) = setup(&sandbox, &provider_down_for(4), true, "");
+    let text = std::fs::read_to_string(&config).expect("config");
+    std::fs::write(
+        &config,
+        text.replace("[handshake]\n", "[handshake]\nprovider_block_secs = 1\n"),
+    )
+    .expect("config");
+    fast_policy(&sandbox, &config);
+    let (code, _, events) = Lane::start(&sandbox, &repo, &config, "scripted", "work").finish();
+    assert_eq!(code, 0, "{events:#?}");
+    clawpool_tests::assert_kinds_in_order(
+        &events,
+        &[
+            "lane.running",
+            "lane.blocked",
+            "lane.recovery.queued",
+            "lane.recovery.running",
+            "lane.recovery.succeeded",
+            "lane.finished",
+        ],
+    );
+    let blocked = of_kind(&events, "lane.blocked");
+    assert_eq!(blocked.len(), 1, "{blocked:#?}");
+    assert_eq!(blocked[0]["to"]["subphase"], "provider");
+    assert!(of_kind(&events, "lane.escalated").is_empty());
+    assert!(repo.join("done.txt").exists());
+    assert_eq!(
+        prompts_delivered(&repo),
+        1,
+        "nothing typed while it retried"
+    );
+    let entries = &state(&repo)["recovery"]["entries"];
+    assert_eq!(entries.as_array().map(Vec::len), Some(1), "{entries}");
+    assert_eq!(entries[0]["recipe"], "wait_for_provider");
+    assert_eq!(entries[0]["trigger"], "provider_down");
+    assert_eq!(entries[0]["state"], "succeeded");
+}
+
+#[test]
+fn a_provider_down_past_the_wait_is_escalated_and_the_lane_resumes_when_it_is_back() {
+    let sandbox = Sandbox::new();
+    let (repo, config) = setup(&sandbox, &provider_down_for(8), true, "");
+    let text = std::fs::read_to_string(&config).expect("config");
+    std::fs::write(
+        &config,
+        text.replace("[handshake]\n", "[handshake]\nprovider_block_secs = 1\n"),
+    )
+    .expect("config");
+    let policy = fast_policy(&sandbox, &config);
+    let text = std::fs::read_to_string(&policy).expect("policy");
+    std::fs::write(
+        &policy,
+        text + "\n[recipes.wait_for_provider]\nprogress_timeout = \"2s\"\n",
+    )
+    .expect("policy");
+    let mut lane = Lane::start(&sandbox, &repo, &config, "scripted", "work");
+    // The wait is over and the provider still down: the attempt fails by escalating.
+    let escalated = lane.wait_kind("lane.recovery.failed");
+    assert_eq!(escalated["detail"]["recipe"], "wait_for_provider");
+    let doc = state(&repo);
+    assert_eq!(doc["status"], "blocked");
+    assert_eq!(doc["blocked"]["subphase"], "provider");
+    assert_eq!(doc["failure"]["class"], "provider");
+    let (code, _, events) = lane.finish();
+    assert_eq!(
+        code, 0,
+        "the lane went on once the provider was back: {events:#?}"
+    );
+    let blocked = of_kind(&events, "lane.blocked");
+    let escalation = blocked
+        .iter()
+        .find(|e| e["detail"]["recipe"] == "wait_for_provider")
+        .expect("the escalation");
+    assert!(
+        escalation["detail"]["next_action"].is_string(),
+        "{escalation}"
+    );
+    assert!(repo.join("done.txt").exists());
+    let entries = state(&repo)["recovery"]["entries"].clone();
+    let states: Vec<&str> = entries
+        .as_array()
+        .expect("entries")
+        .iter()
+        .map(|e| e["state"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(states, ["failed"], "{entries}");
+    assert!(
+        entries[0]["result"]
+            .as_str()
+            .is_some_and(|r| r.contains("escalated")),
+        "{entries}"
+    );
 }

@@ -114,6 +114,18 @@ impl App {
         app
     }
 
+    /// Continues an earlier session that had received `prompts` prompts: the next prompt
+    /// runs the scenario's steps for the one after them, and the transcript says so.
+    pub fn resumed(mut self, prompts: usize) -> Self {
+        if prompts > 0 {
+            self.prompts_received = prompts;
+            self.transcript.push(&format!(
+                "Resumed the earlier session ({prompts} prompt(s))"
+            ));
+        }
+        self
+    }
+
     fn after_trust(&self, now: Instant) -> Mode {
         if self.scenario.boot_dialog {
             Mode::Boot(0)

@@ -37,9 +37,11 @@ use scenario::Scenario;
 use term::{Signal, Signals, TermSize, Terminal};
 use ui::Renderer;
 
-const USAGE: &str = "usage: clawpool-scripted-agent [--scenario FILE] [--prompt TEXT] [PROMPT...]
+const USAGE: &str =
+    "usage: clawpool-scripted-agent [--scenario FILE] [--resume] [--prompt TEXT] [PROMPT...]
 
   --scenario FILE  the TOML scenario (default: $CLAWPOOL_AGENT_SCENARIO, else built-in)
+  --resume         continue the earlier session: the prompts already in the prompt log count
   --prompt TEXT    a prompt submitted as soon as the agent is ready (so is PROMPT...)";
 
 /// The command line.
@@ -47,6 +49,7 @@ const USAGE: &str = "usage: clawpool-scripted-agent [--scenario FILE] [--prompt 
 struct Args {
     scenario: Option<PathBuf>,
     prompt: Option<String>,
+    resume: bool,
 }
 
 /// Parses the arguments after the program name; `Ok(None)` means `--help`.
@@ -71,6 +74,7 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Option<Args>, St
             "-h" | "--help" => return Ok(None),
             "--scenario" => parsed.scenario = Some(PathBuf::from(value("--scenario")?)),
             "--prompt" => parsed.prompt = Some(value("--prompt")?),
+            "--resume" => parsed.resume = true,
             "--" => positional.extend(args.by_ref()),
             s if s.starts_with('-') && s.len() > 1 => return Err(format!("unknown option {s}")),
             _ => positional.push(arg),
@@ -150,14 +154,17 @@ fn run() -> i32 {
             return 2;
         }
     };
+    let log = PromptLog::new(log_path);
+    let resumed = if args.resume { log.prompts() } else { 0 };
     let app = App::new(
         scenario,
         cwd,
-        PromptLog::new(log_path),
+        log,
         args.prompt,
         !terminal.is_tty(),
         Instant::now(),
-    );
+    )
+    .resumed(resumed);
     EventLoop {
         app,
         terminal,
@@ -366,7 +373,17 @@ mod main_tests {
             parsed,
             Some(Args {
                 scenario: Some("s.toml".into()),
-                prompt: Some("do it".into())
+                prompt: Some("do it".into()),
+                resume: false,
+            })
+        );
+        let parsed = args(&["--resume", "go on"]).expect("valid");
+        assert_eq!(
+            parsed,
+            Some(Args {
+                scenario: None,
+                prompt: Some("go on".into()),
+                resume: true,
             })
         );
         let parsed = args(&["--scenario=s.toml", "fix", "the bug"]).expect("valid");

@@ -33,6 +33,19 @@ impl PromptLog {
         })
     }
 
+    /// How many prompts the log holds (a resumed session goes on after them); 0 without a log.
+    pub fn prompts(&self) -> usize {
+        let Some(path) = &self.path else {
+            return 0;
+        };
+        std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+            .filter(|event| event["event"] == "prompt")
+            .count()
+    }
+
     /// Logs a dialog answer: `{"event":EVENT,"choice":"yes"|"no","at_ms":...}`.
     pub fn choice(&self, event: &str, yes: bool) -> io::Result<()> {
         let choice = if yes { "yes" } else { "no" };

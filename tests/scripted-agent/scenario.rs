@@ -126,10 +126,29 @@ pub enum Step {
         /// How many lines.
         lines: u64,
     },
+    /// The provider is unreachable: the line above the input shows a retry countdown
+    /// (`⎿ API Error (Connection refused) · retrying in 2s · attempt 1/10`) instead of the
+    /// spinner, one attempt every `every_ms`; after `attempts` attempts it is back.
+    ProviderDown {
+        /// Failed attempts before it is back (default 3).
+        #[serde(default = "provider_attempts")]
+        attempts: u32,
+        /// Time between attempts, in milliseconds (default 1000).
+        #[serde(default = "provider_every_ms")]
+        every_ms: u64,
+    },
 }
 
 fn crash_code() -> u8 {
     1
+}
+
+fn provider_attempts() -> u32 {
+    3
+}
+
+fn provider_every_ms() -> u64 {
+    1000
 }
 
 /// The steps of the default scenario: say `ok`, work for 300 ms.

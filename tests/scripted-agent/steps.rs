@@ -34,6 +34,15 @@ enum Wait {
         /// The highlighted entry: 0 = Yes, 1 = No.
         selected: usize,
     },
+    /// A `provider_down` step: retrying, until `until`.
+    Provider {
+        /// When the first attempt failed.
+        since: Instant,
+        /// Time between attempts.
+        every: Duration,
+        /// When the provider is back.
+        until: Instant,
+    },
     /// An `output` step part-way through.
     Output {
         /// Lines written so far.
@@ -95,6 +104,8 @@ impl Run {
                 Wait::Ready => {}
                 Wait::Until(deadline) if now < *deadline => return Effect::Blocked,
                 Wait::Until(_) => self.wait = Wait::Ready,
+                Wait::Provider { until, .. } if now < *until => return Effect::Blocked,
+                Wait::Provider { .. } => self.wait = Wait::Ready,
                 Wait::Hang | Wait::Frozen(_) | Wait::Permission { .. } => return Effect::Blocked,
                 Wait::Output { done, total } => {
                     let (from, total) = (*done, *total);
@@ -134,6 +145,14 @@ impl Run {
                         total: lines,
                     }
                 }
+                Step::ProviderDown { attempts, every_ms } => {
+                    let every = Duration::from_millis(every_ms.max(1));
+                    self.wait = Wait::Provider {
+                        since: now,
+                        every,
+                        until: now + every * attempts,
+                    };
+                }
                 Step::Crash { code } => return Effect::Crash(code),
                 Step::Exit { code } => return Effect::Exit(code),
                 Step::ShellError {} => return Effect::ShellError,
@@ -149,6 +168,7 @@ impl Run {
             Wait::Permission { .. } => None,
             Wait::Output { .. } | Wait::Ready => Some(now),
             Wait::Until(deadline) => Some(tick.min(*deadline)),
+            Wait::Provider { until, .. } => Some(tick.min(*until)),
             Wait::Hang | Wait::Frozen(_) => Some(tick),
         }
     }
@@ -164,8 +184,20 @@ impl Run {
         now.saturating_duration_since(self.started).as_secs()
     }
 
-    /// The spinner line: `✢ Working… (Ns · esc to interrupt)`.
+    /// The spinner line: `✢ Working… (Ns · esc to interrupt)`; while the provider is down,
+    /// its retry line instead.
     pub fn spinner(&self, now: Instant) -> String {
+        if let Wait::Provider { since, every, .. } = self.wait {
+            let waited = now.saturating_duration_since(since);
+            let attempt = waited.as_millis() / every.as_millis().max(1) + 1;
+            let next = every.saturating_sub(Duration::from_millis(
+                u64::try_from(waited.as_millis() % every.as_millis().max(1)).unwrap_or(0),
+            ));
+            return format!(
+                "⎿ API Error (Connection refused) · retrying in {}s · attempt {attempt}/10",
+                next.as_secs().max(1)
+            );
+        }
         let glyph = SPINNER_GLYPHS[self.ticks(now) as usize % SPINNER_GLYPHS.len()];
         let secs = match self.wait {
             Wait::Frozen(secs) => secs,

@@ -81,6 +81,23 @@ pub enum Next {
     Restart(RestartRequest),
     /// The worker is alive but needs a recovery recipe (the trigger's name, e.g. `stalled`).
     Recover(String),
+    /// A recovery check ([`Handshake::check_progress`]) saw meaningful progress: what it was.
+    Progressed(String),
+    /// A recovery check's time ran out without meaningful progress.
+    NoProgress,
+}
+
+/// A recovery recipe's `wait_for_progress` check on this run.
+///
+/// It is armed once the agent has taken everything it was given (the prompt or a nudge was
+/// accepted and nothing is queued), so the echo of our own text is never taken for progress.
+#[derive(Debug, Clone)]
+struct ProgressCheck {
+    /// `None`: no time limit (an escalated lane watched until it moves).
+    within: Option<Duration>,
+    armed_at: Option<Instant>,
+    /// Normalised texts this run delivered: screen lines inside them are their echo.
+    delivered: Vec<String>,
 }
 
 /// The lane as the handshake sees it.
@@ -131,8 +148,9 @@ pub struct Handshake<'a> {
     boot_deadline: Instant,
     /// Each dialog's answer attempts, so a dialog that will not go away ends up blocked.
     answer_attempts: std::collections::HashMap<String, u32>,
-    /// Set when the lane was adopted from an earlier supervisor rather than started.
-    adopted: bool,
+    /// The event that opens the run: `lane.started`, `lane.adopted` (taken over from an
+    /// earlier supervisor), or none when the same supervisor carries on with the same worker.
+    opening: Option<&'static str>,
     /// Texts sent with [`OperatorCommand::Send`], delivered one by one when the agent is idle.
     followups: std::collections::VecDeque<String>,
     /// Set when an operator asked to stop or restart: the run loop ends.
@@ -143,6 +161,11 @@ pub struct Handshake<'a> {
     progress: clawpool_recovery::ProgressTracker,
     /// A running lane with no progress this long is stalled; `None` never.
     stall_after: Option<Duration>,
+    /// A recovery check in progress, if the driver asked for one.
+    check: Option<ProgressCheck>,
+    /// End the run with [`Next::Recover`]`("provider_down")` when the lane blocks on its
+    /// provider.
+    recover_provider: bool,
 }
 
 /// What a new supervisor knows of a lane it adopts, from the lane's state file.
@@ -189,7 +212,7 @@ impl<'a> Handshake<'a> {
             provider_since: None,
             boot_deadline: Instant::now() + settings.boot_timeout,
             answer_attempts: Default::default(),
-            adopted: false,
+            opening: Some("lane.started"),
             followups: Default::default(),
             next: None,
             reached_ready: false,
@@ -197,6 +220,8 @@ impl<'a> Handshake<'a> {
                 clawpool_lanes::state_file::now_secs(),
             ),
             stall_after: None,
+            check: None,
+            recover_provider: false,
         }
     }
 
@@ -205,6 +230,32 @@ impl<'a> Handshake<'a> {
     /// are not progress; new lines are).
     pub fn stall_after(mut self, after: Duration) -> Self {
         self.stall_after = Some(after);
+        self
+    }
+
+    /// Ends the run with [`Next::Recover`]`("provider_down")` when the lane becomes
+    /// `blocked{provider}` (the agent keeps retrying; a recipe decides how long to wait).
+    pub fn recover_provider_down(mut self) -> Self {
+        self.recover_provider = true;
+        self
+    }
+
+    /// A recovery check: once the agent has taken what it was given, end the run with
+    /// [`Next::Progressed`] at the first meaningful progress on screen, or [`Next::NoProgress`]
+    /// when `within` (if any) passes without any. Stall detection is off meanwhile (the check
+    /// is it), and a lane blocked as stalled stays so until it shows progress.
+    pub fn check_progress(mut self, within: Option<Duration>) -> Self {
+        let prompt = match &self.lane.prompt {
+            PromptPlan::None => None,
+            PromptPlan::Typed { prompt }
+            | PromptPlan::TaskFile { prompt, .. }
+            | PromptPlan::LaunchArg { prompt } => Some(clawpool_recovery::normalize_line(prompt)),
+        };
+        self.check = Some(ProgressCheck {
+            within,
+            armed_at: None,
+            delivered: prompt.into_iter().collect(),
+        });
         self
     }
 
@@ -227,7 +278,7 @@ impl<'a> Handshake<'a> {
         self.state = from.state;
         self.receipt
             .resume(from.attempts, from.sent_at, from.accepted_at);
-        self.adopted = true;
+        self.opening = Some("lane.adopted");
         self.reached_ready = !matches!(
             from.state.status,
             LaneStatus::Spawning | LaneStatus::TrustRequired
@@ -235,20 +286,25 @@ impl<'a> Handshake<'a> {
         self
     }
 
+    /// Carries on with the same worker after the driver stepped in (a recovery recipe's key,
+    /// wait or nudge): like [`Handshake::resume`], without announcing a new start.
+    pub fn carry_on(self, from: Resumed) -> Self {
+        let mut handshake = self.resume(from);
+        handshake.opening = None;
+        handshake
+    }
+
     /// Drives the lane until it is finished or failed.
     pub async fn run(mut self) -> Outcome {
-        let kind = if self.adopted {
-            "lane.adopted"
-        } else {
-            "lane.started"
-        };
-        self.event(
-            kind,
-            None,
-            Some(self.state),
-            None,
-            serde_json::json!({"agent": self.profile.name(), "pid": self.worker.pid()}),
-        );
+        if let Some(kind) = self.opening {
+            self.event(
+                kind,
+                None,
+                Some(self.state),
+                None,
+                serde_json::json!({"agent": self.profile.name(), "pid": self.worker.pid()}),
+            );
+        }
         let mut changes = self.worker.changes();
         let mut output_open = true;
         loop {
@@ -296,7 +352,11 @@ impl<'a> Handshake<'a> {
     /// stall time ends the run for recovery.
     fn check_stall(&mut self, rows: &[String]) {
         let now = clawpool_lanes::state_file::now_secs();
-        self.progress.observe_screen(now, rows);
+        let new_lines = self.progress.observe_screen(now, rows);
+        if self.check.is_some() {
+            self.run_check(&new_lines);
+            return;
+        }
         let Some(after) = self.stall_after else {
             return;
         };
@@ -312,6 +372,40 @@ impl<'a> Handshake<'a> {
                 }),
             );
             self.next = Some(Next::Recover("stalled".into()));
+        }
+    }
+
+    /// Carries a recovery check on with the lines this look found new.
+    fn run_check(&mut self, new_lines: &[String]) {
+        let taken = self.followups.is_empty()
+            && (self.receipt.method == "none" || self.receipt.accepted_at.is_some());
+        let working = matches!(
+            self.state.status,
+            LaneStatus::PromptAccepted
+                | LaneStatus::Running
+                | LaneStatus::Blocked
+                | LaneStatus::ToolPermissionRequired
+        );
+        let Some(check) = self.check.as_mut() else {
+            return;
+        };
+        let Some(armed_at) = check.armed_at else {
+            if taken && working {
+                check.armed_at = Some(Instant::now());
+            }
+            return;
+        };
+        let progress = new_lines.iter().find(|line| {
+            let words = line.trim_start_matches(|c: char| !c.is_alphanumeric());
+            !words.is_empty() && !check.delivered.iter().any(|d| d.contains(words))
+        });
+        if let Some(line) = progress {
+            self.next = Some(Next::Progressed(format!("a new line on screen: {line}")));
+        } else if check
+            .within
+            .is_some_and(|within| armed_at.elapsed() >= within)
+        {
+            self.next = Some(Next::NoProgress);
         }
     }
 
@@ -340,7 +434,14 @@ impl<'a> Handshake<'a> {
                 .map(|t| t + self.settings.provider_block),
         );
         consider(self.receipt.retry_at());
-        if let (Some(after), LaneStatus::Running) = (self.stall_after, self.state.status) {
+        if let Some(check) = &self.check {
+            consider(
+                check
+                    .armed_at
+                    .zip(check.within)
+                    .map(|(at, within)| at + within),
+            );
+        } else if let (Some(after), LaneStatus::Running) = (self.stall_after, self.state.status) {
             let idle = self
                 .progress
                 .idle_for(clawpool_lanes::state_file::now_secs());
@@ -485,12 +586,21 @@ impl<'a> Handshake<'a> {
                 LaneState::blocked(BlockedSubphase::Provider),
                 Some(evidence),
             );
+            if self.recover_provider && self.check.is_none() {
+                self.next = Some(Next::Recover("provider_down".into()));
+            }
         }
     }
 
     fn on_working(&mut self, evidence: Evidence) {
         self.waiting_dialog = None;
         match self.state.status {
+            LaneStatus::Blocked
+                if self.check.is_some()
+                    && self.state.subphase == Some(BlockedSubphase::Stalled) =>
+            {
+                // Still working on screen is what it was stalled at; only progress unblocks.
+            }
             LaneStatus::PromptAccepted
             | LaneStatus::ToolPermissionRequired
             | LaneStatus::Blocked => {
@@ -786,10 +896,13 @@ impl<'a> Handshake<'a> {
                 format!("clawpool stop while {}", self.state)
             },
         };
-        let to = if done {
-            LaneState::plain(LaneStatus::Finished)
-        } else {
-            LaneState::failed(FailureClass::Infra)
+        let to = match self.state.subphase {
+            _ if done => LaneState::plain(LaneStatus::Finished),
+            // Stopped while blocked: it failed for what blocked it (a stall, the provider…).
+            Some(subphase) if self.state.status == LaneStatus::Blocked => {
+                LaneState::failed(subphase.failure_class())
+            }
+            _ => LaneState::failed(FailureClass::Infra),
         };
         self.transition(to, Some(evidence));
         self.next = Some(Next::Done);
@@ -878,6 +991,11 @@ impl<'a> Handshake<'a> {
         };
         self.receipt = Receipt::new(&plan);
         self.idle_since = None;
+        if let Some(check) = self.check.as_mut() {
+            check
+                .delivered
+                .push(clawpool_recovery::normalize_line(&text));
+        }
         self.event(
             "lane.prompt_round",
             None,
