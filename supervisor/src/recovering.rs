@@ -24,9 +24,9 @@ use clawpool::lane_state::StateRecorder;
 use clawpool_lanes::state_file::now_secs;
 use clawpool_lanes::{BlockedSubphase, EventLog, FailureClass, LaneState, LaneStatus};
 use clawpool_recovery::{
-    Action, AttemptEnd, AttemptId, AttemptOrigin, EscalationOutcome, LaneFacts, Ledger, Policy,
-    Queued, Recipe, RecipeRun, RestartDecision, RestartTracker, RunState, Step, StepOutcome,
-    Trigger,
+    Action, AttemptEnd, AttemptId, AttemptOrigin, AttemptState, EscalationOutcome, LaneFacts,
+    Ledger, Policy, Queued, Recipe, RecipeRun, RestartDecision, RestartTracker, RunState, Step,
+    StepOutcome, Trigger,
 };
 use serde_json::json;
 
@@ -94,21 +94,42 @@ pub struct Recovery {
 
 impl Recovery {
     /// Recovery for `lane`, continuing the ledger its state file holds.
-    pub fn new(policy: Arc<Policy>, lane: &str, recorder: &StateRecorder) -> Self {
+    ///
+    /// An attempt a dead supervisor was carrying out is closed as failed (its steps may have
+    /// half happened, so none is replayed; it counts against the recipe's limit), and
+    /// recorded as such. One it had only queued is carried out when the lane next needs that
+    /// recipe.
+    pub fn new(
+        policy: Arc<Policy>,
+        lane: &str,
+        events: &EventLog,
+        recorder: &StateRecorder,
+    ) -> Self {
         let record = recorder.doc().recovery;
         let restarts =
             RestartTracker::from_record(policy.restart_policy().clone(), record.restart.clone());
         let mut ledger = Ledger::from_record(record);
-        // An attempt a dead supervisor was carrying out is closed as failed, not replayed.
+        let running: Vec<AttemptId> = (0..ledger.record().entries.len())
+            .map(AttemptId)
+            .filter(|id| {
+                ledger
+                    .entry(*id)
+                    .is_some_and(|e| e.state == AttemptState::Running)
+            })
+            .collect();
         ledger.adopt(now_secs());
-        Self {
+        let recovery = Self {
             policy,
             ledger,
             restarts,
             current: None,
             last: None,
             lane: lane.to_owned(),
+        };
+        for id in running {
+            recovery.publish(id, events, recorder);
         }
+        recovery
     }
 
     /// The stall time of the policy.
@@ -236,6 +257,14 @@ impl Recovery {
             .queue(recipe, &trigger.to_string(), AttemptOrigin::Policy, now);
         let id = match queued {
             Queued::Attempt { id, .. } => id,
+            // Queued by a supervisor that stopped before carrying it out.
+            Queued::Busy { id }
+                if self.ledger.entry(id).is_some_and(|e| {
+                    e.state == AttemptState::Queued && e.recipe == recipe.name
+                }) =>
+            {
+                id
+            }
             Queued::Busy { .. } => return self.after_escalation(),
             Queued::Exhausted { id, newly } => {
                 self.publish(id, events, recorder);

@@ -429,3 +429,124 @@ fn a_provider_down_past_the_wait_is_escalated_and_the_lane_resumes_when_it_is_ba
         "{entries}"
     );
 }
+
+/// The shipped policy with a stall after 2 s and a long wait after the interrupt, so a test
+/// can kill the supervisor in the middle of the attempt. The "interrupt" is a key the scripted
+/// agent ignores while working (Up), so the agent still works when the supervisor dies.
+fn slow_nudge_policy(sandbox: &Sandbox, config: &Path) {
+    let policy = DEFAULT_POLICY.replace("after = \"10m\"", "after = \"2s\"")
+        + "\n[recipes.interrupt_and_nudge]\ninterrupt_key = \"Up\"\nwait = \"30s\"\nprogress_timeout = \"2s\"\n";
+    let file = sandbox.dir.path().join("policy.toml");
+    std::fs::write(&file, policy).expect("policy");
+    let text = std::fs::read_to_string(config).expect("config");
+    std::fs::write(
+        config,
+        format!("policy = {:?}\n{text}", file.display().to_string()),
+    )
+    .expect("config");
+}
+
+#[test]
+fn an_attempt_under_way_when_the_supervisor_dies_is_neither_lost_nor_repeated() {
+    use crate::spawn::{setup as spawn_setup, stderr};
+    let s = spawn_setup();
+    std::fs::write(
+        s.sandbox.dir.path().join("scenario.toml"),
+        "prompt_log = \".prompts.jsonl\"\n[[prompt]]\nsteps = [{ do = \"hang\" }]\n",
+    )
+    .expect("scenario");
+    slow_nudge_policy(&s.sandbox, &s.config);
+    let packet = s.sandbox.dir.path().join("packet.json");
+    std::fs::write(
+        &packet,
+        r#"{"name": "stuck", "agent": "scripted", "prompt": "work"}"#,
+    )
+    .expect("packet");
+    let mut cmd = s.sandbox.clawpool();
+    cmd.arg("spawn")
+        .arg(&packet)
+        .args(["--transport", "tmux", "--output-format", "json", "--config"])
+        .arg(&s.config)
+        .arg("--repo")
+        .arg(&s.repo);
+    let mut first = clawpool_tests::LaneRun::start(cmd, &s.sandbox.dir.path().join("first.stderr"));
+    // Stalled; the interrupt is sent and the recipe waits 30 s before its nudge.
+    first.wait_for(
+        "the attempt running",
+        std::time::Duration::from_secs(30),
+        |e| e["kind"] == "lane.recovery.running",
+        String::new,
+    );
+    first.signal(libc::SIGKILL);
+    first.wait_exit(std::time::Duration::from_secs(10));
+    let lane = s.lanes_dir().join("stuck");
+    assert_eq!(state(&lane)["recovery"]["entries"][0]["state"], "running");
+
+    let mut cmd = s.sandbox.clawpool();
+    cmd.args(["adopt", "--output-format", "json", "--config"])
+        .arg(&s.config)
+        .arg("--repo")
+        .arg(&s.repo);
+    let mut second =
+        clawpool_tests::LaneRun::start(cmd, &s.sandbox.dir.path().join("second.stderr"));
+    // The new supervisor closes the attempt it found under way, and when the lane stalls
+    // again the recipe's one attempt in the hour is used: escalated, not carried out again.
+    let closed = second.wait_for(
+        "the interrupted attempt closed",
+        std::time::Duration::from_secs(30),
+        |e| e["kind"] == "lane.recovery.failed",
+        String::new,
+    );
+    assert!(
+        closed["detail"]["result"]
+            .as_str()
+            .is_some_and(|r| r.contains("interrupted")),
+        "{closed}"
+    );
+    second.wait_for(
+        "the escalation",
+        std::time::Duration::from_secs(30),
+        |e| e["kind"] == "lane.recovery.exhausted",
+        String::new,
+    );
+    let stop = s
+        .sandbox
+        .clawpool()
+        .args(["stop", "stuck"])
+        .current_dir(&s.repo)
+        .output()
+        .expect("clawpool stop");
+    assert!(stop.status.success(), "{}", stderr(&stop));
+    second.wait_exit(std::time::Duration::from_secs(30));
+
+    let doc = state(&lane);
+    let states: Vec<&str> = doc["recovery"]["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .map(|e| e["state"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(states, ["failed", "exhausted"], "{doc}");
+    assert_eq!(
+        prompts_delivered(&lane),
+        1,
+        "the nudge the first supervisor was waiting to send was never sent"
+    );
+    let events: Vec<Value> =
+        std::fs::read_to_string(s.repo.join(".git/clawpool/lanes/stuck/events.jsonl"))
+            .expect("events")
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+    let adopted = events
+        .iter()
+        .position(|e| e["kind"] == "lane.adopted")
+        .expect("adopted");
+    assert!(
+        !events[adopted..]
+            .iter()
+            .any(|e| e["kind"] == "lane.prompt_typed" || e["kind"] == "lane.recovery.running"),
+        "nothing typed, no attempt carried out after the adoption"
+    );
+    assert!(s.sandbox.leftover_processes().is_empty());
+}
