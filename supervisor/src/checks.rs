@@ -9,12 +9,15 @@ use std::sync::Arc;
 
 use clawpool::lane_state::StateRecorder;
 use clawpool::verify::{
-    self, BranchCheck, FreshnessSettings, LaneVerifySpec, Verified, check_branch, record_branch,
-    record_merge,
+    self, BranchCheck, FreshnessSettings, LaneVerifySpec, Verified, check_branch, merge_problem,
+    record_branch, record_merge,
 };
 use clawpool_lanes::state_file::GreenLevel;
-use clawpool_lanes::{EventLog, LaneStatus, StateFileWriter, read_state_file, state_file_path};
-use clawpool_worktree::{MergeOutcome, Repo, merge_forward};
+use clawpool_lanes::{
+    BlockedSubphase, EventLog, LaneState, LaneStatus, StateFileWriter, read_state_file,
+    state_file_path,
+};
+use clawpool_worktree::{Repo, merge_forward};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
@@ -112,7 +115,16 @@ impl LaneChecks {
     }
 
     /// Brings the base in (`merge_forward`, or `rebase` when that is the lane's policy).
-    pub async fn merge_forward(&self, events: &EventLog, recorder: &StateRecorder) -> Value {
+    /// When it could not (a dirty worktree, a conflict — aborted —, a detached HEAD, unrelated
+    /// histories, a paused git operation, git failing) the lane is held as
+    /// `blocked{branch_freshness}` with the reason, through `lane.branch_blocked`; the state
+    /// changes only with `transition` (no worker driven any more), as for `verify`.
+    pub async fn merge_forward(
+        &self,
+        events: &EventLog,
+        recorder: &StateRecorder,
+        transition: bool,
+    ) -> Value {
         let policy = match self.spec.merge_policy {
             clawpool_worktree::MergePolicy::Rebase => clawpool_worktree::MergePolicy::Rebase,
             _ => clawpool_worktree::MergePolicy::MergeForward,
@@ -122,23 +134,46 @@ impl LaneChecks {
             Repo::open(&root).and_then(|repo| merge_forward(&repo, &dir, &base, policy))
         })
         .await;
-        let reply = match outcome {
+        let (reply, problem, detail) = match outcome {
             Ok(Ok(outcome)) => {
                 record_merge(events, &outcome);
-                if let MergeOutcome::Dirty { .. } | MergeOutcome::Conflict { .. } = &outcome {
-                    let _ = events.record(
-                        "lane.branch_blocked",
-                        None,
-                        None,
-                        None,
-                        serde_json::to_value(&outcome).unwrap_or_default(),
-                    );
-                }
-                json!({"ok": true, "merge": outcome})
+                let detail = serde_json::to_value(&outcome).unwrap_or_default();
+                (
+                    json!({"ok": true, "merge": outcome}),
+                    merge_problem(&outcome),
+                    detail,
+                )
             }
-            Ok(Err(err)) => json!({"ok": false, "error": err.to_string()}),
-            Err(err) => json!({"ok": false, "error": err.to_string()}),
+            Ok(Err(err)) => {
+                let error = err.to_string();
+                let _ = events.record(
+                    "branch.merge_failed",
+                    None,
+                    None,
+                    None,
+                    json!({"error": error}),
+                );
+                (
+                    json!({"ok": false, "error": error}),
+                    Some(format!("merging the base failed: {error}")),
+                    json!({"outcome": "failed", "error": error}),
+                )
+            }
+            Err(err) => (
+                json!({"ok": false, "error": err.to_string()}),
+                None,
+                json!({}),
+            ),
         };
+        if let Some(reason) = problem {
+            let current = recorder.doc().lane_state();
+            let blocked = LaneState::blocked(BlockedSubphase::BranchFreshness);
+            let to = (transition && current != blocked).then_some(blocked);
+            let mut detail = detail;
+            // `message` is what the state file shows as the failure's detail.
+            detail["message"] = json!(reason);
+            let _ = events.record("lane.branch_blocked", to.map(|_| current), to, None, detail);
+        }
         self.check(events, recorder).await;
         reply
     }
@@ -151,9 +186,10 @@ impl LaneChecks {
         recorder: &StateRecorder,
         transition: bool,
     ) -> Verified {
-        let plan = self
+        let mut plan = self
             .spec
             .plan(level, &self.base, self.log_dir.clone(), self.freshness);
+        plan.last_freshness = recorder.doc().freshness.map(|f| f.state);
         let current = recorder.doc().lane_state();
         let verified = verify::verify(
             &self.repo_root,
@@ -189,7 +225,7 @@ impl LaneChecks {
                     .wait_for(|s| matches!(s, LaneStatus::ReadyForPrompt | LaneStatus::Finished))
                     .await;
                 let result = match op {
-                    LaneOp::MergeForward => self.merge_forward(&events, &recorder).await,
+                    LaneOp::MergeForward => self.merge_forward(&events, &recorder, false).await,
                     LaneOp::Verify { level } => {
                         let verified = self.verify(level, &events, &recorder, false).await;
                         verified_json(&verified)
@@ -272,7 +308,7 @@ async fn directly(lane: &LaneOnDisk, op: &LaneOp) -> Result<Value, CommandError>
         .map_err(|e| CommandError::io("opening the lane's event log", e.source))?
         .observe(Box::new(move |event| on_state.on_event(event)));
     Ok(match op {
-        LaneOp::MergeForward => lane.checks.merge_forward(&events, &recorder).await,
+        LaneOp::MergeForward => lane.checks.merge_forward(&events, &recorder, true).await,
         LaneOp::Verify { level } => {
             verified_json(&lane.checks.verify(*level, &events, &recorder, true).await)
         }

@@ -157,65 +157,346 @@ steps = [
 }
 
 #[test]
-fn a_conflict_is_aborted_back_to_the_previous_head_and_a_red_on_the_stale_branch_is_stale_red() {
+fn a_conflict_during_package_verification_blocks_the_lane_and_runs_no_broad_command() {
     let s = setup();
+    let ran = s.sandbox.dir.path().join("ran.log");
     spawn_to_end(
         &s,
-        r#"{"name": "clash", "agent": "scripted", "prompt": "work",
-            "acceptance_tests": ["test -f fix.txt"]}"#,
+        &format!(
+            r#"{{"name": "clash", "agent": "scripted", "prompt": "work",
+                "acceptance_tests": ["echo ran >> {}", "test -f fix.txt"]}}"#,
+            ran.display()
+        ),
         0,
     );
     let lane = s.lanes_dir().join("clash");
     let head = git(&lane, &["rev-parse", "HEAD"], false);
+    assert_eq!(state(&s, "clash")["status"], "finished");
+    // Main changes the file the lane wrote (a conflict) and adds the fix its tests need.
     commit_on_main(
         &s,
         &[("out.txt", "other\n"), ("fix.txt", "fixed\n")],
         "main changes out.txt",
     );
 
-    let out = clawpool(&s, &["merge-forward", "clash", "--output-format", "json"]);
+    let verify_package = || {
+        clawpool(
+            &s,
+            &[
+                "verify",
+                "clash",
+                "--level",
+                "package",
+                "--output-format",
+                "json",
+            ],
+        )
+    };
+    let out = verify_package();
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    let merge = json(&out);
-    assert_eq!(merge["outcome"], "conflict");
-    assert_eq!(merge["paths"], serde_json::json!(["out.txt"]));
-    assert_eq!(merge["head"], head.as_str());
+    let verified = json(&out);
+    let verification = &verified["verification"];
+    assert_eq!(verification["result"], "blocked", "{verified}");
+    assert_eq!(verified["green_level"], Value::Null);
+    assert_eq!(verification["merge"]["outcome"], "conflict");
+    assert_eq!(
+        verification["merge"]["paths"],
+        serde_json::json!(["out.txt"])
+    );
+    assert_eq!(verification["merge"]["head"], head.as_str());
+    assert_eq!(verification["freshness"]["state"], "stale");
+    assert_eq!(verification["commands"], serde_json::json!([]));
+    let reason = verification["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("conflicts in out.txt"), "{reason}");
+    assert!(!ran.exists(), "no broad command runs on a stale branch");
+
+    // The worktree is exactly where it was: same commit, same branch, nothing in progress.
     assert_eq!(git(&lane, &["rev-parse", "HEAD"], false), head);
+    assert_eq!(
+        git(&lane, &["symbolic-ref", "--short", "HEAD"], false),
+        "lanes/clash"
+    );
     assert!(git(&lane, &["status", "--porcelain"], false).is_empty());
     assert_eq!(
         std::fs::read_to_string(lane.join("out.txt")).expect("out"),
         "done\n"
     );
 
-    let out = clawpool(
-        &s,
-        &[
-            "verify",
-            "clash",
-            "--level",
-            "workspace",
-            "--output-format",
-            "json",
-        ],
-    );
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    let verified = json(&out);
-    assert_eq!(verified["verification"]["result"], "stale_red");
-    assert_eq!(verified["verification"]["class"], "test");
     let doc = state(&s, "clash");
     assert_eq!(doc["status"], "blocked");
     assert_eq!(doc["blocked"]["subphase"], "branch_freshness");
+    assert!(
+        doc["failure"]["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("out.txt"),
+        "{doc}"
+    );
     assert_eq!(doc["freshness"]["state"], "stale");
+    assert_eq!(doc["verification"]["result"], "blocked");
     let events = events(&s, "clash");
-    let stale_red = find(&events, "lane.stale_red");
     assert_eq!(
-        stale_red["detail"]["missing"][0]["subject"],
-        "main changes out.txt"
+        find(&events, "branch.merge_conflict")["detail"]["paths"],
+        serde_json::json!(["out.txt"])
+    );
+    let blocked = find(&events, "lane.verify_blocked");
+    assert_eq!(blocked["detail"]["level"], "package");
+    assert_eq!(
+        blocked["detail"]["merge"]["paths"],
+        serde_json::json!(["out.txt"])
     );
     assert!(
-        !events.iter().any(|e| e["kind"] == "lane.red"),
+        !events
+            .iter()
+            .any(|e| e["kind"] == "lane.green" || e["kind"] == "lane.red"),
+        "nothing ran, so nothing is green or red"
+    );
+    let verified_event = find(&events, "lane.verified");
+    assert_eq!(verified_event["to"]["subphase"], "branch_freshness");
+
+    // `clawpool merge-forward` meets the same conflict and aborts it the same way.
+    let out = clawpool(&s, &["merge-forward", "clash", "--output-format", "json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let merge = json(&out);
+    assert_eq!(merge["outcome"], "conflict");
+    assert_eq!(merge["paths"], serde_json::json!(["out.txt"]));
+    assert_eq!(git(&lane, &["rev-parse", "HEAD"], false), head);
+    assert!(git(&lane, &["status", "--porcelain"], false).is_empty());
+
+    // Verifying again blocks again; the lane did not *become* stale again, so it is not
+    // reported stale again.
+    let out = verify_package();
+    assert_eq!(json(&out)["verification"]["result"], "blocked");
+    let events = self::events(&s, "clash");
+    let stale_reports = events
+        .iter()
+        .filter(|e| e["kind"] == "branch.stale_against_main")
+        .count();
+    assert_eq!(stale_reports, 1, "{events:#?}");
+    assert!(!ran.exists());
+
+    // Resolved by hand, the lane verifies green and is finished again.
+    git(&lane, &["merge", "-q", "--no-edit", "main"], true);
+    std::fs::write(lane.join("out.txt"), "resolved\n").expect("resolve");
+    git(&lane, &["add", "out.txt"], false);
+    git(&lane, &["commit", "-q", "--no-edit"], false);
+    let out = verify_package();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let verified = json(&out);
+    assert_eq!(verified["verification"]["result"], "green");
+    assert_eq!(verified["green_level"], "package");
+    assert!(ran.exists());
+    let doc = state(&s, "clash");
+    assert_eq!(doc["status"], "finished");
+    assert_eq!(doc["green_level"], "package");
+    let green = find(&self::events(&s, "clash"), "lane.green").clone();
+    assert_eq!(green["detail"]["stale"], false);
+    assert_eq!(green["detail"]["freshness"], "fresh");
+}
+
+#[test]
+fn red_on_a_fresh_branch_is_a_regression_stale_red_only_on_a_stale_one_and_merge_ready_is_announced()
+ {
+    let s = setup();
+    // `warn`: the lane is verified as it is, stale or not, and told apart.
+    spawn_to_end(
+        &s,
+        r#"{"name": "warned", "agent": "scripted", "prompt": "work", "merge_policy": "warn",
+            "verify_commands": {"package": ["test -f fix.txt"], "workspace": ["test -f out.txt"],
+                                "merge_ready": ["test -f out.txt"]}}"#,
+        0,
+    );
+    let lane = s.lanes_dir().join("warned");
+    let head = git(&lane, &["rev-parse", "HEAD"], false);
+    let verify = |level: &str| {
+        let out = clawpool(
+            &s,
+            &[
+                "verify",
+                "warned",
+                "--level",
+                level,
+                "--output-format",
+                "json",
+            ],
+        );
+        (out.status.code(), json(&out))
+    };
+    let count = |kind: &str| {
+        events(&s, "warned")
+            .iter()
+            .filter(|e| e["kind"] == kind)
+            .count()
+    };
+
+    // Fresh branch, every command passes: merge-ready, and announced.
+    let (code, verified) = verify("merge_ready");
+    assert_eq!(code, Some(0), "{verified}");
+    assert_eq!(verified["green_level"], "merge_ready");
+    let events_now = events(&s, "warned");
+    let ready = find(&events_now, "lane.merge.ready");
+    assert_eq!(ready["detail"]["head"], head.as_str());
+    assert_eq!(
+        find(&events_now, "lane.green")["detail"]["level"],
+        "merge_ready"
+    );
+    assert_eq!(state(&s, "warned")["green_level"], "merge_ready");
+
+    // Fresh branch, a real failing command: a regression (`lane.red`), not `stale_red`.
+    let (code, verified) = verify("package");
+    assert_eq!(code, Some(1));
+    assert_eq!(verified["verification"]["result"], "red", "{verified}");
+    assert_eq!(verified["verification"]["class"], "test");
+    assert_eq!(verified["verification"]["freshness"]["state"], "fresh");
+    let events_now = events(&s, "warned");
+    let red = find(&events_now, "lane.red");
+    assert_eq!(red["detail"]["level"], "package");
+    assert_eq!(red["detail"]["class"], "test");
+    assert_eq!(red["detail"]["failed"][0]["command"], "test -f fix.txt");
+    assert_eq!(red["detail"]["failed"][0]["exit_code"], 1);
+    assert_eq!(count("lane.stale_red"), 0);
+    let doc = state(&s, "warned");
+    assert_eq!(doc["status"], "failed");
+    assert_eq!(doc["failure"]["class"], "test");
+
+    // Main gets the fix; `warn` does not bring it in: the same red is now `stale_red`.
+    commit_on_main(&s, &[("fix.txt", "fixed\n")], "the fix");
+    let (code, verified) = verify("package");
+    assert_eq!(code, Some(1));
+    assert_eq!(
+        verified["verification"]["result"], "stale_red",
+        "{verified}"
+    );
+    assert_eq!(verified["verification"]["merge"]["outcome"], "not_applied");
+    let events_now = events(&s, "warned");
+    let stale_red = find(&events_now, "lane.stale_red");
+    assert_eq!(stale_red["detail"]["behind"], 1);
+    assert_eq!(stale_red["detail"]["missing"][0]["subject"], "the fix");
+    assert_eq!(
+        count("lane.red"),
+        1,
         "a red on a stale branch is not a regression"
     );
+    let doc = state(&s, "warned");
+    assert_eq!(doc["status"], "blocked");
+    assert_eq!(doc["blocked"]["subphase"], "branch_freshness");
     assert_eq!(git(&lane, &["rev-parse", "HEAD"], false), head);
+
+    // A green on the stale branch says so, and never reaches merge_ready.
+    let (code, verified) = verify("workspace");
+    assert_eq!(code, Some(0), "{verified}");
+    assert_eq!(verified["green_level"], "workspace");
+    assert!(
+        verified["verification"]["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("stale: 1 base commit missing"),
+        "{verified}"
+    );
+    let events_now = events(&s, "warned");
+    let green = events_now
+        .iter()
+        .rev()
+        .find(|e| e["kind"] == "lane.green")
+        .expect("lane.green");
+    assert_eq!(green["detail"]["stale"], true);
+    assert_eq!(green["detail"]["missing"][0]["subject"], "the fix");
+    let (code, verified) = verify("merge_ready");
+    assert_eq!(code, Some(0), "{verified}");
+    assert_eq!(verified["green_level"], "workspace");
+    assert_eq!(
+        count("lane.merge.ready"),
+        1,
+        "merge-ready only on the fresh branch"
+    );
+    assert_eq!(git(&lane, &["rev-parse", "HEAD"], false), head);
+}
+
+#[test]
+fn the_freshness_watch_reports_a_running_lane_going_stale() {
+    let s = setup();
+    let config = std::fs::read_to_string(&s.config).expect("config");
+    std::fs::write(
+        &s.config,
+        config.replace("[handshake]\n", "[handshake]\nfreshness_check_secs = 1\n"),
+    )
+    .expect("config");
+    // The agent works until it is stopped: main moves while the lane is running.
+    std::fs::write(
+        s.sandbox.dir.path().join("scenario.toml"),
+        "trust_dialog = true\n[[prompt]]\nsteps = [{ do = \"hang\" }]\n",
+    )
+    .expect("scenario");
+    let file = s.sandbox.dir.path().join("packet.json");
+    std::fs::write(
+        &file,
+        r#"{"name": "watched", "agent": "scripted", "prompt": "work"}"#,
+    )
+    .expect("packet");
+    let mut cmd = s.sandbox.clawpool();
+    cmd.arg("spawn")
+        .arg(&file)
+        .args(["--output-format", "json", "--config"])
+        .arg(&s.config)
+        .arg("--repo")
+        .arg(&s.repo);
+    let mut run = clawpool_tests::LaneRun::start(cmd, &s.sandbox.dir.path().join("run.stderr"));
+    run.wait_for(
+        "running",
+        std::time::Duration::from_secs(30),
+        |e| e["kind"] == "lane.running",
+        String::new,
+    );
+    let fix = commit_on_main(&s, &[("fix.txt", "fixed\n")], "the fix");
+    let stale = run.wait_for(
+        "branch.stale_against_main",
+        std::time::Duration::from_secs(30),
+        |e| e["kind"] == "branch.stale_against_main",
+        String::new,
+    );
+    assert_eq!(stale["detail"]["behind"], 1);
+    assert_eq!(stale["detail"]["base_sha"], fix.as_str());
+    assert_eq!(stale["detail"]["missing"][0]["subject"], "the fix");
+    let kinds: Vec<Value> = run.events();
+    assert!(
+        !kinds
+            .iter()
+            .any(|e| e["kind"] == "lane.finished" || e["kind"] == "lane.failed"),
+        "the lane was still running: {kinds:#?}"
+    );
+    // The watch keeps checking; the lane stays stale and is not reported stale again.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let checked_at = loop {
+        let doc = state(&s, "watched");
+        if doc["freshness"]["state"] == "stale"
+            && doc["freshness"]["checked_at"].as_u64()
+                >= stale["at_ms"].as_u64().map(|ms| ms / 1000 + 2)
+        {
+            break doc["freshness"]["checked_at"].clone();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no later freshness check: {doc}\n{}",
+            run.report()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let reports = events(&s, "watched")
+        .iter()
+        .filter(|e| e["kind"] == "branch.stale_against_main")
+        .count();
+    assert_eq!(
+        reports, 1,
+        "checked again at {checked_at} and reported once"
+    );
+    assert!(
+        git(
+            &s.lanes_dir().join("watched"),
+            &["status", "--porcelain"],
+            false
+        )
+        .is_empty()
+    );
 }
 
 #[test]
@@ -238,6 +519,20 @@ fn a_dirty_worktree_is_never_changed() {
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let merge = json(&out);
     assert_eq!(merge["outcome"], "dirty");
+    // The refusal holds the lane, with the reason, in the state file and as an event.
+    let doc = state(&s, "dirty");
+    assert_eq!(doc["status"], "blocked", "{doc}");
+    assert_eq!(doc["blocked"]["subphase"], "branch_freshness");
+    let detail = doc["failure"]["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.contains("uncommitted") && detail.contains("notes.txt"),
+        "{doc}"
+    );
+    let events = events(&s, "dirty");
+    let blocked = find(&events, "lane.branch_blocked");
+    assert_eq!(blocked["from"]["status"], "finished");
+    assert_eq!(blocked["to"]["subphase"], "branch_freshness");
+    assert_eq!(blocked["detail"]["outcome"], "dirty");
     let out = clawpool(
         &s,
         &[

@@ -27,6 +27,7 @@ fn local() -> FreshnessOptions {
     FreshnessOptions {
         max_missing: 50,
         fetch: None,
+        commit_graph: false,
     }
 }
 
@@ -38,6 +39,7 @@ fn always_fetch() -> FreshnessOptions {
             min_interval: Duration::ZERO,
             timeout: Duration::from_secs(60),
         }),
+        commit_graph: false,
     }
 }
 
@@ -195,6 +197,7 @@ fn a_lane_behind_its_base_is_stale_with_counts_and_the_missing_commits() {
         &FreshnessOptions {
             max_missing: 2,
             fetch: None,
+            commit_graph: false,
         },
     );
     assert_eq!(capped.behind, Some(3));
@@ -571,6 +574,7 @@ fn a_remote_is_fetched_at_most_once_per_interval() {
         &FreshnessOptions {
             max_missing: 50,
             fetch: Some(HOUR),
+            commit_graph: false,
         },
     );
     assert_eq!((f.state, f.behind), (FreshnessState::Fresh, Some(0)));
@@ -649,6 +653,7 @@ fn concurrent_callers_cause_one_fetch() {
                     let options = FreshnessOptions {
                         max_missing: 50,
                         fetch: Some(HOUR),
+                        commit_graph: false,
                     };
                     check_freshness(path, "main", &options)
                 })
@@ -713,6 +718,7 @@ fn a_hanging_fetch_is_killed_recorded_and_makes_freshness_unknown() {
         &FreshnessOptions {
             max_missing: 50,
             fetch: Some(options),
+            commit_graph: false,
         },
     );
     assert_eq!(f.state, FreshnessState::Unknown, "never fresh: {f:?}");
@@ -1372,4 +1378,78 @@ fn results_serialise_as_the_state_file_expects() {
 /// A value as JSON.
 fn json<T: serde::Serialize>(value: &T) -> serde_json::Value {
     serde_json::to_value(value).expect("serialisable")
+}
+
+/// The chunk ids in a commit-graph file's table of contents (format: 8-byte header whose last
+/// byte is the chunk count, then 12-byte entries of a 4-byte id and an 8-byte offset).
+fn graph_chunks(file: &std::path::Path) -> Vec<String> {
+    let bytes = fs::read(file).expect("the commit-graph is readable");
+    assert_eq!(&bytes[..4], b"CGPH", "a commit-graph file");
+    let count = usize::from(bytes[6]);
+    (0..count)
+        .map(|i| String::from_utf8_lossy(&bytes[8 + 12 * i..12 + 12 * i]).into_owned())
+        .collect()
+}
+
+#[test]
+fn a_check_writes_a_commit_graph_libgit2_reads_once_when_there_is_none() {
+    let sb = Sandbox::new();
+    let root = sb.repo("proj", "main");
+    let repo = open(&root);
+    let path = lane(&repo, "a");
+    commit(&sb, &root, "m1.txt", "1\n", "one");
+    let graph = repo.common_dir().join("objects/info/commit-graph");
+    assert!(!clawpool_worktree::has_commit_graph(repo.common_dir()));
+
+    // Asked not to, it writes nothing.
+    let f = check_freshness(&path, "main", &local());
+    assert_eq!(f.behind, Some(1));
+    assert!(!graph.exists());
+
+    let f = check_freshness(
+        &path,
+        "main",
+        &FreshnessOptions {
+            fetch: None,
+            ..FreshnessOptions::default()
+        },
+    );
+    assert_eq!((f.state, f.behind), (FreshnessState::Stale, Some(1)));
+    assert!(graph.is_file(), "a commit-graph was written");
+    let chunks = graph_chunks(&graph);
+    assert!(chunks.contains(&"CDAT".to_owned()), "{chunks:?}");
+    // Generation numbers v2 (`GDA2`) would make libgit2 1.9 ignore the whole file.
+    assert!(!chunks.iter().any(|c| c.starts_with("GD")), "{chunks:?}");
+    assert!(sb.git_ok(&root, &["commit-graph", "verify"]));
+    // The repository's configuration is not changed.
+    let config = fs::read_to_string(repo.common_dir().join("config")).expect("config");
+    assert!(!config.contains("commitGraph"), "{config}");
+    assert!(sb.git(&root, &["status", "--porcelain"]).is_empty());
+}
+
+#[test]
+fn a_repository_with_a_commit_graph_of_its_own_keeps_it() {
+    let sb = Sandbox::new();
+    let root = sb.repo("proj", "main");
+    let repo = open(&root);
+    let path = lane(&repo, "a");
+    commit(&sb, &root, "m1.txt", "1\n", "one");
+    sb.git(&root, &["commit-graph", "write", "--reachable"]);
+    let graph = repo.common_dir().join("objects/info/commit-graph");
+    let before = fs::read(&graph).expect("git's graph");
+    commit(&sb, &root, "m2.txt", "2\n", "two");
+    let f = check_freshness(
+        &path,
+        "main",
+        &FreshnessOptions {
+            fetch: None,
+            ..FreshnessOptions::default()
+        },
+    );
+    assert_eq!(f.behind, Some(2), "{f:?}");
+    assert_eq!(
+        fs::read(&graph).expect("still there"),
+        before,
+        "left as it was"
+    );
 }

@@ -3,11 +3,13 @@
 //! [`check_branch`] reads where a lane's worktree stands (HEAD, a paused git operation, and
 //! freshness against its base). [`verify`] runs a green level: for broad levels (`package`
 //! and up) it first checks freshness and applies the lane's merge policy — merge-forward
-//! before broad tests — then runs every command of the level (each with a timeout; all of
-//! them run), and concludes green, red, stale red (a red on a branch that still lacks base
-//! commits is not a regression), hung, or blocked. Everything it finds is recorded as lane
+//! before broad tests. A branch that still lacks base commits after that runs nothing
+//! (`blocked`) unless the policy is `warn`, so no broad green is ever reported on a branch
+//! missing fixes its base has; otherwise every command of the level runs (each with a
+//! timeout) and the result is green, red, stale red (a red under `warn` on a branch that
+//! lacks base commits: not a regression) or hung. Everything it finds is recorded as lane
 //! events; the last one, `lane.verified`, carries the whole [`Verification`] for the state
-//! file.
+//! file. The rules are in `docs/worktrees.md`, "Verification".
 
 pub mod commands;
 
@@ -177,6 +179,7 @@ impl LaneVerifySpec {
             policy: self.merge_policy,
             base: base.to_owned(),
             freshness,
+            last_freshness: None,
         }
     }
 }
@@ -198,6 +201,10 @@ pub struct VerifyPlan {
     pub base: String,
     /// Fetch and check intervals.
     pub freshness: FreshnessSettings,
+    /// The lane's freshness verdict before this verification (its state file's), so that
+    /// `branch.stale_against_main` is emitted when the lane becomes stale, not on every
+    /// verification of a lane already known to be stale.
+    pub last_freshness: Option<FreshnessState>,
 }
 
 /// What a verification did, and what it means for the lane.
@@ -213,9 +220,14 @@ pub struct Verified {
     pub branch: Option<BranchCheck>,
 }
 
-/// Verifies the lane worktree `dir` of the repository at `repo_root` by `plan`, recording every step in `events`.
-/// `lane_state` is applied (as the `to` of `lane.verified`) only when `transition` is set: a
-/// lane whose worker is still driven keeps the state its screen shows.
+/// Verifies the lane worktree `dir` of the repository at `repo_root` by `plan`, recording every
+/// step in `events`. `lane_state` is applied (as the `to` of `lane.verified`) only when
+/// `transition` is set: a lane whose worker is still driven keeps the state its screen shows.
+///
+/// For broad levels the branch is checked and the lane's merge policy applied first; what
+/// that leaves decides what runs ([`BranchVerdict`]): a branch that still lacks base commits
+/// runs nothing (`blocked`) unless the policy is `warn`, so no broad green is ever reported on
+/// a branch missing fixes its base already has.
 pub async fn verify(
     repo_root: &Path,
     dir: &Path,
@@ -227,21 +239,15 @@ pub async fn verify(
     let started_at = now_secs();
     let mut merge = None;
     let mut branch = None;
-    let mut reason = None;
-    let mut blocked = false;
+    let mut verdict = BranchVerdict::Fresh;
     if plan.level.needs_fresh_branch() {
-        let (check, outcome) = bring_base_in(repo_root, dir, plan, events).await;
-        if let Some(why) = freshness_problem(&check, outcome.as_ref(), plan.policy) {
-            blocked = matches!(plan.policy, MergePolicy::Block)
-                || matches!(outcome, Some(MergeOutcome::Dirty { .. }))
-                || check.operation.is_some_and(|op| op.paused);
-            reason = Some(why);
-        }
-        merge = outcome;
-        branch = Some(check);
+        let base_in = bring_base_in(repo_root, dir, plan, events).await;
+        verdict = branch_verdict(&base_in, plan.policy);
+        merge = base_in.merge;
+        branch = Some(base_in.check);
     }
     let mut results = Vec::new();
-    if !blocked {
+    if !matches!(verdict, BranchVerdict::Blocked(_)) {
         for (n, command) in plan.commands.iter().enumerate() {
             let log = plan.log_dir.join(format!(
                 "{}-{}-{}.log",
@@ -263,38 +269,59 @@ pub async fn verify(
         }
     }
     let freshness = branch.as_ref().map(|b| b.freshness.clone());
-    let stale = freshness
-        .as_ref()
-        .is_some_and(|f| f.state != FreshnessState::Fresh);
     let failed: Vec<&CommandResult> = results
         .iter()
         .filter(|r| matches!(r.outcome, CommandOutcome::Failed | CommandOutcome::Error))
         .collect();
-    let hung = results.iter().any(|r| r.outcome == CommandOutcome::Hung);
-    let (result, class) = if blocked {
-        (VerifyResult::Blocked, None)
-    } else if !failed.is_empty() {
-        let compile = failed
-            .iter()
-            .any(|r| commands::looks_like_compile_failure(Path::new(&r.log)));
-        let class = if compile {
-            FailureClass::Compile
-        } else {
-            FailureClass::Test
-        };
-        if stale {
-            (VerifyResult::StaleRed, Some(class))
-        } else {
-            (VerifyResult::Red, Some(class))
+    let hung: Vec<&CommandResult> = results
+        .iter()
+        .filter(|r| r.outcome == CommandOutcome::Hung)
+        .collect();
+    // One line saying why the result is not a plain green: the branch's problem first, then
+    // the commands that failed or hung.
+    let mut why: Vec<String> = Vec::new();
+    if let Some(reason) = verdict.reason() {
+        why.push(reason.to_owned());
+    }
+    if !failed.is_empty() {
+        why.push(describe_commands("failed", &failed));
+    }
+    if !hung.is_empty() {
+        why.push(describe_commands(
+            &format!("hung past {} s", plan.timeout.as_secs()),
+            &hung,
+        ));
+    }
+    // A failure wins over a hang (both in the same run): a failing command is a verdict on the
+    // lane's work, a hang may be the machine. The hang stays visible: its `test.hung` event,
+    // its command's `hung` outcome, the reason, and `hung` in `lane.red`.
+    let (result, class) = match &verdict {
+        BranchVerdict::Blocked(_) => (VerifyResult::Blocked, None),
+        _ if !failed.is_empty() => {
+            let compile = failed
+                .iter()
+                .any(|r| commands::looks_like_compile_failure(Path::new(&r.log)));
+            let class = if compile {
+                FailureClass::Compile
+            } else {
+                FailureClass::Test
+            };
+            // Only a branch known to lack base commits excuses a red; `unknown` does not
+            // (a failed fetch must not hide a regression).
+            if matches!(verdict, BranchVerdict::StaleWarned(_)) {
+                (VerifyResult::StaleRed, Some(class))
+            } else {
+                (VerifyResult::Red, Some(class))
+            }
         }
-    } else if hung {
-        (VerifyResult::Hung, Some(FailureClass::TestHang))
-    } else {
-        (VerifyResult::Green, None)
+        _ if !hung.is_empty() => (VerifyResult::Hung, Some(FailureClass::TestHang)),
+        _ => (VerifyResult::Green, None),
     };
     let green_level = match result {
-        VerifyResult::Green if plan.level == GreenLevel::MergeReady && stale => {
-            reason.get_or_insert_with(|| "not merge-ready: the branch lacks base commits".into());
+        VerifyResult::Green
+            if plan.level == GreenLevel::MergeReady && verdict.reason().is_some() =>
+        {
+            why.push("not merge-ready: the branch is not known to have every base commit".into());
             Some(GreenLevel::Workspace)
         }
         VerifyResult::Green => Some(plan.level),
@@ -307,13 +334,20 @@ pub async fn verify(
         commands: results.clone(),
         merge,
         freshness,
-        reason,
+        reason: (!why.is_empty()).then(|| why.join("; ")),
         started_at,
         finished_at: now_secs(),
     };
-    record_result(events, &verification, green_level, &failed);
+    record_result(events, &verification, green_level, &failed, &hung, &verdict);
     let lane_state = match result {
-        VerifyResult::Green if current.status == LaneStatus::Failed => {
+        // A green proves the work: a lane verification had failed or held is finished again.
+        VerifyResult::Green
+            if current.status == LaneStatus::Failed
+                || matches!(
+                    current.subphase,
+                    Some(BlockedSubphase::BranchFreshness | BlockedSubphase::TestHang)
+                ) =>
+        {
             LaneState::plain(LaneStatus::Finished)
         }
         VerifyResult::Green => current,
@@ -329,7 +363,11 @@ pub async fn verify(
         to.map(|_| current),
         to,
         None,
-        json!({"verification": verification, "green_level": green_level}),
+        // `message` is what the state file shows as the failure's detail when `to` is set.
+        json!({
+            "verification": verification, "green_level": green_level,
+            "message": verification.reason,
+        }),
     );
     Verified {
         verification,
@@ -339,14 +377,69 @@ pub async fn verify(
     }
 }
 
-/// Checks freshness and, when the lane is behind, applies its policy (blocking git work off
-/// the async threads).
+/// What the branch check (and merge-forward) before a broad level means for its commands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BranchVerdict {
+    /// The branch has every base commit: the commands run and a red is a regression.
+    Fresh,
+    /// No verdict (a fetch that failed, a base that cannot be read) and nothing known to be
+    /// missing: the commands run and a red is still `red` — a regression is never hidden
+    /// behind "unknown" —, a green says freshness is unknown and stops short of `merge_ready`.
+    Unknown(String),
+    /// Base commits are missing and the lane's policy is `warn`: the commands run; a red is
+    /// `stale_red`, a green says the branch is stale and stops short of `merge_ready`.
+    StaleWarned(String),
+    /// Base commits are missing and the policy could not or may not bring them in (conflict,
+    /// dirty worktree, detached HEAD, unrelated histories, a failed merge, the `block`
+    /// policy), or a git operation is in progress: nothing runs, the lane is
+    /// `blocked{branch_freshness}`.
+    Blocked(String),
+}
+
+impl BranchVerdict {
+    /// The one-line reason, for anything but fresh.
+    pub fn reason(&self) -> Option<&str> {
+        match self {
+            BranchVerdict::Fresh => None,
+            BranchVerdict::Unknown(why)
+            | BranchVerdict::StaleWarned(why)
+            | BranchVerdict::Blocked(why) => Some(why),
+        }
+    }
+}
+
+/// The branch before a broad level, after the lane's merge policy was applied.
+#[derive(Debug, Clone)]
+pub struct BaseIn {
+    /// The branch as the commands would see it (checked again after a merge).
+    pub check: BranchCheck,
+    /// What merge-forward did, when it was tried.
+    pub merge: Option<MergeOutcome>,
+    /// Why merge-forward failed, when git did (the worktree was verified back where it was,
+    /// or the error says it is not).
+    pub merge_error: Option<String>,
+}
+
+/// Whether `freshness` says the lane lacks base commits: `stale` or `diverged`, or `unknown`
+/// (after a failed fetch) whose counts against the base as last fetched still show some.
+fn lacks_base_commits(freshness: &Freshness) -> bool {
+    match freshness.state {
+        FreshnessState::Stale | FreshnessState::Diverged => true,
+        FreshnessState::Unknown => {
+            freshness.operation.is_none() && freshness.behind.is_some_and(|b| b > 0)
+        }
+        FreshnessState::Fresh => false,
+    }
+}
+
+/// Checks freshness and, when the lane lacks base commits, applies its policy (blocking git
+/// work off the async threads).
 async fn bring_base_in(
     repo_root: &Path,
     dir: &Path,
     plan: &VerifyPlan,
     events: &EventLog,
-) -> (BranchCheck, Option<MergeOutcome>) {
+) -> BaseIn {
     let (root, dir_owned, base, settings, policy) = (
         repo_root.to_owned(),
         dir.to_owned(),
@@ -356,7 +449,7 @@ async fn bring_base_in(
     );
     let work = tokio::task::spawn_blocking(move || {
         let before = check_branch(&dir_owned, &base, &settings);
-        if before.freshness.state != FreshnessState::Stale || before.operation.is_some() {
+        if !lacks_base_commits(&before.freshness) || before.operation.is_some() {
             return (before, None);
         }
         let outcome = Repo::open(&root)
@@ -370,17 +463,29 @@ async fn bring_base_in(
     })
     .await;
     let Ok((check, attempt)) = work else {
-        return (check_branch(dir, &plan.base, &plan.freshness), None);
+        return BaseIn {
+            check: check_branch(dir, &plan.base, &plan.freshness),
+            merge: None,
+            merge_error: None,
+        };
     };
     let Some((before, outcome)) = attempt else {
-        record_branch(events, &check, None);
-        return (check, None);
+        record_branch(events, &check, plan.last_freshness);
+        return BaseIn {
+            check,
+            merge: None,
+            merge_error: None,
+        };
     };
-    record_branch(events, &before, None);
+    record_branch(events, &before, plan.last_freshness);
     match outcome {
         Ok(outcome) => {
             record_merge(events, &outcome);
-            (check, Some(outcome))
+            BaseIn {
+                check,
+                merge: Some(outcome),
+                merge_error: None,
+            }
         }
         Err(error) => {
             let _ = events.record(
@@ -390,7 +495,11 @@ async fn bring_base_in(
                 None,
                 json!({"error": error}),
             );
-            (check, None)
+            BaseIn {
+                check,
+                merge: None,
+                merge_error: Some(error),
+            }
         }
     }
 }
@@ -412,50 +521,99 @@ pub fn record_merge(events: &EventLog, outcome: &MergeOutcome) {
     );
 }
 
-/// Why the branch is not fresh enough for broad tests, if it is not.
-fn freshness_problem(
-    check: &BranchCheck,
-    outcome: Option<&MergeOutcome>,
-    policy: MergePolicy,
-) -> Option<String> {
-    if let Some(op) = check.operation {
-        return Some(format!(
-            "a git {} is in progress in the worktree",
-            serde_json::to_value(op.kind)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_owned))
-                .unwrap_or_default()
-        ));
-    }
-    match outcome {
-        Some(MergeOutcome::Dirty { paths }) => Some(format!(
+/// Why a merge-forward did not bring the base in, in one line; `None` when it did (merged or
+/// already up to date).
+pub fn merge_problem(outcome: &MergeOutcome) -> Option<String> {
+    Some(match outcome {
+        MergeOutcome::Merged { .. } | MergeOutcome::UpToDate { .. } => return None,
+        MergeOutcome::Dirty { paths } => format!(
             "the worktree has uncommitted changes ({}); nothing was merged",
             paths.join(", ")
-        )),
-        Some(MergeOutcome::Conflict { paths, .. }) => Some(format!(
-            "merging the base conflicts in {}; the merge was aborted",
+        ),
+        MergeOutcome::Conflict { paths, head, .. } => format!(
+            "merging the base conflicts in {}; the merge was aborted, the branch is back at {head}",
             paths.join(", ")
-        )),
-        Some(MergeOutcome::Detached { sha }) => Some(format!(
-            "HEAD is detached at {sha}: no branch to merge into"
-        )),
-        Some(MergeOutcome::Diverged { .. }) => {
-            Some("the branch shares no history with its base".into())
+        ),
+        MergeOutcome::Detached { sha } => {
+            format!("HEAD is detached at {sha}: no branch to merge into")
         }
-        Some(MergeOutcome::NotApplied { .. }) => Some(format!(
-            "{} base commits missing; the lane's merge policy is {}",
-            check.freshness.behind.unwrap_or_default(),
-            serde_json::to_value(policy)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_owned))
-                .unwrap_or_default()
-        )),
-        _ if check.freshness.state == FreshnessState::Unknown => Some(format!(
-            "freshness unknown: {}",
-            check.freshness.error.clone().unwrap_or_default()
-        )),
-        _ => None,
+        MergeOutcome::Diverged { .. } => "the branch shares no history with its base".into(),
+        MergeOutcome::OperationInProgress { operation } => format!(
+            "a git {} is in progress in the worktree",
+            wire(&operation.kind)
+        ),
+        MergeOutcome::NotApplied { policy, .. } => {
+            format!("the lane's merge policy is {}", wire(policy))
+        }
+    })
+}
+
+/// What the branch check before a broad level allows (see [`BranchVerdict`]).
+pub fn branch_verdict(base_in: &BaseIn, policy: MergePolicy) -> BranchVerdict {
+    let freshness = &base_in.check.freshness;
+    if let Some(op) = base_in.check.operation {
+        return BranchVerdict::Blocked(format!(
+            "a git {} is in progress in the worktree; no verdict until it is finished or aborted",
+            wire(&op.kind)
+        ));
     }
+    if !lacks_base_commits(freshness) {
+        return match freshness.state {
+            FreshnessState::Unknown => BranchVerdict::Unknown(format!(
+                "freshness unknown: {}",
+                freshness.error.as_deref().unwrap_or("no verdict")
+            )),
+            _ => BranchVerdict::Fresh,
+        };
+    }
+    let missing = match (freshness.state, freshness.behind) {
+        (FreshnessState::Diverged, _) => "the branch shares no history with its base".to_owned(),
+        (_, Some(behind)) => format!(
+            "{behind} base commit{} missing from {}",
+            if behind == 1 { "" } else { "s" },
+            freshness.base_ref
+        ),
+        (_, None) => format!("base commits missing from {}", freshness.base_ref),
+    };
+    if policy == MergePolicy::Warn {
+        return BranchVerdict::StaleWarned(format!("stale: {missing} (merge policy warn)"));
+    }
+    let why = match (&base_in.merge, &base_in.merge_error) {
+        (_, Some(error)) => format!("merging the base failed: {error}"),
+        // Unrelated histories: saying so once is the whole reason.
+        (None | Some(MergeOutcome::Diverged { .. }), None)
+            if freshness.state == FreshnessState::Diverged =>
+        {
+            return BranchVerdict::Blocked(missing);
+        }
+        (Some(outcome), None) => merge_problem(outcome)
+            // Merged, yet still lacking commits: the base moved on while it merged.
+            .unwrap_or_else(|| "the base moved on again while it was merged forward".into()),
+        (None, None) => "the base was not merged forward".into(),
+    };
+    BranchVerdict::Blocked(format!("{missing}: {why}"))
+}
+
+/// `serde`'s snake_case name of a unit variant.
+fn wire(value: &impl Serialize) -> String {
+    serde_json::to_value(value)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
+/// `` `a`, `b` failed `` (a list of commands with what happened to them).
+fn describe_commands(what: &str, commands: &[&CommandResult]) -> String {
+    let names: Vec<String> = commands
+        .iter()
+        .map(|c| match c.exit_code {
+            Some(code) if c.outcome == CommandOutcome::Failed => {
+                format!("`{}` (exit {code})", c.command)
+            }
+            _ => format!("`{}`", c.command),
+        })
+        .collect();
+    format!("{} {what}", names.join(", "))
 }
 
 fn record_result(
@@ -463,27 +621,55 @@ fn record_result(
     verification: &Verification,
     green_level: Option<GreenLevel>,
     failed: &[&CommandResult],
+    hung: &[&CommandResult],
+    verdict: &BranchVerdict,
 ) {
     let level = verification.level.as_str();
+    let freshness = verification.freshness.as_ref();
     let (kind, detail) = match verification.result {
-        VerifyResult::Green => ("lane.green", json!({"level": green_level})),
+        // A green says what branch it was on: `stale` (policy warn) and `unknown` greens are
+        // not the same promise as a green on a fresh branch.
+        VerifyResult::Green => (
+            "lane.green",
+            json!({
+                "level": green_level, "asked": level,
+                "freshness": freshness.map(|f| f.state),
+                "stale": matches!(verdict, BranchVerdict::StaleWarned(_)),
+                "behind": freshness.and_then(|f| f.behind),
+                "missing": freshness.map(|f| &f.missing),
+                "reason": verification.reason,
+            }),
+        ),
         VerifyResult::Red => (
             "lane.red",
-            json!({"level": level, "class": verification.class, "failed": failed}),
+            json!({
+                "level": level, "class": verification.class, "failed": failed, "hung": hung,
+                "freshness": freshness.map(|f| f.state), "reason": verification.reason,
+            }),
         ),
         VerifyResult::StaleRed => (
             "lane.stale_red",
             json!({
-                "level": level, "class": verification.class, "failed": failed,
-                "missing": verification.freshness.as_ref().map(|f| &f.missing),
-                "behind": verification.freshness.as_ref().and_then(|f| f.behind),
+                "level": level, "class": verification.class, "failed": failed, "hung": hung,
+                "missing": freshness.map(|f| &f.missing),
+                "behind": freshness.and_then(|f| f.behind),
                 "reason": verification.reason,
             }),
         ),
-        VerifyResult::Hung => ("lane.red", json!({"level": level, "class": "test_hang"})),
+        VerifyResult::Hung => (
+            "lane.red",
+            json!({
+                "level": level, "class": "test_hang", "failed": [], "hung": hung,
+                "reason": verification.reason,
+            }),
+        ),
         VerifyResult::Blocked => (
             "lane.verify_blocked",
-            json!({"level": level, "reason": verification.reason}),
+            json!({
+                "level": level, "reason": verification.reason, "merge": verification.merge,
+                "behind": freshness.and_then(|f| f.behind),
+                "missing": freshness.map(|f| &f.missing),
+            }),
         ),
     };
     let _ = events.record(kind, None, None, None, detail);
@@ -493,7 +679,268 @@ fn record_result(
             None,
             None,
             None,
-            json!({"head": verification.freshness.as_ref().and_then(|f| f.head.clone())}),
+            json!({"head": freshness.and_then(|f| f.head.clone())}),
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    fn git(dir: &Path, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("git runs");
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    fn read_events(path: &Path) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    fn plan(level: GreenLevel, commands: &[&str], log_dir: PathBuf) -> VerifyPlan {
+        let spec = LaneVerifySpec {
+            commands: [(level, commands.iter().map(|c| (*c).to_owned()).collect())].into(),
+            timeout_secs: 1,
+            ..LaneVerifySpec::default()
+        };
+        spec.plan(level, "main", log_dir, FreshnessSettings::default())
+    }
+
+    /// A repository whose base is `origin/main` and whose `origin` cannot be fetched, and a
+    /// lane worktree on it: its freshness is `unknown` (the fetch failed), not stale.
+    fn unfetchable_lane(tmp: &Path) -> (PathBuf, PathBuf) {
+        let repo = tmp.join("repo");
+        std::fs::create_dir_all(&repo).expect("repo folder");
+        git(&repo, &["init", "-q", "-b", "main"]);
+        std::fs::write(repo.join("a.txt"), "a\n").expect("file");
+        git(&repo, &["add", "a.txt"]);
+        git(&repo, &["commit", "-qm", "one"]);
+        let gone = tmp.join("no-such-remote.git");
+        git(
+            &repo,
+            &["remote", "add", "origin", gone.to_str().expect("utf-8")],
+        );
+        git(&repo, &["update-ref", "refs/remotes/origin/main", "HEAD"]);
+        let lane = tmp.join("lane");
+        git(
+            &repo,
+            &[
+                "worktree",
+                "add",
+                "-q",
+                "-b",
+                "lanes/a",
+                lane.to_str().expect("utf-8"),
+                "main",
+            ],
+        );
+        (repo, lane)
+    }
+
+    #[tokio::test]
+    async fn a_red_on_a_branch_of_unknown_freshness_is_a_red_and_its_green_is_not_merge_ready() {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let tmp = tmp.path().canonicalize().expect("temp path");
+        let (repo, lane) = unfetchable_lane(&tmp);
+        let log = tmp.join("events.jsonl");
+        let events = EventLog::open("a", &log).expect("event log");
+        let finished = LaneState::plain(LaneStatus::Finished);
+
+        let red = verify(
+            &repo,
+            &lane,
+            &plan(GreenLevel::Package, &["false"], tmp.join("logs")),
+            &events,
+            finished,
+            true,
+        )
+        .await;
+        let freshness = red.verification.freshness.as_ref().expect("checked");
+        assert_eq!(freshness.state, FreshnessState::Unknown, "{freshness:?}");
+        assert!(
+            freshness
+                .error
+                .as_deref()
+                .is_some_and(|e| e.contains("fetch")),
+            "{freshness:?}"
+        );
+        assert_eq!(red.verification.result, VerifyResult::Red);
+        assert_eq!(red.lane_state, LaneState::failed(FailureClass::Test));
+        let kinds: Vec<String> = read_events(&log)
+            .iter()
+            .map(|e| e["kind"].as_str().unwrap_or_default().to_owned())
+            .collect();
+        assert!(kinds.contains(&"lane.red".to_owned()), "{kinds:?}");
+        assert!(!kinds.contains(&"lane.stale_red".to_owned()), "{kinds:?}");
+
+        let green = verify(
+            &repo,
+            &lane,
+            &plan(GreenLevel::MergeReady, &["true"], tmp.join("logs")),
+            &events,
+            red.lane_state,
+            true,
+        )
+        .await;
+        assert_eq!(green.verification.result, VerifyResult::Green);
+        assert_eq!(green.green_level, Some(GreenLevel::Workspace));
+        assert!(
+            green
+                .verification
+                .reason
+                .as_deref()
+                .is_some_and(|r| r.starts_with("freshness unknown")),
+            "{:?}",
+            green.verification.reason
+        );
+        assert!(
+            !read_events(&log)
+                .iter()
+                .any(|e| e["kind"] == "lane.merge.ready")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failure_wins_over_a_hang_and_the_hang_stays_visible() {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let log = tmp.path().join("events.jsonl");
+        let events = EventLog::open("a", &log).expect("event log");
+        let verified = verify(
+            tmp.path(),
+            tmp.path(),
+            &plan(
+                GreenLevel::Targeted,
+                &["sleep 30", "exit 4"],
+                tmp.path().join("logs"),
+            ),
+            &events,
+            LaneState::plain(LaneStatus::Finished),
+            true,
+        )
+        .await;
+        let v = &verified.verification;
+        assert_eq!(v.result, VerifyResult::Red);
+        assert_eq!(v.class, Some(FailureClass::Test));
+        assert_eq!(v.commands[0].outcome, CommandOutcome::Hung);
+        assert_eq!(v.commands[1].exit_code, Some(4));
+        assert_eq!(
+            v.reason.as_deref(),
+            Some("`exit 4` (exit 4) failed; `sleep 30` hung past 1 s")
+        );
+        let logged = read_events(&log);
+        assert!(logged.iter().any(|e| e["kind"] == "test.hung"));
+        let red = logged
+            .iter()
+            .find(|e| e["kind"] == "lane.red")
+            .expect("lane.red");
+        assert_eq!(red["detail"]["hung"][0]["command"], "sleep 30");
+        assert_eq!(red["detail"]["failed"][0]["command"], "exit 4");
+    }
+
+    fn freshness(state: FreshnessState, behind: Option<u32>) -> Freshness {
+        Freshness {
+            state,
+            ahead: Some(1),
+            behind,
+            base_ref: "main".into(),
+            base_sha: Some("b".into()),
+            head: Some("h".into()),
+            merge_base: Some("m".into()),
+            missing: Vec::new(),
+            checked_at: 0,
+            operation: None,
+            error: (state == FreshnessState::Unknown).then(|| "the last fetch failed".into()),
+        }
+    }
+
+    fn base_in(f: Freshness, merge: Option<MergeOutcome>, error: Option<&str>) -> BaseIn {
+        BaseIn {
+            check: BranchCheck {
+                head: None,
+                operation: None,
+                freshness: f,
+            },
+            merge,
+            merge_error: error.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn only_a_branch_known_to_lack_base_commits_is_held_or_excused() {
+        use FreshnessState as S;
+        let conflict = MergeOutcome::Conflict {
+            paths: vec!["a.txt".into()],
+            head: "h".into(),
+            base_sha: "b".into(),
+            method: clawpool_worktree::MergeMethod::Merge,
+        };
+        let policy = MergePolicy::MergeForward;
+        assert_eq!(
+            branch_verdict(&base_in(freshness(S::Fresh, Some(0)), None, None), policy),
+            BranchVerdict::Fresh
+        );
+        assert!(matches!(
+            branch_verdict(&base_in(freshness(S::Unknown, Some(0)), None, None), policy),
+            BranchVerdict::Unknown(_)
+        ));
+        assert_eq!(
+            branch_verdict(
+                &base_in(freshness(S::Stale, Some(2)), Some(conflict.clone()), None),
+                policy
+            ),
+            BranchVerdict::Blocked(
+                "2 base commits missing from main: merging the base conflicts in a.txt; the \
+                 merge was aborted, the branch is back at h"
+                    .into()
+            )
+        );
+        // Unknown after a failed fetch, yet behind the base as last fetched: still lacking.
+        assert!(matches!(
+            branch_verdict(
+                &base_in(freshness(S::Unknown, Some(1)), None, Some("hook said no")),
+                policy
+            ),
+            BranchVerdict::Blocked(why) if why.ends_with("merging the base failed: hook said no")
+        ));
+        assert_eq!(
+            branch_verdict(
+                &base_in(freshness(S::Diverged, Some(3)), None, None),
+                MergePolicy::Block
+            ),
+            BranchVerdict::Blocked("the branch shares no history with its base".into())
+        );
+        assert_eq!(
+            branch_verdict(
+                &base_in(freshness(S::Stale, Some(1)), None, None),
+                MergePolicy::Warn
+            ),
+            BranchVerdict::StaleWarned(
+                "stale: 1 base commit missing from main (merge policy warn)".into()
+            )
+        );
+        let mut paused = base_in(freshness(S::Unknown, None), None, None);
+        paused.check.operation = Some(GitOperation {
+            kind: clawpool_worktree::GitOperationKind::Rebase,
+            paused: true,
+        });
+        assert!(matches!(
+            branch_verdict(&paused, policy),
+            BranchVerdict::Blocked(why) if why.starts_with("a git rebase is in progress")
+        ));
     }
 }
