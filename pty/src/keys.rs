@@ -26,13 +26,14 @@ pub enum Key {
     CtrlC,
     /// End of input.
     CtrlD,
+    /// Ctrl-U: erase the input line (line editors' "kill to start of line").
+    CtrlU,
     /// A digit key, `0` to `9`, as dialogs with numbered choices expect.
     Digit(u8),
 }
 
 /// Every key name [`Key::from_str`] accepts, for error messages and help.
-pub const KEY_NAMES: &str =
-    "Enter, Tab, Esc, Up, Down, Left, Right, Backspace, C-c (Ctrl-C), C-d (Ctrl-D), 0-9";
+pub const KEY_NAMES: &str = "Enter, Tab, Esc, Up, Down, Left, Right, Backspace, C-c (Ctrl-C), C-d (Ctrl-D), C-u (Ctrl-U), 0-9";
 
 impl Key {
     /// The bytes a terminal sends for this key (normal cursor-key mode, or application mode
@@ -56,6 +57,7 @@ impl Key {
             Key::Backspace => b"\x7f".to_vec(),
             Key::CtrlC => b"\x03".to_vec(),
             Key::CtrlD => b"\x04".to_vec(),
+            Key::CtrlU => b"\x15".to_vec(),
             Key::Digit(d) => vec![b'0' + d],
         }
     }
@@ -73,6 +75,7 @@ impl Key {
             Key::Backspace => "BSpace".into(),
             Key::CtrlC => "C-c".into(),
             Key::CtrlD => "C-d".into(),
+            Key::CtrlU => "C-u".into(),
             Key::Digit(d) => d.to_string(),
         }
     }
@@ -91,6 +94,7 @@ impl fmt::Display for Key {
             Key::Backspace => f.write_str("Backspace"),
             Key::CtrlC => f.write_str("C-c"),
             Key::CtrlD => f.write_str("C-d"),
+            Key::CtrlU => f.write_str("C-u"),
             Key::Digit(d) => write!(f, "{d}"),
         }
     }
@@ -121,6 +125,7 @@ impl FromStr for Key {
             "backspace" | "bspace" => Key::Backspace,
             "c-c" | "ctrl-c" => Key::CtrlC,
             "c-d" | "ctrl-d" => Key::CtrlD,
+            "c-u" | "ctrl-u" => Key::CtrlU,
             digit if digit.len() == 1 && digit.as_bytes()[0].is_ascii_digit() => {
                 Key::Digit(digit.as_bytes()[0] - b'0')
             }
@@ -178,6 +183,7 @@ mod tests {
             ("Backspace", Key::Backspace),
             ("C-c", Key::CtrlC),
             ("Ctrl-D", Key::CtrlD),
+            ("ctrl-u", Key::CtrlU),
             ("7", Key::Digit(7)),
         ] {
             assert_eq!(name.parse::<Key>(), Ok(key), "{name}");

@@ -34,7 +34,7 @@ pub const DEFAULT_NUDGE: &str =
 pub const DEFAULT_INTERRUPT_KEY: &str = "Esc";
 
 /// Key names a recipe may send: those `clawpool-pty` knows (`pty/src/keys.rs`), any case.
-pub const KEY_NAMES: [&str; 16] = [
+pub const KEY_NAMES: [&str; 18] = [
     "enter",
     "return",
     "tab",
@@ -50,6 +50,8 @@ pub const KEY_NAMES: [&str; 16] = [
     "ctrl-c",
     "c-d",
     "ctrl-d",
+    "c-u",
+    "ctrl-u",
     "0-9",
 ];
 

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use clawpool_lanes::{LaneEvent, now_ms};
-use clawpool_recovery::{HookSpec, Policy, hooks_for, run_hook};
+use clawpool_recovery::{HookSpec, LaneFacts, Policy, hooks_for, run_hook};
 use serde_json::json;
 use tokio::task::JoinHandle;
 
@@ -72,6 +72,31 @@ pub fn run_hooks_for(policy: &Policy, event: &LaneEvent, log: &Path) {
         };
         running.push(runtime.spawn(run.go()));
     }
+}
+
+/// Runs the hook a policy `notify` rule names, in a task of its own, with
+/// `{"rule", "lane", "facts"}` on its stdin; returns at once. Logged to `log` like event hooks,
+/// with `event` = `notify` and the rule's name.
+pub fn notify(policy: &Policy, hook: &str, rule: &str, facts: &LaneFacts, log: &Path) {
+    let Some(spec) = policy.hook(hook) else {
+        return;
+    };
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        tracing::warn!(rule, "notify hook not run: no async runtime on this thread");
+        return;
+    };
+    let input = json!({"rule": rule, "lane": facts.lane, "facts": facts});
+    let run = Run {
+        spec: spec.clone(),
+        input: Arc::new(input.to_string().into_bytes()),
+        log: log.to_owned(),
+        lane: facts.lane.clone(),
+        kind: format!("notify {rule}"),
+        seq: 0,
+    };
+    let mut running = RUNNING.lock().unwrap_or_else(|p| p.into_inner());
+    running.retain(|task| !task.is_finished());
+    running.push(runtime.spawn(run.go()));
 }
 
 /// Waits for the hook runs started so far (each ends by its timeout at the latest).

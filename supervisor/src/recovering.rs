@@ -16,6 +16,8 @@
 //! branch checks do, before broad verification). A recipe that reaches such a step fails its
 //! attempt naming the step; nothing is pretended.
 
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -90,6 +92,11 @@ pub struct Recovery {
     /// How the last run of the handshake ended: what a failed attempt is decided again on.
     last: Option<Outcome>,
     lane: String,
+    /// The lane's event log file (facts for `notify` rules are read beside it).
+    events_path: PathBuf,
+    /// `notify` rules already run, each with the lane's situation it ran for: a rule runs its
+    /// hook once per situation, not after every run of the handshake.
+    notified: HashSet<String>,
 }
 
 impl Recovery {
@@ -102,6 +109,7 @@ impl Recovery {
     pub fn new(
         policy: Arc<Policy>,
         lane: &str,
+        events_path: &Path,
         events: &EventLog,
         recorder: &StateRecorder,
     ) -> Self {
@@ -125,6 +133,8 @@ impl Recovery {
             current: None,
             last: None,
             lane: lane.to_owned(),
+            events_path: events_path.to_owned(),
+            notified: HashSet::new(),
         };
         for id in running {
             recovery.publish(id, events, recorder);
@@ -149,6 +159,7 @@ impl Recovery {
             self.restarts.on_healthy(run_started);
         }
         self.last = Some(outcome.clone());
+        self.notify(recorder);
         if self.current.is_some() {
             let step = match &outcome.next {
                 Next::Progressed(what) => StepOutcome::Progress(what.clone()),
@@ -207,8 +218,47 @@ impl Recovery {
         self.save(recorder);
     }
 
-    /// Puts the lane's facts, as the last run left them, through the policy.
+    /// Puts the lane's facts, as the last run left them, through the policy, then runs the
+    /// `notify` rules that match where that left the lane.
     fn decide(&mut self, events: &EventLog, recorder: &StateRecorder) -> Plan {
+        let plan = self.decide_action(events, recorder);
+        self.notify(recorder);
+        plan
+    }
+
+    /// Runs the hooks of the `notify` rules that match the lane's facts as its state file has
+    /// them, once per situation.
+    fn notify(&mut self, recorder: &StateRecorder) {
+        let doc = recorder.doc();
+        let mut facts = crate::policy_cmd::lane_facts(&doc, &self.events_path, now_secs());
+        if let Some(trigger) = self.last.as_ref().and_then(trigger_of) {
+            facts.trigger = Some(trigger);
+        }
+        let log = self
+            .events_path
+            .parent()
+            .map(|dir| dir.join(crate::hooks::HOOKS_LOG))
+            .unwrap_or_else(|| PathBuf::from(crate::hooks::HOOKS_LOG));
+        for decision in self.policy.evaluate(&facts) {
+            let Action::Notify { hook } = &decision.action else {
+                continue;
+            };
+            let situation = format!(
+                "{}|{:?}|{:?}|{:?}|{:?}|{}",
+                decision.rule,
+                facts.status,
+                facts.subphase,
+                facts.failure,
+                facts.trigger,
+                facts.recovery
+            );
+            if self.notified.insert(situation) {
+                crate::hooks::notify(&self.policy, hook, &decision.rule, &facts, &log);
+            }
+        }
+    }
+
+    fn decide_action(&mut self, events: &EventLog, recorder: &StateRecorder) -> Plan {
         let Some(outcome) = self.last.clone() else {
             return Plan::Done;
         };

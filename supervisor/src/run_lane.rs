@@ -278,7 +278,13 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
         restarts: 0,
     };
     let mut prior_attempts = 0;
-    let mut recovery = Recovery::new(Arc::clone(&job.policy), &job.name, &events, &recorder);
+    let mut recovery = Recovery::new(
+        Arc::clone(&job.policy),
+        &job.name,
+        &job.events_path,
+        &events,
+        &recorder,
+    );
     // How the next run of the handshake starts: with a new worker, or carrying on with the
     // same one after a recovery step (its state and receipt as the last run left them).
     let mut carry: Option<Resumed> = None;

@@ -1070,3 +1070,75 @@ fn stop_ends_a_working_lane_as_failed_and_an_idle_one_as_finished() {
     assert_eq!(code, 0);
     assert_eq!(outcome["state"]["status"], "finished");
 }
+
+/// Runs git in `repo` with a test identity; panics when it fails unless `may_fail`.
+fn git_in(repo: &Path, args: &[&str], may_fail: bool) {
+    let status = std::process::Command::new("git")
+        .args(["-c", "user.name=test", "-c", "user.email=test@localhost"])
+        .args(args)
+        .current_dir(repo)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .expect("git runs");
+    assert!(may_fail || status.success(), "git {args:?} failed");
+}
+
+/// A merge stopped on a conflict in the lane's worktree holds delivery: the text an operator
+/// sends waits, with `lane.delivery_held` naming the operation, until the merge is aborted;
+/// then it goes in as usual.
+#[test]
+fn nothing_is_typed_while_a_git_operation_is_paused_in_the_worktree() {
+    let sandbox = Sandbox::new();
+    let (repo, config) = setup(&sandbox, TWO_TASKS, true, "");
+    // Two branches that change one file differently, merged while the agent works.
+    git_in(&repo, &["checkout", "-q", "-b", "other"], false);
+    std::fs::write(repo.join("c.txt"), "theirs\n").expect("c.txt");
+    git_in(&repo, &["add", "c.txt"], false);
+    git_in(&repo, &["commit", "-q", "-m", "theirs"], false);
+    git_in(&repo, &["checkout", "-q", "main"], false);
+    std::fs::write(repo.join("c.txt"), "ours\n").expect("c.txt");
+    git_in(&repo, &["add", "c.txt"], false);
+    git_in(&repo, &["commit", "-q", "-m", "ours"], false);
+
+    let mut lane = Lane::start(&sandbox, &repo, &config, "scripted", "first task");
+    lane.wait_kind("lane.running");
+    git_in(&repo, &["merge", "other"], true);
+    assert!(
+        repo.join(".git/MERGE_HEAD").exists(),
+        "the merge stopped on its conflict"
+    );
+    let out = sandbox
+        .clawpool()
+        .arg("send")
+        .arg(&repo)
+        .arg("second task")
+        .output()
+        .expect("clawpool send");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let held = lane.wait_kind("lane.delivery_held");
+    assert_eq!(held["detail"]["operation"]["kind"], "merge");
+    assert_eq!(prompts_delivered(&repo), 1, "the second text waits");
+
+    git_in(&repo, &["merge", "--abort"], false);
+    let (code, _, events) = lane.finish();
+    assert_eq!(code, 0, "{events:#?}");
+    assert_kinds_in_order(
+        &events,
+        &[
+            "lane.send_queued",
+            "lane.prompt_round",
+            "lane.delivery_held",
+            "lane.delivery_resumed",
+            "lane.prompt_typed",
+            "lane.prompt_accepted",
+            "lane.finished",
+        ],
+    );
+    assert_eq!(prompts_delivered(&repo), 2);
+    assert!(repo.join("second.txt").exists());
+}

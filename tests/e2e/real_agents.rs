@@ -838,3 +838,184 @@ fn codex_trust_dialog_and_a_working_codex_is_not_ready() {
     server.stop();
     assert_nothing_left(&sandbox);
 }
+
+/// A `--config` for Claude Code in a trusted lane with the shipped policy on faster clocks:
+/// `policy_extra` is appended to the policy file (stall time, recipe parameters).
+fn claude_recovery_config(sandbox: &Sandbox, stall_after: &str, policy_extra: &str) -> PathBuf {
+    let policy = include_str!("../../docs/policy-defaults.toml")
+        .replace("after = \"10m\"", &format!("after = {stall_after:?}"))
+        + policy_extra;
+    let policy_file = sandbox.dir.path().join("policy.toml");
+    std::fs::write(&policy_file, policy).expect("policy");
+    let config = write_config(sandbox, Some(&lanes_dir(sandbox)), "claude", "");
+    let text = std::fs::read_to_string(&config).expect("config");
+    std::fs::write(
+        &config,
+        format!(
+            "policy = {:?}\n{text}\n[handshake]\nprovider_block_secs = 2\n",
+            policy_file.display().to_string()
+        ),
+    )
+    .expect("config");
+    config
+}
+
+/// The model hangs after the prompt: Claude Code shows its spinner and timer and nothing
+/// else, which is not progress; clawpool finds the lane stalled and presses Esc. Claude Code
+/// puts the interrupted prompt back into its input line; clawpool empties it (the profile's
+/// `clear_keys`) and types the nudge; the model answers the nudge with the work, and the lane
+/// finishes with one `interrupt_and_nudge` attempt that succeeded, no restart needed.
+#[test]
+fn claude_stalled_on_a_hanging_model_is_interrupted_nudged_and_finishes() {
+    real_agent("claude");
+    let sandbox = Sandbox::new();
+    let lane = plain_lane(&sandbox, "stuck");
+    let mut script = vec![json!({"hang": true})];
+    script.extend(
+        write_hello_script(&lane)
+            .as_array()
+            .cloned()
+            .unwrap_or_default(),
+    );
+    let mut server = ModelServer::start(&sandbox.dir.path().join("model"), &json!(script));
+    seed_claude_home(
+        &sandbox.home(),
+        json!({"customApiKeyResponses": {"approved": ["sk-ant-fake"], "rejected": []}}),
+    );
+    let config = claude_recovery_config(
+        &sandbox,
+        "4s",
+        "\n[recipes.interrupt_and_nudge]\nwait = \"1s\"\nprogress_timeout = \"30s\"\n",
+    );
+    let mut run = start_lane(
+        &sandbox,
+        &config,
+        "claude",
+        &lane,
+        &claude_env(&sandbox, &server.url()),
+        "pty",
+    );
+    let (code, outcome) = finish(&mut run, &lane);
+    let events = run.events();
+    assert_eq!(code, 0, "{}\n{}", run.report(), screen_report(&lane));
+    assert_eq!(outcome["state"]["status"], "finished");
+    assert_kinds_in_order(
+        &events,
+        &[
+            "lane.running",
+            "lane.stalled",
+            "lane.recovery.running",
+            "lane.prompt_round",
+            "lane.prompt_accepted",
+            "lane.recovery.succeeded",
+            "lane.finished",
+        ],
+    );
+    assert_eq!(count_kind(&events, "lane.stalled"), 1, "{}", run.report());
+    assert_eq!(count_kind(&events, "lane.restarted"), 0, "{}", run.report());
+    let cleared = find_event(&events, "lane.input_cleared");
+    assert!(
+        cleared["detail"]["draft"]
+            .as_str()
+            .is_some_and(|d| d.contains("hello.txt")),
+        "the prompt Claude Code put back: {cleared}"
+    );
+    assert_eq!(cleared["detail"]["keys"], json!(["C-u"]));
+    let doc: Value = serde_json::from_str(
+        &std::fs::read_to_string(lane.join(".claw/worker-state.json")).expect("state file"),
+    )
+    .expect("state JSON");
+    let entries = doc["recovery"]["entries"].as_array().expect("entries");
+    assert_eq!(entries.len(), 1, "{doc}");
+    assert_eq!(entries[0]["recipe"], "interrupt_and_nudge");
+    assert_eq!(entries[0]["state"], "succeeded");
+    assert_eq!(
+        std::fs::read_to_string(lane.join("hello.txt")).expect("hello.txt in the lane"),
+        "hi"
+    );
+    // The hanging request, then the nudge with the tool call, then the tool's result.
+    let main = server.main_requests();
+    assert!(main.len() >= 3, "{main:#?}");
+    assert!(
+        main[1]["body"]
+            .to_string()
+            .contains("Please continue with the task"),
+        "the nudge reached the model"
+    );
+    drop(run);
+    server.stop();
+    assert_nothing_left(&sandbox);
+}
+
+/// The provider refuses the first requests, then comes back: Claude Code retries by itself;
+/// clawpool reports the lane `blocked{provider}`, waits (the `wait_for_provider` recipe) with
+/// nothing typed, and once a retry gets through the lane resumes and finishes.
+#[test]
+fn claude_with_a_provider_down_then_back_resumes_and_finishes() {
+    real_agent("claude");
+    let sandbox = Sandbox::new();
+    let lane = plain_lane(&sandbox, "flaky");
+    let mut script = vec![json!({"refuse": true, "repeat": 4})];
+    script.extend(
+        write_hello_script(&lane)
+            .as_array()
+            .cloned()
+            .unwrap_or_default(),
+    );
+    let mut server = ModelServer::start(&sandbox.dir.path().join("model"), &json!(script));
+    seed_claude_home(
+        &sandbox.home(),
+        json!({"customApiKeyResponses": {"approved": ["sk-ant-fake"], "rejected": []}}),
+    );
+    let config = claude_recovery_config(&sandbox, "10m", "");
+    let mut run = start_lane(
+        &sandbox,
+        &config,
+        "claude",
+        &lane,
+        &claude_env(&sandbox, &server.url()),
+        "pty",
+    );
+    let (code, outcome) = finish(&mut run, &lane);
+    let events = run.events();
+    assert_eq!(code, 0, "{}\n{}", run.report(), screen_report(&lane));
+    assert_eq!(outcome["state"]["status"], "finished");
+    assert_kinds_in_order(
+        &events,
+        &[
+            "lane.running",
+            "lane.blocked",
+            "lane.recovery.running",
+            "lane.recovery.succeeded",
+            "lane.finished",
+        ],
+    );
+    let blocked = find_event(&events, "lane.blocked");
+    assert_eq!(blocked["to"]["subphase"], "provider", "{}", run.report());
+    assert_eq!(blocked["evidence"]["rule"], "provider_retrying");
+    assert_eq!(
+        count_kind(&events, "lane.prompt_typed"),
+        1,
+        "nothing typed while it retried"
+    );
+    assert_eq!(count_kind(&events, "lane.escalated"), 0);
+    let doc: Value = serde_json::from_str(
+        &std::fs::read_to_string(lane.join(".claw/worker-state.json")).expect("state file"),
+    )
+    .expect("state JSON");
+    let entries = doc["recovery"]["entries"].as_array().expect("entries");
+    assert_eq!(entries.len(), 1, "{doc}");
+    assert_eq!(entries[0]["recipe"], "wait_for_provider");
+    assert_eq!(entries[0]["state"], "succeeded");
+    assert_eq!(
+        std::fs::read_to_string(lane.join("hello.txt")).expect("hello.txt in the lane"),
+        "hi"
+    );
+    assert!(
+        server.main_requests().len() >= 6,
+        "four refused, then the task and the tool's result"
+    );
+    drop(run);
+    server.stop();
+    assert_nothing_left(&sandbox);
+}

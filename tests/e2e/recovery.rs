@@ -260,6 +260,47 @@ fn a_crash_loop_is_restarted_with_backoff_until_the_intensity_is_used_up() {
 }
 
 #[test]
+fn a_notify_rule_runs_its_hook_once_when_the_lane_gets_where_it_matches() {
+    let sandbox = Sandbox::new();
+    let scenario =
+        "[[prompt]]\nsteps = [{ do = \"sleep\", ms = 300 }, { do = \"crash\", code = 3 }]\n";
+    let (repo, config) = setup(&sandbox, scenario, true, "");
+    let policy = fast_policy(&sandbox, &config);
+    let pages = sandbox.dir.path().join("pages.jsonl");
+    let text = std::fs::read_to_string(&policy).expect("policy");
+    let first_rule = text.find("[[rules]]").expect("a rule");
+    let text = format!(
+        "{}[[hooks]]\nname = \"pager\"\ncommand = [\"sh\", \"-c\", \"cat >> {}; echo >> {}\"]\n\n\
+         [[rules]]\nname = \"page-on-exhaustion\"\nwhen = {{ recovery = \"exhausted\" }}\n\
+         then = {{ action = \"notify\", hook = \"pager\" }}\n\n{}",
+        &text[..first_rule],
+        pages.display(),
+        pages.display(),
+        &text[first_rule..]
+    );
+    std::fs::write(&policy, text).expect("policy");
+    let (code, _, events) = Lane::start(&sandbox, &repo, &config, "scripted", "work").finish();
+    assert_eq!(code, 1, "{events:#?}");
+    assert_eq!(of_kind(&events, "lane.restarted").len(), 3);
+    // One page, for the exhausted lane, though the lane was looked at after every crash.
+    let pages: Vec<Value> = std::fs::read_to_string(&pages)
+        .expect("the pager ran")
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert_eq!(pages.len(), 1, "{pages:#?}");
+    assert_eq!(pages[0]["rule"], "page-on-exhaustion");
+    assert_eq!(pages[0]["facts"]["recovery"], "exhausted");
+    assert_eq!(pages[0]["facts"]["status"], "failed");
+    assert_eq!(pages[0]["facts"]["failure"], "worker_crashed");
+    let log = std::fs::read_to_string(repo.join(".claw/hooks.log")).expect("hooks.log");
+    let run: Value = serde_json::from_str(log.lines().next().expect("a run")).expect("JSON");
+    assert_eq!(run["hook"], "pager");
+    assert_eq!(run["event"], "notify page-on-exhaustion");
+    assert_eq!(run["outcome"], "succeeded");
+}
+
+#[test]
 fn a_prompt_misdelivered_to_a_shell_is_delivered_once_more_to_a_restarted_worker() {
     let sandbox = Sandbox::new();
     // The first worker turns into a shell when the prompt arrives; the second works.

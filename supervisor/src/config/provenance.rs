@@ -74,12 +74,14 @@ pub(crate) fn record_patch(origins: &mut ProfileOrigins, patch: &ManifestPatch, 
         rule,
         prefix,
         placeholders,
+        clear_keys,
     }) = input
     {
         let fields = [
             ("rule", rule.is_some()),
             ("prefix", prefix.is_some()),
             ("placeholders", placeholders.is_some()),
+            ("clear_keys", clear_keys.is_some()),
         ];
         for (name, given) in fields {
             if given {

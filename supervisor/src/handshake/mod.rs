@@ -89,13 +89,16 @@ pub enum Next {
 
 /// A recovery recipe's `wait_for_progress` check on this run.
 ///
-/// It is armed once the agent has taken everything it was given (the prompt or a nudge was
-/// accepted and nothing is queued), so the echo of our own text is never taken for progress.
+/// Its time runs from the start of the run; it counts progress once armed, when the agent has
+/// taken everything it was given (the prompt or a nudge was accepted and nothing is queued),
+/// so the echo of our own text is never taken for progress. A nudge that cannot be delivered
+/// (the input line is not free) is a check without progress.
 #[derive(Debug, Clone)]
 struct ProgressCheck {
     /// `None`: no time limit (an escalated lane watched until it moves).
     within: Option<Duration>,
-    armed_at: Option<Instant>,
+    started: Instant,
+    armed: bool,
     /// Normalised texts this run delivered: screen lines inside them are their echo.
     delivered: Vec<String>,
 }
@@ -166,6 +169,11 @@ pub struct Handshake<'a> {
     /// End the run with [`Next::Recover`]`("provider_down")` when the lane blocks on its
     /// provider.
     recover_provider: bool,
+    /// While a git operation is paused in the lane's worktree, nothing is typed: when to look
+    /// at the worktree again.
+    held_until: Option<Instant>,
+    /// Times the input line was emptied of our own text the agent put back, this round.
+    input_clears: u32,
 }
 
 /// What a new supervisor knows of a lane it adopts, from the lane's state file.
@@ -186,6 +194,12 @@ const STOP_GRACE: Duration = Duration::from_secs(5);
 
 /// How many times clawpool answers the same dialog before it blocks the lane instead.
 const MAX_ANSWERS_PER_DIALOG: u32 = 3;
+
+/// How often a worktree with a paused git operation is looked at again while delivery waits.
+const HOLD_RECHECK: Duration = Duration::from_secs(2);
+
+/// How many times the input line is emptied of our own text in one round before giving up.
+const MAX_INPUT_CLEARS: u32 = 3;
 
 impl<'a> Handshake<'a> {
     /// A handshake for a worker that has just been started.
@@ -222,6 +236,8 @@ impl<'a> Handshake<'a> {
             stall_after: None,
             check: None,
             recover_provider: false,
+            held_until: None,
+            input_clears: 0,
         }
     }
 
@@ -253,7 +269,8 @@ impl<'a> Handshake<'a> {
         };
         self.check = Some(ProgressCheck {
             within,
-            armed_at: None,
+            started: Instant::now(),
+            armed: false,
             delivered: prompt.into_iter().collect(),
         });
         self
@@ -389,23 +406,22 @@ impl<'a> Handshake<'a> {
         let Some(check) = self.check.as_mut() else {
             return;
         };
-        let Some(armed_at) = check.armed_at else {
-            if taken && working {
-                check.armed_at = Some(Instant::now());
-            }
-            return;
-        };
         let progress = new_lines.iter().find(|line| {
             let words = line.trim_start_matches(|c: char| !c.is_alphanumeric());
             !words.is_empty() && !check.delivered.iter().any(|d| d.contains(words))
         });
-        if let Some(line) = progress {
-            self.next = Some(Next::Progressed(format!("a new line on screen: {line}")));
-        } else if check
-            .within
-            .is_some_and(|within| armed_at.elapsed() >= within)
-        {
-            self.next = Some(Next::NoProgress);
+        match progress {
+            Some(line) if check.armed => {
+                self.next = Some(Next::Progressed(format!("a new line on screen: {line}")));
+            }
+            _ if check
+                .within
+                .is_some_and(|within| check.started.elapsed() >= within) =>
+            {
+                self.next = Some(Next::NoProgress);
+            }
+            // Armed after this look, so what it found (the echo) is not progress.
+            _ => check.armed |= taken && working,
         }
     }
 
@@ -434,13 +450,9 @@ impl<'a> Handshake<'a> {
                 .map(|t| t + self.settings.provider_block),
         );
         consider(self.receipt.retry_at());
+        consider(self.held_until);
         if let Some(check) = &self.check {
-            consider(
-                check
-                    .armed_at
-                    .zip(check.within)
-                    .map(|(at, within)| at + within),
-            );
+            consider(check.within.map(|within| check.started + within));
         } else if let (Some(after), LaneStatus::Running) = (self.stall_after, self.state.status) {
             let idle = self
                 .progress
@@ -712,6 +724,12 @@ impl<'a> Handshake<'a> {
             return;
         }
         if self.state.status != LaneStatus::ReadyForPrompt {
+            if !self.followups.is_empty()
+                && self.receipt.accepted_at.is_some()
+                && self.receipt.matches_draft(text)
+            {
+                self.clear_returned_draft(text, evidence).await;
+            }
             return;
         }
         if !self.receipt.matches_draft(text) {
@@ -729,6 +747,37 @@ impl<'a> Handshake<'a> {
                 self.submit(evidence).await;
             }
         }
+    }
+
+    /// The agent put text it had taken back into its input line (Claude Code does with an
+    /// interrupted prompt) while more is queued: empty the line with the profile's keys, so
+    /// the next text is not typed on top of it. Never anything but our own accepted text.
+    async fn clear_returned_draft(&mut self, draft: &str, evidence: Evidence) {
+        let keys = &self.profile.input.clear_keys;
+        if keys.is_empty() || self.input_clears >= MAX_INPUT_CLEARS {
+            return;
+        }
+        self.input_clears += 1;
+        for key in keys.clone() {
+            if self
+                .worker
+                .send(&clawpool_pty::Input::Key(key))
+                .await
+                .is_err()
+            {
+                return;
+            }
+        }
+        self.event(
+            "lane.input_cleared",
+            None,
+            None,
+            Some(evidence),
+            serde_json::json!({
+                "draft": draft,
+                "keys": keys.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            }),
+        );
     }
 
     fn on_unrecognised(&mut self, evidence: Evidence) {
@@ -946,6 +995,9 @@ impl<'a> Handshake<'a> {
         let Some(text) = self.receipt.text_to_type() else {
             return;
         };
+        if self.delivery_held() {
+            return;
+        }
         if let Err(err) = self
             .worker
             .send(&clawpool_pty::Input::Text(text.clone()))
@@ -971,6 +1023,48 @@ impl<'a> Handshake<'a> {
         );
     }
 
+    /// Whether a git operation paused in the lane's worktree (a rebase, merge, cherry-pick,
+    /// revert or `git am` stopped part-way) holds delivery: its HEAD and index are mid-change,
+    /// so no new work goes in until someone finishes or aborts it. Looked at again every
+    /// [`HOLD_RECHECK`] while held; a folder that is not a git worktree holds nothing.
+    fn delivery_held(&mut self) -> bool {
+        let now = Instant::now();
+        if self.held_until.is_some_and(|until| now < until) {
+            return true;
+        }
+        let paused = clawpool_worktree::git_operation(&self.lane.cwd)
+            .ok()
+            .flatten()
+            .filter(|op| op.paused);
+        match (paused, self.held_until) {
+            (Some(op), held) => {
+                if held.is_none() {
+                    self.event(
+                        "lane.delivery_held",
+                        None,
+                        None,
+                        None,
+                        serde_json::json!({"operation": op}),
+                    );
+                }
+                self.held_until = Some(now + HOLD_RECHECK);
+                true
+            }
+            (None, Some(_)) => {
+                self.held_until = None;
+                self.event(
+                    "lane.delivery_resumed",
+                    None,
+                    None,
+                    None,
+                    serde_json::json!({}),
+                );
+                false
+            }
+            (None, None) => false,
+        }
+    }
+
     /// Starts delivering the next queued text, with a receipt of its own.
     fn next_followup(&mut self) {
         let Some(text) = self.followups.pop_front() else {
@@ -991,6 +1085,7 @@ impl<'a> Handshake<'a> {
         };
         self.receipt = Receipt::new(&plan);
         self.idle_since = None;
+        self.input_clears = 0;
         if let Some(check) = self.check.as_mut() {
             check
                 .delivered

@@ -91,6 +91,11 @@ pub struct InputSpec {
     /// never counts as a draft).
     #[serde(default)]
     pub placeholders: Vec<String>,
+    /// Keys that empty the input line. Used only to remove text of ours the agent put back
+    /// there (Claude Code returns an interrupted prompt to its input line), before the next
+    /// text is typed; without them such a lane cannot be given more text.
+    #[serde(default)]
+    pub clear_keys: Vec<String>,
 }
 
 /// What a rule's match tells about the agent.
@@ -290,6 +295,9 @@ pub struct InputPatch {
     /// Replaces the placeholders.
     #[serde(default)]
     pub placeholders: Option<Vec<String>>,
+    /// Replaces the keys that empty the input line.
+    #[serde(default)]
+    pub clear_keys: Option<Vec<String>>,
 }
 
 /// A patch that names a dialog the profile does not have.
@@ -338,6 +346,9 @@ impl Manifest {
             }
             if let Some(placeholders) = &input.placeholders {
                 self.input.placeholders = placeholders.clone();
+            }
+            if let Some(clear_keys) = &input.clear_keys {
+                self.input.clear_keys = clear_keys.clone();
             }
         }
         merge_by_name(&mut self.rules, &patch.rules, |r| &r.name);

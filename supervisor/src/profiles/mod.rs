@@ -268,6 +268,8 @@ pub struct InputFinder {
     pub prefix: String,
     /// Placeholder texts (an input line showing one is empty).
     pub placeholders: Vec<Regex>,
+    /// Keys that empty the input line (none: the profile knows no way).
+    pub clear_keys: Vec<Key>,
 }
 
 /// A compiled profile, ready for detection.
@@ -346,11 +348,21 @@ impl Profile {
                     .map_err(|e| err(None, format!("invalid placeholder regex {p:?}: {e}")))
             })
             .collect::<Result<_, _>>()?;
+        let clear_keys = manifest
+            .input
+            .clear_keys
+            .iter()
+            .map(|k| {
+                k.parse::<Key>()
+                    .map_err(|e| err(None, format!("input.clear_keys: {e}")))
+            })
+            .collect::<Result<_, _>>()?;
         Ok(Self {
             input: InputFinder {
                 rule,
                 prefix: manifest.input.prefix.clone(),
                 placeholders,
+                clear_keys,
             },
             manifest,
             rules,
