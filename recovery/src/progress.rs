@@ -146,6 +146,10 @@ struct Patterns {
     tokens: Regex,
     /// Any run of digits (used inside status lines only).
     digits: Regex,
+    /// A provider-retry status line, whatever its error text (`API error · retrying in 1s ·
+    /// attempt 1/10`, `Connection dropped (ECONNRESET) · retrying… · attempt 6/10`,
+    /// `Reconnecting... 1/5`): the same retrying, never progress.
+    provider_retry: Regex,
 }
 
 fn patterns() -> Option<&'static Patterns> {
@@ -163,6 +167,10 @@ fn patterns() -> Option<&'static Patterns> {
             .ok()?,
             tokens: Regex::new(r"(?i)(?:[↑↓]\s*)?\b\d+(?:\.\d+)?[km]?\s+tokens?\b").ok()?,
             digits: Regex::new(r"\d+").ok()?,
+            provider_retry: Regex::new(
+                r"(?i)\bretrying\b.*\battempt\s+\d+/\d+|^reconnecting\b.*\d+/\d+",
+            )
+            .ok()?,
         })
     });
     PATTERNS.as_ref()
@@ -218,6 +226,9 @@ pub fn normalize_line(row: &str) -> String {
     };
     if p.spinner_verb.is_match(line) {
         return "<working>".to_owned();
+    }
+    if p.provider_retry.is_match(line) {
+        return "<provider retry>".to_owned();
     }
     let status = p.status_line.is_match(line);
     let mut line = p.clock.replace_all(line, "${pre}<clock>").into_owned();
@@ -289,6 +300,11 @@ mod tests {
         assert_eq!(
             normalize_line("✻ API error · retrying in 1s · attempt 1/10"),
             normalize_line("✻ API error · retrying in 15s · attempt 6/10")
+        );
+        // Seen on Claude Code 2.1.330 as its retries went on: another error, the same retrying.
+        assert_eq!(
+            normalize_line("✻ API error · retrying in 1s · attempt 1/10"),
+            normalize_line("✻ Connection dropped (ECONNRESET) · retrying… · attempt 2/10")
         );
         assert_eq!(
             normalize_line("last update 12:34:56, 1.2k tokens"),

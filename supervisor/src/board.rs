@@ -236,6 +236,14 @@ fn print_table(lanes: &[Value]) {
     if rows.is_empty() {
         println!("(no lanes in this repository)");
     }
+    for l in lanes {
+        if let (Some(reason), Some(next)) = (
+            l["escalation"]["reason"].as_str(),
+            l["escalation"]["next_action"].as_str(),
+        ) {
+            println!("{}: {reason}\n    next: {next}", text(&l["lane"]));
+        }
+    }
 }
 
 /// `fresh`, `stale -3`, `diverged`, `unknown`, or the paused git operation.

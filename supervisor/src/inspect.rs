@@ -391,14 +391,30 @@ pub fn run_state(lane_dir: &Path, format: OutputFormat) -> Result<ExitCode, Comm
                 .map(|s| format!("{{{s}}}"))
                 .unwrap_or_default();
             println!("status    {}{subphase}", field("status"));
+            if let Some(at) = json["last_event"]["timestamp"].as_u64() {
+                println!(
+                    "in state  {} s",
+                    clawpool_lanes::state_file::now_secs().saturating_sub(at)
+                );
+            }
             println!("progress  {} s ago", json["seconds_since_update"]);
             println!("worktree  {}", field("worktree"));
+            if let Some(branch) = json["branch"].as_str() {
+                println!("branch    {branch}");
+            }
             if let Some(event) = json["last_event"].as_object() {
                 println!(
                     "last      #{} {}",
                     event["seq"],
                     event["kind"].as_str().unwrap_or("")
                 );
+            }
+            if let (Some(reason), Some(next)) = (
+                json["escalation"]["reason"].as_str(),
+                json["escalation"]["next_action"].as_str(),
+            ) {
+                println!("escalated {reason}");
+                println!("next      {next}");
             }
         }
     }

@@ -696,7 +696,10 @@ fn claude_with_a_refusing_provider_is_blocked_on_the_provider() {
         run.report()
     );
 
-    // Blocked, it stays so, and clawpool waits for the screen instead of spinning.
+    // Blocked, recovery waits for the provider (the agent retries by itself, nothing typed),
+    // and clawpool waits for the screen instead of spinning.
+    let waiting = wait_kind(&mut run, &lane, "lane.recovery.running");
+    assert_eq!(waiting["detail"]["recipe"], "wait_for_provider");
     let cpu_before = cpu_time(run.pid());
     let meanwhile = run.lines_within(Duration::from_secs(3));
     let cpu_used = cpu_time(run.pid()).saturating_sub(cpu_before);

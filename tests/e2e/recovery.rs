@@ -178,6 +178,25 @@ fn a_stall_that_does_not_heal_is_escalated_and_left_blocked_for_a_person() {
         failed.contains("no progress; the recipe's steps ran out"),
         "{failed}"
     );
+    // The person is told, in the state file and by `clawpool state`, what to do.
+    assert_eq!(doc["escalation"]["recipe"], "interrupt_and_nudge");
+    assert!(
+        doc["escalation"]["next_action"]
+            .as_str()
+            .is_some_and(|a| a.contains("clawpool stop")),
+        "{doc}"
+    );
+    let shown = sandbox
+        .clawpool()
+        .arg("state")
+        .arg(&repo)
+        .output()
+        .expect("clawpool state");
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        shown.contains("next      ") && shown.contains("clawpool stop"),
+        "{shown}"
+    );
     let agent = doc["pid"].as_u64().expect("the worker's pid");
     assert!(
         Path::new(&format!("/proc/{agent}")).exists(),
@@ -549,6 +568,21 @@ fn an_attempt_under_way_when_the_supervisor_dies_is_neither_lost_nor_repeated() 
         std::time::Duration::from_secs(30),
         |e| e["kind"] == "lane.recovery.exhausted",
         String::new,
+    );
+    // The board says what a person should do.
+    let board = s
+        .sandbox
+        .clawpool()
+        .arg("board")
+        .current_dir(&s.repo)
+        .output()
+        .expect("clawpool board");
+    let board = String::from_utf8_lossy(&board.stdout);
+    assert!(
+        board.contains("stuck: ")
+            && board.contains("    next: ")
+            && board.contains("clawpool stop"),
+        "{board}"
     );
     let stop = s
         .sandbox

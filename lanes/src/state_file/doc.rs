@@ -89,6 +89,10 @@ pub struct WorkerStateDoc {
     /// Every recovery attempt and the restart record (`docs/recovery.md`).
     #[serde(default)]
     pub recovery: RecoveryLedger,
+    /// What a person must do for the lane, when recovery handed it over (`lane.escalated`, or
+    /// `lane.blocked` with a next action); `null` otherwise, and again once the lane moves on.
+    #[serde(default)]
+    pub escalation: Option<Escalation>,
     /// Fields written by a newer writer of the same schema version that this version does not
     /// know: kept so that reading and printing a file loses nothing. Never written by this
     /// version itself.
@@ -272,6 +276,19 @@ pub struct Blocked {
     pub since: u64,
 }
 
+/// A lane handed to a person: why, and what to do.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Escalation {
+    /// Why clawpool could not go on by itself.
+    pub reason: String,
+    /// The recommended next action (commands name the lane).
+    pub next_action: String,
+    /// The recovery recipe that escalated, if one did.
+    pub recipe: Option<String>,
+    /// When (epoch s).
+    pub at: u64,
+}
+
 /// Why a lane failed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Failure {
@@ -334,6 +351,7 @@ impl WorkerStateDoc {
             green_level: None,
             verification: None,
             recovery: RecoveryLedger::default(),
+            escalation: None,
             extra: Map::new(),
         }
     }
@@ -355,6 +373,10 @@ impl WorkerStateDoc {
     /// the subphase is unchanged) and `failure` (with `detail`). Does not touch `updated_at`.
     pub fn set_state(&mut self, state: LaneState, at: u64, failure_detail: Option<String>) {
         let was_blocked = self.blocked;
+        if !matches!(state.status, LaneStatus::Blocked | LaneStatus::Failed) {
+            // The lane moved on: whatever a person was asked to do is past.
+            self.escalation = None;
+        }
         self.status = state.status;
         self.blocked = match (state.status, state.subphase) {
             (LaneStatus::Blocked, Some(subphase)) => Some(Blocked {
@@ -447,6 +469,17 @@ impl WorkerStateDoc {
                 }
             }
             "lane.prompt_misdelivery" => self.prompt_in_flight = false,
+            "lane.escalated" | "lane.blocked" => {
+                let text = |key: &str| detail.get(key).and_then(Value::as_str).map(str::to_owned);
+                if let (Some(reason), Some(next_action)) = (text("reason"), text("next_action")) {
+                    self.escalation = Some(Escalation {
+                        reason,
+                        next_action,
+                        recipe: text("recipe"),
+                        at,
+                    });
+                }
+            }
             "lane.verified" => {
                 if let Ok(verification) =
                     serde_json::from_value::<Verification>(detail["verification"].clone())
