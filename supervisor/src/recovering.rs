@@ -262,13 +262,17 @@ impl Recovery {
         let Some(outcome) = self.last.clone() else {
             return Plan::Done;
         };
-        let Some(trigger) = trigger_of(&outcome) else {
+        let trigger = trigger_of(&outcome);
+        if trigger.is_none() && outcome.next != Next::Blocked {
             return self.after_escalation();
-        };
+        }
         let mut facts = LaneFacts::new(&self.lane, outcome.state.status);
         facts.subphase = outcome.state.subphase;
-        facts.failure = outcome.state.failure;
-        facts.trigger = Some(trigger);
+        facts.failure = outcome
+            .state
+            .failure
+            .or_else(|| outcome.state.subphase.map(BlockedSubphase::failure_class));
+        facts.trigger = trigger;
         facts.attempts = self.ledger.attempt_counts();
         facts.recovery = self.ledger.status();
         let Some(decision) = self.policy.decide(&facts) else {
@@ -278,6 +282,7 @@ impl Recovery {
             Action::Recover { recipe } => match self.policy.recipes().require(&recipe) {
                 Ok(recipe) => {
                     let recipe = recipe.clone();
+                    let trigger = trigger.unwrap_or(recipe.trigger);
                     self.attempt(&recipe, trigger, &outcome, events, recorder)
                 }
                 Err(_) => self.after_escalation(),
@@ -437,7 +442,7 @@ impl Recovery {
             !o.state.status.is_terminal()
                 && matches!(
                     o.next,
-                    Next::Recover(_) | Next::Progressed(_) | Next::NoProgress
+                    Next::Recover(_) | Next::Progressed(_) | Next::NoProgress | Next::Blocked
                 )
         })
     }

@@ -307,7 +307,7 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
         handshake = match watch {
             Watch::Troubles => handshake
                 .stall_after(recovery.stall_after())
-                .recover_provider_down(),
+                .recover_blocked(),
             Watch::Check(within) => handshake.check_progress(Some(within)),
             Watch::Escalated => handshake.check_progress(None),
         };

@@ -213,6 +213,19 @@ fn an_untrusted_lane_blocks_types_nothing_and_waits_for_the_operator() {
         "nothing reached the agent: {:?}",
         lane.prompt_log()
     );
+    // The policy hands the question to a person, and the state file says what to do.
+    let escalated = lane.wait_kind("lane.escalated");
+    let state = || -> Value {
+        serde_json::from_str(
+            &std::fs::read_to_string(repo.join(".claw/worker-state.json")).expect("state file"),
+        )
+        .expect("state JSON")
+    };
+    let next = escalated["detail"]["next_action"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(next.contains("clawpool trust lane"), "{escalated}");
+    assert_eq!(state()["escalation"]["next_action"], next);
 
     let out = sandbox
         .clawpool()
@@ -233,12 +246,14 @@ fn an_untrusted_lane_blocks_types_nothing_and_waits_for_the_operator() {
         &events,
         &[
             "lane.blocked",
+            "lane.escalated",
             "lane.trust_resolved",
             "lane.ready",
             "lane.finished",
         ],
     );
     assert_eq!(prompts_delivered(&repo), 1);
+    assert_eq!(state()["escalation"], Value::Null, "answered, it is past");
 }
 
 #[test]

@@ -536,6 +536,14 @@ fn claude_untrusted_lane_blocks_on_the_trust_dialog_until_clawpool_trust() {
     let blocked = wait_kind(&mut run, &lane, "lane.blocked");
     assert_eq!(blocked["to"]["subphase"], "trust_prompt", "{blocked}");
     assert_eq!(blocked["evidence"]["rule"], "trust");
+    // The policy hands it to a person, saying what to do.
+    let escalated = wait_kind(&mut run, &lane, "lane.escalated");
+    assert!(
+        escalated["detail"]["next_action"]
+            .as_str()
+            .is_some_and(|a| a.contains("clawpool trust untrusted")),
+        "{escalated}"
+    );
 
     // Blocked means blocked: for several seconds nothing happens, nothing is typed.
     let meanwhile = run.lines_within(Duration::from_secs(5));

@@ -85,6 +85,10 @@ pub enum Next {
     Progressed(String),
     /// A recovery check's time ran out without meaningful progress.
     NoProgress,
+    /// The lane became blocked on something a person answers (a trust dialog its policy does
+    /// not let clawpool answer, a tool permission, a boot dialog): the worker is alive, and the
+    /// recovery policy says what to tell them.
+    Blocked,
 }
 
 /// A recovery recipe's `wait_for_progress` check on this run.
@@ -166,9 +170,8 @@ pub struct Handshake<'a> {
     stall_after: Option<Duration>,
     /// A recovery check in progress, if the driver asked for one.
     check: Option<ProgressCheck>,
-    /// End the run with [`Next::Recover`]`("provider_down")` when the lane blocks on its
-    /// provider.
-    recover_provider: bool,
+    /// Hand a lane that becomes blocked to recovery ([`Handshake::recover_blocked`]).
+    recover_blocked: bool,
     /// While a git operation is paused in the lane's worktree, nothing is typed: when to look
     /// at the worktree again.
     held_until: Option<Instant>,
@@ -235,7 +238,7 @@ impl<'a> Handshake<'a> {
             ),
             stall_after: None,
             check: None,
-            recover_provider: false,
+            recover_blocked: false,
             held_until: None,
             input_clears: 0,
         }
@@ -249,10 +252,14 @@ impl<'a> Handshake<'a> {
         self
     }
 
-    /// Ends the run with [`Next::Recover`]`("provider_down")` when the lane becomes
-    /// `blocked{provider}` (the agent keeps retrying; a recipe decides how long to wait).
-    pub fn recover_provider_down(mut self) -> Self {
-        self.recover_provider = true;
+    /// Ends the run when the lane becomes blocked on something recovery or a person deals
+    /// with: `blocked{provider}` → [`Next::Recover`]`("provider_down")` (the agent keeps
+    /// retrying; a recipe decides how long to wait), `blocked{unknown_dialog}` →
+    /// [`Next::Recover`]`("unknown_dialog")`, `blocked{trust_prompt|tool_permission|boot_dialog}`
+    /// → [`Next::Blocked`]. A draft that is not taken (`blocked{prompt_delivery}`) stays with
+    /// the handshake, which already pressed Enter again up to its limit.
+    pub fn recover_blocked(mut self) -> Self {
+        self.recover_blocked = true;
         self
     }
 
@@ -520,6 +527,19 @@ impl<'a> Handshake<'a> {
         if self.waiting_dialog.as_deref() == Some(name) {
             return; // Still waiting for the operator.
         }
+        let answerable = match kind {
+            DialogKind::Trust => self.lane.trusted,
+            _ => dialog.policy == Policy::Auto && dialog.answer.is_some(),
+        };
+        let answers = self.answer_attempts.get(name).copied().unwrap_or(0);
+        if self.state == LaneState::blocked(subphase)
+            && (!answerable || answers >= MAX_ANSWERS_PER_DIALOG)
+        {
+            // Already blocked on it when this run began (the same worker, carried on after
+            // recovery handed the lane to a person): still waiting for the operator.
+            self.waiting_dialog = Some(name.to_owned());
+            return;
+        }
         if kind == DialogKind::ToolPermission && self.receipt.submitted() {
             // Asking for a tool means the agent took the prompt and is working on it.
             self.accept(evidence.clone());
@@ -598,9 +618,6 @@ impl<'a> Handshake<'a> {
                 LaneState::blocked(BlockedSubphase::Provider),
                 Some(evidence),
             );
-            if self.recover_provider && self.check.is_none() {
-                self.next = Some(Next::Recover("provider_down".into()));
-            }
         }
     }
 
@@ -1167,6 +1184,24 @@ impl<'a> Handshake<'a> {
             _ => serde_json::Value::Null,
         };
         self.event(kind, Some(from), Some(to), evidence, detail);
+        if to.status == LaneStatus::Blocked
+            && self.recover_blocked
+            && self.check.is_none()
+            && self.next.is_none()
+        {
+            self.next = match to.subphase {
+                Some(BlockedSubphase::Provider) => Some(Next::Recover("provider_down".into())),
+                Some(BlockedSubphase::UnknownDialog) => {
+                    Some(Next::Recover("unknown_dialog".into()))
+                }
+                Some(
+                    BlockedSubphase::TrustPrompt
+                    | BlockedSubphase::ToolPermission
+                    | BlockedSubphase::BootDialog,
+                ) => Some(Next::Blocked),
+                _ => None,
+            };
+        }
     }
 
     fn event(
