@@ -125,6 +125,16 @@ impl LaneChecks {
         recorder: &StateRecorder,
         transition: bool,
     ) -> Value {
+        self.bring_base_in(events, recorder, transition).await.0
+    }
+
+    /// [`LaneChecks::merge_forward`], with why it did not bring the base in, if it did not.
+    pub async fn bring_base_in(
+        &self,
+        events: &EventLog,
+        recorder: &StateRecorder,
+        transition: bool,
+    ) -> (Value, Option<String>) {
         let policy = match self.spec.merge_policy {
             clawpool_worktree::MergePolicy::Rebase => clawpool_worktree::MergePolicy::Rebase,
             _ => clawpool_worktree::MergePolicy::MergeForward,
@@ -165,7 +175,7 @@ impl LaneChecks {
                 json!({}),
             ),
         };
-        if let Some(reason) = problem {
+        if let Some(reason) = &problem {
             let current = recorder.doc().lane_state();
             let blocked = LaneState::blocked(BlockedSubphase::BranchFreshness);
             let to = (transition && current != blocked).then_some(blocked);
@@ -175,7 +185,7 @@ impl LaneChecks {
             let _ = events.record("lane.branch_blocked", to.map(|_| current), to, None, detail);
         }
         self.check(events, recorder).await;
-        reply
+        (reply, problem)
     }
 
     /// Verifies `level`; `transition` when no worker is driven any more.

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use clawpool::handshake::{Next, Outcome};
 use clawpool::lane_state::StateRecorder;
-use clawpool_lanes::state_file::now_secs;
+use clawpool_lanes::state_file::{GreenLevel, now_secs};
 use clawpool_lanes::{BlockedSubphase, EventLog, FailureClass, LaneState, LaneStatus};
 use clawpool_recovery::{
     Action, AttemptEnd, AttemptId, AttemptOrigin, AttemptState, EscalationOutcome, LaneFacts,
@@ -58,8 +58,32 @@ pub enum Plan {
         /// The recipe.
         by: String,
     },
+    /// Merge the lane's base into its branch (the lane's branch checks), then
+    /// [`Recovery::step_done`].
+    MergeForward,
+    /// Close the lane out, as the policy's `rule` says: stop its worker and mark it done.
+    CloseOut {
+        /// The rule that decided it.
+        rule: String,
+    },
     /// Nothing more: the lane ends as it is.
     Done,
+}
+
+/// What the policy asks for a finished lane ([`Recovery::finishing`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Finishing {
+    /// Carry out these steps of a recipe (a merge-forward).
+    Steps(Plan),
+    /// Verify up to this level (the lane has commands for it).
+    Verify(GreenLevel),
+    /// Close the lane out: it is done; `lane.closed_out` with the rule.
+    CloseOut {
+        /// The rule that decided it.
+        rule: String,
+    },
+    /// Nothing (more).
+    Nothing,
 }
 
 /// What ends a run of the handshake besides the lane ending.
@@ -97,6 +121,8 @@ pub struct Recovery {
     /// `notify` rules already run, each with the lane's situation it ran for: a rule runs its
     /// hook once per situation, not after every run of the handshake.
     notified: HashSet<String>,
+    /// The kinds of action taken for the finished lane: each at most once, so finishing ends.
+    finishing_done: HashSet<&'static str>,
 }
 
 impl Recovery {
@@ -135,6 +161,7 @@ impl Recovery {
             lane: lane.to_owned(),
             events_path: events_path.to_owned(),
             notified: HashSet::new(),
+            finishing_done: HashSet::new(),
         };
         for id in running {
             recovery.publish(id, events, recorder);
@@ -209,6 +236,61 @@ impl Recovery {
                 self.escalate_recipe(&recipe, events);
                 self.after_escalation()
             }
+        }
+    }
+
+    /// What the policy asks next for the finished lane, as its state file has it now (fresh
+    /// facts after each action): merge its base forward (the recipe, within the ledger's
+    /// limits), verify it (only to a level it has commands for), close it out. Each kind of
+    /// action is taken at most once.
+    pub fn finishing(
+        &mut self,
+        has_commands: impl Fn(GreenLevel) -> bool,
+        events: &EventLog,
+        recorder: &StateRecorder,
+    ) -> Finishing {
+        self.notify(recorder);
+        let doc = recorder.doc();
+        if doc.status != LaneStatus::Finished {
+            return Finishing::Nothing;
+        }
+        let facts = crate::policy_cmd::lane_facts(&doc, &self.events_path, now_secs());
+        let Some(decision) = self.policy.decide(&facts) else {
+            return Finishing::Nothing;
+        };
+        let (kind, finishing) = match decision.action {
+            Action::Recover { recipe } => {
+                let Ok(recipe) = self.policy.recipes().require(&recipe).cloned() else {
+                    return Finishing::Nothing;
+                };
+                if !recipe.steps.contains(&Step::MergeForward) {
+                    return Finishing::Nothing;
+                }
+                if !self.finishing_done.insert("merge_forward") {
+                    return Finishing::Nothing;
+                }
+                let Some(outcome) = self.last.clone() else {
+                    return Finishing::Nothing;
+                };
+                let plan = self.attempt(&recipe, recipe.trigger, &outcome, events, recorder);
+                return Finishing::Steps(plan);
+            }
+            Action::Verify { level } => match GreenLevel::parse(&level.to_string()) {
+                Some(level) if has_commands(level) => ("verify", Finishing::Verify(level)),
+                _ => return Finishing::Nothing,
+            },
+            Action::CloseOut => (
+                "close_out",
+                Finishing::CloseOut {
+                    rule: decision.rule,
+                },
+            ),
+            _ => return Finishing::Nothing,
+        };
+        if self.finishing_done.insert(kind) {
+            finishing
+        } else {
+            Finishing::Nothing
         }
     }
 
@@ -294,6 +376,10 @@ impl Recovery {
                 escalate(events, &reason, &next_action.replace("{lane}", &self.lane));
                 self.after_escalation()
             }
+            Action::CloseOut if self.worker_alive() => Plan::CloseOut {
+                rule: decision.rule,
+            },
+            // Verifying and merging forward are for a finished lane (`finishing`).
             _ => self.after_escalation(),
         }
     }
@@ -397,7 +483,8 @@ impl Recovery {
                 by: attempt.run.recipe().name.clone(),
             },
             Step::Escalate => self.step_done(StepOutcome::Done, events, recorder),
-            other @ (Step::AnswerTrust | Step::Resubmit | Step::MergeForward) => self.step_done(
+            Step::MergeForward => Plan::MergeForward,
+            other @ (Step::AnswerTrust | Step::Resubmit) => self.step_done(
                 StepOutcome::Failed(format!(
                     "{other} is not a step this supervisor carries out in a recipe"
                 )),

@@ -28,7 +28,7 @@ use crate::checks::LaneChecks;
 use crate::cli::{OutputFormat, TransportKind};
 use crate::control;
 use crate::output::CommandError;
-use crate::recovering::{Plan, Recovery, Watch};
+use crate::recovering::{Finishing, Plan, Recovery, Watch};
 use clawpool_recovery::StepOutcome;
 
 /// The folder inside a lane where clawpool keeps its files.
@@ -372,6 +372,33 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
                     };
                     recovery.step_done(step, &events, &recorder)
                 }
+                Plan::MergeForward => {
+                    let step = match &job.checks {
+                        Some(checks) => match checks.bring_base_in(&events, &recorder, false).await
+                        {
+                            (_, None) => StepOutcome::Done,
+                            (_, Some(problem)) => StepOutcome::Failed(problem),
+                        },
+                        None => StepOutcome::Failed("the lane has no branch of its own".into()),
+                    };
+                    recovery.step_done(step, &events, &recorder)
+                }
+                Plan::CloseOut { rule } => {
+                    worker.stop(std::time::Duration::from_secs(5)).await;
+                    let state = LaneState::plain(LaneStatus::Finished);
+                    let _ = events.record(
+                        "lane.closed_out",
+                        Some(recorder.doc().lane_state()),
+                        Some(state),
+                        None,
+                        json!({"rule": rule}),
+                    );
+                    break 'lane Some(Outcome {
+                        state,
+                        next: Next::Done,
+                        ..outcome
+                    });
+                }
                 Plan::Wait(wait) => {
                     tokio::select! {
                         _ = tokio::time::sleep(wait) => {}
@@ -427,11 +454,13 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
     }
     let mut outcome = outcome;
     if let (Some(checks), Some(finished)) = (&job.checks, outcome.as_mut())
-        && let Some(level) = checks.spec.on_finish
         && finished.state.status == LaneStatus::Finished
     {
-        let verified = checks.verify(level, &events, &recorder, true).await;
-        finished.state = verified.lane_state;
+        if let Some(level) = checks.spec.on_finish {
+            checks.verify(level, &events, &recorder, true).await;
+        }
+        finish_by_policy(checks, &mut recovery, &events, &recorder).await;
+        finished.state = recorder.doc().lane_state();
     }
     heartbeat.abort();
     if let (Some(task), Some(commits)) = (commit_task, &commits) {
@@ -448,6 +477,41 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
         outcome,
         degraded: recorder.degraded(),
     })
+}
+
+/// Takes a finished lane on as the policy says (`Recovery::finishing`): merge its base forward,
+/// verify it, close it out — each at most once, with fresh facts after each.
+async fn finish_by_policy(
+    checks: &LaneChecks,
+    recovery: &mut Recovery,
+    events: &EventLog,
+    recorder: &StateRecorder,
+) {
+    let has_commands = |level| checks.spec.commands.contains_key(&level);
+    // The policy decides on the branch as it is now, not as the last periodic check saw it.
+    checks.check(events, recorder).await;
+    loop {
+        match recovery.finishing(has_commands, events, recorder) {
+            Finishing::Steps(mut plan) => {
+                // A finished lane has no worker: merging forward is the only step it can take.
+                while plan == Plan::MergeForward {
+                    let step = match checks.bring_base_in(events, recorder, true).await {
+                        (_, None) => StepOutcome::Done,
+                        (_, Some(problem)) => StepOutcome::Failed(problem),
+                    };
+                    plan = recovery.step_done(step, events, recorder);
+                }
+            }
+            Finishing::Verify(level) => {
+                checks.verify(level, events, recorder, true).await;
+            }
+            Finishing::CloseOut { rule } => {
+                let _ = events.record("lane.closed_out", None, None, None, json!({"rule": rule}));
+                return;
+            }
+            Finishing::Nothing => return,
+        }
+    }
 }
 
 /// The spawn spec with the prompt passed at launch, when that is how it goes in.

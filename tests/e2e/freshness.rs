@@ -132,6 +132,8 @@ steps = [
     assert_eq!(merged["detail"]["base_sha"], fix.as_str());
     assert_ne!(merged["detail"]["old_head"], merged["detail"]["new_head"]);
     assert_eq!(find(&events, "lane.green")["detail"]["level"], "package");
+    // Then the default policy takes the finished, fresh lane on up to merge_ready, and
+    // closes it out.
     clawpool_tests::assert_kinds_in_order(
         &events,
         &[
@@ -140,16 +142,24 @@ steps = [
             "branch.merged_forward",
             "lane.green",
             "lane.verified",
+            "lane.green",
+            "lane.merge.ready",
+            "lane.closed_out",
         ],
+    );
+    assert_eq!(
+        find(&events, "lane.closed_out")["detail"]["rule"],
+        "close-out-merge-ready"
     );
     let lane = s.lanes_dir().join("fix");
     assert!(lane.join("fix.txt").exists() && lane.join("out.txt").exists());
     let doc = state(&s, "fix");
     assert_eq!(doc["status"], "finished");
-    assert_eq!(doc["green_level"], "package");
+    assert_eq!(doc["green_level"], "merge_ready");
     assert_eq!(doc["freshness"]["state"], "fresh");
+    // The last verification is the policy's, on the branch the first one had merged forward.
+    assert_eq!(doc["verification"]["level"], "merge_ready");
     assert_eq!(doc["verification"]["result"], "green");
-    assert_eq!(doc["verification"]["merge"]["outcome"], "merged");
     assert_eq!(doc["verification"]["commands"][0]["exit_code"], 0);
     // Nothing touched the main worktree.
     assert_eq!(git(&s.repo, &["rev-parse", "HEAD"], false), fix);
@@ -164,7 +174,7 @@ fn a_conflict_during_package_verification_blocks_the_lane_and_runs_no_broad_comm
         &s,
         &format!(
             r#"{{"name": "clash", "agent": "scripted", "prompt": "work",
-                "acceptance_tests": ["echo ran >> {}", "test -f fix.txt"]}}"#,
+                "verify_commands": {{"package": ["echo ran >> {}", "test -f fix.txt"]}}}}"#,
             ran.display()
         ),
         0,
@@ -329,10 +339,8 @@ fn red_on_a_fresh_branch_is_a_regression_stale_red_only_on_a_stale_one_and_merge
             .count()
     };
 
-    // Fresh branch, every command passes: merge-ready, and announced.
-    let (code, verified) = verify("merge_ready");
-    assert_eq!(code, Some(0), "{verified}");
-    assert_eq!(verified["green_level"], "merge_ready");
+    // Finished on a fresh branch, the lane was verified by the default policy up to
+    // merge_ready (every command passes), announced merge-ready, and closed out.
     let events_now = events(&s, "warned");
     let ready = find(&events_now, "lane.merge.ready");
     assert_eq!(ready["detail"]["head"], head.as_str());
@@ -340,7 +348,13 @@ fn red_on_a_fresh_branch_is_a_regression_stale_red_only_on_a_stale_one_and_merge
         find(&events_now, "lane.green")["detail"]["level"],
         "merge_ready"
     );
-    assert_eq!(state(&s, "warned")["green_level"], "merge_ready");
+    assert_eq!(
+        find(&events_now, "lane.closed_out")["detail"]["rule"],
+        "close-out-merge-ready"
+    );
+    let doc = state(&s, "warned");
+    assert_eq!(doc["green_level"], "merge_ready");
+    assert_eq!(doc["status"], "finished");
 
     // Fresh branch, a real failing command: a regression (`lane.red`), not `stale_red`.
     let (code, verified) = verify("package");
@@ -641,4 +655,77 @@ fn a_paused_rebase_a_detached_head_and_a_dotted_branch_are_reported_as_they_are(
     assert_eq!(doc["head"]["kind"], "detached");
     assert_eq!(doc["head"]["sha"], sha.as_str());
     assert!(doc["git_operation"].is_null());
+}
+
+/// No `verify_on_finish`: the shipped policy alone takes a finished lane on. Main gained the
+/// fix while the lane worked, so the lane is stale when it finishes: the policy merges the
+/// base forward (the `merge_forward_stale_branch` recipe, in the ledger), then verifies up to
+/// merge_ready, then closes the lane out.
+#[test]
+fn the_default_policy_merges_forward_verifies_and_closes_out_a_finished_lane() {
+    let s = setup();
+    let slow = r#"
+trust_dialog = true
+[[prompt]]
+steps = [
+  { do = "sleep", ms = 1500 },
+  { do = "write_file", path = "out.txt", content = "done\n" },
+  { do = "git_commit", message = "lane work" },
+]
+"#;
+    std::fs::write(s.sandbox.dir.path().join("scenario.toml"), slow).expect("scenario");
+    let file = s.sandbox.dir.path().join("packet.json");
+    std::fs::write(
+        &file,
+        r#"{"name": "auto", "agent": "scripted", "prompt": "work",
+            "acceptance_tests": ["test -f fix.txt", "test -f out.txt"]}"#,
+    )
+    .expect("packet");
+    let mut cmd = s.sandbox.clawpool();
+    cmd.arg("spawn")
+        .arg(&file)
+        .args(["--output-format", "json", "--config"])
+        .arg(&s.config)
+        .arg("--repo")
+        .arg(&s.repo);
+    let mut run = clawpool_tests::LaneRun::start(cmd, &s.sandbox.dir.path().join("run.stderr"));
+    run.wait_for(
+        "running",
+        std::time::Duration::from_secs(30),
+        |e| e["kind"] == "lane.running",
+        String::new,
+    );
+    let fix = commit_on_main(&s, &[("fix.txt", "fixed\n")], "the fix");
+    let status = run.wait_exit(std::time::Duration::from_secs(60));
+    assert_eq!(status.code(), Some(0), "{}", run.report());
+
+    let events = events(&s, "auto");
+    clawpool_tests::assert_kinds_in_order(
+        &events,
+        &[
+            "lane.finished",
+            "lane.recovery.running",
+            "branch.merged_forward",
+            "lane.recovery.succeeded",
+            "lane.green",
+            "lane.merge.ready",
+            "lane.closed_out",
+        ],
+    );
+    assert_eq!(
+        find(&events, "branch.merged_forward")["detail"]["base_sha"],
+        fix.as_str()
+    );
+    assert_eq!(
+        find(&events, "lane.green")["detail"]["level"],
+        "merge_ready"
+    );
+    let doc = state(&s, "auto");
+    assert_eq!(doc["status"], "finished");
+    assert_eq!(doc["green_level"], "merge_ready");
+    assert_eq!(doc["freshness"]["state"], "fresh");
+    let entries = doc["recovery"]["entries"].as_array().expect("entries");
+    assert_eq!(entries.len(), 1, "{doc}");
+    assert_eq!(entries[0]["recipe"], "merge_forward_stale_branch");
+    assert_eq!(entries[0]["state"], "succeeded");
 }
