@@ -147,8 +147,8 @@ def main():
         ok, events, span = check_lanes(repo, 200)
         rows.append(("200 lanes to finished, concurrency 200", f"{took:.1f} s",
                      f"exit {out.returncode}; {ok}/200 lanes with every transition in order"))
-        rows.append(("state-file writes (one per event, plus heartbeats)", f"{events / span:.0f} /s",
-                     f"{events} events over {span:.1f} s of lane activity"))
+        rows.append(("state-file writes on events (each an atomic, fsync'd rewrite)", f"{events / span:.0f} /s",
+                     f"{events} events over {span:.1f} s of lane activity; heartbeats add one write per lane every 5 s (200 lanes: 40 /s)"))
 
         # 3. 200 idle lanes: untrusted, so each blocks on its trust dialog and draws nothing.
         c = os.path.join(base, "c")
