@@ -79,15 +79,10 @@ fn find<'a>(events: &'a [Value], kind: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no {kind} in {events:#?}"))
 }
 
-/// Spawns `packet` and waits for the batch to end; asserts the exit code.
-fn spawn_to_end(s: &Setup, packet: &str, code: i32) {
-    let out = s.spawn(packet, &["--output-format", "json"]);
-    assert_eq!(out.status.code(), Some(code), "{}", stderr(&out));
-}
-
-#[test]
-fn a_stale_lane_gets_the_fix_by_merge_forward_before_verification_and_goes_green() {
-    let s = setup();
+/// Spawns `packet` (one lane whose agent works 1.5 s, then commits `out.txt`); while the lane
+/// works, main gets `fix.txt` (the fix its tests need). Waits for the batch to end with exit 0
+/// and returns the fix's sha.
+fn spawn_while_main_gets_the_fix(s: &Setup, packet: &str) -> String {
     let slow = r#"
 trust_dialog = true
 [[prompt]]
@@ -99,12 +94,7 @@ steps = [
 "#;
     std::fs::write(s.sandbox.dir.path().join("scenario.toml"), slow).expect("scenario");
     let file = s.sandbox.dir.path().join("packet.json");
-    std::fs::write(
-        &file,
-        r#"{"name": "fix", "agent": "scripted", "prompt": "work",
-            "acceptance_tests": ["test -f fix.txt"], "verify_on_finish": "package"}"#,
-    )
-    .expect("packet");
+    std::fs::write(&file, packet).expect("packet");
     let mut cmd = s.sandbox.clawpool();
     cmd.arg("spawn")
         .arg(&file)
@@ -119,10 +109,26 @@ steps = [
         |e| e["kind"] == "lane.running",
         String::new,
     );
-    // While the lane works, main gets the fix its tests need.
-    let fix = commit_on_main(&s, &[("fix.txt", "fixed\n")], "the fix");
+    let fix = commit_on_main(s, &[("fix.txt", "fixed\n")], "the fix");
     let status = run.wait_exit(std::time::Duration::from_secs(60));
     assert_eq!(status.code(), Some(0), "{}", run.report());
+    fix
+}
+
+/// Spawns `packet` and waits for the batch to end; asserts the exit code.
+fn spawn_to_end(s: &Setup, packet: &str, code: i32) {
+    let out = s.spawn(packet, &["--output-format", "json"]);
+    assert_eq!(out.status.code(), Some(code), "{}", stderr(&out));
+}
+
+#[test]
+fn a_stale_lane_gets_the_fix_by_merge_forward_before_verification_and_goes_green() {
+    let s = setup();
+    let fix = spawn_while_main_gets_the_fix(
+        &s,
+        r#"{"name": "fix", "agent": "scripted", "prompt": "work",
+            "acceptance_tests": ["test -f fix.txt"], "verify_on_finish": "package"}"#,
+    );
 
     let events = events(&s, "fix");
     let stale = find(&events, "branch.stale_against_main");
@@ -664,40 +670,11 @@ fn a_paused_rebase_a_detached_head_and_a_dotted_branch_are_reported_as_they_are(
 #[test]
 fn the_default_policy_merges_forward_verifies_and_closes_out_a_finished_lane() {
     let s = setup();
-    let slow = r#"
-trust_dialog = true
-[[prompt]]
-steps = [
-  { do = "sleep", ms = 1500 },
-  { do = "write_file", path = "out.txt", content = "done\n" },
-  { do = "git_commit", message = "lane work" },
-]
-"#;
-    std::fs::write(s.sandbox.dir.path().join("scenario.toml"), slow).expect("scenario");
-    let file = s.sandbox.dir.path().join("packet.json");
-    std::fs::write(
-        &file,
+    let fix = spawn_while_main_gets_the_fix(
+        &s,
         r#"{"name": "auto", "agent": "scripted", "prompt": "work",
             "acceptance_tests": ["test -f fix.txt", "test -f out.txt"]}"#,
-    )
-    .expect("packet");
-    let mut cmd = s.sandbox.clawpool();
-    cmd.arg("spawn")
-        .arg(&file)
-        .args(["--output-format", "json", "--config"])
-        .arg(&s.config)
-        .arg("--repo")
-        .arg(&s.repo);
-    let mut run = clawpool_tests::LaneRun::start(cmd, &s.sandbox.dir.path().join("run.stderr"));
-    run.wait_for(
-        "running",
-        std::time::Duration::from_secs(30),
-        |e| e["kind"] == "lane.running",
-        String::new,
     );
-    let fix = commit_on_main(&s, &[("fix.txt", "fixed\n")], "the fix");
-    let status = run.wait_exit(std::time::Duration::from_secs(60));
-    assert_eq!(status.code(), Some(0), "{}", run.report());
 
     let events = events(&s, "auto");
     clawpool_tests::assert_kinds_in_order(

@@ -871,6 +871,53 @@ fn claude_recovery_config(sandbox: &Sandbox, stall_after: &str, policy_extra: &s
     config
 }
 
+/// A trusted Claude Code lane `name` whose model serves `first` and then the `hello.txt`
+/// script, run with [`claude_recovery_config`]; returns what the test needs to follow it.
+fn start_claude_recovery_lane(
+    name: &str,
+    first: Value,
+    stall_after: &str,
+    policy_extra: &str,
+) -> (Sandbox, PathBuf, ModelServer, LaneRun) {
+    real_agent("claude");
+    let sandbox = Sandbox::new();
+    let lane = plain_lane(&sandbox, name);
+    let mut script = vec![first];
+    script.extend(
+        write_hello_script(&lane)
+            .as_array()
+            .cloned()
+            .unwrap_or_default(),
+    );
+    let server = ModelServer::start(&sandbox.dir.path().join("model"), &json!(script));
+    seed_claude_home(
+        &sandbox.home(),
+        json!({"customApiKeyResponses": {"approved": ["sk-ant-fake"], "rejected": []}}),
+    );
+    let config = claude_recovery_config(&sandbox, stall_after, policy_extra);
+    let run = start_lane(
+        &sandbox,
+        &config,
+        "claude",
+        &lane,
+        &claude_env(&sandbox, &server.url()),
+        "pty",
+    );
+    (sandbox, lane, server, run)
+}
+
+/// The lane's recovery ledger, from its state file.
+fn ledger(lane: &Path) -> Vec<Value> {
+    let doc: Value = serde_json::from_str(
+        &std::fs::read_to_string(lane.join(".claw/worker-state.json")).expect("state file"),
+    )
+    .expect("state JSON");
+    doc["recovery"]["entries"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
 /// The model hangs after the prompt: Claude Code shows its spinner and timer and nothing
 /// else, which is not progress; clawpool finds the lane stalled and presses Esc. Claude Code
 /// puts the interrupted prompt back into its input line; clawpool empties it (the profile's
@@ -878,33 +925,11 @@ fn claude_recovery_config(sandbox: &Sandbox, stall_after: &str, policy_extra: &s
 /// finishes with one `interrupt_and_nudge` attempt that succeeded, no restart needed.
 #[test]
 fn claude_stalled_on_a_hanging_model_is_interrupted_nudged_and_finishes() {
-    real_agent("claude");
-    let sandbox = Sandbox::new();
-    let lane = plain_lane(&sandbox, "stuck");
-    let mut script = vec![json!({"hang": true})];
-    script.extend(
-        write_hello_script(&lane)
-            .as_array()
-            .cloned()
-            .unwrap_or_default(),
-    );
-    let mut server = ModelServer::start(&sandbox.dir.path().join("model"), &json!(script));
-    seed_claude_home(
-        &sandbox.home(),
-        json!({"customApiKeyResponses": {"approved": ["sk-ant-fake"], "rejected": []}}),
-    );
-    let config = claude_recovery_config(
-        &sandbox,
+    let (sandbox, lane, mut server, mut run) = start_claude_recovery_lane(
+        "stuck",
+        json!({"hang": true}),
         "4s",
         "\n[recipes.interrupt_and_nudge]\nwait = \"1s\"\nprogress_timeout = \"30s\"\n",
-    );
-    let mut run = start_lane(
-        &sandbox,
-        &config,
-        "claude",
-        &lane,
-        &claude_env(&sandbox, &server.url()),
-        "pty",
     );
     let (code, outcome) = finish(&mut run, &lane);
     let events = run.events();
@@ -932,12 +957,8 @@ fn claude_stalled_on_a_hanging_model_is_interrupted_nudged_and_finishes() {
         "the prompt Claude Code put back: {cleared}"
     );
     assert_eq!(cleared["detail"]["keys"], json!(["C-u"]));
-    let doc: Value = serde_json::from_str(
-        &std::fs::read_to_string(lane.join(".claw/worker-state.json")).expect("state file"),
-    )
-    .expect("state JSON");
-    let entries = doc["recovery"]["entries"].as_array().expect("entries");
-    assert_eq!(entries.len(), 1, "{doc}");
+    let entries = ledger(&lane);
+    assert_eq!(entries.len(), 1, "{entries:#?}");
     assert_eq!(entries[0]["recipe"], "interrupt_and_nudge");
     assert_eq!(entries[0]["state"], "succeeded");
     assert_eq!(
@@ -963,30 +984,8 @@ fn claude_stalled_on_a_hanging_model_is_interrupted_nudged_and_finishes() {
 /// nothing typed, and once a retry gets through the lane resumes and finishes.
 #[test]
 fn claude_with_a_provider_down_then_back_resumes_and_finishes() {
-    real_agent("claude");
-    let sandbox = Sandbox::new();
-    let lane = plain_lane(&sandbox, "flaky");
-    let mut script = vec![json!({"refuse": true, "repeat": 4})];
-    script.extend(
-        write_hello_script(&lane)
-            .as_array()
-            .cloned()
-            .unwrap_or_default(),
-    );
-    let mut server = ModelServer::start(&sandbox.dir.path().join("model"), &json!(script));
-    seed_claude_home(
-        &sandbox.home(),
-        json!({"customApiKeyResponses": {"approved": ["sk-ant-fake"], "rejected": []}}),
-    );
-    let config = claude_recovery_config(&sandbox, "10m", "");
-    let mut run = start_lane(
-        &sandbox,
-        &config,
-        "claude",
-        &lane,
-        &claude_env(&sandbox, &server.url()),
-        "pty",
-    );
+    let (sandbox, lane, mut server, mut run) =
+        start_claude_recovery_lane("flaky", json!({"refuse": true, "repeat": 4}), "10m", "");
     let (code, outcome) = finish(&mut run, &lane);
     let events = run.events();
     assert_eq!(code, 0, "{}\n{}", run.report(), screen_report(&lane));
@@ -1010,12 +1009,8 @@ fn claude_with_a_provider_down_then_back_resumes_and_finishes() {
         "nothing typed while it retried"
     );
     assert_eq!(count_kind(&events, "lane.escalated"), 0);
-    let doc: Value = serde_json::from_str(
-        &std::fs::read_to_string(lane.join(".claw/worker-state.json")).expect("state file"),
-    )
-    .expect("state JSON");
-    let entries = doc["recovery"]["entries"].as_array().expect("entries");
-    assert_eq!(entries.len(), 1, "{doc}");
+    let entries = ledger(&lane);
+    assert_eq!(entries.len(), 1, "{entries:#?}");
     assert_eq!(entries[0]["recipe"], "wait_for_provider");
     assert_eq!(entries[0]["state"], "succeeded");
     assert_eq!(

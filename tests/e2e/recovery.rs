@@ -386,6 +386,19 @@ fn a_prompt_misdelivered_to_a_shell_is_delivered_once_more_to_a_restarted_worker
     assert_eq!(doc["recovery"]["entries"][0]["state"], "succeeded");
 }
 
+/// A lane whose agent shows provider retries for `attempts` seconds, then writes a file; the
+/// lane blocks on its provider after 1 s of retries.
+fn provider_down_lane(sandbox: &Sandbox, attempts: u32) -> (PathBuf, PathBuf) {
+    let (repo, config) = setup(sandbox, &provider_down_for(attempts), true, "");
+    let text = std::fs::read_to_string(&config).expect("config");
+    std::fs::write(
+        &config,
+        text.replace("[handshake]\n", "[handshake]\nprovider_block_secs = 1\n"),
+    )
+    .expect("config");
+    (repo, config)
+}
+
 /// Retries shown for `attempts` seconds, then the work: a file written.
 fn provider_down_for(attempts: u32) -> String {
     format!(
@@ -396,13 +409,7 @@ fn provider_down_for(attempts: u32) -> String {
 #[test]
 fn a_provider_that_comes_back_while_the_lane_waits_lets_it_finish() {
     let sandbox = Sandbox::new();
-    let (repo, config) = setup(&sandbox, &provider_down_for(4), true, "");
-    let text = std::fs::read_to_string(&config).expect("config");
-    std::fs::write(
-        &config,
-        text.replace("[handshake]\n", "[handshake]\nprovider_block_secs = 1\n"),
-    )
-    .expect("config");
+    let (repo, config) = provider_down_lane(&sandbox, 4);
     fast_policy(&sandbox, &config);
     let (code, _, events) = Lane::start(&sandbox, &repo, &config, "scripted", "work").finish();
     assert_eq!(code, 0, "{events:#?}");
@@ -437,13 +444,7 @@ fn a_provider_that_comes_back_while_the_lane_waits_lets_it_finish() {
 #[test]
 fn a_provider_down_past_the_wait_is_escalated_and_the_lane_resumes_when_it_is_back() {
     let sandbox = Sandbox::new();
-    let (repo, config) = setup(&sandbox, &provider_down_for(8), true, "");
-    let text = std::fs::read_to_string(&config).expect("config");
-    std::fs::write(
-        &config,
-        text.replace("[handshake]\n", "[handshake]\nprovider_block_secs = 1\n"),
-    )
-    .expect("config");
+    let (repo, config) = provider_down_lane(&sandbox, 8);
     let policy = fast_policy(&sandbox, &config);
     let text = std::fs::read_to_string(&policy).expect("policy");
     std::fs::write(
