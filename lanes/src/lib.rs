@@ -18,8 +18,9 @@ pub mod state_file;
 
 pub use events::{EventLog, EventLogError, EventObserver, Evidence, LaneEvent, now_ms};
 pub use packet::{
-    Batch, GREEN_LEVELS, LaneSpec, MERGE_POLICIES, PacketContext, PacketError, PacketErrors,
-    PacketForm, TaskResource, TaskScope, is_valid_lane_name, parse_packet,
+    Batch, CheckedPacket, GREEN_LEVELS, LaneSpec, MERGE_POLICIES, PacketContext, PacketError,
+    PacketErrors, PacketForm, TaskResource, TaskScope, check_packet, is_valid_lane_name,
+    parse_packet,
 };
 pub use state::{BlockedSubphase, FailureClass, LaneState, LaneStatus};
 pub use state_file::{

@@ -24,37 +24,62 @@ pub struct FoundLane {
     pub events: PathBuf,
 }
 
-/// Finds a lane by folder (an existing folder is taken as the lane's) or by name in the
-/// current repository's lane registry.
+/// Finds a lane: by name in the current repository's lane registry first (so a folder that
+/// happens to share the lane's name does not shadow it), then by folder. A folder is matched
+/// to the registry entry whose worktree it is — a packet's `worktree` may name the folder
+/// otherwise than the lane — then to the entry named like the folder, and otherwise taken as
+/// a lane of `clawpool run` (its log in its own `.claw/`).
 pub fn find_lane(arg: &Path) -> Result<FoundLane, CommandError> {
+    if let Some(name) = plain_name(arg)
+        && let Ok(repo) = Repo::open(Path::new("."))
+        && let Some(found) = registered(&repo, name)
+    {
+        return Ok(found);
+    }
     if arg.is_dir() {
         let dir = arg.canonicalize().unwrap_or_else(|_| arg.to_owned());
-        let name = dir
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let registered = Repo::open(&dir)
-            .ok()
-            .map(|repo| lane_registry(&repo, &name).join("events.jsonl"))
-            .filter(|p| p.is_file());
-        let events = registered.unwrap_or_else(|| dir.join(STATE_DIR).join("events.jsonl"));
-        return Ok(FoundLane { dir, events });
+        let registered = Repo::open(&dir).ok().and_then(|repo| {
+            registered_by_worktree(&repo, &dir).or_else(|| {
+                let name = dir.file_name()?.to_string_lossy().into_owned();
+                registered(&repo, &name).filter(|found| found.events.is_file())
+            })
+        });
+        return Ok(registered.unwrap_or_else(|| FoundLane {
+            events: dir.join(STATE_DIR).join("events.jsonl"),
+            dir,
+        }));
     }
-    let name = arg.to_string_lossy().into_owned();
-    let repo = Repo::open(Path::new(".")).map_err(|_| not_found(&name))?;
-    let registry = lane_registry(&repo, &name);
-    let entry: Value = std::fs::read_to_string(registry.join("lane.json"))
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .ok_or_else(|| not_found(&name))?;
-    let dir = entry["worktree"]
-        .as_str()
-        .map(PathBuf::from)
-        .ok_or_else(|| not_found(&name))?;
-    Ok(FoundLane {
-        dir,
+    Err(not_found(&arg.to_string_lossy()))
+}
+
+/// The argument as a lane name: one plain path component.
+fn plain_name(arg: &Path) -> Option<&str> {
+    let mut components = arg.components();
+    match (components.next(), components.next()) {
+        (Some(std::path::Component::Normal(name)), None) => name.to_str(),
+        _ => None,
+    }
+}
+
+/// Lane `name` from the registry, when its entry is there and names a worktree.
+fn registered(repo: &Repo, name: &str) -> Option<FoundLane> {
+    let registry = lane_registry(repo, name);
+    let entry: Value =
+        serde_json::from_str(&std::fs::read_to_string(registry.join("lane.json")).ok()?).ok()?;
+    Some(FoundLane {
+        dir: PathBuf::from(entry["worktree"].as_str()?),
         events: registry.join("events.jsonl"),
     })
+}
+
+/// The registered lane whose worktree is `dir` (canonical).
+fn registered_by_worktree(repo: &Repo, dir: &Path) -> Option<FoundLane> {
+    let root = repo.common_dir().join("clawpool").join("lanes");
+    std::fs::read_dir(root)
+        .ok()?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| registered(repo, &e.file_name().to_string_lossy()))
+        .find(|found| found.dir.canonicalize().is_ok_and(|d| d == dir))
 }
 
 fn not_found(name: &str) -> CommandError {

@@ -22,6 +22,7 @@ mod recovering;
 mod run_lane;
 mod run_one;
 mod spawn;
+mod worktree_watch;
 
 use std::process::ExitCode;
 

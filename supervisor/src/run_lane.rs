@@ -8,8 +8,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clawpool::handshake::{
-    Handshake, LaneContext, Next, OperatorCommand, Outcome, PromptPlan, RestartRequest, Resumed,
-    Settings, check_prompt, plan_prompt,
+    ExternalProgress, Handshake, LaneContext, Next, OperatorCommand, Outcome, PromptPlan,
+    RestartRequest, Resumed, Settings, check_prompt, plan_prompt,
 };
 use clawpool::lane_state::StateRecorder;
 use clawpool::profiles::{Profile, TrustStore};
@@ -29,6 +29,7 @@ use crate::cli::{OutputFormat, TransportKind};
 use crate::control;
 use crate::output::CommandError;
 use crate::recovering::{Finishing, Plan, Recovery, Watch};
+use crate::worktree_watch::WorktreeWatch;
 use clawpool_recovery::StepOutcome;
 
 /// The folder inside a lane where clawpool keeps its files.
@@ -202,14 +203,20 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
     let on_state = recorder.clone();
     let on_event =
         crate::hooks::with_hooks(job.on_event, Arc::clone(&job.policy), &job.events_path);
+    let external = ExternalProgress::new();
+    let on_commit = external.clone();
     let events = Arc::new(
         EventLog::open(&job.name, &job.events_path)
             .map_err(|e| CommandError::io("opening the lane's event log", e.source))?
             .observe(Box::new(move |event| {
                 on_state.on_event(event);
+                if event.kind == "lane.commit.created" {
+                    on_commit.record(clawpool_recovery::ProgressSource::Commit);
+                }
                 on_event(event);
             })),
     );
+    let _worktree_watch = WorktreeWatch::start(&job.dir, external.clone());
 
     if job.trusted && adopt.is_none() {
         seed_trust_store(&job.profile, &job.dir, &spec, &events);
@@ -250,7 +257,12 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
     }
     let heartbeat = recorder.heartbeat();
     let commits = match job.branch {
-        Some(_) => Some(CommitWatch::start(job.dir.clone(), Arc::clone(&events)).await),
+        Some(_) => Some(CommitWatch::start(
+            job.dir.clone(),
+            Arc::clone(&events),
+            &job.events_path,
+            job.base.clone(),
+        )),
         None => None,
     };
     let commit_task = commits.as_ref().map(CommitWatch::spawn);
@@ -303,7 +315,8 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
             &mut operator_rx,
         )
         .after_attempts(prior_attempts)
-        .with_followups(std::mem::take(&mut followups));
+        .with_followups(std::mem::take(&mut followups))
+        .with_external_progress(external.clone());
         handshake = match watch {
             Watch::Troubles => handshake
                 .stall_after(recovery.stall_after())
@@ -620,63 +633,85 @@ async fn start_worker(
 /// How often a spawned lane's branch is checked for new commits.
 const COMMIT_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// Records `lane.commit.created` whenever the lane's HEAD moves to a new commit.
+/// At most this many `lane.commit.created` per look; older new commits are summed up in one
+/// `lane.commits.skipped`, so a history imported at once cannot flood the log.
+const MAX_COMMIT_EVENTS: usize = 50;
+
+/// Records one `lane.commit.created` per commit the lane's branch gains.
+///
+/// A look walks from HEAD back to what is already accounted for: the last commit reported
+/// (read back from the lane's event log when the watch starts, so commits made while no
+/// supervisor ran are reported once on adoption, and none twice), the base sha the branch was
+/// made from, and the base ref's current tip. Commits reachable from the base are not the
+/// lane's own work: a merge of the base forward reports the merge commit, not the base commits
+/// it brought in.
 #[derive(Clone)]
 struct CommitWatch {
     dir: PathBuf,
     events: Arc<EventLog>,
-    last: Arc<std::sync::Mutex<Option<String>>>,
+    /// The base ref and the sha it resolved to when the branch was made.
+    base: Option<(String, String)>,
+    /// The last commit accounted for; held across a whole look so that the final look after
+    /// the periodic task is aborted cannot report a commit twice.
+    last: Arc<tokio::sync::Mutex<Option<String>>>,
 }
 
 impl CommitWatch {
-    async fn start(dir: PathBuf, events: Arc<EventLog>) -> Self {
-        let watch = Self {
+    fn start(
+        dir: PathBuf,
+        events: Arc<EventLog>,
+        events_path: &Path,
+        base: Option<(String, String)>,
+    ) -> Self {
+        Self {
             dir,
             events,
-            last: Arc::default(),
-        };
-        let head = watch.head().await;
-        *watch.last.lock().unwrap_or_else(|p| p.into_inner()) = head;
-        watch
+            base,
+            last: Arc::new(tokio::sync::Mutex::new(last_reported_commit(events_path))),
+        }
     }
 
-    async fn head(&self) -> Option<String> {
-        let dir = self.dir.clone();
-        tokio::task::spawn_blocking(move || {
-            clawpool_worktree::worktree_status(&dir)
-                .ok()
-                .map(|s| s.head)
-        })
-        .await
-        .ok()
-        .flatten()
-    }
-
-    /// Looks once; records an event if HEAD moved since the last look.
+    /// Looks once; records an event per commit HEAD gained since the last look.
     async fn check(&self) {
-        let Some(now) = self.head().await else {
+        let mut last = self.last.lock().await;
+        let mut known: Vec<String> = last.iter().cloned().collect();
+        if let Some((git_ref, sha)) = &self.base {
+            known.push(sha.clone());
+            known.push(git_ref.clone());
+        }
+        let dir = self.dir.clone();
+        let walked = tokio::task::spawn_blocking(move || {
+            let known: Vec<&str> = known.iter().map(String::as_str).collect();
+            clawpool_worktree::new_commits(&dir, &known, MAX_COMMIT_EVENTS)
+        })
+        .await;
+        // No HEAD to read (the folder is mid-rewrite, or gone): the next look tries again.
+        let Ok(Ok(new)) = walked else {
             return;
         };
-        {
-            let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
-            if last.as_deref() == Some(now.as_str()) {
-                return;
-            }
-            *last = Some(now.clone());
+        if new.left_out > 0 {
+            let _ = self.events.record(
+                "lane.commits.skipped",
+                None,
+                None,
+                None,
+                json!({
+                    "count": new.left_out,
+                    "oldest": new.oldest_left_out,
+                    "newest_reported": new.commits.first().map(|c| &c.sha),
+                }),
+            );
         }
-        let subject = std::process::Command::new("git")
-            .args(["log", "-1", "--format=%s", &now])
-            .current_dir(&self.dir)
-            .output()
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-            .unwrap_or_default();
-        let _ = self.events.record(
-            "lane.commit.created",
-            None,
-            None,
-            None,
-            json!({"sha": now, "subject": subject}),
-        );
+        for commit in &new.commits {
+            let _ = self.events.record(
+                "lane.commit.created",
+                None,
+                None,
+                None,
+                json!({"sha": commit.sha, "subject": commit.subject}),
+            );
+        }
+        *last = Some(new.head);
     }
 
     /// Looks every [`COMMIT_CHECK_INTERVAL`] until aborted.
@@ -690,6 +725,17 @@ impl CommitWatch {
             }
         })
     }
+}
+
+/// The sha of the last `lane.commit.created` in a lane's event log, if any.
+fn last_reported_commit(events_path: &Path) -> Option<String> {
+    std::fs::read_to_string(events_path)
+        .ok()?
+        .lines()
+        .rev()
+        .filter_map(|line| serde_json::from_str::<LaneEvent>(line).ok())
+        .filter(|event| event.kind == "lane.commit.created")
+        .find_map(|event| event.detail["sha"].as_str().map(str::to_owned))
 }
 
 /// Everything `clawpool run` needs, resolved from flags and configuration.

@@ -16,8 +16,9 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use clawpool::handshake::check_prompt;
 use clawpool_lanes::{
-    LaneEvent, LaneSpec, LaneState, PacketContext, PacketError, PacketErrors, parse_packet,
+    LaneEvent, LaneSpec, LaneState, PacketContext, PacketError, PacketErrors, check_packet,
 };
 use clawpool_pty::{TmuxConfig, TmuxServer};
 use clawpool_worktree::{LaneWorktreeSpec, Repo, prepare_lane_worktree};
@@ -52,21 +53,71 @@ pub fn lane_registry(repo: &Repo, name: &str) -> PathBuf {
 }
 
 /// Reads and validates a packet against the repository and configuration: every problem at
-/// once, nothing created.
+/// once (the packet's own, then each lane's against the repository), nothing created.
 pub fn prepare(
     repo: &Repo,
     loaded: &Loaded,
     packet: &Path,
     text: &str,
     agent: Option<&str>,
-) -> Result<Vec<PlannedLane>, CommandError> {
+) -> Result<Vec<PlannedLane>, InvalidPacket> {
     let context = PacketContext {
         repo_root: repo.root().to_owned(),
         worktree_root: repo.default_worktree_path("x").parent().map(Path::to_owned),
         default_agent: agent.map(str::to_owned),
     };
-    let batch = parse_packet(text, &context).map_err(|errors| invalid_packet(packet, errors))?;
-    plan(repo, loaded, batch.lanes, agent, packet)
+    let checked = check_packet(text, &context);
+    let mut problems = checked.problems;
+    let lanes = plan(repo, loaded, checked.lanes, agent, &mut problems);
+    if problems.is_empty() {
+        Ok(lanes)
+    } else {
+        Err(InvalidPacket {
+            file: packet.to_owned(),
+            problems: PacketErrors(problems),
+        })
+    }
+}
+
+/// A packet refused before anything was created, with every problem found.
+#[derive(Debug)]
+pub struct InvalidPacket {
+    /// The packet file, as given.
+    pub file: PathBuf,
+    /// Every problem, each with its JSON path.
+    pub problems: PacketErrors,
+}
+
+impl InvalidPacket {
+    /// The JSON error document's `error` object: `kind`, `message` (every problem, as text
+    /// shows it) and `problems` (`[{path, message}]`), as `clawpool packet validate` gives it.
+    pub fn error_json(&self) -> serde_json::Value {
+        let err = CommandError::from(self);
+        json!({"kind": err.kind, "message": err.message, "problems": self.problems})
+    }
+
+    /// Prints the refusal on stderr in the chosen format; exit 2.
+    pub fn report(&self, format: OutputFormat) -> ExitCode {
+        match format {
+            OutputFormat::Json => eprintln!("{}", json!({"error": self.error_json()})),
+            OutputFormat::Text => {
+                eprintln!("clawpool: error: {}", CommandError::from(self).message);
+            }
+        }
+        ExitCode::from(EXIT_INVALID_INPUT)
+    }
+}
+
+impl From<&InvalidPacket> for CommandError {
+    fn from(invalid: &InvalidPacket) -> Self {
+        invalid_packet(&invalid.file, &invalid.problems)
+    }
+}
+
+impl From<InvalidPacket> for CommandError {
+    fn from(invalid: InvalidPacket) -> Self {
+        Self::from(&invalid)
+    }
 }
 
 /// The terminal lanes of this repository run in.
@@ -93,7 +144,10 @@ pub async fn run(args: SpawnArgs, loaded: Loaded) -> Result<ExitCode, CommandErr
             format!("cannot read task packet {}: {e}", args.packet.display()),
         )
     })?;
-    let lanes = prepare(&repo, &loaded, &args.packet, &text, args.agent.as_deref())?;
+    let lanes = match prepare(&repo, &loaded, &args.packet, &text, args.agent.as_deref()) {
+        Ok(lanes) => lanes,
+        Err(invalid) => return Ok(invalid.report(args.output_format)),
+    };
     if args.detach {
         return crate::daemon::hand_over(&repo, &args, &text, true).await;
     }
@@ -197,87 +251,108 @@ pub fn start_all(
         .collect()
 }
 
-/// Validates every lane against the repository and configuration; all problems at once.
+/// Validates every lane against the repository and configuration, adding every problem found
+/// to `problems` (each check that does not depend on an earlier one runs whatever that one
+/// found); returns the lanes that passed.
 fn plan(
     repo: &Repo,
     loaded: &Loaded,
     specs: Vec<LaneSpec>,
     default_agent: Option<&str>,
-    packet: &Path,
-) -> Result<Vec<PlannedLane>, CommandError> {
-    let mut problems = Vec::new();
+    problems: &mut Vec<PacketError>,
+) -> Vec<PlannedLane> {
     let mut planned = Vec::new();
     for spec in specs {
         let at = |field: &str| format!("{}.{field}", spec.source);
-        let Some(agent) = spec
+        let before = problems.len();
+        let profile = match spec
             .agent
             .clone()
             .or_else(|| default_agent.map(str::to_owned))
-        else {
-            problems.push(PacketError::new(
-                at("agent"),
-                "no agent: give the lane an `agent` or pass --agent",
-            ));
-            continue;
-        };
-        let profile = match loaded.profiles.get(&agent) {
-            Ok(profile) => profile.clone(),
-            Err(err) => {
-                problems.push(PacketError::new(at("agent"), err.to_string()));
-                continue;
+        {
+            None => {
+                problems.push(PacketError::new(
+                    at("agent"),
+                    "no agent: give the lane an `agent` or pass --agent",
+                ));
+                None
             }
+            Some(agent) => match loaded.profiles.get(&agent) {
+                Ok(profile) => Some(profile.clone()),
+                Err(err) => {
+                    problems.push(PacketError::new(at("agent"), err.to_string()));
+                    None
+                }
+            },
         };
-        let mut worktree = match LaneWorktreeSpec::new(repo, &spec.name) {
-            Ok(w) => w,
+        if let Err(e) = check_prompt(&spec.prompt) {
+            problems.push(PacketError::new(
+                spec.source.clone(),
+                format!("lane {}: {e}", spec.name),
+            ));
+        }
+        let worktree = match LaneWorktreeSpec::new(repo, &spec.name) {
+            Ok(mut worktree) => {
+                if let Some(base) = &spec.base {
+                    worktree.base = base.clone();
+                }
+                if let Some(branch) = &spec.branch {
+                    worktree.branch = branch.clone();
+                }
+                if let Some(path) = &spec.worktree {
+                    worktree.path = path.clone();
+                }
+                Some(worktree)
+            }
             Err(err) => {
                 problems.push(PacketError::new(at("name"), err.to_string()));
-                continue;
+                None
             }
         };
-        if let Some(base) = &spec.base {
-            worktree.base = base.clone();
-        }
-        if let Some(branch) = &spec.branch {
-            worktree.branch = branch.clone();
-        }
-        if let Some(path) = &spec.worktree {
-            worktree.path = path.clone();
-        }
-        let base_sha = match repo.resolve(&worktree.base) {
-            Ok(sha) => sha,
-            Err(err) => {
-                problems.push(PacketError::new(at("base"), err.to_string()));
-                continue;
-            }
-        };
-        if let Some(existing) = existing_folder_on_other_branch(&worktree) {
+        let base_sha = worktree
+            .as_ref()
+            .and_then(|worktree| match repo.resolve(&worktree.base) {
+                Ok(sha) => Some(sha),
+                Err(err) => {
+                    problems.push(PacketError::new(at("base"), err.to_string()));
+                    None
+                }
+            });
+        if let Some(existing) = worktree.as_ref().and_then(existing_folder_on_other_branch) {
             problems.push(PacketError::new(at("worktree"), existing));
+        }
+        if let Some(profile) = &profile {
+            // The binary only: the prompt was checked above.
+            let probe = LaneJob {
+                checks: None,
+                policy: std::sync::Arc::clone(&loaded.policy),
+                name: spec.name.clone(),
+                dir: repo.root().to_owned(),
+                profile: profile.clone(),
+                trusted: false,
+                settings: loaded.settings,
+                prompt: None,
+                terminal: Terminal::Pty,
+                env: Vec::new(),
+                size: None,
+                events_path: PathBuf::new(),
+                terminal_log: PathBuf::new(),
+                branch: None,
+                base: None,
+                on_event: Box::new(|_| {}),
+            };
+            if let Err(err) = preflight(&probe) {
+                problems.push(PacketError::new(at("agent"), err.message));
+            }
+        }
+        let (Some(profile), Some(worktree), Some(base_sha)) = (profile, worktree, base_sha) else {
+            continue;
+        };
+        if problems.len() > before {
             continue;
         }
         let mut roots = loaded.roots.clone();
         roots.trusted.extend(spec.trusted_roots.iter().cloned());
-        let probe = LaneJob {
-            checks: None,
-            policy: std::sync::Arc::clone(&loaded.policy),
-            name: spec.name.clone(),
-            dir: repo.root().to_owned(),
-            profile: profile.clone(),
-            trusted: false,
-            settings: loaded.settings,
-            prompt: Some(spec.prompt.clone()),
-            terminal: Terminal::Pty,
-            env: Vec::new(),
-            size: None,
-            events_path: PathBuf::new(),
-            terminal_log: PathBuf::new(),
-            branch: None,
-            base: None,
-            on_event: Box::new(|_| {}),
-        };
-        if let Err(err) = preflight(&probe) {
-            problems.push(PacketError::new(spec.source.clone(), err.message));
-            continue;
-        }
         planned.push(PlannedLane {
             spec,
             profile,
@@ -287,11 +362,7 @@ fn plan(
             policy: std::sync::Arc::clone(&loaded.policy),
         });
     }
-    if problems.is_empty() {
-        Ok(planned)
-    } else {
-        Err(invalid_packet(packet, PacketErrors(problems)))
-    }
+    planned
 }
 
 /// A lane folder that is already a worktree on another branch is refused before anything is
@@ -390,7 +461,7 @@ async fn start_lane(
     Ok(result.outcome.map(|o| o.state))
 }
 
-fn invalid_packet(file: &Path, errors: PacketErrors) -> CommandError {
+fn invalid_packet(file: &Path, errors: &PacketErrors) -> CommandError {
     CommandError {
         kind: "invalid_packet",
         message: format!("{}: {errors}", file.display()),
@@ -417,12 +488,17 @@ pub fn hold_supervisor_lock(path: &Path) -> Result<File, CommandError> {
             Ok(file)
         }
         Err(_) => {
+            // The holder writes its pid just after taking the lock: a supervisor started at the
+            // same moment may find the file still empty.
             let holder = std::fs::read_to_string(path).unwrap_or_default();
+            let holder = match holder.trim() {
+                "" => String::new(),
+                pid => format!(" (pid {pid})"),
+            };
             Err(CommandError::invalid(
                 "supervisor_running",
                 format!(
-                    "another clawpool supervisor (pid {}) is running lanes for this repository; wait for it to finish or stop it",
-                    holder.trim()
+                    "another clawpool supervisor{holder} is running lanes for this repository; wait for it to finish or stop it"
                 ),
             ))
         }

@@ -626,3 +626,33 @@ fn an_attempt_under_way_when_the_supervisor_dies_is_neither_lost_nor_repeated() 
     );
     assert!(s.sandbox.leftover_processes().is_empty());
 }
+
+#[test]
+fn files_the_agent_writes_are_progress_even_when_its_screen_shows_nothing_new() {
+    let sandbox = Sandbox::new();
+    let scenario = "prompt_log = \".prompts.jsonl\"\n[[prompt]]\nsteps = [{ do = \"hang\" }]\n";
+    let (repo, config) = setup(&sandbox, scenario, true, "");
+    fast_policy(&sandbox, &config);
+    let mut lane = Lane::start(&sandbox, &repo, &config, "scripted", "work");
+    lane.wait_kind("lane.running");
+    // The agent's spinner turns and its timer counts, nothing else on screen: what a quiet
+    // tool writing files looks like. Files change in the worktree for 5 s, past the 2 s stall
+    // time twice over.
+    let mut last_write = 0;
+    for n in 0..10 {
+        std::fs::write(repo.join("build.log"), format!("step {n}\n")).expect("write");
+        last_write = clawpool_tests::now_ms();
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    // Once the writes stop, the lane stalls: 2 s after the last one, not before.
+    let stalled = lane.wait_kind("lane.stalled");
+    let at = stalled["at_ms"].as_u64().expect("at_ms");
+    assert!(
+        at >= last_write + 1000,
+        "stalled {} ms after the last write",
+        at.saturating_sub(last_write)
+    );
+    crate::handshake::control(&sandbox, &["stop"], &repo);
+    let (code, _, _) = lane.finish();
+    assert_eq!(code, 1);
+}

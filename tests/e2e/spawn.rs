@@ -195,6 +195,122 @@ fn a_packet_runs_every_lane_in_its_own_worktree() {
     assert!(s.sandbox.leftover_processes().is_empty());
 }
 
+/// The `lane.commit.created` events in a lane's event log, read back through `clawpool events`.
+fn commit_events(s: &Setup, lane: &str) -> Vec<Value> {
+    let out = s
+        .sandbox
+        .clawpool()
+        .args(["events", lane])
+        .current_dir(&s.repo)
+        .output()
+        .expect("events");
+    assert!(out.status.success(), "{}", stderr(&out));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["kind"] == "lane.commit.created")
+        .collect()
+}
+
+#[test]
+fn every_commit_a_lane_makes_is_its_own_event_even_between_two_looks() {
+    let s = setup();
+    // Three commits back to back: all land well within one 2 s look of the commit watcher.
+    std::fs::write(
+        s.sandbox.dir.path().join("scenario.toml"),
+        r#"
+trust_dialog = true
+[[prompt]]
+steps = [
+  { do = "write_file", path = "a.txt", content = "a\n" },
+  { do = "git_commit", message = "first" },
+  { do = "write_file", path = "b.txt", content = "b\n" },
+  { do = "git_commit", message = "second" },
+  { do = "write_file", path = "c.txt", content = "c\n" },
+  { do = "git_commit", message = "third" },
+]
+"#,
+    )
+    .expect("scenario");
+    let out = s.spawn(
+        r#"{"name": "solo", "agent": "scripted", "prompt": "go"}"#,
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let dir = s.lanes_dir().join("solo");
+    assert_eq!(git_log(&dir)[..3], ["third", "second", "first"]);
+    let commits = commit_events(&s, "solo");
+    let subjects: Vec<&str> = commits
+        .iter()
+        .map(|e| e["detail"]["subject"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(subjects, ["first", "second", "third"], "{commits:?}");
+    assert_eq!(
+        commits[2]["detail"]["sha"].as_str(),
+        Some(git_head(&dir).as_str())
+    );
+}
+
+#[test]
+fn a_lane_in_a_folder_named_otherwise_is_found_by_name_and_by_folder() {
+    let s = setup();
+    let folder = s.lanes_dir().join("somewhere-else");
+    let out = s.spawn(
+        &format!(
+            r#"{{"name": "custom", "agent": "scripted", "prompt": "go", "worktree": {:?}}}"#,
+            folder.display().to_string()
+        ),
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(git_log(&folder)[0], "lane work");
+    // A folder in the current one that shares the lane's name does not shadow the lane.
+    std::fs::create_dir_all(s.repo.join("custom")).expect("a folder named like the lane");
+    let events_of = |arg: &std::path::Path, cwd: &std::path::Path| -> Vec<Value> {
+        let out = s
+            .sandbox
+            .clawpool()
+            .arg("events")
+            .arg(arg)
+            .current_dir(cwd)
+            .output()
+            .expect("events");
+        assert!(out.status.success(), "{arg:?} in {cwd:?}: {}", stderr(&out));
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .collect()
+    };
+    for (arg, cwd) in [
+        (std::path::Path::new("custom"), s.repo.as_path()),
+        (folder.as_path(), s.repo.as_path()),
+        (std::path::Path::new("."), folder.as_path()),
+    ] {
+        let events = events_of(arg, cwd);
+        assert!(
+            events
+                .iter()
+                .any(|e| e["kind"] == "lane.finished" && e["lane"] == "custom"),
+            "{arg:?} in {cwd:?}: {events:?}"
+        );
+    }
+    for arg in [std::path::Path::new("custom"), folder.as_path()] {
+        let state = s
+            .sandbox
+            .clawpool()
+            .arg("state")
+            .arg(arg)
+            .args(["--output-format", "json"])
+            .current_dir(&s.repo)
+            .output()
+            .expect("state");
+        assert!(state.status.success(), "{arg:?}: {}", stderr(&state));
+        let state: Value = serde_json::from_slice(&state.stdout).expect("state JSON");
+        assert_eq!(state["lane"], "custom", "{arg:?}");
+        assert_eq!(state["status"], "finished", "{arg:?}");
+    }
+}
+
 #[test]
 fn spawn_exits_1_when_a_lane_fails() {
     let s = setup();
@@ -245,6 +361,10 @@ fn spawning_again_reuses_the_lane_worktrees() {
         git_log(&s.lanes_dir().join("solo"))[..2],
         ["lane work", "lane work"]
     );
+    // The second supervisor starts from the last commit the log reported: each commit once.
+    let commits = commit_events(&s, "solo");
+    assert_eq!(commits.len(), 2, "{commits:?}");
+    assert_ne!(commits[0]["detail"]["sha"], commits[1]["detail"]["sha"]);
 }
 
 fn assert_nothing_created(s: &Setup) {
@@ -312,6 +432,81 @@ fn bad_input_is_refused_before_anything_is_created() {
         .output()
         .expect("clawpool spawn");
     assert_eq!(json_error(&out)["kind"], "not_a_repository");
+}
+
+#[test]
+fn every_problem_in_a_packet_and_its_lanes_is_reported_at_once() {
+    let s = setup();
+    // An agent whose binary is not there.
+    let config = std::fs::read_to_string(&s.config).expect("config");
+    std::fs::write(
+        &s.config,
+        format!("{config}[profiles.codex.launch]\ncommand = \"/nonexistent/codex-binary\"\n"),
+    )
+    .expect("config");
+    // A lane folder that already holds a worktree on another branch.
+    std::fs::create_dir_all(s.lanes_dir()).expect("lanes dir");
+    let status = std::process::Command::new("git")
+        .args(["worktree", "add", "-q", "-b", "other"])
+        .arg(s.lanes_dir().join("taken"))
+        .current_dir(&s.repo)
+        .status()
+        .expect("git worktree add");
+    assert!(status.success());
+
+    let out = s.spawn(
+        r#"{"lanes": [
+          {"name": "UP", "prompt": "x"},
+          {"name": "b", "agent": "nope", "prompt": "x", "base": "no-such-branch"},
+          {"name": "c", "agent": "codex", "prompt": "x"},
+          {"name": "taken", "agent": "scripted", "prompt": "x"},
+          {"name": "fine", "agent": "scripted", "prompt": "x"}]}"#,
+        &["--output-format", "json"],
+    );
+    let err = json_error(&out);
+    assert_eq!(err["kind"], "invalid_packet", "{err}");
+    let problems = err["problems"].as_array().expect("problems");
+    let at = |path: &str| -> String {
+        problems
+            .iter()
+            .filter(|p| p["path"] == path)
+            .map(|p| p["message"].as_str().unwrap_or("").to_owned())
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    let mut paths: Vec<&str> = problems.iter().filter_map(|p| p["path"].as_str()).collect();
+    paths.sort_unstable();
+    assert_eq!(
+        paths,
+        [
+            "$.lanes[0].name",
+            "$.lanes[1].agent",
+            "$.lanes[1].base",
+            "$.lanes[2].agent",
+            "$.lanes[3].worktree",
+        ],
+        "{err}"
+    );
+    assert!(at("$.lanes[1].agent").contains("nope"), "{err}");
+    assert!(at("$.lanes[1].base").contains("no-such-branch"), "{err}");
+    assert!(
+        at("$.lanes[2].agent").contains("/nonexistent/codex-binary"),
+        "{err}"
+    );
+    assert!(at("$.lanes[3].worktree").contains("other"), "{err}");
+    // The text message lists them too.
+    let message = err["message"].as_str().unwrap_or("");
+    assert!(message.contains("5 problems"), "{message}");
+
+    // Nothing made: no lane folder but the one that was there, no branch, no registry.
+    let folders: Vec<_> = std::fs::read_dir(s.lanes_dir())
+        .expect("lanes dir")
+        .filter_map(|e| e.ok().map(|e| e.file_name()))
+        .collect();
+    assert_eq!(folders, ["taken"]);
+    assert_eq!(s.branches(), ["main", "other"]);
+    assert!(!s.repo.join(".git/clawpool/lanes").exists());
+    assert!(s.sandbox.leftover_processes().is_empty());
 }
 
 #[test]
@@ -857,11 +1052,53 @@ fn a_daemon_started_after_a_killed_supervisor_adopts_its_live_lanes() {
         .arg(&s.repo)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
+    // A commit made while no supervisor runs (plumbing only: the agent, still working, may
+    // take the index lock at any moment).
+    let alpha = s.lanes_dir().join("alpha");
+    let git = |args: &[&str]| -> String {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(&alpha)
+            .output()
+            .expect("git");
+        assert!(out.status.success(), "{}", stderr(&out));
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    let unsupervised = git(&[
+        "commit-tree",
+        "HEAD^{tree}",
+        "-p",
+        "HEAD",
+        "-m",
+        "unsupervised",
+    ]);
+    git(&[
+        "update-ref",
+        "refs/heads/lanes/alpha",
+        &unsupervised,
+        "HEAD",
+    ]);
     let mut daemon = daemon.spawn().expect("clawpool daemon");
     let board = board_when_all_ended(&s, 2);
+    let subjects = |lane: &str| -> Vec<String> {
+        commit_events(&s, lane)
+            .iter()
+            .map(|e| e["detail"]["subject"].as_str().unwrap_or("").to_owned())
+            .collect()
+    };
+    // The last look for commits comes after the lane is seen finished.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while (subjects("alpha").len() < 2 || subjects("beta").is_empty())
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(subjects("alpha"), ["unsupervised", "lane work"]);
+    assert_eq!(subjects("beta"), ["lane work"]);
     for lane in board["lanes"].as_array().expect("lanes") {
         assert_eq!(lane["status"], "finished", "{lane}");
-        assert_eq!(lane["board"]["commits_ahead"], 1, "{lane}");
+        let ahead = if lane["lane"] == "alpha" { 2 } else { 1 };
+        assert_eq!(lane["board"]["commits_ahead"], ahead, "{lane}");
         assert_eq!(lane["supervisor"]["pid"], daemon.id(), "{lane}");
     }
     for lane in ["alpha", "beta"] {
@@ -977,6 +1214,152 @@ fn detached_lanes_run_in_the_daemon_and_a_second_spawn_hands_its_lanes_over() {
             .iter()
             .all(|l| l["board"]["commits_ahead"] == 1)
     );
+    stop_daemon(&s);
+}
+
+/// Waits (at most `within`) for one of `children` to exit; returns its index and status.
+fn first_exit(
+    children: &mut [std::process::Child],
+    within: std::time::Duration,
+) -> (usize, std::process::ExitStatus) {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        for (i, child) in children.iter_mut().enumerate() {
+            if let Some(status) = child.try_wait().expect("try_wait") {
+                return (i, status);
+            }
+        }
+        assert!(std::time::Instant::now() < deadline, "no process exited");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// The pids of the sandbox's processes that are `clawpool daemon`s.
+fn daemons(s: &Setup) -> Vec<u32> {
+    s.sandbox
+        .leftover_processes()
+        .into_iter()
+        .filter(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+            args.first().is_some_and(|a| a.ends_with(b"clawpool")) && args.contains(&&b"daemon"[..])
+        })
+        .collect()
+}
+
+#[test]
+fn two_daemons_started_at_the_same_moment_leave_exactly_one_serving() {
+    let s = setup();
+    let daemon = || {
+        let mut cmd = s.sandbox.clawpool();
+        cmd.args(["daemon", "--config"])
+            .arg(&s.config)
+            .arg("--repo")
+            .arg(&s.repo)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped());
+        cmd
+    };
+    let (mut first, mut second) = (daemon(), daemon());
+    let mut both = vec![
+        first.spawn().expect("first daemon"),
+        second.spawn().expect("second daemon"),
+    ];
+    let (lost, status) = first_exit(&mut both, std::time::Duration::from_secs(15));
+    let mut loser = both.remove(lost);
+    let mut winner = both.remove(0);
+    let mut why = String::new();
+    std::io::Read::read_to_string(loser.stderr.as_mut().expect("stderr"), &mut why)
+        .expect("the loser's stderr");
+    // Already reaped by `first_exit`; this only hands back the status it kept.
+    loser.wait().expect("wait");
+    assert_eq!(status.code(), Some(2), "{why}");
+    assert!(
+        why.contains("another clawpool supervisor") && why.contains("this repository"),
+        "{why}"
+    );
+    // The winner serves: it holds the lock (its pid in the file) and its socket answers.
+    let common = s.repo.join(".git/clawpool");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while !common.join("daemon.sock").exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the winner never listened"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(
+        std::fs::read_to_string(common.join("supervisor.lock"))
+            .expect("lock file")
+            .trim(),
+        winner.id().to_string()
+    );
+    assert!(winner.try_wait().expect("try_wait").is_none());
+    assert_eq!(daemons(&s), [winner.id()]);
+    stop_daemon(&s);
+    assert!(winner.wait().expect("wait").success());
+}
+
+#[test]
+fn two_detached_spawns_at_the_same_moment_share_one_daemon() {
+    let s = setup();
+    let detached = |name: &str| {
+        let file = s.sandbox.dir.path().join(format!("{name}.json"));
+        std::fs::write(
+            &file,
+            format!(r#"{{"name": "{name}", "agent": "scripted", "prompt": "do {name}"}}"#),
+        )
+        .expect("packet");
+        let mut cmd = s.sandbox.clawpool();
+        cmd.arg("spawn")
+            .arg(&file)
+            .args(["--detach", "--output-format", "json", "--config"])
+            .arg(&s.config)
+            .arg("--repo")
+            .arg(&s.repo)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        cmd
+    };
+    let (mut alpha, mut beta) = (detached("alpha"), detached("beta"));
+    let spawns = [
+        alpha.spawn().expect("spawn alpha"),
+        beta.spawn().expect("spawn beta"),
+    ];
+    // Each returns once a daemon took its lanes (or after its own 15 s start timeout).
+    for spawn in spawns {
+        let out = spawn.wait_with_output().expect("spawn --detach");
+        assert!(out.status.success(), "{}", stderr(&out));
+        let reply: Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+        assert_eq!(reply["handed_to_daemon"], true, "{reply}");
+    }
+    // A daemon started by the spawn that lost may still be on its way to the lock; it then
+    // exits, refused, with a line in the daemon log.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    let running = loop {
+        let running = daemons(&s);
+        if running.len() == 1 {
+            break running;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "daemons: {running:?}\n{}",
+            std::fs::read_to_string(s.repo.join(".git/clawpool/daemon.log")).unwrap_or_default()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let log = std::fs::read_to_string(s.repo.join(".git/clawpool/daemon.log")).expect("log");
+    let started = log.matches("clawpool: daemon for").count();
+    let refused = log.matches("another clawpool supervisor").count();
+    // One daemon served; at most the other spawn's daemon was refused (when the first one's
+    // socket was up before it looked, the second spawn started none).
+    assert_eq!(started, 1, "{log}");
+    assert!(refused <= 1, "{log}");
+    let board = board_when_all_ended(&s, 2);
+    for lane in board["lanes"].as_array().expect("lanes") {
+        assert_eq!(lane["status"], "finished", "{lane}");
+        assert_eq!(lane["supervisor"]["pid"], running[0], "{lane}");
+    }
     stop_daemon(&s);
 }
 

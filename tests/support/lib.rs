@@ -645,3 +645,10 @@ pub fn transitions(events: &[serde_json::Value]) -> Vec<String> {
         })
         .collect()
 }
+
+/// Now, in milliseconds since the epoch, as events' `at_ms` are.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}

@@ -7,7 +7,8 @@
 //! commit-graph `check_freshness` writes when there is none (`ensure_commit_graph`: generation
 //! numbers v1, the only kind libgit2 1.9 reads; the time to write it is reported); then that
 //! graph replaced by one as git writes it by default (`git commit-graph write --reachable`,
-//! v2, also what `git gc` writes), which clawpool leaves alone.
+//! v2, also what `git gc` writes), which clawpool leaves alone and libgit2 cannot read, so
+//! `check_freshness` walks it with the git CLI (`rev-list`, `merge-base`, `log`).
 //!
 //! Run with `cargo bench -p clawpool-worktree --bench freshness`; it prints a Markdown report
 //! on stdout and progress on stderr. `CLAWPOOL_BENCH_QUICK=1` shortens every measurement.
@@ -21,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use clawpool_worktree::{FreshnessOptions, FreshnessState, check_freshness};
+use clawpool_worktree::{CommitGraph, FreshnessOptions, FreshnessState, check_freshness};
 use git2::{Oid, Repository, Sort};
 
 /// Commits on the base branch. With the three lanes' 20 commits each, 50,000 in all.
@@ -96,7 +97,7 @@ fn main() {
     for (storage, graph) in [
         ("no commit-graph", Graph::None),
         ("written by clawpool (v1)", Graph::Clawpool),
-        ("git's default (v2)", Graph::GitDefault),
+        ("git's default (v2), walked by git", Graph::GitDefault),
     ] {
         match graph {
             Graph::None => {}
@@ -111,6 +112,16 @@ fn main() {
             }
             Graph::GitDefault => git(&root, &["commit-graph", "write", "--reachable"]),
         }
+        // The walk each storage is meant to get: libgit2 unless it cannot read the graph.
+        let expected = match graph {
+            Graph::None => CommitGraph::None,
+            Graph::Clawpool => CommitGraph::Readable,
+            Graph::GitDefault => CommitGraph::Unreadable,
+        };
+        assert_eq!(
+            clawpool_worktree::commit_graph(&root.join(".git")),
+            expected
+        );
         for ((name, behind), path) in LANES.iter().zip(&lanes) {
             eprintln!("{storage}: lane {name}");
             let check = check_freshness(path, "main", &options);
@@ -148,7 +159,11 @@ fn main() {
                 );
             }
             if *name == "far" {
-                breakdowns.push((storage, breakdown(path, budget)));
+                let steps = match graph {
+                    Graph::GitDefault => cli_breakdown(path, budget),
+                    Graph::None | Graph::Clawpool => breakdown(path, budget),
+                };
+                breakdowns.push((storage, steps));
             }
         }
     }
@@ -164,7 +179,9 @@ fn main() {
         "\nWhere the time goes for the lane 40,000 behind (p50). `check_freshness` opens the \
          repository afresh for every check, so libgit2 has nothing cached: each step is timed \
          the same way, together with the opening (the first row alone); `git rev-list` \
-         doing the counting is there for comparison.\n"
+         doing the counting is there for comparison. With git's v2 graph the steps are the \
+         three git commands the check runs, as it runs them, and libgit2's count (which \
+         cannot use that graph) for comparison.\n"
     );
     let _ = writeln!(report, "| storage | step | p50 |");
     let _ = writeln!(report, "|---|---|---:|");
@@ -322,6 +339,78 @@ fn breakdown(lane: &Path, budget: Duration) -> Vec<(&'static str, Duration)> {
     steps
 }
 
+/// The steps of a check of `lane` against `main` in a repository whose graph libgit2 cannot
+/// read: the three git commands `check_freshness` runs, with its options and environment, on
+/// the two commits; then libgit2's count for comparison.
+fn cli_breakdown(lane: &Path, budget: Duration) -> Vec<(&'static str, Duration)> {
+    let budget = budget / 3;
+    let p50 = |mut samples: Vec<Duration>| Summary::of(&mut samples).p50;
+    let repo = Repository::open(lane).expect("the lane opens");
+    let head = repo.refname_to_id("HEAD").expect("HEAD").to_string();
+    let base = repo
+        .refname_to_id("refs/heads/main")
+        .expect("main")
+        .to_string();
+    let symmetric = format!("{head}...{base}");
+    let range = format!("{head}..{base}");
+    let mut steps = Vec::new();
+    for (step, args) in [
+        (
+            "`git rev-list --left-right --count HEAD...main`",
+            vec!["rev-list", "--left-right", "--count", &symmetric],
+        ),
+        (
+            "`git merge-base HEAD main`",
+            vec!["merge-base", &head, &base],
+        ),
+        (
+            "`git log --date-order --format=%H%x00%s -n 50 HEAD..main`",
+            vec![
+                "log",
+                "--date-order",
+                "--no-show-signature",
+                "--encoding=UTF-8",
+                "--format=%H%x00%s",
+                "--max-count=50",
+                &range,
+            ],
+        ),
+    ] {
+        steps.push((step, p50(measure(budget, || git_read(lane, &args)))));
+    }
+    let (head, base) = (
+        Oid::from_str(&head).expect("an id"),
+        Oid::from_str(&base).expect("an id"),
+    );
+    steps.push((
+        "open + `graph_ahead_behind` (libgit2, for comparison)",
+        p50(measure(budget, || {
+            let git = Repository::open(lane).expect("the lane opens");
+            git.graph_ahead_behind(head, base).expect("counts");
+        })),
+    ));
+    steps
+}
+
+/// A read-only git command as `check_freshness` runs it: in the worktree, no pager, no
+/// optional locks, the C locale, replace refs ignored.
+fn git_read(dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .current_dir(dir)
+        .args(["--no-pager", "--no-replace-objects"])
+        .args(args)
+        .env("GIT_OPTIONAL_LOCKS", "0")
+        .env("LC_ALL", "C")
+        .stdin(Stdio::null())
+        .output()
+        .expect("git is installed");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// What `check_freshness` does for the missing list.
 fn missing(git: &Repository, head: Oid, base: Oid) {
     let mut walk = git.revwalk().expect("a walk");
@@ -342,7 +431,7 @@ enum Graph {
     /// By `ensure_commit_graph`, as a check does when there is none.
     Clawpool,
     /// `git commit-graph write --reachable` with git's defaults (v2; what `git gc` writes),
-    /// replacing clawpool's: libgit2 1.9 cannot read it.
+    /// replacing clawpool's: libgit2 1.9 cannot read it, so the check walks with git.
     GitDefault,
 }
 

@@ -1,5 +1,6 @@
 //! Running the git CLI for the writes (`worktree add`, `worktree remove`, `branch -D`, `merge`,
-//! `rebase`) and for `fetch`.
+//! `rebase`), for `fetch`, and for the history walks of a freshness check in a repository
+//! whose commit-graph libgit2 cannot read (see `crate::graph`).
 //!
 //! Writes go through git itself rather than libgit2 so that they behave exactly like a person's
 //! git: the same hooks, the same safety checks (a branch checked out twice, a locked worktree),
@@ -105,11 +106,48 @@ pub(crate) fn run_with_timeout(
     finish(args, status, &stdout, &stderr)
 }
 
+/// Runs a read-only history query (`rev-list`, `merge-base`, `log`) in `dir` and returns its
+/// standard output; an exit status of `absent` (the one a command uses for "there is none",
+/// such as `merge-base` finding no common ancestor) is `Ok(None)`, any other non-zero one
+/// [`WorktreeError::Git`].
+///
+/// Unlike [`run`], made to give the same answers libgit2 would for the same question, whatever
+/// the environment: `dir` is the working directory (a worktree of the repository), the C
+/// locale (messages and numbers as parsed here), no pager, no optional locks (a query must
+/// not take `index.lock` or rewrite the index from under a lane's agent), and replace refs
+/// ignored (libgit2 does not honour them, so the two would count different histories).
+pub(crate) fn read(
+    dir: &Path,
+    args: &[&OsStr],
+    absent: Option<i32>,
+) -> Result<Option<String>, WorktreeError> {
+    let mut cmd = scrubbed();
+    cmd.current_dir(dir)
+        .args(["--no-pager", "--no-replace-objects"])
+        .args(args)
+        .env("GIT_OPTIONAL_LOCKS", "0")
+        .env("LC_ALL", "C");
+    let output = cmd
+        .output()
+        .map_err(|source| WorktreeError::io("run git in", dir, source))?;
+    if absent.is_some() && output.status.code() == absent {
+        return Ok(None);
+    }
+    finish(args, output.status, &output.stdout, &output.stderr).map(Some)
+}
+
 /// `git -C <dir> <args>` with the repository-selecting variables removed and nothing that
 /// could wait for a person.
 fn command(dir: &Path, args: &[&OsStr]) -> Command {
-    let mut cmd = Command::new("git");
+    let mut cmd = scrubbed();
     cmd.arg("-C").arg(dir).args(args);
+    cmd
+}
+
+/// A `git` command with the repository-selecting variables removed and nothing that could
+/// wait for a person; the caller adds where it runs and the arguments.
+fn scrubbed() -> Command {
+    let mut cmd = Command::new("git");
     for var in REPO_ENV {
         cmd.env_remove(var);
     }

@@ -23,7 +23,9 @@
 //! # Theory of operation
 //!
 //! Reads go through libgit2 (`git2`, no network features): they are cheap and need no
-//! process. Writes — `git worktree add`, `git worktree remove`, `git branch -D`, `git merge`,
+//! process. The exception is a freshness check's history walk in a repository whose
+//! commit-graph libgit2 cannot read ([`commit_graph`]): git reads it and is then several times
+//! faster, so the walk runs `git rev-list`, `git merge-base` and `git log` instead. Writes — `git worktree add`, `git worktree remove`, `git branch -D`, `git merge`,
 //! `git rebase` — and `git fetch` go through the git CLI, so they run the repository's hooks
 //! and checks exactly as a person's git would. Worktree creation and removal in one repository
 //! are serialised by an OS file lock in its common git dir (`<common>/clawpool/worktree.lock`),
@@ -50,9 +52,11 @@ pub use base::{BaseRef, resolve_base};
 pub use error::WorktreeError;
 pub use fetch::{FetchOptions, FetchOutcome, fetch_if_due};
 pub use freshness::{Freshness, FreshnessOptions, FreshnessState, MissingCommit, check_freshness};
-pub use graph::{ensure_commit_graph, has_commit_graph};
+pub use graph::{CommitGraph, commit_graph, ensure_commit_graph, has_commit_graph};
 pub use lane::{LaneWorktreeSpec, Prepared, prepare_lane_worktree, remove_lane_worktree};
 pub use merge::{MergeMethod, MergeOutcome, MergePolicy, merge_forward};
 pub use operation::{GitOperation, GitOperationKind, git_operation};
 pub use repo::Repo;
-pub use status::{HeadState, WorktreeStatus, head_state, worktree_head, worktree_status};
+pub use status::{
+    HeadState, NewCommits, WorktreeStatus, head_state, new_commits, worktree_head, worktree_status,
+};

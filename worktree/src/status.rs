@@ -142,3 +142,72 @@ pub(crate) fn head_branch(repo: &Repository) -> Option<String> {
         .strip_prefix("refs/heads/")
         .map(str::to_owned)
 }
+
+/// The commits a worktree's HEAD gained over what is already known: see [`new_commits`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewCommits {
+    /// The HEAD commit walked from, as a full hex sha.
+    pub head: String,
+    /// The newest `limit` new commits, oldest first.
+    pub commits: Vec<crate::MissingCommit>,
+    /// How many older new commits were left out of `commits` to keep within `limit`.
+    pub left_out: usize,
+    /// The oldest commit left out, when any was.
+    pub oldest_left_out: Option<String>,
+}
+
+/// The commits reachable from the HEAD of the worktree whose top folder is `path` and from
+/// none of `known` (shas or revisions; any that does not resolve, e.g. a commit since
+/// garbage-collected, is skipped), oldest first, never a parent after its child.
+///
+/// At most the newest `limit` are returned with their subjects; older ones are only counted,
+/// so a branch that suddenly gains thousands of commits (a history imported at once) costs one
+/// walk of their ids, not thousands of commit reads.
+pub fn new_commits(path: &Path, known: &[&str], limit: usize) -> Result<NewCommits, WorktreeError> {
+    let repo = open_worktree(path)?;
+    let head = repo
+        .refname_to_id("HEAD")
+        .map_err(|err| WorktreeError::query("HEAD", path, &err))?;
+    let walked = (|| -> Result<NewCommits, git2::Error> {
+        let mut walk = repo.revwalk()?;
+        walk.set_sorting(git2::Sort::TOPOLOGICAL | git2::Sort::TIME)?;
+        walk.push(head)?;
+        for rev in known {
+            if let Ok(commit) = repo.revparse_single(rev).and_then(|o| o.peel_to_commit()) {
+                walk.hide(commit.id())?;
+            }
+        }
+        // Newest first: the first `limit` are the ones reported.
+        let mut newest = Vec::new();
+        let mut left_out = 0;
+        let mut oldest_left_out = None;
+        for oid in walk {
+            let oid = oid?;
+            if newest.len() < limit {
+                newest.push(oid);
+            } else {
+                left_out += 1;
+                oldest_left_out = Some(oid);
+            }
+        }
+        let commits = newest
+            .into_iter()
+            .rev()
+            .map(|oid| {
+                let commit = repo.find_commit(oid)?;
+                Ok(crate::MissingCommit {
+                    sha: oid.to_string(),
+                    subject: String::from_utf8_lossy(commit.summary_bytes().unwrap_or_default())
+                        .into_owned(),
+                })
+            })
+            .collect::<Result<_, git2::Error>>()?;
+        Ok(NewCommits {
+            head: head.to_string(),
+            commits,
+            left_out,
+            oldest_left_out: oldest_left_out.map(|o| o.to_string()),
+        })
+    })();
+    walked.map_err(|err| WorktreeError::query("the new commits", path, &err))
+}

@@ -1453,3 +1453,344 @@ fn a_repository_with_a_commit_graph_of_its_own_keeps_it() {
         "left as it was"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Commit-graphs libgit2 cannot read: the walk goes through the git CLI
+
+/// Writes a commit object by hand, with a fixed date and the tree of the repository's HEAD,
+/// so that the history (dates, merges, clock skew, odd messages) is exactly as a test says.
+fn raw_commit(sb: &Sandbox, root: &Path, parents: &[&str], time: u64, message: &str) -> String {
+    let tree = sb.git(root, &["rev-parse", "HEAD^{tree}"]);
+    let mut text = format!("tree {tree}\n");
+    for parent in parents {
+        text.push_str(&format!("parent {parent}\n"));
+    }
+    let who = "Lane Tester <lanes@example.invalid>";
+    text.push_str(&format!(
+        "author {who} {time} +0000\ncommitter {who} {time} +0000\n\n{message}"
+    ));
+    let file = sb.path().join("raw-commit");
+    fs::write(&file, text).expect("the commit text is writable");
+    let file = file.to_str().expect("UTF-8 sandbox path");
+    sb.git(root, &["hash-object", "-t", "commit", "-w", file])
+}
+
+/// A history with what can make two walks disagree: a merged side branch, a parent dated
+/// after its child (clock skew), commits with the same date, subjects wrapped over several
+/// lines, led by blank lines, or not ASCII, an unrelated history, and a criss-cross merge
+/// (two best common ancestors). Every commit is a loose object with a branch on it, so
+/// `git commit-graph write --reachable` covers them all. Returns each branch's commit by name.
+fn tangled_history(sb: &Sandbox, root: &Path) -> BTreeMap<&'static str, String> {
+    let c =
+        |parents: &[&str], time: u64, message: &str| raw_commit(sb, root, parents, time, message);
+    let mut b = BTreeMap::new();
+    let r = c(&[], 1_000, "root\n");
+    let m1 = c(&[&r], 1_100, "main one\n");
+    // Dated after its child `side one` (clock skew at a fork: `git log` without
+    // `--date-order` would list it before that child).
+    let m2 = c(
+        &[&m1],
+        1_260,
+        "fix: two\nwrapped onto a second line\n\nwith a body\n",
+    );
+    let f1 = c(&[&m2], 1_250, "side one\n");
+    let f2 = c(&[&f1], 1_450, "side two, dated after main three\n");
+    let m3 = c(&[&m2], 1_300, "\n\nled by blank lines\n");
+    let m4 = c(&[&m3], 1_300, "same second as its parent\n");
+    let merge = c(&[&m4, &f2], 1_500, "Merge branch 'side'\n");
+    // Clock skew: dated before its parent.
+    let m5 = c(&[&merge], 1_150, "ünïcode ✓ from a skewed clock\n");
+    let mut tip = m5.clone();
+    for i in 0..6 {
+        tip = c(&[&tip], 1_600 + i * 10, &format!("main {}\n", 6 + i));
+    }
+    b.insert("main", tip.clone());
+    // Lanes on main.
+    let l1 = c(&[&m2], 1_700, "lane work one\n");
+    b.insert("lane-stale", c(&[&l1], 1_710, "lane work two\n"));
+    b.insert("lane-behind", m3.clone());
+    b.insert("lane-fresh", tip.clone());
+    b.insert("lane-ahead", c(&[&tip], 1_720, "lane ahead\n"));
+    b.insert("lane-side", f2.clone());
+    // Unrelated history.
+    let u = c(&[], 1_050, "another root\n");
+    b.insert("lane-unrelated", c(&[&u], 1_060, "another history\n"));
+    // Criss-cross: x1 and y1 each merge the other's parent, so x0 and y0 are both best common
+    // ancestors of x1 and y1.
+    let x0 = c(&[&m1], 1_210, "x0\n");
+    let y0 = c(&[&m1], 1_220, "y0\n");
+    b.insert("cross-x", c(&[&x0, &y0], 1_230, "x1\n"));
+    b.insert("cross-y", c(&[&y0, &x0], 1_240, "y1\n"));
+    b.insert("cross-y-later", c(&[&b["cross-y"].clone()], 1_800, "y2\n"));
+    for (name, sha) in &b {
+        sb.git(root, &["update-ref", &format!("refs/heads/{name}"), sha]);
+    }
+    sb.git(root, &["reset", "-q", "--hard", "main"]);
+    b
+}
+
+/// The comparisons made on [`tangled_history`]: (lane branch, base, max missing).
+const TANGLED_CHECKS: [(&str, &str, usize); 9] = [
+    ("lane-stale", "main", 50),
+    ("lane-stale", "main", 3),
+    ("lane-behind", "main", 50),
+    ("lane-fresh", "main", 50),
+    ("lane-ahead", "main", 50),
+    ("lane-side", "main", 50),
+    ("lane-unrelated", "main", 50),
+    ("cross-x", "cross-y", 50),
+    ("cross-x", "cross-y-later", 50),
+];
+
+/// `check_freshness` for each of [`TANGLED_CHECKS`], each in a worktree of its own (detached
+/// at the lane's commit) made for this call, so that no walk remembered from another call is
+/// reused; `checked_at` zeroed for comparing.
+fn tangled_checks(sb: &Sandbox, root: &Path, label: &str) -> Vec<Freshness> {
+    TANGLED_CHECKS
+        .iter()
+        .enumerate()
+        .map(|(i, (lane, base, max_missing))| {
+            let path = sb.path().join(format!("{label}-{i}"));
+            let path_str = path.to_str().expect("UTF-8 sandbox path");
+            sb.git(root, &["worktree", "add", "-q", "--detach", path_str, lane]);
+            let options = FreshnessOptions {
+                max_missing: *max_missing,
+                ..local()
+            };
+            let f = check_freshness(&path, base, &options);
+            assert_eq!(f.error, None, "{lane} against {base}: {f:?}");
+            Freshness { checked_at: 0, ..f }
+        })
+        .collect()
+}
+
+#[test]
+fn commit_graph_tells_the_graphs_libgit2_reads_from_those_it_cannot() {
+    use clawpool_worktree::{CommitGraph, commit_graph, ensure_commit_graph};
+    let sb = Sandbox::new();
+    let root = sb.repo("proj", "main");
+    let repo = open(&root);
+    let common = repo.common_dir();
+    commit(&sb, &root, "m1.txt", "1\n", "one");
+    let info = common.join("objects/info");
+    assert_eq!(commit_graph(common), CommitGraph::None);
+
+    // clawpool's own: generation numbers v1.
+    assert!(ensure_commit_graph(common, &root).expect("written"));
+    assert_eq!(commit_graph(common), CommitGraph::Readable);
+
+    // git's default (v2, a `GDA2` chunk), replacing it: noticed although the verdict is
+    // remembered, because the file changed.
+    sb.git(&root, &["commit-graph", "write", "--reachable"]);
+    assert!(graph_chunks(&info.join("commit-graph")).contains(&"GDA2".to_owned()));
+    assert_eq!(commit_graph(common), CommitGraph::Unreadable);
+
+    // v1 with changed-path Bloom filters: chunks libgit2 knows and skips.
+    sb.git(
+        &root,
+        &[
+            "-c",
+            "commitGraph.generationVersion=1",
+            "commit-graph",
+            "write",
+            "--reachable",
+            "--changed-paths",
+        ],
+    );
+    let chunks = graph_chunks(&info.join("commit-graph"));
+    assert!(chunks.contains(&"BIDX".to_owned()), "{chunks:?}");
+    assert_eq!(commit_graph(common), CommitGraph::Readable);
+
+    // Not a commit-graph libgit2 can parse at all.
+    fs::write(info.join("commit-graph"), "not a graph").expect("writable");
+    assert_eq!(commit_graph(common), CommitGraph::Unreadable);
+
+    // Only a split chain (as `git maintenance` writes): libgit2 reads none of it.
+    fs::remove_file(info.join("commit-graph")).expect("removable");
+    assert_eq!(commit_graph(common), CommitGraph::None);
+    sb.git(
+        &root,
+        &[
+            "-c",
+            "commitGraph.generationVersion=1",
+            "commit-graph",
+            "write",
+            "--reachable",
+            "--split",
+        ],
+    );
+    assert!(!info.join("commit-graph").exists());
+    assert!(info.join("commit-graphs/commit-graph-chain").is_file());
+    assert_eq!(commit_graph(common), CommitGraph::Unreadable);
+}
+
+#[test]
+fn with_a_graph_libgit2_cannot_read_git_walks_and_agrees_with_libgit2() {
+    let sb = Sandbox::new();
+    let root = sb.repo("proj", "main");
+    let repo = open(&root);
+    let b = tangled_history(&sb, &root);
+
+    // No commit-graph: libgit2 walks.
+    assert_eq!(
+        clawpool_worktree::commit_graph(repo.common_dir()),
+        clawpool_worktree::CommitGraph::None
+    );
+    let by_libgit2 = tangled_checks(&sb, &root, "libgit2");
+
+    // git's default graph, which libgit2 cannot read: git walks.
+    sb.git(&root, &["commit-graph", "write", "--reachable"]);
+    assert_eq!(
+        clawpool_worktree::commit_graph(repo.common_dir()),
+        clawpool_worktree::CommitGraph::Unreadable
+    );
+    let by_git = tangled_checks(&sb, &root, "git");
+
+    for (((lane, base, max), a), b) in TANGLED_CHECKS.iter().zip(&by_libgit2).zip(&by_git) {
+        assert_eq!(a, b, "{lane} against {base}, {max} missing at most");
+    }
+
+    // And what they agree on is right (so both cannot be wrong the same way).
+    let [
+        stale,
+        capped,
+        behind,
+        fresh,
+        ahead,
+        side,
+        unrelated,
+        cross,
+        cross_later,
+    ] = <[Freshness; 9]>::try_from(by_git).expect("one per check");
+    let summary = |f: &Freshness| (f.state, f.ahead, f.behind);
+    assert_eq!(summary(&stale), (FreshnessState::Stale, Some(2), Some(12)));
+    assert_eq!(
+        stale.merge_base.as_deref(),
+        Some(sb.sha(&root, "main~10").as_str())
+    );
+    assert_eq!(stale.missing.len(), 12);
+    assert_eq!(stale.missing[0].sha, b["main"]);
+    assert_eq!(stale.missing[0].subject, "main 11");
+    let subjects: Vec<&str> = stale.missing.iter().map(|m| m.subject.as_str()).collect();
+    assert!(
+        subjects.contains(&"ünïcode ✓ from a skewed clock"),
+        "{subjects:?}"
+    );
+    assert!(subjects.contains(&"led by blank lines"), "{subjects:?}");
+    // Never a parent before its child, whatever the dates say.
+    let position = |subject: &str| subjects.iter().position(|s| *s == subject).expect("listed");
+    assert!(position("ünïcode ✓ from a skewed clock") < position("Merge branch 'side'"));
+    assert!(position("Merge branch 'side'") < position("side two, dated after main three"));
+    assert_eq!(capped.missing, stale.missing[..3]);
+    assert_eq!(capped.behind, Some(12));
+    assert_eq!(summary(&behind), (FreshnessState::Stale, Some(0), Some(11)));
+    assert_eq!(behind.merge_base, behind.head);
+    assert_eq!(summary(&fresh), (FreshnessState::Fresh, Some(0), Some(0)));
+    assert_eq!(summary(&ahead), (FreshnessState::Fresh, Some(1), Some(0)));
+    assert_eq!(summary(&side), (FreshnessState::Stale, Some(0), Some(10)));
+    assert_eq!(
+        summary(&unrelated),
+        (FreshnessState::Diverged, Some(2), Some(15))
+    );
+    assert_eq!(unrelated.merge_base, None);
+    let listed: Vec<&str> = unrelated
+        .missing
+        .iter()
+        .map(|m| m.subject.as_str())
+        .collect();
+    let at = |subject: &str| listed.iter().position(|s| *s == subject).expect("listed");
+    assert!(
+        at("side one") < at("fix: two wrapped onto a second line"),
+        "{listed:?}"
+    );
+    assert_eq!(summary(&cross), (FreshnessState::Stale, Some(1), Some(1)));
+    let bases = sb.git(&root, &["merge-base", "--all", "cross-x", "cross-y"]);
+    assert_eq!(bases.lines().count(), 2, "a criss-cross: {bases}");
+    assert!(
+        bases
+            .lines()
+            .any(|base| Some(base) == cross.merge_base.as_deref())
+    );
+    assert_eq!(
+        summary(&cross_later),
+        (FreshnessState::Stale, Some(1), Some(2))
+    );
+}
+
+#[test]
+fn the_git_walk_uses_the_graph_and_is_reused_until_something_moves() {
+    let sb = Sandbox::new();
+    let root = sb.repo("proj", "main");
+    let repo = open(&root);
+    let path = lane(&repo, "a");
+    commit(&sb, &path, "lane.txt", "l\n", "lane work");
+    let m1 = commit(&sb, &root, "m1.txt", "1\n", "one");
+    let m2 = commit(&sb, &root, "m2.txt", "2\n", "two");
+    let m3 = commit(&sb, &root, "m3.txt", "3\n", "three");
+    let m4 = commit(&sb, &root, "m4.txt", "4\n", "four");
+    sb.git(&root, &["commit-graph", "write", "--reachable"]);
+    let loose = |sha: &str| {
+        repo.common_dir()
+            .join("objects")
+            .join(&sha[..2])
+            .join(&sha[2..])
+    };
+    // The oldest missing commit is needed by a walk that reads objects (libgit2 with a graph
+    // it cannot read), not by one that reads the graph (git), when only the newest three are
+    // listed.
+    fs::remove_file(loose(&m1)).expect("a loose object");
+    let three = FreshnessOptions {
+        max_missing: 3,
+        ..local()
+    };
+    let first = check_freshness(&path, "main", &three);
+    assert_eq!(first.error, None, "{first:?}");
+    assert_eq!(
+        (first.state, first.ahead, first.behind),
+        (FreshnessState::Stale, Some(1), Some(4))
+    );
+    assert_eq!(
+        first
+            .missing
+            .iter()
+            .map(|m| m.sha.as_str())
+            .collect::<Vec<_>>(),
+        [m4.as_str(), m3.as_str(), m2.as_str()]
+    );
+
+    // The same check by libgit2 (the graph gone, another worktree at the same commit) needs
+    // the missing object: the check above was not made by libgit2.
+    let graph = repo.common_dir().join("objects/info/commit-graph");
+    let aside = sb.path().join("commit-graph");
+    fs::rename(&graph, &aside).expect("the graph moves");
+    let other = sb.path().join("other");
+    let other_str = other.to_str().expect("UTF-8 sandbox path");
+    sb.git(
+        &root,
+        &["worktree", "add", "-q", "--detach", other_str, "lanes/a"],
+    );
+    let by_libgit2 = check_freshness(&other, "main", &three);
+    assert_eq!(by_libgit2.state, FreshnessState::Unknown, "{by_libgit2:?}");
+    assert!(by_libgit2.error.is_some());
+
+    // Back to git's graph: a repeated check reuses the walk, even with a listed commit gone.
+    fs::rename(&aside, &graph).expect("the graph moves back");
+    fs::remove_file(loose(&m3)).expect("a loose object");
+    let again = check_freshness(&path, "main", &three);
+    assert_eq!(
+        again,
+        Freshness {
+            checked_at: again.checked_at,
+            ..first
+        },
+        "reused, not walked"
+    );
+
+    // The base moves: git walks again, cannot read the listed commit's subject, and the state
+    // is unknown with git's message, never fresh.
+    commit(&sb, &root, "m5.txt", "5\n", "five");
+    let moved = check_freshness(&path, "main", &three);
+    assert_eq!(moved.state, FreshnessState::Unknown, "{moved:?}");
+    let error = moved.error.expect("says why");
+    assert!(error.contains("git log"), "{error}");
+}

@@ -283,7 +283,70 @@ impl std::error::Error for PacketErrors {}
 
 /// Parses and checks a task packet, reporting every problem at once.
 pub fn parse_packet(text: &str, ctx: &PacketContext) -> Result<Batch, PacketErrors> {
-    let doc = json::parse(text).map_err(|m| PacketErrors(vec![PacketError::new("$", m)]))?;
+    let checked = check_packet(text, ctx);
+    if checked.problems.is_empty() {
+        Ok(Batch {
+            form: checked.form.unwrap_or(PacketForm::Single),
+            lanes: checked.lanes,
+        })
+    } else {
+        Err(PacketErrors(checked.problems))
+    }
+}
+
+/// A packet checked as far as it can be, problems or not: see [`check_packet`].
+#[derive(Debug, Clone)]
+pub struct CheckedPacket {
+    /// The packet's form, when the document had one.
+    pub form: Option<PacketForm>,
+    /// The lanes none of `problems` is about (nothing at or under their path, nothing in the
+    /// batch's `defaults`): whatever else a caller checks about them is worth reporting too.
+    pub lanes: Vec<LaneSpec>,
+    /// Every problem, as [`parse_packet`] reports them.
+    pub problems: Vec<PacketError>,
+}
+
+/// Checks a task packet and keeps the lanes that have no problem of their own, so that a
+/// caller checking lanes further (against a repository, say) can report its problems together
+/// with the packet's, all at once.
+pub fn check_packet(text: &str, ctx: &PacketContext) -> CheckedPacket {
+    match check(text, ctx) {
+        Ok(batch) => CheckedPacket {
+            form: Some(batch.form),
+            lanes: batch.lanes,
+            problems: Vec::new(),
+        },
+        Err((form, lanes, problems)) => {
+            let about = |path: &str, at: &str| {
+                path == at
+                    || path
+                        .strip_prefix(at)
+                        .is_some_and(|rest| rest.starts_with('.') || rest.starts_with('['))
+            };
+            // A problem in the defaults may be in any lane's merged fields.
+            let defaults_bad = problems.iter().any(|p| about(&p.path, "$.defaults"));
+            let lanes = if defaults_bad {
+                Vec::new()
+            } else {
+                lanes
+                    .into_iter()
+                    .filter(|lane| !problems.iter().any(|p| about(&p.path, &lane.source)))
+                    .collect()
+            };
+            CheckedPacket {
+                form,
+                lanes,
+                problems,
+            }
+        }
+    }
+}
+
+/// The lanes read so far with every problem, when there is any.
+type Checked = Result<Batch, (Option<PacketForm>, Vec<LaneSpec>, Vec<PacketError>)>;
+
+fn check(text: &str, ctx: &PacketContext) -> Checked {
+    let doc = json::parse(text).map_err(|m| (None, Vec::new(), vec![PacketError::new("$", m)]))?;
     let roots = Roots::new(&ctx.repo_root, ctx.worktree_root.as_deref());
     let mut errors = Vec::new();
 
@@ -325,7 +388,7 @@ pub fn parse_packet(text: &str, ctx: &PacketContext) -> Result<Batch, PacketErro
                     other.kind()
                 ),
             ));
-            return Err(PacketErrors(errors));
+            return Err((None, Vec::new(), errors));
         }
     };
 
@@ -347,7 +410,7 @@ pub fn parse_packet(text: &str, ctx: &PacketContext) -> Result<Batch, PacketErro
     if errors.is_empty() {
         Ok(Batch { form, lanes })
     } else {
-        Err(PacketErrors(errors))
+        Err((Some(form), lanes, errors))
     }
 }
 

@@ -660,3 +660,39 @@ fn merge_and_verification_fields() {
         "expected an array",
     );
 }
+
+#[test]
+fn check_packet_keeps_only_the_lanes_no_problem_is_about() {
+    let names = |text: &str| -> (Vec<String>, usize) {
+        let checked = check_packet(text, &ctx());
+        (
+            checked.lanes.into_iter().map(|l| l.name).collect(),
+            checked.problems.len(),
+        )
+    };
+    // lanes[1] is not about lanes[10]: paths are compared by segment, not by prefix.
+    let mut lanes: Vec<String> = (0..11)
+        .map(|i| format!(r#"{{"name": "l{i}", "prompt": "x"}}"#))
+        .collect();
+    lanes[10] = r#"{"name": "Bad", "prompt": "x"}"#.to_owned();
+    let text = format!(r#"{{"lanes": [{}]}}"#, lanes.join(","));
+    let (kept, problems) = names(&text);
+    assert_eq!(problems, 1);
+    assert_eq!(kept.len(), 10);
+    assert!(kept.contains(&"l1".to_owned()));
+    // A duplicate is the second lane's problem only.
+    assert_eq!(
+        names(r#"{"lanes": [{"name": "a", "prompt": "x"}, {"name": "a", "prompt": "y"}]}"#),
+        (vec!["a".to_owned()], 1)
+    );
+    // A problem in the defaults may be in any lane.
+    assert_eq!(
+        names(r#"{"defaults": {"scope": "everything"}, "lanes": [{"name": "a", "prompt": "x"}]}"#),
+        (vec![], 1)
+    );
+    // A valid packet: every lane, no problem.
+    assert_eq!(
+        names(r#"{"name": "a", "prompt": "x"}"#),
+        (vec!["a".to_owned()], 0)
+    );
+}

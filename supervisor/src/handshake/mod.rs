@@ -17,6 +17,7 @@
 
 mod answer;
 mod delivery;
+mod external;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -31,6 +32,7 @@ use crate::detect::{Observation, Seen, observe};
 use crate::profiles::{DialogKind, Policy, Profile, Signal};
 
 pub use delivery::{PromptPlan, Receipt, check_prompt, plan_prompt};
+pub use external::ExternalProgress;
 
 /// Timing and limits of the handshake (resolved from the `[handshake]` configuration).
 pub use crate::config::HandshakeSettings as Settings;
@@ -102,7 +104,8 @@ struct ProgressCheck {
     /// `None`: no time limit (an escalated lane watched until it moves).
     within: Option<Duration>,
     started: Instant,
-    armed: bool,
+    /// When it was armed (epoch ms), if it is.
+    armed_at: Option<u64>,
     /// Normalised texts this run delivered: screen lines inside them are their echo.
     delivered: Vec<String>,
 }
@@ -177,6 +180,8 @@ pub struct Handshake<'a> {
     held_until: Option<Instant>,
     /// Times the input line was emptied of our own text the agent put back, this round.
     input_clears: u32,
+    /// Progress the lane makes off its screen (worktree changes, commits).
+    external: Option<ExternalProgress>,
 }
 
 /// What a new supervisor knows of a lane it adopts, from the lane's state file.
@@ -197,6 +202,16 @@ const STOP_GRACE: Duration = Duration::from_secs(5);
 
 /// How many times clawpool answers the same dialog before it blocks the lane instead.
 const MAX_ANSWERS_PER_DIALOG: u32 = 3;
+
+/// Off-screen progress, as a recovery check's result says it.
+fn describe_source(source: clawpool_recovery::ProgressSource) -> &'static str {
+    match source {
+        clawpool_recovery::ProgressSource::WorktreeChange => "a file changed in the worktree",
+        clawpool_recovery::ProgressSource::Commit => "a new commit on the lane's branch",
+        clawpool_recovery::ProgressSource::Screen => "a new line on screen",
+        clawpool_recovery::ProgressSource::AgentEvent => "the agent moved on",
+    }
+}
 
 /// How often a worktree with a paused git operation is looked at again while delivery waits.
 const HOLD_RECHECK: Duration = Duration::from_secs(2);
@@ -241,7 +256,15 @@ impl<'a> Handshake<'a> {
             recover_blocked: false,
             held_until: None,
             input_clears: 0,
+            external: None,
         }
+    }
+
+    /// Counts what `external` records (worktree changes, commits) as progress, for stalls and
+    /// recovery checks alike.
+    pub fn with_external_progress(mut self, external: ExternalProgress) -> Self {
+        self.external = Some(external);
+        self
     }
 
     /// Ends the run with [`Next::Recover`]`("stalled")` when the lane is `running` and its
@@ -277,7 +300,7 @@ impl<'a> Handshake<'a> {
         self.check = Some(ProgressCheck {
             within,
             started: Instant::now(),
-            armed: false,
+            armed_at: None,
             delivered: prompt.into_iter().collect(),
         });
         self
@@ -377,6 +400,9 @@ impl<'a> Handshake<'a> {
     fn check_stall(&mut self, rows: &[String]) {
         let now = clawpool_lanes::state_file::now_secs();
         let new_lines = self.progress.observe_screen(now, rows);
+        if let Some((at_ms, source)) = self.external.as_ref().and_then(ExternalProgress::latest) {
+            self.progress.note(at_ms / 1000, source);
+        }
         if self.check.is_some() {
             self.run_check(&new_lines);
             return;
@@ -410,6 +436,7 @@ impl<'a> Handshake<'a> {
                 | LaneStatus::Blocked
                 | LaneStatus::ToolPermissionRequired
         );
+        let external = self.external.as_ref().and_then(ExternalProgress::latest);
         let Some(check) = self.check.as_mut() else {
             return;
         };
@@ -417,9 +444,15 @@ impl<'a> Handshake<'a> {
             let words = line.trim_start_matches(|c: char| !c.is_alphanumeric());
             !words.is_empty() && !check.delivered.iter().any(|d| d.contains(words))
         });
-        match progress {
-            Some(line) if check.armed => {
+        let off_screen = external
+            .filter(|(at, _)| check.armed_at.is_some_and(|armed| *at > armed))
+            .map(|(_, source)| source);
+        match (progress, off_screen) {
+            (Some(line), _) if check.armed_at.is_some() => {
                 self.next = Some(Next::Progressed(format!("a new line on screen: {line}")));
+            }
+            (_, Some(source)) => {
+                self.next = Some(Next::Progressed(describe_source(source).to_owned()));
             }
             _ if check
                 .within
@@ -428,7 +461,10 @@ impl<'a> Handshake<'a> {
                 self.next = Some(Next::NoProgress);
             }
             // Armed after this look, so what it found (the echo) is not progress.
-            _ => check.armed |= taken && working,
+            _ if taken && working && check.armed_at.is_none() => {
+                check.armed_at = Some(clawpool_lanes::now_ms());
+            }
+            _ => {}
         }
     }
 
