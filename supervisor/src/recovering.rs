@@ -11,10 +11,9 @@
 //! next action, and a lane whose worker is still alive stays supervised (blocked, watched for
 //! progress) so a person can still save it.
 //!
-//! Not carried out here: answering a trust dialog again and pressing Enter again on a draft
-//! (the handshake does both itself, within its own limits), and merging forward (the lane's
-//! branch checks do, before broad verification). A recipe that reaches such a step fails its
-//! attempt naming the step; nothing is pretended.
+//! Not carried out here: answering a trust dialog again (the handshake answers a trusted lane's
+//! dialog up to three times itself, then the policy hands it to a person). A recipe that
+//! reaches that step fails its attempt naming the step; nothing is pretended.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -44,6 +43,9 @@ pub enum Plan {
     },
     /// Send this key (the profile's key names) to the worker, then [`Recovery::step_done`].
     SendKey(String),
+    /// Press Enter once more on the draft still in the input line (never retyping it), then
+    /// [`Recovery::step_done`]; the next run watches for the prompt being taken.
+    Resubmit,
     /// Wait this long, then [`Recovery::step_done`].
     Wait(Duration),
     /// Start the worker again after `delay`, then [`Recovery::step_done`]; the next run of
@@ -484,10 +486,11 @@ impl Recovery {
             },
             Step::Escalate => self.step_done(StepOutcome::Done, events, recorder),
             Step::MergeForward => Plan::MergeForward,
-            other @ (Step::AnswerTrust | Step::Resubmit) => self.step_done(
-                StepOutcome::Failed(format!(
-                    "{other} is not a step this supervisor carries out in a recipe"
-                )),
+            Step::Resubmit => Plan::Resubmit,
+            Step::AnswerTrust => self.step_done(
+                StepOutcome::Failed(
+                    "answer_trust is not a step this supervisor carries out in a recipe".into(),
+                ),
                 events,
                 recorder,
             ),

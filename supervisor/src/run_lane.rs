@@ -300,6 +300,9 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
     // How the next run of the handshake starts: with a new worker, or carrying on with the
     // same one after a recovery step (its state and receipt as the last run left them).
     let mut carry: Option<Resumed> = None;
+    // Set when a recovery pressed Enter again on the draft: the next run carries on as
+    // `ready_for_prompt`, where the handshake sees the prompt being taken.
+    let mut resubmitted = false;
     let mut followups = Vec::new();
     let mut watch = Watch::Troubles;
     let outcome = 'lane: loop {
@@ -362,11 +365,16 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
                 } => {
                     // A restarted worker starts its own handshake; the same one carries on.
                     carry = (!fresh).then(|| Resumed {
-                        state: recorder.doc().lane_state(),
-                        attempts: outcome.receipt.attempts,
+                        state: if resubmitted {
+                            LaneState::plain(LaneStatus::ReadyForPrompt)
+                        } else {
+                            recorder.doc().lane_state()
+                        },
+                        attempts: outcome.receipt.attempts + u32::from(resubmitted),
                         sent_at: outcome.receipt.sent_at.map(|ms| ms / 1000),
                         accepted_at: outcome.receipt.accepted_at.map(|ms| ms / 1000),
                     });
+                    resubmitted = false;
                     followups = texts;
                     watch = next;
                     continue 'lane;
@@ -382,6 +390,27 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
                     let step = match sent {
                         Ok(()) => StepOutcome::Done,
                         Err(why) => StepOutcome::Failed(format!("sending {key}: {why}")),
+                    };
+                    recovery.step_done(step, &events, &recorder)
+                }
+                Plan::Resubmit => {
+                    let attempt = outcome.receipt.attempts + 1;
+                    let step = match worker
+                        .send(&clawpool_pty::Input::Key(clawpool_pty::Key::Enter))
+                        .await
+                    {
+                        Ok(()) => {
+                            resubmitted = true;
+                            let _ = events.record(
+                                "lane.prompt_sent",
+                                None,
+                                None,
+                                None,
+                                json!({"attempt": attempt, "by": "resubmit_prompt"}),
+                            );
+                            StepOutcome::Done
+                        }
+                        Err(err) => StepOutcome::Failed(format!("pressing Enter: {err}")),
                     };
                     recovery.step_done(step, &events, &recorder)
                 }

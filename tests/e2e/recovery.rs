@@ -656,3 +656,51 @@ fn files_the_agent_writes_are_progress_even_when_its_screen_shows_nothing_new() 
     let (code, _, _) = lane.finish();
     assert_eq!(code, 1);
 }
+
+#[test]
+fn a_prompt_not_taken_is_submitted_once_more_and_never_typed_again() {
+    let sandbox = Sandbox::new();
+    // The agent swallows the first Enter; the handshake may press it only once, so the lane
+    // blocks on prompt delivery and recovery presses Enter again.
+    let scenario = "prompt_log = \".prompts.jsonl\"\nignore_first_enter = true\n[[prompt]]\nsteps = [{ do = \"write_file\", path = \"done.txt\", content = \"done\\n\" }]\n";
+    let (repo, config) = setup(&sandbox, scenario, true, "");
+    let text = std::fs::read_to_string(&config).expect("config");
+    std::fs::write(
+        &config,
+        text.replace("[handshake]\n", "[handshake]\nmax_submit_attempts = 1\n"),
+    )
+    .expect("config");
+    fast_policy(&sandbox, &config);
+    let (code, _, events) = Lane::start(&sandbox, &repo, &config, "scripted", "work").finish();
+    assert_eq!(code, 0, "{events:#?}");
+    clawpool_tests::assert_kinds_in_order(
+        &events,
+        &[
+            "lane.prompt_typed",
+            "lane.prompt_sent",
+            "lane.blocked",
+            "lane.recovery.running",
+            "lane.prompt_sent",
+            "lane.prompt_accepted",
+            "lane.finished",
+            "lane.recovery.succeeded",
+        ],
+    );
+    let blocked = of_kind(&events, "lane.blocked");
+    assert_eq!(blocked[0]["to"]["subphase"], "prompt_delivery");
+    assert_eq!(
+        of_kind(&events, "lane.prompt_typed").len(),
+        1,
+        "never retyped"
+    );
+    assert_eq!(of_kind(&events, "lane.restarted").len(), 0);
+    let resent = of_kind(&events, "lane.prompt_sent");
+    assert_eq!(resent[1]["detail"]["attempt"], 2);
+    assert_eq!(resent[1]["detail"]["by"], "resubmit_prompt");
+    assert_eq!(prompts_delivered(&repo), 1);
+    assert!(repo.join("done.txt").exists());
+    let entries = &state(&repo)["recovery"]["entries"];
+    assert_eq!(entries.as_array().map(Vec::len), Some(1), "{entries}");
+    assert_eq!(entries[0]["recipe"], "resubmit_prompt");
+    assert_eq!(entries[0]["state"], "succeeded");
+}

@@ -279,8 +279,9 @@ impl<'a> Handshake<'a> {
     /// with: `blocked{provider}` → [`Next::Recover`]`("provider_down")` (the agent keeps
     /// retrying; a recipe decides how long to wait), `blocked{unknown_dialog}` →
     /// [`Next::Recover`]`("unknown_dialog")`, `blocked{trust_prompt|tool_permission|boot_dialog}`
-    /// → [`Next::Blocked`]. A draft that is not taken (`blocked{prompt_delivery}`) stays with
-    /// the handshake, which already pressed Enter again up to its limit.
+    /// → [`Next::Blocked`], a submitted draft the agent does not take
+    /// (`blocked{prompt_delivery}` after `max_submit_attempts` Enter presses) →
+    /// [`Next::Recover`]`("prompt_not_accepted")`.
     pub fn recover_blocked(mut self) -> Self {
         self.recover_blocked = true;
         self
@@ -1229,6 +1230,11 @@ impl<'a> Handshake<'a> {
                 Some(BlockedSubphase::Provider) => Some(Next::Recover("provider_down".into())),
                 Some(BlockedSubphase::UnknownDialog) => {
                     Some(Next::Recover("unknown_dialog".into()))
+                }
+                Some(BlockedSubphase::PromptDelivery)
+                    if self.receipt.submitted() && self.receipt.accepted_at.is_none() =>
+                {
+                    Some(Next::Recover("prompt_not_accepted".into()))
                 }
                 Some(
                     BlockedSubphase::TrustPrompt
