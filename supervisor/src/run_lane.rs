@@ -416,11 +416,7 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
                 }
                 Plan::MergeForward => {
                     let step = match &job.checks {
-                        Some(checks) => match checks.bring_base_in(&events, &recorder, false).await
-                        {
-                            (_, None) => StepOutcome::Done,
-                            (_, Some(problem)) => StepOutcome::Failed(problem),
-                        },
+                        Some(checks) => merge_step(checks, &events, &recorder, false).await,
                         None => StepOutcome::Failed("the lane has no branch of its own".into()),
                     };
                     recovery.step_done(step, &events, &recorder)
@@ -521,6 +517,20 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
     })
 }
 
+/// A recipe's `merge_forward` step: the base brought in, or why not. `transition` when no
+/// worker is driven any more (the lane's state may then change to blocked).
+async fn merge_step(
+    checks: &LaneChecks,
+    events: &EventLog,
+    recorder: &StateRecorder,
+    transition: bool,
+) -> StepOutcome {
+    match checks.bring_base_in(events, recorder, transition).await {
+        (_, None) => StepOutcome::Done,
+        (_, Some(problem)) => StepOutcome::Failed(problem),
+    }
+}
+
 /// Takes a finished lane on as the policy says (`Recovery::finishing`): merge its base forward,
 /// verify it, close it out — each at most once, with fresh facts after each.
 async fn finish_by_policy(
@@ -537,10 +547,7 @@ async fn finish_by_policy(
             Finishing::Steps(mut plan) => {
                 // A finished lane has no worker: merging forward is the only step it can take.
                 while plan == Plan::MergeForward {
-                    let step = match checks.bring_base_in(events, recorder, true).await {
-                        (_, None) => StepOutcome::Done,
-                        (_, Some(problem)) => StepOutcome::Failed(problem),
-                    };
+                    let step = merge_step(checks, events, recorder, true).await;
                     plan = recovery.step_done(step, events, recorder);
                 }
             }
