@@ -52,6 +52,39 @@ pub fn find_lane(arg: &Path) -> Result<FoundLane, CommandError> {
     Err(not_found(&arg.to_string_lossy()))
 }
 
+/// As [`find_lane`], but a folder anywhere inside a lane's worktree stands for that lane, so
+/// `clawpool state` works from any subfolder. A registered lane's name still wins over a
+/// folder, as in `find_lane`.
+pub fn find_enclosing_lane(arg: &Path) -> Result<FoundLane, CommandError> {
+    if let Some(name) = plain_name(arg)
+        && let Ok(repo) = Repo::open(Path::new("."))
+        && let Some(found) = registered(&repo, name)
+    {
+        return Ok(found);
+    }
+    match enclosing_lane_folder(arg) {
+        Some(top) => find_lane(&top),
+        None => find_lane(arg),
+    }
+}
+
+/// The nearest folder from `dir` up that holds a lane's state file, looking no higher than the
+/// top of the git worktree `dir` is in: a state file above it belongs to no lane of this
+/// worktree (a lane's `.claw/` sits at its worktree's top, a `clawpool run` lane's in its DIR).
+fn enclosing_lane_folder(dir: &Path) -> Option<PathBuf> {
+    let dir = dir.canonicalize().ok()?;
+    for folder in dir.ancestors() {
+        if state_file_path(folder).is_file() {
+            return Some(folder.to_owned());
+        }
+        // `.git` is a folder in a main worktree and a file in a linked one.
+        if folder.join(".git").exists() {
+            return None;
+        }
+    }
+    None
+}
+
 /// The argument as a lane name: one plain path component.
 fn plain_name(arg: &Path) -> Option<&str> {
     let mut components = arg.components();
@@ -290,6 +323,17 @@ fn freshness_cell(lane: &Value) -> String {
 
 pub async fn run_events(lane: &Path, follow: bool) -> Result<ExitCode, CommandError> {
     let found = find_lane(lane)?;
+    // One listener for the whole run: a `ctrl_c()` made anew each round misses a Ctrl-C that
+    // arrives while the log is being read. Only when following: a plain read stays
+    // interruptible by the default action.
+    let mut interrupt = if follow {
+        Some(
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+                .map_err(|e| CommandError::io("listening for Ctrl-C", e))?,
+        )
+    } else {
+        None
+    };
     let mut offset = 0usize;
     loop {
         let text = match std::fs::read_to_string(&found.events) {
@@ -309,12 +353,14 @@ pub async fn run_events(lane: &Path, follow: bool) -> Result<ExitCode, CommandEr
             print!("{}", &text[offset..complete]);
             offset = complete;
         }
-        if !follow {
+        let Some(interrupt) = interrupt.as_mut() else {
             return Ok(ExitCode::SUCCESS);
-        }
+        };
+        // Following never ends by itself, not even when the lane does: events still come
+        // after it (its last commits, verification, merge-forward). Ctrl-C ends it, exit 0.
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_millis(200)) => {}
-            _ = tokio::signal::ctrl_c() => return Ok(ExitCode::SUCCESS),
+            _ = interrupt.recv() => return Ok(ExitCode::SUCCESS),
         }
     }
 }

@@ -30,12 +30,17 @@ use crate::cli::{DaemonArgs, OutputFormat, SpawnArgs, TransportKind};
 use crate::loaded::Loaded;
 use crate::output::{CommandError, EXIT_FAILURE};
 use crate::spawn::{
-    Board, NotAdopted, adopt_lanes, hold_supervisor_lock, lock_path, prepare, registered_lanes,
-    start_all, terminal_for,
+    Board, LockHolder, NotAdopted, SupervisorRole, adopt_lanes, hold_supervisor_lock, lock_path,
+    prepare, registered_lanes, start_all, supervisor_lock_holder, terminal_for,
 };
 
 /// How long `spawn --detach` waits for a daemon it started to listen.
 const START_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// How many daemons `spawn --detach` starts before giving up: one that exits without serving
+/// was refused the lock (by another supervisor's probe of it, or a daemon that has since
+/// stopped) or failed; beyond a few, it keeps failing and its log says why.
+const MAX_STARTS: usize = 3;
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "command", rename_all = "snake_case")]
@@ -70,7 +75,7 @@ pub async fn run(args: DaemonArgs, loaded: Loaded) -> Result<ExitCode, CommandEr
         println!("{reply}");
         return Ok(ExitCode::SUCCESS);
     }
-    let _lock = hold_supervisor_lock(&lock_path(&repo))?;
+    let _lock = hold_supervisor_lock(&lock_path(&repo), SupervisorRole::Daemon)?;
     // Holding the lock, any socket file left here belongs to a daemon that died.
     let _ = std::fs::remove_file(&socket);
     let listener = UnixListener::bind(&socket)
@@ -223,25 +228,12 @@ pub async fn hand_over(
         concurrency: args.concurrency,
         agent: args.agent.clone(),
     };
-    let reply = match request(&socket, &message).await {
-        Ok(reply) => reply,
-        Err(_) if start => {
-            start_daemon(repo, args)?;
-            let deadline = tokio::time::Instant::now() + START_TIMEOUT;
-            loop {
-                match request(&socket, &message).await {
-                    Ok(reply) => break reply,
-                    Err(_) if tokio::time::Instant::now() < deadline => {
-                        // The daemon is starting; its socket appears once it holds the lock.
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                    }
-                    Err(e) => return Err(CommandError::io("reaching the daemon it started", e)),
-                }
-            }
-        }
-        Err(e) => {
-            return Err(CommandError::invalid("daemon_not_running", e.to_string()));
-        }
+    let reply = if start {
+        start_and_reach(repo, args, &socket, &message).await?
+    } else {
+        request(&socket, &message)
+            .await
+            .map_err(|e| CommandError::invalid("daemon_not_running", e.to_string()))?
     };
     if reply["ok"] != true {
         return Err(CommandError {
@@ -267,9 +259,66 @@ pub async fn hand_over(
     Ok(ExitCode::SUCCESS)
 }
 
+/// Starts a daemon when none holds the lock and hands it `message`, waiting until a daemon
+/// (ours, or one another `spawn --detach` started at the same moment) answers on `socket`.
+/// A foreground supervisor holding the lock is refused at once: it never listens, and a
+/// daemon started now could not take the lock.
+async fn start_and_reach(
+    repo: &Repo,
+    args: &SpawnArgs,
+    socket: &Path,
+    message: &Request,
+) -> Result<serde_json::Value, CommandError> {
+    let lock = lock_path(repo);
+    let deadline = tokio::time::Instant::now() + START_TIMEOUT;
+    let mut ours: Option<std::process::Child> = None;
+    let mut starts = 0;
+    loop {
+        let unreachable = match request(socket, message).await {
+            Ok(reply) => return Ok(reply),
+            Err(e) => e,
+        };
+        match supervisor_lock_holder(&lock)? {
+            LockHolder::Foreground(refused) => return Err(refused),
+            LockHolder::Free => {
+                // Ours may still be on its way to the lock; only one that exited is replaced.
+                let on_its_way = ours
+                    .as_mut()
+                    .is_some_and(|child| matches!(child.try_wait(), Ok(None)));
+                if !on_its_way {
+                    if starts == MAX_STARTS {
+                        return Err(CommandError::io(
+                            "starting the daemon",
+                            std::io::Error::other(format!(
+                                "it exited without listening {MAX_STARTS} times; see {}",
+                                repo.common_dir()
+                                    .join("clawpool")
+                                    .join("daemon.log")
+                                    .display()
+                            )),
+                        ));
+                    }
+                    ours = Some(start_daemon(repo, args)?);
+                    starts += 1;
+                }
+            }
+            // It listens right after taking the lock.
+            LockHolder::DaemonOrStarting => {}
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(CommandError::io(
+                "reaching the daemon it started",
+                unreachable,
+            ));
+        }
+        // Bounded polling: a daemon in another process group gives no event to await.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Starts `clawpool daemon` for the repository, detached: its own session, output to
 /// `<common>/clawpool/daemon.log`.
-fn start_daemon(repo: &Repo, args: &SpawnArgs) -> Result<(), CommandError> {
+fn start_daemon(repo: &Repo, args: &SpawnArgs) -> Result<std::process::Child, CommandError> {
     use std::os::unix::process::CommandExt;
     let exe =
         std::env::current_exe().map_err(|e| CommandError::io("finding the clawpool binary", e))?;
@@ -296,6 +345,5 @@ fn start_daemon(repo: &Repo, args: &SpawnArgs) -> Result<(), CommandError> {
         .stderr(log)
         .process_group(0);
     cmd.spawn()
-        .map(drop)
         .map_err(|e| CommandError::io("starting the daemon", e))
 }

@@ -361,7 +361,7 @@ fn access_write(dir: &Path) -> std::io::Result<()> {
 }
 
 pub fn run_state(lane_dir: &Path, format: OutputFormat) -> Result<ExitCode, CommandError> {
-    let lane = crate::board::find_lane(lane_dir)?;
+    let lane = crate::board::find_enclosing_lane(lane_dir)?;
     let path = clawpool_lanes::state_file_path(&lane.dir);
     let doc = match clawpool_lanes::read_state_file(&path) {
         Ok(doc) => doc,

@@ -153,7 +153,7 @@ pub async fn run(args: SpawnArgs, loaded: Loaded) -> Result<ExitCode, CommandErr
     }
 
     // One supervisor per repository: a running daemon takes the lanes; anyone else refuses.
-    let _lock = match hold_supervisor_lock(&lock_path(&repo)) {
+    let _lock = match hold_supervisor_lock(&lock_path(&repo), SupervisorRole::Spawn) {
         Ok(lock) => lock,
         Err(refused) => {
             return match crate::daemon::hand_over(&repo, &args, &text, false).await {
@@ -469,7 +469,32 @@ fn invalid_packet(file: &Path, errors: &PacketErrors) -> CommandError {
     }
 }
 
-pub fn hold_supervisor_lock(path: &Path) -> Result<File, CommandError> {
+/// Which kind of supervisor holds the repository's lock, written in the lock file after its
+/// pid: `spawn --detach` must tell a daemon that is about to listen (wait for its socket) from
+/// a foreground supervisor that will never take lanes from anyone (refuse at once).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SupervisorRole {
+    /// `clawpool spawn` without `--detach`: runs its own packet and nothing else.
+    Spawn,
+    /// `clawpool adopt`: drives the lanes it took over and nothing else.
+    Adopt,
+    /// `clawpool daemon`: takes lanes through its socket.
+    Daemon,
+}
+
+impl SupervisorRole {
+    fn name(self) -> &'static str {
+        match self {
+            SupervisorRole::Spawn => "spawn",
+            SupervisorRole::Adopt => "adopt",
+            SupervisorRole::Daemon => "daemon",
+        }
+    }
+}
+
+/// Takes the repository's supervisor lock for `role`, or refuses with `supervisor_running`
+/// naming the pid that holds it. The lock file then reads `PID\nROLE\n`.
+pub fn hold_supervisor_lock(path: &Path, role: SupervisorRole) -> Result<File, CommandError> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)
             .map_err(|e| CommandError::io("creating clawpool's folder in the git dir", e))?;
@@ -484,23 +509,63 @@ pub fn hold_supervisor_lock(path: &Path) -> Result<File, CommandError> {
     match file.try_lock() {
         Ok(()) => {
             let _ = file.set_len(0);
-            let _ = writeln!(file, "{}", std::process::id());
+            // One write, so a reader sees the pid and the role together or nothing.
+            let _ = file.write_all(format!("{}\n{}\n", std::process::id(), role.name()).as_bytes());
             Ok(file)
         }
-        Err(_) => {
-            // The holder writes its pid just after taking the lock: a supervisor started at the
-            // same moment may find the file still empty.
-            let holder = std::fs::read_to_string(path).unwrap_or_default();
-            let holder = match holder.trim() {
-                "" => String::new(),
-                pid => format!(" (pid {pid})"),
-            };
-            Err(CommandError::invalid(
-                "supervisor_running",
-                format!(
-                    "another clawpool supervisor{holder} is running lanes for this repository; wait for it to finish or stop it"
-                ),
-            ))
+        Err(_) => Err(supervisor_running(path)),
+    }
+}
+
+/// The refusal for a lock someone else holds, naming the holder's pid when the file has it.
+fn supervisor_running(path: &Path) -> CommandError {
+    // The holder writes its pid just after taking the lock: a supervisor started at the same
+    // moment may find the file still empty.
+    let holder = std::fs::read_to_string(path).unwrap_or_default();
+    let holder = match holder.lines().next().map(str::trim) {
+        None | Some("") => String::new(),
+        Some(pid) => format!(" (pid {pid})"),
+    };
+    CommandError::invalid(
+        "supervisor_running",
+        format!(
+            "another clawpool supervisor{holder} is running lanes for this repository; wait for it to finish or stop it"
+        ),
+    )
+}
+
+/// Who holds the supervisor lock right now.
+#[derive(Debug)]
+pub enum LockHolder {
+    /// Nobody: a daemon started now would get it.
+    Free,
+    /// A daemon, or a holder that has not written its role yet (it does so right after taking
+    /// the lock): worth waiting for its socket.
+    DaemonOrStarting,
+    /// A foreground `spawn` or `adopt`: it takes no lanes; the refusal names its pid.
+    Foreground(CommandError),
+}
+
+/// Looks at the supervisor lock without creating anything. Testing whether it is free takes it
+/// for an instant when it is: a supervisor trying at that instant is refused, as one started at
+/// the same moment as another is; `spawn --detach` then starts its daemon again.
+pub fn supervisor_lock_holder(path: &Path) -> Result<LockHolder, CommandError> {
+    let file = match std::fs::OpenOptions::new().read(true).open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(LockHolder::Free),
+        Err(e) => return Err(CommandError::io("opening the supervisor lock", e)),
+    };
+    match file.try_lock() {
+        Ok(()) => Ok(LockHolder::Free),
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            Ok(match text.lines().nth(1).map(str::trim) {
+                Some("spawn") | Some("adopt") => LockHolder::Foreground(supervisor_running(path)),
+                _ => LockHolder::DaemonOrStarting,
+            })
+        }
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(CommandError::io("testing the supervisor lock", e))
         }
     }
 }
@@ -660,8 +725,7 @@ impl Board {
 pub async fn adopt(args: AdoptArgs, loaded: Loaded) -> Result<ExitCode, CommandError> {
     let repo = Repo::open(&args.repo)
         .map_err(|e| CommandError::invalid("not_a_repository", e.to_string()))?;
-    let lock_path = repo.common_dir().join("clawpool").join("supervisor.lock");
-    let _lock = hold_supervisor_lock(&lock_path)?;
+    let _lock = hold_supervisor_lock(&lock_path(&repo), SupervisorRole::Adopt)?;
     let names = registered_lanes(&repo);
     let board = Board::new(names.clone(), args.output_format);
     let Adoptions {

@@ -312,6 +312,216 @@ fn a_lane_in_a_folder_named_otherwise_is_found_by_name_and_by_folder() {
 }
 
 #[test]
+fn state_inside_a_lane_worktree_finds_the_lane_from_any_subfolder() {
+    let s = setup();
+    let out = s.spawn(
+        r#"{"defaults": {"agent": "scripted"}, "lanes": [{"name": "alpha", "prompt": "a"}, {"name": "beta", "prompt": "b"}]}"#,
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let state_in = |cwd: &std::path::Path| {
+        s.sandbox
+            .clawpool()
+            .args(["state", "--output-format", "json"])
+            .current_dir(cwd)
+            .output()
+            .expect("state")
+    };
+    // Deep in alpha's worktree, and in a folder of it named like the other lane.
+    let alpha = s.lanes_dir().join("alpha");
+    for sub in ["src/deep/er", "src/beta"] {
+        let cwd = alpha.join(sub);
+        std::fs::create_dir_all(&cwd).expect("subfolder");
+        let out = state_in(&cwd);
+        assert!(out.status.success(), "{sub}: {}", stderr(&out));
+        let state: Value = serde_json::from_slice(&out.stdout).expect("state JSON");
+        assert_eq!(state["lane"], "alpha", "{sub}");
+        assert_eq!(state["status"], "finished", "{sub}");
+    }
+    // No higher than the worktree's top: a state file above the main worktree is no lane of it.
+    let above = s.sandbox.dir.path().join(".claw");
+    std::fs::create_dir_all(&above).expect(".claw above the repository");
+    std::fs::copy(
+        alpha.join(".claw/worker-state.json"),
+        above.join("worker-state.json"),
+    )
+    .expect("a state file above the repository");
+    let cwd = s.repo.join("docs");
+    std::fs::create_dir_all(&cwd).expect("a folder of the main worktree");
+    let out = state_in(&cwd);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err: Value = serde_json::from_slice(out.stderr.trim_ascii()).expect("one JSON error");
+    assert_eq!(err["error"]["kind"], "missing_worker_state", "{err}");
+}
+
+/// The (seq, kind) of every event in a lane's event log.
+fn logged_events(s: &Setup, lane: &str) -> Vec<(u64, String)> {
+    std::fs::read_to_string(
+        s.repo
+            .join(format!(".git/clawpool/lanes/{lane}/events.jsonl")),
+    )
+    .expect("event log")
+    .lines()
+    .map(|l| {
+        let e: Value = serde_json::from_str(l).expect("an event");
+        (
+            e["seq"].as_u64().expect("seq"),
+            e["kind"].as_str().expect("kind").to_owned(),
+        )
+    })
+    .collect()
+}
+
+#[test]
+fn spawn_without_a_terminal_logs_every_event_as_a_line_prefixed_with_its_lane() {
+    let s = setup();
+    // Text output to a pipe: not a terminal, so no live lines, the plain line log instead.
+    let out = s.spawn(
+        r#"{"defaults": {"agent": "scripted"}, "lanes": [{"name": "alpha", "prompt": "a"}, {"name": "be", "prompt": "b"}]}"#,
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = String::from_utf8(out.stdout).expect("UTF-8");
+    assert!(
+        !text.contains('\x1b'),
+        "no terminal control in a log: {text:?}"
+    );
+    let (log, board) = text.rsplit_once("\n\n").expect("the log, then the board");
+    // The board at the end: one line per lane, its final state.
+    assert_eq!(
+        board.lines().collect::<Vec<_>>(),
+        ["lane   state", "alpha  finished", "be     finished"]
+    );
+    // Every line of the log starts with its lane's name, padded to the longest name (the
+    // column is at least 4 wide); an event line then has `#SEQ KIND`.
+    let mut printed: std::collections::BTreeMap<&str, Vec<(u64, String)>> = Default::default();
+    for line in log.lines() {
+        let (lane, rest) = ["alpha", "be"]
+            .iter()
+            .find_map(|lane| Some((*lane, line.strip_prefix(&format!("{lane:<5} "))?)))
+            .unwrap_or_else(|| panic!("a line without its lane: {line:?}"));
+        let Some(event) = rest.strip_prefix('#') else {
+            // A state the lane reached outside its events (its worktree being prepared).
+            assert_eq!(rest, "preparing worktree", "{line:?}");
+            continue;
+        };
+        let mut words = event.split_whitespace();
+        let seq = words.next().and_then(|w| w.parse().ok()).expect("a seq");
+        let kind = words.next().expect("a kind").to_owned();
+        printed.entry(lane).or_default().push((seq, kind));
+    }
+    // Exactly the lanes' events, each once, in the order of their logs.
+    for lane in ["alpha", "be"] {
+        let logged = logged_events(&s, lane);
+        assert!(
+            logged.iter().any(|(_, k)| k == "lane.finished"),
+            "{logged:?}"
+        );
+        assert_eq!(printed.get(lane), Some(&logged), "{lane}:\n{text}");
+    }
+}
+
+#[test]
+fn events_follow_prints_events_as_they_come_and_goes_on_after_the_lane_ends() {
+    let s = setup();
+    std::fs::write(s.sandbox.dir.path().join("scenario.toml"), SLOW_SCENARIO).expect("scenario");
+    let file = s.sandbox.dir.path().join("packet.json");
+    std::fs::write(
+        &file,
+        r#"{"name": "alpha", "agent": "scripted", "prompt": "do alpha"}"#,
+    )
+    .expect("packet");
+    let spawn = s
+        .sandbox
+        .clawpool()
+        .arg("spawn")
+        .arg(&file)
+        .args(["--output-format", "json", "--config"])
+        .arg(&s.config)
+        .arg("--repo")
+        .arg(&s.repo)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    // LANE by name needs its registry entry.
+    let registry = s.repo.join(".git/clawpool/lanes/alpha");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while !registry.join("lane.json").is_file() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "alpha never registered"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let mut follower = s
+        .sandbox
+        .clawpool()
+        .args(["events", "alpha", "--follow"])
+        .current_dir(&s.repo)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("events --follow");
+    // Lines as the follower prints them, read on a thread so each can be awaited with a bound.
+    let (lines, printed) = std::sync::mpsc::channel::<String>();
+    let stdout = follower.stdout.take().expect("stdout");
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)) {
+            let Ok(line) = line else { break };
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let next = || -> Value {
+        let line = printed
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("the follower printed the next event");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{line:?}: {e}"))
+    };
+    let mut seen = Vec::new();
+    loop {
+        let event = next();
+        seen.push(event["kind"].as_str().unwrap_or("").to_owned());
+        assert_eq!(event["seq"], seen.len(), "in order, none missed: {seen:?}");
+        if event["kind"] == "lane.running" {
+            // Printed while the lane is still at work (2.5 s): as it comes, not at the end.
+            let log = std::fs::read_to_string(registry.join("events.jsonl")).expect("log");
+            assert!(!log.contains("lane.finished"), "{log}");
+        }
+        if event["kind"] == "lane.finished" {
+            break;
+        }
+    }
+    assert!(seen.contains(&"lane.running".to_owned()), "{seen:?}");
+    let done = spawn.wait_with_output().expect("spawn");
+    assert!(done.status.success(), "{}", stderr(&done));
+    // Whatever the lane recorded after finishing (its last commit) comes too.
+    let logged = logged_events(&s, "alpha");
+    while seen.len() < logged.len() {
+        let event = next();
+        seen.push(event["kind"].as_str().unwrap_or("").to_owned());
+    }
+    assert_eq!(seen, logged.into_iter().map(|(_, k)| k).collect::<Vec<_>>());
+    // The lane has ended and its supervisor exited, yet the follower follows on: an event
+    // recorded later still reaches it.
+    assert!(follower.try_wait().expect("try_wait").is_none());
+    let later =
+        serde_json::json!({"seq": seen.len() + 1, "kind": "lane.appended_later", "lane": "alpha"});
+    let mut log = std::fs::OpenOptions::new()
+        .append(true)
+        .open(registry.join("events.jsonl"))
+        .expect("event log");
+    std::io::Write::write_all(&mut log, format!("{later}\n").as_bytes()).expect("append");
+    assert_eq!(next()["kind"], "lane.appended_later");
+    // Ctrl-C ends it, successfully.
+    // SAFETY: kill only sends a signal to the follower, a child of this test.
+    assert_eq!(unsafe { libc::kill(follower.id() as i32, libc::SIGINT) }, 0);
+    let status = follower.wait().expect("follower");
+    assert_eq!(status.code(), Some(0), "{status:?}");
+}
+
+#[test]
 fn spawn_exits_1_when_a_lane_fails() {
     let s = setup();
     // The agent takes its prompt, works a little (so the prompt is seen accepted), and
@@ -1289,10 +1499,8 @@ fn two_daemons_started_at_the_same_moment_leave_exactly_one_serving() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     assert_eq!(
-        std::fs::read_to_string(common.join("supervisor.lock"))
-            .expect("lock file")
-            .trim(),
-        winner.id().to_string()
+        std::fs::read_to_string(common.join("supervisor.lock")).expect("lock file"),
+        format!("{}\ndaemon\n", winner.id())
     );
     assert!(winner.try_wait().expect("try_wait").is_none());
     assert_eq!(daemons(&s), [winner.id()]);
@@ -1361,6 +1569,73 @@ fn two_detached_spawns_at_the_same_moment_share_one_daemon() {
         assert_eq!(lane["supervisor"]["pid"], running[0], "{lane}");
     }
     stop_daemon(&s);
+}
+
+#[test]
+fn a_detached_spawn_while_a_foreground_spawn_runs_is_refused_at_once() {
+    let s = setup();
+    std::fs::write(s.sandbox.dir.path().join("scenario.toml"), SLOW_SCENARIO).expect("scenario");
+    let file = s.sandbox.dir.path().join("foreground.json");
+    std::fs::write(
+        &file,
+        r#"{"name": "alpha", "agent": "scripted", "prompt": "do alpha"}"#,
+    )
+    .expect("packet");
+    let foreground = s
+        .sandbox
+        .clawpool()
+        .arg("spawn")
+        .arg(&file)
+        .args(["--output-format", "json", "--config"])
+        .arg(&s.config)
+        .arg("--repo")
+        .arg(&s.repo)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("foreground spawn");
+    // The foreground spawn holds the lock once its pid and role are in the lock file.
+    let lock = s.repo.join(".git/clawpool/supervisor.lock");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while std::fs::read_to_string(&lock).unwrap_or_default()
+        != format!("{}\nspawn\n", foreground.id())
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the foreground spawn never took the lock"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+
+    let asked = std::time::Instant::now();
+    let out = s.spawn(
+        r#"{"name": "beta", "agent": "scripted", "prompt": "do beta"}"#,
+        &["--detach", "--output-format", "json"],
+    );
+    let waited = asked.elapsed();
+    let err = json_error(&out);
+    assert_eq!(err["kind"], "supervisor_running", "{err}");
+    let message = err["message"].as_str().unwrap_or("");
+    assert!(
+        message.contains(&format!("(pid {})", foreground.id())),
+        "{message}"
+    );
+    // Refused without waiting out the 15 s a starting daemon gets to listen.
+    assert!(waited < std::time::Duration::from_secs(5), "{waited:?}");
+    // No daemon started (none runs, none logged), nothing of beta's made.
+    assert!(daemons(&s).is_empty());
+    assert!(!s.repo.join(".git/clawpool/daemon.log").exists());
+    assert!(!s.repo.join(".git/clawpool/lanes/beta").exists());
+    assert!(!s.lanes_dir().join("beta").exists());
+    assert!(!s.branches().contains(&"lanes/beta".to_owned()));
+
+    // The foreground spawn was not disturbed.
+    let done = foreground.wait_with_output().expect("foreground spawn");
+    assert!(done.status.success(), "{}", stderr(&done));
+    assert_eq!(
+        std::fs::read_to_string(s.lanes_dir().join("alpha/out.txt")).expect("alpha's work"),
+        "done\n"
+    );
 }
 
 /// `chattr +i` on a folder (root ignores permissions, not the immutable flag); `false` when
