@@ -14,13 +14,21 @@ use crate::handshake::{Lane, prompts_delivered, setup};
 const DEFAULT_POLICY: &str = include_str!("../../docs/policy-defaults.toml");
 
 /// The shipped policy with faster clocks: a stall after 2 s, a 1 s wait after the interrupt
-/// and 2 s checks for progress after each nudge, restarts from 300 ms doubling. Named by the lane's config (a policy file replaces the
-/// defaults as a whole, so it starts from them).
+/// and 2 s checks for progress after each nudge, restarts from 300 ms doubling.
 fn fast_policy(sandbox: &Sandbox, config: &Path) -> PathBuf {
-    let policy = DEFAULT_POLICY
-        .replace("after = \"10m\"", "after = \"2s\"")
-        .replace("initial = \"2s\"", "initial = \"300ms\"")
-        + "\n[recipes.interrupt_and_nudge]\nwait = \"1s\"\nprogress_timeout = \"2s\"\n";
+    use_policy(
+        sandbox,
+        config,
+        DEFAULT_POLICY
+            .replace("after = \"10m\"", "after = \"2s\"")
+            .replace("initial = \"2s\"", "initial = \"300ms\"")
+            + "\n[recipes.interrupt_and_nudge]\nwait = \"1s\"\nprogress_timeout = \"2s\"\n",
+    )
+}
+
+/// Writes `policy` to a file named by the lane's config (a policy file replaces the defaults
+/// as a whole, so the tests' policies start from them); returns the file.
+fn use_policy(sandbox: &Sandbox, config: &Path, policy: String) -> PathBuf {
     let file = sandbox.dir.path().join("policy.toml");
     std::fs::write(&file, policy).expect("policy");
     let text = std::fs::read_to_string(config).expect("config");
@@ -495,16 +503,12 @@ fn a_provider_down_past_the_wait_is_escalated_and_the_lane_resumes_when_it_is_ba
 /// can kill the supervisor in the middle of the attempt. The "interrupt" is a key the scripted
 /// agent ignores while working (Up), so the agent still works when the supervisor dies.
 fn slow_nudge_policy(sandbox: &Sandbox, config: &Path) {
-    let policy = DEFAULT_POLICY.replace("after = \"10m\"", "after = \"2s\"")
-        + "\n[recipes.interrupt_and_nudge]\ninterrupt_key = \"Up\"\nwait = \"30s\"\nprogress_timeout = \"2s\"\n";
-    let file = sandbox.dir.path().join("policy.toml");
-    std::fs::write(&file, policy).expect("policy");
-    let text = std::fs::read_to_string(config).expect("config");
-    std::fs::write(
+    use_policy(
+        sandbox,
         config,
-        format!("policy = {:?}\n{text}", file.display().to_string()),
-    )
-    .expect("config");
+        DEFAULT_POLICY.replace("after = \"10m\"", "after = \"2s\"")
+            + "\n[recipes.interrupt_and_nudge]\ninterrupt_key = \"Up\"\nwait = \"30s\"\nprogress_timeout = \"2s\"\n",
+    );
 }
 
 #[test]

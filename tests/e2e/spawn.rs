@@ -424,26 +424,7 @@ fn spawn_without_a_terminal_logs_every_event_as_a_line_prefixed_with_its_lane() 
 #[test]
 fn events_follow_prints_events_as_they_come_and_goes_on_after_the_lane_ends() {
     let s = setup();
-    std::fs::write(s.sandbox.dir.path().join("scenario.toml"), SLOW_SCENARIO).expect("scenario");
-    let file = s.sandbox.dir.path().join("packet.json");
-    std::fs::write(
-        &file,
-        r#"{"name": "alpha", "agent": "scripted", "prompt": "do alpha"}"#,
-    )
-    .expect("packet");
-    let spawn = s
-        .sandbox
-        .clawpool()
-        .arg("spawn")
-        .arg(&file)
-        .args(["--output-format", "json", "--config"])
-        .arg(&s.config)
-        .arg("--repo")
-        .arg(&s.repo)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn");
+    let spawn = spawn_slow_alpha(&s, "packet.json");
     // LANE by name needs its registry entry.
     let registry = s.repo.join(".git/clawpool/lanes/alpha");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
@@ -812,6 +793,30 @@ steps = [
   { do = "git_commit", message = "lane work" },
 ]
 "#;
+
+/// Starts `clawpool spawn` (JSON, stdout discarded, stderr piped) of one lane, alpha, whose
+/// agent works 2.5 s; the packet is written to `file` in the sandbox.
+fn spawn_slow_alpha(s: &Setup, file: &str) -> std::process::Child {
+    std::fs::write(s.sandbox.dir.path().join("scenario.toml"), SLOW_SCENARIO).expect("scenario");
+    let file = s.sandbox.dir.path().join(file);
+    std::fs::write(
+        &file,
+        r#"{"name": "alpha", "agent": "scripted", "prompt": "do alpha"}"#,
+    )
+    .expect("packet");
+    s.sandbox
+        .clawpool()
+        .arg("spawn")
+        .arg(&file)
+        .args(["--output-format", "json", "--config"])
+        .arg(&s.config)
+        .arg("--repo")
+        .arg(&s.repo)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("clawpool spawn")
+}
 
 /// Spawns lanes alpha and beta on tmux with `scenario`, and SIGKILLs the supervisor once both
 /// run: their agents live on in tmux with nobody watching.
@@ -1574,26 +1579,7 @@ fn two_detached_spawns_at_the_same_moment_share_one_daemon() {
 #[test]
 fn a_detached_spawn_while_a_foreground_spawn_runs_is_refused_at_once() {
     let s = setup();
-    std::fs::write(s.sandbox.dir.path().join("scenario.toml"), SLOW_SCENARIO).expect("scenario");
-    let file = s.sandbox.dir.path().join("foreground.json");
-    std::fs::write(
-        &file,
-        r#"{"name": "alpha", "agent": "scripted", "prompt": "do alpha"}"#,
-    )
-    .expect("packet");
-    let foreground = s
-        .sandbox
-        .clawpool()
-        .arg("spawn")
-        .arg(&file)
-        .args(["--output-format", "json", "--config"])
-        .arg(&s.config)
-        .arg("--repo")
-        .arg(&s.repo)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("foreground spawn");
+    let foreground = spawn_slow_alpha(&s, "foreground.json");
     // The foreground spawn holds the lock once its pid and role are in the lock file.
     let lock = s.repo.join(".git/clawpool/supervisor.lock");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
