@@ -92,23 +92,7 @@ steps = [
   { do = "git_commit", message = "lane work" },
 ]
 "#;
-    std::fs::write(s.sandbox.dir.path().join("scenario.toml"), slow).expect("scenario");
-    let file = s.sandbox.dir.path().join("packet.json");
-    std::fs::write(&file, packet).expect("packet");
-    let mut cmd = s.sandbox.clawpool();
-    cmd.arg("spawn")
-        .arg(&file)
-        .args(["--output-format", "json", "--config"])
-        .arg(&s.config)
-        .arg("--repo")
-        .arg(&s.repo);
-    let mut run = clawpool_tests::LaneRun::start(cmd, &s.sandbox.dir.path().join("run.stderr"));
-    run.wait_for(
-        "running",
-        std::time::Duration::from_secs(30),
-        |e| e["kind"] == "lane.running",
-        String::new,
-    );
+    let mut run = s.spawn_until_running(slow, packet);
     let fix = commit_on_main(s, &[("fix.txt", "fixed\n")], "the fix");
     let status = run.wait_exit(std::time::Duration::from_secs(60));
     assert_eq!(status.code(), Some(0), "{}", run.report());
@@ -442,30 +426,9 @@ fn the_freshness_watch_reports_a_running_lane_going_stale() {
     )
     .expect("config");
     // The agent works until it is stopped: main moves while the lane is running.
-    std::fs::write(
-        s.sandbox.dir.path().join("scenario.toml"),
+    let mut run = s.spawn_until_running(
         "trust_dialog = true\n[[prompt]]\nsteps = [{ do = \"hang\" }]\n",
-    )
-    .expect("scenario");
-    let file = s.sandbox.dir.path().join("packet.json");
-    std::fs::write(
-        &file,
         r#"{"name": "watched", "agent": "scripted", "prompt": "work"}"#,
-    )
-    .expect("packet");
-    let mut cmd = s.sandbox.clawpool();
-    cmd.arg("spawn")
-        .arg(&file)
-        .args(["--output-format", "json", "--config"])
-        .arg(&s.config)
-        .arg("--repo")
-        .arg(&s.repo);
-    let mut run = clawpool_tests::LaneRun::start(cmd, &s.sandbox.dir.path().join("run.stderr"));
-    run.wait_for(
-        "running",
-        std::time::Duration::from_secs(30),
-        |e| e["kind"] == "lane.running",
-        String::new,
     );
     let fix = commit_on_main(&s, &[("fix.txt", "fixed\n")], "the fix");
     let stale = run.wait_for(

@@ -76,6 +76,45 @@ impl Setup {
         self.sandbox.dir.path().join("repo.lanes")
     }
 
+    /// Starts `clawpool spawn` (JSON) of `packet` with the agent scripted by `scenario`, and
+    /// returns once a lane is running.
+    pub(crate) fn spawn_until_running(
+        &self,
+        scenario: &str,
+        packet: &str,
+    ) -> clawpool_tests::LaneRun {
+        std::fs::write(self.sandbox.dir.path().join("scenario.toml"), scenario).expect("scenario");
+        let file = self.sandbox.dir.path().join("packet.json");
+        std::fs::write(&file, packet).expect("packet");
+        let mut cmd = self.sandbox.clawpool();
+        cmd.arg("spawn")
+            .arg(&file)
+            .args(["--output-format", "json", "--config"])
+            .arg(&self.config)
+            .arg("--repo")
+            .arg(&self.repo);
+        let mut run =
+            clawpool_tests::LaneRun::start(cmd, &self.sandbox.dir.path().join("run.stderr"));
+        run.wait_for(
+            "running",
+            std::time::Duration::from_secs(30),
+            |e| e["kind"] == "lane.running",
+            String::new,
+        );
+        run
+    }
+
+    /// The tmux target (`socket:session`) a lane's state file names.
+    pub(crate) fn tmux_target(&self, lane: &str) -> String {
+        let path = self.lanes_dir().join(lane).join(".claw/worker-state.json");
+        let state: Value =
+            serde_json::from_str(&std::fs::read_to_string(path).expect("state")).expect("JSON");
+        state["transport"]["session"]
+            .as_str()
+            .expect("tmux target")
+            .to_owned()
+    }
+
     fn branches(&self) -> Vec<String> {
         let out = std::process::Command::new("git")
             .args(["branch", "--format=%(refname:short)"])
@@ -861,15 +900,7 @@ fn kill_supervisor_while_lanes_run(s: &Setup, scenario: &str) {
 fn a_killed_supervisors_tmux_lanes_are_adopted_without_sending_anything_twice() {
     let s = setup();
     kill_supervisor_while_lanes_run(&s, SLOW_SCENARIO);
-    let state: Value = serde_json::from_str(
-        &std::fs::read_to_string(s.lanes_dir().join("beta/.claw/worker-state.json"))
-            .expect("state"),
-    )
-    .expect("JSON");
-    let target = state["transport"]["session"]
-        .as_str()
-        .expect("tmux target")
-        .to_owned();
+    let target = s.tmux_target("beta");
     let (socket, session) = target.split_once(':').expect("socket:session");
     // beta's worker is lost while no supervisor watches.
     let killed = s
@@ -954,13 +985,7 @@ fn a_lane_with_a_corrupted_state_file_is_reported_not_adopted_and_the_others_are
     let s = setup();
     kill_supervisor_while_lanes_run(&s, SLOW_SCENARIO);
     // Keep the tmux target before beta's state file is spoiled, to clean up afterwards.
-    let alpha_state = s.lanes_dir().join("alpha/.claw/worker-state.json");
-    let target: Value =
-        serde_json::from_str(&std::fs::read_to_string(&alpha_state).expect("state")).expect("JSON");
-    let target = target["transport"]["session"]
-        .as_str()
-        .expect("tmux target")
-        .to_owned();
+    let target = s.tmux_target("alpha");
     std::fs::write(
         s.lanes_dir().join("beta/.claw/worker-state.json"),
         "{\"lane\": \"beta\", trunc",
@@ -1334,12 +1359,7 @@ fn a_daemon_names_in_its_log_the_lanes_it_could_not_adopt() {
     let s = setup();
     kill_supervisor_while_lanes_run(&s, SLOW_SCENARIO);
     let beta_state = s.lanes_dir().join("beta/.claw/worker-state.json");
-    let target: Value =
-        serde_json::from_str(&std::fs::read_to_string(&beta_state).expect("state")).expect("JSON");
-    let target = target["transport"]["session"]
-        .as_str()
-        .expect("tmux target")
-        .to_owned();
+    let target = s.tmux_target("beta");
     std::fs::write(&beta_state, "not json").expect("corrupt beta's state file");
     let log_path = s.sandbox.dir.path().join("daemon.log");
     let log = std::fs::File::create(&log_path).expect("log");
@@ -1640,26 +1660,9 @@ fn make_immutable(dir: &std::path::Path, on: bool) -> bool {
 fn a_lane_whose_state_file_cannot_be_written_shows_as_degraded_on_the_board() {
     let s = setup();
     let long = "[[prompt]]\nsteps = [{ do = \"sleep\", ms = 60000 }]\n";
-    std::fs::write(s.sandbox.dir.path().join("scenario.toml"), long).expect("scenario");
-    let file = s.sandbox.dir.path().join("packet.json");
-    std::fs::write(
-        &file,
+    let mut run = s.spawn_until_running(
+        long,
         r#"{"name": "solo", "agent": "scripted", "prompt": "work"}"#,
-    )
-    .expect("packet");
-    let mut cmd = s.sandbox.clawpool();
-    cmd.arg("spawn")
-        .arg(&file)
-        .args(["--output-format", "json", "--config"])
-        .arg(&s.config)
-        .arg("--repo")
-        .arg(&s.repo);
-    let mut run = clawpool_tests::LaneRun::start(cmd, &s.sandbox.dir.path().join("run.stderr"));
-    run.wait_for(
-        "running",
-        std::time::Duration::from_secs(30),
-        |e| e["kind"] == "lane.running",
-        String::new,
     );
     let lane = s.lanes_dir().join("solo");
     let claw = lane.join(".claw");
