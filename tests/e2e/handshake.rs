@@ -900,6 +900,22 @@ fn a_launch_prompt_finished_between_two_looks_is_still_accepted() {
 }
 
 /// Runs `clawpool ARGS... LANE` against a running lane and checks it took the command.
+/// `clawpool send LANE TEXT` for the lane in `repo`; asserts it was taken.
+fn send_text(sandbox: &Sandbox, repo: &Path, text: &str) {
+    let out = sandbox
+        .clawpool()
+        .arg("send")
+        .arg(repo)
+        .arg(text)
+        .output()
+        .expect("clawpool send");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 pub(crate) fn control(sandbox: &Sandbox, args: &[&str], repo: &Path) {
     let out = sandbox
         .clawpool()
@@ -928,18 +944,7 @@ fn text_sent_to_a_working_lane_is_delivered_when_it_is_idle_again() {
     let (repo, config) = setup(&sandbox, TWO_TASKS, true, "");
     let mut lane = Lane::start(&sandbox, &repo, &config, "scripted", "first task");
     lane.wait_kind("lane.running");
-    let out = sandbox
-        .clawpool()
-        .args(["send", "--output-format", "json"])
-        .arg(&repo)
-        .arg("second task")
-        .output()
-        .expect("clawpool send");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    send_text(&sandbox, &repo, "second task");
     lane.wait_kind("lane.send_queued");
     let (code, _, events) = lane.finish();
     assert_eq!(code, 0, "{events:?}");
@@ -1123,18 +1128,7 @@ fn nothing_is_typed_while_a_git_operation_is_paused_in_the_worktree() {
         repo.join(".git/MERGE_HEAD").exists(),
         "the merge stopped on its conflict"
     );
-    let out = sandbox
-        .clawpool()
-        .arg("send")
-        .arg(&repo)
-        .arg("second task")
-        .output()
-        .expect("clawpool send");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    send_text(&sandbox, &repo, "second task");
     let held = lane.wait_kind("lane.delivery_held");
     assert_eq!(held["detail"]["operation"]["kind"], "merge");
     assert_eq!(prompts_delivered(&repo), 1, "the second text waits");
