@@ -24,6 +24,6 @@ pub use packet::{
 };
 pub use state::{BlockedSubphase, FailureClass, LaneState, LaneStatus};
 pub use state_file::{
-    StateFileError, StateFileWriter, StateView, WorkerStateDoc, read_state_file, state_file_path,
-    with_ages,
+    StateFileError, StateFileWriter, StateView, WorkerStateDoc, read_lane_state, read_state_file,
+    state_file_path, with_ages,
 };

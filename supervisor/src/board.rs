@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clawpool_lanes::state_file::now_secs;
-use clawpool_lanes::{read_state_file, state_file_path, with_ages};
+use clawpool_lanes::{read_lane_state, state_file_path, with_ages};
 use clawpool_worktree::Repo;
 use serde_json::{Value, json};
 
@@ -145,7 +145,7 @@ fn collect(repo: &Repo) -> Vec<Value> {
                 .and_then(|t| serde_json::from_str(&t).ok())
                 .unwrap_or_default();
             let dir = PathBuf::from(entry["worktree"].as_str().unwrap_or_default());
-            let mut doc = match read_state_file(&state_file_path(&dir)) {
+            let mut doc = match read_lane_state(&dir) {
                 Ok(doc) => with_ages(&doc, now).to_json(),
                 // A lane whose state cannot be read is still on the board, with why.
                 Err(err) => json!({"lane": name, "worktree": dir, "status": "unknown", "error": err.to_json()["error"]}),
@@ -369,7 +369,7 @@ pub async fn run_events(lane: &Path, follow: bool) -> Result<ExitCode, CommandEr
 /// mirrored read-only from its raw terminal log until it ends or Ctrl-C.
 pub async fn run_attach(lane: &Path) -> Result<ExitCode, CommandError> {
     let found = find_lane(lane)?;
-    let doc = read_state_file(&state_file_path(&found.dir)).map_err(|err| CommandError {
+    let doc = read_lane_state(&found.dir).map_err(|err| CommandError {
         kind: err.kind(),
         message: err.to_string(),
         exit: EXIT_FAILURE,
@@ -412,7 +412,7 @@ pub async fn run_attach(lane: &Path) -> Result<ExitCode, CommandError> {
             std::io::Write::flush(&mut out)
                 .map_err(|e| CommandError::io("writing to the terminal", e))?;
         }
-        let ended = read_state_file(&state_file_path(&found.dir))
+        let ended = read_lane_state(&found.dir)
             .map(|d| d.status.is_terminal())
             .unwrap_or(true);
         if ended {

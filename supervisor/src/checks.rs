@@ -14,8 +14,7 @@ use clawpool::verify::{
 };
 use clawpool_lanes::state_file::GreenLevel;
 use clawpool_lanes::{
-    BlockedSubphase, EventLog, LaneState, LaneStatus, StateFileWriter, read_state_file,
-    state_file_path,
+    BlockedSubphase, EventLog, LaneState, LaneStatus, StateFileWriter, read_lane_state,
 };
 use clawpool_worktree::{Repo, merge_forward};
 use serde::{Deserialize, Serialize};
@@ -307,7 +306,7 @@ async fn through_supervisor(dir: &Path, op: &LaneOp) -> Option<Value> {
 
 /// Runs `op` on a lane no supervisor drives: this process writes its events and state file.
 async fn directly(lane: &LaneOnDisk, op: &LaneOp) -> Result<Value, CommandError> {
-    let doc = read_state_file(&state_file_path(&lane.checks.dir)).map_err(|e| CommandError {
+    let doc = read_lane_state(&lane.checks.dir).map_err(|e| CommandError {
         kind: e.kind(),
         message: e.to_string(),
         exit: crate::output::EXIT_FAILURE,

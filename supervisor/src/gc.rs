@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clawpool_lanes::state_file::now_secs;
-use clawpool_lanes::{read_state_file, state_file_path, with_ages};
+use clawpool_lanes::{read_lane_state, with_ages};
 use clawpool_worktree::{Repo, remove_lane_worktree, worktree_status};
 use serde_json::json;
 
@@ -98,7 +98,7 @@ fn judge(repo: &Repo, main: &str, name: &str, registry: &Path, force: bool) -> V
             status: None,
         };
     }
-    let (run, status) = match read_state_file(&state_file_path(&dir)) {
+    let (run, status) = match read_lane_state(&dir) {
         Ok(doc) => {
             let view = with_ages(&doc, now_secs());
             let state = doc.lane_state().to_string();

@@ -68,12 +68,11 @@ pub fn run_explain_lane(
     format: OutputFormat,
 ) -> Result<ExitCode, CommandError> {
     let found = crate::board::find_lane(lane)?;
-    let doc = clawpool_lanes::read_state_file(&clawpool_lanes::state_file_path(&found.dir))
-        .map_err(|err| CommandError {
-            kind: err.kind(),
-            message: err.to_string(),
-            exit: crate::output::EXIT_FAILURE,
-        })?;
+    let doc = clawpool_lanes::read_lane_state(&found.dir).map_err(|err| CommandError {
+        kind: err.kind(),
+        message: err.to_string(),
+        exit: crate::output::EXIT_FAILURE,
+    })?;
     let log = found.events.with_file_name("terminal.log");
     let log = if log.is_file() {
         log
@@ -362,8 +361,7 @@ fn access_write(dir: &Path) -> std::io::Result<()> {
 
 pub fn run_state(lane_dir: &Path, format: OutputFormat) -> Result<ExitCode, CommandError> {
     let lane = crate::board::find_enclosing_lane(lane_dir)?;
-    let path = clawpool_lanes::state_file_path(&lane.dir);
-    let doc = match clawpool_lanes::read_state_file(&path) {
+    let doc = match clawpool_lanes::read_lane_state(&lane.dir) {
         Ok(doc) => doc,
         Err(err) => {
             return Err(CommandError {

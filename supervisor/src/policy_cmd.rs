@@ -406,8 +406,7 @@ fn runnable_names() -> Vec<String> {
 }
 
 fn read_doc(lane: &FoundLane) -> Result<WorkerStateDoc, CommandError> {
-    let path = clawpool_lanes::state_file_path(&lane.dir);
-    clawpool_lanes::read_state_file(&path).map_err(|err| CommandError {
+    clawpool_lanes::read_lane_state(&lane.dir).map_err(|err| CommandError {
         kind: err.kind(),
         message: err.to_string(),
         exit: EXIT_FAILURE,

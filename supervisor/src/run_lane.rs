@@ -9,12 +9,13 @@ use std::sync::Arc;
 
 use clawpool::handshake::{
     ExternalProgress, Handshake, LaneContext, Next, OperatorCommand, Outcome, PromptPlan,
-    RestartRequest, Resumed, Settings, check_prompt, plan_prompt,
+    RestartRequest, Resumed, Settings, TrustGate, check_prompt, confine_trust_store, plan_prompt,
 };
 use clawpool::lane_state::StateRecorder;
 use clawpool::profiles::{Profile, TrustStore};
 use clawpool::trust::{
-    TrustRoots, claude_config_file, codex_config_file, seed_claude_trust, seed_codex_trust,
+    StoreGuard, TrustRoots, claude_config_file, codex_config_file, seed_claude_trust,
+    seed_codex_trust,
 };
 use clawpool_lanes::state_file::{self, Base};
 use clawpool_lanes::{
@@ -166,6 +167,8 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
         },
         session: None,
     };
+    // An operator's trust outlives the supervisor that received it.
+    let operator_trusted = matches!(&start, Start::Adopt { doc, .. } if doc.trusted_by_operator);
     let (doc, adopt) = match start {
         Start::Spawn => {
             let mut doc = WorkerStateDoc::new(
@@ -221,8 +224,15 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
     if job.trusted && adopt.is_none() {
         seed_trust_store(&job.profile, &job.dir, &spec, &events);
     }
-    let plan = plan_prompt(job.prompt.as_deref(), &job.settings, &job.profile, &job.dir)
-        .map_err(|e| CommandError::io("writing .claw/task.md", e))?;
+    let trust = TrustGate::of(job.trusted, operator_trusted);
+    let plan = plan_prompt(
+        job.prompt.as_deref(),
+        &job.settings,
+        &job.profile,
+        &job.dir,
+        trust.is_open(),
+    )
+    .map_err(|e| CommandError::io("writing .claw/task.md", e))?;
     let base_spec = spec.clone();
     spec = with_prompt(spec, &job.profile, &plan);
 
@@ -279,7 +289,9 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
         lane: LaneContext {
             name: job.name.clone(),
             cwd: job.dir.clone(),
-            trusted: job.trusted,
+            trust,
+            store: trust_store_file(&job.profile, &spec)
+                .and_then(|(kind, file)| StoreGuard::new(kind, file, job.dir.clone())),
             prompt: plan.clone(),
         },
         plan,
@@ -339,6 +351,10 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
                 break None;
             }
         };
+        // An operator may have trusted the lane during the run, and clawpool may have answered
+        // its trust dialog: later runs keep both.
+        rig.lane.trust = outcome.trust;
+        rig.lane.store = outcome.store.clone();
         if let Next::Restart(request) = &outcome.next {
             let request = request.clone();
             match rig.restart(&outcome, &request).await {
@@ -378,6 +394,10 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
                     followups = texts;
                     watch = next;
                     continue 'lane;
+                }
+                Plan::SendKey(_) | Plan::Resubmit if !rig.lane.trust.is_open() => {
+                    let why = "nothing is typed into a lane nobody trusted (`clawpool trust`)";
+                    recovery.step_done(StepOutcome::Failed(why.into()), &events, &recorder)
                 }
                 Plan::SendKey(key) => {
                     let sent = match key.parse::<clawpool_pty::Key>() {
@@ -486,6 +506,11 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
         }
     };
     listener.abort();
+    // The agent rewrites its store from memory when it exits: confine it once it is gone.
+    worker.stop(std::time::Duration::from_secs(5)).await;
+    if let Some(store) = &rig.lane.store {
+        confine_trust_store(store, &events);
+    }
     if let Some((watch, serve)) = branch_tasks {
         watch.abort();
         serve.abort();
@@ -810,6 +835,26 @@ pub async fn run(request: RunRequest) -> Result<ExitCode, CommandError> {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "lane".into()),
     };
+    // One name rule everywhere: the name becomes a tmux session, a registry folder and part of
+    // a worker id, so `a/b` or `..` must not get through here when packets refuse them.
+    if !clawpool_lanes::is_valid_lane_name(&name) {
+        let what = match &request.lane {
+            Some(_) => format!("--lane {name:?}"),
+            None => format!("the folder's name {name:?} (the default lane name)"),
+        };
+        return Err(CommandError::invalid(
+            "invalid_lane_name",
+            format!(
+                "{what} is not a lane name: it must match ^[a-z0-9][a-z0-9._-]{{0,62}}$, as in \
+                 task packets{}",
+                if request.lane.is_none() {
+                    "; name the lane with --lane"
+                } else {
+                    ""
+                }
+            ),
+        ));
+    }
     let decision = request
         .roots
         .decide(&cwd)
@@ -871,29 +916,38 @@ pub async fn run(request: RunRequest) -> Result<ExitCode, CommandError> {
     })
 }
 
-fn seed_trust_store(profile: &Profile, cwd: &Path, spec: &SpawnSpec, events: &EventLog) {
+/// The agent's trust store file as the agent will find it (its HOME, `CLAUDE_CONFIG_DIR` or
+/// `CODEX_HOME` as the lane's environment sets them); `None` for an agent without one.
+fn trust_store_file(profile: &Profile, spec: &SpawnSpec) -> Option<(TrustStore, PathBuf)> {
     let home = spec
         .env_value("HOME")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("/"));
-    let (store, result) = match profile.manifest.launch.trust_store {
+    let store = profile.manifest.launch.trust_store;
+    let file = match store {
+        TrustStore::None => return None,
+        TrustStore::Claude => claude_config_file(
+            &home,
+            spec.env_value("CLAUDE_CONFIG_DIR")
+                .as_deref()
+                .map(Path::new),
+        ),
+        TrustStore::Codex => codex_config_file(
+            &home,
+            spec.env_value("CODEX_HOME").as_deref().map(Path::new),
+        ),
+    };
+    Some((store, file))
+}
+
+fn seed_trust_store(profile: &Profile, cwd: &Path, spec: &SpawnSpec, events: &EventLog) {
+    let Some((kind, store)) = trust_store_file(profile, spec) else {
+        return;
+    };
+    let result = match kind {
+        TrustStore::Claude => seed_claude_trust(&store, cwd),
+        TrustStore::Codex => seed_codex_trust(&store, cwd),
         TrustStore::None => return,
-        TrustStore::Claude => {
-            let file = claude_config_file(
-                &home,
-                spec.env_value("CLAUDE_CONFIG_DIR")
-                    .as_deref()
-                    .map(Path::new),
-            );
-            (file.clone(), seed_claude_trust(&file, cwd))
-        }
-        TrustStore::Codex => {
-            let file = codex_config_file(
-                &home,
-                spec.env_value("CODEX_HOME").as_deref().map(Path::new),
-            );
-            (file.clone(), seed_codex_trust(&file, cwd))
-        }
     };
     let detail = match &result {
         Ok(outcome) => json!({"store": store, "outcome": format!("{outcome:?}")}),

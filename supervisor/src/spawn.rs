@@ -836,7 +836,7 @@ pub fn adopt_lanes(repo: &Repo, names: Vec<String>, loaded: &Loaded, board: &Boa
             }
         };
         let dir = PathBuf::from(entry["worktree"].as_str().unwrap_or_default());
-        let doc = match clawpool_lanes::read_state_file(&clawpool_lanes::state_file_path(&dir)) {
+        let doc = match clawpool_lanes::read_lane_state(&dir) {
             Ok(doc) => doc,
             Err(err) => {
                 refuse(&name, err.kind(), err.to_string());

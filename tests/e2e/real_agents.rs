@@ -1025,3 +1025,183 @@ fn claude_with_a_provider_down_then_back_resumes_and_finishes() {
     server.stop();
     assert_nothing_left(&sandbox);
 }
+
+/// A linked worktree of `repo` at `<sandbox>/lanes/<name>` on a branch of its own (canonical).
+fn worktree_lane(sandbox: &Sandbox, repo: &Path, name: &str) -> PathBuf {
+    let lane = lanes_dir(sandbox).join(name);
+    let status = std::process::Command::new("git")
+        .args(["worktree", "add", "-q", "-b", name])
+        .arg(&lane)
+        .current_dir(repo)
+        .status()
+        .expect("git worktree add");
+    assert!(status.success(), "git worktree add {name}");
+    lane
+}
+
+/// Claude Code's `projects[path].hasTrustDialogAccepted`, as its store says now.
+fn claude_trusts(sandbox: &Sandbox, path: &Path) -> bool {
+    let text = std::fs::read_to_string(sandbox.home().join(".claude.json")).unwrap_or_default();
+    let store: Value = serde_json::from_str(&text).unwrap_or_default();
+    store["projects"][path.display().to_string()]["hasTrustDialogAccepted"] == true
+}
+
+/// `clawpool trust LANE`, which must succeed.
+fn trust_lane(sandbox: &Sandbox, lane: &Path) {
+    let out = sandbox
+        .clawpool_clean_env()
+        .arg("trust")
+        .arg(lane)
+        .output()
+        .expect("clawpool trust");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Issue #10.1, seen with the real Claude Code 2.1.330: answering the trust dialog of one lane
+/// (a linked worktree) makes Claude Code record trust for the repository's main folder, after
+/// which every other worktree of the repository starts without asking. clawpool withdraws that
+/// record (the lane keeps exactly its own entry), so the next lane is asked again; and a lane
+/// outside the trusted roots whose agent does not ask (its store trusts a parent folder) is
+/// held at clawpool's own trust gate: no prompt, no key, until an operator trusts it.
+#[test]
+fn claude_trusting_one_worktree_lane_opens_no_other_lane() {
+    real_agent("claude");
+    let sandbox = Sandbox::new();
+    let repo = git_repo(sandbox.dir.path(), "repo")
+        .canonicalize()
+        .expect("canonical repo");
+    let first = worktree_lane(&sandbox, &repo, "first");
+    let second = worktree_lane(&sandbox, &repo, "second");
+    let third = worktree_lane(&sandbox, &repo, "third");
+    // The API key approved, so the trust dialog is the only question; nothing trusted.
+    seed_claude_home(
+        &sandbox.home(),
+        json!({"customApiKeyResponses": {"approved": ["sk-ant-fake"]}}),
+    );
+    let config = write_config(&sandbox, None, "claude", "");
+
+    // 1. The operator trusts the first lane through its dialog; it finishes.
+    let mut server = ModelServer::start(
+        &sandbox.dir.path().join("model-first"),
+        &write_hello_script(&first),
+    );
+    let env = claude_env(&sandbox, &server.url());
+    let mut run = start_lane(&sandbox, &config, "claude", &first, &env, "pty");
+    let blocked = wait_kind(&mut run, &first, "lane.blocked");
+    assert_eq!(blocked["evidence"]["rule"], "trust", "{blocked}");
+    trust_lane(&sandbox, &first);
+    let (code, outcome) = finish(&mut run, &first);
+    assert_eq!(code, 0, "{}\n{}", run.report(), screen_report(&first));
+    assert_eq!(outcome["state"]["status"], "finished");
+    let events = run.events();
+    // Claude Code writes the record when the dialog is answered and again, from memory, when
+    // it exits: withdrawn each time, and never anything but the main folder.
+    let revoked: std::collections::BTreeSet<&str> = events
+        .iter()
+        .filter(|e| e["kind"] == "lane.trust_store_confined")
+        .flat_map(|e| e["detail"]["revoked"].as_array().into_iter().flatten())
+        .filter_map(Value::as_str)
+        .collect();
+    let main_folder = repo.display().to_string();
+    assert_eq!(
+        revoked,
+        [main_folder.as_str()].into(),
+        "Claude Code recorded trust for the main folder, and clawpool withdrew it: {}",
+        run.report()
+    );
+    assert!(
+        !claude_trusts(&sandbox, &repo),
+        "the repository is not trusted: {}\n{}",
+        std::fs::read_to_string(sandbox.home().join(".claude.json")).unwrap_or_default(),
+        run.report()
+    );
+    assert!(
+        claude_trusts(&sandbox, &first),
+        "the first lane keeps its own entry"
+    );
+    drop(run);
+    server.stop();
+
+    // 2. The second lane is asked again, and nothing is typed into it.
+    let server = ModelServer::start(
+        &sandbox.dir.path().join("model-second"),
+        &write_hello_script(&second),
+    );
+    let env = claude_env(&sandbox, &server.url());
+    let mut run = start_lane(&sandbox, &config, "claude", &second, &env, "pty");
+    let blocked = wait_kind(&mut run, &second, "lane.blocked");
+    assert_eq!(
+        blocked["evidence"]["rule"], "trust",
+        "Claude Code asks about the second lane: {blocked}"
+    );
+    let events = run.events();
+    for kind in [
+        "lane.dialog_answered",
+        "lane.prompt_typed",
+        "lane.prompt_sent",
+    ] {
+        assert_eq!(count_kind(&events, kind), 0, "{kind}: {}", run.report());
+    }
+    drop(run);
+    drop(server);
+
+    // 3. A person's own trust of the main folder (or any leak) makes Claude Code start the
+    //    third lane without asking: clawpool's gate holds it all the same.
+    let text = std::fs::read_to_string(sandbox.home().join(".claude.json")).expect("store");
+    let mut store: Value = serde_json::from_str(&text).expect("JSON store");
+    store["projects"][repo.display().to_string()]["hasTrustDialogAccepted"] = json!(true);
+    std::fs::write(sandbox.home().join(".claude.json"), store.to_string()).expect("store");
+    let mut server = ModelServer::start(
+        &sandbox.dir.path().join("model-third"),
+        &write_hello_script(&third),
+    );
+    let env = claude_env(&sandbox, &server.url());
+    let mut run = start_lane(&sandbox, &config, "claude", &third, &env, "pty");
+    let blocked = wait_kind(&mut run, &third, "lane.blocked");
+    assert_eq!(blocked["to"]["subphase"], "trust_prompt", "{blocked}");
+    assert_eq!(blocked["evidence"]["rule"], "trust_gate", "{blocked}");
+    assert!(
+        blocked["evidence"]["matched"]
+            .as_str()
+            .is_some_and(|m| m.contains("ready without asking")),
+        "{blocked}"
+    );
+    let escalated = wait_kind(&mut run, &third, "lane.escalated");
+    assert!(
+        escalated["detail"]["next_action"]
+            .as_str()
+            .is_some_and(|a| a.contains("clawpool trust third")),
+        "{escalated}"
+    );
+    let meanwhile = run.lines_within(Duration::from_secs(3));
+    assert!(
+        meanwhile.is_empty(),
+        "the held lane did something: {meanwhile:#?}"
+    );
+    assert!(
+        server.main_requests().is_empty(),
+        "no prompt reached the model: {:#?}",
+        server.main_requests()
+    );
+    trust_lane(&sandbox, &third);
+    let resolved = wait_kind(&mut run, &third, "lane.trust_resolved");
+    assert_eq!(resolved["detail"]["method"], "manual");
+    let (code, outcome) = finish(&mut run, &third);
+    assert_eq!(code, 0, "{}\n{}", run.report(), screen_report(&third));
+    assert_eq!(outcome["state"]["status"], "finished");
+    assert_eq!(
+        std::fs::read_to_string(third.join("hello.txt")).expect("hello.txt"),
+        "hi"
+    );
+    assert!(
+        claude_trusts(&sandbox, &repo),
+        "a person's own trust is never touched"
+    );
+    drop(run);
+    server.stop();
+    assert_nothing_left(&sandbox);
+}

@@ -1,5 +1,12 @@
-//! Where a packet's paths may point: inside the repository or the worktree root, decided
-//! lexically (no file system access, nothing needs to exist yet).
+//! Where a packet's paths may point: inside the repository or the worktree root.
+//!
+//! A path is checked twice. First as written, lexically (`..` and `.` resolved, nothing needs
+//! to exist yet), which gives the clearest message for a path that plainly points outside.
+//! Then where it really leads: every part of it that exists is resolved through symbolic links,
+//! as the kernel (and the trust decision) will resolve it, and the result must still be inside
+//! the roots, themselves resolved the same way. Without the second check a link inside the
+//! repository (`lnk → /elsewhere`) would let `lnk/wt` create a worktree, or name a trusted
+//! root, outside the repository.
 
 use std::path::{Component, Path, PathBuf};
 
@@ -97,6 +104,7 @@ impl Roots {
             };
             return Err(format!("`{raw}` {what}{resolved_note}{why}"));
         }
+        self.check_where_it_leads(raw, &resolved, rule)?;
 
         match rule {
             PathRule::BelowRoots => {
@@ -125,6 +133,75 @@ impl Roots {
             }
         }
     }
+}
+
+impl Roots {
+    /// The second check (see the module doc): `resolved` as the file system resolves it must
+    /// stay inside the roots as the file system resolves them.
+    fn check_where_it_leads(
+        &self,
+        raw: &str,
+        resolved: &Path,
+        rule: PathRule,
+    ) -> Result<(), String> {
+        let leads_to = physical(resolved);
+        let repo = physical(&self.repo);
+        let in_repo = leads_to.starts_with(&repo);
+        let in_worktrees = self
+            .worktree_root
+            .as_deref()
+            .map(physical)
+            .is_some_and(|w| leads_to.starts_with(w));
+        let allowed = match rule {
+            PathRule::InsideRepo => in_repo,
+            PathRule::InsideRoots | PathRule::BelowRoots => in_repo || in_worktrees,
+        };
+        if allowed {
+            return Ok(());
+        }
+        let roots = match (rule, &self.worktree_root) {
+            (PathRule::InsideRepo, _) | (_, None) => {
+                format!("the repository `{}`", self.repo.display())
+            }
+            (_, Some(w)) => format!(
+                "the repository `{}` and the worktree root `{}`",
+                self.repo.display(),
+                w.display()
+            ),
+        };
+        Err(format!(
+            "`{raw}` leads outside {roots} through a symbolic link: it resolves to `{}`",
+            leads_to.display()
+        ))
+    }
+}
+
+/// `path` (absolute, normalised) as the file system resolves it: the longest part of it that
+/// exists is resolved through symbolic links, one component at a time so that a `..` after a
+/// link climbs from where the link leads; the rest, which does not exist yet, is appended.
+fn physical(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    let mut components = path.components();
+    for component in components.by_ref() {
+        match component {
+            Component::Normal(name) => {
+                let next = out.join(name);
+                match next.canonicalize() {
+                    Ok(real) => out = real,
+                    Err(_) => {
+                        out = next;
+                        break;
+                    }
+                }
+            }
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    normalize(&out.join(components.as_path()))
 }
 
 /// `path` made absolute (against `base`, else the current folder) and normalised.

@@ -696,3 +696,42 @@ fn check_packet_keeps_only_the_lanes_no_problem_is_about() {
         (vec!["a".to_owned()], 0)
     );
 }
+
+/// A link inside the repository that points outside it cannot carry a worktree or a trusted
+/// root out: paths are checked where they lead, not only as written.
+#[test]
+fn paths_are_checked_where_they_lead() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().canonicalize().unwrap();
+    let repo = base.join("repo");
+    let elsewhere = base.join("elsewhere");
+    std::fs::create_dir_all(repo.join("inside")).unwrap();
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, repo.join("lnk")).unwrap();
+    std::os::unix::fs::symlink(repo.join("inside"), repo.join("ok-link")).unwrap();
+    let ctx = PacketContext {
+        repo_root: repo.clone(),
+        worktree_root: None,
+        default_agent: Some("claude".to_owned()),
+    };
+    let text = r#"[
+        {"name": "a", "prompt": "p", "trusted_roots": ["lnk"], "worktree": "lnk/wt"},
+        {"name": "b", "prompt": "p", "scope_path": "lnk/src"},
+        {"name": "c", "prompt": "p", "worktree": "lnk/../inside/wt-c"},
+        {"name": "d", "prompt": "p", "worktree": "ok-link/wt-d", "trusted_roots": ["ok-link"]}
+    ]"#;
+    let errors: Vec<(String, String)> = match parse_packet(text, &ctx) {
+        Ok(batch) => panic!("expected errors, got {batch:#?}"),
+        Err(e) => e.0.into_iter().map(|e| (e.path, e.message)).collect(),
+    };
+    let leads = format!(
+        "through a symbolic link: it resolves to `{}",
+        elsewhere.display()
+    );
+    has(&errors, "$[0].trusted_roots[0]", &leads);
+    has(&errors, "$[0].worktree", &format!("{leads}/wt`"));
+    has(&errors, "$[1].scope_path", &leads);
+    // `lnk/../inside/wt-c` is used as written after `..` is resolved (`inside/wt-c`), and
+    // a link that stays inside the repository is fine.
+    assert_eq!(errors.len(), 3, "{errors:#?}");
+}

@@ -34,6 +34,11 @@ pub struct WorkerStateDoc {
     /// The lane is past the trust gate: the trust dialog was answered, or the agent reached
     /// its input line without asking.
     pub trust_gate_cleared: bool,
+    /// An operator trusted this lane (`clawpool trust`, or a "yes" to its trust dialog): its
+    /// folder is outside the trusted roots, and clawpool drives it only because of this. Kept
+    /// so that a supervisor that adopts the lane, or restarts its agent, still may.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub trusted_by_operator: bool,
     /// A prompt was submitted (Enter pressed) and neither accepted nor refused yet.
     pub prompt_in_flight: bool,
     /// The last lane event applied, or `null` before the first.
@@ -326,6 +331,7 @@ impl WorkerStateDoc {
             claw_status: ClawStatus::Spawning,
             is_ready: false,
             trust_gate_cleared: false,
+            trusted_by_operator: false,
             prompt_in_flight: false,
             last_event: None,
             updated_at: now,
@@ -436,7 +442,12 @@ impl WorkerStateDoc {
                     self.pid = u32::try_from(pid).ok();
                 }
             }
-            "lane.trust_resolved" => self.trust_gate_cleared = true,
+            "lane.trust_resolved" => {
+                self.trust_gate_cleared = true;
+                if detail.get("method").and_then(Value::as_str) == Some("manual") {
+                    self.trusted_by_operator = true;
+                }
+            }
             "lane.prompt_sent" => {
                 self.prompt_in_flight = true;
                 if let Some(attempt) = detail.get("attempt").and_then(Value::as_u64) {

@@ -26,7 +26,7 @@ pub use doc::{
     Base, Blocked, ClawStatus, Escalation, Failure, LastEvent, Prompt, PromptReceipt, Supervisor,
     Transport, TransportKind, WorkerStateDoc, claw_status,
 };
-pub use read::{StateFileError, parse_state, read_state_file};
+pub use read::{StateFileError, parse_state, read_lane_state, read_state_file};
 pub use recovery::{AttemptOrigin, AttemptState, LedgerEntry, RecoveryLedger, RestartRecord};
 pub use verification::{
     CommandOutcome, CommandResult, Freshness, GitOperation, GreenLevel, HeadState, MergeOutcome,

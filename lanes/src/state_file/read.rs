@@ -32,6 +32,23 @@ pub enum StateFileError {
         /// The error.
         source: std::io::Error,
     },
+    /// The file belongs to another workspace: its `worktree` is not the folder it was read
+    /// from, as when a lane's `.claw/` was copied into another clone (kind
+    /// `foreign_state_file`).
+    #[error(
+        "the state file {} belongs to the lane in {} (its `worktree`), not to {}; it was copied or moved here and is not this folder's lane",
+        path.display(),
+        belongs_to.display(),
+        found_in.display()
+    )]
+    Foreign {
+        /// The file.
+        path: PathBuf,
+        /// The worktree the file says it belongs to.
+        belongs_to: PathBuf,
+        /// The folder it was read from.
+        found_in: PathBuf,
+    },
     /// The file could not be written; the previous file is intact (kind
     /// `state_file_write_failed`).
     #[error("cannot write state file {} ({stage}): {source}", path.display())]
@@ -48,12 +65,13 @@ pub enum StateFileError {
 
 impl StateFileError {
     /// The stable name JSON consumers match on: `missing_worker_state`, `invalid_state_file`,
-    /// `state_file_unreadable` or `state_file_write_failed`.
+    /// `state_file_unreadable`, `foreign_state_file` or `state_file_write_failed`.
     pub fn kind(&self) -> &'static str {
         match self {
             StateFileError::Missing { .. } => "missing_worker_state",
             StateFileError::Invalid { .. } => "invalid_state_file",
             StateFileError::Unreadable { .. } => "state_file_unreadable",
+            StateFileError::Foreign { .. } => "foreign_state_file",
             StateFileError::WriteFailed { .. } => "state_file_write_failed",
         }
     }
@@ -64,6 +82,7 @@ impl StateFileError {
             StateFileError::Missing { path }
             | StateFileError::Invalid { path, .. }
             | StateFileError::Unreadable { path, .. }
+            | StateFileError::Foreign { path, .. }
             | StateFileError::WriteFailed { path, .. } => path,
         }
     }
@@ -103,6 +122,27 @@ pub fn read_state_file(path: &Path) -> Result<WorkerStateDoc, StateFileError> {
         }
     };
     parse_state(path, &bytes)
+}
+
+/// Reads the state file of the lane in folder `dir` ([`super::state_file_path`]) and checks
+/// that it is that lane's: its `worktree` must be `dir` (both resolved through symbolic links).
+/// A state file copied into another clone, or left in a folder that was moved, is
+/// [`StateFileError::Foreign`]: claw-code binds a session to its canonical workspace path for
+/// the same reason. Every reader that finds a lane by its folder reads it through this.
+pub fn read_lane_state(dir: &Path) -> Result<WorkerStateDoc, StateFileError> {
+    let path = super::state_file_path(dir);
+    let doc = read_state_file(&path)?;
+    let canonical = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    let belongs_to = PathBuf::from(&doc.worktree);
+    let found_in = canonical(dir);
+    if canonical(&belongs_to) != found_in {
+        return Err(StateFileError::Foreign {
+            path,
+            belongs_to,
+            found_in,
+        });
+    }
+    Ok(doc)
 }
 
 /// Checks and parses the bytes of a state file (`path` only names it in errors).

@@ -19,13 +19,14 @@ pub mod file;
 pub mod handshake;
 mod locate;
 pub mod provenance;
+mod repository;
 mod show;
 mod sources;
 
 #[cfg(test)]
 mod tests;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -41,6 +42,7 @@ pub use show::{show_json, show_text};
 pub use sources::ConfigSources;
 
 use locate::line_at;
+use repository::TakenRuleNames;
 
 /// The merged configuration.
 #[derive(Debug, Clone, Default)]
@@ -83,7 +85,8 @@ impl Config {
                 }
             };
             if sources.repo.as_deref() == Some(path) {
-                refuse_self_vouching(path, &text)?;
+                let (profiles, rules) = known_profiles_and_rules(&config.patches);
+                repository::check_repository_file(path, &text, &profiles, &rules)?;
             }
             config.merge_text(path, &text, &sources.home)?;
         }
@@ -230,49 +233,24 @@ fn add_roots(list: &mut Vec<Sourced<PathBuf>>, roots: Vec<Sourced<PathBuf>>) {
     }
 }
 
-/// A repository's own `.clawpool.toml` comes with the code being worked on, so it must not be
-/// able to vouch for that code: it cannot add trusted roots (which decide whether an agent's
-/// trust dialog is answered) nor change how an agent is launched (its program and
-/// environment). Everything else (denied roots, rules, handshake timing) it may set.
-fn refuse_self_vouching(path: &Path, text: &str) -> Result<(), ConfigError> {
-    let file = ConfigFile::parse(path, text)?;
-    let refuse = |line: usize, key: String, what: &str| ConfigError::Invalid {
-        file: path.to_path_buf(),
-        line: Some(line),
-        key: Some(key),
-        message: format!(
-            "a repository's .clawpool.toml cannot set {what}; set it in your user configuration or with --config"
-        ),
-    };
-    if let Some(root) = file.trusted_roots.first() {
-        return Err(refuse(
-            line_at(text, root.span().start),
-            "trusted_roots".into(),
-            "trusted_roots (a repository must not vouch for itself)",
-        ));
+/// The profiles and rule names a repository's file is checked against: the built-in ones and
+/// whatever the configuration files before it added.
+fn known_profiles_and_rules(patches: &[SourcedPatch]) -> (BTreeSet<String>, TakenRuleNames) {
+    let mut profiles = BTreeSet::new();
+    let mut rules = TakenRuleNames::new();
+    if let Ok(builtin) = ProfileSet::builtin() {
+        for profile in builtin.iter() {
+            profiles.insert(profile.name().to_owned());
+            for rule in &profile.manifest.rules {
+                rules.insert((profile.name().to_owned(), rule.name.clone()));
+            }
+        }
     }
-    if let Some(policy) = &file.policy {
-        return Err(refuse(
-            line_at(text, policy.span().start),
-            "policy".into(),
-            "the recovery policy (its hooks run commands)",
-        ));
+    for sourced in patches {
+        profiles.insert(sourced.profile.clone());
+        for rule in &sourced.patch.rules {
+            rules.insert((sourced.profile.clone(), rule.name.clone()));
+        }
     }
-    if let Some((name, _)) = file
-        .profiles
-        .iter()
-        .find(|(_, patch)| patch.launch.is_some())
-    {
-        let needle = format!("profiles.{name}");
-        let line = text
-            .lines()
-            .position(|l| l.contains(&needle) && l.contains("launch"))
-            .map_or(1, |i| i + 1);
-        return Err(refuse(
-            line,
-            format!("profiles.{name}.launch"),
-            "how an agent is launched (its command and environment)",
-        ));
-    }
-    Ok(())
+    (profiles, rules)
 }

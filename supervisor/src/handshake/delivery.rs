@@ -76,18 +76,21 @@ pub fn check_prompt(prompt: &str) -> Result<(), PromptError> {
 }
 
 /// Decides how `prompt` goes to the agent of `profile` in `lane_dir`, writing the task file
-/// when one is needed.
+/// when one is needed. `at_launch` allows passing it as a launch argument; it must be false
+/// for a lane clawpool may not drive yet (its trust gate is closed), since an agent that
+/// trusts the folder itself would act on a launch prompt before anyone trusted the lane.
 pub fn plan_prompt(
     prompt: Option<&str>,
     settings: &Settings,
     profile: &Profile,
     lane_dir: &Path,
+    at_launch: bool,
 ) -> Result<PromptPlan, std::io::Error> {
     let Some(prompt) = prompt.map(str::trim).filter(|p| !p.is_empty()) else {
         return Ok(PromptPlan::None);
     };
     let long = prompt.chars().count() > settings.long_prompt_chars || prompt.contains('\n');
-    if long && !profile.manifest.launch.prompt_args.is_empty() {
+    if long && at_launch && !profile.manifest.launch.prompt_args.is_empty() {
         return Ok(PromptPlan::LaunchArg {
             prompt: prompt.to_owned(),
         });

@@ -7,8 +7,13 @@
 //! `failed{…}`. Every transition is a [`clawpool_lanes::LaneEvent`] with its evidence.
 //!
 //! What it will and will not type:
+//! - nothing at all, not a prompt nor a key, into a lane whose trust gate is closed (outside
+//!   the trusted roots and not trusted by an operator), whether or not the agent asks: an
+//!   agent's own trust store may trust the folder already (agents record trust for the whole
+//!   repository), so an agent that does not ask proves nothing. Such a lane is
+//!   `blocked{trust_prompt}` until `clawpool trust`;
 //! - a dialog is answered only when its policy is `auto` (trust dialogs: only when the lane
-//!   is under a trusted root), or when an operator says so, and never when it is `never`;
+//!   is trusted), or when an operator says so, and never when it is `never`;
 //! - the prompt is typed only into an idle input line (`ready_for_prompt`), never into a
 //!   screen that looks like a shell, and never a second time while the first copy is still in
 //!   the input line (only Enter is pressed again);
@@ -30,6 +35,7 @@ use tokio::time::Instant;
 
 use crate::detect::{Observation, Seen, observe};
 use crate::profiles::{DialogKind, Policy, Profile, Signal};
+use crate::trust::StoreGuard;
 
 pub use delivery::{PromptPlan, Receipt, check_prompt, plan_prompt};
 pub use external::ExternalProgress;
@@ -110,6 +116,34 @@ struct ProgressCheck {
     delivered: Vec<String>,
 }
 
+/// Whether clawpool may drive a lane: type into it, answer its dialogs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TrustGate {
+    /// The lane's folder is under a trusted root: its trust dialog is answered by itself.
+    AllowListed,
+    /// An operator trusted this lane (`clawpool trust`, or a "yes" to its trust dialog).
+    ByOperator,
+    /// Neither: nothing is typed and nothing answered until an operator trusts the lane.
+    Closed,
+}
+
+impl TrustGate {
+    /// The gate of a lane from the allow-list's decision and whether an operator trusted it.
+    pub fn of(allow_listed: bool, by_operator: bool) -> Self {
+        match (allow_listed, by_operator) {
+            (true, _) => TrustGate::AllowListed,
+            (false, true) => TrustGate::ByOperator,
+            (false, false) => TrustGate::Closed,
+        }
+    }
+
+    /// Whether clawpool may drive the lane.
+    pub fn is_open(self) -> bool {
+        self != TrustGate::Closed
+    }
+}
+
 /// The lane as the handshake sees it.
 #[derive(Debug, Clone)]
 pub struct LaneContext {
@@ -117,8 +151,10 @@ pub struct LaneContext {
     pub name: String,
     /// Its folder (canonical).
     pub cwd: PathBuf,
-    /// Whether trust dialogs may be answered automatically (under a trusted root).
-    pub trusted: bool,
+    /// Whether clawpool may drive it.
+    pub trust: TrustGate,
+    /// The agent's trust store, kept to this lane when clawpool answers a trust dialog.
+    pub store: Option<StoreGuard>,
     /// How the prompt goes to the agent.
     pub prompt: PromptPlan,
 }
@@ -137,6 +173,13 @@ pub struct Outcome {
     /// Whether the worker ever showed its idle input (a worker that exits before that is a
     /// failed start, not a crash).
     pub reached_ready: bool,
+    /// The lane's trust gate as the run left it (an operator may have opened it).
+    #[serde(skip)]
+    pub trust: TrustGate,
+    /// The lane's trust store guard as the run left it (it knows whether clawpool answered a
+    /// trust dialog, so the store can be confined again after the agent exits).
+    #[serde(skip)]
+    pub store: Option<StoreGuard>,
 }
 
 /// One lane's handshake.
@@ -182,6 +225,9 @@ pub struct Handshake<'a> {
     input_clears: u32,
     /// Progress the lane makes off its screen (worktree changes, commits).
     external: Option<ExternalProgress>,
+    /// Set when clawpool answered a trust dialog: the agent's store is confined to the lane
+    /// once the dialog is gone.
+    confine_pending: bool,
 }
 
 /// What a new supervisor knows of a lane it adopts, from the lane's state file.
@@ -257,6 +303,7 @@ impl<'a> Handshake<'a> {
             held_until: None,
             input_clears: 0,
             external: None,
+            confine_pending: false,
         }
     }
 
@@ -387,12 +434,16 @@ impl<'a> Handshake<'a> {
             // The agent is idle with the work done; the lane is over, so is the worker.
             self.worker.stop(Duration::from_secs(5)).await;
         }
+        // The agent may record its trust late (or again on exit): confine once more.
+        self.confine_store();
         Outcome {
             state: self.state,
             receipt: self.receipt,
             exit: self.worker.exit_status().map(|s| s.to_string()),
             next: self.next.unwrap_or(Next::Done),
             reached_ready: self.reached_ready,
+            trust: self.lane.trust,
+            store: self.lane.store,
         }
     }
 
@@ -526,6 +577,17 @@ impl<'a> Handshake<'a> {
         if !matches!(seen.seen, Seen::Idle) {
             self.idle_since = None;
         }
+        let trust_dialog_shown = matches!(
+            seen.seen,
+            Seen::Dialog {
+                dialog: DialogKind::Trust,
+                ..
+            }
+        );
+        if self.confine_pending && !trust_dialog_shown {
+            self.confine_pending = false;
+            self.confine_store();
+        }
         match &seen.seen {
             Seen::Dialog { name, dialog } => self.on_dialog(name, *dialog, evidence).await,
             Seen::Signal {
@@ -564,8 +626,18 @@ impl<'a> Handshake<'a> {
         if self.waiting_dialog.as_deref() == Some(name) {
             return; // Still waiting for the operator.
         }
+        if !self.lane.trust.is_open() && kind != DialogKind::Trust {
+            // Not even a harmless-looking question is answered for a lane nobody trusted.
+            return self.hold_at_gate(Evidence {
+                matched: format!(
+                    "the agent asks {name:?}, and {}",
+                    gate_reason(&self.lane.name)
+                ),
+                ..evidence
+            });
+        }
         let answerable = match kind {
-            DialogKind::Trust => self.lane.trusted,
+            DialogKind::Trust => self.lane.trust.is_open(),
             _ => dialog.policy == Policy::Auto && dialog.answer.is_some(),
         };
         let answers = self.answer_attempts.get(name).copied().unwrap_or(0);
@@ -591,7 +663,7 @@ impl<'a> Handshake<'a> {
             self.transition(pending, Some(evidence.clone()));
         }
         let automatic = match kind {
-            DialogKind::Trust => self.lane.trusted.then_some("yes".to_owned()),
+            DialogKind::Trust => self.lane.trust.is_open().then_some("yes".to_owned()),
             _ => (dialog.policy == Policy::Auto)
                 .then(|| dialog.answer.clone())
                 .flatten(),
@@ -601,6 +673,9 @@ impl<'a> Handshake<'a> {
             Some(choice) if *attempts < MAX_ANSWERS_PER_DIALOG => {
                 *attempts += 1;
                 let attempt = *attempts;
+                if kind == DialogKind::Trust {
+                    self.guard_store();
+                }
                 let answered = answer::answer(&self.worker, self.profile, &dialog, &choice).await;
                 let resolved = answered.is_ok() && kind == DialogKind::Trust;
                 self.event(
@@ -611,7 +686,11 @@ impl<'a> Handshake<'a> {
                     answered_detail(name, &choice, "policy", attempt, answered),
                 );
                 if resolved {
-                    self.trust_resolved("auto_allowlisted", evidence);
+                    let method = match self.lane.trust {
+                        TrustGate::ByOperator => "operator_earlier",
+                        _ => "auto_allowlisted",
+                    };
+                    self.trust_resolved(method, evidence);
                 }
             }
             _ => {
@@ -703,8 +782,19 @@ impl<'a> Handshake<'a> {
     }
 
     async fn on_idle(&mut self, evidence: Evidence) {
-        self.waiting_dialog = None;
         self.reached_ready = true;
+        if !self.lane.trust.is_open() {
+            // The agent is ready without having asked: its own store trusts the folder, which
+            // is no reason for clawpool to.
+            return self.hold_at_gate(Evidence {
+                matched: format!(
+                    "the agent is ready without asking, and {}",
+                    gate_reason(&self.lane.name)
+                ),
+                ..evidence
+            });
+        }
+        self.waiting_dialog = None;
         match self.state.status {
             LaneStatus::Spawning | LaneStatus::TrustRequired => {
                 if self.receipt.awaiting_launch_prompt() {
@@ -894,6 +984,16 @@ impl<'a> Handshake<'a> {
 
     async fn on_operator(&mut self, command: OperatorCommand) {
         match command {
+            OperatorCommand::Send { .. } if !self.lane.trust.is_open() => {
+                self.event(
+                    "lane.operator_ignored",
+                    None,
+                    None,
+                    None,
+                    serde_json::json!({"command": "send", "reason": format!("nothing is typed into this lane: {}; trust it first with `clawpool trust {}`", gate_reason(&self.lane.name), self.lane.name)}),
+                );
+                return;
+            }
             OperatorCommand::Send { text } => return self.queue_followup(text),
             OperatorCommand::Stop => return self.stop_by_operator().await,
             OperatorCommand::Restart(request) => return self.restart(request).await,
@@ -901,6 +1001,16 @@ impl<'a> Handshake<'a> {
         }
         let snapshot = self.worker.snapshot();
         let seen = observe(self.profile, &snapshot);
+        let trust_dialog_shown = matches!(
+            seen.seen,
+            Seen::Dialog {
+                dialog: DialogKind::Trust,
+                ..
+            }
+        );
+        if command == OperatorCommand::Trust && !trust_dialog_shown && !self.lane.trust.is_open() {
+            return self.open_gate_by_operator();
+        }
         let Seen::Dialog { name, dialog } = &seen.seen else {
             self.event(
                 "lane.operator_ignored",
@@ -938,8 +1048,14 @@ impl<'a> Handshake<'a> {
             );
             return;
         }
+        if *dialog == DialogKind::Trust {
+            self.guard_store();
+        }
         let answered = answer::answer(&self.worker, self.profile, &spec, &choice).await;
         let resolved = answered.is_ok() && *dialog == DialogKind::Trust && choice == "yes";
+        if resolved && !self.lane.trust.is_open() {
+            self.lane.trust = TrustGate::ByOperator;
+        }
         self.event(
             "lane.dialog_answered",
             None,
@@ -966,6 +1082,73 @@ impl<'a> Handshake<'a> {
             DialogKind::Boot => LaneState::plain(LaneStatus::Spawning),
         };
         self.transition(resumed, None);
+    }
+
+    /// An operator trusts a lane whose agent did not ask (or asks something else first): the
+    /// gate opens, and the next look at the screen carries on from where the lane was held.
+    fn open_gate_by_operator(&mut self) {
+        self.lane.trust = TrustGate::ByOperator;
+        self.waiting_dialog = None;
+        self.trust_resolved(
+            "manual",
+            Evidence {
+                rule: "trust_gate".into(),
+                region: "operator".into(),
+                matched: "clawpool trust".into(),
+            },
+        );
+        if self.state == LaneState::blocked(BlockedSubphase::TrustPrompt) {
+            self.transition(LaneState::plain(LaneStatus::TrustRequired), None);
+        }
+    }
+
+    /// Holds a lane nobody trusted where clawpool would otherwise type or answer:
+    /// `blocked{trust_prompt}`, waiting for `clawpool trust`.
+    fn hold_at_gate(&mut self, evidence: Evidence) {
+        let held = LaneState::blocked(BlockedSubphase::TrustPrompt);
+        if self.state == held {
+            return;
+        }
+        if matches!(
+            self.state.status,
+            LaneStatus::Spawning | LaneStatus::ReadyForPrompt
+        ) {
+            self.transition(LaneState::plain(LaneStatus::TrustRequired), None);
+        }
+        self.transition(
+            held,
+            Some(Evidence {
+                rule: "trust_gate".into(),
+                region: "allow_list".into(),
+                ..evidence
+            }),
+        );
+    }
+
+    /// Notes the agent's trust store before clawpool answers a trust dialog.
+    fn guard_store(&mut self) {
+        let Some(store) = self.lane.store.as_mut() else {
+            return;
+        };
+        match store.before_answer() {
+            Ok(()) => self.confine_pending = true,
+            Err(err) => {
+                let file = store.file().display().to_string();
+                self.event(
+                    "lane.trust_store_confined",
+                    None,
+                    None,
+                    None,
+                    serde_json::json!({"store": file, "error": err.to_string()}),
+                );
+            }
+        }
+    }
+
+    fn confine_store(&mut self) {
+        if let Some(store) = &self.lane.store {
+            confine_trust_store(store, self.events);
+        }
     }
 
     fn queue_followup(&mut self, text: String) {
@@ -1041,6 +1224,9 @@ impl<'a> Handshake<'a> {
     /// Types the prompt (or the task-file line) into an idle input line; once the prompt was
     /// taken, the next text sent by an operator.
     async fn deliver(&mut self) {
+        if !self.lane.trust.is_open() {
+            return;
+        }
         if self.receipt.text_to_type().is_none()
             && (self.receipt.method == "none" || self.receipt.accepted_at.is_some())
         {
@@ -1258,6 +1444,29 @@ impl<'a> Handshake<'a> {
             tracing::warn!(lane = %self.lane.name, error = %err, "could not record a lane event");
         }
     }
+}
+
+/// Withdraws what the agent recorded in its trust store beyond the lane since clawpool answered
+/// its trust dialog (see [`crate::trust::confine`]), recording what changed as
+/// `lane.trust_store_confined`. Nothing when clawpool answered no trust dialog.
+pub fn confine_trust_store(store: &StoreGuard, events: &EventLog) {
+    if !store.answered() {
+        return;
+    }
+    let file = store.file().display().to_string();
+    let detail = match store.confine() {
+        Ok(confined) if !confined.written => return,
+        Ok(confined) => serde_json::json!({"store": file, "revoked": confined.revoked}),
+        Err(err) => serde_json::json!({"store": file, "error": err.to_string()}),
+    };
+    let _ = events.record("lane.trust_store_confined", None, None, None, detail);
+}
+
+/// Why a lane's trust gate is closed, for evidence and errors.
+fn gate_reason(lane: &str) -> String {
+    format!(
+        "lane {lane} is not under a trusted root and no operator trusted it (`clawpool trust {lane}`)"
+    )
 }
 
 fn answered_detail(

@@ -91,6 +91,78 @@ fn with_project_trusted(
     Ok(Some(text))
 }
 
+/// The projects the file `text` of `file` marks as trusted (an empty or missing file: none).
+pub(super) fn trusted_projects(
+    file: &Path,
+    text: Option<&str>,
+) -> Result<std::collections::BTreeSet<String>, TrustError> {
+    let Some(root) = parse(file, text)? else {
+        return Ok(Default::default());
+    };
+    Ok(root
+        .get("projects")
+        .and_then(Value::as_object)
+        .map(|projects| {
+            projects
+                .iter()
+                .filter(|(_, entry)| entry.get(ACCEPTED_KEY) == Some(&Value::Bool(true)))
+                .map(|(key, _)| key.clone())
+                .collect()
+        })
+        .unwrap_or_default())
+}
+
+/// The file's text with trust withdrawn from `revoke` (the flag set back to `false`; the rest
+/// of each project's entry, which Claude Code keeps there too, stays) and given to `keep`.
+/// `None` when nothing changes.
+pub(super) fn confined(
+    file: &Path,
+    text: Option<&str>,
+    revoke: &[String],
+    keep: &str,
+) -> Result<Option<String>, TrustError> {
+    let mut root = parse(file, text)?.unwrap_or_else(|| Value::Object(Map::new()));
+    let mut changed = false;
+    if let Some(projects) = root.get_mut("projects").and_then(Value::as_object_mut) {
+        for key in revoke {
+            if let Some(entry) = projects.get_mut(key).and_then(Value::as_object_mut)
+                && entry.get(ACCEPTED_KEY) == Some(&Value::Bool(true))
+            {
+                entry.insert(ACCEPTED_KEY.to_owned(), Value::Bool(false));
+                changed = true;
+            }
+        }
+    }
+    let mut text_now = text.map(str::to_owned);
+    if changed {
+        let mut out = serde_json::to_string_pretty(&root).expect("a JSON value always serializes");
+        if text.is_none_or(|t| t.ends_with('\n')) {
+            out.push('\n');
+        }
+        text_now = Some(out);
+    }
+    match with_project_trusted(file, text_now.as_deref(), keep)? {
+        Some(seeded) => Ok(Some(seeded)),
+        None if changed => Ok(text_now),
+        None => Ok(None),
+    }
+}
+
+/// The file's JSON, `None` when it is missing or empty.
+fn parse(file: &Path, text: Option<&str>) -> Result<Option<Value>, TrustError> {
+    match text {
+        Some(text) if !text.trim().is_empty() => serde_json::from_str::<Value>(text)
+            .map(Some)
+            .map_err(|source| TrustError::InvalidJson {
+                file: file.to_path_buf(),
+                line: source.line(),
+                column: source.column(),
+                source,
+            }),
+        _ => Ok(None),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -96,6 +96,73 @@ fn with_project_trusted(file: &Path, text: &str, key: &str) -> Result<Option<Str
     Ok(Some(doc.to_string()))
 }
 
+/// The projects the file `text` of `file` marks as trusted.
+pub(super) fn trusted_projects(
+    file: &Path,
+    text: &str,
+) -> Result<std::collections::BTreeSet<String>, TrustError> {
+    let doc: DocumentMut = text
+        .parse()
+        .map_err(|error: TomlError| invalid_toml(file, text, &error))?;
+    Ok(doc
+        .get("projects")
+        .and_then(Item::as_table_like)
+        .map(|projects| {
+            projects
+                .iter()
+                .filter(|(_, entry)| {
+                    entry
+                        .as_table_like()
+                        .and_then(|t| t.get("trust_level"))
+                        .and_then(Item::as_str)
+                        == Some(TRUSTED)
+                })
+                .map(|(key, _)| key.to_owned())
+                .collect()
+        })
+        .unwrap_or_default())
+}
+
+/// The file's text with trust withdrawn from `revoke` (their `trust_level` removed, and a
+/// project table left empty by that removed too, so the file is as it was before the agent
+/// wrote the entry) and given to `keep`. `None` when nothing changes.
+pub(super) fn confined(
+    file: &Path,
+    text: &str,
+    revoke: &[String],
+    keep: &str,
+) -> Result<Option<String>, TrustError> {
+    let mut doc: DocumentMut = text
+        .parse()
+        .map_err(|error: TomlError| invalid_toml(file, text, &error))?;
+    let mut changed = false;
+    if let Some(projects) = doc.get_mut("projects").and_then(Item::as_table_like_mut) {
+        for key in revoke {
+            let Some(entry) = projects.get_mut(key).and_then(Item::as_table_like_mut) else {
+                continue;
+            };
+            if entry.get("trust_level").and_then(Item::as_str) != Some(TRUSTED) {
+                continue;
+            }
+            entry.remove("trust_level");
+            changed = true;
+            if entry.is_empty() {
+                projects.remove(key);
+            }
+        }
+    }
+    let text_now = if changed {
+        doc.to_string()
+    } else {
+        text.to_owned()
+    };
+    match with_project_trusted(file, &text_now, keep)? {
+        Some(seeded) => Ok(Some(seeded)),
+        None if changed => Ok(Some(text_now)),
+        None => Ok(None),
+    }
+}
+
 /// A parse error with the 1-based line and column of where it starts.
 fn invalid_toml(file: &Path, text: &str, error: &TomlError) -> TrustError {
     let offset = error.span().map_or(0, |span| span.start).min(text.len());

@@ -8,6 +8,8 @@
 //!   `clawpool doctor` should warn about.
 //! - [`claude`] and [`codex`] pre-seed the agents' own trust stores for one exact path, so a
 //!   trusted lane usually never shows the dialog (the handshake still answers it if it does).
+//! - [`confine`] keeps what an agent records when clawpool answers its trust dialog to that
+//!   one lane (agents record trust for the whole repository).
 //! - `atomic` (private) is how those stores are edited: locked read-modify-write, atomic
 //!   replace, permissions kept.
 //!
@@ -16,11 +18,13 @@
 mod atomic;
 pub mod claude;
 pub mod codex;
+pub mod confine;
 mod error;
 pub mod roots;
 
 pub use claude::{claude_config_file, seed_claude_trust};
 pub use codex::{codex_config_file, seed_codex_trust};
+pub use confine::{Confined, StoreGuard};
 pub use error::TrustError;
 pub use roots::{RootKind, TrustDecision, TrustRoots, TrustWarning, expand_home};
 
