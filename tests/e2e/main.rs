@@ -9,3 +9,4 @@ mod recovery;
 mod run_one;
 mod scripted_agent;
 mod spawn;
+mod trust;

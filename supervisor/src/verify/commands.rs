@@ -138,11 +138,20 @@ mod tests {
             .trim()
             .parse()
             .expect("a pid");
-        // SAFETY: signal 0 only checks whether the process exists.
-        let alive = unsafe { libc::kill(pid, 0) } == 0;
-        let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .is_ok_and(|s| s.split_whitespace().nth(2) == Some("Z"));
-        assert!(!alive || zombie, "the hung command's child {pid} survived");
+        // SIGKILL went to its group; on a loaded machine the kernel may take a moment to carry
+        // it out, so wait (boundedly) for the child to be gone or a zombie.
+        let dead = || {
+            // SAFETY: signal 0 only checks whether the process exists.
+            let alive = unsafe { libc::kill(pid, 0) } == 0;
+            let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .is_ok_and(|s| s.split_whitespace().nth(2) == Some("Z"));
+            !alive || zombie
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while !dead() && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(dead(), "the hung command's child {pid} survived");
     }
 
     #[test]
