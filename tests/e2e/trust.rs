@@ -68,7 +68,12 @@ fn start_spawn(s: &Setup, config: &Path, packet: &str) -> LaneRun {
 }
 
 fn wait_kind(run: &mut LaneRun, kind: &str) -> Value {
-    run.wait_for(kind, Duration::from_secs(30), |e| e["kind"] == kind, String::new)
+    run.wait_for(
+        kind,
+        Duration::from_secs(30),
+        |e| e["kind"] == kind,
+        String::new,
+    )
 }
 
 /// #10.1: an agent that does not ask proves nothing. The lane is held before anything is
@@ -102,7 +107,10 @@ fn a_lane_outside_the_trusted_roots_is_held_even_when_its_agent_does_not_ask() {
             run.report()
         );
     }
-    assert!(!lane.join(".prompts.jsonl").exists(), "no prompt reached the agent");
+    assert!(
+        !lane.join(".prompts.jsonl").exists(),
+        "no prompt reached the agent"
+    );
     assert!(!lane.join("out.txt").exists());
     // The state file says so too.
     let state: Value = serde_json::from_str(
@@ -197,7 +205,10 @@ fn packet_paths_through_a_link_out_of_the_repository_are_refused() {
     assert!(message.contains("trusted_roots[0]"), "{message}");
     assert!(message.contains("$.lanes[0].worktree"), "{message}");
     assert!(message.contains("through a symbolic link"), "{message}");
-    assert!(!elsewhere.join("wt").exists(), "no worktree outside the repository");
+    assert!(
+        !elsewhere.join("wt").exists(),
+        "no worktree outside the repository"
+    );
     assert_eq!(
         std::fs::read_dir(&elsewhere).expect("elsewhere").count(),
         0,
