@@ -1205,3 +1205,83 @@ fn claude_trusting_one_worktree_lane_opens_no_other_lane() {
     server.stop();
     assert_nothing_left(&sandbox);
 }
+
+/// Issue #10.1 with the real Codex 0.169.0: "Trust and continue" in a linked worktree records
+/// trust for the repository root, which would let every other worktree of the repository in
+/// unasked. When an operator trusts one lane, clawpool answers its dialog and then confines
+/// the record to that lane, so the repository's other worktrees are asked again.
+#[test]
+fn codex_trust_answered_for_one_worktree_lane_stays_with_that_lane() {
+    real_agent("codex");
+    let sandbox = Sandbox::new();
+    let repo = git_repo(sandbox.dir.path(), "repo")
+        .canonicalize()
+        .expect("canonical repo");
+    let first = worktree_lane(&sandbox, &repo, "first");
+    let second = worktree_lane(&sandbox, &repo, "second");
+    let mut server = ModelServer::start(
+        &sandbox.dir.path().join("model"),
+        &json!([{"text": "Done."}]),
+    );
+    seed_codex_home(&sandbox, &server.url(), "sk-fake");
+    let config = write_config(&sandbox, None, "codex", "");
+
+    let mut run = start_lane(
+        &sandbox,
+        &config,
+        "codex",
+        &first,
+        &codex_env(&sandbox),
+        "pty",
+    );
+    let blocked = wait_kind(&mut run, &first, "lane.blocked");
+    assert_eq!(blocked["evidence"]["rule"], "trust", "{blocked}");
+    trust_lane(&sandbox, &first);
+    let (code, outcome) = finish(&mut run, &first);
+    assert_eq!(code, 0, "{}\n{}", run.report(), screen_report(&first));
+    assert_eq!(outcome["state"]["status"], "finished");
+    let events = run.events();
+    let revoked: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["kind"] == "lane.trust_store_confined")
+        .flat_map(|e| e["detail"]["revoked"].as_array().into_iter().flatten())
+        .collect();
+    assert!(
+        revoked.contains(&&json!(repo.display().to_string())),
+        "Codex recorded trust for the repository root and clawpool withdrew it: {}",
+        run.report()
+    );
+    let codex_config =
+        std::fs::read_to_string(sandbox.home().join(".codex/config.toml")).expect("config.toml");
+    assert!(
+        !codex_config.contains(&format!("[projects.\"{}\"]", repo.display())),
+        "{codex_config}"
+    );
+    assert!(
+        codex_config.contains(&format!(
+            "[projects.\"{}\"]\ntrust_level = \"trusted\"",
+            first.display()
+        )),
+        "{codex_config}"
+    );
+    drop(run);
+
+    // The repository's other worktree: Codex asks again, and clawpool holds it.
+    let mut run = start_lane(
+        &sandbox,
+        &config,
+        "codex",
+        &second,
+        &codex_env(&sandbox),
+        "pty",
+    );
+    let blocked = wait_kind(&mut run, &second, "lane.blocked");
+    assert_eq!(blocked["to"]["subphase"], "trust_prompt", "{blocked}");
+    assert_eq!(
+        blocked["evidence"]["rule"], "trust",
+        "Codex asks about the other worktree: {blocked}"
+    );
+    drop(run);
+    server.stop();
+    assert_nothing_left(&sandbox);
+}
