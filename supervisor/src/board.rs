@@ -148,7 +148,7 @@ fn collect(repo: &Repo) -> Vec<Value> {
             let mut doc = match read_lane_state(&dir) {
                 Ok(doc) => with_ages(&doc, now).to_json(),
                 // A lane whose state cannot be read is still on the board, with why.
-                Err(err) => json!({"lane": name, "worktree": dir, "status": "unknown", "error": err.to_json()["error"]}),
+                Err(err) => json!({"lane": name, "worktree": dir, "lane_status": "unknown", "error": err.to_json()["error"]}),
             };
             let status = clawpool_worktree::worktree_status(&dir).ok();
             let ahead = entry["base"]["sha"].as_str().and_then(|base| commits_ahead(&dir, base));
@@ -217,17 +217,17 @@ fn print_table(lanes: &[Value]) {
         .iter()
         .map(|l| {
             let status = match l["blocked"]["subphase"].as_str() {
-                Some(sub) => format!("{}{{{sub}}}", text(&l["status"])),
+                Some(sub) => format!("{}{{{sub}}}", text(&l["lane_status"])),
                 None => match l["failure"]["class"].as_str() {
-                    Some(class) => format!("{}{{{class}}}", text(&l["status"])),
-                    None => text(&l["status"]),
+                    Some(class) => format!("{}{{{class}}}", text(&l["lane_status"])),
+                    None => text(&l["lane_status"]),
                 },
             };
             let status = match l["board"]["state_file_degraded"].as_str() {
                 Some(_) => format!("{status} (state file degraded)"),
                 None => status,
             };
-            let in_state = l["last_event"]["timestamp"]
+            let in_state = l["lane_event"]["timestamp"]
                 .as_u64()
                 .map(|t| format!("{}s", now_secs().saturating_sub(t)))
                 .unwrap_or_else(|| "-".into());
@@ -253,7 +253,7 @@ fn print_table(lanes: &[Value]) {
                 format!("{ahead} {dirty}"),
                 freshness_cell(l),
                 text(&l["green_level"]),
-                l["last_event"]["kind"]
+                l["lane_event"]["kind"]
                     .as_str()
                     .map(str::to_owned)
                     .or_else(|| l["error"]["kind"].as_str().map(str::to_owned))

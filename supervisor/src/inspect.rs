@@ -388,8 +388,8 @@ pub fn run_state(lane_dir: &Path, format: OutputFormat) -> Result<ExitCode, Comm
                 .as_str()
                 .map(|s| format!("{{{s}}}"))
                 .unwrap_or_default();
-            println!("status    {}{subphase}", field("status"));
-            if let Some(at) = json["last_event"]["timestamp"].as_u64() {
+            println!("status    {}{subphase}", field("lane_status"));
+            if let Some(at) = json["lane_event"]["timestamp"].as_u64() {
                 println!(
                     "in state  {} s",
                     clawpool_lanes::state_file::now_secs().saturating_sub(at)
@@ -400,7 +400,7 @@ pub fn run_state(lane_dir: &Path, format: OutputFormat) -> Result<ExitCode, Comm
             if let Some(branch) = json["branch"].as_str() {
                 println!("branch    {branch}");
             }
-            if let Some(event) = json["last_event"].as_object() {
+            if let Some(event) = json["lane_event"].as_object() {
                 println!(
                     "last      #{} {}",
                     event["seq"],

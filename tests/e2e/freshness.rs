@@ -223,7 +223,7 @@ fn a_conflict_during_package_verification_blocks_the_lane_and_runs_no_broad_comm
     );
 
     let doc = state(&s, "clash");
-    assert_eq!(doc["status"], "blocked");
+    assert_eq!(doc["lane_status"], "blocked");
     assert_eq!(doc["blocked"]["subphase"], "branch_freshness");
     assert!(
         doc["failure"]["detail"]
@@ -382,7 +382,7 @@ fn red_on_a_fresh_branch_is_a_regression_stale_red_only_on_a_stale_one_and_merge
         "a red on a stale branch is not a regression"
     );
     let doc = state(&s, "warned");
-    assert_eq!(doc["status"], "blocked");
+    assert_eq!(doc["lane_status"], "blocked");
     assert_eq!(doc["blocked"]["subphase"], "branch_freshness");
     assert_eq!(git(&lane, &["rev-parse", "HEAD"], false), head);
 
@@ -504,7 +504,7 @@ fn a_dirty_worktree_is_never_changed() {
     assert_eq!(merge["outcome"], "dirty");
     // The refusal holds the lane, with the reason, in the state file and as an event.
     let doc = state(&s, "dirty");
-    assert_eq!(doc["status"], "blocked", "{doc}");
+    assert_eq!(doc["lane_status"], "blocked", "{doc}");
     assert_eq!(doc["blocked"]["subphase"], "branch_freshness");
     let detail = doc["failure"]["detail"].as_str().unwrap_or_default();
     assert!(

@@ -173,7 +173,7 @@ fn a_stall_that_does_not_heal_is_escalated_and_left_blocked_for_a_person() {
     );
     // Escalated, the lane is still supervised: blocked, its worker alive, for a person.
     let doc = state(&repo);
-    assert_eq!(doc["status"], "blocked");
+    assert_eq!(doc["lane_status"], "blocked");
     assert_eq!(doc["failure"]["class"], "stalled");
     let entries = doc["recovery"]["entries"].as_array().expect("entries");
     let states: Vec<&str> = entries
@@ -465,7 +465,7 @@ fn a_provider_down_past_the_wait_is_escalated_and_the_lane_resumes_when_it_is_ba
     let escalated = lane.wait_kind("lane.recovery.failed");
     assert_eq!(escalated["detail"]["recipe"], "wait_for_provider");
     let doc = state(&repo);
-    assert_eq!(doc["status"], "blocked");
+    assert_eq!(doc["lane_status"], "blocked");
     assert_eq!(doc["blocked"]["subphase"], "provider");
     assert_eq!(doc["failure"]["class"], "provider");
     let (code, _, events) = lane.finish();

@@ -117,7 +117,7 @@ fn a_lane_outside_the_trusted_roots_is_held_even_when_its_agent_does_not_ask() {
         &std::fs::read_to_string(lane.join(".claw/worker-state.json")).expect("state file"),
     )
     .expect("JSON");
-    assert_eq!(state["status"], "blocked");
+    assert_eq!(state["lane_status"], "blocked");
     assert_eq!(state["trust_gate_cleared"], false);
 
     let out = s

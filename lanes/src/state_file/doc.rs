@@ -14,10 +14,14 @@ use super::SCHEMA_VERSION;
 ///
 /// A superset of claw-code's worker-state snapshot (`worker_id`, `status`, `is_ready`,
 /// `trust_gate_cleared`, `prompt_in_flight`, `last_event`, `updated_at`,
-/// `seconds_since_update`); see `docs/state-file.md` for every field. Every key is written on
-/// every write (`null` when unknown), so polling tools can rely on the shape.
+/// `seconds_since_update`), whose fields hold exactly claw-code's vocabulary, so an
+/// orchestrator written against claw-code's own types (`WorkerStatus`, `WorkerEvent`) reads
+/// them in every state a lane can be in. clawpool's richer status and event are in fields of
+/// their own (`lane_status`, `blocked`, `lane_event`). See `docs/state-file.md` for every
+/// field. Every key is written on every write (`null` when unknown), so polling tools can rely
+/// on the shape.
 ///
-/// All times are Unix epoch **seconds**, as in claw-code, except `last_event.at_ms`.
+/// All times are Unix epoch **seconds**, as in claw-code, except `lane_event.at_ms`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WorkerStateDoc {
     /// The major version of this format; [`SCHEMA_VERSION`] for files this crate writes.
@@ -25,10 +29,13 @@ pub struct WorkerStateDoc {
     pub schema_version: u32,
     /// The id of this run of the lane's worker (changes when the worker is restarted).
     pub worker_id: String,
-    /// The lane's status, in clawpool's vocabulary.
-    pub status: LaneStatus,
-    /// The nearest status in claw-code's vocabulary (see [`claw_status`]).
+    /// The nearest status in claw-code's vocabulary (see [`claw_status`]): the file's
+    /// `status`.
+    #[serde(rename = "status")]
     pub claw_status: ClawStatus,
+    /// The lane's status, in clawpool's vocabulary: the file's `lane_status`.
+    #[serde(rename = "lane_status")]
+    pub status: LaneStatus,
     /// `status == ready_for_prompt`: a prompt may be delivered now.
     pub is_ready: bool,
     /// The lane is past the trust gate: the trust dialog was answered, or the agent reached
@@ -37,12 +44,15 @@ pub struct WorkerStateDoc {
     /// An operator trusted this lane (`clawpool trust`, or a "yes" to its trust dialog): its
     /// folder is outside the trusted roots, and clawpool drives it only because of this. Kept
     /// so that a supervisor that adopts the lane, or restarts its agent, still may.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default)]
     pub trusted_by_operator: bool,
     /// A prompt was submitted (Enter pressed) and neither accepted nor refused yet.
     pub prompt_in_flight: bool,
-    /// The last lane event applied, or `null` before the first.
-    pub last_event: Option<LastEvent>,
+    /// The last lane event that claw-code has a kind for, in claw-code's `WorkerEvent` shape;
+    /// `null` before the first.
+    pub last_event: Option<ClawEvent>,
+    /// The last lane event applied, whatever its kind; `null` before the first.
+    pub lane_event: Option<LastEvent>,
     /// When the last lane event happened (epoch s). Heartbeat rewrites do not change it.
     pub updated_at: u64,
     /// Seconds since the lane last made meaningful progress (`progress_at`), as of the write.
@@ -158,8 +168,132 @@ pub fn claw_status(
     }
 }
 
-/// The last lane event, in claw-code's `last_event` shape
-/// (`{seq, kind, status, detail, payload, timestamp}`) plus `at_ms`.
+/// claw-code's worker event kinds (`WorkerEventKind` in claw-code's
+/// `rust/crates/runtime/src/worker_boot.rs`), those a clawpool lane event can stand for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClawEventKind {
+    /// `spawning`.
+    Spawning,
+    /// `trust_required`.
+    TrustRequired,
+    /// `tool_permission_required`.
+    ToolPermissionRequired,
+    /// `trust_resolved`.
+    TrustResolved,
+    /// `ready_for_prompt`.
+    ReadyForPrompt,
+    /// `prompt_misdelivery`.
+    PromptMisdelivery,
+    /// `running`.
+    Running,
+    /// `finished`.
+    Finished,
+    /// `failed`.
+    Failed,
+}
+
+/// The claw-code event kind a lane event stands for, if any (`to` is its transition's target):
+///
+/// | lane event | claw-code kind |
+/// |---|---|
+/// | `lane.started`, `lane.spawning` | `spawning` |
+/// | `lane.trust_required`, `lane.blocked` to `trust_prompt` | `trust_required` |
+/// | `lane.tool_permission_required`, `lane.blocked` to `tool_permission` | `tool_permission_required` |
+/// | `lane.trust_resolved` | `trust_resolved` |
+/// | `lane.ready` | `ready_for_prompt` |
+/// | `lane.prompt_misdelivery` | `prompt_misdelivery` |
+/// | `lane.prompt_accepted`, `lane.running` | `running` |
+/// | `lane.finished`, `lane.closed_out` | `finished` |
+/// | `lane.failed` | `failed` |
+///
+/// Every other event (`lane.prompt_sent`, other `lane.blocked`, commits, verification, …) has
+/// none and leaves `last_event` as it was.
+pub fn claw_event_kind(kind: &str, to: Option<LaneState>) -> Option<ClawEventKind> {
+    Some(match kind {
+        "lane.started" | "lane.spawning" => ClawEventKind::Spawning,
+        "lane.trust_required" => ClawEventKind::TrustRequired,
+        "lane.tool_permission_required" => ClawEventKind::ToolPermissionRequired,
+        "lane.trust_resolved" => ClawEventKind::TrustResolved,
+        "lane.ready" => ClawEventKind::ReadyForPrompt,
+        "lane.prompt_misdelivery" => ClawEventKind::PromptMisdelivery,
+        "lane.prompt_accepted" | "lane.running" => ClawEventKind::Running,
+        "lane.finished" | "lane.closed_out" => ClawEventKind::Finished,
+        "lane.failed" => ClawEventKind::Failed,
+        "lane.blocked" => match to.and_then(|to| to.subphase) {
+            Some(BlockedSubphase::TrustPrompt) => ClawEventKind::TrustRequired,
+            Some(BlockedSubphase::ToolPermission) => ClawEventKind::ToolPermissionRequired,
+            _ => return None,
+        },
+        _ => return None,
+    })
+}
+
+/// A lane event as claw-code's `WorkerEvent` (`{seq, kind, status, detail, payload,
+/// timestamp}`), in claw-code's vocabulary.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClawEvent {
+    /// The event's `seq` in the lane's event log.
+    pub seq: u64,
+    /// claw-code's kind.
+    pub kind: ClawEventKind,
+    /// claw-code's status after the event.
+    pub status: ClawStatus,
+    /// One human-readable line, as in `lane_event.detail`.
+    pub detail: Option<String>,
+    /// claw-code's tagged payload where it has one for the event (`{"type": "trust_prompt",
+    /// "cwd", "resolution"?}` for trust events), else `null`.
+    pub payload: Option<Value>,
+    /// When it happened (epoch s).
+    pub timestamp: u64,
+}
+
+impl ClawEvent {
+    /// `event` (a lane event as `lane_event` holds it) as claw-code's event of `kind`, after
+    /// which claw-code's status is `status`; `cwd` is the lane's worktree.
+    pub fn from_lane_event(
+        event: &LastEvent,
+        kind: ClawEventKind,
+        status: ClawStatus,
+        cwd: &str,
+    ) -> Self {
+        let payload = match kind {
+            ClawEventKind::TrustRequired => Some(serde_json::json!({
+                "type": "trust_prompt",
+                "cwd": cwd,
+            })),
+            ClawEventKind::TrustResolved => {
+                let method = event
+                    .payload
+                    .as_ref()
+                    .and_then(|p| p.get("detail"))
+                    .and_then(|d| d.get("method"))
+                    .and_then(Value::as_str);
+                let resolution = match method {
+                    Some("auto_allowlisted") => "auto_allowlisted",
+                    _ => "manual_approval",
+                };
+                Some(serde_json::json!({
+                    "type": "trust_prompt",
+                    "cwd": cwd,
+                    "resolution": resolution,
+                }))
+            }
+            _ => None,
+        };
+        Self {
+            seq: event.seq,
+            kind,
+            status,
+            detail: event.detail.clone(),
+            payload,
+            timestamp: event.timestamp,
+        }
+    }
+}
+
+/// The last lane event, whatever its kind (`lane_event`): claw-code's event shape
+/// (`{seq, kind, status, detail, payload, timestamp}`) in clawpool's vocabulary, plus `at_ms`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LastEvent {
     /// The event's `seq` in the lane's event log.
@@ -334,6 +468,7 @@ impl WorkerStateDoc {
             trusted_by_operator: false,
             prompt_in_flight: false,
             last_event: None,
+            lane_event: None,
             updated_at: now,
             seconds_since_update: 0,
             progress_at: now,
@@ -510,7 +645,16 @@ impl WorkerStateDoc {
             _ => {}
         }
         self.refresh_derived();
-        self.last_event = Some(LastEvent::from_event(event, self.status));
+        let lane_event = LastEvent::from_event(event, self.status);
+        if let Some(kind) = claw_event_kind(&event.kind, event.to) {
+            self.last_event = Some(ClawEvent::from_lane_event(
+                &lane_event,
+                kind,
+                self.claw_status,
+                &self.worktree,
+            ));
+        }
+        self.lane_event = Some(lane_event);
         self.updated_at = at;
         self.record_progress(at);
     }
@@ -649,7 +793,7 @@ mod tests {
         );
         assert_eq!(doc.updated_at, 1_006);
         assert_eq!(doc.progress_at, 1_006);
-        let last = doc.last_event.as_ref().expect("last event");
+        let last = doc.lane_event.as_ref().expect("lane event");
         assert_eq!(
             (last.seq, last.status, last.timestamp),
             (6, LaneStatus::PromptAccepted, 1_006)
@@ -658,6 +802,13 @@ mod tests {
             last.payload.as_ref().expect("payload")["detail"]["attempts"],
             2
         );
+        // claw-code's view of the same event: it is `running` once the prompt is taken.
+        let claw = doc.last_event.as_ref().expect("claw-code's last event");
+        assert_eq!(
+            (claw.seq, claw.kind, claw.status, claw.timestamp),
+            (6, ClawEventKind::Running, ClawStatus::Running, 1_006)
+        );
+        assert_eq!(claw.payload, None);
     }
 
     #[test]

@@ -23,8 +23,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use doc::{
-    Base, Blocked, ClawStatus, Escalation, Failure, LastEvent, Prompt, PromptReceipt, Supervisor,
-    Transport, TransportKind, WorkerStateDoc, claw_status,
+    Base, Blocked, ClawEvent, ClawEventKind, ClawStatus, Escalation, Failure, LastEvent, Prompt,
+    PromptReceipt, Supervisor, Transport, TransportKind, WorkerStateDoc, claw_event_kind,
+    claw_status,
 };
 pub use read::{StateFileError, parse_state, read_lane_state, read_state_file};
 pub use recovery::{AttemptOrigin, AttemptState, LedgerEntry, RecoveryLedger, RestartRecord};
@@ -37,7 +38,11 @@ pub use write::StateFileWriter;
 
 /// The state file's major format version. Readers refuse files with a larger one; fields are
 /// added without changing it.
-pub const SCHEMA_VERSION: u32 = 1;
+///
+/// Version 2 made `status` and `last_event` exactly claw-code's vocabulary and moved clawpool's
+/// own to `lane_status` and `lane_event`; version 1 files (`status` in clawpool's vocabulary,
+/// `claw_status` beside it, `last_event` with dotted kinds) are still read, and migrated.
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Where the state file is, relative to the lane's worktree.
 pub const STATE_FILE: &str = ".claw/worker-state.json";

@@ -182,5 +182,48 @@ pub fn parse_state(path: &Path, bytes: &[u8]) -> Result<WorkerStateDoc, StateFil
             Some(_) => {}
         },
     }
+    let version_1 = object.get("schema_version").and_then(Value::as_u64) == Some(1);
+    let mut value = value;
+    if version_1 {
+        migrate_v1(&mut value).map_err(|e| invalid(format!("wrong shape: {e}")))?;
+    }
     serde_json::from_value(value).map_err(|e| invalid(format!("wrong shape: {e}")))
+}
+
+/// A version 1 document as version 2: `status` (clawpool's vocabulary then) becomes
+/// `lane_status`, `claw_status` becomes `status`, `last_event` (any lane event then) becomes
+/// `lane_event`, and `last_event` is that event in claw-code's vocabulary when claw-code has a
+/// kind for it.
+fn migrate_v1(value: &mut Value) -> Result<(), serde_json::Error> {
+    let Some(object) = value.as_object_mut() else {
+        return Ok(());
+    };
+    let lane_status = object.remove("status").unwrap_or(Value::Null);
+    let claw_status = object.remove("claw_status").unwrap_or(Value::Null);
+    let lane_event = object.remove("last_event").unwrap_or(Value::Null);
+    let claw: Option<super::ClawStatus> = serde_json::from_value(claw_status.clone())?;
+    let event: Option<super::LastEvent> = serde_json::from_value(lane_event.clone())?;
+    let worktree = object
+        .get("worktree")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let last_event = match (event, claw) {
+        (Some(event), Some(claw)) => {
+            let to = event
+                .payload
+                .as_ref()
+                .and_then(|p| p.get("to"))
+                .and_then(|to| serde_json::from_value(to.clone()).ok());
+            super::claw_event_kind(&event.kind, to)
+                .map(|kind| super::ClawEvent::from_lane_event(&event, kind, claw, &worktree))
+        }
+        _ => None,
+    };
+    object.insert("schema_version".into(), Value::from(super::SCHEMA_VERSION));
+    object.insert("status".into(), claw_status);
+    object.insert("lane_status".into(), lane_status);
+    object.insert("last_event".into(), serde_json::to_value(last_event)?);
+    object.insert("lane_event".into(), lane_event);
+    Ok(())
 }

@@ -101,11 +101,18 @@ fn the_file_carries_claw_codes_snapshot() {
         "finished",
         "failed",
     ];
-    assert!(claw_statuses.contains(&raw["claw_status"].as_str().expect("claw_status")));
+    assert!(claw_statuses.contains(&raw["status"].as_str().expect("status")));
+    assert_eq!(raw["lane_status"], "ready_for_prompt");
     let event = &raw["last_event"];
     assert!(event["seq"].is_u64() && event["kind"].is_string() && event["status"].is_string());
+    assert!(claw_statuses.contains(&event["status"].as_str().expect("claw-code's status")));
     assert!(event["detail"].is_string() || event["detail"].is_null());
     assert!(event["payload"].is_object() || event["payload"].is_null());
+    assert!(
+        raw["lane_event"]["kind"]
+            .as_str()
+            .is_some_and(|k| k.starts_with("lane."))
+    );
     // Epoch seconds, like claw-code, not milliseconds.
     assert_eq!(event["timestamp"], raw["updated_at"]);
     assert!(event["timestamp"].as_u64().expect("timestamp") < 10_000_000_000);
@@ -470,7 +477,7 @@ fn a_newer_schema_is_refused() {
     let mut newer = serde_json::to_value(sample(100)).expect("json");
     newer["schema_version"] = json!(SCHEMA_VERSION + 1);
     let reason = invalid_reason(newer.to_string().as_bytes());
-    assert!(reason.contains("schema_version 2 is newer"), "{reason}");
+    assert!(reason.contains("schema_version 3 is newer"), "{reason}");
 }
 
 #[test]
@@ -522,7 +529,11 @@ fn a_silent_supervisor_is_lost_after_fifteen_seconds() {
     assert!(at_16.supervisor_lost);
     assert_eq!(at_16.status, ShownStatus::SupervisorLost);
     let json = at_16.to_json();
-    assert_eq!(json["status"], "supervisor_lost");
+    assert_eq!(json["lane_status"], "supervisor_lost");
+    assert_eq!(
+        json["status"], "spawning",
+        "claw-code's status, as in the file"
+    );
     assert_eq!(json["last_status"], "blocked");
     assert_eq!(json["blocked"]["subphase"], "provider");
     assert_eq!(json["supervisor"]["lost"], true);
@@ -533,7 +544,7 @@ fn a_silent_supervisor_is_lost_after_fifteen_seconds() {
     ready.stamp(1_000);
     let json = with_ages(&ready, 1_100).to_json();
     assert_eq!(
-        (json["status"].as_str(), json["is_ready"].as_bool()),
+        (json["lane_status"].as_str(), json["is_ready"].as_bool()),
         (Some("supervisor_lost"), Some(false))
     );
 
@@ -543,7 +554,7 @@ fn a_silent_supervisor_is_lost_after_fifteen_seconds() {
     finished.stamp(1_000);
     let view = with_ages(&finished, 2_000);
     assert!(view.supervisor_lost);
-    assert_eq!(view.to_json()["status"], "finished");
+    assert_eq!(view.to_json()["lane_status"], "finished");
 }
 
 /// The example in `docs/state-file.md` is a valid state file, and its keys are exactly the
@@ -559,4 +570,30 @@ fn the_documented_example_is_a_state_file() {
     let written = serde_json::to_value(&doc).expect("json");
     let documented: Value = serde_json::from_str(example).expect("json");
     assert_eq!(written, documented);
+}
+
+/// A version 1 file (the example the page showed for version 1, kept as a fixture) is read:
+/// clawpool's status and event move to `lane_status` and `lane_event`, claw-code's take
+/// `status` and `last_event`, and it is written back as version 2.
+#[test]
+fn a_version_1_file_is_read_as_version_2() {
+    let v1 = include_str!("../../tests/fixtures/state-file-v1-running.json");
+    let doc = parse_state(Path::new("v1.json"), v1.as_bytes()).expect("a version 1 file reads");
+    assert!(doc.extra.is_empty(), "unknown keys: {:?}", doc.extra.keys());
+    assert_eq!(doc.schema_version, SCHEMA_VERSION);
+    assert_eq!(doc.status, LaneStatus::Running);
+    assert_eq!(doc.claw_status, crate::state_file::ClawStatus::Running);
+    assert_eq!(
+        doc.lane_event.as_ref().map(|e| e.kind.as_str()),
+        Some("lane.running")
+    );
+    let claw = doc.last_event.as_ref().expect("claw-code's event");
+    assert_eq!(claw.kind, crate::state_file::ClawEventKind::Running);
+    assert_eq!(claw.seq, 10);
+    // The same document as the page shows for version 2.
+    let page = include_str!("../../../docs/state-file.md");
+    let start = page.find("```json\n").expect("a json block") + "```json\n".len();
+    let end = start + page[start..].find("```").expect("its end");
+    let documented: Value = serde_json::from_str(&page[start..end]).expect("json");
+    assert_eq!(serde_json::to_value(&doc).expect("json"), documented);
 }

@@ -71,15 +71,16 @@ pub fn with_ages(doc: &WorkerStateDoc, now: u64) -> StateView {
 }
 
 impl StateView {
-    /// The JSON document: the state file with `seconds_since_update` recomputed, `status` as
-    /// shown, `last_status` (the lane's own status, always present), `is_ready` false when the
-    /// status shown is `supervisor_lost`, and `supervisor.lost` and
-    /// `supervisor.seconds_since_heartbeat` added.
+    /// The JSON document: the state file with `seconds_since_update` recomputed, `lane_status`
+    /// as shown (the lane's, or `supervisor_lost`), `last_status` (the lane's own status,
+    /// always present), `is_ready` false when the status shown is `supervisor_lost`, and
+    /// `supervisor.lost` and `supervisor.seconds_since_heartbeat` added. `status` stays
+    /// claw-code's, as in the file.
     pub fn to_json(&self) -> Value {
         let mut value = serde_json::to_value(&self.doc).unwrap_or(Value::Null);
         if let Some(object) = value.as_object_mut() {
             object.insert("last_status".into(), Value::String(self.doc.status_str()));
-            object.insert("status".into(), Value::String(self.status.name()));
+            object.insert("lane_status".into(), Value::String(self.status.name()));
             if self.status == ShownStatus::SupervisorLost {
                 object.insert("is_ready".into(), Value::Bool(false));
             }
