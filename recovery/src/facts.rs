@@ -176,10 +176,10 @@ pub struct LaneFacts {
     pub status: LaneStatus,
     /// Its subphase, when blocked.
     pub subphase: Option<BlockedSubphase>,
-    /// Its failure class: the state file's for a failed lane, the
-    /// [classification](crate::classify::classify)'s for a blocked one.
+    /// Its failure class: the state file's (for a blocked lane, the class its subphase heads
+    /// for).
     pub failure: Option<FailureClass>,
-    /// The recovery situation the classification found, if any.
+    /// What recovery can heal in it ([`Trigger::of`]), if anything.
     pub trigger: Option<Trigger>,
     /// How far verification has gone green.
     pub green: GreenLevel,

@@ -1,10 +1,12 @@
-//! Recovery for clawpool: the failure taxonomy, recovery recipes, the recovery ledger, restart
-//! backoff, executable policy and hooks (`docs/recovery.md`, `docs/policy.md`).
+//! Recovery for clawpool: what recovery can heal, recovery recipes, the recovery ledger,
+//! restart backoff, executable policy and hooks (`docs/recovery.md`, `docs/policy.md`).
 //!
 //! This crate decides; the supervisor acts. Everything here is pure logic over values the
-//! supervisor passes in — screens as rows of text, evidence, lane facts, the ledger from the
+//! supervisor passes in — screens as rows of text, lane states and facts, the ledger from the
 //! state file, the current time as Unix epoch seconds — except [`run_hook`], which runs a
-//! configured command. Nothing here touches a terminal, a worktree or a file.
+//! configured command. Nothing here touches a terminal, a worktree or a file. (The failure
+//! class of a failed or blocked lane is set where its state changes, in the supervisor; this
+//! crate reads it.)
 //!
 //! # Theory of operation
 //!
@@ -12,10 +14,9 @@
 //!    [`ProgressTracker`] ([`progress`]), and notes worktree changes, commits and lane events.
 //!    Spinners, timers, clocks and token counters are not progress; new lines are. A running
 //!    lane without progress for the policy's stall time is stalled.
-//! 2. **Classify.** When a lane fails, blocks, stalls, or is stuck past a deadline, the
-//!    supervisor gathers [`FailureEvidence`] and [`classify()`] (or [`classify_stuck`]) picks
-//!    exactly one [`FailureClass`] with a reason, tells a failed start from a crash, and names
-//!    the [`Trigger`] a recipe can heal ([`classify`](mod@classify)).
+//! 2. **Name.** When a lane fails, blocks or stalls, [`Trigger::of`] names what a recipe can
+//!    heal from its state (its [`FailureClass`] or blocked subphase): the one answer the
+//!    supervisor, `clawpool policy explain` and `clawpool recover` all use.
 //! 3. **Decide.** The supervisor fills [`LaneFacts`] ([`facts`]) and evaluates the
 //!    [`Policy`] ([`policy`]): rules in file order, `notify` rules along the way, the first
 //!    other matching rule decides (recover with a recipe, merge forward, verify, close out,
@@ -31,7 +32,6 @@
 //! 6. **Tell.** Configured hooks ([`hooks`]) get selected events as JSON on stdin; a hook
 //!    that fails or hangs is reported and never holds a lane up.
 
-pub mod classify;
 pub mod duration;
 pub mod facts;
 pub mod hooks;
@@ -41,10 +41,6 @@ pub mod progress;
 pub mod recipe;
 pub mod restart;
 
-pub use classify::{
-    Classification, FailureEvidence, ProcessState, ScreenEvidence, StuckPhase, VerificationFailure,
-    classify, classify_stuck,
-};
 pub use clawpool_lanes::FailureClass;
 pub use duration::{DurationError, format_duration, parse_duration};
 pub use facts::{Freshness, GreenLevel, LaneFacts, RecoveryStatus};

@@ -18,7 +18,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use clawpool_lanes::{BlockedSubphase, FailureClass};
+use clawpool_lanes::{BlockedSubphase, FailureClass, LaneState, LaneStatus};
 use serde::{Deserialize, Serialize};
 
 use crate::duration::format_duration;
@@ -62,8 +62,9 @@ pub fn is_known_key(name: &str) -> bool {
         || KEY_NAMES.iter().any(|k| *k != "0-9" && *k == lower)
 }
 
-/// The situation a recipe heals. The classification ([`crate::classify()`]) names it; policy
-/// rules may match on it (`trigger = "stalled"`).
+/// The situation a recipe heals: [`Trigger::of`] names it from a lane's state, the one answer
+/// to "what can recovery heal" that the supervisor, `clawpool policy explain` and `clawpool
+/// recover` all use; policy rules may match on it (`trigger = "stalled"`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Trigger {
@@ -98,6 +99,49 @@ impl Trigger {
         Trigger::ProviderDown,
         Trigger::StaleBranch,
     ];
+
+    /// What recovery can heal in a lane in `state` (`prompt_sent`: a prompt was submitted to
+    /// it): a worker that exited or was lost, a prompt that went to a shell, and the blocked
+    /// subphases a recipe heals. A lane blocked on a question for a person (its trust prompt,
+    /// a tool permission, a known boot dialog) has none: the policy hands it to a person.
+    ///
+    /// | state | trigger |
+    /// |---|---|
+    /// | `failed{worker_crashed}`, `failed{worker_lost}` | `worker_exited` |
+    /// | `failed{prompt_delivery}` | `prompt_misdelivered` |
+    /// | `blocked{stalled}` | `stalled` |
+    /// | `blocked{unknown_dialog}` | `unknown_dialog` |
+    /// | `blocked{provider}` | `provider_down` |
+    /// | `blocked{branch_freshness}` | `stale_branch` |
+    /// | `blocked{prompt_delivery}` after a prompt was submitted | `prompt_not_accepted` |
+    /// | anything else | none |
+    ///
+    /// A running lane that stalls is `stalled` too, though not (yet) blocked: the handshake
+    /// names that one itself, when it sees no progress.
+    pub fn of(state: LaneState, prompt_sent: bool) -> Option<Trigger> {
+        match state.status {
+            LaneStatus::Failed => match state.failure? {
+                FailureClass::WorkerCrashed | FailureClass::WorkerLost => {
+                    Some(Trigger::WorkerExited)
+                }
+                FailureClass::PromptDelivery => Some(Trigger::PromptMisdelivered),
+                _ => None,
+            },
+            LaneStatus::Blocked => match state.subphase? {
+                BlockedSubphase::Stalled => Some(Trigger::Stalled),
+                BlockedSubphase::UnknownDialog => Some(Trigger::UnknownDialog),
+                BlockedSubphase::Provider => Some(Trigger::ProviderDown),
+                BlockedSubphase::BranchFreshness => Some(Trigger::StaleBranch),
+                BlockedSubphase::PromptDelivery if prompt_sent => Some(Trigger::PromptNotAccepted),
+                BlockedSubphase::PromptDelivery
+                | BlockedSubphase::TrustPrompt
+                | BlockedSubphase::ToolPermission
+                | BlockedSubphase::BootDialog
+                | BlockedSubphase::TestHang => None,
+            },
+            _ => None,
+        }
+    }
 
     /// The failure classes this situation is classified as.
     pub fn classes(self) -> &'static [FailureClass] {
@@ -762,6 +806,71 @@ impl RecipeRun {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every state a lane can be in, and what recovery can heal there: the one table the
+    /// driver, `policy explain` and `recover` share.
+    #[test]
+    fn what_recovery_can_heal_in_every_state() {
+        use crate::facts::{ALL_FAILURE_CLASSES, ALL_STATUSES, ALL_SUBPHASES};
+        for status in ALL_STATUSES {
+            if !matches!(status, LaneStatus::Blocked | LaneStatus::Failed) {
+                for sent in [false, true] {
+                    assert_eq!(
+                        Trigger::of(LaneState::plain(status), sent),
+                        None,
+                        "{status:?}"
+                    );
+                }
+            }
+        }
+        for class in ALL_FAILURE_CLASSES {
+            let expected = match class {
+                FailureClass::WorkerCrashed | FailureClass::WorkerLost => {
+                    Some(Trigger::WorkerExited)
+                }
+                FailureClass::PromptDelivery => Some(Trigger::PromptMisdelivered),
+                _ => None,
+            };
+            assert_eq!(
+                Trigger::of(LaneState::failed(class), true),
+                expected,
+                "{class:?}"
+            );
+        }
+        for subphase in ALL_SUBPHASES {
+            let (before, after) = match subphase {
+                BlockedSubphase::Stalled => (Some(Trigger::Stalled), Some(Trigger::Stalled)),
+                BlockedSubphase::UnknownDialog => {
+                    (Some(Trigger::UnknownDialog), Some(Trigger::UnknownDialog))
+                }
+                BlockedSubphase::Provider => {
+                    (Some(Trigger::ProviderDown), Some(Trigger::ProviderDown))
+                }
+                BlockedSubphase::BranchFreshness => {
+                    (Some(Trigger::StaleBranch), Some(Trigger::StaleBranch))
+                }
+                BlockedSubphase::PromptDelivery => (None, Some(Trigger::PromptNotAccepted)),
+                _ => (None, None),
+            };
+            let state = LaneState::blocked(subphase);
+            assert_eq!(
+                Trigger::of(state, false),
+                before,
+                "{subphase:?} before a prompt"
+            );
+            assert_eq!(
+                Trigger::of(state, true),
+                after,
+                "{subphase:?} after a prompt"
+            );
+            // Every trigger named for a blocked lane blocks it with that same subphase when it
+            // escalates.
+            if let Some(trigger) = after {
+                assert_eq!(trigger.subphase(), Some(subphase));
+                assert!(trigger.classes().contains(&subphase.failure_class()));
+            }
+        }
+    }
 
     #[test]
     fn every_trigger_has_exactly_one_builtin_recipe() {

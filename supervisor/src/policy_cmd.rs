@@ -13,7 +13,7 @@ use std::process::ExitCode;
 
 use clawpool::handshake::{OperatorCommand, RestartRequest};
 use clawpool_lanes::state_file::now_secs;
-use clawpool_lanes::{BlockedSubphase, FailureClass, LaneStatus, WorkerStateDoc};
+use clawpool_lanes::{LaneStatus, WorkerStateDoc};
 use clawpool_recovery::facts::{from_wire_name, wire_name};
 use clawpool_recovery::{
     Action, AttemptDecision, Freshness, GreenLevel, LaneFacts, Ledger, Policy, Recipe, RecipeBook,
@@ -455,32 +455,13 @@ pub fn lane_facts(doc: &WorkerStateDoc, events: &Path, now: u64) -> LaneFacts {
     facts
 }
 
-/// The recovery situation the state file lets us name: a worker that exited, a prompt that
-/// went to a shell, and the blocked subphases a recipe heals (as the classification names them
-/// for a blocked lane). A trust prompt is not named: whether answering it again is allowed
-/// depends on the folder being trusted, which the state file does not say.
+/// What recovery can heal in the lane as its state file has it ([`Trigger::of`], as the
+/// supervisor decides it).
 fn trigger_of(doc: &WorkerStateDoc) -> Option<Trigger> {
-    let class = doc.failure.as_ref().map(|f| f.class);
-    match doc.status {
-        LaneStatus::Failed => match class? {
-            FailureClass::WorkerCrashed | FailureClass::WorkerLost => Some(Trigger::WorkerExited),
-            FailureClass::PromptDelivery => Some(Trigger::PromptMisdelivered),
-            _ => None,
-        },
-        LaneStatus::Blocked => match doc.blocked?.subphase {
-            BlockedSubphase::Stalled => Some(Trigger::Stalled),
-            BlockedSubphase::UnknownDialog => Some(Trigger::UnknownDialog),
-            BlockedSubphase::Provider => Some(Trigger::ProviderDown),
-            BlockedSubphase::BranchFreshness => Some(Trigger::StaleBranch),
-            BlockedSubphase::PromptDelivery
-                if doc.prompt.sent_at.is_some() || doc.prompt.attempts > 0 =>
-            {
-                Some(Trigger::PromptNotAccepted)
-            }
-            _ => None,
-        },
-        _ => None,
-    }
+    Trigger::of(
+        doc.lane_state(),
+        doc.prompt.sent_at.is_some() || doc.prompt.attempts > 0,
+    )
 }
 
 /// When the lane entered its current state: the last transition in its event log (epoch s).

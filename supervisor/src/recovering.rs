@@ -23,7 +23,7 @@ use std::time::Duration;
 use clawpool::handshake::{Next, Outcome};
 use clawpool::lane_state::StateRecorder;
 use clawpool_lanes::state_file::{GreenLevel, now_secs};
-use clawpool_lanes::{BlockedSubphase, EventLog, FailureClass, LaneState, LaneStatus};
+use clawpool_lanes::{BlockedSubphase, EventLog, LaneState, LaneStatus};
 use clawpool_recovery::{
     Action, AttemptEnd, AttemptId, AttemptOrigin, AttemptState, EscalationOutcome, LaneFacts,
     Ledger, Policy, Queued, Recipe, RecipeRun, RestartDecision, RestartTracker, RunState, Step,
@@ -512,7 +512,7 @@ impl Recovery {
                 && last.next == Next::NoProgress
             {
                 // Decided again as what set the attempt off (the worker is still there).
-                last.next = Next::Recover(attempt.trigger.to_string());
+                last.next = Next::Recover(attempt.trigger);
             }
         }
     }
@@ -599,19 +599,12 @@ fn escalate(events: &EventLog, reason: &str, next_action: &str) {
     );
 }
 
-/// What a recipe could heal in how the run ended.
+/// What a recipe could heal in how the run ended: what the handshake named when it ended the
+/// run for recovery, else what the lane's state says ([`Trigger::of`]).
 fn trigger_of(outcome: &Outcome) -> Option<Trigger> {
-    if let Next::Recover(name) = &outcome.next {
-        return name.parse().ok();
-    }
-    match (outcome.state.status, outcome.state.failure) {
-        (LaneStatus::Failed, Some(FailureClass::WorkerCrashed | FailureClass::WorkerLost)) => {
-            Some(Trigger::WorkerExited)
-        }
-        (LaneStatus::Failed, Some(FailureClass::PromptDelivery)) => {
-            Some(Trigger::PromptMisdelivered)
-        }
-        _ => None,
+    match &outcome.next {
+        Next::Recover(trigger) => Some(*trigger),
+        _ => Trigger::of(outcome.state, outcome.receipt.submitted()),
     }
 }
 

@@ -210,7 +210,7 @@ impl Receipt {
     }
 
     /// Whether Enter has been pressed (by this worker's handshake, or before an adoption).
-    pub(super) fn submitted(&self) -> bool {
+    pub fn submitted(&self) -> bool {
         self.submits > 0
     }
 

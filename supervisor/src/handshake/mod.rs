@@ -29,6 +29,7 @@ use std::time::Duration;
 
 use clawpool_lanes::{BlockedSubphase, EventLog, Evidence, FailureClass, LaneState, LaneStatus};
 use clawpool_pty::{ExitStatus, Worker};
+use clawpool_recovery::Trigger;
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -87,8 +88,8 @@ pub enum Next {
     Done,
     /// Start a new worker in the same worktree.
     Restart(RestartRequest),
-    /// The worker is alive but needs a recovery recipe (the trigger's name, e.g. `stalled`).
-    Recover(String),
+    /// The worker is alive but needs a recovery recipe for this situation.
+    Recover(Trigger),
     /// A recovery check ([`Handshake::check_progress`]) saw meaningful progress: what it was.
     Progressed(String),
     /// A recovery check's time ran out without meaningful progress.
@@ -473,7 +474,7 @@ impl<'a> Handshake<'a> {
                     "stall_after_secs": after.as_secs(),
                 }),
             );
-            self.next = Some(Next::Recover("stalled".into()));
+            self.next = Some(Next::Recover(Trigger::Stalled));
         }
     }
 
@@ -1412,22 +1413,18 @@ impl<'a> Handshake<'a> {
             && self.check.is_none()
             && self.next.is_none()
         {
-            self.next = match to.subphase {
-                Some(BlockedSubphase::Provider) => Some(Next::Recover("provider_down".into())),
-                Some(BlockedSubphase::UnknownDialog) => {
-                    Some(Next::Recover("unknown_dialog".into()))
-                }
-                Some(BlockedSubphase::PromptDelivery)
-                    if self.receipt.submitted() && self.receipt.accepted_at.is_none() =>
-                {
-                    Some(Next::Recover("prompt_not_accepted".into()))
-                }
-                Some(
-                    BlockedSubphase::TrustPrompt
-                    | BlockedSubphase::ToolPermission
-                    | BlockedSubphase::BootDialog,
-                ) => Some(Next::Blocked),
-                _ => None,
+            // What recovery can heal is decided in one place, for the driver, `policy
+            // explain` and `recover` alike; a question for a person goes to the policy as is.
+            self.next = match Trigger::of(to, self.receipt.submitted()) {
+                Some(trigger) => Some(Next::Recover(trigger)),
+                None => match to.subphase {
+                    Some(
+                        BlockedSubphase::TrustPrompt
+                        | BlockedSubphase::ToolPermission
+                        | BlockedSubphase::BootDialog,
+                    ) => Some(Next::Blocked),
+                    _ => None,
+                },
             };
         }
     }
