@@ -748,11 +748,12 @@ fn the_state_file_follows_the_lane_and_reads_back_with_ages() {
     );
     let doc: Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
     assert_eq!(doc["status"], "finished");
-    assert_eq!(doc["claw_status"], "finished");
+    assert_eq!(doc["lane_status"], "finished");
     assert_eq!(doc["agent"], "scripted");
     assert_eq!(doc["trust_gate_cleared"], true);
     assert_eq!(doc["prompt"]["attempts"], 1);
-    assert_eq!(doc["last_event"]["kind"], "lane.finished");
+    assert_eq!(doc["lane_event"]["kind"], "lane.finished");
+    assert_eq!(doc["last_event"]["kind"], "finished");
     assert!(doc["seconds_since_update"].as_u64().is_some());
     // No temporary files are left next to the state file.
     let leftovers: Vec<_> = std::fs::read_dir(repo.join(".claw"))

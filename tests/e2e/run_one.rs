@@ -46,7 +46,10 @@ fn run_one_in_tmux_leaves_no_server_or_process_behind() {
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     assert!(stdout(&out).contains("got:abc"), "{}", stdout(&out));
     assert!(stderr(&out).contains("tmux -L clawpool-run-one attach -t run-"));
-    assert_eq!(sandbox.leftover_processes(), Vec::<u32>::new());
+    assert_eq!(
+        sandbox.leftover_processes_after(std::time::Duration::from_secs(5)),
+        Vec::<u32>::new()
+    );
     assert_eq!(
         sandbox.leftover_tmux_sockets(),
         Vec::<std::path::PathBuf>::new()

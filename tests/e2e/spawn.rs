@@ -1195,7 +1195,7 @@ fn gc_keeps_a_lane_whose_supervisor_was_lost_before_it_ended() {
     let first = gc(false);
     let alpha = verdict(&first, "alpha");
     assert_eq!(alpha["removed"], false, "{first}");
-    assert_eq!(alpha["lane_status"], "supervisor_lost", "{first}");
+    assert_eq!(alpha["status"], "supervisor_lost", "{first}");
     assert!(
         alpha["reason"]
             .as_str()

@@ -126,6 +126,20 @@ impl Sandbox {
             .collect()
     }
 
+    /// [`Sandbox::leftover_processes`] once they had up to `patience` to finish exiting: a
+    /// tmux server told to quit (`kill-server`) exits on its own time, after the command that
+    /// told it has returned.
+    pub fn leftover_processes_after(&self, patience: std::time::Duration) -> Vec<u32> {
+        let deadline = std::time::Instant::now() + patience;
+        loop {
+            let left = self.leftover_processes();
+            if left.is_empty() || std::time::Instant::now() >= deadline {
+                return left;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
     /// Live tmux server sockets left in the sandbox's socket folder.
     pub fn leftover_tmux_sockets(&self) -> Vec<PathBuf> {
         let Ok(dirs) = std::fs::read_dir(self.tmux_dir()) else {
