@@ -18,6 +18,7 @@
 mod answer;
 mod delivery;
 mod external;
+mod verdict;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -33,6 +34,7 @@ use crate::profiles::{DialogKind, Policy, Profile, Signal};
 
 pub use delivery::{PromptPlan, Receipt, check_prompt, plan_prompt};
 pub use external::ExternalProgress;
+pub use verdict::{OperatorRequest, SendFate, Verdict, VerdictReply};
 
 /// Timing and limits of the handshake (resolved from the `[handshake]` configuration).
 pub use crate::config::HandshakeSettings as Settings;
@@ -137,6 +139,45 @@ pub struct Outcome {
     /// Whether the worker ever showed its idle input (a worker that exits before that is a
     /// failed start, not a crash).
     pub reached_ready: bool,
+    /// The verdict owed to the operator who asked for [`Next::Restart`]: the driver sends it
+    /// once the new worker started, or could not.
+    #[serde(skip)]
+    pub restart_reply: Option<VerdictReply>,
+    /// Texts still queued for the agent when the run ended, in order: the next run with the
+    /// same lane delivers them.
+    #[serde(skip)]
+    pub unsent: Vec<String>,
+    /// The dialog the lane was left waiting on for an operator, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dialog: Option<WaitingDialog>,
+}
+
+/// A dialog on screen that waits for an operator's answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WaitingDialog {
+    /// The dialog's name in the profile.
+    pub name: String,
+    /// The choices `clawpool answer` takes for it.
+    pub choices: Vec<String>,
+}
+
+impl WaitingDialog {
+    /// What to add to a next action that asks a person to answer it.
+    pub fn hint(&self) -> String {
+        format!(
+            "dialog {:?} is on screen; its choices: {}",
+            self.name,
+            self.choices.join(", ")
+        )
+    }
+}
+
+/// A text waiting to be delivered, with the verdict owed to the operator who sent it (none
+/// for a recovery's nudge, or once the operator was told it is queued).
+#[derive(Debug)]
+struct Followup {
+    text: String,
+    reply: Option<VerdictReply>,
 }
 
 /// One lane's handshake.
@@ -146,7 +187,7 @@ pub struct Handshake<'a> {
     lane: LaneContext,
     settings: Settings,
     events: &'a EventLog,
-    operator: &'a mut mpsc::Receiver<OperatorCommand>,
+    operator: &'a mut mpsc::Receiver<OperatorRequest>,
     state: LaneState,
     receipt: Receipt,
     /// The dialog the lane is blocked on, waiting for an operator.
@@ -162,7 +203,11 @@ pub struct Handshake<'a> {
     /// earlier supervisor), or none when the same supervisor carries on with the same worker.
     opening: Option<&'static str>,
     /// Texts sent with [`OperatorCommand::Send`], delivered one by one when the agent is idle.
-    followups: std::collections::VecDeque<String>,
+    followups: std::collections::VecDeque<Followup>,
+    /// The verdict owed for the text being delivered this round.
+    round_reply: Option<VerdictReply>,
+    /// The verdict owed for a restart, handed to the driver with the outcome.
+    restart_reply: Option<VerdictReply>,
     /// Set when an operator asked to stop or restart: the run loop ends.
     next: Option<Next>,
     /// Whether the idle input was ever seen.
@@ -227,7 +272,7 @@ impl<'a> Handshake<'a> {
         lane: LaneContext,
         settings: Settings,
         events: &'a EventLog,
-        operator: &'a mut mpsc::Receiver<OperatorCommand>,
+        operator: &'a mut mpsc::Receiver<OperatorRequest>,
     ) -> Self {
         let receipt = Receipt::new(&lane.prompt);
         Self {
@@ -246,6 +291,8 @@ impl<'a> Handshake<'a> {
             answer_attempts: Default::default(),
             opening: Some("lane.started"),
             followups: Default::default(),
+            round_reply: None,
+            restart_reply: None,
             next: None,
             reached_ready: false,
             progress: clawpool_recovery::ProgressTracker::new(
@@ -309,7 +356,8 @@ impl<'a> Handshake<'a> {
 
     /// Texts to deliver, in order, as soon as the agent is idle (a recovery's nudge).
     pub fn with_followups(mut self, texts: Vec<String>) -> Self {
-        self.followups.extend(texts);
+        self.followups
+            .extend(texts.into_iter().map(|text| Followup { text, reply: None }));
         self
     }
 
@@ -365,6 +413,7 @@ impl<'a> Handshake<'a> {
             let seen = observe(self.profile, &snapshot);
             self.step(seen).await;
             self.check_stall(&snapshot.rows);
+            self.tell_queued();
             if self.state.status.is_terminal() || self.next.is_some() {
                 break;
             }
@@ -372,9 +421,9 @@ impl<'a> Handshake<'a> {
             tokio::select! {
                 more = changes.changed(), if output_open => output_open = more,
                 _ = self.worker.wait(), if !output_open => {}
-                command = self.operator.recv() => {
-                    if let Some(command) = command {
-                        self.on_operator(command).await;
+                request = self.operator.recv() => {
+                    if let Some(request) = request {
+                        self.on_operator(request).await;
                         if self.next.is_some() {
                             break;
                         }
@@ -387,12 +436,51 @@ impl<'a> Handshake<'a> {
             // The agent is idle with the work done; the lane is over, so is the worker.
             self.worker.stop(Duration::from_secs(5)).await;
         }
+        if let Some(reply) = self.round_reply.take() {
+            reply.send(Verdict::Failed {
+                reason: format!(
+                    "the text was typed but not yet submitted when the lane became {}",
+                    self.state
+                ),
+            });
+        }
+        self.tell_queued();
+        let dialog = self
+            .waiting_dialog
+            .as_deref()
+            .and_then(|name| self.profile.dialog(name))
+            .map(|dialog| WaitingDialog {
+                name: dialog.name.clone(),
+                choices: dialog.choices.keys().cloned().collect(),
+            });
         Outcome {
             state: self.state,
             receipt: self.receipt,
             exit: self.worker.exit_status().map(|s| s.to_string()),
             next: self.next.unwrap_or(Next::Done),
             reached_ready: self.reached_ready,
+            restart_reply: self.restart_reply,
+            unsent: self.followups.into_iter().map(|f| f.text).collect(),
+            dialog,
+        }
+    }
+
+    /// Texts sent by an operator that the last look did not start delivering wait in the
+    /// queue: their senders are told so.
+    fn tell_queued(&mut self) {
+        let waiting = self.followups.len();
+        for (position, followup) in self.followups.iter_mut().enumerate() {
+            if let Some(reply) = followup.reply.take() {
+                reply.send(Verdict::Done {
+                    reason: format!(
+                        "queued ({} of {waiting}): the lane is {}; the text is typed once the \
+                         agent's input line is idle and empty",
+                        position + 1,
+                        self.state
+                    ),
+                    send: Some(SendFate::Queued),
+                });
+            }
         }
     }
 
@@ -892,53 +980,103 @@ impl<'a> Handshake<'a> {
         }
     }
 
-    async fn on_operator(&mut self, command: OperatorCommand) {
-        match command {
-            OperatorCommand::Send { text } => return self.queue_followup(text),
-            OperatorCommand::Stop => return self.stop_by_operator().await,
-            OperatorCommand::Restart(request) => return self.restart(request).await,
-            OperatorCommand::Trust | OperatorCommand::Answer { .. } => {}
+    /// Carries out an operator's command and sends its verdict back (a restart's and a text's
+    /// verdict come later: when the new worker started, when the text was submitted).
+    async fn on_operator(&mut self, request: OperatorRequest) {
+        let OperatorRequest { command, reply } = request;
+        let verdict = match &command {
+            OperatorCommand::Send { text } => return self.queue_followup(text.clone(), reply),
+            OperatorCommand::Stop => self.stop_by_operator().await,
+            OperatorCommand::Restart(restart) => {
+                self.restart(restart.clone()).await;
+                self.restart_reply = Some(reply);
+                return;
+            }
+            OperatorCommand::Trust | OperatorCommand::Answer { .. } => {
+                self.answer_by_operator(&command).await
+            }
+        };
+        let kind = match &verdict {
+            Verdict::Ignored { .. } => Some("lane.operator_ignored"),
+            Verdict::Refused { .. } => Some("lane.operator_refused"),
+            // A dialog answered or not is in `lane.dialog_answered`; a stop in the transition.
+            Verdict::Done { .. } | Verdict::Failed { .. } => None,
+        };
+        if let Some(kind) = kind {
+            let mut detail = serde_json::json!({
+                "command": command.describe(),
+                "reason": verdict.reason(),
+            });
+            if let Verdict::Refused { choices, .. } = &verdict
+                && !choices.is_empty()
+            {
+                detail["choices"] = serde_json::json!(choices);
+            }
+            self.event(kind, None, None, None, detail);
         }
+        reply.send(verdict);
+    }
+
+    /// `clawpool trust` and `clawpool answer`: the dialog on screen answered with the choice.
+    async fn answer_by_operator(&mut self, command: &OperatorCommand) -> Verdict {
         let snapshot = self.worker.snapshot();
         let seen = observe(self.profile, &snapshot);
         let Seen::Dialog { name, dialog } = &seen.seen else {
-            self.event(
-                "lane.operator_ignored",
-                None,
-                None,
-                None,
-                serde_json::json!({"command": format!("{command:?}"), "reason": "no dialog on screen"}),
-            );
-            return;
+            return Verdict::Ignored {
+                reason: format!(
+                    "no dialog on screen (the lane is {}); nothing was pressed",
+                    self.state
+                ),
+            };
         };
-        let choice = match (&command, dialog) {
+        let Some(spec) = self.profile.dialog(name).cloned() else {
+            return Verdict::Ignored {
+                reason: format!(
+                    "dialog {name:?} is not in the {} profile",
+                    self.profile.name()
+                ),
+            };
+        };
+        let choices: Vec<String> = spec.choices.keys().cloned().collect();
+        let choice = match (command, dialog) {
             (OperatorCommand::Trust, DialogKind::Trust) => "yes".to_owned(),
             (OperatorCommand::Answer { choice }, _) => choice.clone(),
             (_, _) => {
-                self.event(
-                    "lane.operator_ignored",
-                    None,
-                    None,
-                    None,
-                    serde_json::json!({"command": "trust", "reason": format!("the dialog on screen is {name:?}, not a trust dialog")}),
-                );
-                return;
+                return Verdict::Refused {
+                    reason: format!(
+                        "the dialog on screen is {name:?}, not a trust dialog; answer it with \
+                         `clawpool answer LANE --choice CHOICE` (choices: {})",
+                        choices.join(", ")
+                    ),
+                    choices,
+                };
             }
         };
-        let Some(spec) = self.profile.dialog(name).cloned() else {
-            return;
-        };
         if spec.policy == Policy::Never && *dialog != DialogKind::Trust {
-            self.event(
-                "lane.operator_ignored",
-                None,
-                None,
-                None,
-                serde_json::json!({"command": format!("{command:?}"), "reason": format!("dialog {name:?} has policy never")}),
-            );
-            return;
+            return Verdict::Refused {
+                reason: format!(
+                    "dialog {name:?} has policy never: clawpool never answers it; answer it in \
+                     the lane's terminal"
+                ),
+                choices: Vec::new(),
+            };
+        }
+        if !spec.choices.contains_key(&choice) {
+            return Verdict::Refused {
+                reason: format!(
+                    "dialog {name:?} has no choice {choice:?}; its choices are: {}",
+                    choices.join(", ")
+                ),
+                choices,
+            };
         }
         let answered = answer::answer(&self.worker, self.profile, &spec, &choice).await;
+        let verdict = match &answered {
+            Ok(()) => Verdict::done(format!("answered dialog {name:?} with {choice:?}")),
+            Err(error) => Verdict::Failed {
+                reason: format!("answering dialog {name:?} with {choice:?}: {error}"),
+            },
+        };
         let resolved = answered.is_ok() && *dialog == DialogKind::Trust && choice == "yes";
         self.event(
             "lane.dialog_answered",
@@ -966,10 +1104,14 @@ impl<'a> Handshake<'a> {
             DialogKind::Boot => LaneState::plain(LaneStatus::Spawning),
         };
         self.transition(resumed, None);
+        verdict
     }
 
-    fn queue_followup(&mut self, text: String) {
-        self.followups.push_back(text);
+    fn queue_followup(&mut self, text: String, reply: VerdictReply) {
+        self.followups.push_back(Followup {
+            text,
+            reply: Some(reply),
+        });
         self.event(
             "lane.send_queued",
             None,
@@ -987,7 +1129,7 @@ impl<'a> Handshake<'a> {
         prompt_done && idle && self.followups.is_empty()
     }
 
-    async fn stop_by_operator(&mut self) {
+    async fn stop_by_operator(&mut self) -> Verdict {
         let done = self.is_idle_and_done();
         self.worker.stop(STOP_GRACE).await;
         let evidence = Evidence {
@@ -1009,6 +1151,7 @@ impl<'a> Handshake<'a> {
         };
         self.transition(to, Some(evidence));
         self.next = Some(Next::Done);
+        Verdict::done(format!("stopped: the worker ended and the lane is {to}"))
     }
 
     async fn restart(&mut self, request: RestartRequest) {
@@ -1121,22 +1264,27 @@ impl<'a> Handshake<'a> {
 
     /// Starts delivering the next queued text, with a receipt of its own.
     fn next_followup(&mut self) {
-        let Some(text) = self.followups.pop_front() else {
+        let Some(Followup { text, reply }) = self.followups.pop_front() else {
             return;
         };
         let plan = match delivery::plan_followup(&text, &self.settings, &self.lane.cwd) {
             Ok(plan) => plan,
             Err(err) => {
+                let error = format!("writing the task file: {err}");
                 self.event(
                     "lane.send_failed",
                     None,
                     None,
                     None,
-                    serde_json::json!({"error": format!("writing the task file: {err}")}),
+                    serde_json::json!({"error": error}),
                 );
+                if let Some(reply) = reply {
+                    reply.send(Verdict::Failed { reason: error });
+                }
                 return;
             }
         };
+        self.round_reply = reply;
         self.receipt = Receipt::new(&plan);
         self.idle_since = None;
         self.input_clears = 0;
@@ -1179,6 +1327,14 @@ impl<'a> Handshake<'a> {
             Some(evidence),
             serde_json::json!({"attempt": self.receipt.attempts}),
         );
+        if let Some(reply) = self.round_reply.take() {
+            reply.send(Verdict::Done {
+                reason: "delivered: typed into the agent's empty input line, checked to be \
+                         exactly the text sent, and submitted"
+                    .into(),
+                send: Some(SendFate::Delivered),
+            });
+        }
     }
 
     fn accept(&mut self, evidence: Evidence) {
