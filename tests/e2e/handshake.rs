@@ -381,6 +381,67 @@ steps = [{ do = "permission", tool = "Write(out.txt)" }, { do = "write_file", pa
 }
 
 #[test]
+fn a_screen_no_rule_knows_blocks_a_running_lane_until_it_goes_away() {
+    let sandbox = Sandbox::new();
+    let scenario = r#"
+prompt_log = ".prompts.jsonl"
+[[prompt]]
+steps = [
+  { do = "say", text = "Looking at the code" },
+  { do = "sleep", ms = 500 },
+  { do = "notice", text = "We're changing auto mode for everyone.\nRead more at example.com/auto-mode", ms = 8000 },
+  { do = "write_file", path = "after.txt", content = "done\n" },
+  { do = "sleep", ms = 300 },
+]
+"#;
+    let (repo, config) = setup(&sandbox, scenario, true, "");
+    let text = std::fs::read_to_string(&config).expect("config");
+    std::fs::write(
+        &config,
+        text.replace("[handshake]\n", "[handshake]\nunknown_screen_secs = 1\n"),
+    )
+    .expect("config");
+    let mut lane = Lane::start(&sandbox, &repo, &config, "scripted", "do the work");
+    lane.wait_kind("lane.running");
+    // Mid-run, the notice: no rule knows it.
+    let blocked = lane.wait_for("blocked on the notice", |e| {
+        e["kind"] == "lane.blocked" && e["to"]["subphase"] == "unknown_dialog"
+    });
+    assert_eq!(blocked["evidence"]["rule"], "unknown_screen", "{blocked}");
+    let excerpt = blocked["evidence"]["matched"].as_str().unwrap_or_default();
+    assert!(
+        excerpt.contains("We're changing auto mode for everyone.")
+            && excerpt.contains("Enter to continue · Esc to cancel"),
+        "{blocked}"
+    );
+    // The recovery policy hands it to a person with the excerpt.
+    let escalated = lane.wait_for("the escalation", |e| {
+        e["detail"]["recipe"] == "escalate_unknown_dialog" && e["detail"]["next_action"].is_string()
+    });
+    assert!(
+        escalated["detail"]["next_action"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("screen excerpt"),
+        "{escalated}"
+    );
+    assert!(!repo.join("after.txt").exists(), "still on the notice");
+    // Once the notice goes away, the lane runs on and finishes.
+    lane.wait_kind("lane.running");
+    let (code, outcome, events) = lane.finish();
+    assert_eq!(code, 0, "{events:?}");
+    assert_eq!(outcome["state"]["status"], "finished");
+    assert!(repo.join("after.txt").exists());
+    // Nothing was pressed while the notice showed.
+    let notice = prompt_log(&repo)
+        .into_iter()
+        .find(|e| e["event"] == "notice")
+        .expect("the notice went away");
+    assert_eq!(notice["keys"], 0, "{notice}");
+    assert!(!kinds(&events).iter().any(|k| k == "lane.dialog_answered"));
+}
+
+#[test]
 fn long_prompts_go_to_a_launch_argument_or_the_task_file() {
     let sandbox = Sandbox::new();
     let long = format!("Please do the following carefully.\n{}", "step ".repeat(60));

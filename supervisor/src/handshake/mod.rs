@@ -18,6 +18,7 @@
 mod answer;
 mod delivery;
 mod external;
+mod unknown;
 mod verdict;
 
 use std::path::PathBuf;
@@ -225,6 +226,8 @@ pub struct Handshake<'a> {
     held_until: Option<Instant>,
     /// Times the input line was emptied of our own text the agent put back, this round.
     input_clears: u32,
+    /// How long a running lane has shown a screen no rule knows.
+    unknown_screen: unknown::UnknownScreen,
     /// Progress the lane makes off its screen (worktree changes, commits).
     external: Option<ExternalProgress>,
 }
@@ -303,6 +306,7 @@ impl<'a> Handshake<'a> {
             recover_blocked: false,
             held_until: None,
             input_clears: 0,
+            unknown_screen: Default::default(),
             external: None,
         }
     }
@@ -411,8 +415,10 @@ impl<'a> Handshake<'a> {
             let looked_at = Instant::now();
             let snapshot = self.worker.snapshot();
             let seen = observe(self.profile, &snapshot);
+            let unrecognised = seen.seen == Seen::Unknown;
             self.step(seen).await;
             self.check_stall(&snapshot.rows);
+            self.check_unknown_screen(unrecognised, &snapshot);
             self.tell_queued();
             if self.state.status.is_terminal() || self.next.is_some() {
                 break;
@@ -514,6 +520,37 @@ impl<'a> Handshake<'a> {
         }
     }
 
+    /// A running lane that shows a screen no rule knows (a notice, a dialog no profile has)
+    /// and makes no progress for `unknown_screen_secs` is blocked on it, with the screen's text
+    /// as evidence; nothing is pressed. A known screen afterwards moves it on as usual.
+    fn check_unknown_screen(
+        &mut self,
+        unrecognised: bool,
+        snapshot: &clawpool_pty::ScreenSnapshot,
+    ) {
+        let now = Instant::now();
+        let running = self.state.status == LaneStatus::Running;
+        self.unknown_screen.observe(unrecognised && running, now);
+        let without_progress = self
+            .progress
+            .idle_for(clawpool_lanes::state_file::now_secs());
+        if running
+            && self
+                .unknown_screen
+                .is_due(now, self.settings.unknown_screen, without_progress)
+        {
+            let evidence = Evidence {
+                rule: "unknown_screen".into(),
+                region: "screen".into(),
+                matched: screen_excerpt(&snapshot.text()),
+            };
+            self.transition(
+                LaneState::blocked(BlockedSubphase::UnknownDialog),
+                Some(evidence),
+            );
+        }
+    }
+
     /// Carries a recovery check on with the lines this look found new.
     fn run_check(&mut self, new_lines: &[String]) {
         let taken = self.followups.is_empty()
@@ -583,6 +620,14 @@ impl<'a> Handshake<'a> {
         );
         consider(self.receipt.retry_at());
         consider(self.held_until);
+        consider(
+            self.unknown_screen.deadline(
+                Instant::now(),
+                self.settings.unknown_screen,
+                self.progress
+                    .idle_for(clawpool_lanes::state_file::now_secs()),
+            ),
+        );
         if let Some(check) = &self.check {
             consider(check.within.map(|within| check.started + within));
         } else if let (Some(after), LaneStatus::Running) = (self.stall_after, self.state.status) {
@@ -934,20 +979,10 @@ impl<'a> Handshake<'a> {
             } else {
                 BlockedSubphase::UnknownDialog
             };
-            let excerpt: String = text
-                .lines()
-                .rev()
-                .filter(|l| !l.trim().is_empty())
-                .take(6)
-                .collect::<Vec<_>>()
-                .into_iter()
-                .rev()
-                .collect::<Vec<_>>()
-                .join("\n");
             self.transition(
                 LaneState::blocked(subphase),
                 Some(Evidence {
-                    matched: excerpt,
+                    matched: screen_excerpt(&text),
                     ..evidence
                 }),
             );
@@ -1414,6 +1449,19 @@ impl<'a> Handshake<'a> {
             tracing::warn!(lane = %self.lane.name, error = %err, "could not record a lane event");
         }
     }
+}
+
+/// The last six non-blank lines of a screen: what a person needs to see of a screen no rule
+/// knows.
+fn screen_excerpt(text: &str) -> String {
+    let mut lines: Vec<&str> = text
+        .lines()
+        .rev()
+        .filter(|l| !l.trim().is_empty())
+        .take(6)
+        .collect();
+    lines.reverse();
+    lines.join("\n")
 }
 
 fn answered_detail(
