@@ -207,6 +207,8 @@ pub struct Handshake<'a> {
     followups: std::collections::VecDeque<Followup>,
     /// The verdict owed for the text being delivered this round.
     round_reply: Option<VerdictReply>,
+    /// Whether this round delivers a text sent after the prompt (an operator's or a nudge).
+    followup_round: bool,
     /// The verdict owed for a restart, handed to the driver with the outcome.
     restart_reply: Option<VerdictReply>,
     /// Set when an operator asked to stop or restart: the run loop ends.
@@ -295,6 +297,7 @@ impl<'a> Handshake<'a> {
             opening: Some("lane.started"),
             followups: Default::default(),
             round_reply: None,
+            followup_round: false,
             restart_reply: None,
             next: None,
             reached_ready: false,
@@ -911,11 +914,23 @@ impl<'a> Handshake<'a> {
             return;
         }
         if self.state.status != LaneStatus::ReadyForPrompt {
-            if !self.followups.is_empty()
-                && self.receipt.accepted_at.is_some()
-                && self.receipt.matches_draft(text)
-            {
-                self.clear_returned_draft(text, evidence).await;
+            // More to say, and the line holds text (one the agent put back after an interrupt,
+            // or anything else): it is emptied first, so nothing is typed on top of it.
+            if !self.followups.is_empty() && self.receipt.accepted_at.is_some() {
+                self.clear_input_for_followup(text, evidence).await;
+            }
+            return;
+        }
+        if self.followup_round && !self.receipt.submitted() && !self.receipt.matches_draft(text) {
+            if self.receipt.draft_arriving(text) {
+                return; // Our text, still arriving.
+            }
+            // Not (only) ours: text the agent put into the line before or while we typed.
+            // Empty the line and type the text again; Enter only on exactly the text sent.
+            if self.clear_input(text, evidence.clone()).await {
+                self.receipt.retype();
+            } else {
+                self.refuse_round(text, evidence);
             }
             return;
         }
@@ -936,13 +951,77 @@ impl<'a> Handshake<'a> {
         }
     }
 
-    /// The agent put text it had taken back into its input line (Claude Code does with an
-    /// interrupted prompt) while more is queued: empty the line with the profile's keys, so
-    /// the next text is not typed on top of it. Never anything but our own accepted text.
-    async fn clear_returned_draft(&mut self, draft: &str, evidence: Evidence) {
+    /// The input line holds text while more is queued (Claude Code puts an interrupted prompt
+    /// back): empty it with the profile's keys, so the next text is not typed on top of it.
+    /// When it cannot be emptied (no `clear_keys`, or still not empty after
+    /// [`MAX_INPUT_CLEARS`] tries), nothing is typed: the queued texts are refused.
+    async fn clear_input_for_followup(&mut self, draft: &str, evidence: Evidence) {
+        if self.clear_input(draft, evidence).await {
+            return;
+        }
+        let reason = self.uncleared_reason(draft);
+        while let Some(Followup { text, reply }) = self.followups.pop_front() {
+            self.event(
+                "lane.send_refused",
+                None,
+                None,
+                None,
+                serde_json::json!({"chars": text.chars().count(), "draft": draft, "reason": reason}),
+            );
+            if let Some(reply) = reply {
+                reply.send(Verdict::Refused {
+                    reason: reason.clone(),
+                    choices: Vec::new(),
+                });
+            }
+        }
+    }
+
+    /// The text being delivered met a line that would not empty: it is not sent, and the lane
+    /// is blocked on delivery with the line's text as evidence.
+    fn refuse_round(&mut self, draft: &str, evidence: Evidence) {
+        let reason = self.uncleared_reason(draft);
+        self.event(
+            "lane.send_refused",
+            None,
+            None,
+            None,
+            serde_json::json!({"draft": draft, "reason": reason}),
+        );
+        if let Some(reply) = self.round_reply.take() {
+            reply.send(Verdict::Refused {
+                reason,
+                choices: Vec::new(),
+            });
+        }
+        self.transition(
+            LaneState::blocked(BlockedSubphase::PromptDelivery),
+            Some(evidence),
+        );
+    }
+
+    /// Why a line holding `draft` could not be emptied.
+    fn uncleared_reason(&self, draft: &str) -> String {
+        if self.profile.input.clear_keys.is_empty() {
+            format!(
+                "the agent's input line holds text ({draft:?}) and the {} profile has no \
+                 clear_keys to empty it; nothing was typed",
+                self.profile.name()
+            )
+        } else {
+            format!(
+                "the agent's input line still holds text ({draft:?}) after emptying it \
+                 {MAX_INPUT_CLEARS} times; nothing more was typed"
+            )
+        }
+    }
+
+    /// Presses the profile's `clear_keys` to empty the input line of `draft`; `false` when it
+    /// cannot (no keys, this round's clears used up, the terminal is gone).
+    async fn clear_input(&mut self, draft: &str, evidence: Evidence) -> bool {
         let keys = &self.profile.input.clear_keys;
         if keys.is_empty() || self.input_clears >= MAX_INPUT_CLEARS {
-            return;
+            return false;
         }
         self.input_clears += 1;
         for key in keys.clone() {
@@ -952,7 +1031,7 @@ impl<'a> Handshake<'a> {
                 .await
                 .is_err()
             {
-                return;
+                return false;
             }
         }
         self.event(
@@ -965,6 +1044,7 @@ impl<'a> Handshake<'a> {
                 "keys": keys.iter().map(ToString::to_string).collect::<Vec<_>>(),
             }),
         );
+        true
     }
 
     fn on_unrecognised(&mut self, evidence: Evidence) {
@@ -1320,6 +1400,7 @@ impl<'a> Handshake<'a> {
             }
         };
         self.round_reply = reply;
+        self.followup_round = true;
         self.receipt = Receipt::new(&plan);
         self.idle_since = None;
         self.input_clears = 0;
