@@ -1,11 +1,12 @@
 //! A lane's control socket (`.claw/control.sock`, mode 0600): how `clawpool trust`, `answer`,
-//! `send`, `stop` and `restart` reach the process running the lane. One JSON line in (an
-//! [`OperatorCommand`]), one JSON line out.
+//! `send`, `stop`, `restart` and `recover` reach the process running the lane. One JSON line in
+//! (an [`OperatorCommand`]), one JSON line out: the lane's [`Verdict`] once it decided, or
+//! `{"ok": false, "error": …}` when the command never reached it.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use clawpool::handshake::OperatorCommand;
+use clawpool::handshake::{OperatorCommand, OperatorRequest, Verdict, VerdictReply};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{mpsc, oneshot};
@@ -13,22 +14,47 @@ use tokio::sync::{mpsc, oneshot};
 use crate::checks::{LaneOp, OpRequest};
 use tokio::task::JoinHandle;
 
-/// Listens on `socket`: operator commands go to the handshake, branch requests
-/// ([`LaneOp`]) to `ops`, whose reply is sent back when the work is done.
+/// A lane's listening control socket.
+pub struct ControlSocket {
+    accept: JoinHandle<()>,
+    /// Each connection holds a clone: once all are gone, every reply was written.
+    connections: mpsc::Sender<()>,
+    closed: mpsc::Receiver<()>,
+}
+
+impl ControlSocket {
+    /// Stops taking connections and waits until every open one has written its reply. Call it
+    /// once nothing sends verdicts any more (the handshake's receiver is dropped), so every
+    /// waiting connection has its answer, or learns that the lane ended.
+    pub async fn close(mut self) {
+        self.accept.abort();
+        let _ = (&mut self.accept).await;
+        drop(self.connections);
+        while self.closed.recv().await.is_some() {}
+    }
+}
+
+/// Listens on `socket`: operator commands go to the handshake, each with the way back for its
+/// verdict, branch requests ([`LaneOp`]) to `ops`, whose reply is sent back when the work is
+/// done.
 pub fn listen(
     socket: &Path,
-    commands: mpsc::Sender<OperatorCommand>,
+    commands: mpsc::Sender<OperatorRequest>,
     ops: mpsc::Sender<OpRequest>,
-) -> std::io::Result<JoinHandle<()>> {
+) -> std::io::Result<ControlSocket> {
     // A socket file left by a lane that died is stale: nobody can be listening on it.
     let _ = std::fs::remove_file(socket);
     let listener = UnixListener::bind(socket)?;
     std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))?;
-    Ok(tokio::spawn(async move {
+    let (connections, closed) = mpsc::channel(1);
+    let open = connections.clone();
+    let accept = tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
             let commands = commands.clone();
             let ops = ops.clone();
+            let open = open.clone();
             tokio::spawn(async move {
+                let _open = open;
                 let (read, mut write) = stream.into_split();
                 let mut line = String::new();
                 let read = BufReader::new(read).read_line(&mut line).await;
@@ -45,12 +71,7 @@ pub fn listen(
                 }
                 let reply = match read {
                     Ok(_) => match serde_json::from_str::<OperatorCommand>(&line) {
-                        Ok(command) => match commands.send(command).await {
-                            Ok(()) => serde_json::json!({"ok": true}),
-                            Err(_) => {
-                                serde_json::json!({"ok": false, "error": "the lane has ended"})
-                            }
-                        },
+                        Ok(command) => verdict_of(&commands, command).await,
                         Err(err) => serde_json::json!({"ok": false, "error": err.to_string()}),
                     },
                     Err(err) => serde_json::json!({"ok": false, "error": err.to_string()}),
@@ -58,7 +79,44 @@ pub fn listen(
                 let _ = write.write_all(format!("{reply}\n").as_bytes()).await;
             });
         }
-    }))
+    });
+    Ok(ControlSocket {
+        accept,
+        connections,
+        closed,
+    })
+}
+
+/// Hands `command` to the lane and waits for its verdict.
+async fn verdict_of(
+    commands: &mpsc::Sender<OperatorRequest>,
+    command: OperatorCommand,
+) -> serde_json::Value {
+    let ended = serde_json::json!({"ok": false, "error": "the lane has ended"});
+    let (reply, verdict) = VerdictReply::new();
+    if commands
+        .send(OperatorRequest { command, reply })
+        .await
+        .is_err()
+    {
+        return ended;
+    }
+    match verdict.await {
+        Ok(verdict) => serde_json::to_value(&verdict).unwrap_or(ended),
+        Err(_) => ended,
+    }
+}
+
+/// A lane's reply to an operator command: its verdict, or why the command never reached it.
+pub fn parse_reply(reply: &str) -> Result<Verdict, String> {
+    if let Ok(verdict) = serde_json::from_str::<Verdict>(reply) {
+        return Ok(verdict);
+    }
+    let parsed: serde_json::Value = serde_json::from_str(reply).unwrap_or_default();
+    Err(match parsed["error"].as_str() {
+        Some(error) => error.to_owned(),
+        None => format!("an unreadable reply: {reply:?}"),
+    })
 }
 
 /// Sends one command to the lane listening on `socket`; returns its reply.

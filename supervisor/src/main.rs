@@ -213,28 +213,19 @@ async fn run_lane(args: cli::RunArgs) -> Result<ExitCode, CommandError> {
     .await
 }
 
+/// Sends `command` to the lane and reports its verdict (exit 0 only when the lane did it).
 async fn operator(
     args: &cli::LaneArgs,
     command: clawpool::handshake::OperatorCommand,
 ) -> Result<ExitCode, CommandError> {
-    let reply = run_lane::send_operator(&args.lane, command).await?;
-    let parsed: serde_json::Value = serde_json::from_str(&reply).unwrap_or_default();
-    match args.output_format {
-        cli::OutputFormat::Json => println!("{reply}"),
-        cli::OutputFormat::Text if parsed["ok"] == true => {
-            println!("sent to the lane at {}", args.lane.display())
-        }
-        cli::OutputFormat::Text => println!("the lane refused: {}", parsed["error"]),
-    }
-    if parsed["ok"] == true {
-        Ok(ExitCode::SUCCESS)
-    } else {
-        Err(CommandError {
-            kind: "lane_refused",
-            message: format!("the lane refused: {}", parsed["error"]),
-            exit: output::EXIT_FAILURE,
-        })
-    }
+    let verdict = run_lane::send_operator(&args.lane, &command).await?;
+    Ok(run_lane::print_verdict(
+        &args.lane.display().to_string(),
+        &command,
+        &verdict,
+        args.output_format,
+        serde_json::Value::Null,
+    ))
 }
 
 /// `clawpool board | head` closes stdout early; `println!` then panics. SIGPIPE stays ignored

@@ -235,8 +235,8 @@ pub async fn run_recover(args: &RecoverArgs) -> Result<ExitCode, CommandError> {
         .dir
         .join(crate::run_lane::STATE_DIR)
         .join("control.sock");
-    let reply = match crate::control::send(&socket, &command).await {
-        Ok(reply) => reply,
+    let verdict = match crate::run_lane::operator_verdict(&socket, &command).await {
+        Ok(verdict) => verdict,
         Err(err) => {
             let hint = match &doc {
                 Ok(doc) if doc.status.is_terminal() => format!(
@@ -252,41 +252,30 @@ pub async fn run_recover(args: &RecoverArgs) -> Result<ExitCode, CommandError> {
             ));
         }
     };
-    let parsed: Value = serde_json::from_str(&reply).unwrap_or_default();
-    if parsed["ok"] != true {
-        return Err(CommandError {
-            kind: "lane_refused",
-            message: format!("the lane refused: {}", parsed["error"]),
-            exit: EXIT_FAILURE,
-        });
+    if let OutputFormat::Text = format
+        && verdict.is_done()
+    {
+        let what = match &command {
+            OperatorCommand::Restart(request) => format!(
+                "restart (the lane's prompt delivered again: {})",
+                if request.redeliver { "yes" } else { "no" }
+            ),
+            OperatorCommand::Trust => "trust (answer the trust dialog with yes)".to_owned(),
+            other => other.describe(),
+        };
+        let decided = decided_by
+            .as_ref()
+            .map(|rule| format!(", as rule {rule} decides"))
+            .unwrap_or_default();
+        println!("lane {lane_name}: running {recipe_name} by hand{decided}: {what}");
     }
-    match format {
-        OutputFormat::Json => println!(
-            "{}",
-            json!({
-                "lane": lane_name,
-                "recipe": recipe_name,
-                "decided_by": decided_by,
-                "command": command,
-                "reply": parsed,
-            })
-        ),
-        OutputFormat::Text => {
-            let what = match &command {
-                OperatorCommand::Restart(request) => format!(
-                    "restart (the lane's prompt delivered again: {})",
-                    if request.redeliver { "yes" } else { "no" }
-                ),
-                OperatorCommand::Trust => "trust (answer the trust dialog with yes)".to_owned(),
-                other => format!("{other:?}"),
-            };
-            let decided = decided_by
-                .map(|rule| format!(", as rule {rule} decides"))
-                .unwrap_or_default();
-            println!("lane {lane_name}: running {recipe_name} by hand{decided}: sent {what}");
-        }
-    }
-    Ok(ExitCode::SUCCESS)
+    Ok(crate::run_lane::print_verdict(
+        &lane_name,
+        &command,
+        &verdict,
+        format,
+        json!({"recipe": recipe_name, "decided_by": decided_by, "command": command}),
+    ))
 }
 
 /// What the lane's recovery ledger says to another automatic attempt of `recipe` now:

@@ -375,7 +375,9 @@ impl Recovery {
                 reason,
                 next_action,
             } => {
-                escalate(events, &reason, &next_action.replace("{lane}", &self.lane));
+                let next_action =
+                    self.with_dialog_choices(next_action.replace("{lane}", &self.lane));
+                escalate(events, &reason, &next_action);
                 self.after_escalation()
             }
             Action::CloseOut if self.worker_alive() => Plan::CloseOut {
@@ -537,8 +539,21 @@ impl Recovery {
         })
     }
 
+    /// A next action for a lane waiting on a dialog names the dialog and its choices, so the
+    /// person knows what `clawpool answer` takes.
+    fn with_dialog_choices(&self, next_action: String) -> String {
+        match self
+            .last
+            .as_ref()
+            .and_then(|outcome| outcome.dialog.as_ref())
+        {
+            Some(dialog) => format!("{next_action} ({})", dialog.hint()),
+            None => next_action,
+        }
+    }
+
     fn escalate_recipe(&self, recipe: &Recipe, events: &EventLog) {
-        let next_action = recipe.escalation.next_action_for(&self.lane);
+        let next_action = self.with_dialog_choices(recipe.escalation.next_action_for(&self.lane));
         let Some(outcome) = &self.last else {
             return;
         };

@@ -9,7 +9,8 @@ use std::sync::Arc;
 
 use clawpool::handshake::{
     ExternalProgress, Handshake, LaneContext, Next, OperatorCommand, Outcome, PromptPlan,
-    RestartRequest, Resumed, Settings, TrustGate, check_prompt, confine_trust_store, plan_prompt,
+    RestartRequest, Resumed, Settings, TrustGate, Verdict, check_prompt, confine_trust_store,
+    plan_prompt,
 };
 use clawpool::lane_state::StateRecorder;
 use clawpool::profiles::{Profile, TrustStore};
@@ -256,7 +257,8 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
     let mut worker = match worker {
         Ok(worker) => worker,
         Err(err) => {
-            listener.abort();
+            drop(operator_rx);
+            listener.close().await;
             let _ = std::fs::remove_file(&socket);
             return Err(err.into());
         }
@@ -357,14 +359,35 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
         rig.lane.store = outcome.store.clone();
         if let Next::Restart(request) = &outcome.next {
             let request = request.clone();
+            let reply = outcome.restart_reply.clone().unwrap_or_default();
             match rig.restart(&outcome, &request).await {
                 Ok(new_worker) => {
+                    reply.send(Verdict::done(format!(
+                        "restarted: a new worker (pid {}) runs in the lane's folder{}",
+                        new_worker
+                            .pid()
+                            .map_or_else(|| "unknown".to_owned(), |p| p.to_string()),
+                        if matches!(rig.lane.prompt, PromptPlan::None) {
+                            ""
+                        } else {
+                            ", and the lane's prompt is delivered again"
+                        }
+                    )));
                     worker = new_worker;
                     prior_attempts = outcome.receipt.attempts;
+                    followups = outcome.unsent.clone();
                     watch = Watch::Troubles;
                     continue;
                 }
-                Err(failed) => break Some(failed),
+                Err(failed) => {
+                    reply.send(Verdict::Failed {
+                        reason: format!(
+                            "the worker could not be started again; the lane is {}",
+                            failed.state
+                        ),
+                    });
+                    break Some(failed);
+                }
             }
         }
         let mut plan = recovery.after_run(&outcome, run_started, &events, &recorder);
@@ -376,7 +399,7 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
                     break 'lane Some(Outcome { state, ..outcome });
                 }
                 Plan::CarryOn {
-                    followups: texts,
+                    followups: mut texts,
                     watch: next,
                 } => {
                     // A restarted worker starts its own handshake; the same one carries on.
@@ -391,6 +414,8 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
                         accepted_at: outcome.receipt.accepted_at.map(|ms| ms / 1000),
                     });
                     resubmitted = false;
+                    // What an operator queued and the run did not deliver goes first.
+                    texts.splice(0..0, outcome.unsent.iter().cloned());
                     followups = texts;
                     watch = next;
                     continue 'lane;
@@ -505,8 +530,10 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
             };
         }
     };
-    listener.abort();
-    // The agent rewrites its store from memory when it exits: confine it once it is gone.
+    // Commands still waiting are told the lane ended; every verdict is written before the
+    // process may exit.
+    drop(operator_rx);
+    // The agent rewrites its trust store from memory when it exits: confine it once it is gone.
     worker.stop(std::time::Duration::from_secs(5)).await;
     if let Some(store) = &rig.lane.store {
         confine_trust_store(store, &events);
@@ -515,6 +542,7 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
         watch.abort();
         serve.abort();
     }
+    listener.close().await;
     let mut outcome = outcome;
     if let (Some(checks), Some(finished)) = (&job.checks, outcome.as_mut())
         && finished.state.status == LaneStatus::Finished
@@ -1002,21 +1030,75 @@ pub fn print_event(event: &LaneEvent, format: OutputFormat, lane_column: Option<
     }
 }
 
-/// Sends an operator command to the lane running in `lane_dir`.
+/// Sends an operator command to the lane running in `lane_dir` and waits for its verdict.
 pub async fn send_operator(
     lane_dir: &Path,
-    command: OperatorCommand,
-) -> Result<String, CommandError> {
-    let lane_dir = crate::board::find_lane(lane_dir)?.dir;
-    let lane_dir = lane_dir.as_path();
-    let socket = lane_dir.join(STATE_DIR).join("control.sock");
-    control::send(&socket, &command).await.map_err(|e| {
+    command: &OperatorCommand,
+) -> Result<Verdict, CommandError> {
+    let lane = crate::board::find_lane(lane_dir)?;
+    let socket = lane.dir.join(STATE_DIR).join("control.sock");
+    let verdict = operator_verdict(&socket, command).await.map_err(|why| {
         CommandError::invalid(
             "lane_not_running",
             format!(
-                "no running lane at {} ({e}); is `clawpool run` or `clawpool spawn` running there?",
-                lane_dir.display()
+                "no running lane at {} ({why}); is `clawpool run` or `clawpool spawn` running there?",
+                lane.dir.display()
             ),
         )
-    })
+    })?;
+    Ok(verdict)
+}
+
+/// Sends `command` to the lane listening on `socket`; its verdict, or why it never reached a
+/// lane (no socket, nobody listening, the lane ended before it decided).
+pub async fn operator_verdict(socket: &Path, command: &OperatorCommand) -> Result<Verdict, String> {
+    let reply = control::send(socket, command)
+        .await
+        .map_err(|e| e.to_string())?;
+    control::parse_reply(&reply)
+}
+
+/// Prints an operator command's verdict and returns the exit status: on stdout and 0 when the
+/// lane did it; otherwise an error (JSON: one document on stderr, `kind` `lane_ignored`,
+/// `lane_refused` or `lane_failed`, with the verdict's fields) and 1. `extra` adds fields to the
+/// JSON document.
+pub fn print_verdict(
+    lane: &str,
+    command: &OperatorCommand,
+    verdict: &Verdict,
+    format: OutputFormat,
+    extra: serde_json::Value,
+) -> ExitCode {
+    let mut document = json!({"lane": lane, "command": command.describe()});
+    if let (Some(fields), Ok(serde_json::Value::Object(verdict_fields))) =
+        (document.as_object_mut(), serde_json::to_value(verdict))
+    {
+        fields.extend(verdict_fields);
+        if let serde_json::Value::Object(extra) = extra {
+            fields.extend(extra);
+        }
+    }
+    if verdict.is_done() {
+        match format {
+            OutputFormat::Json => println!("{document}"),
+            OutputFormat::Text => println!("lane {lane}: {}", verdict.reason()),
+        }
+        return ExitCode::SUCCESS;
+    }
+    let kind = format!("lane_{}", verdict.name());
+    let message = format!(
+        "lane {lane} {} `clawpool {}`: {}",
+        verdict.name(),
+        command.describe(),
+        verdict.reason()
+    );
+    match format {
+        OutputFormat::Json => {
+            document["kind"] = kind.into();
+            document["message"] = message.into();
+            eprintln!("{}", json!({ "error": document }));
+        }
+        OutputFormat::Text => eprintln!("clawpool: error: {message}"),
+    }
+    ExitCode::from(crate::output::EXIT_FAILURE)
 }

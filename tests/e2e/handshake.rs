@@ -333,16 +333,44 @@ steps = [{ do = "permission", tool = "Write(out.txt)" }, { do = "write_file", pa
     let blocked = lane.wait_kind("lane.blocked");
     assert_eq!(blocked["to"]["subphase"], "tool_permission");
     assert!(!repo.join("out.txt").exists());
-    let out = sandbox
-        .clawpool()
-        .args(["answer", "--choice", "yes"])
-        .arg(&repo)
-        .output()
-        .expect("clawpool answer");
+    // The next action names the dialog's choices.
+    let escalated = lane.wait_kind("lane.escalated");
+    let next = escalated["detail"]["next_action"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(next.contains("choices: no, yes"), "{escalated}");
+
+    // A choice the dialog does not have is refused, naming the ones it has; nothing pressed.
+    let (code, refused) = verdict(&sandbox, &["answer", "--choice", "maybe"], &repo);
+    assert_eq!(code, 1, "{refused}");
+    assert_eq!(refused["error"]["kind"], "lane_refused", "{refused}");
+    assert_eq!(refused["error"]["verdict"], "refused");
+    assert_eq!(
+        refused["error"]["choices"],
+        serde_json::json!(["no", "yes"])
+    );
     assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        refused["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("no choice \"maybe\"; its choices are: no, yes"),
+        "{refused}"
+    );
+    // `trust` is for trust dialogs only.
+    let (code, refused) = verdict(&sandbox, &["trust"], &repo);
+    assert_eq!(code, 1, "{refused}");
+    assert_eq!(refused["error"]["kind"], "lane_refused", "{refused}");
+    let refusal = lane.wait_kind("lane.operator_refused");
+    assert_eq!(refusal["detail"]["command"], "answer --choice maybe");
+    assert!(!repo.join("out.txt").exists());
+
+    let (code, done) = verdict(&sandbox, &["answer", "--choice", "yes"], &repo);
+    assert_eq!(code, 0, "{done}");
+    assert_eq!(done["verdict"], "done", "{done}");
+    assert_eq!(done["command"], "answer --choice yes");
+    assert_eq!(
+        done["reason"],
+        "answered dialog \"tool_permission\" with \"yes\""
     );
     let (code, _, events) = lane.finish();
     assert_eq!(code, 0, "{events:?}");
@@ -350,6 +378,67 @@ steps = [{ do = "permission", tool = "Write(out.txt)" }, { do = "write_file", pa
         std::fs::read_to_string(repo.join("out.txt")).expect("written"),
         "ok\n"
     );
+}
+
+#[test]
+fn a_screen_no_rule_knows_blocks_a_running_lane_until_it_goes_away() {
+    let sandbox = Sandbox::new();
+    let scenario = r#"
+prompt_log = ".prompts.jsonl"
+[[prompt]]
+steps = [
+  { do = "say", text = "Looking at the code" },
+  { do = "sleep", ms = 500 },
+  { do = "notice", text = "We're changing auto mode for everyone.\nRead more at example.com/auto-mode", ms = 8000 },
+  { do = "write_file", path = "after.txt", content = "done\n" },
+  { do = "sleep", ms = 300 },
+]
+"#;
+    let (repo, config) = setup(&sandbox, scenario, true, "");
+    let text = std::fs::read_to_string(&config).expect("config");
+    std::fs::write(
+        &config,
+        text.replace("[handshake]\n", "[handshake]\nunknown_screen_secs = 1\n"),
+    )
+    .expect("config");
+    let mut lane = Lane::start(&sandbox, &repo, &config, "scripted", "do the work");
+    lane.wait_kind("lane.running");
+    // Mid-run, the notice: no rule knows it.
+    let blocked = lane.wait_for("blocked on the notice", |e| {
+        e["kind"] == "lane.blocked" && e["to"]["subphase"] == "unknown_dialog"
+    });
+    assert_eq!(blocked["evidence"]["rule"], "unknown_screen", "{blocked}");
+    let excerpt = blocked["evidence"]["matched"].as_str().unwrap_or_default();
+    assert!(
+        excerpt.contains("We're changing auto mode for everyone.")
+            && excerpt.contains("Enter to continue · Esc to cancel"),
+        "{blocked}"
+    );
+    // The recovery policy hands it to a person with the excerpt.
+    let escalated = lane.wait_for("the escalation", |e| {
+        e["detail"]["recipe"] == "escalate_unknown_dialog" && e["detail"]["next_action"].is_string()
+    });
+    assert!(
+        escalated["detail"]["next_action"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("screen excerpt"),
+        "{escalated}"
+    );
+    assert!(!repo.join("after.txt").exists(), "still on the notice");
+    // Once the notice goes away, the lane runs on and finishes.
+    lane.wait_kind("lane.running");
+    let (code, outcome, events) = lane.finish();
+    assert_eq!(code, 0, "{events:?}");
+    assert_eq!(outcome["state"]["status"], "finished");
+    assert!(repo.join("after.txt").exists());
+    // Nothing was pressed while the notice showed.
+    let notice = prompt_log(&repo)
+        .into_iter()
+        .find(|e| e["event"] == "notice")
+        .expect("the notice went away");
+    assert_eq!(notice["keys"], 0, "{notice}");
+    assert!(!kinds(&events).iter().any(|k| k == "lane.dialog_answered"));
 }
 
 #[test]
@@ -898,6 +987,106 @@ fn a_launch_prompt_finished_between_two_looks_is_still_accepted() {
         &events,
         &["lane.ready", "lane.prompt_accepted", "lane.finished"],
     );
+}
+
+/// Runs `clawpool ARGS... LANE --output-format json` (`clawpool send LANE ARGS...` for `send`);
+/// returns the exit code and the one JSON document it printed (the verdict on stdout, or the
+/// error on stderr).
+fn verdict(sandbox: &Sandbox, args: &[&str], repo: &Path) -> (i32, Value) {
+    let mut cmd = sandbox.clawpool();
+    match args {
+        ["send", text @ ..] => cmd.arg("send").arg(repo).args(text),
+        _ => cmd.args(args).arg(repo),
+    };
+    let out = cmd
+        .args(["--output-format", "json"])
+        .output()
+        .expect("clawpool operator command");
+    let printed = if out.status.success() {
+        &out.stdout
+    } else {
+        &out.stderr
+    };
+    let document = serde_json::from_slice(printed).unwrap_or_else(|e| {
+        panic!(
+            "{args:?}: not one JSON document ({e}): {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code().unwrap_or(-1), document)
+}
+
+#[test]
+fn operator_commands_say_what_the_lane_did_with_them() {
+    let sandbox = Sandbox::new();
+    let (repo, config) = setup(&sandbox, LONG_TASK, true, "");
+    let mut lane = Lane::start(&sandbox, &repo, &config, "scripted", "long task");
+    let started = lane.wait_kind("lane.started");
+    lane.wait_kind("lane.running");
+
+    // No dialog on screen: answering or trusting is ignored, with the reason, and fails.
+    for args in [&["answer", "--choice", "yes"][..], &["trust"]] {
+        let (code, ignored) = verdict(&sandbox, args, &repo);
+        assert_eq!(code, 1, "{args:?}: {ignored}");
+        assert_eq!(ignored["error"]["kind"], "lane_ignored", "{ignored}");
+        assert_eq!(ignored["error"]["verdict"], "ignored", "{ignored}");
+        assert!(
+            ignored["error"]["reason"]
+                .as_str()
+                .unwrap_or_default()
+                .starts_with("no dialog on screen"),
+            "{ignored}"
+        );
+    }
+    let out = sandbox
+        .clawpool()
+        .args(["answer", "--choice", "yes"])
+        .arg(&repo)
+        .output()
+        .expect("clawpool answer");
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("ignored `clawpool answer --choice yes`: no dialog on screen"),
+        "{stderr}"
+    );
+    // The event says it in words, not as a Rust value.
+    let ignored = lane.wait_kind("lane.operator_ignored");
+    assert_eq!(
+        ignored["detail"]["command"], "answer --choice yes",
+        "{ignored}"
+    );
+
+    // Text sent to a working agent waits, and says so.
+    let (code, queued) = verdict(&sandbox, &["send", "later"], &repo);
+    assert_eq!(code, 0, "{queued}");
+    assert_eq!(queued["verdict"], "done", "{queued}");
+    assert_eq!(queued["send"], "queued", "{queued}");
+
+    // A restart is done once the new worker runs; a stop once the worker ended.
+    let (code, restarted) = verdict(&sandbox, &["restart"], &repo);
+    assert_eq!(code, 0, "{restarted}");
+    let again = lane.wait_kind("lane.started");
+    let pid = again["detail"]["pid"].as_u64().expect("a pid");
+    assert_ne!(again["detail"]["pid"], started["detail"]["pid"]);
+    assert!(
+        restarted["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(&format!("pid {pid}")),
+        "{restarted}"
+    );
+    lane.wait_kind("lane.ready");
+    let (code, stopped) = verdict(&sandbox, &["stop"], &repo);
+    assert_eq!(code, 0, "{stopped}");
+    assert_eq!(stopped["verdict"], "done", "{stopped}");
+    let (code, _, _) = lane.finish();
+    assert_eq!(code, 1, "stopped before the queued text was done");
+    // Nothing drives the lane any more: a clear error.
+    let (code, gone) = verdict(&sandbox, &["stop"], &repo);
+    assert_eq!(code, 2, "{gone}");
+    assert_eq!(gone["error"]["kind"], "lane_not_running", "{gone}");
 }
 
 /// Runs `clawpool ARGS... LANE` against a running lane and checks it took the command.

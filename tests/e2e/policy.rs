@@ -569,6 +569,15 @@ fn recover_restarts_a_running_lane_through_its_control_socket() {
     assert_eq!(code, 0, "{stdout}{stderr}");
     let sent: Value = serde_json::from_str(&stdout).expect("JSON");
     assert_eq!(sent["recipe"], "restart_crashed_worker");
+    // The lane's verdict: done once the new worker runs.
+    assert_eq!(sent["verdict"], "done", "{sent}");
+    assert!(
+        sent["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("restarted: a new worker"),
+        "{sent}"
+    );
     assert_eq!(
         sent["command"],
         serde_json::json!({"command": "restart", "by": "operator:restart_crashed_worker",

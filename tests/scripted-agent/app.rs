@@ -152,7 +152,15 @@ impl App {
             }
         }
         if let Mode::Working(run) = &mut self.mode {
-            match run.advance(now, &self.cwd, &mut self.transcript, OUTPUT_CHUNK) {
+            let effect = run.advance(now, &self.cwd, &mut self.transcript, OUTPUT_CHUNK);
+            if let Some((text, keys)) = run.take_notice_gone() {
+                let logged = self.log.notice(&text, keys);
+                self.log_event(logged);
+            }
+            let Mode::Working(run) = &mut self.mode else {
+                return Control::Continue;
+            };
+            match effect {
                 Effect::Blocked => {}
                 Effect::Finished => {
                     let secs = run.elapsed_secs(now);
@@ -241,6 +249,10 @@ impl App {
                 }
             },
             Mode::Working(run) => {
+                // A notice takes no keys: they are only counted.
+                if run.notice_key() {
+                    return Control::Continue;
+                }
                 if matches!(key, Key::Esc | Key::CtrlC) {
                     self.transcript.push("Interrupted");
                     return self.end_run();
@@ -381,6 +393,14 @@ impl App {
                     spinner: None,
                 },
             ),
+            Mode::Working(run) if run.notice().is_some() => ui::main_screen(
+                size,
+                cwd,
+                &self.transcript,
+                Bottom::Notice {
+                    text: run.notice().unwrap_or_default(),
+                },
+            ),
             Mode::Working(run) => match run.permission() {
                 Some((tool, selected)) => ui::main_screen(
                     size,
@@ -407,7 +427,9 @@ impl App {
     /// The spinner's tick count while it shows, so the loop can redraw it on every tick.
     pub fn spinner_tick(&self, now: Instant) -> Option<u32> {
         match &self.mode {
-            Mode::Working(run) if run.permission().is_none() => Some(run.ticks(now)),
+            Mode::Working(run) if run.permission().is_none() && run.notice().is_none() => {
+                Some(run.ticks(now))
+            }
             _ => None,
         }
     }

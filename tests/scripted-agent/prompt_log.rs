@@ -29,6 +29,7 @@ impl PromptLog {
             event: "prompt",
             text: Some(text),
             choice: None,
+            keys: None,
             at_ms: now_ms(),
         })
     }
@@ -46,6 +47,18 @@ impl PromptLog {
             .count()
     }
 
+    /// Logs a notice that went away: `{"event":"notice","text":...,"keys":N,"at_ms":...}`,
+    /// `keys` counting the keys received while it showed.
+    pub fn notice(&self, text: &str, keys: u32) -> io::Result<()> {
+        self.append(&Event {
+            event: "notice",
+            text: Some(text),
+            choice: None,
+            keys: Some(keys),
+            at_ms: now_ms(),
+        })
+    }
+
     /// Logs a dialog answer: `{"event":EVENT,"choice":"yes"|"no","at_ms":...}`.
     pub fn choice(&self, event: &str, yes: bool) -> io::Result<()> {
         let choice = if yes { "yes" } else { "no" };
@@ -53,6 +66,7 @@ impl PromptLog {
             event,
             text: None,
             choice: Some(choice),
+            keys: None,
             at_ms: now_ms(),
         })
     }
@@ -77,6 +91,8 @@ struct Event<'a> {
     text: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     choice: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    keys: Option<u32>,
     at_ms: u64,
 }
 

@@ -121,6 +121,16 @@ pub enum Step {
         /// The tool asking, shown above the question, e.g. `Write(file)`.
         tool: String,
     },
+    /// Show a notice no detection rule knows in place of the spinner and the input box, with
+    /// `Enter to continue · Esc to cancel` under it, for `ms`; keys pressed meanwhile are
+    /// counted and otherwise ignored (the prompt log gets `{"event":"notice","keys":N}` when it
+    /// goes away).
+    Notice {
+        /// The notice (line breaks allowed).
+        text: String,
+        /// How long it shows, in milliseconds.
+        ms: u64,
+    },
     /// Append numbered lines `line 1` … `line N` to the transcript, a screenful per frame.
     Output {
         /// How many lines.

@@ -43,6 +43,15 @@ enum Wait {
         /// When the provider is back.
         until: Instant,
     },
+    /// A `notice` step: shown until `until`; keys pressed meanwhile are counted, not acted on.
+    Notice {
+        /// The notice's text.
+        text: String,
+        /// When it goes away by itself.
+        until: Instant,
+        /// Keys received while it showed.
+        keys: u32,
+    },
     /// An `output` step part-way through.
     Output {
         /// Lines written so far.
@@ -76,6 +85,8 @@ pub struct Run {
     steps: Vec<Step>,
     next: usize,
     wait: Wait,
+    /// A notice that went away: its text and the keys received while it showed.
+    notice_gone: Option<(String, u32)>,
 }
 
 impl Run {
@@ -87,6 +98,7 @@ impl Run {
             steps,
             next: 0,
             wait: Wait::Ready,
+            notice_gone: None,
         }
     }
 
@@ -106,6 +118,11 @@ impl Run {
                 Wait::Until(_) => self.wait = Wait::Ready,
                 Wait::Provider { until, .. } if now < *until => return Effect::Blocked,
                 Wait::Provider { .. } => self.wait = Wait::Ready,
+                Wait::Notice { until, .. } if now < *until => return Effect::Blocked,
+                Wait::Notice { text, keys, .. } => {
+                    self.notice_gone = Some((std::mem::take(text), *keys));
+                    self.wait = Wait::Ready;
+                }
                 Wait::Hang | Wait::Frozen(_) | Wait::Permission { .. } => return Effect::Blocked,
                 Wait::Output { done, total } => {
                     let (from, total) = (*done, *total);
@@ -139,6 +156,13 @@ impl Run {
                 Step::Hang {} => self.wait = Wait::Hang,
                 Step::SpinnerForever {} => self.wait = Wait::Frozen(self.elapsed_secs(now)),
                 Step::Permission { tool } => self.wait = Wait::Permission { tool, selected: 0 },
+                Step::Notice { text, ms } => {
+                    self.wait = Wait::Notice {
+                        text,
+                        until: now + Duration::from_millis(ms),
+                        keys: 0,
+                    }
+                }
                 Step::Output { lines } => {
                     self.wait = Wait::Output {
                         done: 0,
@@ -169,6 +193,7 @@ impl Run {
             Wait::Output { .. } | Wait::Ready => Some(now),
             Wait::Until(deadline) => Some(tick.min(*deadline)),
             Wait::Provider { until, .. } => Some(tick.min(*until)),
+            Wait::Notice { until, .. } => Some(*until),
             Wait::Hang | Wait::Frozen(_) => Some(tick),
         }
     }
@@ -212,6 +237,30 @@ impl Run {
             Wait::Permission { tool, selected } => Some((tool, *selected)),
             _ => None,
         }
+    }
+
+    /// The notice showing, if any.
+    pub fn notice(&self) -> Option<&str> {
+        match &self.wait {
+            Wait::Notice { text, .. } => Some(text),
+            _ => None,
+        }
+    }
+
+    /// Counts a key received while a notice shows; `false` when none does.
+    pub fn notice_key(&mut self) -> bool {
+        match &mut self.wait {
+            Wait::Notice { keys, .. } => {
+                *keys += 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The notice that went away since the last call: its text and the keys it received.
+    pub fn take_notice_gone(&mut self) -> Option<(String, u32)> {
+        self.notice_gone.take()
     }
 
     /// Highlights Yes (0) or No (1) while asking.

@@ -18,6 +18,8 @@ pub const PROMPT_MARK: &str = "❯ ";
 pub const STATUS_IDLE: &str = "  ? for shortcuts";
 /// The status line under the input box while working.
 pub const STATUS_WORKING: &str = "  esc to interrupt";
+/// The hint under a `notice` step's text.
+pub const NOTICE_HINT: &str = "Enter to continue · Esc to cancel";
 /// The spinner's glyphs, one per 100 ms.
 pub const SPINNER_GLYPHS: [char; 5] = ['✢', '✳', '✶', '✻', '✽'];
 
@@ -133,6 +135,11 @@ pub enum Bottom<'a> {
         /// The spinner text, while working.
         spinner: Option<&'a str>,
     },
+    /// A notice in place of the spinner and the input box.
+    Notice {
+        /// Its text.
+        text: &'a str,
+    },
     /// A permission prompt in place of the input box.
     Permission {
         /// The tool asking.
@@ -232,6 +239,11 @@ pub fn main_screen(
                 STATUS_IDLE
             };
             block.push(Line::new(status, Style::Dim));
+        }
+        Bottom::Notice { text } => {
+            block.extend(text.lines().map(|l| Line::new(l, Style::Bold)));
+            block.push(Line::blank());
+            block.push(Line::new(NOTICE_HINT, Style::Dim));
         }
         Bottom::Permission { tool, selected } => {
             block.push(Line::new(

@@ -69,6 +69,9 @@ pub struct HandshakeSection {
     /// The least time between fetches of a base's remote, in seconds.
     #[serde(default)]
     pub fetch_interval_secs: Option<Spanned<u64>>,
+    /// A running lane on a screen no rule knows, without progress, this long is blocked.
+    #[serde(default)]
+    pub unknown_screen_secs: Option<Spanned<u64>>,
 }
 
 impl HandshakeSection {
@@ -83,6 +86,7 @@ impl HandshakeSection {
             HandshakeKey::FinishIdleMs => self.finish_idle_ms.as_ref(),
             HandshakeKey::FreshnessCheckSecs => self.freshness_check_secs.as_ref(),
             HandshakeKey::FetchIntervalSecs => self.fetch_interval_secs.as_ref(),
+            HandshakeKey::UnknownScreenSecs => self.unknown_screen_secs.as_ref(),
         }
     }
 }

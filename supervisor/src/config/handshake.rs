@@ -34,11 +34,14 @@ pub enum HandshakeKey {
     FreshnessCheckSecs,
     /// `fetch_interval_secs`: The least time between two fetches of a base's remote (0: every check).
     FetchIntervalSecs,
+    /// `unknown_screen_secs`: a running lane showing a screen no rule knows, without progress,
+    /// this long is blocked on an unknown dialog.
+    UnknownScreenSecs,
 }
 
 impl HandshakeKey {
     /// Every key, in the order they are documented and shown.
-    pub const ALL: [HandshakeKey; 8] = [
+    pub const ALL: [HandshakeKey; 9] = [
         HandshakeKey::BootTimeoutSecs,
         HandshakeKey::AcceptTimeoutSecs,
         HandshakeKey::MaxSubmitAttempts,
@@ -47,6 +50,7 @@ impl HandshakeKey {
         HandshakeKey::FinishIdleMs,
         HandshakeKey::FreshnessCheckSecs,
         HandshakeKey::FetchIntervalSecs,
+        HandshakeKey::UnknownScreenSecs,
     ];
 
     /// The key as written in a file.
@@ -60,6 +64,7 @@ impl HandshakeKey {
             HandshakeKey::FinishIdleMs => "finish_idle_ms",
             HandshakeKey::FreshnessCheckSecs => "freshness_check_secs",
             HandshakeKey::FetchIntervalSecs => "fetch_interval_secs",
+            HandshakeKey::UnknownScreenSecs => "unknown_screen_secs",
         }
     }
 
@@ -74,6 +79,7 @@ impl HandshakeKey {
             HandshakeKey::FinishIdleMs => 1500,
             HandshakeKey::FreshnessCheckSecs => 60,
             HandshakeKey::FetchIntervalSecs => 300,
+            HandshakeKey::UnknownScreenSecs => 5,
         }
     }
 
@@ -89,6 +95,8 @@ impl HandshakeKey {
             HandshakeKey::LongPromptChars => 0..=u64::from(u32::MAX),
             HandshakeKey::FreshnessCheckSecs => 1..=WEEK_SECS,
             HandshakeKey::FetchIntervalSecs => 0..=WEEK_SECS,
+            // Seconds, not minutes: the point is to say "blocked" long before a stall would.
+            HandshakeKey::UnknownScreenSecs => 1..=3600,
         }
     }
 }
@@ -131,6 +139,7 @@ impl HandshakeOptions {
             finish_idle: Duration::from_millis(value(HandshakeKey::FinishIdleMs)),
             freshness_check: Duration::from_secs(value(HandshakeKey::FreshnessCheckSecs)),
             fetch_interval: Duration::from_secs(value(HandshakeKey::FetchIntervalSecs)),
+            unknown_screen: Duration::from_secs(value(HandshakeKey::UnknownScreenSecs)),
         }
     }
 }
@@ -156,6 +165,9 @@ pub struct HandshakeSettings {
     pub freshness_check: Duration,
     /// The least time between two fetches of a base's remote.
     pub fetch_interval: Duration,
+    /// How long a running lane may show a screen no rule knows, without progress, before it
+    /// is blocked on an unknown dialog.
+    pub unknown_screen: Duration,
 }
 
 impl Default for HandshakeSettings {
@@ -178,6 +190,7 @@ mod tests {
         assert_eq!(s.long_prompt_chars, 200);
         assert_eq!(s.provider_block, Duration::from_secs(10));
         assert_eq!(s.finish_idle, Duration::from_millis(1500));
+        assert_eq!(s.unknown_screen, Duration::from_secs(5));
     }
 
     #[test]

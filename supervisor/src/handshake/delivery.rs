@@ -241,8 +241,9 @@ impl Receipt {
         self.retry_at = None;
     }
 
-    /// Whether the input line's draft is our whole text (its tail must be there: an input
-    /// box that shows only the end of a long draft still shows how it ends).
+    /// Whether the input line's draft is exactly our text: nothing before or after it (its
+    /// tail must be there, and what shows must be the end of ours: an input box that shows
+    /// only the end of a long draft still shows how it ends).
     pub(super) fn matches_draft(&self, draft: &str) -> bool {
         let Some(text) = &self.text else {
             return false;
@@ -253,7 +254,19 @@ impl Receipt {
             let chars: Vec<char> = ours.chars().collect();
             chars[chars.len().saturating_sub(24)..].iter().collect()
         };
-        !seen.is_empty() && seen.ends_with(&tail) && (ours.contains(&seen) || seen.contains(&ours))
+        !seen.is_empty() && seen.ends_with(&tail) && ours.ends_with(&seen)
+    }
+
+    /// Whether the draft is the start of our text: typing is still arriving.
+    pub(super) fn draft_arriving(&self, draft: &str) -> bool {
+        self.text
+            .as_ref()
+            .is_some_and(|text| squash(text).starts_with(&squash(draft)))
+    }
+
+    /// The line was emptied of a draft that was not (only) ours: type the text again.
+    pub(super) fn retype(&mut self) {
+        self.typed = false;
     }
 }
 
@@ -317,6 +330,15 @@ mod tests {
         assert!(receipt.matches_draft("create a file named\n  hello.txt containing hi"));
         assert!(!receipt.matches_draft("create a file named hel"));
         assert!(!receipt.matches_draft("something else"));
+        // Text glued before or after ours is not our draft.
+        assert!(
+            !receipt.matches_draft("Add a div functioncreate a file named hello.txt containing hi")
+        );
+        assert!(
+            !receipt.matches_draft("create a file named hello.txt containing hiAdd a div function")
+        );
+        assert!(receipt.draft_arriving("create a file named hel"));
+        assert!(!receipt.draft_arriving("Add a div functioncreate"));
     }
 
     #[test]

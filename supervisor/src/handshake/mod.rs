@@ -23,6 +23,8 @@
 mod answer;
 mod delivery;
 mod external;
+mod unknown;
+mod verdict;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -40,6 +42,7 @@ use crate::trust::StoreGuard;
 
 pub use delivery::{PromptPlan, Receipt, check_prompt, plan_prompt};
 pub use external::ExternalProgress;
+pub use verdict::{OperatorRequest, SendFate, Verdict, VerdictReply};
 
 /// Timing and limits of the handshake (resolved from the `[handshake]` configuration).
 pub use crate::config::HandshakeSettings as Settings;
@@ -181,6 +184,45 @@ pub struct Outcome {
     /// trust dialog, so the store can be confined again after the agent exits).
     #[serde(skip)]
     pub store: Option<StoreGuard>,
+    /// The verdict owed to the operator who asked for [`Next::Restart`]: the driver sends it
+    /// once the new worker started, or could not.
+    #[serde(skip)]
+    pub restart_reply: Option<VerdictReply>,
+    /// Texts still queued for the agent when the run ended, in order: the next run with the
+    /// same lane delivers them.
+    #[serde(skip)]
+    pub unsent: Vec<String>,
+    /// The dialog the lane was left waiting on for an operator, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dialog: Option<WaitingDialog>,
+}
+
+/// A dialog on screen that waits for an operator's answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WaitingDialog {
+    /// The dialog's name in the profile.
+    pub name: String,
+    /// The choices `clawpool answer` takes for it.
+    pub choices: Vec<String>,
+}
+
+impl WaitingDialog {
+    /// What to add to a next action that asks a person to answer it.
+    pub fn hint(&self) -> String {
+        format!(
+            "dialog {:?} is on screen; its choices: {}",
+            self.name,
+            self.choices.join(", ")
+        )
+    }
+}
+
+/// A text waiting to be delivered, with the verdict owed to the operator who sent it (none
+/// for a recovery's nudge, or once the operator was told it is queued).
+#[derive(Debug)]
+struct Followup {
+    text: String,
+    reply: Option<VerdictReply>,
 }
 
 /// One lane's handshake.
@@ -190,7 +232,7 @@ pub struct Handshake<'a> {
     lane: LaneContext,
     settings: Settings,
     events: &'a EventLog,
-    operator: &'a mut mpsc::Receiver<OperatorCommand>,
+    operator: &'a mut mpsc::Receiver<OperatorRequest>,
     state: LaneState,
     receipt: Receipt,
     /// The dialog the lane is blocked on, waiting for an operator.
@@ -206,7 +248,13 @@ pub struct Handshake<'a> {
     /// earlier supervisor), or none when the same supervisor carries on with the same worker.
     opening: Option<&'static str>,
     /// Texts sent with [`OperatorCommand::Send`], delivered one by one when the agent is idle.
-    followups: std::collections::VecDeque<String>,
+    followups: std::collections::VecDeque<Followup>,
+    /// The verdict owed for the text being delivered this round.
+    round_reply: Option<VerdictReply>,
+    /// Whether this round delivers a text sent after the prompt (an operator's or a nudge).
+    followup_round: bool,
+    /// The verdict owed for a restart, handed to the driver with the outcome.
+    restart_reply: Option<VerdictReply>,
     /// Set when an operator asked to stop or restart: the run loop ends.
     next: Option<Next>,
     /// Whether the idle input was ever seen.
@@ -224,6 +272,8 @@ pub struct Handshake<'a> {
     held_until: Option<Instant>,
     /// Times the input line was emptied of our own text the agent put back, this round.
     input_clears: u32,
+    /// How long a running lane has shown a screen no rule knows.
+    unknown_screen: unknown::UnknownScreen,
     /// Progress the lane makes off its screen (worktree changes, commits).
     external: Option<ExternalProgress>,
     /// Set when clawpool answered a trust dialog: the agent's store is confined to the lane
@@ -274,7 +324,7 @@ impl<'a> Handshake<'a> {
         lane: LaneContext,
         settings: Settings,
         events: &'a EventLog,
-        operator: &'a mut mpsc::Receiver<OperatorCommand>,
+        operator: &'a mut mpsc::Receiver<OperatorRequest>,
     ) -> Self {
         let receipt = Receipt::new(&lane.prompt);
         Self {
@@ -293,6 +343,9 @@ impl<'a> Handshake<'a> {
             answer_attempts: Default::default(),
             opening: Some("lane.started"),
             followups: Default::default(),
+            round_reply: None,
+            followup_round: false,
+            restart_reply: None,
             next: None,
             reached_ready: false,
             progress: clawpool_recovery::ProgressTracker::new(
@@ -303,6 +356,7 @@ impl<'a> Handshake<'a> {
             recover_blocked: false,
             held_until: None,
             input_clears: 0,
+            unknown_screen: Default::default(),
             external: None,
             confine_pending: false,
         }
@@ -357,7 +411,8 @@ impl<'a> Handshake<'a> {
 
     /// Texts to deliver, in order, as soon as the agent is idle (a recovery's nudge).
     pub fn with_followups(mut self, texts: Vec<String>) -> Self {
-        self.followups.extend(texts);
+        self.followups
+            .extend(texts.into_iter().map(|text| Followup { text, reply: None }));
         self
     }
 
@@ -411,8 +466,11 @@ impl<'a> Handshake<'a> {
             let looked_at = Instant::now();
             let snapshot = self.worker.snapshot();
             let seen = observe(self.profile, &snapshot);
+            let unrecognised = seen.seen == Seen::Unknown;
             self.step(seen).await;
             self.check_stall(&snapshot.rows);
+            self.check_unknown_screen(unrecognised, &snapshot);
+            self.tell_queued();
             if self.state.status.is_terminal() || self.next.is_some() {
                 break;
             }
@@ -420,9 +478,9 @@ impl<'a> Handshake<'a> {
             tokio::select! {
                 more = changes.changed(), if output_open => output_open = more,
                 _ = self.worker.wait(), if !output_open => {}
-                command = self.operator.recv() => {
-                    if let Some(command) = command {
-                        self.on_operator(command).await;
+                request = self.operator.recv() => {
+                    if let Some(request) = request {
+                        self.on_operator(request).await;
                         if self.next.is_some() {
                             break;
                         }
@@ -437,6 +495,23 @@ impl<'a> Handshake<'a> {
         }
         // The agent may record its trust late (or again on exit): confine once more.
         self.confine_store();
+        if let Some(reply) = self.round_reply.take() {
+            reply.send(Verdict::Failed {
+                reason: format!(
+                    "the text was typed but not yet submitted when the lane became {}",
+                    self.state
+                ),
+            });
+        }
+        self.tell_queued();
+        let dialog = self
+            .waiting_dialog
+            .as_deref()
+            .and_then(|name| self.profile.dialog(name))
+            .map(|dialog| WaitingDialog {
+                name: dialog.name.clone(),
+                choices: dialog.choices.keys().cloned().collect(),
+            });
         Outcome {
             state: self.state,
             receipt: self.receipt,
@@ -445,6 +520,28 @@ impl<'a> Handshake<'a> {
             reached_ready: self.reached_ready,
             trust: self.lane.trust,
             store: self.lane.store,
+            restart_reply: self.restart_reply,
+            unsent: self.followups.into_iter().map(|f| f.text).collect(),
+            dialog,
+        }
+    }
+
+    /// Texts sent by an operator that the last look did not start delivering wait in the
+    /// queue: their senders are told so.
+    fn tell_queued(&mut self) {
+        let waiting = self.followups.len();
+        for (position, followup) in self.followups.iter_mut().enumerate() {
+            if let Some(reply) = followup.reply.take() {
+                reply.send(Verdict::Done {
+                    reason: format!(
+                        "queued ({} of {waiting}): the lane is {}; the text is typed once the \
+                         agent's input line is idle and empty",
+                        position + 1,
+                        self.state
+                    ),
+                    send: Some(SendFate::Queued),
+                });
+            }
         }
     }
 
@@ -475,6 +572,37 @@ impl<'a> Handshake<'a> {
                 }),
             );
             self.next = Some(Next::Recover(Trigger::Stalled));
+        }
+    }
+
+    /// A running lane that shows a screen no rule knows (a notice, a dialog no profile has)
+    /// and makes no progress for `unknown_screen_secs` is blocked on it, with the screen's text
+    /// as evidence; nothing is pressed. A known screen afterwards moves it on as usual.
+    fn check_unknown_screen(
+        &mut self,
+        unrecognised: bool,
+        snapshot: &clawpool_pty::ScreenSnapshot,
+    ) {
+        let now = Instant::now();
+        let running = self.state.status == LaneStatus::Running;
+        self.unknown_screen.observe(unrecognised && running, now);
+        let without_progress = self
+            .progress
+            .idle_for(clawpool_lanes::state_file::now_secs());
+        if running
+            && self
+                .unknown_screen
+                .is_due(now, self.settings.unknown_screen, without_progress)
+        {
+            let evidence = Evidence {
+                rule: "unknown_screen".into(),
+                region: "screen".into(),
+                matched: screen_excerpt(&snapshot.text()),
+            };
+            self.transition(
+                LaneState::blocked(BlockedSubphase::UnknownDialog),
+                Some(evidence),
+            );
         }
     }
 
@@ -547,6 +675,14 @@ impl<'a> Handshake<'a> {
         );
         consider(self.receipt.retry_at());
         consider(self.held_until);
+        consider(
+            self.unknown_screen.deadline(
+                Instant::now(),
+                self.settings.unknown_screen,
+                self.progress
+                    .idle_for(clawpool_lanes::state_file::now_secs()),
+            ),
+        );
         if let Some(check) = &self.check {
             consider(check.within.map(|within| check.started + within));
         } else if let (Some(after), LaneStatus::Running) = (self.stall_after, self.state.status) {
@@ -869,11 +1005,23 @@ impl<'a> Handshake<'a> {
             return;
         }
         if self.state.status != LaneStatus::ReadyForPrompt {
-            if !self.followups.is_empty()
-                && self.receipt.accepted_at.is_some()
-                && self.receipt.matches_draft(text)
-            {
-                self.clear_returned_draft(text, evidence).await;
+            // More to say, and the line holds text (one the agent put back after an interrupt,
+            // or anything else): it is emptied first, so nothing is typed on top of it.
+            if !self.followups.is_empty() && self.receipt.accepted_at.is_some() {
+                self.clear_input_for_followup(text, evidence).await;
+            }
+            return;
+        }
+        if self.followup_round && !self.receipt.submitted() && !self.receipt.matches_draft(text) {
+            if self.receipt.draft_arriving(text) {
+                return; // Our text, still arriving.
+            }
+            // Not (only) ours: text the agent put into the line before or while we typed.
+            // Empty the line and type the text again; Enter only on exactly the text sent.
+            if self.clear_input(text, evidence.clone()).await {
+                self.receipt.retype();
+            } else {
+                self.refuse_round(text, evidence);
             }
             return;
         }
@@ -894,13 +1042,77 @@ impl<'a> Handshake<'a> {
         }
     }
 
-    /// The agent put text it had taken back into its input line (Claude Code does with an
-    /// interrupted prompt) while more is queued: empty the line with the profile's keys, so
-    /// the next text is not typed on top of it. Never anything but our own accepted text.
-    async fn clear_returned_draft(&mut self, draft: &str, evidence: Evidence) {
+    /// The input line holds text while more is queued (Claude Code puts an interrupted prompt
+    /// back): empty it with the profile's keys, so the next text is not typed on top of it.
+    /// When it cannot be emptied (no `clear_keys`, or still not empty after
+    /// [`MAX_INPUT_CLEARS`] tries), nothing is typed: the queued texts are refused.
+    async fn clear_input_for_followup(&mut self, draft: &str, evidence: Evidence) {
+        if self.clear_input(draft, evidence).await {
+            return;
+        }
+        let reason = self.uncleared_reason(draft);
+        while let Some(Followup { text, reply }) = self.followups.pop_front() {
+            self.event(
+                "lane.send_refused",
+                None,
+                None,
+                None,
+                serde_json::json!({"chars": text.chars().count(), "draft": draft, "reason": reason}),
+            );
+            if let Some(reply) = reply {
+                reply.send(Verdict::Refused {
+                    reason: reason.clone(),
+                    choices: Vec::new(),
+                });
+            }
+        }
+    }
+
+    /// The text being delivered met a line that would not empty: it is not sent, and the lane
+    /// is blocked on delivery with the line's text as evidence.
+    fn refuse_round(&mut self, draft: &str, evidence: Evidence) {
+        let reason = self.uncleared_reason(draft);
+        self.event(
+            "lane.send_refused",
+            None,
+            None,
+            None,
+            serde_json::json!({"draft": draft, "reason": reason}),
+        );
+        if let Some(reply) = self.round_reply.take() {
+            reply.send(Verdict::Refused {
+                reason,
+                choices: Vec::new(),
+            });
+        }
+        self.transition(
+            LaneState::blocked(BlockedSubphase::PromptDelivery),
+            Some(evidence),
+        );
+    }
+
+    /// Why a line holding `draft` could not be emptied.
+    fn uncleared_reason(&self, draft: &str) -> String {
+        if self.profile.input.clear_keys.is_empty() {
+            format!(
+                "the agent's input line holds text ({draft:?}) and the {} profile has no \
+                 clear_keys to empty it; nothing was typed",
+                self.profile.name()
+            )
+        } else {
+            format!(
+                "the agent's input line still holds text ({draft:?}) after emptying it \
+                 {MAX_INPUT_CLEARS} times; nothing more was typed"
+            )
+        }
+    }
+
+    /// Presses the profile's `clear_keys` to empty the input line of `draft`; `false` when it
+    /// cannot (no keys, this round's clears used up, the terminal is gone).
+    async fn clear_input(&mut self, draft: &str, evidence: Evidence) -> bool {
         let keys = &self.profile.input.clear_keys;
         if keys.is_empty() || self.input_clears >= MAX_INPUT_CLEARS {
-            return;
+            return false;
         }
         self.input_clears += 1;
         for key in keys.clone() {
@@ -910,7 +1122,7 @@ impl<'a> Handshake<'a> {
                 .await
                 .is_err()
             {
-                return;
+                return false;
             }
         }
         self.event(
@@ -923,6 +1135,7 @@ impl<'a> Handshake<'a> {
                 "keys": keys.iter().map(ToString::to_string).collect::<Vec<_>>(),
             }),
         );
+        true
     }
 
     fn on_unrecognised(&mut self, evidence: Evidence) {
@@ -937,20 +1150,10 @@ impl<'a> Handshake<'a> {
             } else {
                 BlockedSubphase::UnknownDialog
             };
-            let excerpt: String = text
-                .lines()
-                .rev()
-                .filter(|l| !l.trim().is_empty())
-                .take(6)
-                .collect::<Vec<_>>()
-                .into_iter()
-                .rev()
-                .collect::<Vec<_>>()
-                .join("\n");
             self.transition(
                 LaneState::blocked(subphase),
                 Some(Evidence {
-                    matched: excerpt,
+                    matched: screen_excerpt(&text),
                     ..evidence
                 }),
             );
@@ -983,23 +1186,52 @@ impl<'a> Handshake<'a> {
         }
     }
 
-    async fn on_operator(&mut self, command: OperatorCommand) {
-        match command {
-            OperatorCommand::Send { .. } if !self.lane.trust.is_open() => {
-                self.event(
-                    "lane.operator_ignored",
-                    None,
-                    None,
-                    None,
-                    serde_json::json!({"command": "send", "reason": format!("nothing is typed into this lane: {}; trust it first with `clawpool trust {}`", gate_reason(&self.lane.name), self.lane.name)}),
-                );
+    /// Carries out an operator's command and sends its verdict back (a restart's and a text's
+    /// verdict come later: when the new worker started, when the text was submitted).
+    async fn on_operator(&mut self, request: OperatorRequest) {
+        let OperatorRequest { command, reply } = request;
+        let verdict = match &command {
+            OperatorCommand::Send { .. } if !self.lane.trust.is_open() => Verdict::Refused {
+                reason: format!(
+                    "nothing is typed into this lane: {}",
+                    gate_reason(&self.lane.name)
+                ),
+                choices: Vec::new(),
+            },
+            OperatorCommand::Send { text } => return self.queue_followup(text.clone(), reply),
+            OperatorCommand::Stop => self.stop_by_operator().await,
+            OperatorCommand::Restart(restart) => {
+                self.restart(restart.clone()).await;
+                self.restart_reply = Some(reply);
                 return;
             }
-            OperatorCommand::Send { text } => return self.queue_followup(text),
-            OperatorCommand::Stop => return self.stop_by_operator().await,
-            OperatorCommand::Restart(request) => return self.restart(request).await,
-            OperatorCommand::Trust | OperatorCommand::Answer { .. } => {}
+            OperatorCommand::Trust | OperatorCommand::Answer { .. } => {
+                self.answer_by_operator(&command).await
+            }
+        };
+        let kind = match &verdict {
+            Verdict::Ignored { .. } => Some("lane.operator_ignored"),
+            Verdict::Refused { .. } => Some("lane.operator_refused"),
+            // A dialog answered or not is in `lane.dialog_answered`; a stop in the transition.
+            Verdict::Done { .. } | Verdict::Failed { .. } => None,
+        };
+        if let Some(kind) = kind {
+            let mut detail = serde_json::json!({
+                "command": command.describe(),
+                "reason": verdict.reason(),
+            });
+            if let Verdict::Refused { choices, .. } = &verdict
+                && !choices.is_empty()
+            {
+                detail["choices"] = serde_json::json!(choices);
+            }
+            self.event(kind, None, None, None, detail);
         }
+        reply.send(verdict);
+    }
+
+    /// `clawpool trust` and `clawpool answer`: the dialog on screen answered with the choice.
+    async fn answer_by_operator(&mut self, command: &OperatorCommand) -> Verdict {
         let snapshot = self.worker.snapshot();
         let seen = observe(self.profile, &snapshot);
         let trust_dialog_shown = matches!(
@@ -1009,50 +1241,68 @@ impl<'a> Handshake<'a> {
                 ..
             }
         );
-        if command == OperatorCommand::Trust && !trust_dialog_shown && !self.lane.trust.is_open() {
+        if *command == OperatorCommand::Trust && !trust_dialog_shown && !self.lane.trust.is_open() {
             return self.open_gate_by_operator();
         }
         let Seen::Dialog { name, dialog } = &seen.seen else {
-            self.event(
-                "lane.operator_ignored",
-                None,
-                None,
-                None,
-                serde_json::json!({"command": format!("{command:?}"), "reason": "no dialog on screen"}),
-            );
-            return;
+            return Verdict::Ignored {
+                reason: format!(
+                    "no dialog on screen (the lane is {}); nothing was pressed",
+                    self.state
+                ),
+            };
         };
-        let choice = match (&command, dialog) {
+        let Some(spec) = self.profile.dialog(name).cloned() else {
+            return Verdict::Ignored {
+                reason: format!(
+                    "dialog {name:?} is not in the {} profile",
+                    self.profile.name()
+                ),
+            };
+        };
+        let choices: Vec<String> = spec.choices.keys().cloned().collect();
+        let choice = match (command, dialog) {
             (OperatorCommand::Trust, DialogKind::Trust) => "yes".to_owned(),
             (OperatorCommand::Answer { choice }, _) => choice.clone(),
             (_, _) => {
-                self.event(
-                    "lane.operator_ignored",
-                    None,
-                    None,
-                    None,
-                    serde_json::json!({"command": "trust", "reason": format!("the dialog on screen is {name:?}, not a trust dialog")}),
-                );
-                return;
+                return Verdict::Refused {
+                    reason: format!(
+                        "the dialog on screen is {name:?}, not a trust dialog; answer it with \
+                         `clawpool answer LANE --choice CHOICE` (choices: {})",
+                        choices.join(", ")
+                    ),
+                    choices,
+                };
             }
         };
-        let Some(spec) = self.profile.dialog(name).cloned() else {
-            return;
-        };
         if spec.policy == Policy::Never && *dialog != DialogKind::Trust {
-            self.event(
-                "lane.operator_ignored",
-                None,
-                None,
-                None,
-                serde_json::json!({"command": format!("{command:?}"), "reason": format!("dialog {name:?} has policy never")}),
-            );
-            return;
+            return Verdict::Refused {
+                reason: format!(
+                    "dialog {name:?} has policy never: clawpool never answers it; answer it in \
+                     the lane's terminal"
+                ),
+                choices: Vec::new(),
+            };
+        }
+        if !spec.choices.contains_key(&choice) {
+            return Verdict::Refused {
+                reason: format!(
+                    "dialog {name:?} has no choice {choice:?}; its choices are: {}",
+                    choices.join(", ")
+                ),
+                choices,
+            };
         }
         if *dialog == DialogKind::Trust {
             self.guard_store();
         }
         let answered = answer::answer(&self.worker, self.profile, &spec, &choice).await;
+        let verdict = match &answered {
+            Ok(()) => Verdict::done(format!("answered dialog {name:?} with {choice:?}")),
+            Err(error) => Verdict::Failed {
+                reason: format!("answering dialog {name:?} with {choice:?}: {error}"),
+            },
+        };
         let resolved = answered.is_ok() && *dialog == DialogKind::Trust && choice == "yes";
         if resolved && !self.lane.trust.is_open() {
             self.lane.trust = TrustGate::ByOperator;
@@ -1083,11 +1333,12 @@ impl<'a> Handshake<'a> {
             DialogKind::Boot => LaneState::plain(LaneStatus::Spawning),
         };
         self.transition(resumed, None);
+        verdict
     }
 
     /// An operator trusts a lane whose agent did not ask (or asks something else first): the
     /// gate opens, and the next look at the screen carries on from where the lane was held.
-    fn open_gate_by_operator(&mut self) {
+    fn open_gate_by_operator(&mut self) -> Verdict {
         self.lane.trust = TrustGate::ByOperator;
         self.waiting_dialog = None;
         self.trust_resolved(
@@ -1101,6 +1352,10 @@ impl<'a> Handshake<'a> {
         if self.state == LaneState::blocked(BlockedSubphase::TrustPrompt) {
             self.transition(LaneState::plain(LaneStatus::TrustRequired), None);
         }
+        Verdict::done(format!(
+            "trusted lane {}: clawpool drives it from now on",
+            self.lane.name
+        ))
     }
 
     /// Holds a lane nobody trusted where clawpool would otherwise type or answer:
@@ -1152,8 +1407,11 @@ impl<'a> Handshake<'a> {
         }
     }
 
-    fn queue_followup(&mut self, text: String) {
-        self.followups.push_back(text);
+    fn queue_followup(&mut self, text: String, reply: VerdictReply) {
+        self.followups.push_back(Followup {
+            text,
+            reply: Some(reply),
+        });
         self.event(
             "lane.send_queued",
             None,
@@ -1171,7 +1429,7 @@ impl<'a> Handshake<'a> {
         prompt_done && idle && self.followups.is_empty()
     }
 
-    async fn stop_by_operator(&mut self) {
+    async fn stop_by_operator(&mut self) -> Verdict {
         let done = self.is_idle_and_done();
         self.worker.stop(STOP_GRACE).await;
         let evidence = Evidence {
@@ -1193,6 +1451,7 @@ impl<'a> Handshake<'a> {
         };
         self.transition(to, Some(evidence));
         self.next = Some(Next::Done);
+        Verdict::done(format!("stopped: the worker ended and the lane is {to}"))
     }
 
     async fn restart(&mut self, request: RestartRequest) {
@@ -1308,22 +1567,28 @@ impl<'a> Handshake<'a> {
 
     /// Starts delivering the next queued text, with a receipt of its own.
     fn next_followup(&mut self) {
-        let Some(text) = self.followups.pop_front() else {
+        let Some(Followup { text, reply }) = self.followups.pop_front() else {
             return;
         };
         let plan = match delivery::plan_followup(&text, &self.settings, &self.lane.cwd) {
             Ok(plan) => plan,
             Err(err) => {
+                let error = format!("writing the task file: {err}");
                 self.event(
                     "lane.send_failed",
                     None,
                     None,
                     None,
-                    serde_json::json!({"error": format!("writing the task file: {err}")}),
+                    serde_json::json!({"error": error}),
                 );
+                if let Some(reply) = reply {
+                    reply.send(Verdict::Failed { reason: error });
+                }
                 return;
             }
         };
+        self.round_reply = reply;
+        self.followup_round = true;
         self.receipt = Receipt::new(&plan);
         self.idle_since = None;
         self.input_clears = 0;
@@ -1366,6 +1631,14 @@ impl<'a> Handshake<'a> {
             Some(evidence),
             serde_json::json!({"attempt": self.receipt.attempts}),
         );
+        if let Some(reply) = self.round_reply.take() {
+            reply.send(Verdict::Done {
+                reason: "delivered: typed into the agent's empty input line, checked to be \
+                         exactly the text sent, and submitted"
+                    .into(),
+                send: Some(SendFate::Delivered),
+            });
+        }
     }
 
     fn accept(&mut self, evidence: Evidence) {
@@ -1464,6 +1737,19 @@ fn gate_reason(lane: &str) -> String {
     format!(
         "lane {lane} is not under a trusted root and no operator trusted it (`clawpool trust {lane}`)"
     )
+}
+
+/// The last six non-blank lines of a screen: what a person needs to see of a screen no rule
+/// knows.
+fn screen_excerpt(text: &str) -> String {
+    let mut lines: Vec<&str> = text
+        .lines()
+        .rev()
+        .filter(|l| !l.trim().is_empty())
+        .take(6)
+        .collect();
+    lines.reverse();
+    lines.join("\n")
 }
 
 fn answered_detail(
