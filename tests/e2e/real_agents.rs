@@ -872,12 +872,24 @@ fn claude_recovery_config(sandbox: &Sandbox, stall_after: &str, policy_extra: &s
 }
 
 /// A trusted Claude Code lane `name` whose model serves `first` and then the `hello.txt`
-/// script, run with [`claude_recovery_config`]; returns what the test needs to follow it.
+/// script, run with [`claude_recovery_config`] in a PTY; returns what the test needs to follow
+/// it.
 fn start_claude_recovery_lane(
     name: &str,
     first: Value,
     stall_after: &str,
     policy_extra: &str,
+) -> (Sandbox, PathBuf, ModelServer, LaneRun) {
+    start_claude_lane_in(name, first, stall_after, policy_extra, "pty")
+}
+
+/// [`start_claude_recovery_lane`] in the terminal `transport`.
+fn start_claude_lane_in(
+    name: &str,
+    first: Value,
+    stall_after: &str,
+    policy_extra: &str,
+    transport: &str,
 ) -> (Sandbox, PathBuf, ModelServer, LaneRun) {
     real_agent("claude");
     let sandbox = Sandbox::new();
@@ -901,7 +913,7 @@ fn start_claude_recovery_lane(
         "claude",
         &lane,
         &claude_env(&sandbox, &server.url()),
-        "pty",
+        transport,
     );
     (sandbox, lane, server, run)
 }
@@ -1280,6 +1292,91 @@ fn codex_trust_answered_for_one_worktree_lane_stays_with_that_lane() {
     assert_eq!(
         blocked["evidence"]["rule"], "trust",
         "Codex asks about the other worktree: {blocked}"
+    );
+    drop(run);
+    server.stop();
+    assert_nothing_left(&sandbox);
+}
+
+/// Issue #10.6, seen with the real Claude Code 2.1.330: after an Esc, Claude Code puts the
+/// interrupted prompt back into its input line, and a `clawpool send` typed then reached the
+/// model glued to it (`please also add testsAdd a div(a, b) function…`). The input line is
+/// emptied first and the draft checked to be exactly the sent text before Enter, so the model
+/// receives the text as sent.
+#[test]
+fn claude_send_after_an_interrupt_reaches_the_model_as_exactly_the_sent_text() {
+    const FOLLOWUP: &str = "please also add tests";
+    let (sandbox, lane, mut server, mut run) =
+        start_claude_lane_in("glue", json!({"hang": true}), "10m", "", "tmux");
+    wait_kind(&mut run, &lane, "lane.running");
+    // A person presses Esc in the lane's terminal: Claude Code stops the turn and puts the
+    // prompt back into its input line.
+    let esc = sandbox
+        .tmux()
+        .args([
+            "-L",
+            "clawpool-run",
+            "send-keys",
+            "-t",
+            "lane-glue",
+            "Escape",
+        ])
+        .status()
+        .expect("tmux send-keys");
+    assert!(esc.success());
+    let deadline = std::time::Instant::now() + PATIENCE;
+    while !lane_screen(&lane).rows.iter().any(|r| {
+        r.trim_start()
+            .starts_with("❯ create a file named hello.txt")
+    }) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "Claude Code did not put the prompt back\n{}",
+            screen_report(&lane)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = sandbox
+        .clawpool_clean_env()
+        .args(["send", "--output-format", "json"])
+        .arg(&lane)
+        .arg(FOLLOWUP)
+        .output()
+        .expect("clawpool send");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (code, outcome) = finish(&mut run, &lane);
+    assert_eq!(code, 0, "{}\n{}", run.report(), screen_report(&lane));
+    assert_eq!(outcome["state"]["status"], "finished");
+    let events = run.events();
+    let cleared = find_event(&events, "lane.input_cleared");
+    assert!(
+        cleared["detail"]["draft"]
+            .as_str()
+            .is_some_and(|d| d.contains("hello.txt")),
+        "the prompt Claude Code put back was emptied first: {cleared}"
+    );
+    // The request after the hanging one carries the text exactly as sent, on its own.
+    let main = server.main_requests();
+    let followup = main
+        .iter()
+        .find(|r| r["body"].to_string().contains(FOLLOWUP))
+        .unwrap_or_else(|| panic!("the text reached the model: {main:#?}"));
+    let body = followup["body"].to_string();
+    assert!(
+        body.contains(&format!("\"text\":\"{FOLLOWUP}\"")),
+        "the user's text is exactly what was sent: {body}"
+    );
+    assert!(
+        !body.contains(&format!("{FOLLOWUP}create")) && !body.contains("hicreate"),
+        "nothing glued: {body}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(lane.join("hello.txt")).expect("hello.txt in the lane"),
+        "hi"
     );
     drop(run);
     server.stop();

@@ -569,9 +569,17 @@ fn an_attempt_under_way_when_the_supervisor_dies_is_neither_lost_nor_repeated() 
         "{closed}"
     );
     second.wait_for(
-        "the escalation",
+        "the recipe used up",
         std::time::Duration::from_secs(30),
         |e| e["kind"] == "lane.recovery.exhausted",
+        String::new,
+    );
+    // The escalation that follows (the lane blocked with the next action) is what the board
+    // shows.
+    second.wait_for(
+        "the escalation",
+        std::time::Duration::from_secs(30),
+        |e| e["kind"] == "lane.blocked" && e["detail"]["next_action"].is_string(),
         String::new,
     );
     // The board says what a person should do.
