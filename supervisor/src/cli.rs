@@ -141,6 +141,10 @@ pub struct SpawnArgs {
     /// return at once.
     #[arg(long)]
     pub detach: bool,
+    /// Run again the lanes an earlier run finished (a fresh run of the task in the same
+    /// worktree) and re-create those `clawpool gc` removed; without it they are skipped.
+    #[arg(long)]
+    pub rerun: bool,
     #[command(flatten)]
     pub config: ConfigFlag,
     /// Output format for progress and errors.

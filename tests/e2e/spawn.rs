@@ -581,11 +581,11 @@ fn spawn_exits_1_when_a_lane_fails() {
 }
 
 #[test]
-fn spawning_again_reuses_the_lane_worktrees() {
+fn spawning_again_with_rerun_reuses_the_lane_worktrees() {
     let s = setup();
     let packet = r#"{"name": "solo", "agent": "scripted", "prompt": "once"}"#;
     assert!(s.spawn(packet, &[]).status.success());
-    let out = s.spawn(packet, &[]);
+    let out = s.spawn(packet, &["--rerun"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(
         git_log(&s.lanes_dir().join("solo"))[..2],
@@ -595,6 +595,120 @@ fn spawning_again_reuses_the_lane_worktrees() {
     let commits = commit_events(&s, "solo");
     assert_eq!(commits.len(), 2, "{commits:?}");
     assert_ne!(commits[0]["detail"]["sha"], commits[1]["detail"]["sha"]);
+}
+
+/// The prompts a lane's scripted agent was given, from its prompt log in the worktree.
+fn prompts_given(s: &Setup, lane: &str) -> usize {
+    std::fs::read_to_string(s.lanes_dir().join(lane).join(".prompts.jsonl"))
+        .map(|log| {
+            log.lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .filter(|entry| entry["event"] == "prompt")
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// The event kinds in a lane's event log, in order.
+fn event_kinds(s: &Setup, lane: &str) -> Vec<String> {
+    let log = s
+        .repo
+        .join(".git/clawpool/lanes")
+        .join(lane)
+        .join("events.jsonl");
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|e| e["kind"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[test]
+fn spawning_again_skips_finished_lanes_and_lanes_gc_removed_unless_rerun() {
+    let s = setup();
+    let packet = r#"{"defaults": {"agent": "scripted"}, "lanes": [
+      {"name": "alpha", "prompt": "do alpha"}, {"name": "beta", "prompt": "do beta"}]}"#;
+    // alpha ran and gc removed it (--force: its work is on its branch only); beta then ran
+    // and stays, finished.
+    let out = s.spawn(
+        r#"{"name": "alpha", "agent": "scripted", "prompt": "do alpha"}"#,
+        &[],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let gc = s
+        .sandbox
+        .clawpool()
+        .args(["gc", "--force", "--repo"])
+        .arg(&s.repo)
+        .output()
+        .expect("gc");
+    assert!(gc.status.success(), "{}", stderr(&gc));
+    let out = s.spawn(
+        r#"{"name": "beta", "agent": "scripted", "prompt": "do beta"}"#,
+        &[],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!s.lanes_dir().join("alpha").exists());
+
+    // Plain log and board: each lane skipped, and why; nothing typed, nothing re-created.
+    let again = s.spawn(packet, &[]);
+    assert_eq!(again.status.code(), Some(0), "{}", stderr(&again));
+    let text = String::from_utf8_lossy(&again.stdout);
+    assert!(text.contains("alpha skipped: removed by gc"), "{text}");
+    assert!(text.contains("beta  skipped: finished"), "{text}");
+    let board = text.split("\nlane").nth(1).expect("the final board");
+    assert!(board.contains("alpha  skipped: removed by gc"), "{board}");
+    assert!(board.contains("beta   skipped: finished"), "{board}");
+    assert!(!s.lanes_dir().join("alpha").exists(), "gc's removal stands");
+    assert_eq!(prompts_given(&s, "beta"), 1, "no prompt typed again");
+    assert!(!event_kinds(&s, "beta").contains(&"lane.rerun".to_owned()));
+
+    // JSON: the final document names each skipped lane.
+    let json = s.spawn(packet, &["--output-format", "json"]);
+    assert_eq!(json.status.code(), Some(0), "{}", stderr(&json));
+    let summary: Value = String::from_utf8_lossy(&json.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|doc| doc.get("lanes").is_some())
+        .expect("the final lanes document");
+    let lane = |name: &str| {
+        summary["lanes"]
+            .as_array()
+            .expect("lanes")
+            .iter()
+            .find(|l| l["lane"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("{name} listed: {summary}"))
+    };
+    assert_eq!(lane("alpha")["skipped"], "removed_by_gc", "{summary}");
+    assert_eq!(lane("alpha")["state"], Value::Null, "{summary}");
+    assert_eq!(lane("beta")["skipped"], "finished", "{summary}");
+    assert_eq!(lane("beta")["state"]["status"], "finished", "{summary}");
+    assert_eq!(prompts_given(&s, "beta"), 1);
+
+    // --rerun: beta runs its task again in its worktree, alpha is made again; both recorded.
+    let rerun = s.spawn(packet, &["--rerun"]);
+    assert_eq!(rerun.status.code(), Some(0), "{}", stderr(&rerun));
+    assert_eq!(prompts_given(&s, "beta"), 2);
+    // Its branch kept the first run's prompt log; the new worktree's agent adds one.
+    assert_eq!(prompts_given(&s, "alpha"), 2, "alpha re-created and run");
+    let beta = event_kinds(&s, "beta");
+    let rerun_at = beta
+        .iter()
+        .position(|k| k == "lane.rerun")
+        .expect("lane.rerun");
+    assert_eq!(
+        beta.iter().filter(|k| *k == "lane.started").count(),
+        2,
+        "{beta:?}"
+    );
+    assert_eq!(beta[rerun_at + 1], "lane.started", "{beta:?}");
+    assert_eq!(
+        event_kinds(&s, "alpha").first().map(String::as_str),
+        Some("lane.rerun")
+    );
+    assert!(!s.repo.join(".git/clawpool/removed/alpha.json").exists());
 }
 
 fn assert_nothing_created(s: &Setup) {
