@@ -23,8 +23,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use doc::{
-    Base, Blocked, ClawStatus, Escalation, Failure, LastEvent, Prompt, PromptReceipt, Supervisor,
-    Transport, TransportKind, WorkerStateDoc, claw_status,
+    Base, Blocked, ClawStatus, Escalation, Failure, LaneOutcome, LastEvent, Prompt, PromptReceipt,
+    Supervisor, Transport, TransportKind, WorkerStateDoc, claw_status,
 };
 pub use read::{StateFileError, parse_state, read_state_file};
 pub use recovery::{AttemptOrigin, AttemptState, LedgerEntry, RecoveryLedger, RestartRecord};

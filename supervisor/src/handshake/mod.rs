@@ -182,6 +182,8 @@ pub struct Handshake<'a> {
     input_clears: u32,
     /// Progress the lane makes off its screen (worktree changes, commits).
     external: Option<ExternalProgress>,
+    /// A restart dropped the turn the agent was in: its idle input is not its work done.
+    dropped_turn: bool,
 }
 
 /// What a new supervisor knows of a lane it adopts, from the lane's state file.
@@ -257,6 +259,7 @@ impl<'a> Handshake<'a> {
             held_until: None,
             input_clears: 0,
             external: None,
+            dropped_turn: false,
         }
     }
 
@@ -317,6 +320,13 @@ impl<'a> Handshake<'a> {
     /// again after a restart is attempt `attempts + 1`.
     pub fn after_attempts(mut self, attempts: u32) -> Self {
         self.receipt.continue_count(attempts);
+        self
+    }
+
+    /// The worker was started again while its agent was in the middle of a turn that was not
+    /// delivered again: until it takes a new text, stopping it does not finish the lane.
+    pub fn after_dropped_turn(mut self, dropped: bool) -> Self {
+        self.dropped_turn = dropped;
         self
     }
 
@@ -988,13 +998,15 @@ impl<'a> Handshake<'a> {
     }
 
     async fn stop_by_operator(&mut self) {
-        let done = self.is_idle_and_done();
+        let done = self.is_idle_and_done() && !self.dropped_turn;
         self.worker.stop(STOP_GRACE).await;
         let evidence = Evidence {
             rule: "operator_stop".into(),
             region: "operator".into(),
             matched: if done {
                 "clawpool stop (the agent was idle with its work done)".into()
+            } else if self.dropped_turn {
+                "clawpool stop after a restart dropped the turn in flight (never finished)".into()
             } else {
                 format!("clawpool stop while {}", self.state)
             },
@@ -1186,6 +1198,7 @@ impl<'a> Handshake<'a> {
             return;
         }
         self.receipt.accept(&evidence.matched);
+        self.dropped_turn = false;
         self.transition(LaneState::plain(LaneStatus::PromptAccepted), Some(evidence));
     }
 
