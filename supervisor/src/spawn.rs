@@ -232,6 +232,9 @@ pub async fn run(args: SpawnArgs, loaded: Loaded) -> Result<ExitCode, CommandErr
         Ok(lanes) => lanes,
         Err(invalid) => return Ok(invalid.report(args.output_format)),
     };
+    if let Some(cli_agent) = &args.agent {
+        report_agent_overrides(&lanes, cli_agent, args.output_format);
+    }
     if args.detach {
         return crate::daemon::hand_over(&repo, &args, &text, true).await;
     }
@@ -303,6 +306,30 @@ pub async fn run(args: SpawnArgs, loaded: Loaded) -> Result<ExitCode, CommandErr
     } else {
         ExitCode::from(1)
     })
+}
+
+/// Says, on stderr, which lanes run another agent than `--agent` because the packet names
+/// one (a lane's own `agent` or the packet's `defaults`): `--agent` is only the default for
+/// lanes that name none. JSON: one document per lane, `{"notice": {"kind":
+/// "agent_overridden", "lane", "agent", "cli_agent", "message"}}`.
+fn report_agent_overrides(lanes: &[PlannedLane], cli_agent: &str, format: OutputFormat) {
+    for lane in lanes {
+        let Some(agent) = lane.spec.agent.as_deref().filter(|a| *a != cli_agent) else {
+            continue;
+        };
+        let message = format!(
+            "lane {} runs agent {agent}, as the packet names it: --agent {cli_agent} applies only to lanes that name no agent",
+            lane.spec.name
+        );
+        match format {
+            OutputFormat::Json => eprintln!(
+                "{}",
+                json!({"notice": {"kind": "agent_overridden", "lane": lane.spec.name,
+                    "agent": agent, "cli_agent": cli_agent, "message": message}})
+            ),
+            OutputFormat::Text => eprintln!("clawpool: notice: {message}"),
+        }
+    }
 }
 
 /// Starts every lane, at most `concurrency` at once; each task ends with the lane's final state.
