@@ -218,7 +218,10 @@ fn print_table(lanes: &[Value]) {
         .map(|l| {
             let status = match l["blocked"]["subphase"].as_str() {
                 Some(sub) => format!("{}{{{sub}}}", text(&l["lane_status"])),
-                None => match l["failure"]["class"].as_str() {
+                None => match l["failure"]["class"]
+                    .as_str()
+                    .or(l["outcome"].as_str().filter(|o| *o == "no_changes"))
+                {
                     Some(class) => format!("{}{{{class}}}", text(&l["lane_status"])),
                     None => text(&l["lane_status"]),
                 },

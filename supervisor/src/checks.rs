@@ -12,7 +12,7 @@ use clawpool::verify::{
     self, BranchCheck, FreshnessSettings, LaneVerifySpec, Verified, check_branch, merge_problem,
     record_branch, record_merge,
 };
-use clawpool_lanes::state_file::GreenLevel;
+use clawpool_lanes::state_file::{GreenLevel, LaneOutcome};
 use clawpool_lanes::{
     BlockedSubphase, EventLog, LaneState, LaneStatus, StateFileWriter, read_lane_state,
 };
@@ -198,7 +198,9 @@ impl LaneChecks {
         let mut plan = self
             .spec
             .plan(level, &self.base, self.log_dir.clone(), self.freshness);
-        plan.last_freshness = recorder.doc().freshness.map(|f| f.state);
+        let doc = recorder.doc();
+        plan.last_freshness = doc.freshness.map(|f| f.state);
+        plan.held = doc.green_level.zip(doc.verification.and_then(|v| v.head));
         let current = recorder.doc().lane_state();
         let verified = verify::verify(
             &self.repo_root,
@@ -217,6 +219,31 @@ impl LaneChecks {
             });
         }
         verified
+    }
+
+    /// Records what the finished lane's work came to (`lane.outcome`): `no_changes` when its
+    /// branch has no commits of its own since its base (`base_sha`, the sha it was made from,
+    /// and the base ref's tip; merge commits bringing the base in are not its own) and its
+    /// worktree is clean, `changed` otherwise. Nothing is recorded when git cannot tell.
+    pub async fn record_outcome(&self, base_sha: Option<String>, events: &EventLog) {
+        let (dir, base) = (self.dir.clone(), self.base.clone());
+        let looked =
+            tokio::task::spawn_blocking(move || own_work(&dir, &base, base_sha.as_deref())).await;
+        let Ok(Some((commits, dirty))) = looked else {
+            return;
+        };
+        let outcome = if commits == 0 && !dirty {
+            LaneOutcome::NoChanges
+        } else {
+            LaneOutcome::Changed
+        };
+        let _ = events.record(
+            "lane.outcome",
+            None,
+            None,
+            None,
+            json!({"outcome": outcome, "commits": commits, "dirty": dirty}),
+        );
     }
 
     /// Serves branch requests for a lane being driven: each waits for the agent to be idle
@@ -244,6 +271,30 @@ impl LaneChecks {
             }
         })
     }
+}
+
+/// The lane worktree `dir`'s own work: its commits that are not merges and not reachable from
+/// its base (the ref, and the sha it was made from), and whether the worktree is dirty.
+fn own_work(dir: &Path, base_ref: &str, base_sha: Option<&str>) -> Option<(u64, bool)> {
+    let dirty = clawpool_worktree::worktree_status(dir).ok()?.dirty;
+    let out = std::process::Command::new("git")
+        .args([
+            "rev-list",
+            "--count",
+            "--no-merges",
+            "HEAD",
+            "--not",
+            base_ref,
+        ])
+        .args(base_sha)
+        .current_dir(dir)
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let commits = String::from_utf8_lossy(&out.stdout).trim().parse().ok()?;
+    Some((commits, dirty))
 }
 
 fn verified_json(verified: &Verified) -> Value {

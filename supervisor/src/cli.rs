@@ -141,6 +141,10 @@ pub struct SpawnArgs {
     /// return at once.
     #[arg(long)]
     pub detach: bool,
+    /// Run again the lanes an earlier run finished (a fresh run of the task in the same
+    /// worktree) and re-create those `clawpool gc` removed; without it they are skipped.
+    #[arg(long)]
+    pub rerun: bool,
     #[command(flatten)]
     pub config: ConfigFlag,
     /// Output format for progress and errors.
@@ -179,6 +183,8 @@ pub struct PacketValidateArgs {
     /// The repository the packet's paths are relative to (default: the current one).
     #[arg(long, default_value = ".")]
     pub repo: PathBuf,
+    #[command(flatten)]
+    pub config: ConfigFlag,
     /// Output format.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub output_format: OutputFormat,
@@ -379,6 +385,10 @@ pub struct DoctorArgs {
     /// current folder).
     #[arg(long, default_value = ".")]
     pub repo: PathBuf,
+    /// A task packet whose agents are checked too (without it, only agents the configuration
+    /// sets up are).
+    #[arg(long)]
+    pub packet: Option<PathBuf>,
     #[command(flatten)]
     pub config: ConfigFlag,
     /// Output format.

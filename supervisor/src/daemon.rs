@@ -30,8 +30,9 @@ use crate::cli::{DaemonArgs, OutputFormat, SpawnArgs, TransportKind};
 use crate::loaded::Loaded;
 use crate::output::{CommandError, EXIT_FAILURE};
 use crate::spawn::{
-    Board, LockHolder, NotAdopted, SupervisorRole, adopt_lanes, hold_supervisor_lock, lock_path,
-    prepare, registered_lanes, start_all, supervisor_lock_holder, terminal_for,
+    Board, LockHolder, NotAdopted, SkippedLane, SupervisorRole, adopt_lanes, hold_supervisor_lock,
+    leave_earlier_runs, lock_path, prepare, registered_lanes, start_all, supervisor_lock_holder,
+    terminal_for,
 };
 
 /// How long `spawn --detach` waits for a daemon it started to listen.
@@ -51,6 +52,9 @@ enum Request {
         transport: TransportKind,
         concurrency: Option<usize>,
         agent: Option<String>,
+        /// `spawn --rerun`: run finished lanes again, re-create those gc removed.
+        #[serde(default)]
+        rerun: bool,
     },
     Status,
     Stop,
@@ -129,6 +133,7 @@ pub async fn run(args: DaemonArgs, loaded: Loaded) -> Result<ExitCode, CommandEr
                 transport,
                 concurrency,
                 agent,
+                rerun,
             }) => {
                 let started = start(
                     &root,
@@ -137,13 +142,16 @@ pub async fn run(args: DaemonArgs, loaded: Loaded) -> Result<ExitCode, CommandEr
                     &packet_name,
                     transport,
                     concurrency,
-                    agent.as_deref(),
+                    (agent.as_deref(), rerun),
                     &running,
                 )
                 .await;
                 (
                     match started {
-                        Ok(names) => json!({"ok": true, "lanes": names}),
+                        Ok((names, skipped)) => json!({
+                            "ok": true, "lanes": names,
+                            "skipped": skipped.iter().map(SkippedLane::to_json).collect::<Vec<_>>(),
+                        }),
                         Err(err) => {
                             json!({"ok": false, "error": {"kind": err.kind, "message": err.message}})
                         }
@@ -180,12 +188,13 @@ async fn start(
     packet_name: &Path,
     transport: TransportKind,
     concurrency: Option<usize>,
-    agent: Option<&str>,
+    (agent, rerun): (Option<&str>, bool),
     running: &Arc<AtomicUsize>,
-) -> Result<Vec<String>, CommandError> {
+) -> Result<(Vec<String>, Vec<SkippedLane>), CommandError> {
     let repo =
         Repo::open(root).map_err(|e| CommandError::invalid("not_a_repository", e.to_string()))?;
     let lanes = prepare(&repo, loaded, packet_name, packet, agent)?;
+    let (lanes, skipped) = leave_earlier_runs(&repo, lanes, rerun);
     let names: Vec<String> = lanes.iter().map(|l| l.spec.name.clone()).collect();
     let terminal = terminal_for(&repo, transport).await?;
     // The daemon has no terminal of its own: progress goes to its log as event lines.
@@ -198,7 +207,7 @@ async fn start(
             running.fetch_sub(1, Ordering::SeqCst);
         });
     }
-    Ok(names)
+    Ok((names, skipped))
 }
 
 async fn request(socket: &Path, request: &Request) -> std::io::Result<serde_json::Value> {
@@ -227,6 +236,7 @@ pub async fn hand_over(
         transport: args.transport,
         concurrency: args.concurrency,
         agent: args.agent.clone(),
+        rerun: args.rerun,
     };
     let reply = if start {
         start_and_reach(repo, args, &socket, &message).await?
@@ -248,13 +258,25 @@ pub async fn hand_over(
     match args.output_format {
         OutputFormat::Json => println!(
             "{}",
-            json!({"handed_to_daemon": true, "socket": socket, "lanes": reply["lanes"]})
+            json!({"handed_to_daemon": true, "socket": socket, "lanes": reply["lanes"], "skipped": reply["skipped"]})
         ),
-        OutputFormat::Text => println!(
-            "clawpool: {} lane(s) handed to the background supervisor ({}): follow them with `clawpool board --watch`",
-            reply["lanes"].as_array().map_or(0, Vec::len),
-            socket.display()
-        ),
+        OutputFormat::Text => {
+            for skipped in reply["skipped"].as_array().into_iter().flatten() {
+                let why = match skipped["skipped"].as_str() {
+                    Some("removed_by_gc") => "removed by gc",
+                    other => other.unwrap_or_default(),
+                };
+                println!(
+                    "{} skipped: {why}",
+                    skipped["lane"].as_str().unwrap_or_default()
+                );
+            }
+            println!(
+                "clawpool: {} lane(s) handed to the background supervisor ({}): follow them with `clawpool board --watch`",
+                reply["lanes"].as_array().map_or(0, Vec::len),
+                socket.display()
+            )
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -71,6 +71,7 @@ pub async fn run(args: DemoArgs) -> Result<ExitCode, CommandError> {
         transport: args.transport,
         agent: None,
         detach: false,
+        rerun: false,
         config: flag,
         output_format: args.output_format,
     };

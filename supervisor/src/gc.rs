@@ -46,6 +46,7 @@ pub fn run(args: &GcArgs) -> Result<ExitCode, CommandError> {
         let verdict = judge(&repo, &main, &name, &registry, args.force);
         if verdict.removed {
             let _ = std::fs::remove_dir_all(&registry);
+            leave_removed_marker(&repo, &verdict);
         }
         verdicts.push(verdict);
     }
@@ -73,6 +74,27 @@ pub fn run(args: &GcArgs) -> Result<ExitCode, CommandError> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The marker gc leaves for a lane it removed, `<common>/clawpool/removed/<name>.json`, so that
+/// spawning its packet again does not silently re-create it (`clawpool spawn --rerun` does,
+/// and removes the marker).
+pub fn removed_marker(repo: &Repo, name: &str) -> PathBuf {
+    repo.common_dir()
+        .join("clawpool")
+        .join("removed")
+        .join(format!("{name}.json"))
+}
+
+/// Writes the removed lane's marker: `{"lane", "removed_at", "reason"}`. Best effort: a lane
+/// whose marker could not be written is only re-created as a lane never spawned would be.
+fn leave_removed_marker(repo: &Repo, verdict: &Verdict) {
+    let marker = removed_marker(repo, &verdict.lane);
+    if let Some(dir) = marker.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let doc = json!({"lane": verdict.lane, "removed_at": now_secs(), "reason": verdict.reason});
+    let _ = std::fs::write(marker, format!("{doc:#}\n"));
 }
 
 fn judge(repo: &Repo, main: &str, name: &str, registry: &Path, force: bool) -> Verdict {

@@ -6,11 +6,12 @@ use std::process::ExitCode;
 
 use clawpool::detect::explain;
 use clawpool::profiles::ProfileSet;
-use clawpool::trust::TrustRoots;
+use clawpool::trust::{RootKind, TrustWarning};
 use clawpool_pty::{ScreenModel, ScreenOptions, TermSize};
 use serde_json::json;
 
-use crate::cli::OutputFormat;
+use crate::cli::{DoctorArgs, OutputFormat};
+use crate::loaded::Loaded;
 use crate::output::CommandError;
 
 /// Reads a screen file: a capture (rows separated by newlines, with or without SGR
@@ -143,6 +144,25 @@ pub fn run_explain(
     Ok(ExitCode::SUCCESS)
 }
 
+/// A problem for each lane that names an agent no profile is known for, at the lane's
+/// `agent` path, in the words `spawn` uses.
+pub fn unknown_agents(
+    profiles: &ProfileSet,
+    lanes: &[clawpool_lanes::LaneSpec],
+) -> Vec<clawpool_lanes::PacketError> {
+    lanes
+        .iter()
+        .filter_map(|lane| {
+            let agent = lane.agent.as_deref()?;
+            let err = profiles.get(agent).err()?;
+            Some(clawpool_lanes::PacketError::new(
+                format!("{}.agent", lane.source),
+                err.to_string(),
+            ))
+        })
+        .collect()
+}
+
 /// One doctor finding.
 struct Check {
     name: String,
@@ -152,13 +172,24 @@ struct Check {
     fix: Option<String>,
 }
 
-pub fn run_doctor(
-    profiles: &ProfileSet,
-    roots: &TrustRoots,
-    sources: Vec<String>,
-    repo: &Path,
-    format: OutputFormat,
-) -> Result<ExitCode, CommandError> {
+pub fn run_doctor(loaded: &Loaded, args: &DoctorArgs) -> Result<ExitCode, CommandError> {
+    let (profiles, roots, repo) = (&loaded.profiles, &loaded.roots, args.repo.as_path());
+    let sources = loaded.source_files();
+    let format = args.output_format;
+    // Where a person's own settings go: a repository's .clawpool.toml may not set trusted
+    // roots or launch commands, so a fix never points there.
+    let own_config = loaded
+        .sources
+        .explicit
+        .clone()
+        .or_else(|| loaded.sources.user.clone())
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| "~/.config/clawpool/config.toml".into());
+    let lanes_root = clawpool_worktree::Repo::open(repo).ok().and_then(|repo| {
+        repo.default_worktree_path("lane")
+            .parent()
+            .map(Path::to_owned)
+    });
     let mut checks = Vec::new();
     let path = std::env::var_os("PATH");
     let cwd = std::env::current_dir().unwrap_or_else(|_| "/".into());
@@ -182,30 +213,58 @@ pub fn run_doctor(
             fix: Some(fix.into()),
         });
     }
-    for profile in profiles.iter() {
+    let used = agents_in_use(loaded, args.packet.as_deref(), repo)?;
+    for (agent, by) in &used {
+        let Ok(profile) = profiles.get(agent) else {
+            checks.push(Check {
+                name: format!("agent {agent}"),
+                ok: false,
+                severity: "warning",
+                detail: format!("{by} names agent {agent:?}, which no profile defines"),
+                fix: Some(format!(
+                    "name one of {} in {by}",
+                    profiles
+                        .iter()
+                        .map(|p| p.name())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )),
+            });
+            continue;
+        };
         let command = &profile.manifest.launch.command;
         let at = found(command);
         checks.push(Check {
-            name: format!("agent {}", profile.name()),
+            name: format!("agent {agent}"),
             ok: at.is_some(),
             severity: "warning",
             detail: at
-                .map(|p| format!("{} ({})", p.display(), command))
-                .unwrap_or_else(|| format!("{command:?} not found on PATH")),
+                .map(|p| format!("{} ({command}, used by {by})", p.display()))
+                .unwrap_or_else(|| format!("{command:?} not found on PATH (used by {by})")),
             fix: Some(format!(
-                "install it, or set [profiles.{}.launch] command = \"/path/to/{command}\" in your config",
-                profile.name()
+                "install {command} on PATH, or add [profiles.{agent}.launch] command = \"/path/to/{command}\" to {own_config}"
             )),
         });
     }
-    for warning in roots.warnings() {
+    let unused: Vec<&str> = profiles
+        .iter()
+        .map(|p| p.name())
+        .filter(|name| !used.contains_key(*name))
+        .collect();
+    if !unused.is_empty() {
         checks.push(Check {
-            name: "trusted roots".into(),
-            ok: false,
-            severity: "warning",
-            detail: warning.to_string(),
-            fix: Some("edit trusted_roots / denied_roots in your config (clawpool config show lists the files)".into()),
+            name: "other agents".into(),
+            ok: true,
+            severity: "info",
+            detail: format!(
+                "not checked: {} (no configuration or packet uses them; pass --packet FILE to check a packet's)",
+                unused.join(", ")
+            ),
+            fix: None,
         });
+    }
+    for warning in roots.warnings() {
+        checks.push(root_check(&warning, lanes_root.as_deref(), &own_config));
     }
     checks.extend(state_folder_checks(repo));
     let failed_errors = checks.iter().any(|c| !c.ok && c.severity == "error");
@@ -247,6 +306,77 @@ pub fn run_doctor(
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The agents a doctor checks, each with what uses it: the profiles the configuration files
+/// set up (`[profiles.NAME]`), and the agents of the packet's lanes (`--packet`).
+fn agents_in_use(
+    loaded: &Loaded,
+    packet: Option<&Path>,
+    repo: &Path,
+) -> Result<std::collections::BTreeMap<String, String>, CommandError> {
+    let mut used = std::collections::BTreeMap::new();
+    for patch in loaded.config.profile_patches() {
+        used.entry(patch.profile.clone())
+            .or_insert_with(|| patch.file.clone());
+    }
+    let Some(packet) = packet else {
+        return Ok(used);
+    };
+    let text = std::fs::read_to_string(packet).map_err(|e| {
+        CommandError::invalid(
+            "packet_not_found",
+            format!("cannot read task packet {}: {e}", packet.display()),
+        )
+    })?;
+    let repo_root = repo.canonicalize().unwrap_or_else(|_| repo.to_owned());
+    let checked =
+        clawpool_lanes::check_packet(&text, &clawpool_lanes::PacketContext::new(repo_root));
+    for lane in &checked.lanes {
+        if let Some(agent) = &lane.agent {
+            used.insert(agent.clone(), packet.display().to_string());
+        }
+    }
+    Ok(used)
+}
+
+/// A doctor line for a trusted-roots warning. A trusted root that does not exist yet where
+/// `spawn` makes lane worktrees (the repository's lanes root, or a folder in it) is no
+/// problem: its lanes are not created yet, and will be trusted once they are.
+fn root_check(warning: &TrustWarning, lanes_root: Option<&Path>, own_config: &str) -> Check {
+    if let TrustWarning::RootNotFound {
+        kind: RootKind::Trusted,
+        root,
+    } = warning
+        && lanes_root.is_some_and(|lanes| root.starts_with(lanes))
+    {
+        return Check {
+            name: "trusted roots".into(),
+            ok: true,
+            severity: "info",
+            detail: format!(
+                "{} does not exist yet: lanes spawned there will be trusted once they are made",
+                root.display()
+            ),
+            fix: None,
+        };
+    }
+    let fix = match warning {
+        TrustWarning::NoTrustedRoots => format!(
+            "to have lanes trusted, add trusted_roots = [\"{}\"] to {own_config}",
+            lanes_root.map_or("/path/to/lanes".into(), |p| p.display().to_string())
+        ),
+        _ => format!(
+            "edit trusted_roots / denied_roots in the file that sets them (`clawpool config show` names it; yours is {own_config})"
+        ),
+    };
+    Check {
+        name: "trusted roots".into(),
+        ok: false,
+        severity: "warning",
+        detail: warning.to_string(),
+        fix: Some(fix),
+    }
 }
 
 /// The folders lanes write to, checked without creating anything (a doctor that leaves folders
@@ -419,7 +549,10 @@ pub fn run_state(lane_dir: &Path, format: OutputFormat) -> Result<ExitCode, Comm
     Ok(ExitCode::SUCCESS)
 }
 
+/// `clawpool packet validate`: the packet's own problems, then each lane's agent against the
+/// known profiles (as `spawn` checks it; binaries and bases are spawn's to check).
 pub fn run_packet_validate(
+    profiles: &ProfileSet,
     file: &Path,
     repo: &Path,
     format: OutputFormat,
@@ -436,7 +569,17 @@ pub fn run_packet_validate(
             format!("repository folder does not exist: {}", repo.display()),
         )
     })?;
-    match clawpool_lanes::parse_packet(&text, &clawpool_lanes::PacketContext::new(repo_root)) {
+    let parsed =
+        clawpool_lanes::parse_packet(&text, &clawpool_lanes::PacketContext::new(repo_root))
+            .and_then(|batch| {
+                let unknown = unknown_agents(profiles, &batch.lanes);
+                if unknown.is_empty() {
+                    Ok(batch)
+                } else {
+                    Err(clawpool_lanes::PacketErrors(unknown))
+                }
+            });
+    match parsed {
         Ok(batch) => {
             match format {
                 OutputFormat::Json => println!("{}", json!({"valid": true, "packet": batch})),

@@ -150,7 +150,15 @@ fn main() -> ExitCode {
             Command::State(args) => inspect::run_state(&args.lane, args.output_format),
             Command::Packet(cli::PacketArgs {
                 command: cli::PacketCommand::Validate(args),
-            }) => inspect::run_packet_validate(&args.file, &args.repo, args.output_format),
+            }) => {
+                let loaded = loaded::Loaded::load(&args.config, Some(&args.repo))?;
+                inspect::run_packet_validate(
+                    &loaded.profiles,
+                    &args.file,
+                    &args.repo,
+                    args.output_format,
+                )
+            }
             Command::Policy(cli::PolicyArgs {
                 command: cli::PolicyCommand::Explain(args),
             }) => policy_cmd::run_explain(&args),
@@ -159,14 +167,8 @@ fn main() -> ExitCode {
             }) => policy_cmd::run_check(&args),
             Command::Recover(args) => policy_cmd::run_recover(&args).await,
             Command::Doctor(args) => {
-                let loaded = loaded::Loaded::load(&args.config, None)?;
-                inspect::run_doctor(
-                    &loaded.profiles,
-                    &loaded.roots,
-                    loaded.source_files(),
-                    &args.repo,
-                    args.output_format,
-                )
+                let loaded = loaded::Loaded::load(&args.config, Some(&args.repo))?;
+                inspect::run_doctor(&loaded, &args)
             }
         }
     });

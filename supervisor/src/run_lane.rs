@@ -302,6 +302,7 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
         events: Arc::clone(&events),
         recorder: recorder.clone(),
         restarts: 0,
+        dropped_turn: false,
     };
     let mut prior_attempts = 0;
     let mut recovery = Recovery::new(
@@ -332,6 +333,7 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
             &mut operator_rx,
         )
         .after_attempts(prior_attempts)
+        .after_dropped_turn(rig.dropped_turn)
         .with_followups(std::mem::take(&mut followups))
         .with_external_progress(external.clone());
         handshake = match watch {
@@ -552,6 +554,10 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
         }
         finish_by_policy(checks, &mut recovery, &events, &recorder).await;
         finished.state = recorder.doc().lane_state();
+        if finished.state.status == LaneStatus::Finished {
+            let base_sha = job.base.as_ref().map(|(_, sha)| sha.clone());
+            checks.record_outcome(base_sha, &events).await;
+        }
     }
     heartbeat.abort();
     if let (Some(task), Some(commits)) = (commit_task, &commits) {
@@ -647,6 +653,8 @@ struct Rig<'a> {
     events: Arc<EventLog>,
     recorder: StateRecorder,
     restarts: u32,
+    /// The last restart dropped the turn the agent was in (taken, not delivered again).
+    dropped_turn: bool,
 }
 
 impl Rig<'_> {
@@ -664,6 +672,20 @@ impl Rig<'_> {
         } else {
             PromptPlan::None
         };
+        // A turn the agent was in is dropped with its worker unless its prompt goes in again;
+        // one dropped earlier stays dropped while the lane sits idle.
+        let mid_turn = matches!(
+            outcome.state.status,
+            LaneStatus::PromptAccepted
+                | LaneStatus::Running
+                | LaneStatus::Blocked
+                | LaneStatus::ToolPermissionRequired
+        );
+        let redelivered = !matches!(self.lane.prompt, PromptPlan::None);
+        self.dropped_turn = !redelivered
+            && accepted
+            && (mid_turn
+                || (self.dropped_turn && outcome.state.status == LaneStatus::ReadyForPrompt));
         let mut spec = with_prompt(self.base_spec.clone(), self.profile, &self.lane.prompt);
         let resume_args = &self.profile.manifest.launch.resume_args;
         let resume = request.resume && !resume_args.is_empty();

@@ -45,6 +45,90 @@ pub struct PlannedLane {
     roots: clawpool::trust::TrustRoots,
     /// The recovery policy.
     policy: std::sync::Arc<clawpool_recovery::Policy>,
+    /// The earlier run `--rerun` runs this lane again after (finished, or removed by gc).
+    rerun_of: Option<Skipped>,
+}
+
+/// Why a lane of the packet is not started again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Skipped {
+    /// Its last run finished (a close-out included): its prompt is not typed again.
+    Finished,
+    /// `clawpool gc` removed its worktree and registry entry: it is not re-created.
+    RemovedByGc,
+}
+
+impl std::fmt::Display for Skipped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Skipped::Finished => "finished",
+            Skipped::RemovedByGc => "removed by gc",
+        })
+    }
+}
+
+/// A lane of the packet left as an earlier run left it.
+#[derive(Debug, Clone)]
+pub struct SkippedLane {
+    /// The lane's name.
+    pub name: String,
+    /// Why it was not started.
+    pub why: Skipped,
+    /// Its state as its state file has it (none for a lane gc removed).
+    pub state: Option<LaneState>,
+}
+
+impl SkippedLane {
+    /// `{"lane", "state", "skipped"}`, as spawn's final document lists it.
+    pub fn to_json(&self) -> serde_json::Value {
+        json!({"lane": self.name, "state": self.state, "skipped": self.why})
+    }
+}
+
+/// What an earlier run left of lane `name` that keeps it from starting again: a registry
+/// entry whose state file says finished, or gc's marker with no registry entry.
+fn earlier_run(repo: &Repo, name: &str) -> Option<(Skipped, Option<LaneState>)> {
+    let registry = lane_registry(repo, name);
+    let entry: Option<serde_json::Value> = std::fs::read_to_string(registry.join("lane.json"))
+        .ok()
+        .and_then(|text| serde_json::from_str(&text).ok());
+    let Some(entry) = entry else {
+        return crate::gc::removed_marker(repo, name)
+            .exists()
+            .then_some((Skipped::RemovedByGc, None));
+    };
+    let dir = PathBuf::from(entry["worktree"].as_str()?);
+    let doc = clawpool_lanes::read_state_file(&clawpool_lanes::state_file_path(&dir)).ok()?;
+    (doc.status == clawpool_lanes::LaneStatus::Finished)
+        .then(|| (Skipped::Finished, Some(doc.lane_state())))
+}
+
+/// Sorts out the lanes an earlier run already dealt with: a finished lane, and one `gc`
+/// removed, are skipped; with `rerun` they run again (a fresh run of the task, recorded as
+/// `lane.rerun`). Every other lane (never run, failed, or not ended) starts as before.
+pub fn leave_earlier_runs(
+    repo: &Repo,
+    lanes: Vec<PlannedLane>,
+    rerun: bool,
+) -> (Vec<PlannedLane>, Vec<SkippedLane>) {
+    let mut to_start = Vec::new();
+    let mut skipped = Vec::new();
+    for mut lane in lanes {
+        match earlier_run(repo, &lane.spec.name) {
+            Some((why, _)) if rerun => {
+                lane.rerun_of = Some(why);
+                to_start.push(lane);
+            }
+            Some((why, state)) => skipped.push(SkippedLane {
+                name: lane.spec.name.clone(),
+                why,
+                state,
+            }),
+            None => to_start.push(lane),
+        }
+    }
+    (to_start, skipped)
 }
 
 /// The registry folder of lane `name` in the repository's common git dir.
@@ -148,9 +232,13 @@ pub async fn run(args: SpawnArgs, loaded: Loaded) -> Result<ExitCode, CommandErr
         Ok(lanes) => lanes,
         Err(invalid) => return Ok(invalid.report(args.output_format)),
     };
+    if let Some(cli_agent) = &args.agent {
+        report_agent_overrides(&lanes, cli_agent, args.output_format);
+    }
     if args.detach {
         return crate::daemon::hand_over(&repo, &args, &text, true).await;
     }
+    let (lanes, skipped) = leave_earlier_runs(&repo, lanes, args.rerun);
 
     // One supervisor per repository: a running daemon takes the lanes; anyone else refuses.
     let _lock = match hold_supervisor_lock(&lock_path(&repo), SupervisorRole::Spawn) {
@@ -171,9 +259,16 @@ pub async fn run(args: SpawnArgs, loaded: Loaded) -> Result<ExitCode, CommandErr
         );
     }
     let board = Board::new(
-        lanes.iter().map(|l| l.spec.name.clone()).collect(),
+        lanes
+            .iter()
+            .map(|l| l.spec.name.clone())
+            .chain(skipped.iter().map(|s| s.name.clone()))
+            .collect(),
         args.output_format,
     );
+    for lane in &skipped {
+        board.set(&lane.name, &format!("skipped: {}", lane.why), None);
+    }
     let painter = board.paint_live();
     let tasks = start_all(
         repo.root(),
@@ -198,16 +293,43 @@ pub async fn run(args: SpawnArgs, loaded: Loaded) -> Result<ExitCode, CommandErr
         .values()
         .all(|s| s.is_some_and(|s| s.status == clawpool_lanes::LaneStatus::Finished));
     if args.output_format == OutputFormat::Json {
-        println!(
-            "{}",
-            json!({"lanes": results.iter().map(|(name, state)| json!({"lane": name, "state": state})).collect::<Vec<_>>()})
-        );
+        let ran = results
+            .iter()
+            .map(|(name, state)| json!({"lane": name, "state": state}));
+        let lanes: Vec<_> = ran
+            .chain(skipped.iter().map(SkippedLane::to_json))
+            .collect();
+        println!("{}", json!({ "lanes": lanes }));
     }
     Ok(if all_finished {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
     })
+}
+
+/// Says, on stderr, which lanes run another agent than `--agent` because the packet names
+/// one (a lane's own `agent` or the packet's `defaults`): `--agent` is only the default for
+/// lanes that name none. JSON: one document per lane, `{"notice": {"kind":
+/// "agent_overridden", "lane", "agent", "cli_agent", "message"}}`.
+fn report_agent_overrides(lanes: &[PlannedLane], cli_agent: &str, format: OutputFormat) {
+    for lane in lanes {
+        let Some(agent) = lane.spec.agent.as_deref().filter(|a| *a != cli_agent) else {
+            continue;
+        };
+        let message = format!(
+            "lane {} runs agent {agent}, as the packet names it: --agent {cli_agent} applies only to lanes that name no agent",
+            lane.spec.name
+        );
+        match format {
+            OutputFormat::Json => eprintln!(
+                "{}",
+                json!({"notice": {"kind": "agent_overridden", "lane": lane.spec.name,
+                    "agent": agent, "cli_agent": cli_agent, "message": message}})
+            ),
+            OutputFormat::Text => eprintln!("clawpool: notice: {message}"),
+        }
+    }
 }
 
 /// Starts every lane, at most `concurrency` at once; each task ends with the lane's final state.
@@ -360,6 +482,7 @@ fn plan(
             base_sha,
             roots,
             policy: std::sync::Arc::clone(&loaded.policy),
+            rerun_of: None,
         });
     }
     planned
@@ -431,6 +554,9 @@ async fn start_lane(
     });
     std::fs::write(registry.join("lane.json"), format!("{entry:#}\n"))
         .map_err(|e| CommandError::io("writing the lane's registry entry", e))?;
+    if let Some(earlier) = lane.rerun_of {
+        record_rerun(repo, &name, &registry, earlier, &board)?;
+    }
     let on_board = board.clone();
     let job = LaneJob {
         name: name.clone(),
@@ -459,6 +585,34 @@ async fn start_lane(
         );
     }
     Ok(result.outcome.map(|o| o.state))
+}
+
+/// Records in the lane's event log that `--rerun` starts a fresh run of its task after an
+/// earlier run that finished (in the same worktree) or that gc removed (re-created: gc's
+/// marker goes). The new run's state file starts afresh; its event log goes on.
+fn record_rerun(
+    repo: &Repo,
+    name: &str,
+    registry: &Path,
+    earlier: Skipped,
+    board: &Board,
+) -> Result<(), CommandError> {
+    let events = clawpool_lanes::EventLog::open(name, &registry.join("events.jsonl"))
+        .map_err(|e| CommandError::io("opening the lane's event log", e.source))?;
+    let event = events
+        .record(
+            "lane.rerun",
+            None,
+            None,
+            None,
+            json!({"by": "spawn --rerun", "previous": earlier}),
+        )
+        .map_err(|e| CommandError::io("writing the lane's event log", e.source))?;
+    board.on_event(&event);
+    if earlier == Skipped::RemovedByGc {
+        let _ = std::fs::remove_file(crate::gc::removed_marker(repo, name));
+    }
+    Ok(())
 }
 
 fn invalid_packet(file: &Path, errors: &PacketErrors) -> CommandError {

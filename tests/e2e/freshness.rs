@@ -669,3 +669,117 @@ fn the_default_policy_merges_forward_verifies_and_closes_out_a_finished_lane() {
     assert_eq!(entries[0]["recipe"], "merge_forward_stale_branch");
     assert_eq!(entries[0]["state"], "succeeded");
 }
+
+/// An agent that answers and changes nothing leaves a lane with no commits of its own and a
+/// clean worktree: its tests pass on the unchanged code, which proves nothing, so it is
+/// `finished` with a `no_changes` outcome and never `merge_ready`. A lane that commits is
+/// `changed` and reaches `merge_ready` the same way.
+#[test]
+fn a_lane_that_changed_nothing_is_finished_with_no_changes_and_never_merge_ready() {
+    let s = setup();
+    std::fs::write(
+        s.sandbox.dir.path().join("scenario.toml"),
+        "trust_dialog = true\n[[prompt]]\nsteps = [{ do = \"say\", text = \"nothing to change\" }]\n",
+    )
+    .expect("scenario");
+    spawn_to_end(
+        &s,
+        r#"{"name": "idle", "agent": "scripted", "prompt": "look", "acceptance_tests": ["true"]}"#,
+        0,
+    );
+    let doc = state(&s, "idle");
+    assert_eq!(doc["status"], "finished", "{doc}");
+    assert_eq!(doc["outcome"], "no_changes", "{doc}");
+    assert_ne!(doc["green_level"], "merge_ready", "{doc}");
+    let idle = events(&s, "idle");
+    assert!(
+        !idle.iter().any(|e| e["kind"] == "lane.merge.ready"),
+        "{idle:#?}"
+    );
+    let outcome = find(&idle, "lane.outcome");
+    assert_eq!(outcome["detail"]["commits"], 0, "{outcome}");
+    assert_eq!(outcome["detail"]["dirty"], false, "{outcome}");
+    let asked = idle
+        .iter()
+        .filter(|e| e["kind"] == "lane.verified")
+        .find(|e| e["detail"]["verification"]["level"] == "merge_ready")
+        .expect("the policy verified up to merge_ready");
+    assert!(
+        asked["detail"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("no commits of its own"),
+        "{asked}"
+    );
+    let board = clawpool(&s, &["board"]);
+    let board = String::from_utf8_lossy(&board.stdout);
+    assert!(board.contains("finished{no_changes}"), "{board}");
+
+    std::fs::write(
+        s.sandbox.dir.path().join("scenario.toml"),
+        "trust_dialog = true\n[[prompt]]\nsteps = [{ do = \"write_file\", path = \"out.txt\", content = \"done\\n\" }, { do = \"git_commit\", message = \"lane work\" }]\n",
+    )
+    .expect("scenario");
+    spawn_to_end(
+        &s,
+        r#"{"name": "busy", "agent": "scripted", "prompt": "work", "acceptance_tests": ["true"]}"#,
+        0,
+    );
+    let doc = state(&s, "busy");
+    assert_eq!(doc["outcome"], "changed", "{doc}");
+    assert_eq!(doc["green_level"], "merge_ready", "{doc}");
+}
+
+/// `clawpool verify` without a level (targeted) after a merge_ready green on the same HEAD
+/// keeps merge_ready; once the branch moves on, the level is what the new HEAD reached.
+#[test]
+fn verify_without_a_level_never_lowers_a_higher_green_on_the_same_head() {
+    let s = setup();
+    spawn_to_end(
+        &s,
+        r#"{"name": "held", "agent": "scripted", "prompt": "work", "acceptance_tests": ["true"]}"#,
+        0,
+    );
+    assert_eq!(state(&s, "held")["green_level"], "merge_ready");
+
+    let out = clawpool(&s, &["verify", "held", "--output-format", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let reply = json(&out);
+    assert_eq!(reply["verification"]["level"], "targeted", "{reply}");
+    assert_eq!(reply["green_level"], "merge_ready", "{reply}");
+    let doc = state(&s, "held");
+    assert_eq!(doc["green_level"], "merge_ready", "{doc}");
+    assert_eq!(doc["verification"]["level"], "targeted", "{doc}");
+    // The targeted run says what it reached itself, and announces no merge-readiness again.
+    let held = events(&s, "held");
+    let greens: Vec<&Value> = held.iter().filter(|e| e["kind"] == "lane.green").collect();
+    assert_eq!(greens.last().expect("green")["detail"]["level"], "targeted");
+    assert_eq!(
+        held.iter()
+            .filter(|e| e["kind"] == "lane.merge.ready")
+            .count(),
+        1
+    );
+
+    // A new commit: the merge_ready green was for another HEAD.
+    let dir = s.lanes_dir().join("held");
+    std::fs::write(dir.join("more.txt"), "more\n").expect("write");
+    git(&dir, &["add", "more.txt"], false);
+    git(
+        &dir,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "more",
+        ],
+        false,
+    );
+    let out = clawpool(&s, &["verify", "held", "--output-format", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(json(&out)["green_level"], "targeted");
+    assert_eq!(state(&s, "held")["green_level"], "targeted");
+}

@@ -1281,6 +1281,53 @@ fn stop_ends_a_working_lane_as_failed_and_an_idle_one_as_finished() {
     assert_eq!(outcome["state"]["status"], "finished");
 }
 
+/// A restart that drops the turn the agent was in (taken, not delivered again) leaves the new
+/// agent idle with the work undone: stopping it then is not `finished`.
+#[test]
+fn stopping_a_lane_whose_restart_dropped_the_turn_in_flight_does_not_finish_it() {
+    let sandbox = Sandbox::new();
+    let (repo, config) = setup(&sandbox, LONG_TASK, true, "");
+    let mut lane = Lane::start(&sandbox, &repo, &config, "scripted", "long task");
+    lane.wait_kind("lane.running");
+    control(&sandbox, &["restart", "--resume"], &repo);
+    let restarted = lane.wait_kind("lane.restarted");
+    assert_eq!(restarted["detail"]["resume"], true, "{restarted}");
+    assert_eq!(
+        restarted["detail"]["redeliver_prompt"], false,
+        "{restarted}"
+    );
+    lane.wait_kind("lane.ready");
+    control(&sandbox, &["stop"], &repo);
+    let (code, outcome, events) = lane.finish();
+    assert_eq!(code, 1, "{events:?}");
+    assert_eq!(outcome["state"]["status"], "failed", "{outcome}");
+    let failed = events
+        .iter()
+        .find(|e| e["kind"] == "lane.failed")
+        .expect("failed");
+    assert_eq!(failed["evidence"]["rule"], "operator_stop");
+    assert!(
+        failed["evidence"]["matched"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("dropped the turn in flight"),
+        "{failed}"
+    );
+    let state: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo.join(".claw/worker-state.json")).expect("state file"),
+    )
+    .expect("state JSON");
+    assert_eq!(state["status"], "failed", "{state}");
+    assert!(
+        state["failure"]["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("dropped the turn in flight"),
+        "{state}"
+    );
+    assert!(sandbox.leftover_processes().is_empty());
+}
+
 /// Runs git in `repo` with a test identity; panics when it fails unless `may_fail`.
 fn git_in(repo: &Path, args: &[&str], may_fail: bool) {
     let status = std::process::Command::new("git")

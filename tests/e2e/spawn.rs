@@ -581,11 +581,11 @@ fn spawn_exits_1_when_a_lane_fails() {
 }
 
 #[test]
-fn spawning_again_reuses_the_lane_worktrees() {
+fn spawning_again_with_rerun_reuses_the_lane_worktrees() {
     let s = setup();
     let packet = r#"{"name": "solo", "agent": "scripted", "prompt": "once"}"#;
     assert!(s.spawn(packet, &[]).status.success());
-    let out = s.spawn(packet, &[]);
+    let out = s.spawn(packet, &["--rerun"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(
         git_log(&s.lanes_dir().join("solo"))[..2],
@@ -595,6 +595,120 @@ fn spawning_again_reuses_the_lane_worktrees() {
     let commits = commit_events(&s, "solo");
     assert_eq!(commits.len(), 2, "{commits:?}");
     assert_ne!(commits[0]["detail"]["sha"], commits[1]["detail"]["sha"]);
+}
+
+/// The prompts a lane's scripted agent was given, from its prompt log in the worktree.
+fn prompts_given(s: &Setup, lane: &str) -> usize {
+    std::fs::read_to_string(s.lanes_dir().join(lane).join(".prompts.jsonl"))
+        .map(|log| {
+            log.lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .filter(|entry| entry["event"] == "prompt")
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// The event kinds in a lane's event log, in order.
+fn event_kinds(s: &Setup, lane: &str) -> Vec<String> {
+    let log = s
+        .repo
+        .join(".git/clawpool/lanes")
+        .join(lane)
+        .join("events.jsonl");
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|e| e["kind"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[test]
+fn spawning_again_skips_finished_lanes_and_lanes_gc_removed_unless_rerun() {
+    let s = setup();
+    let packet = r#"{"defaults": {"agent": "scripted"}, "lanes": [
+      {"name": "alpha", "prompt": "do alpha"}, {"name": "beta", "prompt": "do beta"}]}"#;
+    // alpha ran and gc removed it (--force: its work is on its branch only); beta then ran
+    // and stays, finished.
+    let out = s.spawn(
+        r#"{"name": "alpha", "agent": "scripted", "prompt": "do alpha"}"#,
+        &[],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let gc = s
+        .sandbox
+        .clawpool()
+        .args(["gc", "--force", "--repo"])
+        .arg(&s.repo)
+        .output()
+        .expect("gc");
+    assert!(gc.status.success(), "{}", stderr(&gc));
+    let out = s.spawn(
+        r#"{"name": "beta", "agent": "scripted", "prompt": "do beta"}"#,
+        &[],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!s.lanes_dir().join("alpha").exists());
+
+    // Plain log and board: each lane skipped, and why; nothing typed, nothing re-created.
+    let again = s.spawn(packet, &[]);
+    assert_eq!(again.status.code(), Some(0), "{}", stderr(&again));
+    let text = String::from_utf8_lossy(&again.stdout);
+    assert!(text.contains("alpha skipped: removed by gc"), "{text}");
+    assert!(text.contains("beta  skipped: finished"), "{text}");
+    let board = text.split("\nlane").nth(1).expect("the final board");
+    assert!(board.contains("alpha  skipped: removed by gc"), "{board}");
+    assert!(board.contains("beta   skipped: finished"), "{board}");
+    assert!(!s.lanes_dir().join("alpha").exists(), "gc's removal stands");
+    assert_eq!(prompts_given(&s, "beta"), 1, "no prompt typed again");
+    assert!(!event_kinds(&s, "beta").contains(&"lane.rerun".to_owned()));
+
+    // JSON: the final document names each skipped lane.
+    let json = s.spawn(packet, &["--output-format", "json"]);
+    assert_eq!(json.status.code(), Some(0), "{}", stderr(&json));
+    let summary: Value = String::from_utf8_lossy(&json.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|doc| doc.get("lanes").is_some())
+        .expect("the final lanes document");
+    let lane = |name: &str| {
+        summary["lanes"]
+            .as_array()
+            .expect("lanes")
+            .iter()
+            .find(|l| l["lane"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("{name} listed: {summary}"))
+    };
+    assert_eq!(lane("alpha")["skipped"], "removed_by_gc", "{summary}");
+    assert_eq!(lane("alpha")["state"], Value::Null, "{summary}");
+    assert_eq!(lane("beta")["skipped"], "finished", "{summary}");
+    assert_eq!(lane("beta")["state"]["status"], "finished", "{summary}");
+    assert_eq!(prompts_given(&s, "beta"), 1);
+
+    // --rerun: beta runs its task again in its worktree, alpha is made again; both recorded.
+    let rerun = s.spawn(packet, &["--rerun"]);
+    assert_eq!(rerun.status.code(), Some(0), "{}", stderr(&rerun));
+    assert_eq!(prompts_given(&s, "beta"), 2);
+    // Its branch kept the first run's prompt log; the new worktree's agent adds one.
+    assert_eq!(prompts_given(&s, "alpha"), 2, "alpha re-created and run");
+    let beta = event_kinds(&s, "beta");
+    let rerun_at = beta
+        .iter()
+        .position(|k| k == "lane.rerun")
+        .expect("lane.rerun");
+    assert_eq!(
+        beta.iter().filter(|k| *k == "lane.started").count(),
+        2,
+        "{beta:?}"
+    );
+    assert_eq!(beta[rerun_at + 1], "lane.started", "{beta:?}");
+    assert_eq!(
+        event_kinds(&s, "alpha").first().map(String::as_str),
+        Some("lane.rerun")
+    );
+    assert!(!s.repo.join(".git/clawpool/removed/alpha.json").exists());
 }
 
 fn assert_nothing_created(s: &Setup) {
@@ -1722,4 +1836,165 @@ fn a_lane_whose_state_file_cannot_be_written_shows_as_degraded_on_the_board() {
     let after = board();
     assert!(after["board"]["state_file_degraded"].is_null(), "{after}");
     assert_eq!(after["status"], "failed");
+}
+
+#[test]
+fn packet_validate_refuses_an_unknown_agent_as_spawn_does() {
+    let s = setup();
+    let packet = r#"{"lanes": [{"name": "alpha", "agent": "scripted", "prompt": "a"},
+      {"name": "beta", "agent": "claud", "prompt": "b"}]}"#;
+    let file = s.sandbox.dir.path().join("packet.json");
+    std::fs::write(&file, packet).expect("packet");
+    let out = s
+        .sandbox
+        .clawpool()
+        .args(["packet", "validate", "--output-format", "json", "--config"])
+        .arg(&s.config)
+        .arg("--repo")
+        .arg(&s.repo)
+        .arg(&file)
+        .output()
+        .expect("packet validate");
+    let validated = json_error(&out);
+    assert_eq!(validated["kind"], "invalid_packet", "{validated}");
+    let problems = validated["problems"].as_array().expect("problems");
+    assert_eq!(problems.len(), 1, "{validated}");
+    assert_eq!(problems[0]["path"], "$.lanes[1].agent", "{validated}");
+
+    let spawned = json_error(&s.spawn(packet, &["--output-format", "json"]));
+    assert_eq!(
+        problems[0]["message"], spawned["problems"][0]["message"],
+        "validate words it as spawn does: {spawned}"
+    );
+    assert_nothing_created(&s);
+}
+
+#[test]
+fn an_agent_given_on_the_command_line_that_the_packet_overrides_is_reported() {
+    let s = setup();
+    // alpha names its own agent, beta the packet's default: neither runs --agent's.
+    let packet = r#"{"defaults": {"agent": "scripted"}, "lanes": [
+      {"name": "alpha", "agent": "scripted", "prompt": "a"}, {"name": "beta", "prompt": "b"}]}"#;
+    let out = s.spawn(packet, &["--agent", "claude"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stderr(&out);
+    for lane in ["alpha", "beta"] {
+        assert!(
+            text.contains(&format!("clawpool: notice: lane {lane} runs agent scripted, as the packet names it: --agent claude applies only to lanes that name no agent")),
+            "{text}"
+        );
+    }
+    let state: Value = serde_json::from_str(
+        &std::fs::read_to_string(s.lanes_dir().join("alpha/.claw/worker-state.json"))
+            .expect("state"),
+    )
+    .expect("JSON");
+    assert_eq!(state["agent"], "scripted");
+
+    let out = s.spawn(
+        packet,
+        &["--agent", "claude", "--output-format", "json", "--rerun"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let notices: Vec<Value> = stderr(&out)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|doc| doc.get("notice").cloned())
+        .collect();
+    assert_eq!(notices.len(), 2, "{notices:?}");
+    assert_eq!(notices[0]["kind"], "agent_overridden", "{notices:?}");
+    assert_eq!(notices[0]["lane"], "alpha", "{notices:?}");
+    assert_eq!(notices[0]["agent"], "scripted", "{notices:?}");
+    assert_eq!(notices[0]["cli_agent"], "claude", "{notices:?}");
+
+    // A lane that names the same agent as --agent is not overridden.
+    let same = s.spawn(packet, &["--agent", "scripted", "--rerun"]);
+    assert_eq!(same.status.code(), Some(0), "{}", stderr(&same));
+    assert!(!stderr(&same).contains("notice"), "{}", stderr(&same));
+}
+
+/// The doctor checks on a fresh repository, read as a new user would, and each fix it gives
+/// applied as written: the warning it was for is gone.
+#[test]
+fn doctor_warns_only_about_what_is_used_and_its_fixes_fix_the_warnings() {
+    let sandbox = Sandbox::new();
+    let repo = git_repo(sandbox.dir.path(), "repo");
+    let doctor = |extra: &[&str]| -> Value {
+        let out = sandbox
+            .clawpool()
+            .args(["doctor", "--output-format", "json", "--repo"])
+            .arg(&repo)
+            .args(extra)
+            .output()
+            .expect("doctor");
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        serde_json::from_slice(&out.stdout).expect("doctor JSON")
+    };
+    let warnings = |doc: &Value| -> Vec<Value> {
+        doc["checks"]
+            .as_array()
+            .expect("checks")
+            .iter()
+            .filter(|c| c["ok"] == false)
+            .cloned()
+            .collect()
+    };
+    // No configuration and no packet: no agent is anyone's concern yet.
+    let fresh = doctor(&[]);
+    let problems = warnings(&fresh);
+    assert_eq!(problems.len(), 1, "only the trusted roots: {fresh}");
+    assert_eq!(problems[0]["name"], "trusted roots", "{fresh}");
+    let fix = problems[0]["fix"].as_str().expect("a fix").to_owned();
+    let lanes_root = sandbox.dir.path().join("repo.lanes");
+    let user_config = sandbox.home().join(".config/clawpool/config.toml");
+    assert_eq!(
+        fix,
+        format!(
+            "to have lanes trusted, add trusted_roots = [\"{}\"] to {}",
+            lanes_root.display(),
+            user_config.display()
+        )
+    );
+
+    // The fix as written: the lanes root does not exist yet, which is no problem.
+    std::fs::create_dir_all(user_config.parent().expect("folder")).expect("config folder");
+    std::fs::write(
+        &user_config,
+        format!("trusted_roots = [{:?}]\n", lanes_root.display().to_string()),
+    )
+    .expect("user config");
+    let trusted = doctor(&[]);
+    assert!(warnings(&trusted).is_empty(), "{trusted}");
+    assert!(!lanes_root.exists(), "doctor makes nothing");
+
+    // A packet's agent is checked, and its fix, applied, makes it found.
+    let packet = sandbox.dir.path().join("packet.json");
+    std::fs::write(
+        &packet,
+        r#"{"name": "alpha", "agent": "gemini", "prompt": "a"}"#,
+    )
+    .expect("packet");
+    let packet_arg = packet.display().to_string();
+    let with_packet = doctor(&["--packet", &packet_arg]);
+    let problems = warnings(&with_packet);
+    assert_eq!(problems.len(), 1, "{with_packet}");
+    assert_eq!(problems[0]["name"], "agent gemini", "{with_packet}");
+    let fix = problems[0]["fix"].as_str().expect("a fix");
+    let expected = format!(
+        "install gemini on PATH, or add [profiles.gemini.launch] command = \"/path/to/gemini\" to {}",
+        user_config.display()
+    );
+    assert_eq!(fix, expected, "{with_packet}");
+    let agent = workspace_bin("clawpool-scripted-agent");
+    let config = std::fs::read_to_string(&user_config).expect("config");
+    std::fs::write(
+        &user_config,
+        format!(
+            "{config}[profiles.gemini.launch]\ncommand = {:?}\n",
+            agent.display().to_string()
+        ),
+    )
+    .expect("user config");
+    let fixed = doctor(&["--packet", &packet_arg]);
+    assert!(warnings(&fixed).is_empty(), "{fixed}");
 }

@@ -108,6 +108,11 @@ pub struct WorkerStateDoc {
     /// `lane.blocked` with a next action); `null` otherwise, and again once the lane moves on.
     #[serde(default)]
     pub escalation: Option<Escalation>,
+    /// What a finished lane's work came to (`lane.outcome`): `changed`, or `no_changes` (no
+    /// commits of its own since its base and a clean worktree); `null` until the lane
+    /// finishes, and again once it is anything but finished.
+    #[serde(default)]
+    pub outcome: Option<LaneOutcome>,
     /// Fields written by a newer writer of the same schema version that this version does not
     /// know: kept so that reading and printing a file loses nothing. Never written by this
     /// version itself.
@@ -415,6 +420,18 @@ pub struct Blocked {
     pub since: u64,
 }
 
+/// What a finished lane's work came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LaneOutcome {
+    /// The lane's branch has commits of its own since its base, or its worktree has
+    /// uncommitted work.
+    Changed,
+    /// Nothing changed: no commits of its own since its base and a clean worktree. Its
+    /// passing tests prove only the unchanged code, so it is never merge-ready.
+    NoChanges,
+}
+
 /// A lane handed to a person: why, and what to do.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Escalation {
@@ -493,6 +510,7 @@ impl WorkerStateDoc {
             verification: None,
             recovery: RecoveryLedger::default(),
             escalation: None,
+            outcome: None,
             extra: Map::new(),
         }
     }
@@ -517,6 +535,9 @@ impl WorkerStateDoc {
         if !matches!(state.status, LaneStatus::Blocked | LaneStatus::Failed) {
             // The lane moved on: whatever a person was asked to do is past.
             self.escalation = None;
+        }
+        if state.status != LaneStatus::Finished {
+            self.outcome = None;
         }
         self.status = state.status;
         self.blocked = match (state.status, state.subphase) {
@@ -625,6 +646,11 @@ impl WorkerStateDoc {
                         at,
                     });
                 }
+            }
+            "lane.outcome" => {
+                self.outcome = detail
+                    .get("outcome")
+                    .and_then(|o| serde_json::from_value(o.clone()).ok());
             }
             "lane.verified" => {
                 if let Ok(verification) =
@@ -835,5 +861,29 @@ mod tests {
             Some(FailureClass::WorkerCrashed)
         );
         assert_eq!(doc.claw_status, ClawStatus::Failed);
+    }
+
+    #[test]
+    fn a_finished_lanes_outcome_is_kept_until_it_is_anything_but_finished() {
+        let mut doc = doc();
+        let finished = Some(LaneState::plain(LaneStatus::Finished));
+        doc.apply_event(&event(1, 1_000_000, "lane.finished", finished, Value::Null));
+        assert_eq!(doc.outcome, None);
+        doc.apply_event(&event(
+            2,
+            1_001_000,
+            "lane.outcome",
+            None,
+            json!({"outcome": "no_changes", "commits": 0, "dirty": false}),
+        ));
+        assert_eq!(doc.outcome, Some(LaneOutcome::NoChanges));
+        assert_eq!(to_value(&doc)["outcome"], "no_changes");
+        doc.set_state(LaneState::failed(FailureClass::Test), 1_002, None);
+        assert_eq!(doc.outcome, None);
+        // A file written before the field existed reads as no outcome.
+        let mut old = to_value(&doc);
+        old.as_object_mut().expect("object").remove("outcome");
+        let read: WorkerStateDoc = serde_json::from_value(old).expect("an older file");
+        assert_eq!(read.outcome, None);
     }
 }

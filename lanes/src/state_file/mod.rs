@@ -23,9 +23,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use doc::{
-    Base, Blocked, ClawEvent, ClawEventKind, ClawStatus, Escalation, Failure, LastEvent, Prompt,
-    PromptReceipt, Supervisor, Transport, TransportKind, WorkerStateDoc, claw_event_kind,
-    claw_status,
+    Base, Blocked, ClawEvent, ClawEventKind, ClawStatus, Escalation, Failure, LaneOutcome,
+    LastEvent, Prompt, PromptReceipt, Supervisor, Transport, TransportKind, WorkerStateDoc,
+    claw_event_kind, claw_status,
 };
 pub use read::{StateFileError, parse_state, read_lane_state, read_state_file};
 pub use recovery::{AttemptOrigin, AttemptState, LedgerEntry, RecoveryLedger, RestartRecord};

@@ -115,6 +115,10 @@ pub struct Verification {
     pub freshness: Option<Freshness>,
     /// Why it is blocked or stale, in one line.
     pub reason: Option<String>,
+    /// The HEAD commit the commands ran on (after any merge-forward); `null` when it could
+    /// not be read, and in files written before clawpool recorded it.
+    #[serde(default)]
+    pub head: Option<String>,
     /// When it started and finished (epoch s).
     pub started_at: u64,
     /// When it finished (epoch s).

@@ -279,6 +279,8 @@ pub struct Handshake<'a> {
     /// Set when clawpool answered a trust dialog: the agent's store is confined to the lane
     /// once the dialog is gone.
     confine_pending: bool,
+    /// A restart dropped the turn the agent was in: its idle input is not its work done.
+    dropped_turn: bool,
 }
 
 /// What a new supervisor knows of a lane it adopts, from the lane's state file.
@@ -359,6 +361,7 @@ impl<'a> Handshake<'a> {
             unknown_screen: Default::default(),
             external: None,
             confine_pending: false,
+            dropped_turn: false,
         }
     }
 
@@ -420,6 +423,13 @@ impl<'a> Handshake<'a> {
     /// again after a restart is attempt `attempts + 1`.
     pub fn after_attempts(mut self, attempts: u32) -> Self {
         self.receipt.continue_count(attempts);
+        self
+    }
+
+    /// The worker was started again while its agent was in the middle of a turn that was not
+    /// delivered again: until it takes a new text, stopping it does not finish the lane.
+    pub fn after_dropped_turn(mut self, dropped: bool) -> Self {
+        self.dropped_turn = dropped;
         self
     }
 
@@ -1430,13 +1440,15 @@ impl<'a> Handshake<'a> {
     }
 
     async fn stop_by_operator(&mut self) -> Verdict {
-        let done = self.is_idle_and_done();
+        let done = self.is_idle_and_done() && !self.dropped_turn;
         self.worker.stop(STOP_GRACE).await;
         let evidence = Evidence {
             rule: "operator_stop".into(),
             region: "operator".into(),
             matched: if done {
                 "clawpool stop (the agent was idle with its work done)".into()
+            } else if self.dropped_turn {
+                "clawpool stop after a restart dropped the turn in flight (never finished)".into()
             } else {
                 format!("clawpool stop while {}", self.state)
             },
@@ -1646,6 +1658,7 @@ impl<'a> Handshake<'a> {
             return;
         }
         self.receipt.accept(&evidence.matched);
+        self.dropped_turn = false;
         self.transition(LaneState::plain(LaneStatus::PromptAccepted), Some(evidence));
     }
 

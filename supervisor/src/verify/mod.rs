@@ -180,6 +180,7 @@ impl LaneVerifySpec {
             base: base.to_owned(),
             freshness,
             last_freshness: None,
+            held: None,
         }
     }
 }
@@ -205,6 +206,9 @@ pub struct VerifyPlan {
     /// `branch.stale_against_main` is emitted when the lane becomes stale, not on every
     /// verification of a lane already known to be stale.
     pub last_freshness: Option<FreshnessState>,
+    /// The green level the lane holds and the HEAD it was reached on (its state file's): a
+    /// green at a lower level on the same HEAD keeps it.
+    pub held: Option<(GreenLevel, String)>,
 }
 
 /// What a verification did, and what it means for the lane.
@@ -246,6 +250,7 @@ pub async fn verify(
         merge = base_in.merge;
         branch = Some(base_in.check);
     }
+    let head = head_state(dir).ok().map(|h| h.sha().to_owned());
     let mut results = Vec::new();
     if !matches!(verdict, BranchVerdict::Blocked(_)) {
         for (n, command) in plan.commands.iter().enumerate() {
@@ -324,8 +329,29 @@ pub async fn verify(
             why.push("not merge-ready: the branch is not known to have every base commit".into());
             Some(GreenLevel::Workspace)
         }
+        VerifyResult::Green
+            if plan.level == GreenLevel::MergeReady
+                && branch
+                    .as_ref()
+                    .is_some_and(|b| b.freshness.ahead == Some(0)) =>
+        {
+            // The unchanged code passing its tests proves nothing about the lane's work.
+            why.push("not merge-ready: the branch has no commits of its own".into());
+            Some(GreenLevel::Workspace)
+        }
         VerifyResult::Green => Some(plan.level),
         _ => None,
+    };
+    // A lower level's green on the HEAD a higher level was reached on keeps the higher one.
+    // `lane.green` says what this run reached; the lane's level (`lane.verified`) keeps it.
+    let reached = green_level;
+    let green_level = match (reached, &plan.held, &head) {
+        (Some(reached), Some((held, held_head)), Some(head))
+            if held_head == head && *held > reached =>
+        {
+            Some(*held)
+        }
+        _ => reached,
     };
     let verification = Verification {
         level: plan.level,
@@ -335,10 +361,11 @@ pub async fn verify(
         merge,
         freshness,
         reason: (!why.is_empty()).then(|| why.join("; ")),
+        head,
         started_at,
         finished_at: now_secs(),
     };
-    record_result(events, &verification, green_level, &failed, &hung, &verdict);
+    record_result(events, &verification, reached, &failed, &hung, &verdict);
     let lane_state = match result {
         // A green proves the work: a lane verification had failed or held is finished again.
         VerifyResult::Green
