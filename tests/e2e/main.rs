@@ -3,6 +3,7 @@
 
 mod freshness;
 mod handshake;
+mod model_server;
 mod policy;
 mod real_agents;
 mod recovery;
