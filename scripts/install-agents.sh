@@ -7,17 +7,25 @@
 # Usage: scripts/install-agents.sh
 # Env:   CLAWPOOL_AGENTS_DIR  override the install folder (default: <repo>/.agents)
 #
-# Idempotent: when both packages are already present at the pinned versions it
-# does nothing but print where the binaries are.
+# Idempotent: when every package is already present at its pinned version it
+# does nothing but check that each binary runs and print where they are.
 set -euo pipefail
 
-CLAUDE_PKG="@anthropic-ai/claude-code"
-CLAUDE_VERSION="2.1.330"
-CODEX_PKG="@openai/codex"
-CODEX_VERSION="0.169.0"
+# npm packages: package, pinned version, the binary it puts in node_modules/.bin.
+NPM_AGENTS=(
+    "@anthropic-ai/claude-code 2.1.330 claude"
+    "@openai/codex 0.169.0 codex"
+    "opencode-ai 1.18.33 opencode"
+    "@google/gemini-cli 0.61.0 gemini"
+    "@qwen-code/qwen-code 0.24.4 qwen"
+)
+# aider comes from PyPI, into its own virtual environment under the prefix.
+AIDER_PKG="aider-chat"
+AIDER_VERSION="0.86.2"
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 prefix="${CLAWPOOL_AGENTS_DIR:-$repo_root/.agents}"
+aider_venv="$prefix/aider-venv"
 
 die() {
     echo "install-agents: error: $*" >&2
@@ -25,9 +33,11 @@ die() {
 }
 
 command -v node >/dev/null 2>&1 \
-    || die "node is not installed or not on PATH; install Node.js 20+ (codex's launcher is a Node script)"
+    || die "node is not installed or not on PATH; install Node.js 20+ (codex's and gemini's launchers are Node scripts)"
 command -v npm >/dev/null 2>&1 \
     || die "npm is not installed or not on PATH; install npm (it comes with Node.js) and run this again"
+command -v python3 >/dev/null 2>&1 \
+    || die "python3 is not installed or not on PATH; install Python 3.10-3.12 (aider runs in a virtual environment)"
 
 # Prints the version recorded in an installed package's package.json, or
 # nothing when the package is absent. Uses node rather than grep so that
@@ -38,17 +48,20 @@ installed_version() {
     node -e 'process.stdout.write(String(require(process.argv[1]).version || ""))' "$manifest"
 }
 
-binaries_present() {
-    [ -x "$prefix/node_modules/.bin/claude" ] && [ -x "$prefix/node_modules/.bin/codex" ]
-}
+# The npm packages not yet at their pinned version (or whose binary is gone),
+# as `pkg@version` arguments for npm install.
+missing_npm=()
+for entry in "${NPM_AGENTS[@]}"; do
+    read -r pkg version bin <<<"$entry"
+    if [ "$(installed_version "$pkg")" != "$version" ] || [ ! -x "$prefix/node_modules/.bin/$bin" ]; then
+        missing_npm+=("$pkg@$version")
+    fi
+done
 
-have_claude="$(installed_version "$CLAUDE_PKG")"
-have_codex="$(installed_version "$CODEX_PKG")"
-
-if [ "$have_claude" = "$CLAUDE_VERSION" ] && [ "$have_codex" = "$CODEX_VERSION" ] && binaries_present; then
-    echo "install-agents: already installed: $CLAUDE_PKG@$CLAUDE_VERSION, $CODEX_PKG@$CODEX_VERSION"
+if [ "${#missing_npm[@]}" -eq 0 ]; then
+    echo "install-agents: npm agents already installed"
 else
-    echo "install-agents: installing $CLAUDE_PKG@$CLAUDE_VERSION and $CODEX_PKG@$CODEX_VERSION into $prefix"
+    echo "install-agents: installing ${missing_npm[*]} into $prefix"
     mkdir -p "$prefix"
     # A package.json of our own keeps npm from walking up and installing into
     # the Cargo workspace root (npm picks the nearest folder with a manifest).
@@ -57,18 +70,33 @@ else
     fi
     # --save-exact pins the versions in our package.json, so a later plain
     # `npm install --prefix .agents` reproduces exactly these.
-    npm install --no-audit --no-fund --save-exact --prefix "$prefix" \
-        "$CLAUDE_PKG@$CLAUDE_VERSION" "$CODEX_PKG@$CODEX_VERSION" \
+    npm install --no-audit --no-fund --save-exact --prefix "$prefix" "${missing_npm[@]}" \
         || die "npm install failed (is the npm registry reachable? see the npm output above)"
+    for entry in "${NPM_AGENTS[@]}"; do
+        read -r pkg version bin <<<"$entry"
+        have="$(installed_version "$pkg")"
+        [ "$have" = "$version" ] || die "$pkg is at '${have:-missing}' after install, expected $version"
+        [ -x "$prefix/node_modules/.bin/$bin" ] \
+            || die "npm finished but $prefix/node_modules/.bin/$bin is missing (did an install script fail or get skipped by --ignore-scripts?)"
+    done
+fi
 
-    have_claude="$(installed_version "$CLAUDE_PKG")"
-    have_codex="$(installed_version "$CODEX_PKG")"
-    [ "$have_claude" = "$CLAUDE_VERSION" ] \
-        || die "$CLAUDE_PKG is at '${have_claude:-missing}' after install, expected $CLAUDE_VERSION"
-    [ "$have_codex" = "$CODEX_VERSION" ] \
-        || die "$CODEX_PKG is at '${have_codex:-missing}' after install, expected $CODEX_VERSION"
-    binaries_present \
-        || die "npm finished but $prefix/node_modules/.bin/{claude,codex} are missing (did an install script fail or get skipped by --ignore-scripts?)"
+aider_installed_version() {
+    [ -x "$aider_venv/bin/python" ] || return 0
+    "$aider_venv/bin/python" -c 'import importlib.metadata as m; print(m.version("aider-chat"), end="")' 2>/dev/null || true
+}
+
+if [ "$(aider_installed_version)" = "$AIDER_VERSION" ] && [ -x "$aider_venv/bin/aider" ]; then
+    echo "install-agents: $AIDER_PKG already installed"
+else
+    echo "install-agents: installing $AIDER_PKG==$AIDER_VERSION into $aider_venv"
+    mkdir -p "$prefix"
+    python3 -m venv "$aider_venv" \
+        || die "python3 -m venv failed (on Debian: apt-get install python3-venv)"
+    "$aider_venv/bin/python" -m pip install --quiet --disable-pip-version-check "$AIDER_PKG==$AIDER_VERSION" \
+        || die "pip install $AIDER_PKG==$AIDER_VERSION failed (is PyPI reachable? see the pip output above)"
+    have="$(aider_installed_version)"
+    [ "$have" = "$AIDER_VERSION" ] || die "$AIDER_PKG is at '${have:-missing}' after install, expected $AIDER_VERSION"
 fi
 
 # Run each binary once: this catches a postinstall that npm skipped (Claude
@@ -78,16 +106,22 @@ fi
 smoke_home="$(mktemp -d)"
 trap 'rm -rf "$smoke_home"' EXIT
 check_runs() {
-    local name="$1" want="$2" out
-    out="$(env -i HOME="$smoke_home" PATH="$PATH" "$prefix/node_modules/.bin/$name" --version 2>/dev/null)" \
-        || die "$prefix/node_modules/.bin/$name --version failed; delete $prefix and run this again"
+    local path="$1" want="$2" out
+    out="$(env -i HOME="$smoke_home" PATH="$PATH" "$path" --version 2>/dev/null)" \
+        || die "$path --version failed; delete $prefix and run this again"
     case "$out" in
         *"$want"*) ;;
-        *) die "$name --version printed '$out', expected it to mention $want" ;;
+        *) die "$path --version printed '$out', expected it to mention $want" ;;
     esac
 }
-check_runs claude "$CLAUDE_VERSION"
-check_runs codex "$CODEX_VERSION"
+for entry in "${NPM_AGENTS[@]}"; do
+    read -r pkg version bin <<<"$entry"
+    check_runs "$prefix/node_modules/.bin/$bin" "$version"
+done
+check_runs "$aider_venv/bin/aider" "$AIDER_VERSION"
 
-echo "claude: $prefix/node_modules/.bin/claude"
-echo "codex:  $prefix/node_modules/.bin/codex"
+for entry in "${NPM_AGENTS[@]}"; do
+    read -r pkg version bin <<<"$entry"
+    printf '%-9s %s\n' "$bin:" "$prefix/node_modules/.bin/$bin"
+done
+printf '%-9s %s\n' "aider:" "$aider_venv/bin/aider"

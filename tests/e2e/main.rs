@@ -4,6 +4,7 @@
 mod claw_compat;
 mod freshness;
 mod handshake;
+mod model_server;
 mod policy;
 mod real_agents;
 mod recovery;

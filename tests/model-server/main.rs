@@ -1,9 +1,11 @@
 //! `clawpool-model-server`: a scripted stand-in for a model provider, so the real
-//! coding agents (Claude Code, Codex) can run offline in end-to-end tests with fake
+//! coding agents (Claude Code, Codex, opencode, gemini-cli, Qwen Code, aider) can run offline in end-to-end tests with fake
 //! keys and answer exactly what a test scripted.
 //!
-//! It speaks the Anthropic Messages API (`POST /v1/messages`, streamed or not) and
-//! the OpenAI Responses API (`POST /v1/responses`), serves the script's turns to the
+//! It speaks the Anthropic Messages API (`POST /v1/messages`, streamed or not), the
+//! OpenAI Responses API (`POST /v1/responses`), the OpenAI Chat Completions API
+//! (`POST /v1/chat/completions`) and the Gemini API's generate-content
+//! (`POST /v1beta/models/{model}:streamGenerateContent?alt=sse`), serves the script's turns to the
 //! agent's task requests in order, answers side requests (title generation) without
 //! using up turns, and logs every request as a JSON line. It listens on loopback
 //! only, on a port the OS picks, and announces it on stdout (and in `--port-file`).
@@ -13,6 +15,8 @@
 //! ```
 
 mod anthropic;
+mod chat;
+mod gemini;
 mod http;
 mod openai;
 mod record;

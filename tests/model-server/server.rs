@@ -1,6 +1,7 @@
 //! Connections and routing: reads requests off each connection, records them,
 //! decides which script turn (if any) answers them, and writes the answer in the
-//! dialect of the API that was called.
+//! dialect of the API that was called (Anthropic Messages, OpenAI Responses, OpenAI Chat
+//! Completions, Gemini generate-content).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,7 +14,7 @@ use tokio::net::{TcpListener, TcpStream};
 use crate::http::{self, Chunked, Request};
 use crate::record::Recorder;
 use crate::script::{Action, Script, ToolUse, Turn};
-use crate::{anthropic, openai, request, side};
+use crate::{anthropic, chat, gemini, openai, request, side};
 
 /// Everything the connections share.
 pub struct Server {
@@ -32,6 +33,11 @@ pub struct Server {
 enum Api {
     Anthropic,
     OpenAi,
+    ChatCompletions,
+    /// Gemini's generate-content; `stream` comes from the path, not the body.
+    Gemini {
+        stream: bool,
+    },
 }
 
 /// What to do with the connection after a request.
@@ -113,12 +119,18 @@ impl Server {
         let path = request.path().to_owned();
         let is_post = request.method == "POST";
 
-        let api = if is_post && path.ends_with("/messages") {
-            Some(Api::Anthropic)
-        } else if is_post && path.ends_with("/responses") {
-            Some(Api::OpenAi)
-        } else {
+        let api = if !is_post {
             None
+        } else if path.ends_with("/messages") {
+            Some(Api::Anthropic)
+        } else if path.ends_with("/responses") {
+            Some(Api::OpenAi)
+        } else if path.ends_with("/chat/completions") {
+            Some(Api::ChatCompletions)
+        } else {
+            gemini::call_of(&path).map(|call| Api::Gemini {
+                stream: call.stream,
+            })
         };
         let null = Value::Null;
         let body_ref = body.as_ref().unwrap_or(&null);
@@ -146,7 +158,10 @@ impl Server {
         );
 
         match api {
-            Some(api) => self.answer(api, seq, body_ref, &turn, reader, writer).await,
+            Some(api) => {
+                self.answer(api, seq, &path, body_ref, &turn, reader, writer)
+                    .await
+            }
             None => answer_other(&request, &path, writer).await,
         }
     }
@@ -183,11 +198,13 @@ impl Server {
         recorder.write(&record);
     }
 
-    /// Answers a Messages or Responses API call with the given turn.
+    /// Answers a model call in its API's dialect with the given turn.
+    #[allow(clippy::too_many_arguments)]
     async fn answer<R, W>(
         &self,
         api: Api,
         seq: u64,
+        path: &str,
         body: &Value,
         turn: &Turn,
         reader: &mut R,
@@ -198,25 +215,36 @@ impl Server {
         W: AsyncWrite + Unpin,
     {
         let delay = Duration::from_millis(turn.delay_ms);
-        let stream = request::wants_stream(body);
+        let stream = match api {
+            Api::Gemini { stream } => stream,
+            _ => request::wants_stream(body),
+        };
         let model = match api {
             Api::Anthropic => request::model_of(body, "claude-scripted"),
-            Api::OpenAi => request::model_of(body, "gpt-scripted"),
+            Api::OpenAi | Api::ChatCompletions => request::model_of(body, "gpt-scripted"),
+            Api::Gemini { .. } => gemini::call_of(path)
+                .map_or("gemini-scripted", |call| call.model)
+                .to_owned(),
         };
         let (message_id, request_id_header) = match api {
             Api::Anthropic => (format!("msg_scripted_{seq}"), "request-id"),
             Api::OpenAi => (format!("resp_scripted_{seq}"), "x-request-id"),
+            Api::ChatCompletions => (format!("chatcmpl_scripted_{seq}"), "x-request-id"),
+            Api::Gemini { .. } => (format!("gen_scripted_{seq}"), "x-request-id"),
         };
         let headers = [(request_id_header, format!("req_scripted_{seq}"))];
         let sse_headers = [
             (request_id_header, format!("req_scripted_{seq}")),
             ("cache-control", "no-cache".to_owned()),
         ];
-        let start_event = match api {
-            Api::Anthropic => anthropic::message_start(&message_id, &model),
-            Api::OpenAi => openai::created(&message_id, &model),
+        // The stream's opening frame, also all a `hang` turn sends. Gemini has none: its
+        // first chunk already carries content.
+        let start_frame = match api {
+            Api::Anthropic => Some(request::sse(&anthropic::message_start(&message_id, &model))),
+            Api::OpenAi => Some(request::sse(&openai::created(&message_id, &model))),
+            Api::ChatCompletions => Some(chat::sse(&chat::role_chunk(&message_id, &model))),
+            Api::Gemini { .. } => None,
         };
-        let frame = request::sse;
 
         match &turn.action {
             Action::Refuse => {
@@ -227,7 +255,10 @@ impl Server {
                 tokio::time::sleep(delay).await;
                 let body = match api {
                     Api::Anthropic => anthropic::error_body(&error.kind, &error.message),
-                    Api::OpenAi => openai::error_body(&error.kind, &error.message),
+                    Api::OpenAi | Api::ChatCompletions => {
+                        openai::error_body(&error.kind, &error.message)
+                    }
+                    Api::Gemini { .. } => gemini::error_body(error.status, &error.message),
                 };
                 http::write_full(
                     writer,
@@ -244,7 +275,9 @@ impl Server {
                 if stream {
                     let mut chunked =
                         Chunked::start(writer, 200, "text/event-stream", &sse_headers).await?;
-                    chunked.send(frame(&start_event).as_bytes()).await?;
+                    if let Some(frame) = &start_frame {
+                        chunked.send(frame.as_bytes()).await?;
+                    }
                 }
                 wait_for_hangup(reader).await;
                 eprintln!("model-server: #{seq} client hung up during a hang turn");
@@ -254,7 +287,7 @@ impl Server {
                 let tool_id = tool_use.as_ref().map(|tool| {
                     tool.id.clone().unwrap_or_else(|| match api {
                         Api::Anthropic => format!("toolu_scripted_{seq}"),
-                        Api::OpenAi => format!("call_scripted_{seq}"),
+                        _ => format!("call_scripted_{seq}"),
                     })
                 });
                 let tool: Option<(&ToolUse, &str)> = tool_use.as_ref().zip(tool_id.as_deref());
@@ -262,14 +295,31 @@ impl Server {
                 if stream {
                     let mut chunked =
                         Chunked::start(writer, 200, "text/event-stream", &sse_headers).await?;
-                    chunked.send(frame(&start_event).as_bytes()).await?;
+                    if let Some(frame) = &start_frame {
+                        chunked.send(frame.as_bytes()).await?;
+                    }
                     tokio::time::sleep(delay).await;
-                    let events = match api {
-                        Api::Anthropic => anthropic::reply_events(text, tool),
-                        Api::OpenAi => openai::reply_events(&message_id, &model, text, tool),
+                    let frames: Vec<String> = match api {
+                        Api::Anthropic => anthropic::reply_events(text, tool)
+                            .iter()
+                            .map(request::sse)
+                            .collect(),
+                        Api::OpenAi => openai::reply_events(&message_id, &model, text, tool)
+                            .iter()
+                            .map(request::sse)
+                            .collect(),
+                        Api::ChatCompletions => chat::reply_chunks(&message_id, &model, text, tool)
+                            .iter()
+                            .map(chat::sse)
+                            .chain([chat::DONE.to_owned()])
+                            .collect(),
+                        Api::Gemini { .. } => gemini::reply_chunks(&model, text, tool)
+                            .iter()
+                            .map(gemini::sse)
+                            .collect(),
                     };
-                    for event in &events {
-                        chunked.send(frame(event).as_bytes()).await?;
+                    for frame in &frames {
+                        chunked.send(frame.as_bytes()).await?;
                     }
                     chunked.finish().await?;
                 } else {
@@ -277,6 +327,10 @@ impl Server {
                     let reply = match api {
                         Api::Anthropic => anthropic::reply_message(&message_id, &model, text, tool),
                         Api::OpenAi => openai::reply_response(&message_id, &model, text, tool),
+                        Api::ChatCompletions => {
+                            chat::reply_completion(&message_id, &model, text, tool)
+                        }
+                        Api::Gemini { .. } => gemini::reply_response(&model, text, tool),
                     };
                     http::write_full(
                         writer,
@@ -306,6 +360,9 @@ async fn answer_other<W: AsyncWrite + Unpin>(
     let (status, body) = if request.method == "POST" && path.ends_with("/messages/count_tokens") {
         // A rough count is enough: the agent only uses it for context accounting.
         (200, json!({"input_tokens": request.body.len() / 4 + 1}))
+    } else if request.method == "POST" && path.ends_with(":countTokens") {
+        // Gemini's token count, as rough as Anthropic's.
+        (200, json!({"totalTokens": request.body.len() / 4 + 1}))
     } else if path.ends_with("/models") {
         // Both dialects' list shapes, empty: agents fall back to their built-in lists.
         (200, json!({"object": "list", "data": [], "models": []}))

@@ -2,8 +2,10 @@
 //! as Claude Code's session-title request. They never consume script turns.
 //!
 //! Some side requests ask for structured output (a JSON schema in
-//! `output_config.format` for Anthropic, `text.format` for OpenAI) and discard a
-//! reply that does not parse, so the reply is shaped to the schema when there is one.
+//! `output_config.format` for Anthropic, `text.format` for OpenAI Responses,
+//! `response_format` for Chat Completions, `generationConfig.responseJsonSchema` or
+//! `responseSchema` for Gemini) and discard a reply that does not parse, so the reply is
+//! shaped to the schema when there is one.
 
 use serde_json::{Map, Value, json};
 
@@ -14,7 +16,14 @@ pub fn reply_text(body: &Value, text: &str) -> String {
         .pointer("/output_config/format")
         .or_else(|| body.pointer("/text/format"))
         .filter(|format| format.get("type").and_then(Value::as_str) == Some("json_schema"))
-        .and_then(|format| format.get("schema"));
+        .and_then(|format| format.get("schema"))
+        .or_else(|| {
+            body.get("response_format")
+                .filter(|format| format.get("type").and_then(Value::as_str) == Some("json_schema"))
+                .and_then(|format| format.pointer("/json_schema/schema"))
+        })
+        .or_else(|| body.pointer("/generationConfig/responseJsonSchema"))
+        .or_else(|| body.pointer("/generationConfig/responseSchema"));
     match schema {
         Some(schema) => fill(schema, text).to_string(),
         None => text.to_owned(),
@@ -24,7 +33,12 @@ pub fn reply_text(body: &Value, text: &str) -> String {
 /// A value that satisfies the common subset of JSON schema agents use for side
 /// requests: objects with required properties, strings, numbers, booleans, arrays.
 fn fill(schema: &Value, text: &str) -> Value {
-    match schema.get("type").and_then(Value::as_str) {
+    // Gemini's `responseSchema` spells types in capitals (`OBJECT`, `STRING`).
+    let kind = schema
+        .get("type")
+        .and_then(Value::as_str)
+        .map(str::to_ascii_lowercase);
+    match kind.as_deref() {
         Some("object") => {
             let properties = schema.get("properties").and_then(Value::as_object);
             let mut out = Map::new();
@@ -70,5 +84,18 @@ mod tests {
             r#"{"title":"Scripted task"}"#
         );
         assert_eq!(reply_text(&json!({}), "Scripted task"), "Scripted task");
+    }
+
+    #[test]
+    fn chat_and_gemini_schemas_are_filled_too() {
+        let chat = json!({"response_format": {"type": "json_schema", "json_schema": {
+            "name": "title",
+            "schema": {"type": "object", "properties": {"title": {"type": "string"}}},
+        }}});
+        assert_eq!(reply_text(&chat, "T"), r#"{"title":"T"}"#);
+        let gemini = json!({"generationConfig": {"responseMimeType": "application/json",
+            "responseSchema": {"type": "OBJECT", "properties": {"next_speaker": {
+                "type": "STRING", "enum": ["user", "model"]}}}}});
+        assert_eq!(reply_text(&gemini, "T"), r#"{"next_speaker":"user"}"#);
     }
 }
