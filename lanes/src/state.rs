@@ -31,6 +31,21 @@ impl LaneStatus {
     pub fn is_terminal(self) -> bool {
         matches!(self, LaneStatus::Finished | LaneStatus::Failed)
     }
+
+    /// The kind of the lane event that brings a lane into this status (`docs/events.md`).
+    pub fn transition_kind(self) -> &'static str {
+        match self {
+            LaneStatus::Spawning => "lane.spawning",
+            LaneStatus::TrustRequired => "lane.trust_required",
+            LaneStatus::ToolPermissionRequired => "lane.tool_permission_required",
+            LaneStatus::ReadyForPrompt => "lane.ready",
+            LaneStatus::PromptAccepted => "lane.prompt_accepted",
+            LaneStatus::Running => "lane.running",
+            LaneStatus::Blocked => "lane.blocked",
+            LaneStatus::Finished => "lane.finished",
+            LaneStatus::Failed => "lane.failed",
+        }
+    }
 }
 
 /// Why a lane is blocked.

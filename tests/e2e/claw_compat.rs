@@ -159,21 +159,6 @@ fn state_after(dir: &Path, name: &str, events: &[(&str, Option<LaneState>)]) -> 
     clawpool_lanes::state_file_path(&worktree)
 }
 
-/// The lane event that brings a lane into `state`.
-fn transition_kind(state: LaneState) -> &'static str {
-    match state.status {
-        LaneStatus::Spawning => "lane.spawning",
-        LaneStatus::TrustRequired => "lane.trust_required",
-        LaneStatus::ToolPermissionRequired => "lane.tool_permission_required",
-        LaneStatus::ReadyForPrompt => "lane.ready",
-        LaneStatus::PromptAccepted => "lane.prompt_accepted",
-        LaneStatus::Running => "lane.running",
-        LaneStatus::Blocked => "lane.blocked",
-        LaneStatus::Finished => "lane.finished",
-        LaneStatus::Failed => "lane.failed",
-    }
-}
-
 #[test]
 fn claw_codes_own_types_read_the_state_file_in_every_state() {
     let reader = build_reader();
@@ -196,7 +181,7 @@ fn claw_codes_own_types_read_the_state_file_in_every_state() {
             &before,
             &[
                 ("lane.started", Some(LaneState::plain(LaneStatus::Spawning))),
-                (transition_kind(*state), to),
+                (state.status.transition_kind(), to),
             ],
         ));
         let after = format!("lane-{i}-after");
@@ -211,7 +196,7 @@ fn claw_codes_own_types_read_the_state_file_in_every_state() {
                     Some(LaneState::plain(LaneStatus::ReadyForPrompt)),
                 ),
                 ("lane.prompt_sent", None),
-                (transition_kind(*state), to),
+                (state.status.transition_kind(), to),
                 ("lane.commit.created", None),
             ],
         ));

@@ -122,6 +122,23 @@ fn screen_report(lane: &Path) -> String {
     )
 }
 
+/// The lane is escalated with `clawpool trust NAME` as the next action, and then nothing
+/// happens for `quiet`: nothing is typed into a lane waiting for an operator's trust.
+fn escalated_to_trust_then_quiet(run: &mut LaneRun, lane: &Path, name: &str, quiet: Duration) {
+    let escalated = wait_kind(run, lane, "lane.escalated");
+    assert!(
+        escalated["detail"]["next_action"]
+            .as_str()
+            .is_some_and(|a| a.contains(&format!("clawpool trust {name}"))),
+        "{escalated}"
+    );
+    let meanwhile = run.lines_within(quiet);
+    assert!(
+        meanwhile.is_empty(),
+        "the lane waiting for trust did something: {meanwhile:#?}"
+    );
+}
+
 /// Waits for the next event of `kind` (from now on).
 fn wait_kind(run: &mut LaneRun, lane: &Path, kind: &str) -> Value {
     run.wait_for(
@@ -536,21 +553,9 @@ fn claude_untrusted_lane_blocks_on_the_trust_dialog_until_clawpool_trust() {
     let blocked = wait_kind(&mut run, &lane, "lane.blocked");
     assert_eq!(blocked["to"]["subphase"], "trust_prompt", "{blocked}");
     assert_eq!(blocked["evidence"]["rule"], "trust");
-    // The policy hands it to a person, saying what to do.
-    let escalated = wait_kind(&mut run, &lane, "lane.escalated");
-    assert!(
-        escalated["detail"]["next_action"]
-            .as_str()
-            .is_some_and(|a| a.contains("clawpool trust untrusted")),
-        "{escalated}"
-    );
-
-    // Blocked means blocked: for several seconds nothing happens, nothing is typed.
-    let meanwhile = run.lines_within(Duration::from_secs(5));
-    assert!(
-        meanwhile.is_empty(),
-        "the blocked lane did something: {meanwhile:#?}"
-    );
+    // The policy hands it to a person, saying what to do; blocked means blocked: for several
+    // seconds nothing happens, nothing is typed.
+    escalated_to_trust_then_quiet(&mut run, &lane, "untrusted", Duration::from_secs(5));
     let events = run.events();
     assert_eq!(
         transitions(&events),
@@ -1182,18 +1187,7 @@ fn claude_trusting_one_worktree_lane_opens_no_other_lane() {
             .is_some_and(|m| m.contains("ready without asking")),
         "{blocked}"
     );
-    let escalated = wait_kind(&mut run, &third, "lane.escalated");
-    assert!(
-        escalated["detail"]["next_action"]
-            .as_str()
-            .is_some_and(|a| a.contains("clawpool trust third")),
-        "{escalated}"
-    );
-    let meanwhile = run.lines_within(Duration::from_secs(3));
-    assert!(
-        meanwhile.is_empty(),
-        "the held lane did something: {meanwhile:#?}"
-    );
+    escalated_to_trust_then_quiet(&mut run, &third, "third", Duration::from_secs(3));
     assert!(
         server.main_requests().is_empty(),
         "no prompt reached the model: {:#?}",

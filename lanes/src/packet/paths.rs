@@ -70,21 +70,8 @@ impl Roots {
             .as_ref()
             .is_some_and(|w| resolved.starts_with(w));
 
-        let allowed = match rule {
-            PathRule::InsideRepo => in_repo,
-            PathRule::InsideRoots | PathRule::BelowRoots => in_repo || in_worktrees,
-        };
-        if !allowed {
-            let roots = match (rule, &self.worktree_root) {
-                (PathRule::InsideRepo, _) | (_, None) => {
-                    format!("the repository `{}`", self.repo.display())
-                }
-                (_, Some(w)) => format!(
-                    "the repository `{}` and the worktree root `{}`",
-                    self.repo.display(),
-                    w.display()
-                ),
-            };
+        if !rule.allows(in_repo, in_worktrees) {
+            let roots = self.describe(rule);
             let resolved_note = if Path::new(raw) == resolved {
                 String::new()
             } else {
@@ -152,14 +139,19 @@ impl Roots {
             .as_deref()
             .map(physical)
             .is_some_and(|w| leads_to.starts_with(w));
-        let allowed = match rule {
-            PathRule::InsideRepo => in_repo,
-            PathRule::InsideRoots | PathRule::BelowRoots => in_repo || in_worktrees,
-        };
-        if allowed {
+        if rule.allows(in_repo, in_worktrees) {
             return Ok(());
         }
-        let roots = match (rule, &self.worktree_root) {
+        Err(format!(
+            "`{raw}` leads outside {} through a symbolic link: it resolves to `{}`",
+            self.describe(rule),
+            leads_to.display()
+        ))
+    }
+
+    /// The roots a path under `rule` must be in, for messages.
+    fn describe(&self, rule: PathRule) -> String {
+        match (rule, &self.worktree_root) {
             (PathRule::InsideRepo, _) | (_, None) => {
                 format!("the repository `{}`", self.repo.display())
             }
@@ -168,11 +160,18 @@ impl Roots {
                 self.repo.display(),
                 w.display()
             ),
-        };
-        Err(format!(
-            "`{raw}` leads outside {roots} through a symbolic link: it resolves to `{}`",
-            leads_to.display()
-        ))
+        }
+    }
+}
+
+impl PathRule {
+    /// Whether a path inside the repository (`in_repo`) or the worktree root (`in_worktrees`)
+    /// may be named under this rule.
+    fn allows(self, in_repo: bool, in_worktrees: bool) -> bool {
+        match self {
+            PathRule::InsideRepo => in_repo,
+            PathRule::InsideRoots | PathRule::BelowRoots => in_repo || in_worktrees,
+        }
     }
 }
 

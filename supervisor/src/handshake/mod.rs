@@ -1678,17 +1678,7 @@ impl<'a> Handshake<'a> {
         }
         let from = self.state;
         self.state = to;
-        let kind = match to.status {
-            LaneStatus::Spawning => "lane.spawning",
-            LaneStatus::TrustRequired => "lane.trust_required",
-            LaneStatus::ToolPermissionRequired => "lane.tool_permission_required",
-            LaneStatus::ReadyForPrompt => "lane.ready",
-            LaneStatus::PromptAccepted => "lane.prompt_accepted",
-            LaneStatus::Running => "lane.running",
-            LaneStatus::Blocked => "lane.blocked",
-            LaneStatus::Finished => "lane.finished",
-            LaneStatus::Failed => "lane.failed",
-        };
+        let kind = to.status.transition_kind();
         let detail = match to.status {
             LaneStatus::PromptAccepted => serde_json::to_value(&self.receipt).unwrap_or_default(),
             _ => serde_json::Value::Null,
