@@ -209,6 +209,33 @@ impl TmuxServer {
         })
     }
 
+    /// Connects to the server only when it is already running: `None` when there is none, so
+    /// that looking for a lane's session never leaves a new, empty server behind.
+    pub async fn connect_existing(config: TmuxConfig) -> Result<Option<Self>, TmuxError> {
+        validate_name("socket", &config.socket_name, true)?;
+        let tmux = resolve_program(
+            &config.program,
+            &std::env::temp_dir(),
+            std::env::var_os("PATH").as_deref(),
+        )
+        .map_err(|_| TmuxError::NotInstalled {
+            program: config.program.to_string_lossy().into_owned(),
+        })?;
+        let probed = base_command(&tmux, &config)
+            .args(["list-sessions", "-F", "#{session_name}"])
+            .output()
+            .await
+            .map_err(|source| TmuxError::Io {
+                what: "looking for the tmux server",
+                source,
+            })?;
+        if !probed.status.success() {
+            // tmux says "no server running" or "error connecting to …" (a socket left behind).
+            return Ok(None);
+        }
+        Self::connect(config).await.map(Some)
+    }
+
     /// The socket name (`tmux -L <name>`).
     pub fn socket_name(&self) -> &str {
         &self.inner.config.socket_name
