@@ -406,19 +406,21 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
                 }
                 Plan::Resubmit => {
                     let attempt = outcome.receipt.attempts + 1;
+                    // Recorded before the press, as the handshake does: an adopter of a lane
+                    // whose supervisor was killed in between presses Enter, never retypes.
+                    let _ = events.record(
+                        "lane.prompt_sent",
+                        None,
+                        None,
+                        None,
+                        json!({"attempt": attempt, "by": "resubmit_prompt"}),
+                    );
                     let step = match worker
                         .send(&clawpool_pty::Input::Key(clawpool_pty::Key::Enter))
                         .await
                     {
                         Ok(()) => {
                             resubmitted = true;
-                            let _ = events.record(
-                                "lane.prompt_sent",
-                                None,
-                                None,
-                                None,
-                                json!({"attempt": attempt, "by": "resubmit_prompt"}),
-                            );
                             StepOutcome::Done
                         }
                         Err(err) => StepOutcome::Failed(format!("pressing Enter: {err}")),

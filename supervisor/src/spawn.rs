@@ -815,6 +815,7 @@ pub async fn adopt(args: AdoptArgs, loaded: Loaded) -> Result<ExitCode, CommandE
         tasks,
         mut not_adopted,
         cleanups,
+        servers,
     } = adopt_lanes(&repo, names, &loaded, &board, &interrupt);
     for cleanup in cleanups {
         let _ = cleanup.await;
@@ -830,6 +831,8 @@ pub async fn adopt(args: AdoptArgs, loaded: Loaded) -> Result<ExitCode, CommandE
             Err(_) => {}
         }
     }
+    // Every lane is over: a server nothing runs on any more goes, with its socket.
+    servers.close_unused().await;
     board.paint_final();
     let all_finished = adopted
         .values()
@@ -903,6 +906,35 @@ pub struct Adoptions {
     /// Ending the tmux sessions lanes that had already ended left behind (their supervisor was
     /// killed between recording the end and closing the session).
     pub cleanups: Vec<tokio::task::JoinHandle<()>>,
+    /// The tmux servers the lanes were found on.
+    pub servers: TmuxServers,
+}
+
+/// The tmux servers adopted lanes run on: each connected once (never started: a server that
+/// is not running has no lane to adopt) and shared by its lanes, so that one lane's end never
+/// closes a server under another.
+#[derive(Clone, Default)]
+pub struct TmuxServers(Arc<tokio::sync::Mutex<BTreeMap<String, Option<TmuxServer>>>>);
+
+impl TmuxServers {
+    /// The running server on `socket`, if there is one.
+    async fn get(&self, socket: &str) -> Result<Option<TmuxServer>, CommandError> {
+        let mut servers = self.0.lock().await;
+        if let Some(server) = servers.get(socket) {
+            return Ok(server.clone());
+        }
+        let server = TmuxServer::connect_existing(TmuxConfig::new(socket)).await?;
+        servers.insert(socket.to_owned(), server.clone());
+        Ok(server)
+    }
+
+    /// Kills each server no lane runs on any more (and removes its socket).
+    pub async fn close_unused(&self) {
+        let servers: Vec<TmuxServer> = self.0.lock().await.values().flatten().cloned().collect();
+        for server in servers {
+            Terminal::Tmux(server).close_if_unused().await;
+        }
+    }
 }
 
 /// Takes over every lane among `names` that has not ended: its state file is first caught up
@@ -923,6 +955,7 @@ pub fn adopt_lanes(
     let root = lanes_root(repo);
     let mut tasks = Vec::new();
     let mut cleanups = Vec::new();
+    let servers = TmuxServers::default();
     let mut not_adopted = Vec::new();
     let mut refuse = |lane: &str, kind: &'static str, error: String| {
         board.set(lane, &format!("not adopted: {kind} ({error})"), None);
@@ -990,7 +1023,7 @@ pub fn adopt_lanes(
                 );
             }
             if let Some(target) = doc.transport.session.clone() {
-                cleanups.push(tokio::spawn(end_leftover_session(target)));
+                cleanups.push(tokio::spawn(end_leftover_session(target, servers.clone())));
             }
             board.set(
                 &name,
@@ -1011,6 +1044,7 @@ pub fn adopt_lanes(
         let roots = loaded.roots.clone();
         let policy = std::sync::Arc::clone(&loaded.policy);
         let interrupt = interrupt.clone();
+        let servers = servers.clone();
         tasks.push(tokio::spawn(async move {
             let state = adopt_lane(
                 &name,
@@ -1021,7 +1055,7 @@ pub fn adopt_lanes(
                 profile,
                 (settings, policy, interrupt),
                 roots,
-                board.clone(),
+                (board.clone(), servers),
             )
             .await;
             let state = state.map_err(|err| {
@@ -1039,6 +1073,7 @@ pub fn adopt_lanes(
         tasks,
         not_adopted,
         cleanups,
+        servers,
     }
 }
 
@@ -1108,20 +1143,18 @@ fn record_lost(
 }
 
 /// Ends the tmux session `target` (`SOCKET:SESSION`) of a lane that has already ended, if it
-/// is still there, and the server once nothing else runs on it.
-async fn end_leftover_session(target: String) {
+/// is still there.
+async fn end_leftover_session(target: String, servers: TmuxServers) {
     let Some((socket, session)) = target.split_once(':') else {
         return;
     };
-    if let Ok(Some(server)) = TmuxServer::connect_existing(TmuxConfig::new(socket)).await {
-        if server
+    if let Ok(Some(server)) = servers.get(socket).await
+        && server
             .sessions()
             .await
             .is_ok_and(|sessions| sessions.iter().any(|s| s == session))
-        {
-            let _ = server.kill_session(session).await;
-        }
-        Terminal::Tmux(server).close_if_unused().await;
+    {
+        let _ = server.kill_session(session).await;
     }
 }
 
@@ -1129,19 +1162,20 @@ async fn end_leftover_session(target: String) {
 enum Found {
     /// Its tmux session is live, with its agent started: it can be driven on.
     Live(TmuxServer, String),
-    /// It is gone (or was never fully started, and its session was ended): why, and the server
-    /// to close if nothing else runs on it.
-    Gone(String, Option<TmuxServer>),
+    /// It is gone (or was never fully started, and its session was ended): why.
+    Gone(String),
 }
 
 /// Looks for the worker of a lane that has not ended where its state file says it runs.
-async fn find_worker(doc: &clawpool_lanes::WorkerStateDoc) -> Result<Found, CommandError> {
+async fn find_worker(
+    doc: &clawpool_lanes::WorkerStateDoc,
+    servers: &TmuxServers,
+) -> Result<Found, CommandError> {
     let target = match (&doc.transport.kind, doc.transport.session.as_deref()) {
         (clawpool_lanes::state_file::TransportKind::Pty, _) => {
             // A PTY is owned by its supervisor: its worker ended with it.
             return Ok(Found::Gone(
                 "its terminal was a PTY owned by the supervisor that ended".to_owned(),
-                None,
             ));
         }
         (_, target) => target.and_then(|t| t.split_once(':')),
@@ -1149,22 +1183,21 @@ async fn find_worker(doc: &clawpool_lanes::WorkerStateDoc) -> Result<Found, Comm
     let Some((socket, session)) = target else {
         return Ok(Found::Gone(
             "its state file names no tmux session (written by an older clawpool)".to_owned(),
-            None,
         ));
     };
-    let Some(server) = TmuxServer::connect_existing(TmuxConfig::new(socket)).await? else {
-        return Ok(Found::Gone(
-            format!("tmux server {socket} is not running: session {session} is gone with it"),
-            None,
-        ));
+    let Some(server) = servers.get(socket).await? else {
+        return Ok(Found::Gone(format!(
+            "tmux server {socket} is not running: session {session} is gone with it"
+        )));
     };
     let live = server
         .sessions()
         .await
         .is_ok_and(|sessions| sessions.iter().any(|s| s == session));
     if !live {
-        let why = format!("tmux session {socket}:{session} is gone");
-        return Ok(Found::Gone(why, Some(server)));
+        return Ok(Found::Gone(format!(
+            "tmux session {socket}:{session} is gone"
+        )));
     }
     if doc.pid.is_none() {
         // Killed while starting the agent: the session may hold the placeholder or an agent
@@ -1173,7 +1206,7 @@ async fn find_worker(doc: &clawpool_lanes::WorkerStateDoc) -> Result<Found, Comm
         let why = format!(
             "the supervisor ended while starting the agent in tmux session {socket}:{session}; the session was ended"
         );
-        return Ok(Found::Gone(why, Some(server)));
+        return Ok(Found::Gone(why));
     }
     Ok(Found::Live(server, session.to_owned()))
 }
@@ -1192,11 +1225,11 @@ async fn adopt_lane(
         Interrupt,
     ),
     roots: clawpool::trust::TrustRoots,
-    board: Board,
+    (board, servers): (Board, TmuxServers),
 ) -> Result<Option<LaneState>, CommandError> {
-    let (server, session) = match find_worker(&doc).await? {
+    let (server, session) = match find_worker(&doc, &servers).await? {
         Found::Live(server, session) => (server, session),
-        Found::Gone(why, server) => {
+        Found::Gone(why) => {
             // The worker is gone: record that, once, in the lane's own files.
             let recorder = clawpool::lane_state::StateRecorder::with_marker(
                 doc,
@@ -1205,9 +1238,6 @@ async fn adopt_lane(
             );
             let lost = record_lost(name, &registry.join("events.jsonl"), recorder, why)?;
             board.set(name, &lost.to_string(), None);
-            if let Some(server) = server {
-                Terminal::Tmux(server).close_if_unused().await;
-            }
             return Ok(Some(lost));
         }
     };
@@ -1236,7 +1266,7 @@ async fn adopt_lane(
         trusted,
         settings,
         prompt: entry["prompt"].as_str().map(str::to_owned),
-        terminal: Terminal::Tmux(server.clone()),
+        terminal: Terminal::Tmux(server),
         env: Vec::new(),
         size: None,
         events_path: registry.join("events.jsonl"),
@@ -1254,6 +1284,5 @@ async fn adopt_lane(
         },
     )
     .await?;
-    Terminal::Tmux(server).close_if_unused().await;
     Ok(result.final_state())
 }

@@ -301,9 +301,17 @@ fn assert_every_lane_accounted_for(s: &Setup, lanes: usize, at: &str) {
             .filter_map(|l| serde_json::from_str::<Value>(l).ok())
             .filter(|l| l["event"] == "prompt")
             .collect();
+        let history = || {
+            lane_events(s, &lane)
+                .iter()
+                .map(|e| format!("{} {} {} {}", e["seq"], e["kind"], e["to"], e["detail"]))
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
         assert!(
             prompts.len() <= 1,
-            "{at}: {lane} prompted twice: {prompts:?}"
+            "{at}: {lane} prompted twice: {prompts:?}\n{}",
+            history()
         );
         if let Some(prompt) = prompts.first() {
             assert_eq!(prompt["text"], format!("do {lane}"), "{at}: {lane}");
@@ -328,7 +336,10 @@ fn assert_every_lane_accounted_for(s: &Setup, lanes: usize, at: &str) {
                 );
                 assert!(!detail.contains("PTY"), "{at}: {state}");
             }
-            _ => panic!("{at}: {lane} neither finished nor failed: {state}"),
+            _ => panic!(
+                "{at}: {lane} neither finished nor failed: {state}\n{}",
+                history()
+            ),
         }
     }
 }
@@ -387,11 +398,19 @@ fn kill_and_adopt(lanes: usize, kill: KillAt) {
         "{at}: {summary}"
     );
     assert_every_lane_accounted_for(&s, lanes, &at);
-    assert!(
-        s.sandbox.leftover_processes().is_empty(),
-        "{at}: orphans {:?}",
-        s.sandbox.leftover_processes()
-    );
+    let orphans: Vec<String> = s
+        .sandbox
+        .leftover_processes()
+        .iter()
+        .map(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            format!(
+                "{pid}: {}",
+                String::from_utf8_lossy(&cmdline).replace('\0', " ")
+            )
+        })
+        .collect();
+    assert!(orphans.is_empty(), "{at}: orphans {orphans:?}");
     assert!(
         s.sandbox.leftover_tmux_sockets().is_empty(),
         "{at}: tmux left"
