@@ -831,7 +831,9 @@ pub async fn adopt(args: AdoptArgs, loaded: Loaded) -> Result<ExitCode, CommandE
             Err(_) => {}
         }
     }
-    // Every lane is over: a server nothing runs on any more goes, with its socket.
+    // Every lane is over: a server nothing runs on any more goes, with its socket — the
+    // repository's own too, which a supervisor killed before any lane recorded it started.
+    let _ = servers.get(&tmux_socket_name(&repo)).await;
     servers.close_unused().await;
     board.paint_final();
     let all_finished = adopted
