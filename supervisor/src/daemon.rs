@@ -99,15 +99,28 @@ pub async fn run(args: DaemonArgs, loaded: Loaded) -> Result<ExitCode, CommandEr
         log_not_adopted(refused);
     }
     running.fetch_add(adoptions.tasks.len(), Ordering::SeqCst);
-    for task in adoptions.tasks {
-        let running = Arc::clone(&running);
-        tokio::spawn(async move {
-            if let Ok((_, Err(refused))) = task.await {
-                log_not_adopted(&refused);
-            }
-            running.fetch_sub(1, Ordering::SeqCst);
-        });
-    }
+    let adopted: Vec<_> = adoptions
+        .tasks
+        .into_iter()
+        .map(|task| {
+            let running = Arc::clone(&running);
+            tokio::spawn(async move {
+                if let Ok((_, Err(refused))) = task.await {
+                    log_not_adopted(&refused);
+                }
+                running.fetch_sub(1, Ordering::SeqCst);
+            })
+        })
+        .collect();
+    // Once every adopted lane is over, a tmux server none of them (nor a lane started since)
+    // runs on any more goes.
+    let servers = adoptions.servers;
+    tokio::spawn(async move {
+        for task in adopted {
+            let _ = task.await;
+        }
+        servers.close_unused().await;
+    });
     let loaded = Arc::new(loaded);
     let root = repo.root().to_owned();
     loop {
