@@ -27,6 +27,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 
 use crate::cli::{DaemonArgs, OutputFormat, SpawnArgs, TransportKind};
+use crate::interrupt::Interrupt;
 use crate::loaded::Loaded;
 use crate::output::{CommandError, EXIT_FAILURE};
 use crate::spawn::{
@@ -95,21 +96,35 @@ pub async fn run(args: DaemonArgs, loaded: Loaded) -> Result<ExitCode, CommandEr
     // Holding the lock, every lane that has not ended lost its supervisor: take them over.
     let names = registered_lanes(&repo);
     let board = Board::new(names.clone(), OutputFormat::Json);
-    let adoptions = adopt_lanes(&repo, names, &loaded, &board);
+    // The daemon is stopped with `clawpool daemon --stop`, not by a signal to its lanes.
+    let adoptions = adopt_lanes(&repo, names, &loaded, &board, &Interrupt::never());
     // The board prints nothing for these in JSON: the log must say which lanes were left alone.
     for refused in &adoptions.not_adopted {
         log_not_adopted(refused);
     }
     running.fetch_add(adoptions.tasks.len(), Ordering::SeqCst);
-    for task in adoptions.tasks {
-        let running = Arc::clone(&running);
-        tokio::spawn(async move {
-            if let Ok((_, Err(refused))) = task.await {
-                log_not_adopted(&refused);
-            }
-            running.fetch_sub(1, Ordering::SeqCst);
-        });
-    }
+    let adopted: Vec<_> = adoptions
+        .tasks
+        .into_iter()
+        .map(|task| {
+            let running = Arc::clone(&running);
+            tokio::spawn(async move {
+                if let Ok((_, Err(refused))) = task.await {
+                    log_not_adopted(&refused);
+                }
+                running.fetch_sub(1, Ordering::SeqCst);
+            })
+        })
+        .collect();
+    // Once every adopted lane is over, a tmux server none of them (nor a lane started since)
+    // runs on any more goes.
+    let servers = adoptions.servers;
+    tokio::spawn(async move {
+        for task in adopted {
+            let _ = task.await;
+        }
+        servers.close_unused().await;
+    });
     let loaded = Arc::new(loaded);
     let root = repo.root().to_owned();
     loop {
@@ -200,7 +215,15 @@ async fn start(
     // The daemon has no terminal of its own: progress goes to its log as event lines.
     let board = Board::new(names.clone(), OutputFormat::Json);
     running.fetch_add(names.len(), Ordering::SeqCst);
-    for task in start_all(root, lanes, &terminal, loaded.settings, concurrency, &board) {
+    for task in start_all(
+        root,
+        lanes,
+        &terminal,
+        loaded.settings,
+        concurrency,
+        &board,
+        &Interrupt::never(),
+    ) {
         let running = Arc::clone(running);
         tokio::spawn(async move {
             let _ = task.await;

@@ -3,6 +3,7 @@
 //! [`HEARTBEAT_INTERVAL`] so pollers can tell a live supervisor from a lost one.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use clawpool_lanes::state_file::{HEARTBEAT_INTERVAL, now_secs};
@@ -15,6 +16,8 @@ use tokio::task::JoinHandle;
 pub struct StateRecorder {
     inner: Arc<Mutex<(WorkerStateDoc, StateFileWriter)>>,
     marker: Option<Arc<PathBuf>>,
+    /// Whether the marker may be on disk (left by this or an earlier supervisor of the lane).
+    marked: Arc<AtomicBool>,
     /// The lane's status after every update, for whoever waits for the lane to be idle.
     status: Arc<watch::Sender<LaneStatus>>,
 }
@@ -28,16 +31,20 @@ impl StateRecorder {
         Self::with_marker(doc, writer, None)
     }
 
-    /// Like [`new`](Self::new), keeping `marker` present exactly while the lane is degraded.
+    /// Like [`new`](Self::new), keeping `marker` present exactly while the lane is degraded: it
+    /// is written when a write fails and removed by the next write that succeeds, whoever left
+    /// it (a supervisor that ended degraded leaves it for the next one to clear).
     pub fn with_marker(
         doc: WorkerStateDoc,
         writer: StateFileWriter,
         marker: Option<PathBuf>,
     ) -> Self {
         let status = Arc::new(watch::Sender::new(doc.status));
+        let marked = marker.as_ref().is_some_and(|m| m.exists());
         let recorder = Self {
             inner: Arc::new(Mutex::new((doc, writer))),
             marker: marker.map(Arc::new),
+            marked: Arc::new(AtomicBool::new(marked)),
             status,
         };
         recorder.update(|_| {});
@@ -60,7 +67,6 @@ impl StateRecorder {
             *status = doc.status;
             changed
         });
-        let was_degraded = writer.degraded().is_some();
         let result = writer.write(doc);
         if let Err(err) = &result {
             // The previous file stays intact; the lane carries on and is reported degraded.
@@ -69,9 +75,10 @@ impl StateRecorder {
         if let Some(marker) = &self.marker {
             match &result {
                 Err(err) => {
+                    self.marked.store(true, Ordering::SeqCst);
                     let _ = std::fs::write(marker.as_path(), format!("{err}\n"));
                 }
-                Ok(()) if was_degraded => {
+                Ok(()) if self.marked.swap(false, Ordering::SeqCst) => {
                     let _ = std::fs::remove_file(marker.as_path());
                 }
                 Ok(()) => {}

@@ -14,6 +14,7 @@ mod demo;
 mod gc;
 mod hooks;
 mod inspect;
+mod interrupt;
 mod loaded;
 mod mirror;
 mod output;

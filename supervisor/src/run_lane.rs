@@ -29,6 +29,7 @@ use tokio::sync::mpsc;
 use crate::checks::LaneChecks;
 use crate::cli::{OutputFormat, TransportKind};
 use crate::control;
+use crate::interrupt::{Interrupt, StopSignal};
 use crate::output::CommandError;
 use crate::recovering::{Finishing, Plan, Recovery, Watch};
 use crate::worktree_watch::WorktreeWatch;
@@ -94,15 +95,37 @@ pub struct LaneJob {
     pub checks: Option<LaneChecks>,
     /// The recovery policy.
     pub policy: Arc<clawpool_recovery::Policy>,
+    /// SIGINT/SIGTERM to the supervisor: the lane's agent is stopped and the lane recorded as
+    /// failed, with the signal as evidence.
+    pub interrupt: Interrupt,
 }
 
 /// What driving a lane ended with.
 pub struct LaneResult {
-    /// The handshake's outcome (`None` when interrupted with Ctrl-C).
+    /// The handshake's outcome (`None` when the supervisor was interrupted).
     pub outcome: Option<Outcome>,
-    /// The state file's last write error, if the last write failed.
+    /// The signal that stopped the lane, and the state it was recorded in.
+    pub interrupted: Option<(StopSignal, LaneState)>,
+    /// The state file's last write error, if the last write failed (after retries): the lane's
+    /// outcome is in its event log but not in its state file.
     pub degraded: Option<String>,
 }
+
+impl LaneResult {
+    /// The state the lane ended in, however it ended.
+    pub fn final_state(&self) -> Option<LaneState> {
+        self.outcome
+            .as_ref()
+            .map(|o| o.state)
+            .or(self.interrupted.map(|(_, state)| state))
+    }
+}
+
+/// How many times the last write of a lane's state file is tried before the lane is reported as
+/// not persisted, and how long apart: a disk that is full for a moment (a log rotated, a
+/// build's temporary files removed) gets a chance to take the lane's outcome.
+const FINAL_WRITE_TRIES: u32 = 5;
+const FINAL_WRITE_BACKOFF: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// Builds the worker's spawn spec from the profile, refusing an agent that is not installed
 /// before anything is written.
@@ -161,13 +184,10 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
     let state_dir = job.dir.join(STATE_DIR);
     std::fs::create_dir_all(&state_dir)
         .map_err(|e| CommandError::io("creating the lane's .claw folder", e))?;
-    let transport = state_file::Transport {
-        kind: match job.terminal {
-            Terminal::Pty => state_file::TransportKind::Pty,
-            Terminal::Tmux(_) => state_file::TransportKind::Tmux,
-        },
-        session: None,
-    };
+    let session = session_name(&job.name);
+    // The tmux target is in the state file before the agent starts: a supervisor killed at any
+    // moment after that leaves a lane `clawpool adopt` looks for in the right place.
+    let transport = transport_of(&job.terminal, &session);
     // An operator's trust outlives the supervisor that received it.
     let operator_trusted = matches!(&start, Start::Adopt { doc, .. } if doc.trusted_by_operator);
     let (doc, adopt) = match start {
@@ -195,14 +215,11 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
             (*doc, Some((worker, resumed)))
         }
     };
+    // A mark left by an earlier run stays until a write succeeds.
     let marker = job
         .events_path
         .parent()
         .map(|registry| registry.join(clawpool::lane_state::DEGRADED_MARKER));
-    if let Some(marker) = &marker {
-        // Left by an earlier run; this run's first write decides afresh.
-        let _ = std::fs::remove_file(marker);
-    }
     let recorder = StateRecorder::with_marker(doc, StateFileWriter::for_worktree(&job.dir), marker);
     let on_state = recorder.clone();
     let on_event =
@@ -243,16 +260,15 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
     let listener = control::listen(&socket, operator_tx, ops_tx)
         .map_err(|e| CommandError::io("opening the lane's control socket", e))?;
 
-    let session = format!("lane-{}", job.name).replace(
-        |c: char| !c.is_ascii_alphanumeric() && c != '-' && c != '_',
-        "_",
-    );
     let (worker, mut resumed) = match adopt {
         Some((worker, resumed)) => (Ok(worker), Some(resumed)),
-        None => (
-            start_worker(&job.terminal, &session, spec.clone()).await,
-            None,
-        ),
+        None => {
+            replace_leftover_session(&job.terminal, &session, &events).await;
+            (
+                start_worker(&job.terminal, &session, spec.clone()).await,
+                None,
+            )
+        }
     };
     let mut worker = match worker {
         Ok(worker) => worker,
@@ -263,10 +279,6 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
             return Err(err.into());
         }
     };
-    if let Terminal::Tmux(server) = &job.terminal {
-        let target = format!("{}:{session}", server.socket_name());
-        recorder.update(|doc| doc.transport.session = Some(target));
-    }
     let heartbeat = recorder.heartbeat();
     let commits = match job.branch {
         Some(_) => Some(CommitWatch::start(
@@ -350,9 +362,8 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
         }
         let outcome = tokio::select! {
             outcome = handshake.run() => outcome,
-            _ = tokio::signal::ctrl_c() => {
-                worker.stop(std::time::Duration::from_secs(5)).await;
-                break None;
+            signal = job.interrupt.wait() => {
+                break 'lane Err(interrupted(&worker, signal, &events, &recorder).await);
             }
         };
         // An operator may have trusted the lane during the run, and clawpool may have answered
@@ -388,7 +399,7 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
                             failed.state
                         ),
                     });
-                    break Some(failed);
+                    break Ok(failed);
                 }
             }
         }
@@ -398,7 +409,7 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
                 Plan::Done => {
                     // An escalation may have moved the lane (a stall escalated is blocked).
                     let state = recorder.doc().lane_state();
-                    break 'lane Some(Outcome { state, ..outcome });
+                    break 'lane Ok(Outcome { state, ..outcome });
                 }
                 Plan::CarryOn {
                     followups: mut texts,
@@ -442,19 +453,21 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
                 }
                 Plan::Resubmit => {
                     let attempt = outcome.receipt.attempts + 1;
+                    // Recorded before the press, as the handshake does: an adopter of a lane
+                    // whose supervisor was killed in between presses Enter, never retypes.
+                    let _ = events.record(
+                        "lane.prompt_sent",
+                        None,
+                        None,
+                        None,
+                        json!({"attempt": attempt, "by": "resubmit_prompt"}),
+                    );
                     let step = match worker
                         .send(&clawpool_pty::Input::Key(clawpool_pty::Key::Enter))
                         .await
                     {
                         Ok(()) => {
                             resubmitted = true;
-                            let _ = events.record(
-                                "lane.prompt_sent",
-                                None,
-                                None,
-                                None,
-                                json!({"attempt": attempt, "by": "resubmit_prompt"}),
-                            );
                             StepOutcome::Done
                         }
                         Err(err) => StepOutcome::Failed(format!("pressing Enter: {err}")),
@@ -478,7 +491,7 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
                         None,
                         json!({"rule": rule}),
                     );
-                    break 'lane Some(Outcome {
+                    break 'lane Ok(Outcome {
                         state,
                         next: Next::Done,
                         ..outcome
@@ -487,9 +500,8 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
                 Plan::Wait(wait) => {
                     tokio::select! {
                         _ = tokio::time::sleep(wait) => {}
-                        _ = tokio::signal::ctrl_c() => {
-                            worker.stop(std::time::Duration::from_secs(5)).await;
-                            break 'lane None;
+                        signal = job.interrupt.wait() => {
+                            break 'lane Err(interrupted(&worker, signal, &events, &recorder).await);
                         }
                     }
                     recovery.step_done(StepOutcome::Done, &events, &recorder)
@@ -510,7 +522,9 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
                         worker.stop(std::time::Duration::from_secs(5)).await;
                         tokio::select! {
                             _ = tokio::time::sleep(delay) => {}
-                            _ = tokio::signal::ctrl_c() => break 'lane None,
+                            signal = job.interrupt.wait() => {
+                                break 'lane Err(interrupted(&worker, signal, &events, &recorder).await);
+                            }
                         }
                         let request = RestartRequest {
                             by,
@@ -525,7 +539,7 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
                                 fresh = true;
                                 recovery.step_done(StepOutcome::Done, &events, &recorder)
                             }
-                            Err(failed) => break 'lane Some(failed),
+                            Err(failed) => break 'lane Ok(failed),
                         }
                     }
                 }
@@ -545,7 +559,10 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
         serve.abort();
     }
     listener.close().await;
-    let mut outcome = outcome;
+    let (mut outcome, interrupted) = match outcome {
+        Ok(outcome) => (Some(outcome), None),
+        Err(interrupted) => (None, Some(interrupted)),
+    };
     if let (Some(checks), Some(finished)) = (&job.checks, outcome.as_mut())
         && finished.state.status == LaneStatus::Finished
     {
@@ -568,12 +585,107 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
     if let Terminal::Tmux(server) = &job.terminal {
         let _ = server.kill_session(&rig.session).await;
     }
-    recorder.update(|_| {});
+    write_last(&recorder).await;
     let _ = std::fs::remove_file(&socket);
     Ok(LaneResult {
         outcome,
+        interrupted,
         degraded: recorder.degraded(),
     })
+}
+
+/// The lane's last write, tried again a few times when it fails: the lane's outcome is already
+/// in its event log, and this is what puts it in its state file.
+async fn write_last(recorder: &StateRecorder) {
+    for attempt in 1..=FINAL_WRITE_TRIES {
+        recorder.update(|_| {});
+        if recorder.degraded().is_none() || attempt == FINAL_WRITE_TRIES {
+            return;
+        }
+        tokio::time::sleep(FINAL_WRITE_BACKOFF).await;
+    }
+}
+
+/// The tmux session a lane's worker runs in: `lane-<name>`, with anything tmux cannot take in a
+/// session name replaced.
+pub fn session_name(lane: &str) -> String {
+    format!("lane-{lane}").replace(
+        |c: char| !c.is_ascii_alphanumeric() && c != '-' && c != '_',
+        "_",
+    )
+}
+
+/// What the state file says about the lane's terminal: for tmux, the `SOCKET:SESSION` target.
+pub fn transport_of(terminal: &Terminal, session: &str) -> state_file::Transport {
+    match terminal {
+        Terminal::Pty => state_file::Transport {
+            kind: state_file::TransportKind::Pty,
+            session: None,
+        },
+        Terminal::Tmux(server) => state_file::Transport {
+            kind: state_file::TransportKind::Tmux,
+            session: Some(format!("{}:{session}", server.socket_name())),
+        },
+    }
+}
+
+/// A session of the lane's name already on the server was left by a supervisor that ended
+/// (killed, or the machine went down) while the lane ran: its agent is stopped with it and the
+/// replacement recorded, so the lane starts afresh and no agent is left working unwatched.
+async fn replace_leftover_session(terminal: &Terminal, session: &str, events: &EventLog) {
+    let Terminal::Tmux(server) = terminal else {
+        return;
+    };
+    let leftover = server
+        .sessions()
+        .await
+        .is_ok_and(|sessions| sessions.iter().any(|s| s == session));
+    if !leftover {
+        return;
+    }
+    let killed = server.kill_session(session).await;
+    let _ = events.record(
+        "lane.session_replaced",
+        None,
+        None,
+        None,
+        json!({
+            "session": format!("{}:{session}", server.socket_name()),
+            "killed": killed.is_ok(),
+            "error": killed.err().map(|e| e.to_string()),
+        }),
+    );
+}
+
+/// Stops the lane's worker on SIGINT/SIGTERM to the supervisor and records the lane as failed,
+/// with the signal as evidence: the class its block was heading for when it was blocked,
+/// otherwise `infra` (an interrupted task is not a finished one).
+async fn interrupted(
+    worker: &Worker,
+    signal: StopSignal,
+    events: &EventLog,
+    recorder: &StateRecorder,
+) -> (StopSignal, LaneState) {
+    worker.stop(std::time::Duration::from_secs(5)).await;
+    let from = recorder.doc().lane_state();
+    let to = match from.subphase {
+        Some(subphase) if from.status == LaneStatus::Blocked => {
+            LaneState::failed(subphase.failure_class())
+        }
+        _ => LaneState::failed(FailureClass::Infra),
+    };
+    let _ = events.record(
+        "lane.failed",
+        Some(from),
+        Some(to),
+        Some(clawpool_lanes::Evidence {
+            rule: "supervisor_interrupted".into(),
+            region: "supervisor".into(),
+            matched: format!("interrupted by {} while {from}", signal.name()),
+        }),
+        json!({"signal": signal.name()}),
+    );
+    (signal, to)
 }
 
 /// A recipe's `merge_forward` step: the base brought in, or why not. `transition` when no
@@ -933,6 +1045,8 @@ pub async fn run(request: RunRequest) -> Result<ExitCode, CommandError> {
         on_event: Box::new(move |event| print_event(event, format, None)),
         checks: None,
         policy: request.policy,
+        interrupt: Interrupt::listen()
+            .map_err(|e| CommandError::io("listening for SIGINT and SIGTERM", e))?,
     };
     preflight(&job)?;
     exclude_from_git(&cwd);
@@ -944,8 +1058,22 @@ pub async fn run(request: RunRequest) -> Result<ExitCode, CommandError> {
     }
     let result = drive(job, Start::Spawn).await?;
     terminal.close_if_unused().await;
+    if let Some((signal, state)) = result.interrupted {
+        match format {
+            OutputFormat::Text => eprintln!(
+                "clawpool: interrupted by {}: the agent was stopped and the lane recorded as {state}; exit {}",
+                signal.name(),
+                signal.exit_code()
+            ),
+            OutputFormat::Json => println!(
+                "{}",
+                json!({"interrupted": {"signal": signal.name(), "exit": signal.exit_code()}, "state": state})
+            ),
+        }
+        return Ok(ExitCode::from(signal.exit_code()));
+    }
     let Some(outcome) = result.outcome else {
-        return Ok(ExitCode::from(130));
+        return Ok(ExitCode::from(1));
     };
     match format {
         OutputFormat::Text => {

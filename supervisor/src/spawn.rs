@@ -27,9 +27,12 @@ use tokio::sync::Semaphore;
 
 use crate::checks::LaneChecks;
 use crate::cli::{AdoptArgs, OutputFormat, SpawnArgs, TransportKind};
+use crate::interrupt::Interrupt;
 use crate::loaded::Loaded;
 use crate::output::{CommandError, EXIT_INVALID_INPUT};
-use crate::run_lane::{LaneJob, Start, Terminal, drive, preflight, print_event};
+use crate::run_lane::{
+    LaneJob, Start, Terminal, drive, preflight, print_event, session_name, transport_of,
+};
 
 /// Lanes started at once when `--concurrency` is not given.
 pub const DEFAULT_CONCURRENCY: usize = 4;
@@ -251,6 +254,8 @@ pub async fn run(args: SpawnArgs, loaded: Loaded) -> Result<ExitCode, CommandErr
         }
     };
 
+    let interrupt =
+        Interrupt::listen().map_err(|e| CommandError::io("listening for SIGINT and SIGTERM", e))?;
     let terminal = terminal_for(&repo, args.transport).await?;
     if let (Terminal::Tmux(server), OutputFormat::Text) = (&terminal, args.output_format) {
         eprintln!(
@@ -277,6 +282,7 @@ pub async fn run(args: SpawnArgs, loaded: Loaded) -> Result<ExitCode, CommandErr
         loaded.settings,
         args.concurrency,
         &board,
+        &interrupt,
     );
     let mut results: BTreeMap<String, Option<LaneState>> = BTreeMap::new();
     for task in tasks {
@@ -292,19 +298,47 @@ pub async fn run(args: SpawnArgs, loaded: Loaded) -> Result<ExitCode, CommandErr
     let all_finished = results
         .values()
         .all(|s| s.is_some_and(|s| s.status == clawpool_lanes::LaneStatus::Finished));
-    if args.output_format == OutputFormat::Json {
-        let ran = results
-            .iter()
-            .map(|(name, state)| json!({"lane": name, "state": state}));
-        let lanes: Vec<_> = ran
-            .chain(skipped.iter().map(SkippedLane::to_json))
-            .collect();
-        println!("{}", json!({ "lanes": lanes }));
+    let unpersisted = unpersisted_outcomes(&repo, results.keys());
+    let interrupted = interrupt.received();
+    match args.output_format {
+        OutputFormat::Json => {
+            let ran = results.iter().map(|(name, state)| {
+                json!({
+                    "lane": name,
+                    "state": state,
+                    "state_file_degraded": unpersisted.get(name),
+                })
+            });
+            let lanes: Vec<_> = ran
+                .chain(skipped.iter().map(SkippedLane::to_json))
+                .collect();
+            println!(
+                "{}",
+                json!({
+                    "lanes": lanes,
+                    "interrupted": interrupted.map(|signal| json!({"signal": signal.name(), "exit": signal.exit_code()})),
+                })
+            );
+        }
+        OutputFormat::Text => {
+            for (name, err) in &unpersisted {
+                eprintln!(
+                    "clawpool: lane {name}: its outcome is in its event log but could not be written to its state file ({err}); `clawpool adopt` writes it once the file can be written"
+                );
+            }
+            if let Some(signal) = interrupted {
+                eprintln!(
+                    "clawpool: interrupted by {}: every started lane's agent was stopped and the lane recorded as failed, queued lanes were not started; exit {}",
+                    signal.name(),
+                    signal.exit_code()
+                );
+            }
+        }
     }
-    Ok(if all_finished {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
+    Ok(match interrupted {
+        Some(signal) => ExitCode::from(signal.exit_code()),
+        None if all_finished && unpersisted.is_empty() => ExitCode::SUCCESS,
+        None => ExitCode::from(1),
     })
 }
 
@@ -332,6 +366,21 @@ fn report_agent_overrides(lanes: &[PlannedLane], cli_agent: &str, format: Output
     }
 }
 
+/// The lanes among `names` whose state file could not be written at their end (their degraded
+/// marker is still there), with the write's error: their outcome is only in their event log.
+fn unpersisted_outcomes<'a>(
+    repo: &Repo,
+    names: impl Iterator<Item = &'a String>,
+) -> BTreeMap<String, String> {
+    names
+        .filter_map(|name| {
+            let marker = lane_registry(repo, name).join(clawpool::lane_state::DEGRADED_MARKER);
+            let err = std::fs::read_to_string(marker).ok()?;
+            Some((name.clone(), err.trim().to_owned()))
+        })
+        .collect()
+}
+
 /// Starts every lane, at most `concurrency` at once; each task ends with the lane's final state.
 pub fn start_all(
     repo_root: &Path,
@@ -340,6 +389,7 @@ pub fn start_all(
     settings: clawpool::handshake::Settings,
     concurrency: Option<usize>,
     board: &Board,
+    interrupt: &Interrupt,
 ) -> Vec<tokio::task::JoinHandle<(String, Option<LaneState>)>> {
     let concurrency = Arc::new(Semaphore::new(
         concurrency.unwrap_or(DEFAULT_CONCURRENCY).max(1),
@@ -351,12 +401,21 @@ pub fn start_all(
             let board = board.clone();
             let root = repo_root.to_owned();
             let terminal = terminal.clone();
+            let interrupt = interrupt.clone();
             tokio::spawn(async move {
                 let name = lane.spec.name.clone();
-                let permit = concurrency.acquire_owned().await;
+                let permit = tokio::select! {
+                    permit = concurrency.acquire_owned() => permit,
+                    signal = interrupt.wait() => {
+                        board.set(&name, &format!("not started: interrupted by {}", signal.name()), None);
+                        return (name, None);
+                    }
+                };
                 board.set(&name, "preparing worktree", None);
                 let result = match Repo::open(&root) {
-                    Ok(repo) => start_lane(&repo, lane, terminal, settings, board.clone()).await,
+                    Ok(repo) => {
+                        start_lane(&repo, lane, terminal, settings, board.clone(), interrupt).await
+                    }
                     Err(e) => Err(CommandError::invalid("not_a_repository", e.to_string())),
                 };
                 drop(permit);
@@ -462,6 +521,7 @@ fn plan(
                 branch: None,
                 base: None,
                 on_event: Box::new(|_| {}),
+                interrupt: Interrupt::never(),
             };
             if let Err(err) = preflight(&probe) {
                 problems.push(PacketError::new(at("agent"), err.message));
@@ -509,6 +569,7 @@ async fn start_lane(
     terminal: Terminal,
     settings: clawpool::handshake::Settings,
     board: Board,
+    interrupt: Interrupt,
 ) -> Result<Option<LaneState>, CommandError> {
     let name = lane.spec.name.clone();
     let worktree_spec = lane.worktree.clone();
@@ -524,6 +585,14 @@ async fn start_lane(
         message: e.to_string(),
         exit: 1,
     })?;
+    if let Some(signal) = interrupt.received() {
+        board.set(
+            &name,
+            &format!("not started: interrupted by {}", signal.name()),
+            None,
+        );
+        return Ok(None);
+    }
     let dir = prepared.path().to_owned();
     let trusted = lane
         .roots
@@ -551,9 +620,13 @@ async fn start_lane(
         "prompt": lane.spec.prompt,
         "supervisor_pid": std::process::id(),
         "verify": verify_spec,
+        "transport": transport_of(&terminal, &session_name(&name)),
     });
-    std::fs::write(registry.join("lane.json"), format!("{entry:#}\n"))
-        .map_err(|e| CommandError::io("writing the lane's registry entry", e))?;
+    write_atomically(
+        &registry.join("lane.json"),
+        format!("{entry:#}\n").as_bytes(),
+    )
+    .map_err(|e| CommandError::io("writing the lane's registry entry", e))?;
     if let Some(earlier) = lane.rerun_of {
         record_rerun(repo, &name, &registry, earlier, &board)?;
     }
@@ -575,16 +648,28 @@ async fn start_lane(
         on_event: Box::new(move |event| on_board.on_event(event)),
         checks: Some(checks),
         policy: lane.policy,
+        interrupt,
     };
     let result = drive(job, Start::Spawn).await?;
-    if let (Some(err), Some(outcome)) = (&result.degraded, &result.outcome) {
+    let state = result.final_state();
+    if let (Some(err), Some(state)) = (&result.degraded, state) {
         board.set(
             &name,
-            &format!("{} (state file degraded: {err})", outcome.state),
+            &format!("{state} (not in its state file: {err})"),
             None,
         );
     }
-    Ok(result.outcome.map(|o| o.state))
+    Ok(state)
+}
+
+/// Writes `bytes` to `path` through a temporary file renamed over it: a supervisor killed
+/// mid-write leaves the previous file or none, never half of one.
+fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let temp = path.with_extension(format!("tmp.{}", std::process::id()));
+    std::fs::write(&temp, bytes)?;
+    std::fs::rename(&temp, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&temp);
+    })
 }
 
 /// Records in the lane's event log that `--rerun` starts a fresh run of its task after an
@@ -872,20 +957,28 @@ impl Board {
 }
 
 /// `clawpool adopt`: after a supervisor died (even with SIGKILL), take over every live lane it
-/// left in tmux — re-attached from its state file and its tmux session, with no worktree made
-/// again and nothing it already sent sent again. A lane whose session is gone is
-/// `failed{worker_lost}`; a lane that cannot be taken over (its state file or registry entry
-/// unreadable) is reported in every output format, left alone, and makes the exit code 1.
+/// left in tmux — re-attached from its state file (caught up with its event log) and its tmux
+/// session, with no worktree made again and nothing it already sent sent again. A lane whose
+/// worker is gone, or whose agent was still being started, is `failed{worker_lost}` naming its
+/// terminal; a lane that cannot be taken over (its state file or registry entry unreadable) is
+/// reported in every output format, left alone, and makes the exit code 1.
 pub async fn adopt(args: AdoptArgs, loaded: Loaded) -> Result<ExitCode, CommandError> {
     let repo = Repo::open(&args.repo)
         .map_err(|e| CommandError::invalid("not_a_repository", e.to_string()))?;
     let _lock = hold_supervisor_lock(&lock_path(&repo), SupervisorRole::Adopt)?;
+    let interrupt =
+        Interrupt::listen().map_err(|e| CommandError::io("listening for SIGINT and SIGTERM", e))?;
     let names = registered_lanes(&repo);
     let board = Board::new(names.clone(), args.output_format);
     let Adoptions {
         tasks,
         mut not_adopted,
-    } = adopt_lanes(&repo, names, &loaded, &board);
+        cleanups,
+        servers,
+    } = adopt_lanes(&repo, names, &loaded, &board, &interrupt);
+    for cleanup in cleanups {
+        let _ = cleanup.await;
+    }
     let mut adopted = BTreeMap::new();
     for task in tasks {
         match task.await {
@@ -897,23 +990,38 @@ pub async fn adopt(args: AdoptArgs, loaded: Loaded) -> Result<ExitCode, CommandE
             Err(_) => {}
         }
     }
+    // Every lane is over: a server nothing runs on any more goes, with its socket — the
+    // repository's own too, which a supervisor killed before any lane recorded it started.
+    let _ = servers.get(&tmux_socket_name(&repo)).await;
+    servers.close_unused().await;
     board.paint_final();
     let all_finished = adopted
         .values()
         .all(|s| s.is_some_and(|s| s.status == clawpool_lanes::LaneStatus::Finished));
-    if args.output_format == OutputFormat::Json {
-        println!(
+    let interrupted = interrupt.received();
+    match args.output_format {
+        OutputFormat::Json => println!(
             "{}",
             json!({
                 "lanes": adopted.iter().map(|(name, state)| json!({"lane": name, "state": state})).collect::<Vec<_>>(),
                 "not_adopted": not_adopted,
+                "interrupted": interrupted.map(|signal| json!({"signal": signal.name(), "exit": signal.exit_code()})),
             })
-        );
+        ),
+        OutputFormat::Text => {
+            if let Some(signal) = interrupted {
+                eprintln!(
+                    "clawpool: interrupted by {}: every adopted lane's agent was stopped and the lane recorded as failed; exit {}",
+                    signal.name(),
+                    signal.exit_code()
+                );
+            }
+        }
     }
-    Ok(if all_finished && not_adopted.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
+    Ok(match interrupted {
+        Some(signal) => ExitCode::from(signal.exit_code()),
+        None if all_finished && not_adopted.is_empty() => ExitCode::SUCCESS,
+        None => ExitCode::from(1),
     })
 }
 
@@ -945,24 +1053,70 @@ pub struct NotAdopted {
     pub error: String,
 }
 
+/// One adopted lane's task: it ends with the lane's final state, or why it could not be driven
+/// after all.
+pub type AdoptionTask = tokio::task::JoinHandle<(String, Result<Option<LaneState>, NotAdopted>)>;
+
 /// The outcome of [`adopt_lanes`]: a task per lane taken over, and the lanes refused at once.
 pub struct Adoptions {
-    /// Each ends with the lane's final state, or why it could not be driven after all.
-    #[allow(clippy::type_complexity)]
-    pub tasks: Vec<tokio::task::JoinHandle<(String, Result<Option<LaneState>, NotAdopted>)>>,
+    /// One per lane taken over (or recorded as lost).
+    pub tasks: Vec<AdoptionTask>,
     /// Lanes that were not taken over (their state file or registry entry unreadable, their
     /// agent unknown): nothing was done to them.
     pub not_adopted: Vec<NotAdopted>,
+    /// Ending the tmux sessions lanes that had already ended left behind (their supervisor was
+    /// killed between recording the end and closing the session).
+    pub cleanups: Vec<tokio::task::JoinHandle<()>>,
+    /// The tmux servers the lanes were found on.
+    pub servers: TmuxServers,
 }
 
-/// Takes over every lane among `names` that has not ended: its live tmux session is driven on
-/// from its state file, and a lane whose worker is gone is recorded as `failed{worker_lost}`.
-/// The caller must hold the repository's supervisor lock, so no other supervisor owns them.
-/// A lane that cannot be taken over is left as it is and returned in `not_adopted`; the
-/// caller reports it (the board shows it only in text output).
-pub fn adopt_lanes(repo: &Repo, names: Vec<String>, loaded: &Loaded, board: &Board) -> Adoptions {
+/// The tmux servers adopted lanes run on: each connected once (never started: a server that
+/// is not running has no lane to adopt) and shared by its lanes, so that one lane's end never
+/// closes a server under another.
+#[derive(Clone, Default)]
+pub struct TmuxServers(Arc<tokio::sync::Mutex<BTreeMap<String, Option<TmuxServer>>>>);
+
+impl TmuxServers {
+    /// The running server on `socket`, if there is one.
+    async fn get(&self, socket: &str) -> Result<Option<TmuxServer>, CommandError> {
+        let mut servers = self.0.lock().await;
+        if let Some(server) = servers.get(socket) {
+            return Ok(server.clone());
+        }
+        let server = TmuxServer::connect_existing(TmuxConfig::new(socket)).await?;
+        servers.insert(socket.to_owned(), server.clone());
+        Ok(server)
+    }
+
+    /// Kills each server no lane runs on any more (and removes its socket).
+    pub async fn close_unused(&self) {
+        let servers: Vec<TmuxServer> = self.0.lock().await.values().flatten().cloned().collect();
+        for server in servers {
+            Terminal::Tmux(server).close_if_unused().await;
+        }
+    }
+}
+
+/// Takes over every lane among `names` that has not ended: its state file is first caught up
+/// with its event log (a supervisor killed between the two, or one that could not write the
+/// file, left it behind), then its live tmux session is driven on, and a lane whose worker is
+/// gone is recorded as `failed{worker_lost}`. A registry folder without its `lane.json` is a
+/// lane whose supervisor died before registering it: nothing of it ever ran. The caller must
+/// hold the repository's supervisor lock, so no other supervisor owns them. A lane that cannot
+/// be taken over is left as it is and returned in `not_adopted`; the caller reports it (the
+/// board shows it only in text output).
+pub fn adopt_lanes(
+    repo: &Repo,
+    names: Vec<String>,
+    loaded: &Loaded,
+    board: &Board,
+    interrupt: &Interrupt,
+) -> Adoptions {
     let root = lanes_root(repo);
     let mut tasks = Vec::new();
+    let mut cleanups = Vec::new();
+    let servers = TmuxServers::default();
     let mut not_adopted = Vec::new();
     let mut refuse = |lane: &str, kind: &'static str, error: String| {
         board.set(lane, &format!("not adopted: {kind} ({error})"), None);
@@ -975,29 +1129,62 @@ pub fn adopt_lanes(repo: &Repo, names: Vec<String>, loaded: &Loaded, board: &Boa
     for name in names {
         let registry = root.join(&name);
         let lane_json = registry.join("lane.json");
-        let entry: serde_json::Value = match std::fs::read_to_string(&lane_json)
-            .map_err(|e| e.to_string())
-            .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
-        {
-            Ok(entry) => entry,
-            Err(err) => {
-                refuse(
-                    &name,
-                    "invalid_registry_entry",
-                    format!("{}: {err}", lane_json.display()),
-                );
+        let entry: serde_json::Value = match std::fs::read_to_string(&lane_json) {
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                board.set(&name, "never started (not registered)", None);
                 continue;
             }
+            read => match read
+                .map_err(|e| e.to_string())
+                .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+            {
+                Ok(entry) => entry,
+                Err(err) => {
+                    refuse(
+                        &name,
+                        "invalid_registry_entry",
+                        format!("{}: {err}", lane_json.display()),
+                    );
+                    continue;
+                }
+            },
         };
         let dir = PathBuf::from(entry["worktree"].as_str().unwrap_or_default());
-        let doc = match clawpool_lanes::read_lane_state(&dir) {
+        let events_path = registry.join("events.jsonl");
+        let marker = registry.join(clawpool::lane_state::DEGRADED_MARKER);
+        let mut doc = match clawpool_lanes::read_lane_state(&dir) {
             Ok(doc) => doc,
+            Err(err @ clawpool_lanes::StateFileError::Missing { .. }) => {
+                // The state file is written before the agent starts: none ever ran.
+                match never_started(&name, &dir, &entry, &events_path, &marker) {
+                    Ok(lost) => {
+                        board.set(&name, &lost.to_string(), None);
+                        tasks.push(tokio::spawn(async move { (name, Ok(Some(lost))) }));
+                    }
+                    Err(_) => refuse(&name, err.kind(), err.to_string()),
+                }
+                continue;
+            }
             Err(err) => {
                 refuse(&name, err.kind(), err.to_string());
                 continue;
             }
         };
+        let behind = std::fs::read_to_string(&events_path)
+            .map(|log| doc.catch_up(&log))
+            .unwrap_or(0);
         if doc.status.is_terminal() {
+            if behind > 0 || marker.exists() {
+                // The outcome was only in the event log: it goes into the state file now.
+                let _ = clawpool::lane_state::StateRecorder::with_marker(
+                    doc.clone(),
+                    clawpool_lanes::StateFileWriter::for_worktree(&dir),
+                    Some(marker),
+                );
+            }
+            if let Some(target) = doc.transport.session.clone() {
+                cleanups.push(tokio::spawn(end_leftover_session(target, servers.clone())));
+            }
             board.set(
                 &name,
                 &format!("{} (already ended)", doc.lane_state()),
@@ -1016,6 +1203,8 @@ pub fn adopt_lanes(repo: &Repo, names: Vec<String>, loaded: &Loaded, board: &Boa
         let settings = loaded.settings;
         let roots = loaded.roots.clone();
         let policy = std::sync::Arc::clone(&loaded.policy);
+        let interrupt = interrupt.clone();
+        let servers = servers.clone();
         tasks.push(tokio::spawn(async move {
             let state = adopt_lane(
                 &name,
@@ -1024,9 +1213,9 @@ pub fn adopt_lanes(repo: &Repo, names: Vec<String>, loaded: &Loaded, board: &Boa
                 entry,
                 doc,
                 profile,
-                (settings, policy),
+                (settings, policy, interrupt),
                 roots,
-                board.clone(),
+                (board.clone(), servers),
             )
             .await;
             let state = state.map_err(|err| {
@@ -1040,7 +1229,146 @@ pub fn adopt_lanes(repo: &Repo, names: Vec<String>, loaded: &Loaded, board: &Boa
             (name, state)
         }));
     }
-    Adoptions { tasks, not_adopted }
+    Adoptions {
+        tasks,
+        not_adopted,
+        cleanups,
+        servers,
+    }
+}
+
+/// Records a registered lane whose state file was never written as `failed{worker_lost}`: its
+/// supervisor died after registering it and before starting its agent. Its state file is made
+/// from the registry entry, naming the terminal the lane was to run in.
+fn never_started(
+    name: &str,
+    dir: &Path,
+    entry: &serde_json::Value,
+    events_path: &Path,
+    marker: &Path,
+) -> Result<LaneState, CommandError> {
+    let transport: clawpool_lanes::state_file::Transport =
+        serde_json::from_value(entry["transport"].clone()).map_err(|e| {
+            CommandError::invalid("invalid_registry_entry", format!("transport: {e}"))
+        })?;
+    let terminal = match (&transport.kind, &transport.session) {
+        (_, Some(target)) => format!("tmux session {target}"),
+        (_, None) => "a PTY".to_owned(),
+    };
+    let mut doc = clawpool_lanes::WorkerStateDoc::new(
+        format!("{name}-{}", std::process::id()),
+        name,
+        entry["agent"].as_str().unwrap_or_default(),
+        dir.display().to_string(),
+        transport,
+        clawpool_lanes::state_file::now_secs(),
+    );
+    doc.branch = entry["branch"].as_str().map(str::to_owned);
+    let recorder = clawpool::lane_state::StateRecorder::with_marker(
+        doc,
+        clawpool_lanes::StateFileWriter::for_worktree(dir),
+        Some(marker.to_owned()),
+    );
+    record_lost(
+        name,
+        events_path,
+        recorder,
+        format!("the supervisor ended before it started the lane's agent in {terminal}"),
+    )
+}
+
+/// Records `failed{worker_lost}` with `why` in the lane's event log and state file.
+fn record_lost(
+    name: &str,
+    events_path: &Path,
+    recorder: clawpool::lane_state::StateRecorder,
+    why: String,
+) -> Result<LaneState, CommandError> {
+    let events = clawpool_lanes::EventLog::open(name, events_path)
+        .map_err(|e| CommandError::io("opening the lane's event log", e.source))?
+        .observe(Box::new(move |event| recorder.on_event(event)));
+    let lost = LaneState::failed(clawpool_lanes::FailureClass::WorkerLost);
+    let _ = events.record(
+        "lane.failed",
+        None,
+        Some(lost),
+        Some(clawpool_lanes::Evidence {
+            rule: "worker_gone".into(),
+            region: "process".into(),
+            matched: why,
+        }),
+        serde_json::Value::Null,
+    );
+    Ok(lost)
+}
+
+/// Ends the tmux session `target` (`SOCKET:SESSION`) of a lane that has already ended, if it
+/// is still there.
+async fn end_leftover_session(target: String, servers: TmuxServers) {
+    let Some((socket, session)) = target.split_once(':') else {
+        return;
+    };
+    if let Ok(Some(server)) = servers.get(socket).await
+        && server
+            .sessions()
+            .await
+            .is_ok_and(|sessions| sessions.iter().any(|s| s == session))
+    {
+        let _ = server.kill_session(session).await;
+    }
+}
+
+/// What became of an unfinished lane's worker while no supervisor watched it.
+enum Found {
+    /// Its tmux session is live, with its agent started: it can be driven on.
+    Live(TmuxServer, String),
+    /// It is gone (or was never fully started, and its session was ended): why.
+    Gone(String),
+}
+
+/// Looks for the worker of a lane that has not ended where its state file says it runs.
+async fn find_worker(
+    doc: &clawpool_lanes::WorkerStateDoc,
+    servers: &TmuxServers,
+) -> Result<Found, CommandError> {
+    let target = match (&doc.transport.kind, doc.transport.session.as_deref()) {
+        (clawpool_lanes::state_file::TransportKind::Pty, _) => {
+            // A PTY is owned by its supervisor: its worker ended with it.
+            return Ok(Found::Gone(
+                "its terminal was a PTY owned by the supervisor that ended".to_owned(),
+            ));
+        }
+        (_, target) => target.and_then(|t| t.split_once(':')),
+    };
+    let Some((socket, session)) = target else {
+        return Ok(Found::Gone(
+            "its state file names no tmux session (written by an older clawpool)".to_owned(),
+        ));
+    };
+    let Some(server) = servers.get(socket).await? else {
+        return Ok(Found::Gone(format!(
+            "tmux server {socket} is not running: session {session} is gone with it"
+        )));
+    };
+    let live = server
+        .sessions()
+        .await
+        .is_ok_and(|sessions| sessions.iter().any(|s| s == session));
+    if !live {
+        return Ok(Found::Gone(format!(
+            "tmux session {socket}:{session} is gone"
+        )));
+    }
+    if doc.pid.is_none() {
+        // Killed while starting the agent: the session may hold the placeholder or an agent
+        // whose start was never recorded. Neither can be driven on from the state file.
+        let _ = server.kill_session(session).await;
+        let why = format!(
+            "the supervisor ended while starting the agent in tmux session {socket}:{session}; the session was ended"
+        );
+        return Ok(Found::Gone(why));
+    }
+    Ok(Found::Live(server, session.to_owned()))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -1051,63 +1379,31 @@ async fn adopt_lane(
     entry: serde_json::Value,
     doc: clawpool_lanes::WorkerStateDoc,
     profile: clawpool::profiles::Profile,
-    (settings, policy): (
+    (settings, policy, interrupt): (
         clawpool::handshake::Settings,
         std::sync::Arc<clawpool_recovery::Policy>,
+        Interrupt,
     ),
     roots: clawpool::trust::TrustRoots,
-    board: Board,
+    (board, servers): (Board, TmuxServers),
 ) -> Result<Option<LaneState>, CommandError> {
-    let target = doc.transport.session.clone().unwrap_or_default();
-    let (server, session, gone) = match target.split_once(':') {
-        Some((socket, session)) => {
-            let server = TmuxServer::connect(TmuxConfig::new(socket)).await?;
-            let live = server
-                .sessions()
-                .await
-                .map(|s| s.iter().any(|s| s == session))
-                .unwrap_or(false);
-            let gone = format!("session {session} is gone from tmux server {socket}");
-            (Some(server), session, (!live).then_some(gone))
+    let (server, session) = match find_worker(&doc, &servers).await? {
+        Found::Live(server, session) => (server, session),
+        Found::Gone(why) => {
+            // The worker is gone: record that, once, in the lane's own files.
+            let recorder = clawpool::lane_state::StateRecorder::with_marker(
+                doc,
+                clawpool_lanes::StateFileWriter::for_worktree(dir),
+                Some(registry.join(clawpool::lane_state::DEGRADED_MARKER)),
+            );
+            let lost = record_lost(name, &registry.join("events.jsonl"), recorder, why)?;
+            board.set(name, &lost.to_string(), None);
+            return Ok(Some(lost));
         }
-        // A PTY is owned by its supervisor: its worker ended with it.
-        None => (
-            None,
-            "",
-            Some("its terminal was a PTY owned by the supervisor that ended".to_owned()),
-        ),
-    };
-    if let Some(gone) = gone {
-        // The worker is gone with its session: record that, once, in the lane's own files.
-        let recorder = clawpool::lane_state::StateRecorder::new(
-            doc,
-            clawpool_lanes::StateFileWriter::for_worktree(dir),
-        );
-        let on_state = recorder.clone();
-        let events = clawpool_lanes::EventLog::open(name, &registry.join("events.jsonl"))
-            .map_err(|e| CommandError::io("opening the lane's event log", e.source))?
-            .observe(Box::new(move |event| on_state.on_event(event)));
-        let lost = LaneState::failed(clawpool_lanes::FailureClass::WorkerLost);
-        let _ = events.record(
-            "lane.failed",
-            None,
-            Some(lost),
-            Some(clawpool_lanes::Evidence {
-                rule: "worker_gone".into(),
-                region: "process".into(),
-                matched: gone,
-            }),
-            serde_json::Value::Null,
-        );
-        board.set(name, &lost.to_string(), None);
-        return Ok(Some(lost));
-    }
-    let Some(server) = server else {
-        return Ok(None);
     };
     let worker = server
         .attach(
-            session,
+            &session,
             clawpool_pty::AttachOptions {
                 raw_log: Some(clawpool_pty::RawLogConfig::new(
                     registry.join("terminal.log"),
@@ -1130,7 +1426,7 @@ async fn adopt_lane(
         trusted,
         settings,
         prompt: entry["prompt"].as_str().map(str::to_owned),
-        terminal: Terminal::Tmux(server.clone()),
+        terminal: Terminal::Tmux(server),
         env: Vec::new(),
         size: None,
         events_path: registry.join("events.jsonl"),
@@ -1138,6 +1434,7 @@ async fn adopt_lane(
         branch: doc.branch.clone(),
         base: doc.base.clone().map(|b| (b.git_ref, b.sha)),
         on_event: Box::new(move |event| on_board.on_event(event)),
+        interrupt,
     };
     let result = drive(
         job,
@@ -1147,6 +1444,5 @@ async fn adopt_lane(
         },
     )
     .await?;
-    Terminal::Tmux(server).close_if_unused().await;
-    Ok(result.outcome.map(|o| o.state))
+    Ok(result.final_state())
 }

@@ -1760,7 +1760,7 @@ fn a_detached_spawn_while_a_foreground_spawn_runs_is_refused_at_once() {
 
 /// `chattr +i` on a folder (root ignores permissions, not the immutable flag); `false` when
 /// this machine cannot (no CAP_LINUX_IMMUTABLE, or a file system without the flag).
-fn make_immutable(dir: &std::path::Path, on: bool) -> bool {
+pub(crate) fn make_immutable(dir: &std::path::Path, on: bool) -> bool {
     let flag = if on { "+i" } else { "-i" };
     let done = std::process::Command::new("chattr")
         .arg(flag)

@@ -577,6 +577,28 @@ impl WorkerStateDoc {
         self.refresh_derived();
     }
 
+    /// Applies the events of the lane's event log (the text of its `events.jsonl`) that came
+    /// after the document's `lane_event`, and returns how many: the log is appended before the
+    /// state file is rewritten, so a supervisor killed in between, or one whose last writes
+    /// failed (a full disk), left the file behind the log. A line cut short by a crash is
+    /// skipped. A document with no event yet is left as it is: the log's events then belong to
+    /// earlier runs of the lane.
+    pub fn catch_up(&mut self, log: &str) -> usize {
+        let Some(after) = self.lane_event.as_ref().map(|e| e.seq) else {
+            return 0;
+        };
+        let mut applied = 0;
+        for event in log
+            .lines()
+            .filter_map(|line| serde_json::from_str::<LaneEvent>(line).ok())
+            .filter(|event| event.seq > after)
+        {
+            self.apply_event(&event);
+            applied += 1;
+        }
+        applied
+    }
+
     /// Applies a lane event (`docs/events.md`): its `to` state, what its kind says about trust
     /// and the prompt, `last_event`, `updated_at` and `progress_at`.
     pub fn apply_event(&mut self, event: &LaneEvent) {

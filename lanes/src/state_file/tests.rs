@@ -597,3 +597,66 @@ fn a_version_1_file_is_read_as_version_2() {
     let documented: Value = serde_json::from_str(&page[start..end]).expect("json");
     assert_eq!(serde_json::to_value(&doc).expect("json"), documented);
 }
+
+#[test]
+fn a_state_file_behind_its_event_log_catches_up_with_the_events_after_its_last_one() {
+    let now = 1_795_266_697;
+    let mut doc = sample(now);
+    let event = |seq: u64, kind: &str, to: LaneState| LaneEvent {
+        seq,
+        at_ms: now * 1000 + seq,
+        kind: kind.into(),
+        lane: "fix-login".into(),
+        from: None,
+        to: Some(to),
+        evidence: None,
+        detail: Value::Null,
+    };
+    let finished = event(9, "lane.finished", LaneState::plain(LaneStatus::Finished));
+    let log = [
+        serde_json::to_string(&event(
+            6,
+            "lane.failed",
+            LaneState::failed(FailureClass::Infra),
+        ))
+        .expect("event JSON"),
+        serde_json::to_string(&event(
+            7,
+            "lane.ready",
+            LaneState::plain(LaneStatus::ReadyForPrompt),
+        ))
+        .expect("event JSON"),
+        serde_json::to_string(&event(
+            8,
+            "lane.running",
+            LaneState::plain(LaneStatus::Running),
+        ))
+        .expect("event JSON"),
+        serde_json::to_string(&finished).expect("event JSON"),
+        "{\"seq\": 10, \"kind\": \"lane.fai".to_owned(),
+    ]
+    .join("\n");
+
+    assert_eq!(doc.catch_up(&log), 2, "only the events after seq 7");
+    assert_eq!(doc.status, LaneStatus::Finished);
+    assert_eq!(doc.lane_event.as_ref().map(|e| e.seq), Some(9));
+    assert_eq!(doc.catch_up(&log), 0, "nothing twice");
+
+    let mut fresh = WorkerStateDoc::new(
+        "w",
+        "fix-login",
+        "claude",
+        "/work/lanes/fix-login",
+        Transport {
+            kind: TransportKind::Pty,
+            session: None,
+        },
+        now,
+    );
+    assert_eq!(
+        fresh.catch_up(&log),
+        0,
+        "an earlier run's events are not this run's"
+    );
+    assert_eq!(fresh.status, LaneStatus::Spawning);
+}

@@ -44,7 +44,7 @@ pub(crate) struct ControlClient {
     stdin: tokio::sync::Mutex<ChildStdin>,
     shared: Arc<Shared>,
     /// Kept so the client process is killed with us (`kill_on_drop`).
-    _child: Child,
+    child: Child,
 }
 
 struct Shared {
@@ -94,7 +94,7 @@ impl ControlClient {
         let client = Self {
             stdin: tokio::sync::Mutex::new(stdin),
             shared,
-            _child: child,
+            child,
         };
         tokio::select! {
             _ = attached.wait_for(|attached| *attached) => Ok(client),
@@ -152,6 +152,11 @@ impl ControlClient {
     /// Stops routing output for `pane`.
     pub(crate) fn unregister(&self, pane: &str) {
         lock(&self.shared.panes).remove(pane);
+    }
+
+    /// The control client's process id.
+    pub(crate) fn pid(&self) -> Option<u32> {
+        self.child.id()
     }
 
     /// Resolves once the control client has ended (the server exited or was killed).

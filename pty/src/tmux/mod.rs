@@ -37,6 +37,10 @@ use crate::{
 /// The hidden session the control client attaches to.
 pub const CONTROL_SESSION: &str = "clawpool-control";
 
+/// How long [`TmuxServer::kill_server`] waits for the server process, and then each of its
+/// panes' processes, to exit after `kill-server`.
+const SERVER_EXIT_DEADLINE: Duration = Duration::from_secs(1);
+
 /// How long to wait for tmux to report a pane dead after its process exited, before calling
 /// the exit status lost (a process that escaped the group can keep the terminal open).
 const DEAD_PANE_DEADLINE: Duration = Duration::from_secs(5);
@@ -207,6 +211,33 @@ impl TmuxServer {
                 server_pid,
             }),
         })
+    }
+
+    /// Connects to the server only when it is already running: `None` when there is none, so
+    /// that looking for a lane's session never leaves a new, empty server behind.
+    pub async fn connect_existing(config: TmuxConfig) -> Result<Option<Self>, TmuxError> {
+        validate_name("socket", &config.socket_name, true)?;
+        let tmux = resolve_program(
+            &config.program,
+            &std::env::temp_dir(),
+            std::env::var_os("PATH").as_deref(),
+        )
+        .map_err(|_| TmuxError::NotInstalled {
+            program: config.program.to_string_lossy().into_owned(),
+        })?;
+        let probed = base_command(&tmux, &config)
+            .args(["list-sessions", "-F", "#{session_name}"])
+            .output()
+            .await
+            .map_err(|source| TmuxError::Io {
+                what: "looking for the tmux server",
+                source,
+            })?;
+        if !probed.status.success() {
+            // tmux says "no server running" or "error connecting to …" (a socket left behind).
+            return Ok(None);
+        }
+        Self::connect(config).await.map(Some)
     }
 
     /// The socket name (`tmux -L <name>`).
@@ -427,14 +458,62 @@ impl TmuxServer {
         Ok(names.into_iter().filter(|s| s != CONTROL_SESSION).collect())
     }
 
-    /// Kills the whole server and every worker on it.
+    /// Kills the whole server and every worker on it, and returns once the server process is
+    /// gone.
     pub async fn kill_server(&self) -> Result<(), TmuxError> {
         let mut closed = self.inner.control.closed();
+        // Opened before the kill: a pid cannot be reused while its pidfd is held. The panes'
+        // processes (the control session's placeholder among them) end with the server, a
+        // moment after it.
+        let server = self
+            .inner
+            .server_pid
+            .and_then(|pid| pidfd_open(pid).and_then(register).ok());
+        let panes: Vec<_> = self
+            .inner
+            .control
+            .command(&format!("list-panes -a -F {}", quote("#{pane_pid}")))
+            .await
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|pid| pid.trim().parse().ok())
+            .filter_map(|pid| pidfd_open(pid).and_then(register).ok())
+            .collect();
+        // Control clients of supervisors that were killed are still attached, and nobody reads
+        // them: the server would wait for them before exiting. Ours is the only live one.
+        let ours = self.inner.control.pid();
+        let stale = self
+            .inner
+            .control
+            .command(&format!(
+                "list-clients -t {CONTROL_SESSION} -F {}",
+                quote("#{client_pid}")
+            ))
+            .await
+            .unwrap_or_default();
+        for pid in stale
+            .iter()
+            .filter_map(|pid| pid.trim().parse::<u32>().ok())
+        {
+            if Some(pid) != ours
+                && let Ok(pid) = libc::pid_t::try_from(pid)
+            {
+                // SAFETY: kill(2) on a pid tmux reports as one of its clients.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        }
         match self.inner.control.command("kill-server").await {
             Ok(_) | Err(TmuxError::ControlClosed) => {}
             Err(err) => return Err(err),
         }
         let _ = closed.wait_for(|closed| *closed).await;
+        // Whoever checks for leftover processes next must not find the server still there.
+        if let Some(server) = &server {
+            let _ = tokio::time::timeout(SERVER_EXIT_DEADLINE, server.readable()).await;
+        }
+        for pane in &panes {
+            let _ = tokio::time::timeout(SERVER_EXIT_DEADLINE, pane.readable()).await;
+        }
         // tmux leaves its socket file behind when the server exits.
         match std::fs::remove_file(self.socket_path()) {
             Err(err) if err.kind() != std::io::ErrorKind::NotFound => Err(TmuxError::Io {

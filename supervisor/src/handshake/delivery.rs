@@ -179,14 +179,26 @@ impl Receipt {
     }
 
     /// What an earlier supervisor recorded for this lane (times in epoch seconds): anything
-    /// sent counts as typed, so the prompt is never typed a second time.
-    pub fn resume(&mut self, attempts: u32, sent_at: Option<u64>, accepted_at: Option<u64>) {
+    /// sent counts as typed, so the prompt is never typed a second time. With `retry_after`, a
+    /// prompt sent and not accepted gets Enter again after it if its draft is still in the
+    /// input line (the earlier supervisor may have died between recording the press and
+    /// making it).
+    pub fn resume(
+        &mut self,
+        attempts: u32,
+        sent_at: Option<u64>,
+        accepted_at: Option<u64>,
+        retry_after: Option<Duration>,
+    ) {
         self.attempts = attempts;
         self.submits = attempts;
         self.sent_at = sent_at.map(|s| s * 1000);
         self.accepted_at = accepted_at.map(|s| s * 1000);
         if attempts > 0 || accepted_at.is_some() {
             self.typed = true;
+        }
+        if attempts > 0 && accepted_at.is_none() {
+            self.retry_at = retry_after.map(|after| Instant::now() + after);
         }
     }
 

@@ -434,25 +434,33 @@ impl<'a> Handshake<'a> {
     }
 
     /// Continues a lane an earlier supervisor was driving, from its recorded state: nothing
-    /// already sent is sent again.
-    pub fn resume(mut self, from: Resumed) -> Self {
+    /// already sent is sent again, and a draft still in the input line after a recorded Enter
+    /// gets Enter again by the prompt's rules.
+    pub fn resume(self, from: Resumed) -> Self {
+        let retry_after = self.settings.accept_timeout / self.settings.max_submit_attempts.max(1);
+        let mut handshake = self.take_over(from, Some(retry_after));
+        handshake.opening = Some("lane.adopted");
+        handshake
+    }
+
+    /// Carries on with the same worker after the driver stepped in (a recovery recipe's key,
+    /// wait or nudge): like [`Handshake::resume`], without announcing a new start; pressing
+    /// Enter again is the recovery's to decide.
+    pub fn carry_on(self, from: Resumed) -> Self {
+        let mut handshake = self.take_over(from, None);
+        handshake.opening = None;
+        handshake
+    }
+
+    fn take_over(mut self, from: Resumed, retry_after: Option<Duration>) -> Self {
         self.state = from.state;
         self.receipt
-            .resume(from.attempts, from.sent_at, from.accepted_at);
-        self.opening = Some("lane.adopted");
+            .resume(from.attempts, from.sent_at, from.accepted_at, retry_after);
         self.reached_ready = !matches!(
             from.state.status,
             LaneStatus::Spawning | LaneStatus::TrustRequired
         );
         self
-    }
-
-    /// Carries on with the same worker after the driver stepped in (a recovery recipe's key,
-    /// wait or nudge): like [`Handshake::resume`], without announcing a new start.
-    pub fn carry_on(self, from: Resumed) -> Self {
-        let mut handshake = self.resume(from);
-        handshake.opening = None;
-        handshake
     }
 
     /// Drives the lane until it is finished or failed.
@@ -1618,8 +1626,20 @@ impl<'a> Handshake<'a> {
         );
     }
 
-    /// Presses Enter on our draft.
+    /// Presses Enter on our draft. The press is recorded just before it is made: a supervisor
+    /// killed in between leaves a lane whose adopter presses Enter again on the draft still
+    /// there, where one killed just after an unrecorded press would have its adopter type the
+    /// prompt a second time into an agent that already took it.
     async fn submit(&mut self, evidence: Evidence) {
+        self.receipt
+            .submitted_now(self.settings.accept_timeout / self.settings.max_submit_attempts.max(1));
+        self.event(
+            "lane.prompt_sent",
+            None,
+            None,
+            Some(evidence.clone()),
+            serde_json::json!({"attempt": self.receipt.attempts}),
+        );
         if let Err(err) = self
             .worker
             .send(&clawpool_pty::Input::Key(clawpool_pty::Key::Enter))
@@ -1634,15 +1654,6 @@ impl<'a> Handshake<'a> {
             );
             return;
         }
-        self.receipt
-            .submitted_now(self.settings.accept_timeout / self.settings.max_submit_attempts.max(1));
-        self.event(
-            "lane.prompt_sent",
-            None,
-            None,
-            Some(evidence),
-            serde_json::json!({"attempt": self.receipt.attempts}),
-        );
         if let Some(reply) = self.round_reply.take() {
             reply.send(Verdict::Done {
                 reason: "delivered: typed into the agent's empty input line, checked to be \
