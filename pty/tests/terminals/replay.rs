@@ -10,7 +10,9 @@ fn recordings() -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(&root)
         .expect("recordings folder")
         .filter_map(|entry| entry.ok().map(|e| e.path()))
-        .filter(|path| path.join("stream.bin").is_file())
+        // A recording with its rendered screens beside the stream (recordings whose screens
+        // are kept in the detector corpus instead have only the stream).
+        .filter(|path| path.join("stream.bin").is_file() && has_snapshot(path))
         .collect();
     dirs.sort();
     assert!(
@@ -19,6 +21,14 @@ fn recordings() -> Vec<PathBuf> {
         root.display()
     );
     dirs
+}
+
+fn has_snapshot(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|entries| {
+        entries
+            .filter_map(Result::ok)
+            .any(|e| e.path().extension().is_some_and(|ext| ext == "txt"))
+    })
 }
 
 /// The snapshot taken last in a recording folder (`NN-label.txt` with the highest NN).
