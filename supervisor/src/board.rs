@@ -13,8 +13,8 @@ use serde_json::{Value, json};
 
 use crate::cli::OutputFormat;
 use crate::output::{CommandError, EXIT_FAILURE};
+use crate::registry::{lane_registry, registered_names};
 use crate::run_lane::STATE_DIR;
-use crate::spawn::lane_registry;
 
 /// A lane found from a command-line argument.
 pub struct FoundLane {
@@ -45,7 +45,7 @@ pub fn find_lane(arg: &Path) -> Result<FoundLane, CommandError> {
             })
         });
         return Ok(registered.unwrap_or_else(|| FoundLane {
-            events: dir.join(STATE_DIR).join("events.jsonl"),
+            events: dir.join(STATE_DIR).join(clawpool_worktree::layout::EVENTS),
             dir,
         }));
     }
@@ -97,17 +97,16 @@ fn plain_name(arg: &Path) -> Option<&str> {
 /// Lane `name` from the registry, when its entry is there and names a worktree.
 fn registered(repo: &Repo, name: &str) -> Option<FoundLane> {
     let registry = lane_registry(repo, name);
-    let entry: Value =
-        serde_json::from_str(&std::fs::read_to_string(registry.join("lane.json")).ok()?).ok()?;
+    let entry = registry.entry().ok()?;
     Some(FoundLane {
-        dir: PathBuf::from(entry["worktree"].as_str()?),
-        events: registry.join("events.jsonl"),
+        dir: entry.worktree,
+        events: registry.events(),
     })
 }
 
 /// The registered lane whose worktree is `dir` (canonical).
 fn registered_by_worktree(repo: &Repo, dir: &Path) -> Option<FoundLane> {
-    let root = repo.common_dir().join("clawpool").join("lanes");
+    let root = repo.state_dir().lanes();
     std::fs::read_dir(root)
         .ok()?
         .filter_map(|e| e.ok())
@@ -125,37 +124,27 @@ fn not_found(name: &str) -> CommandError {
 /// Every lane in the repository's registry, each as its state document with ages (or the
 /// error reading it), plus commits ahead of base and whether the worktree is dirty.
 fn collect(repo: &Repo) -> Vec<Value> {
-    let root = repo.common_dir().join("clawpool").join("lanes");
-    let mut names: Vec<String> = std::fs::read_dir(&root)
-        .map(|entries| {
-            entries
-                .filter_map(|e| e.ok())
-                .filter(|e| e.path().join("lane.json").is_file())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
-    names.sort();
     let now = now_secs();
-    names
+    registered_names(repo)
         .into_iter()
         .map(|name| {
-            let entry: Value = std::fs::read_to_string(root.join(&name).join("lane.json"))
-                .ok()
-                .and_then(|t| serde_json::from_str(&t).ok())
+            let registry = lane_registry(repo, &name);
+            let entry = registry.entry().ok();
+            let dir = entry
+                .as_ref()
+                .map(|e| e.worktree.clone())
                 .unwrap_or_default();
-            let dir = PathBuf::from(entry["worktree"].as_str().unwrap_or_default());
             let mut doc = match read_lane_state(&dir) {
                 Ok(doc) => with_ages(&doc, now).to_json(),
                 // A lane whose state cannot be read is still on the board, with why.
                 Err(err) => json!({"lane": name, "worktree": dir, "lane_status": "unknown", "error": err.to_json()["error"]}),
             };
             let status = clawpool_worktree::worktree_status(&dir).ok();
-            let ahead = entry["base"]["sha"].as_str().and_then(|base| commits_ahead(&dir, base));
-            let degraded =
-                std::fs::read_to_string(root.join(&name).join(clawpool::lane_state::DEGRADED_MARKER))
-                    .ok()
-                    .map(|e| e.trim().to_owned());
+            let ahead = entry
+                .as_ref()
+                .and_then(|e| e.base.sha.as_deref())
+                .and_then(|base| commits_ahead(&dir, base));
+            let degraded = registry.degraded();
             doc["board"] = json!({
                 "dirty": status.as_ref().map(|s| s.dirty),
                 "commits_ahead": ahead,

@@ -23,6 +23,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::cli::{MergeForwardArgs, OutputFormat, VerifyArgs};
 use crate::output::CommandError;
+use crate::registry::{RegistryEntry, RegistryFolder};
 
 /// A request about a lane's branch, over its control socket.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -59,24 +60,25 @@ pub struct LaneChecks {
 }
 
 impl LaneChecks {
-    /// The checks of a lane from its registry entry (`lane.json` in `registry`).
+    /// The checks of a lane from its registry entry.
     pub fn from_registry(
-        entry: &Value,
+        entry: &RegistryEntry,
         repo: &Repo,
         dir: &Path,
-        registry: &Path,
+        registry: &RegistryFolder,
         freshness: FreshnessSettings,
     ) -> LaneChecks {
-        let base = entry["base"]["ref"]
-            .as_str()
-            .map(str::to_owned)
+        let base = entry
+            .base
+            .git_ref
+            .clone()
             .unwrap_or_else(|| repo.main_branch().unwrap_or_else(|_| "main".into()));
         LaneChecks {
             repo_root: repo.root().to_owned(),
             dir: dir.to_owned(),
             base,
-            spec: serde_json::from_value(entry["verify"].clone()).unwrap_or_default(),
-            log_dir: registry.join("verify"),
+            spec: entry.verify.clone(),
+            log_dir: registry.verify_logs(),
             freshness,
         }
     }
@@ -315,15 +317,8 @@ struct LaneOnDisk {
 
 fn lane_on_disk(arg: &Path) -> Result<LaneOnDisk, CommandError> {
     let found = crate::board::find_lane(arg)?;
-    let registry = found
-        .events
-        .parent()
-        .map(Path::to_owned)
-        .unwrap_or_default();
-    let entry: Value = std::fs::read_to_string(registry.join("lane.json"))
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .ok_or_else(|| {
+    let registry = RegistryFolder::of_events(&found.events);
+    let entry = registry.entry().map_err(|_| {
             CommandError::invalid(
                 "not_a_spawned_lane",
                 format!(
@@ -343,13 +338,13 @@ fn lane_on_disk(arg: &Path) -> Result<LaneOnDisk, CommandError> {
             FreshnessSettings::default(),
         ),
         events: found.events,
-        name: entry["name"].as_str().unwrap_or_default().to_owned(),
+        name: entry.name.clone(),
     })
 }
 
 /// Sends `op` to the supervisor driving the lane, if one is; `None` when none listens.
 async fn through_supervisor(dir: &Path, op: &LaneOp) -> Option<Value> {
-    let socket = dir.join(crate::run_lane::STATE_DIR).join("control.sock");
+    let socket = clawpool_worktree::layout::control_socket(dir);
     let line = serde_json::to_string(op).ok()?;
     let reply = crate::control::request(&socket, &line).await.ok()?;
     serde_json::from_str(&reply).ok()

@@ -63,7 +63,7 @@ enum Request {
 
 /// Where the daemon of a repository listens.
 pub fn socket_path(repo: &Repo) -> PathBuf {
-    repo.common_dir().join("clawpool").join("daemon.sock")
+    repo.state_dir().daemon_socket()
 }
 
 pub async fn run(args: DaemonArgs, loaded: Loaded) -> Result<ExitCode, CommandError> {
@@ -336,10 +336,7 @@ async fn start_and_reach(
                             "starting the daemon",
                             std::io::Error::other(format!(
                                 "it exited without listening {MAX_STARTS} times; see {}",
-                                repo.common_dir()
-                                    .join("clawpool")
-                                    .join("daemon.log")
-                                    .display()
+                                repo.state_dir().daemon_log().display()
                             )),
                         ));
                     }
@@ -367,7 +364,7 @@ fn start_daemon(repo: &Repo, args: &SpawnArgs) -> Result<std::process::Child, Co
     use std::os::unix::process::CommandExt;
     let exe =
         std::env::current_exe().map_err(|e| CommandError::io("finding the clawpool binary", e))?;
-    let log_path = repo.common_dir().join("clawpool").join("daemon.log");
+    let log_path = repo.state_dir().daemon_log();
     if let Some(dir) = log_path.parent() {
         std::fs::create_dir_all(dir)
             .map_err(|e| CommandError::io("creating clawpool's folder", e))?;

@@ -4,7 +4,7 @@
 //! it ended (its tmux worker may still be at work there), are never removed without `--force`;
 //! a lane under a live supervisor never is.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
 use clawpool_lanes::state_file::now_secs;
@@ -14,6 +14,7 @@ use serde_json::json;
 
 use crate::cli::{GcArgs, OutputFormat};
 use crate::output::CommandError;
+use crate::registry::{RegistryFolder, lane_registry};
 
 /// What gc decided for one lane.
 struct Verdict {
@@ -30,7 +31,7 @@ pub fn run(args: &GcArgs) -> Result<ExitCode, CommandError> {
     let main = repo
         .main_branch()
         .map_err(|e| CommandError::invalid("not_a_repository", e.to_string()))?;
-    let root = repo.common_dir().join("clawpool").join("lanes");
+    let root = repo.state_dir().lanes();
     let mut names: Vec<String> = std::fs::read_dir(&root)
         .map(|entries| {
             entries
@@ -42,10 +43,10 @@ pub fn run(args: &GcArgs) -> Result<ExitCode, CommandError> {
     names.sort();
     let mut verdicts = Vec::new();
     for name in names {
-        let registry = root.join(&name);
+        let registry = lane_registry(&repo, &name);
         let verdict = judge(&repo, &main, &name, &registry, args.force);
         if verdict.removed {
-            let _ = std::fs::remove_dir_all(&registry);
+            let _ = std::fs::remove_dir_all(registry.dir());
             leave_removed_marker(&repo, &verdict);
         }
         verdicts.push(verdict);
@@ -76,20 +77,12 @@ pub fn run(args: &GcArgs) -> Result<ExitCode, CommandError> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The marker gc leaves for a lane it removed, `<common>/clawpool/removed/<name>.json`, so that
-/// spawning its packet again does not silently re-create it (`clawpool spawn --rerun` does,
-/// and removes the marker).
-pub fn removed_marker(repo: &Repo, name: &str) -> PathBuf {
-    repo.common_dir()
-        .join("clawpool")
-        .join("removed")
-        .join(format!("{name}.json"))
-}
-
-/// Writes the removed lane's marker: `{"lane", "removed_at", "reason"}`. Best effort: a lane
-/// whose marker could not be written is only re-created as a lane never spawned would be.
+/// Writes the removed lane's marker (`StateDir::removed`): `{"lane", "removed_at", "reason"}`,
+/// so that spawning its packet again does not silently re-create it (`clawpool spawn --rerun`
+/// does, and removes the marker). Best effort: a lane whose marker could not be written is only
+/// re-created as a lane never spawned would be.
 fn leave_removed_marker(repo: &Repo, verdict: &Verdict) {
-    let marker = removed_marker(repo, &verdict.lane);
+    let marker = repo.state_dir().removed(&verdict.lane);
     if let Some(dir) = marker.parent() {
         let _ = std::fs::create_dir_all(dir);
     }
@@ -97,21 +90,17 @@ fn leave_removed_marker(repo: &Repo, verdict: &Verdict) {
     let _ = std::fs::write(marker, format!("{doc:#}\n"));
 }
 
-fn judge(repo: &Repo, main: &str, name: &str, registry: &Path, force: bool) -> Verdict {
+fn judge(repo: &Repo, main: &str, name: &str, registry: &RegistryFolder, force: bool) -> Verdict {
     let keep = |reason: String, status: Option<String>| Verdict {
         lane: name.to_owned(),
         removed: false,
         reason,
         status,
     };
-    let entry: serde_json::Value = match std::fs::read_to_string(registry.join("lane.json"))
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-    {
-        Some(entry) => entry,
-        None => return keep("no readable lane.json".into(), None),
+    let Ok(entry) = registry.entry() else {
+        return keep("no readable lane.json".into(), None);
     };
-    let dir = PathBuf::from(entry["worktree"].as_str().unwrap_or_default());
+    let dir = entry.worktree.clone();
     if !dir.exists() {
         return Verdict {
             lane: name.to_owned(),
@@ -141,7 +130,7 @@ fn judge(repo: &Repo, main: &str, name: &str, registry: &Path, force: bool) -> V
     let Ok(worktree) = worktree_status(&dir) else {
         return keep("not a worktree of this repository".into(), status);
     };
-    let base = entry["base"]["sha"].as_str().unwrap_or(main);
+    let base = entry.base.sha.as_deref().unwrap_or(main);
     let tree = Tree {
         dirty: worktree.dirty,
         empty: is_ancestor(repo.root(), &worktree.head, base),

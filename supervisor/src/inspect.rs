@@ -407,7 +407,7 @@ fn state_folder_checks(repo: &Path) -> Vec<Check> {
     [
         (
             "state folder",
-            repo.common_dir().join("clawpool"),
+            repo.state_dir().root().to_owned(),
             "the lane registry, event logs and locks",
         ),
         ("lanes root", lanes_root, "the lanes' worktrees"),

@@ -23,7 +23,7 @@ pub struct StateRecorder {
 }
 
 /// The file, in a lane's registry folder, that says its state file could not be written.
-pub const DEGRADED_MARKER: &str = "state-degraded";
+pub use clawpool_worktree::layout::DEGRADED_MARKER;
 
 impl StateRecorder {
     /// Starts recording `doc` through `writer`, writing it once now.

@@ -20,6 +20,7 @@ mod mirror;
 mod output;
 mod policy_cmd;
 mod recovering;
+mod registry;
 mod run_lane;
 mod run_one;
 mod spawn;

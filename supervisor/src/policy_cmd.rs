@@ -231,10 +231,7 @@ pub async fn run_recover(args: &RecoverArgs) -> Result<ExitCode, CommandError> {
             ));
         }
     };
-    let socket = lane
-        .dir
-        .join(crate::run_lane::STATE_DIR)
-        .join("control.sock");
+    let socket = clawpool_worktree::layout::control_socket(&lane.dir);
     let verdict = match crate::run_lane::operator_verdict(&socket, &command).await {
         Ok(verdict) => verdict,
         Err(err) => {

@@ -36,7 +36,7 @@ use crate::worktree_watch::WorktreeWatch;
 use clawpool_recovery::StepOutcome;
 
 /// The folder inside a lane where clawpool keeps its files.
-pub const STATE_DIR: &str = ".claw";
+pub use clawpool_worktree::layout::LANE_DIR as STATE_DIR;
 
 /// The tmux server `clawpool run` uses.
 pub const RUN_SOCKET: &str = "clawpool-run";
@@ -256,7 +256,7 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
 
     let (operator_tx, mut operator_rx) = mpsc::channel(8);
     let (ops_tx, ops_rx) = mpsc::channel(4);
-    let socket = state_dir.join("control.sock");
+    let socket = clawpool_worktree::layout::control_socket(&job.dir);
     let listener = control::listen(&socket, operator_tx, ops_tx)
         .map_err(|e| CommandError::io("opening the lane's control socket", e))?;
 
@@ -1038,7 +1038,7 @@ pub async fn run(request: RunRequest) -> Result<ExitCode, CommandError> {
         terminal: terminal.clone(),
         env: request.env,
         size: request.size,
-        events_path: cwd.join(STATE_DIR).join("events.jsonl"),
+        events_path: cwd.join(STATE_DIR).join(clawpool_worktree::layout::EVENTS),
         terminal_log: cwd.join(STATE_DIR).join("terminal.log"),
         branch: None,
         base: None,
@@ -1186,7 +1186,7 @@ pub async fn send_operator(
     command: &OperatorCommand,
 ) -> Result<Verdict, CommandError> {
     let lane = crate::board::find_lane(lane_dir)?;
-    let socket = lane.dir.join(STATE_DIR).join("control.sock");
+    let socket = clawpool_worktree::layout::control_socket(&lane.dir);
     let verdict = operator_verdict(&socket, command).await.map_err(|why| {
         CommandError::invalid(
             "lane_not_running",

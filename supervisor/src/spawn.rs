@@ -30,6 +30,7 @@ use crate::cli::{AdoptArgs, OutputFormat, SpawnArgs, TransportKind};
 use crate::interrupt::Interrupt;
 use crate::loaded::Loaded;
 use crate::output::{CommandError, EXIT_INVALID_INPUT};
+use crate::registry::{RegisteredBase, RegistryEntry, lane_registry};
 use crate::run_lane::{
     LaneJob, Start, Terminal, drive, preflight, print_event, session_name, transport_of,
 };
@@ -92,17 +93,14 @@ impl SkippedLane {
 /// What an earlier run left of lane `name` that keeps it from starting again: a registry
 /// entry whose state file says finished, or gc's marker with no registry entry.
 fn earlier_run(repo: &Repo, name: &str) -> Option<(Skipped, Option<LaneState>)> {
-    let registry = lane_registry(repo, name);
-    let entry: Option<serde_json::Value> = std::fs::read_to_string(registry.join("lane.json"))
-        .ok()
-        .and_then(|text| serde_json::from_str(&text).ok());
-    let Some(entry) = entry else {
-        return crate::gc::removed_marker(repo, name)
+    let Ok(entry) = lane_registry(repo, name).entry() else {
+        return repo
+            .state_dir()
+            .removed(name)
             .exists()
             .then_some((Skipped::RemovedByGc, None));
     };
-    let dir = PathBuf::from(entry["worktree"].as_str()?);
-    let doc = clawpool_lanes::read_state_file(&clawpool_lanes::state_file_path(&dir)).ok()?;
+    let doc = clawpool_lanes::read_lane_state(&entry.worktree).ok()?;
     (doc.status == clawpool_lanes::LaneStatus::Finished)
         .then(|| (Skipped::Finished, Some(doc.lane_state())))
 }
@@ -132,11 +130,6 @@ pub fn leave_earlier_runs(
         }
     }
     (to_start, skipped)
-}
-
-/// The registry folder of lane `name` in the repository's common git dir.
-pub fn lane_registry(repo: &Repo, name: &str) -> PathBuf {
-    repo.common_dir().join("clawpool").join("lanes").join(name)
 }
 
 /// Reads and validates a packet against the repository and configuration: every problem at
@@ -219,7 +212,7 @@ pub async fn terminal_for(repo: &Repo, transport: TransportKind) -> Result<Termi
 
 /// The supervisor lock's path for a repository.
 pub fn lock_path(repo: &Repo) -> PathBuf {
-    repo.common_dir().join("clawpool").join("supervisor.lock")
+    repo.state_dir().supervisor_lock()
 }
 
 pub async fn run(args: SpawnArgs, loaded: Loaded) -> Result<ExitCode, CommandError> {
@@ -374,9 +367,8 @@ fn unpersisted_outcomes<'a>(
 ) -> BTreeMap<String, String> {
     names
         .filter_map(|name| {
-            let marker = lane_registry(repo, name).join(clawpool::lane_state::DEGRADED_MARKER);
-            let err = std::fs::read_to_string(marker).ok()?;
-            Some((name.clone(), err.trim().to_owned()))
+            let err = lane_registry(repo, name).degraded()?;
+            Some((name.clone(), err))
         })
         .collect()
 }
@@ -600,7 +592,7 @@ async fn start_lane(
         .map(|d| d.is_trusted())
         .unwrap_or(false);
     let registry = lane_registry(repo, &name);
-    std::fs::create_dir_all(&registry)
+    std::fs::create_dir_all(registry.dir())
         .map_err(|e| CommandError::io("creating the lane's registry folder", e))?;
     let verify_spec = clawpool::verify::LaneVerifySpec::from_lane(&lane.spec);
     let checks = LaneChecks {
@@ -608,25 +600,26 @@ async fn start_lane(
         dir: dir.clone(),
         base: lane.worktree.base.clone(),
         spec: verify_spec.clone(),
-        log_dir: registry.join("verify"),
+        log_dir: registry.verify_logs(),
         freshness: (&settings).into(),
     };
-    let entry = json!({
-        "name": name,
-        "worktree": dir,
-        "branch": prepared.branch(),
-        "base": {"ref": lane.worktree.base, "sha": lane.base_sha},
-        "agent": lane.profile.name(),
-        "prompt": lane.spec.prompt,
-        "supervisor_pid": std::process::id(),
-        "verify": verify_spec,
-        "transport": transport_of(&terminal, &session_name(&name)),
-    });
-    write_atomically(
-        &registry.join("lane.json"),
-        format!("{entry:#}\n").as_bytes(),
-    )
-    .map_err(|e| CommandError::io("writing the lane's registry entry", e))?;
+    let entry = RegistryEntry {
+        name: name.clone(),
+        worktree: dir.clone(),
+        branch: Some(prepared.branch().to_owned()),
+        base: RegisteredBase {
+            git_ref: Some(lane.worktree.base.clone()),
+            sha: Some(lane.base_sha.clone()),
+        },
+        agent: lane.profile.name().to_owned(),
+        prompt: Some(lane.spec.prompt.clone()),
+        supervisor_pid: std::process::id(),
+        verify: verify_spec,
+        transport: Some(transport_of(&terminal, &session_name(&name))),
+    };
+    let text = serde_json::to_string_pretty(&entry).expect("a registry entry serializes");
+    write_atomically(&registry.entry_file(), format!("{text}\n").as_bytes())
+        .map_err(|e| CommandError::io("writing the lane's registry entry", e))?;
     if let Some(earlier) = lane.rerun_of {
         record_rerun(repo, &name, &registry, earlier, &board)?;
     }
@@ -641,8 +634,8 @@ async fn start_lane(
         terminal,
         env: Vec::new(),
         size: None,
-        events_path: registry.join("events.jsonl"),
-        terminal_log: registry.join("terminal.log"),
+        events_path: registry.events(),
+        terminal_log: registry.dir().join("terminal.log"),
         branch: Some(prepared.branch().to_owned()),
         base: Some((lane.worktree.base.clone(), lane.base_sha.clone())),
         on_event: Box::new(move |event| on_board.on_event(event)),
@@ -678,11 +671,11 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 fn record_rerun(
     repo: &Repo,
     name: &str,
-    registry: &Path,
+    registry: &crate::registry::RegistryFolder,
     earlier: Skipped,
     board: &Board,
 ) -> Result<(), CommandError> {
-    let events = clawpool_lanes::EventLog::open(name, &registry.join("events.jsonl"))
+    let events = clawpool_lanes::EventLog::open(name, &registry.events())
         .map_err(|e| CommandError::io("opening the lane's event log", e.source))?;
     let event = events
         .record(
@@ -695,7 +688,7 @@ fn record_rerun(
         .map_err(|e| CommandError::io("writing the lane's event log", e.source))?;
     board.on_event(&event);
     if earlier == Skipped::RemovedByGc {
-        let _ = std::fs::remove_file(crate::gc::removed_marker(repo, name));
+        let _ = std::fs::remove_file(repo.state_dir().removed(name));
     }
     Ok(())
 }
@@ -1027,7 +1020,7 @@ pub async fn adopt(args: AdoptArgs, loaded: Loaded) -> Result<ExitCode, CommandE
 
 /// The names of the lanes registered in the repository's common git dir, sorted.
 pub fn registered_lanes(repo: &Repo) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(lanes_root(repo))
+    let mut names: Vec<String> = std::fs::read_dir(repo.state_dir().lanes())
         .map(|entries| {
             entries
                 .filter_map(|e| e.ok())
@@ -1037,10 +1030,6 @@ pub fn registered_lanes(repo: &Repo) -> Vec<String> {
         .unwrap_or_default();
     names.sort();
     names
-}
-
-fn lanes_root(repo: &Repo) -> PathBuf {
-    repo.common_dir().join("clawpool").join("lanes")
 }
 
 /// A lane that could not be taken over, and why: `kind` is the error's stable name
@@ -1113,7 +1102,6 @@ pub fn adopt_lanes(
     board: &Board,
     interrupt: &Interrupt,
 ) -> Adoptions {
-    let root = lanes_root(repo);
     let mut tasks = Vec::new();
     let mut cleanups = Vec::new();
     let servers = TmuxServers::default();
@@ -1127,31 +1115,21 @@ pub fn adopt_lanes(
         });
     };
     for name in names {
-        let registry = root.join(&name);
-        let lane_json = registry.join("lane.json");
-        let entry: serde_json::Value = match std::fs::read_to_string(&lane_json) {
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+        let registry = lane_registry(repo, &name);
+        let entry = match registry.entry() {
+            Ok(entry) => entry,
+            Err(err) if err.missing => {
                 board.set(&name, "never started (not registered)", None);
                 continue;
             }
-            read => match read
-                .map_err(|e| e.to_string())
-                .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
-            {
-                Ok(entry) => entry,
-                Err(err) => {
-                    refuse(
-                        &name,
-                        "invalid_registry_entry",
-                        format!("{}: {err}", lane_json.display()),
-                    );
-                    continue;
-                }
-            },
+            Err(err) => {
+                refuse(&name, "invalid_registry_entry", err.message);
+                continue;
+            }
         };
-        let dir = PathBuf::from(entry["worktree"].as_str().unwrap_or_default());
-        let events_path = registry.join("events.jsonl");
-        let marker = registry.join(clawpool::lane_state::DEGRADED_MARKER);
+        let dir = entry.worktree.clone();
+        let events_path = registry.events();
+        let marker = registry.degraded_marker();
         let mut doc = match clawpool_lanes::read_lane_state(&dir) {
             Ok(doc) => doc,
             Err(err @ clawpool_lanes::StateFileError::Missing { .. }) => {
@@ -1243,14 +1221,16 @@ pub fn adopt_lanes(
 fn never_started(
     name: &str,
     dir: &Path,
-    entry: &serde_json::Value,
+    entry: &RegistryEntry,
     events_path: &Path,
     marker: &Path,
 ) -> Result<LaneState, CommandError> {
-    let transport: clawpool_lanes::state_file::Transport =
-        serde_json::from_value(entry["transport"].clone()).map_err(|e| {
-            CommandError::invalid("invalid_registry_entry", format!("transport: {e}"))
-        })?;
+    let transport = entry.transport.clone().ok_or_else(|| {
+        CommandError::invalid(
+            "invalid_registry_entry",
+            "transport: the entry does not say where the lane was to run",
+        )
+    })?;
     let terminal = match (&transport.kind, &transport.session) {
         (_, Some(target)) => format!("tmux session {target}"),
         (_, None) => "a PTY".to_owned(),
@@ -1258,12 +1238,12 @@ fn never_started(
     let mut doc = clawpool_lanes::WorkerStateDoc::new(
         format!("{name}-{}", std::process::id()),
         name,
-        entry["agent"].as_str().unwrap_or_default(),
+        &entry.agent,
         dir.display().to_string(),
         transport,
         clawpool_lanes::state_file::now_secs(),
     );
-    doc.branch = entry["branch"].as_str().map(str::to_owned);
+    doc.branch = entry.branch.clone();
     let recorder = clawpool::lane_state::StateRecorder::with_marker(
         doc,
         clawpool_lanes::StateFileWriter::for_worktree(dir),
@@ -1374,9 +1354,9 @@ async fn find_worker(
 #[allow(clippy::too_many_arguments)]
 async fn adopt_lane(
     name: &str,
-    registry: &Path,
+    registry: &crate::registry::RegistryFolder,
     dir: &Path,
-    entry: serde_json::Value,
+    entry: RegistryEntry,
     doc: clawpool_lanes::WorkerStateDoc,
     profile: clawpool::profiles::Profile,
     (settings, policy, interrupt): (
@@ -1394,9 +1374,9 @@ async fn adopt_lane(
             let recorder = clawpool::lane_state::StateRecorder::with_marker(
                 doc,
                 clawpool_lanes::StateFileWriter::for_worktree(dir),
-                Some(registry.join(clawpool::lane_state::DEGRADED_MARKER)),
+                Some(registry.degraded_marker()),
             );
-            let lost = record_lost(name, &registry.join("events.jsonl"), recorder, why)?;
+            let lost = record_lost(name, &registry.events(), recorder, why)?;
             board.set(name, &lost.to_string(), None);
             return Ok(Some(lost));
         }
@@ -1406,7 +1386,7 @@ async fn adopt_lane(
             &session,
             clawpool_pty::AttachOptions {
                 raw_log: Some(clawpool_pty::RawLogConfig::new(
-                    registry.join("terminal.log"),
+                    registry.dir().join("terminal.log"),
                 )),
                 scrollback_lines: 0,
             },
@@ -1425,12 +1405,12 @@ async fn adopt_lane(
         profile,
         trusted,
         settings,
-        prompt: entry["prompt"].as_str().map(str::to_owned),
+        prompt: entry.prompt.clone(),
         terminal: Terminal::Tmux(server),
         env: Vec::new(),
         size: None,
-        events_path: registry.join("events.jsonl"),
-        terminal_log: registry.join("terminal.log"),
+        events_path: registry.events(),
+        terminal_log: registry.dir().join("terminal.log"),
         branch: doc.branch.clone(),
         base: doc.base.clone().map(|b| (b.git_ref, b.sha)),
         on_event: Box::new(move |event| on_board.on_event(event)),

@@ -150,7 +150,7 @@ struct Stamp {
 }
 
 fn stamps_path(common: &Path) -> PathBuf {
-    common.join("clawpool").join("fetch-stamps")
+    crate::layout::StateDir::of(common).fetch_stamps()
 }
 
 /// The outcome for a remote whose last attempt is younger than `interval`, if it is.

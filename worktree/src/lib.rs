@@ -41,6 +41,7 @@ mod freshness;
 mod git;
 mod graph;
 mod lane;
+pub mod layout;
 mod lock;
 mod merge;
 mod operation;

@@ -24,12 +24,12 @@ pub(crate) struct RepoLock {
 
 /// The worktree lock file of the repository whose common git dir is `common_dir`.
 pub(crate) fn lock_path(common_dir: &Path) -> PathBuf {
-    common_dir.join("clawpool").join("worktree.lock")
+    crate::layout::StateDir::of(common_dir).worktree_lock()
 }
 
 /// The fetch lock file of the repository whose common git dir is `common_dir`.
 pub(crate) fn fetch_lock_path(common_dir: &Path) -> PathBuf {
-    common_dir.join("clawpool").join("fetch.lock")
+    crate::layout::StateDir::of(common_dir).fetch_lock()
 }
 
 /// Blocks until this thread holds the repository's worktree lock.

@@ -68,6 +68,11 @@ impl Repo {
         &self.common_dir
     }
 
+    /// clawpool's own folder in the repository ([`crate::layout`]).
+    pub fn state_dir(&self) -> crate::layout::StateDir {
+        crate::layout::StateDir::of(&self.common_dir)
+    }
+
     /// The branch lanes start from when their packet names none: the branch `origin/HEAD`
     /// points to (or another remote's `HEAD` when there is no `origin`), else the branch the
     /// main worktree has checked out, else `init.defaultBranch`, else `main`.
