@@ -1198,6 +1198,88 @@ fn bad_text_is_refused_before_it_reaches_the_lane() {
     assert_eq!(err["error"]["kind"], "lane_not_running", "{err}");
 }
 
+/// A first prompt that hangs until interrupted, after which the agent puts it back into its
+/// input line (before any key typed meanwhile, as if typed into the restored line); the second
+/// prompt writes a file.
+const INTERRUPTED_THEN_MORE: &str = r#"
+prompt_log = ".prompts.jsonl"
+restore_prompt_on_interrupt_ms = 2000
+[[prompt]]
+steps = [{ do = "hang" }]
+[[prompt]]
+steps = [{ do = "write_file", path = "tests.txt", content = "added\n" }]
+"#;
+
+#[test]
+fn text_sent_after_an_interrupt_reaches_the_agent_as_exactly_the_sent_text() {
+    const FIRST: &str = "add a div function";
+    const FOLLOWUP: &str = "please also add tests";
+    let sandbox = Sandbox::new();
+    let (repo, config) = setup(&sandbox, INTERRUPTED_THEN_MORE, true, "");
+    let mut cmd = sandbox.clawpool();
+    cmd.args(["run", "--output-format", "json", "--agent", "scripted"])
+        .args(["--transport", "tmux", "--config"])
+        .arg(&config)
+        .arg("--cwd")
+        .arg(&repo)
+        .args(["--prompt", FIRST]);
+    let mut lane = Lane {
+        run: LaneRun::start(cmd, &sandbox.dir.path().join("clawpool-run.stderr")),
+        repo: repo.clone(),
+    };
+    lane.wait_kind("lane.running");
+    // The operator queues more for the lane, then presses Esc in its terminal to stop the
+    // hanging turn. The agent's line looks empty while it finishes the interrupt, but the
+    // prompt goes back in before anything typed now, so the text typed lands after it.
+    send_text(&sandbox, &repo, FOLLOWUP);
+    lane.wait_kind("lane.send_queued");
+    let state: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo.join(".claw/worker-state.json")).expect("state file"),
+    )
+    .expect("state JSON");
+    let target = state["transport"]["session"].as_str().expect("tmux target");
+    let (socket, session) = target.split_once(':').expect("socket:session");
+    let esc = sandbox
+        .tmux()
+        .args(["-L", socket, "send-keys", "-t", session, "Escape"])
+        .status()
+        .expect("tmux send-keys");
+    assert!(esc.success());
+
+    let (code, outcome, events) = lane.finish();
+    assert_eq!(code, 0, "{events:?}");
+    assert_eq!(outcome["state"]["status"], "finished", "{outcome}");
+    // What reached the agent: each prompt exactly as sent, nothing glued before or after.
+    let prompts: Vec<String> = prompt_log(&repo)
+        .iter()
+        .filter(|e| e["event"] == "prompt")
+        .map(|e| e["text"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(prompts, [FIRST, FOLLOWUP]);
+    let order = assert_kinds_in_order(
+        &events,
+        &[
+            "lane.send_queued",
+            "lane.prompt_round",
+            "lane.input_cleared",
+            "lane.prompt_sent",
+            "lane.prompt_accepted",
+            "lane.finished",
+        ],
+    );
+    // What the line held when it was emptied: the prompt put back with the text typed after it.
+    let cleared = events[order[2]]["detail"]["draft"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        cleared.contains(FIRST) && cleared.contains(FOLLOWUP),
+        "{:?}",
+        events[order[2]]
+    );
+    assert!(repo.join("tests.txt").exists());
+}
+
 const LONG_TASK: &str = r#"
 prompt_log = ".prompts.jsonl"
 [[prompt]]

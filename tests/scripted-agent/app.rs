@@ -78,6 +78,9 @@ pub struct App {
     prompts_ended: u64,
     first_enter_swallowed: bool,
     stdin_closed: bool,
+    /// An interrupted prompt waiting to go back into the input line, and when it goes
+    /// (`restore_prompt_on_interrupt_ms`; sooner if a key comes first).
+    restore: Option<(String, Instant)>,
 }
 
 impl App {
@@ -104,6 +107,7 @@ impl App {
             prompts_ended: 0,
             first_enter_swallowed: false,
             stdin_closed: false,
+            restore: None,
             scenario,
         };
         app.mode = if app.scenario.trust_dialog {
@@ -142,6 +146,9 @@ impl App {
 
     /// Moves time forward to `now`: the startup delay, the launch prompt, the steps.
     pub fn advance(&mut self, now: Instant) -> Control {
+        if self.restore.as_ref().is_some_and(|(_, at)| now >= *at) {
+            self.restore_interrupted_prompt();
+        }
         if let Mode::Starting(ready_at) = self.mode {
             if now < ready_at {
                 return Control::Continue;
@@ -208,15 +215,20 @@ impl App {
 
     /// When [`advance`](Self::advance) must run next even if no key comes.
     pub fn deadline(&self, now: Instant) -> Option<Instant> {
-        match &self.mode {
+        let mode = match &self.mode {
             Mode::Starting(ready_at) => Some(*ready_at),
             Mode::Working(run) => run.deadline(now),
             Mode::Trust(_) | Mode::Boot(_) | Mode::Idle => None,
-        }
+        };
+        let restore = self.restore.as_ref().map(|(_, at)| *at);
+        mode.into_iter().chain(restore).min()
     }
 
     /// Handles one key at `now`.
     pub fn key(&mut self, key: Key, now: Instant) -> Control {
+        // The interrupt is finished before the next key is read: a prompt still to be put
+        // back goes in first, and the key lands after it.
+        self.restore_interrupted_prompt();
         let exit = |code| Control::Exit {
             code,
             goodbye: false,
@@ -254,6 +266,9 @@ impl App {
                     return Control::Continue;
                 }
                 if matches!(key, Key::Esc | Key::CtrlC) {
+                    if let Some(ms) = self.scenario.restore_prompt_on_interrupt_ms {
+                        self.restore = Some((run.prompt.clone(), now + Duration::from_millis(ms)));
+                    }
                     self.transcript.push("Interrupted");
                     return self.end_run();
                 }
@@ -305,7 +320,16 @@ impl App {
             Key::Backspace => {
                 self.draft.pop();
             }
+            Key::CtrlU => self.draft.clear(),
             _ => {}
+        }
+    }
+
+    /// Puts an interrupted prompt waiting to go back into the input line, at the cursor (the
+    /// end of the draft), as Claude Code does after Esc.
+    fn restore_interrupted_prompt(&mut self) {
+        if let Some((prompt, _)) = self.restore.take() {
+            self.draft.push_str(&prompt);
         }
     }
 

@@ -39,6 +39,8 @@ pub enum Key {
     Esc,
     /// Ctrl-C (0x03; raw mode delivers it as a byte, not a signal).
     CtrlC,
+    /// Ctrl-U (0x15): empties the draft, as in Claude Code.
+    CtrlU,
     /// A key this agent has no use for (other control bytes and escape sequences).
     Ignored,
 }
@@ -135,6 +137,7 @@ fn parse_one(bytes: &[u8], timed_out: bool) -> Parsed {
         b'\n' => Key::LineFeed,
         0x7f | 0x08 => Key::Backspace,
         0x03 => Key::CtrlC,
+        0x15 => Key::CtrlU,
         0x00..=0x1f => Key::Ignored,
         byte @ 0x20..=0x7e => Key::Char(char::from(byte)),
         _ => return parse_utf8(bytes, timed_out),
@@ -247,7 +250,7 @@ mod tests {
     #[test]
     fn typed_text_and_control_keys() {
         assert_eq!(
-            decode(b"hi\x7f\r\x03\n\x08"),
+            decode(b"hi\x7f\r\x03\n\x08\x15"),
             vec![
                 Key::Char('h'),
                 Key::Char('i'),
@@ -256,6 +259,7 @@ mod tests {
                 Key::CtrlC,
                 Key::LineFeed,
                 Key::Backspace,
+                Key::CtrlU,
             ]
         );
         assert_eq!(

@@ -32,6 +32,12 @@ pub struct Scenario {
     /// argument) is honoured. When false it is silently ignored, like an agent that does
     /// not support launch prompts.
     pub launch_prompt_arg: bool,
+    /// After an interrupt (Esc or Ctrl-C while working), put the interrupted prompt back into
+    /// the input line this many milliseconds later, as Claude Code does — or, if a key
+    /// arrives first, just before that key is handled: the agent finishes the interrupt
+    /// before it reads more input, so text typed meanwhile lands after the prompt put back.
+    /// Unset: an interrupted prompt is gone.
+    pub restore_prompt_on_interrupt_ms: Option<u64>,
     /// The scripts for the prompts received, in order; the last one repeats. Empty means
     /// every prompt runs [`default_steps`].
     #[serde(rename = "prompt")]
@@ -48,6 +54,7 @@ impl Default for Scenario {
             exit_after_prompts: None,
             prompt_log: None,
             launch_prompt_arg: true,
+            restore_prompt_on_interrupt_ms: None,
             prompts: Vec::new(),
         }
     }
@@ -216,6 +223,7 @@ mod tests {
             exit_after_prompts = 2
             prompt_log = "log/prompts.jsonl"
             launch_prompt_arg = false
+            restore_prompt_on_interrupt_ms = 300
 
             [[prompt]]
             steps = [
@@ -243,6 +251,7 @@ mod tests {
         assert!(scenario.trust_dialog && scenario.boot_dialog && scenario.ignore_first_enter);
         assert!(!scenario.launch_prompt_arg);
         assert_eq!(scenario.startup_delay_ms, 250);
+        assert_eq!(scenario.restore_prompt_on_interrupt_ms, Some(300));
         assert_eq!(scenario.exit_after_prompts.map(NonZeroU64::get), Some(2));
         assert_eq!(
             scenario.prompt_log.as_deref(),

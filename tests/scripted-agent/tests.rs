@@ -271,6 +271,43 @@ fn esc_interrupts_a_hang_and_ctrl_c_idle_exits_130() {
 }
 
 #[test]
+fn an_interrupted_prompt_goes_back_into_the_input_line() {
+    let mut s = Session::new(
+        "restore_prompt_on_interrupt_ms = 300\n[[prompt]]\nsteps = [{ do = \"hang\" }]",
+    );
+    s.type_bytes(b"add div\r");
+    s.type_bytes(b"\x1b");
+    assert!(s.shows("❯ "), "the line is empty at first\n{}", dump(&s));
+    s.tick(299);
+    assert!(s.shows("❯ "), "{}", dump(&s));
+    s.tick(1);
+    assert!(
+        s.shows("❯ add div"),
+        "put back after the delay\n{}",
+        dump(&s)
+    );
+    // Ctrl-U empties the line.
+    s.type_bytes(b"\x15");
+    assert!(s.shows("❯ "), "{}", dump(&s));
+    s.type_bytes(b"add div again\r");
+    // A key before the delay is over lands after the prompt put back.
+    s.type_bytes(b"\x1b");
+    s.type_bytes(b"tests\r");
+    let prompts: Vec<_> = s.log().iter().map(|e| e["text"].clone()).collect();
+    assert_eq!(prompts, ["add div", "add div again", "add div againtests"]);
+    s.tick(1000);
+    assert_eq!(s.log().len(), 3, "put back once only");
+}
+
+#[test]
+fn without_the_option_an_interrupted_prompt_is_gone() {
+    let mut s = Session::new("[[prompt]]\nsteps = [{ do = \"hang\" }]");
+    s.type_bytes(b"add div\r\x1b");
+    s.tick(10_000);
+    assert!(s.shows("❯ "), "{}", dump(&s));
+}
+
+#[test]
 fn spinner_forever_keeps_the_seconds() {
     let mut s = Session::new(
         "[[prompt]]\nsteps = [{ do = \"sleep\", ms = 1000 }, { do = \"spinner_forever\" }]",
