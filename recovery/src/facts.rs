@@ -42,29 +42,9 @@ impl GreenLevel {
     ];
 }
 
-/// How the lane's branch stands against its base.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Freshness {
-    /// The base has nothing the branch lacks.
-    Fresh,
-    /// The base moved on; the branch has nothing the base lacks, or merges cleanly.
-    Stale,
-    /// Both moved on.
-    Diverged,
-    /// Not checked (yet), or the check failed.
-    Unknown,
-}
-
-impl Freshness {
-    /// Every freshness state.
-    pub const ALL: [Freshness; 4] = [
-        Freshness::Fresh,
-        Freshness::Stale,
-        Freshness::Diverged,
-        Freshness::Unknown,
-    ];
-}
+/// How the lane's branch stands against its base: the freshness verdict the state file records
+/// (one type, from `clawpool-worktree`).
+pub use clawpool_lanes::state_file::FreshnessState as Freshness;
 
 /// Where a lane's recovery stands, as its ledger says (`docs/recovery.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -164,7 +144,7 @@ macro_rules! display_as_wire_name {
     )*};
 }
 
-display_as_wire_name!(GreenLevel, Freshness, RecoveryStatus);
+display_as_wire_name!(GreenLevel, RecoveryStatus);
 
 /// What policy rules know about a lane when they are evaluated: a plain snapshot the
 /// supervisor fills from the state file, the recovery ledger, verification and freshness.

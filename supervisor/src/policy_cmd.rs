@@ -14,7 +14,7 @@ use std::process::ExitCode;
 use clawpool::handshake::{OperatorCommand, RestartRequest};
 use clawpool_lanes::state_file::now_secs;
 use clawpool_lanes::{LaneStatus, WorkerStateDoc};
-use clawpool_recovery::facts::{from_wire_name, wire_name};
+use clawpool_recovery::facts::from_wire_name;
 use clawpool_recovery::{
     Action, AttemptDecision, Freshness, GreenLevel, LaneFacts, Ledger, Policy, Recipe, RecipeBook,
     Step, Trigger, format_duration,
@@ -425,8 +425,7 @@ pub fn lane_facts(doc: &WorkerStateDoc, events: &Path, now: u64) -> LaneFacts {
     facts.freshness = doc
         .freshness
         .as_ref()
-        .and_then(|f| from_wire_name(&wire_name(&f.state)))
-        .unwrap_or(Freshness::Unknown);
+        .map_or(Freshness::Unknown, |f| f.state);
     let ledger = Ledger::from_record(doc.recovery.clone());
     facts.attempts = ledger.attempt_counts();
     facts.recovery = ledger.status();

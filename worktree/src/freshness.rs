@@ -48,6 +48,32 @@ pub enum FreshnessState {
     Unknown,
 }
 
+impl FreshnessState {
+    /// Every verdict.
+    pub const ALL: [FreshnessState; 4] = [
+        FreshnessState::Fresh,
+        FreshnessState::Stale,
+        FreshnessState::Diverged,
+        FreshnessState::Unknown,
+    ];
+
+    /// The wire name (`fresh`, `stale`, `diverged`, `unknown`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FreshnessState::Fresh => "fresh",
+            FreshnessState::Stale => "stale",
+            FreshnessState::Diverged => "diverged",
+            FreshnessState::Unknown => "unknown",
+        }
+    }
+}
+
+impl std::fmt::Display for FreshnessState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A commit on the base that the lane does not have.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MissingCommit {

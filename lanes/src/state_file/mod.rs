@@ -30,8 +30,8 @@ pub use doc::{
 pub use read::{StateFileError, parse_state, read_lane_state, read_state_file};
 pub use recovery::{AttemptOrigin, AttemptState, LedgerEntry, RecoveryLedger, RestartRecord};
 pub use verification::{
-    CommandOutcome, CommandResult, Freshness, GitOperation, GreenLevel, HeadState, MergeOutcome,
-    Verification, VerifyResult,
+    CommandOutcome, CommandResult, Freshness, FreshnessState, GitOperation, GreenLevel, HeadState,
+    MergeOutcome, Verification, VerifyResult,
 };
 pub use view::{ShownStatus, StateView, with_ages};
 pub use write::StateFileWriter;

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-pub use clawpool_worktree::{Freshness, GitOperation, HeadState, MergeOutcome};
+pub use clawpool_worktree::{Freshness, FreshnessState, GitOperation, HeadState, MergeOutcome};
 
 use crate::FailureClass;
 
