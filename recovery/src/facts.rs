@@ -2,7 +2,7 @@
 //!
 //! This module owns [`LaneFacts`] — a plain snapshot the supervisor fills from the lane's state
 //! file, its recovery ledger, its verification and its branch freshness — and the small
-//! vocabularies that appear in it ([`GreenLevel`], [`Freshness`], [`RecoveryStatus`]), with
+//! vocabularies that appear in it ([`Green`], [`Freshness`], [`RecoveryStatus`]), with
 //! their wire names. It also lists every lane status, blocked subphase and failure class by
 //! name, so that configuration errors can say what would have been accepted.
 
@@ -15,31 +15,55 @@ use serde::{Deserialize, Serialize};
 
 use crate::recipe::Trigger;
 
-/// How far verification has gone green for the lane's current work, lowest first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum GreenLevel {
+/// The green levels: the state file's, one type for every crate.
+pub use clawpool_lanes::state_file::GreenLevel;
+
+/// How far verification has gone green for the lane's current work, as policy rules read it:
+/// `none`, or one of the state file's [`GreenLevel`]s, lowest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Green(pub Option<GreenLevel>);
+
+impl Green {
     /// Nothing verified (or the last verification failed).
-    None,
-    /// The checks closest to the change passed.
-    Targeted,
-    /// The changed packages' build and tests passed.
-    Package,
-    /// The whole workspace's build and tests passed.
-    Workspace,
-    /// Workspace green on a branch that is fresh with its base: ready to merge.
-    MergeReady,
+    pub const NONE: Green = Green(None);
+
+    /// Every value, lowest first.
+    pub const ALL: [Green; 5] = [
+        Green(None),
+        Green(Some(GreenLevel::Targeted)),
+        Green(Some(GreenLevel::Package)),
+        Green(Some(GreenLevel::Workspace)),
+        Green(Some(GreenLevel::MergeReady)),
+    ];
+
+    /// The wire name: `none`, or the level's.
+    pub fn as_str(self) -> &'static str {
+        self.0.map_or("none", GreenLevel::as_str)
+    }
 }
 
-impl GreenLevel {
-    /// Every level, lowest first.
-    pub const ALL: [GreenLevel; 5] = [
-        GreenLevel::None,
-        GreenLevel::Targeted,
-        GreenLevel::Package,
-        GreenLevel::Workspace,
-        GreenLevel::MergeReady,
-    ];
+impl From<GreenLevel> for Green {
+    fn from(level: GreenLevel) -> Self {
+        Green(Some(level))
+    }
+}
+
+impl Serialize for Green {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Green {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        match name.as_str() {
+            "none" => Ok(Green(None)),
+            level => GreenLevel::parse(level)
+                .map(Green::from)
+                .ok_or_else(|| serde::de::Error::custom(format!("unknown green level {level:?}"))),
+        }
+    }
 }
 
 /// How the lane's branch stands against its base: the freshness verdict the state file records
@@ -144,7 +168,7 @@ macro_rules! display_as_wire_name {
     )*};
 }
 
-display_as_wire_name!(GreenLevel, RecoveryStatus);
+display_as_wire_name!(Green, RecoveryStatus);
 
 /// What policy rules know about a lane when they are evaluated: a plain snapshot the
 /// supervisor fills from the state file, the recovery ledger, verification and freshness.
@@ -162,7 +186,7 @@ pub struct LaneFacts {
     /// What recovery can heal in it ([`Trigger::of`]), if anything.
     pub trigger: Option<Trigger>,
     /// How far verification has gone green.
-    pub green: GreenLevel,
+    pub green: Green,
     /// How its branch stands against its base.
     pub freshness: Freshness,
     /// Attempts per recipe since an operator last ran that recipe by hand
@@ -187,7 +211,7 @@ impl LaneFacts {
             subphase: None,
             failure: None,
             trigger: None,
-            green: GreenLevel::None,
+            green: Green::NONE,
             freshness: Freshness::Unknown,
             attempts: BTreeMap::new(),
             recovery: RecoveryStatus::None,
@@ -267,8 +291,8 @@ mod tests {
                 [true; 3]
             );
         }
-        for level in GreenLevel::ALL {
-            assert_eq!(from_wire_name(&level.to_string()), Some(level));
+        for green in Green::ALL {
+            assert_eq!(from_wire_name(&green.to_string()), Some(green));
         }
         for freshness in Freshness::ALL {
             assert_eq!(from_wire_name(&freshness.to_string()), Some(freshness));
@@ -283,8 +307,11 @@ mod tests {
 
     #[test]
     fn green_levels_are_ordered() {
-        assert!(GreenLevel::None < GreenLevel::Targeted);
-        assert!(GreenLevel::Workspace < GreenLevel::MergeReady);
+        assert!(Green::NONE < Green::from(GreenLevel::Targeted));
+        assert!(Green::from(GreenLevel::Workspace) < Green::from(GreenLevel::MergeReady));
+        for green in Green::ALL {
+            assert_eq!(from_wire_name::<Green>(&wire_name(&green)), Some(green));
+        }
         let facts = LaneFacts::new("a", LaneStatus::Running);
         assert_eq!(facts.attempts_of("interrupt_and_nudge"), 0);
     }

@@ -43,7 +43,7 @@ pub mod restart;
 
 pub use clawpool_lanes::FailureClass;
 pub use duration::{DurationError, format_duration, parse_duration};
-pub use facts::{Freshness, GreenLevel, LaneFacts, RecoveryStatus};
+pub use facts::{Freshness, Green, GreenLevel, LaneFacts, RecoveryStatus};
 pub use hooks::{
     DEFAULT_HOOK_TIMEOUT, EventSelector, HookCommand, HookError, HookOutcome, HookSpec, hooks_for,
     run_hook,

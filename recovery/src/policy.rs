@@ -21,7 +21,9 @@ use clawpool_lanes::{BlockedSubphase, FailureClass, LaneStatus};
 use serde::Serialize;
 
 use crate::duration::format_duration;
-use crate::facts::{Freshness, GreenLevel, LaneFacts, RecoveryStatus, wire_name, wire_names};
+use crate::facts::{
+    Freshness, Green, GreenLevel, LaneFacts, RecoveryStatus, wire_name, wire_names,
+};
 use crate::hooks::HookSpec;
 use crate::recipe::{RecipeBook, Trigger};
 use crate::restart::RestartPolicy;
@@ -179,11 +181,11 @@ pub struct Conditions {
     /// The classified recovery situation is one of these.
     pub trigger: Option<Vec<Trigger>>,
     /// Its green level is one of these.
-    pub green: Option<Vec<GreenLevel>>,
+    pub green: Option<Vec<Green>>,
     /// Its green level is at least this.
-    pub green_at_least: Option<GreenLevel>,
+    pub green_at_least: Option<Green>,
     /// Its green level is below this.
-    pub green_below: Option<GreenLevel>,
+    pub green_below: Option<Green>,
     /// Its branch freshness is one of these.
     pub freshness: Option<Vec<Freshness>>,
     /// Its recovery status is one of these.

@@ -14,10 +14,9 @@ use std::process::ExitCode;
 use clawpool::handshake::{OperatorCommand, RestartRequest};
 use clawpool_lanes::state_file::now_secs;
 use clawpool_lanes::{LaneStatus, WorkerStateDoc};
-use clawpool_recovery::facts::from_wire_name;
 use clawpool_recovery::{
-    Action, AttemptDecision, Freshness, GreenLevel, LaneFacts, Ledger, Policy, Recipe, RecipeBook,
-    Step, Trigger, format_duration,
+    Action, AttemptDecision, Freshness, Green, LaneFacts, Ledger, Policy, Recipe, RecipeBook, Step,
+    Trigger, format_duration,
 };
 use serde_json::{Value, json};
 
@@ -418,10 +417,7 @@ pub fn lane_facts(doc: &WorkerStateDoc, events: &Path, now: u64) -> LaneFacts {
         .filter(|_| matches!(doc.status, LaneStatus::Failed | LaneStatus::Blocked))
         .map(|f| f.class);
     facts.trigger = trigger_of(doc);
-    facts.green = doc
-        .green_level
-        .and_then(|level| from_wire_name(level.as_str()))
-        .unwrap_or(GreenLevel::None);
+    facts.green = Green(doc.green_level);
     facts.freshness = doc
         .freshness
         .as_ref()

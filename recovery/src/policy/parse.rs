@@ -11,7 +11,7 @@ use toml::{Table, Value};
 use super::{Action, Conditions, Location, Policy, Problem, Rule, WHEN_KEYS};
 use crate::duration::parse_duration;
 use crate::facts::{
-    ALL_FAILURE_CLASSES, ALL_STATUSES, ALL_SUBPHASES, Freshness, GreenLevel, RecoveryStatus,
+    ALL_FAILURE_CLASSES, ALL_STATUSES, ALL_SUBPHASES, Freshness, Green, GreenLevel, RecoveryStatus,
     from_wire_name, wire_names,
 };
 use crate::hooks::{DEFAULT_HOOK_TIMEOUT, EventSelector, HookCommand, HookSpec};
@@ -330,14 +330,14 @@ impl Parser {
             "verify" => {
                 let level = self.string(at, "then.level", table.get("level"), true)?;
                 match from_wire_name::<GreenLevel>(&level) {
-                    Some(level) if level != GreenLevel::None => Some(Action::Verify { level }),
+                    Some(level) => Some(Action::Verify { level }),
                     _ => {
                         self.problem(
                             at,
                             "then.level",
                             format!(
                                 "unknown level {level:?}; expected one of: {}",
-                                wire_names(&GreenLevel::ALL[1..])
+                                wire_names(&GreenLevel::ALL)
                             ),
                         );
                         None
@@ -401,25 +401,19 @@ impl Parser {
                 "failure class",
             ),
             trigger: self.name_set(at, "when.trigger", get("trigger"), &Trigger::ALL, "trigger"),
-            green: self.name_set(
-                at,
-                "when.green",
-                get("green"),
-                &GreenLevel::ALL,
-                "green level",
-            ),
+            green: self.name_set(at, "when.green", get("green"), &Green::ALL, "green level"),
             green_at_least: self.name_one(
                 at,
                 "when.green_at_least",
                 get("green_at_least"),
-                &GreenLevel::ALL,
+                &Green::ALL,
                 "green level",
             ),
             green_below: self.name_one(
                 at,
                 "when.green_below",
                 get("green_below"),
-                &GreenLevel::ALL,
+                &Green::ALL,
                 "green level",
             ),
             freshness: self.name_set(

@@ -146,14 +146,14 @@ fn the_defaults_take_a_finished_lane_to_done() {
         recover("merge_forward_stale_branch")
     );
     lane.freshness = crate::facts::Freshness::Fresh;
-    lane.green = GreenLevel::Package;
+    lane.green = GreenLevel::Package.into();
     assert_eq!(
         decided(&defaults, &lane),
         Some(Action::Verify {
             level: GreenLevel::MergeReady
         })
     );
-    lane.green = GreenLevel::MergeReady;
+    lane.green = GreenLevel::MergeReady.into();
     assert_eq!(decided(&defaults, &lane), Some(Action::CloseOut));
     let mut failed = facts(LaneStatus::Failed);
     failed.failure = Some(FailureClass::Test);
@@ -287,7 +287,7 @@ then = { action = "recover", recipe = "interrupt_and_nudge" }
 "#,
     );
     let mut lane = facts(LaneStatus::Running);
-    lane.green = GreenLevel::Package;
+    lane.green = GreenLevel::Package.into();
     lane.seconds_since_progress = 599;
     lane.seconds_in_state = 3_000;
     assert_eq!(decided(&policy, &lane), None);
