@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use crate::cli::OutputFormat;
 use crate::output::{CommandError, EXIT_FAILURE};
 use crate::registry::{lane_registry, registered_names};
-use crate::run_lane::STATE_DIR;
+use clawpool_worktree::layout::LANE_DIR;
 
 /// A lane found from a command-line argument.
 pub struct FoundLane {
@@ -45,7 +45,7 @@ pub fn find_lane(arg: &Path) -> Result<FoundLane, CommandError> {
             })
         });
         return Ok(registered.unwrap_or_else(|| FoundLane {
-            events: dir.join(STATE_DIR).join(clawpool_worktree::layout::EVENTS),
+            events: dir.join(LANE_DIR).join(clawpool_worktree::layout::EVENTS),
             dir,
         }));
     }
@@ -379,7 +379,7 @@ pub async fn run_attach(lane: &Path) -> Result<ExitCode, CommandError> {
     let log = if log.is_file() {
         log
     } else {
-        found.dir.join(STATE_DIR).join("terminal.log")
+        found.dir.join(LANE_DIR).join("terminal.log")
     };
     // Lanes run at the default size; the mirror replays at that size.
     let mut model = clawpool_pty::ScreenModel::new(clawpool_pty::ScreenOptions {

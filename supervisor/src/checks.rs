@@ -17,30 +17,13 @@ use clawpool_lanes::{
     BlockedSubphase, EventLog, LaneState, LaneStatus, StateFileWriter, read_lane_state,
 };
 use clawpool_worktree::{Repo, merge_forward};
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
 use crate::cli::{MergeForwardArgs, OutputFormat, VerifyArgs};
+use crate::control::{LaneOp, OpRequest};
 use crate::output::CommandError;
 use crate::registry::{RegistryEntry, RegistryFolder};
-
-/// A request about a lane's branch, over its control socket.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(tag = "command", rename_all = "snake_case")]
-pub enum LaneOp {
-    /// Bring the base into the lane's branch by its policy (merge when the policy is warn or
-    /// block too: an operator asked for it).
-    MergeForward,
-    /// Verify a green level.
-    Verify {
-        /// The level.
-        level: GreenLevel,
-    },
-}
-
-/// A [`LaneOp`] with where its result goes.
-pub type OpRequest = (LaneOp, oneshot::Sender<Value>);
 
 /// What a lane's branch work needs.
 #[derive(Clone)]

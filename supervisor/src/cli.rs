@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use clap::{ArgMatches, Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use clawpool_pty::TermSize;
 
 /// A worker-pool supervisor for interactive CLI coding agents.
@@ -485,27 +485,6 @@ fn parse_env(text: &str) -> Result<(String, String), String> {
         Some((key, value)) if !key.is_empty() => Ok((key.to_owned(), value.to_owned())),
         _ => Err(format!("{text:?} is not KEY=VALUE")),
     }
-}
-
-/// `--send-text` and `--keys` in the order they were given on the command line.
-pub fn scripted_inputs(matches: &ArgMatches) -> Vec<crate::run_one::ScriptedInput> {
-    use crate::run_one::ScriptedInput;
-    let mut inputs: Vec<(usize, ScriptedInput)> = Vec::new();
-    for (id, make) in [
-        (
-            "send_text",
-            ScriptedInput::Text as fn(String) -> ScriptedInput,
-        ),
-        ("keys", ScriptedInput::Keys),
-    ] {
-        if let (Some(values), Some(indices)) =
-            (matches.get_many::<String>(id), matches.indices_of(id))
-        {
-            inputs.extend(indices.zip(values.cloned().map(make)));
-        }
-    }
-    inputs.sort_by_key(|(index, _)| *index);
-    inputs.into_iter().map(|(_, input)| input).collect()
 }
 
 #[derive(Debug, Args)]

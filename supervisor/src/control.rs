@@ -7,12 +7,30 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use clawpool::handshake::{OperatorCommand, OperatorRequest, Verdict, VerdictReply};
+use clawpool_lanes::state_file::GreenLevel;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{mpsc, oneshot};
-
-use crate::checks::{LaneOp, OpRequest};
 use tokio::task::JoinHandle;
+
+/// A request about a lane's branch, over its control socket.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "command", rename_all = "snake_case")]
+pub enum LaneOp {
+    /// Bring the base into the lane's branch by its policy (merge when the policy is warn or
+    /// block too: an operator asked for it).
+    MergeForward,
+    /// Verify a green level.
+    Verify {
+        /// The level.
+        level: GreenLevel,
+    },
+}
+
+/// A [`LaneOp`] with where its result goes.
+pub type OpRequest = (LaneOp, oneshot::Sender<Value>);
 
 /// A lane's listening control socket.
 pub struct ControlSocket {

@@ -80,7 +80,7 @@ pub fn run_explain_lane(
     } else {
         found
             .dir
-            .join(crate::run_lane::STATE_DIR)
+            .join(clawpool_worktree::layout::LANE_DIR)
             .join("terminal.log")
     };
     let bytes =

@@ -11,6 +11,7 @@ mod cli;
 mod control;
 mod daemon;
 mod demo;
+mod facts;
 mod gc;
 mod hooks;
 mod inspect;
@@ -43,7 +44,7 @@ fn main() -> ExitCode {
     };
     let inputs = matches
         .subcommand_matches("run-one")
-        .map(cli::scripted_inputs)
+        .map(run_one::scripted_inputs)
         .unwrap_or_default();
     tracing_subscriber::fmt()
         .with_env_filter(

@@ -8,20 +8,19 @@
 //! operator command that carries the recipe out; only recipes an existing operator command
 //! carries out honestly are run, the others are refused with what to do instead.
 
-use std::path::Path;
 use std::process::ExitCode;
 
 use clawpool::handshake::{OperatorCommand, RestartRequest};
+use clawpool_lanes::WorkerStateDoc;
 use clawpool_lanes::state_file::now_secs;
-use clawpool_lanes::{LaneStatus, WorkerStateDoc};
 use clawpool_recovery::{
-    Action, AttemptDecision, Freshness, Green, LaneFacts, Ledger, Policy, Recipe, RecipeBook, Step,
-    Trigger, format_duration,
+    Action, AttemptDecision, LaneFacts, Ledger, Policy, Recipe, RecipeBook, Step, format_duration,
 };
 use serde_json::{Value, json};
 
 use crate::board::FoundLane;
 use crate::cli::{OutputFormat, PolicyCheckArgs, PolicyExplainArgs, RecoverArgs};
+use crate::facts::lane_facts;
 use crate::loaded::Loaded;
 use crate::output::{CommandError, EXIT_FAILURE, EXIT_INVALID_INPUT};
 
@@ -404,55 +403,6 @@ fn clone_error(err: &CommandError) -> CommandError {
         message: err.message.clone(),
         exit: err.exit,
     }
-}
-
-/// A lane's facts as its state file (and event log) has them at `now` (epoch s).
-pub fn lane_facts(doc: &WorkerStateDoc, events: &Path, now: u64) -> LaneFacts {
-    let state = doc.lane_state();
-    let mut facts = LaneFacts::new(&doc.lane, doc.status);
-    facts.subphase = state.subphase;
-    facts.failure = doc
-        .failure
-        .as_ref()
-        .filter(|_| matches!(doc.status, LaneStatus::Failed | LaneStatus::Blocked))
-        .map(|f| f.class);
-    facts.trigger = trigger_of(doc);
-    facts.green = Green(doc.green_level);
-    facts.freshness = doc
-        .freshness
-        .as_ref()
-        .map_or(Freshness::Unknown, |f| f.state);
-    let ledger = Ledger::from_record(doc.recovery.clone());
-    facts.attempts = ledger.attempt_counts();
-    facts.recovery = ledger.status();
-    let entered = doc
-        .blocked
-        .map(|b| b.since)
-        .or_else(|| entered_state_at(events))
-        .or_else(|| doc.last_event.as_ref().map(|e| e.timestamp))
-        .unwrap_or(doc.updated_at);
-    facts.seconds_in_state = now.saturating_sub(entered);
-    facts.seconds_since_progress = now.saturating_sub(doc.progress_at);
-    facts
-}
-
-/// What recovery can heal in the lane as its state file has it ([`Trigger::of`], as the
-/// supervisor decides it).
-fn trigger_of(doc: &WorkerStateDoc) -> Option<Trigger> {
-    Trigger::of(
-        doc.lane_state(),
-        doc.prompt.sent_at.is_some() || doc.prompt.attempts > 0,
-    )
-}
-
-/// When the lane entered its current state: the last transition in its event log (epoch s).
-fn entered_state_at(events: &Path) -> Option<u64> {
-    let text = std::fs::read_to_string(events).ok()?;
-    text.lines().rev().find_map(|line| {
-        let event: Value = serde_json::from_str(line).ok()?;
-        event.get("to")?;
-        event["at_ms"].as_u64().map(|ms| ms / 1000)
-    })
 }
 
 /// One line: the lane's state and the facts the rules read.

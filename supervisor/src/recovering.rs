@@ -256,7 +256,7 @@ impl Recovery {
         if doc.status != LaneStatus::Finished {
             return Finishing::Nothing;
         }
-        let facts = crate::policy_cmd::lane_facts(&doc, &self.events_path, now_secs());
+        let facts = crate::facts::lane_facts(&doc, &self.events_path, now_secs());
         let Some(decision) = self.policy.decide(&facts) else {
             return Finishing::Nothing;
         };
@@ -312,7 +312,7 @@ impl Recovery {
     /// them, once per situation.
     fn notify(&mut self, recorder: &StateRecorder) {
         let doc = recorder.doc();
-        let mut facts = crate::policy_cmd::lane_facts(&doc, &self.events_path, now_secs());
+        let mut facts = crate::facts::lane_facts(&doc, &self.events_path, now_secs());
         if let Some(trigger) = self.last.as_ref().and_then(trigger_of) {
             facts.trigger = Some(trigger);
         }

@@ -140,3 +140,23 @@ pub fn resolve_inputs(inputs: &[ScriptedInput]) -> Result<Vec<Input>, CommandErr
     }
     Ok(resolved)
 }
+
+/// `--send-text` and `--keys` in the order they were given on the command line.
+pub fn scripted_inputs(matches: &clap::ArgMatches) -> Vec<ScriptedInput> {
+    let mut inputs: Vec<(usize, ScriptedInput)> = Vec::new();
+    for (id, make) in [
+        (
+            "send_text",
+            ScriptedInput::Text as fn(String) -> ScriptedInput,
+        ),
+        ("keys", ScriptedInput::Keys),
+    ] {
+        if let (Some(values), Some(indices)) =
+            (matches.get_many::<String>(id), matches.indices_of(id))
+        {
+            inputs.extend(indices.zip(values.cloned().map(make)));
+        }
+    }
+    inputs.sort_by_key(|(index, _)| *index);
+    inputs.into_iter().map(|(_, input)| input).collect()
+}
