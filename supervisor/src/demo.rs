@@ -75,7 +75,15 @@ pub async fn run(args: DemoArgs) -> Result<ExitCode, CommandError> {
         config: flag,
         output_format: args.output_format,
     };
-    let code = crate::spawn::run(spawn, loaded).await?;
+    let code = match crate::spawn::run(&spawn, loaded).await? {
+        crate::spawn::Spawned::Ran(code) => code,
+        // The demo's repository is its own and new: no other supervisor can hold it.
+        crate::spawn::Spawned::HandOver { refused, .. } => {
+            return Err(refused.unwrap_or_else(|| {
+                CommandError::invalid("supervisor_running", "the demo repository is busy")
+            }));
+        }
+    };
     println!();
     crate::board::run_board(&repo, false, args.output_format).await?;
     Ok(code)

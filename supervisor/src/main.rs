@@ -134,7 +134,18 @@ fn main() -> ExitCode {
             }
             Command::Spawn(args) => {
                 let loaded = loaded::Loaded::load(&args.config, Some(&args.repo))?;
-                spawn::run(args, loaded).await
+                match spawn::run(&args, loaded).await? {
+                    spawn::Spawned::Ran(code) => Ok(code),
+                    spawn::Spawned::HandOver {
+                        repo,
+                        packet,
+                        start,
+                        refused,
+                    } => match daemon::hand_over(&repo, &args, &packet, start).await {
+                        Ok(code) => Ok(code),
+                        Err(err) => Err(refused.unwrap_or(err)),
+                    },
+                }
             }
             Command::Adopt(args) => {
                 let loaded = loaded::Loaded::load(&args.config, Some(&args.repo))?;

@@ -215,7 +215,27 @@ pub fn lock_path(repo: &Repo) -> PathBuf {
     repo.state_dir().supervisor_lock()
 }
 
-pub async fn run(args: SpawnArgs, loaded: Loaded) -> Result<ExitCode, CommandError> {
+/// How `clawpool spawn` ended: it ran the packet itself, or the repository's background
+/// supervisor is to take it (`--detach`, or a daemon already holds the lock). Handing over is
+/// the caller's (`daemon::hand_over`), so that spawning never depends on the daemon's code.
+pub enum Spawned {
+    /// The packet ran here; the exit code says how.
+    Ran(ExitCode),
+    /// The daemon is to take the packet.
+    HandOver {
+        /// The repository.
+        repo: Repo,
+        /// The packet's text.
+        packet: String,
+        /// Start a daemon if none runs (`--detach`); otherwise only hand over to a running one.
+        start: bool,
+        /// Why this process could not run it itself, when handing over is the fallback: the
+        /// error to report if no daemon takes it.
+        refused: Option<CommandError>,
+    },
+}
+
+pub async fn run(args: &SpawnArgs, loaded: Loaded) -> Result<Spawned, CommandError> {
     let repo = Repo::open(&args.repo)
         .map_err(|e| CommandError::invalid("not_a_repository", e.to_string()))?;
     let text = std::fs::read_to_string(&args.packet).map_err(|e| {
@@ -226,13 +246,18 @@ pub async fn run(args: SpawnArgs, loaded: Loaded) -> Result<ExitCode, CommandErr
     })?;
     let lanes = match prepare(&repo, &loaded, &args.packet, &text, args.agent.as_deref()) {
         Ok(lanes) => lanes,
-        Err(invalid) => return Ok(invalid.report(args.output_format)),
+        Err(invalid) => return Ok(Spawned::Ran(invalid.report(args.output_format))),
     };
     if let Some(cli_agent) = &args.agent {
         report_agent_overrides(&lanes, cli_agent, args.output_format);
     }
     if args.detach {
-        return crate::daemon::hand_over(&repo, &args, &text, true).await;
+        return Ok(Spawned::HandOver {
+            repo,
+            packet: text,
+            start: true,
+            refused: None,
+        });
     }
     let (lanes, skipped) = leave_earlier_runs(&repo, lanes, args.rerun);
 
@@ -240,10 +265,12 @@ pub async fn run(args: SpawnArgs, loaded: Loaded) -> Result<ExitCode, CommandErr
     let _lock = match hold_supervisor_lock(&lock_path(&repo), SupervisorRole::Spawn) {
         Ok(lock) => lock,
         Err(refused) => {
-            return match crate::daemon::hand_over(&repo, &args, &text, false).await {
-                Ok(code) => Ok(code),
-                Err(_) => Err(refused),
-            };
+            return Ok(Spawned::HandOver {
+                repo,
+                packet: text,
+                start: false,
+                refused: Some(refused),
+            });
         }
     };
 
@@ -328,11 +355,11 @@ pub async fn run(args: SpawnArgs, loaded: Loaded) -> Result<ExitCode, CommandErr
             }
         }
     }
-    Ok(match interrupted {
+    Ok(Spawned::Ran(match interrupted {
         Some(signal) => ExitCode::from(signal.exit_code()),
         None if all_finished && unpersisted.is_empty() => ExitCode::SUCCESS,
         None => ExitCode::from(1),
-    })
+    }))
 }
 
 /// Says, on stderr, which lanes run another agent than `--agent` because the packet names
