@@ -1,10 +1,10 @@
 //! End-to-end tests: the built `clawpool` binary and the scripted agent, on real PTYs, real
 //! private tmux servers and real git repositories made in the test.
 
-mod claw_compat;
 mod freshness;
 mod handshake;
 mod model_server;
+mod more_agents;
 mod policy;
 mod real_agents;
 mod recovery;
