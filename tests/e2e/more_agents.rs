@@ -52,14 +52,28 @@ fn gemini_env(sandbox: &Sandbox, base_url: &str) -> Vec<String> {
     ]
 }
 
+/// How a trusted lane gets past gemini-cli's trust question.
+#[derive(Clone, Copy)]
+enum TrustBy {
+    /// clawpool records the lane in `~/.gemini/trustedFolders.json` before launch (the
+    /// profile's `trust_store = "gemini"`).
+    PreSeeding,
+    /// Pre-seeding off (`trust_store = "none"`): gemini-cli asks, and clawpool answers.
+    AnsweringTheDialog,
+}
+
 /// A `--config` file pointing the gemini profile at the installed binary, with the lane's
 /// parent folder trusted when `trusted_root` is given.
-fn write_config(sandbox: &Sandbox, trusted_root: Option<&Path>) -> PathBuf {
+fn write_config(sandbox: &Sandbox, trusted_root: Option<&Path>, trust_by: TrustBy) -> PathBuf {
     let roots = trusted_root
         .map(|root| format!("trusted_roots = [{:?}]\n", root.display().to_string()))
         .unwrap_or_default();
+    let store = match trust_by {
+        TrustBy::PreSeeding => "",
+        TrustBy::AnsweringTheDialog => "trust_store = \"none\"\n",
+    };
     let text = format!(
-        "{roots}\n[profiles.gemini.launch]\ncommand = {:?}\n",
+        "{roots}\n[profiles.gemini.launch]\ncommand = {:?}\n{store}",
         real_agent("gemini").display().to_string()
     );
     let path = sandbox.dir.path().join("config.toml");
@@ -107,16 +121,23 @@ fn screen_report(lane: &Path, size: TermSize) -> String {
     format!("the agent's screen:\n{}", rows.join("\n"))
 }
 
+/// gemini-cli's trusted-folders file, as an object (empty when there is none).
+fn trusted_folders(sandbox: &Sandbox) -> Value {
+    std::fs::read_to_string(sandbox.home().join(".gemini/trustedFolders.json"))
+        .map(|text| serde_json::from_str(&text).expect("trustedFolders.json is JSON"))
+        .unwrap_or_else(|_| json!({}))
+}
+
 /// Runs a trusted lane to its outcome and checks it finished its scripted task with one
 /// delivery: the prompt typed once, reaching the model once, and the file written by the
-/// agent's own tool.
-fn trusted_lane_finishes(size: Option<&str>, term: TermSize) {
+/// agent's own tool. Either way, gemini-cli's store then trusts the lane and nothing else.
+fn trusted_lane_finishes(size: Option<&str>, term: TermSize, trust_by: TrustBy) {
     real_agent("gemini");
     let sandbox = Sandbox::new();
     let lane = repo_lane(&sandbox, "alpha");
     let mut server = ModelServer::start(&sandbox.dir.path().join("model"), &hello_script(&lane));
     seed_gemini_home(&sandbox.home());
-    let config = write_config(&sandbox, lane.parent());
+    let config = write_config(&sandbox, lane.parent(), trust_by);
 
     let mut run = start_lane(&sandbox, &config, &lane, &server, size);
     let outcome = run.wait_for(
@@ -143,26 +164,58 @@ fn trusted_lane_finishes(size: Option<&str>, term: TermSize) {
         screen_report(&lane, term)
     );
     assert_eq!(outcome["receipt"]["attempts"], 1, "{}", run.report());
+    match trust_by {
+        TrustBy::AnsweringTheDialog => {
+            assert_eq!(
+                transitions(&events),
+                [
+                    "spawning",
+                    "trust_required",
+                    "ready_for_prompt",
+                    "prompt_accepted",
+                    "running",
+                    "finished"
+                ],
+                "{}",
+                run.report()
+            );
+            assert_kinds_in_order(&events, TRUSTED_BOOT_TO_FINISHED);
+            // The live box is answered first, and completely. Between gemini-cli's old process
+            // exiting and its new one drawing, the old box is left last on screen, identical to
+            // the live one (docs/real-agents.md): a further attempt on it can follow, and its
+            // Enter lands on an empty input line or nowhere. Not yet told apart (known gap).
+            let answers: Vec<&Value> = events
+                .iter()
+                .filter(|e| e["kind"] == "lane.dialog_answered")
+                .collect();
+            assert!(answers.iter().all(|a| a["detail"]["dialog"] == "trust"));
+            assert_eq!(answers[0]["detail"]["completed"], true, "{}", run.report());
+        }
+        TrustBy::PreSeeding => {
+            assert_eq!(
+                transitions(&events),
+                [
+                    "spawning",
+                    "ready_for_prompt",
+                    "prompt_accepted",
+                    "running",
+                    "finished"
+                ],
+                "{}",
+                run.report()
+            );
+            let seeded = events
+                .iter()
+                .find(|e| e["kind"] == "lane.trust_store_seeded")
+                .expect("the store seeded");
+            assert_eq!(seeded["detail"]["outcome"], "Seeded", "{seeded}");
+            assert_kinds_in_order(&events, &["lane.trust_store_seeded", "lane.started"]);
+        }
+    }
     assert_eq!(
-        transitions(&events),
-        [
-            "spawning",
-            "trust_required",
-            "ready_for_prompt",
-            "prompt_accepted",
-            "running",
-            "finished"
-        ],
-        "{}",
-        run.report()
+        trusted_folders(&sandbox),
+        json!({lane.display().to_string(): "TRUST_FOLDER"})
     );
-    assert_kinds_in_order(&events, TRUSTED_BOOT_TO_FINISHED);
-    let trust = events
-        .iter()
-        .find(|e| e["kind"] == "lane.dialog_answered")
-        .expect("the trust dialog answered");
-    assert_eq!(trust["detail"]["dialog"], "trust");
-    assert_eq!(trust["detail"]["completed"], true);
 
     assert_eq!(
         std::fs::read_to_string(lane.join("hello.txt")).expect("hello.txt in the lane"),
@@ -185,14 +238,25 @@ fn trusted_lane_finishes(size: Option<&str>, term: TermSize) {
 
 #[test]
 fn gemini_trusted_lane_answers_trust_and_finishes_with_one_delivery() {
-    trusted_lane_finishes(None, TermSize::default());
+    trusted_lane_finishes(None, TermSize::default(), TrustBy::AnsweringTheDialog);
 }
 
 /// At 80x12 the trust dialog's question has scrolled off; its options are what is left, and
 /// that is what the profile matches.
 #[test]
 fn gemini_lane_in_an_80x12_terminal_reaches_ready_and_finishes() {
-    trusted_lane_finishes(Some("80x12"), TermSize { cols: 80, rows: 12 });
+    trusted_lane_finishes(
+        Some("80x12"),
+        TermSize { cols: 80, rows: 12 },
+        TrustBy::AnsweringTheDialog,
+    );
+}
+
+/// With the profile's default `trust_store = "gemini"`, the lane's exact path is in
+/// `~/.gemini/trustedFolders.json` before gemini-cli starts: it never asks.
+#[test]
+fn gemini_trusted_lane_is_pre_seeded_in_trusted_folders_and_shows_no_dialog() {
+    trusted_lane_finishes(None, TermSize::default(), TrustBy::PreSeeding);
 }
 
 #[test]
@@ -202,7 +266,7 @@ fn gemini_untrusted_lane_is_held_at_the_trust_dialog_and_gets_no_keystroke() {
     let lane = repo_lane(&sandbox, "untrusted");
     let mut server = ModelServer::start(&sandbox.dir.path().join("model"), &hello_script(&lane));
     seed_gemini_home(&sandbox.home());
-    let config = write_config(&sandbox, None);
+    let config = write_config(&sandbox, None, TrustBy::PreSeeding);
 
     let mut run = start_lane(&sandbox, &config, &lane, &server, None);
     let report = || screen_report(&lane, TermSize::default());
@@ -241,10 +305,16 @@ fn gemini_untrusted_lane_is_held_at_the_trust_dialog_and_gets_no_keystroke() {
         "nothing typed: {}",
         run.report()
     );
-    // gemini-cli recorded no trust of its own, and no task reached the model.
-    let trusted = std::fs::read_to_string(sandbox.home().join(".gemini/trustedFolders.json"))
-        .unwrap_or_default();
-    assert!(!trusted.contains(&lane.display().to_string()), "{trusted}");
+    // Neither clawpool (no pre-seeding outside the allow-list) nor gemini-cli recorded any
+    // trust, and no task reached the model.
+    assert_eq!(trusted_folders(&sandbox), json!({}));
+    assert!(
+        !events
+            .iter()
+            .any(|e| e["kind"] == "lane.trust_store_seeded"),
+        "{}",
+        run.report()
+    );
     assert!(server.main_requests().is_empty());
 
     drop(run);

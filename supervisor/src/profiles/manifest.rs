@@ -73,6 +73,8 @@ pub enum TrustStore {
     Claude,
     /// Codex's `~/.codex/config.toml` (`[projects."path"] trust_level`).
     Codex,
+    /// gemini-cli's `~/.gemini/trustedFolders.json` (`{"path": "TRUST_FOLDER"}`).
+    Gemini,
 }
 
 /// How to find the input line on screen.
