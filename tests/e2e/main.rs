@@ -6,6 +6,7 @@ mod crashes;
 mod freshness;
 mod handshake;
 mod model_server;
+mod more_agents;
 mod policy;
 mod real_agents;
 mod recovery;

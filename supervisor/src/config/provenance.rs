@@ -75,6 +75,7 @@ pub(crate) fn record_patch(origins: &mut ProfileOrigins, patch: &ManifestPatch, 
         prefix,
         placeholders,
         clear_keys,
+        submit_after_ms,
     }) = input
     {
         let fields = [
@@ -82,6 +83,7 @@ pub(crate) fn record_patch(origins: &mut ProfileOrigins, patch: &ManifestPatch, 
             ("prefix", prefix.is_some()),
             ("placeholders", placeholders.is_some()),
             ("clear_keys", clear_keys.is_some()),
+            ("submit_after_ms", submit_after_ms.is_some()),
         ];
         for (name, given) in fields {
             if given {

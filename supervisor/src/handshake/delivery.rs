@@ -149,6 +149,10 @@ pub struct Receipt {
     submits: u32,
     #[serde(skip)]
     retry_at: Option<Instant>,
+    /// When Enter may first be pressed on our draft, once it has been seen (the profile's
+    /// `input.submit_after_ms` after that).
+    #[serde(skip)]
+    submit_at: Option<Instant>,
 }
 
 impl Receipt {
@@ -175,6 +179,7 @@ impl Receipt {
             typed: false,
             submits: 0,
             retry_at: None,
+            submit_at: None,
         }
     }
 
@@ -279,6 +284,21 @@ impl Receipt {
     /// The line was emptied of a draft that was not (only) ours: type the text again.
     pub(super) fn retype(&mut self) {
         self.typed = false;
+        self.submit_at = None;
+    }
+
+    /// Whether Enter must still wait for our draft, which is on screen now, to have shown for
+    /// `settle` (the first call starts that wait).
+    pub(super) fn draft_settling(&mut self, settle: Duration) -> bool {
+        let at = *self
+            .submit_at
+            .get_or_insert_with(|| Instant::now() + settle);
+        Instant::now() < at
+    }
+
+    /// When a settling draft may be submitted (none once Enter was pressed).
+    pub(super) fn submit_at(&self) -> Option<Instant> {
+        self.submit_at.filter(|_| self.submits == 0)
     }
 }
 

@@ -692,6 +692,7 @@ impl<'a> Handshake<'a> {
                 .map(|t| t + self.settings.provider_block),
         );
         consider(self.receipt.retry_at());
+        consider(self.receipt.submit_at());
         consider(self.held_until);
         consider(
             self.unknown_screen.deadline(
@@ -1047,6 +1048,10 @@ impl<'a> Handshake<'a> {
             return;
         }
         if !self.receipt.submitted() {
+            let settle = Duration::from_millis(self.profile.manifest.input.submit_after_ms);
+            if self.receipt.draft_settling(settle) {
+                return; // Woken again when it has shown long enough (`next_deadline`).
+            }
             self.submit(evidence).await;
         } else if self.receipt.retry_due() {
             if self.receipt.submits() >= self.settings.max_submit_attempts {

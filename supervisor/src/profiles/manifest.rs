@@ -73,6 +73,8 @@ pub enum TrustStore {
     Claude,
     /// Codex's `~/.codex/config.toml` (`[projects."path"] trust_level`).
     Codex,
+    /// gemini-cli's `~/.gemini/trustedFolders.json` (`{"path": "TRUST_FOLDER"}`).
+    Gemini,
 }
 
 /// How to find the input line on screen.
@@ -96,6 +98,10 @@ pub struct InputSpec {
     /// text is typed; without them such a lane cannot be given more text.
     #[serde(default)]
     pub clear_keys: Vec<String>,
+    /// How long our draft must have been on screen before Enter is pressed (0: at once). For
+    /// agents that read an Enter arriving right after pasted text as part of the paste.
+    #[serde(default)]
+    pub submit_after_ms: u64,
 }
 
 /// What a rule's match tells about the agent.
@@ -298,6 +304,9 @@ pub struct InputPatch {
     /// Replaces the keys that empty the input line.
     #[serde(default)]
     pub clear_keys: Option<Vec<String>>,
+    /// Replaces how long the draft must show before Enter.
+    #[serde(default)]
+    pub submit_after_ms: Option<u64>,
 }
 
 /// A patch that names a dialog the profile does not have.
@@ -349,6 +358,9 @@ impl Manifest {
             }
             if let Some(clear_keys) = &input.clear_keys {
                 self.input.clear_keys = clear_keys.clone();
+            }
+            if let Some(submit_after_ms) = input.submit_after_ms {
+                self.input.submit_after_ms = submit_after_ms;
             }
         }
         merge_by_name(&mut self.rules, &patch.rules, |r| &r.name);

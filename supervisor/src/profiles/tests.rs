@@ -76,6 +76,37 @@ tool_permission = "auto"
 }
 
 #[test]
+fn a_patch_sets_how_long_a_draft_shows_before_enter_and_gemini_waits_by_default() {
+    let set = ProfileSet::builtin().expect("built-ins load");
+    assert_eq!(
+        set.get("gemini")
+            .expect("gemini")
+            .manifest
+            .input
+            .submit_after_ms,
+        200
+    );
+    assert_eq!(
+        set.get("claude")
+            .expect("claude")
+            .manifest
+            .input
+            .submit_after_ms,
+        0
+    );
+    let text = "[profiles.claude.input]\nsubmit_after_ms = 75\n";
+    let set = ProfileSet::with_patches(&[patch("claude", "/etc/c.toml", text)]).expect("applies");
+    assert_eq!(
+        set.get("claude")
+            .expect("claude")
+            .manifest
+            .input
+            .submit_after_ms,
+        75
+    );
+}
+
+#[test]
 fn an_auto_policy_without_an_answer_is_refused_naming_the_dialog() {
     let text = "[profiles.claude.dialog_policy]\ntool_permission = \"auto\"\n";
     let err = ProfileSet::with_patches(&[patch("claude", "/etc/c.toml", text)])

@@ -17,13 +17,16 @@
 //! Both agents read their store when they start and do not write the flag again, so the
 //! running agent keeps working and the next lane is asked (checked with the real binaries:
 //! `docs/trust.md`). The edit takes the same lock and atomic replace as pre-seeding.
+//! gemini-cli 0.61.0 records exactly the folder it asked about (`"<lane>": "TRUST_FOLDER"` for
+//! "1. Trust folder", the choice clawpool makes), so for it the guard only ever finds the lane;
+//! an entry it added for anything else would be removed.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use crate::profiles::TrustStore;
 
-use super::{TrustError, atomic, claude, codex, project_key};
+use super::{TrustError, atomic, claude, codex, gemini, project_key};
 
 /// One lane's agent trust store, as clawpool answers the lane's trust dialog.
 #[derive(Debug, Clone)]
@@ -97,6 +100,7 @@ impl StoreGuard {
                 TrustStore::Codex => {
                     codex::confined(&self.file, text.unwrap_or(""), &revoked, &lane)
                 }
+                TrustStore::Gemini => gemini::confined(&self.file, text, &revoked, &lane),
                 TrustStore::None => Ok(None),
             }
         })?;
@@ -126,6 +130,7 @@ fn trusted_in(
     match store {
         TrustStore::Claude => claude::trusted_projects(file, text),
         TrustStore::Codex => codex::trusted_projects(file, text.unwrap_or("")),
+        TrustStore::Gemini => gemini::trusted_projects(file, text),
         TrustStore::None => Ok(BTreeSet::new()),
     }
 }

@@ -1,0 +1,322 @@
+//! `clawpool run` driving the real gemini-cli 0.61.0 fully offline: it talks to the scripted
+//! model server's Gemini API (`GOOGLE_GEMINI_BASE_URL`, a fake `GEMINI_API_KEY`) from a
+//! scratch HOME inside the test's sandbox, set up as docs/real-agents.md describes.
+//!
+//! The agent is installed by `scripts/install-agents.sh` (CI runs it); without it these tests
+//! fail and say so. Events are read from clawpool's stdout as they come; the only fixed wait is
+//! the "nothing is typed for N seconds" window of the untrusted lane.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clawpool_pty::TermSize;
+use clawpool_tests::{
+    LaneRun, ModelServer, Sandbox, TRUSTED_BOOT_TO_FINISHED, agent_path, assert_kinds_in_order,
+    git_repo, real_agent, transitions,
+};
+use serde_json::{Value, json};
+
+/// How long any one awaited event may take: a real agent's boot is seconds of CPU on two
+/// shared cores.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+const PROMPT: &str = "create a file named hello.txt containing hi";
+
+/// A git repository as the lane (gemini-cli asks about folder trust in any folder), canonical
+/// as clawpool and the agent see it.
+fn repo_lane(sandbox: &Sandbox, name: &str) -> PathBuf {
+    let lanes = sandbox.dir.path().join("lanes");
+    std::fs::create_dir_all(&lanes).expect("lanes folder");
+    git_repo(&lanes.canonicalize().expect("canonical lanes"), name)
+}
+
+/// gemini-cli's settings with the API-key login chosen, so its auth chooser and key entry
+/// box never show (docs/real-agents.md); no folder is trusted.
+fn seed_gemini_home(home: &Path) {
+    let dir = home.join(".gemini");
+    std::fs::create_dir_all(&dir).expect("~/.gemini");
+    std::fs::write(
+        dir.join("settings.json"),
+        json!({"security": {"auth": {"selectedType": "gemini-api-key"}}}).to_string(),
+    )
+    .expect("settings.json");
+}
+
+fn gemini_env(sandbox: &Sandbox, base_url: &str) -> Vec<String> {
+    vec![
+        "GEMINI_API_KEY=fake-gemini-key".into(),
+        format!("GOOGLE_GEMINI_BASE_URL={base_url}"),
+        format!("HOME={}", sandbox.home().display()),
+        format!("PATH={}", agent_path()),
+        "TERM=xterm-256color".into(),
+    ]
+}
+
+/// How a trusted lane gets past gemini-cli's trust question.
+#[derive(Clone, Copy)]
+enum TrustBy {
+    /// clawpool records the lane in `~/.gemini/trustedFolders.json` before launch (the
+    /// profile's `trust_store = "gemini"`).
+    PreSeeding,
+    /// Pre-seeding off (`trust_store = "none"`): gemini-cli asks, and clawpool answers.
+    AnsweringTheDialog,
+}
+
+/// A `--config` file pointing the gemini profile at the installed binary, with the lane's
+/// parent folder trusted when `trusted_root` is given.
+fn write_config(sandbox: &Sandbox, trusted_root: Option<&Path>, trust_by: TrustBy) -> PathBuf {
+    let roots = trusted_root
+        .map(|root| format!("trusted_roots = [{:?}]\n", root.display().to_string()))
+        .unwrap_or_default();
+    let store = match trust_by {
+        TrustBy::PreSeeding => "",
+        TrustBy::AnsweringTheDialog => "trust_store = \"none\"\n",
+    };
+    let text = format!(
+        "{roots}\n[profiles.gemini.launch]\ncommand = {:?}\n{store}",
+        real_agent("gemini").display().to_string()
+    );
+    let path = sandbox.dir.path().join("config.toml");
+    std::fs::write(&path, text).expect("config file");
+    path
+}
+
+fn hello_script(lane: &Path) -> Value {
+    json!([
+        {"tool_use": {"name": "write_file", "input": {
+            "file_path": lane.join("hello.txt").display().to_string(),
+            "content": "hi"
+        }}},
+        {"text": "Done. Created hello.txt."}
+    ])
+}
+
+fn start_lane(
+    sandbox: &Sandbox,
+    config: &Path,
+    lane: &Path,
+    server: &ModelServer,
+    size: Option<&str>,
+) -> LaneRun {
+    let mut cmd = sandbox.clawpool_clean_env();
+    cmd.args(["run", "--output-format", "json", "--agent", "gemini"])
+        .args(["--transport", "tmux", "--config"])
+        .arg(config)
+        .arg("--cwd")
+        .arg(lane)
+        .args(["--prompt", PROMPT]);
+    if let Some(size) = size {
+        cmd.args(["--size", size]);
+    }
+    for var in gemini_env(sandbox, &server.url()) {
+        cmd.arg("--env").arg(var);
+    }
+    LaneRun::start(cmd, &sandbox.dir.path().join("clawpool.stderr"))
+}
+
+fn screen_report(lane: &Path, size: TermSize) -> String {
+    let bytes = std::fs::read(lane.join(".claw/terminal.log")).unwrap_or_default();
+    let text = clawpool_pty::replay::final_screen(&bytes, size).text();
+    let rows: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    format!("the agent's screen:\n{}", rows.join("\n"))
+}
+
+/// gemini-cli's trusted-folders file, as an object (empty when there is none).
+fn trusted_folders(sandbox: &Sandbox) -> Value {
+    std::fs::read_to_string(sandbox.home().join(".gemini/trustedFolders.json"))
+        .map(|text| serde_json::from_str(&text).expect("trustedFolders.json is JSON"))
+        .unwrap_or_else(|_| json!({}))
+}
+
+/// Runs a trusted lane to its outcome and checks it finished its scripted task with one
+/// delivery: the prompt typed once, reaching the model once, and the file written by the
+/// agent's own tool. Either way, gemini-cli's store then trusts the lane and nothing else.
+fn trusted_lane_finishes(size: Option<&str>, term: TermSize, trust_by: TrustBy) {
+    real_agent("gemini");
+    let sandbox = Sandbox::new();
+    let lane = repo_lane(&sandbox, "alpha");
+    let mut server = ModelServer::start(&sandbox.dir.path().join("model"), &hello_script(&lane));
+    seed_gemini_home(&sandbox.home());
+    let config = write_config(&sandbox, lane.parent(), trust_by);
+
+    let mut run = start_lane(&sandbox, &config, &lane, &server, size);
+    let outcome = run.wait_for(
+        "the outcome",
+        PATIENCE,
+        |e| e.get("outcome").is_some(),
+        || screen_report(&lane, term),
+    );
+    let status = run.wait_exit(PATIENCE);
+    let events = run.events();
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "{}\n{}",
+        run.report(),
+        screen_report(&lane, term)
+    );
+    let outcome = &outcome["outcome"];
+    assert_eq!(
+        outcome["state"]["status"],
+        "finished",
+        "{}\n{}",
+        run.report(),
+        screen_report(&lane, term)
+    );
+    assert_eq!(outcome["receipt"]["attempts"], 1, "{}", run.report());
+    match trust_by {
+        TrustBy::AnsweringTheDialog => {
+            assert_eq!(
+                transitions(&events),
+                [
+                    "spawning",
+                    "trust_required",
+                    "ready_for_prompt",
+                    "prompt_accepted",
+                    "running",
+                    "finished"
+                ],
+                "{}",
+                run.report()
+            );
+            assert_kinds_in_order(&events, TRUSTED_BOOT_TO_FINISHED);
+            // The live box is answered first, and completely. Between gemini-cli's old process
+            // exiting and its new one drawing, the old box is left last on screen, identical to
+            // the live one (docs/real-agents.md): a further attempt on it can follow, and its
+            // Enter lands on an empty input line or nowhere. Not yet told apart (known gap).
+            let answers: Vec<&Value> = events
+                .iter()
+                .filter(|e| e["kind"] == "lane.dialog_answered")
+                .collect();
+            assert!(answers.iter().all(|a| a["detail"]["dialog"] == "trust"));
+            assert_eq!(answers[0]["detail"]["completed"], true, "{}", run.report());
+        }
+        TrustBy::PreSeeding => {
+            assert_eq!(
+                transitions(&events),
+                [
+                    "spawning",
+                    "ready_for_prompt",
+                    "prompt_accepted",
+                    "running",
+                    "finished"
+                ],
+                "{}",
+                run.report()
+            );
+            let seeded = events
+                .iter()
+                .find(|e| e["kind"] == "lane.trust_store_seeded")
+                .expect("the store seeded");
+            assert_eq!(seeded["detail"]["outcome"], "Seeded", "{seeded}");
+            assert_kinds_in_order(&events, &["lane.trust_store_seeded", "lane.started"]);
+        }
+    }
+    assert_eq!(
+        trusted_folders(&sandbox),
+        json!({lane.display().to_string(): "TRUST_FOLDER"})
+    );
+
+    assert_eq!(
+        std::fs::read_to_string(lane.join("hello.txt")).expect("hello.txt in the lane"),
+        "hi"
+    );
+    // One delivery: the task request and the one after the tool ran, and the prompt appears
+    // once in the conversation the model saw last.
+    let main = server.main_requests();
+    assert_eq!(main.len(), 2, "{main:#?}");
+    let last = main[1]["body"]["contents"].to_string();
+    assert_eq!(last.matches(PROMPT).count(), 1, "{last}");
+    assert!(
+        last.contains("functionResponse"),
+        "the tool's result went back"
+    );
+
+    drop(run);
+    server.stop();
+}
+
+#[test]
+fn gemini_trusted_lane_answers_trust_and_finishes_with_one_delivery() {
+    trusted_lane_finishes(None, TermSize::default(), TrustBy::AnsweringTheDialog);
+}
+
+/// At 80x12 the trust dialog's question has scrolled off; its options are what is left, and
+/// that is what the profile matches.
+#[test]
+fn gemini_lane_in_an_80x12_terminal_reaches_ready_and_finishes() {
+    trusted_lane_finishes(
+        Some("80x12"),
+        TermSize { cols: 80, rows: 12 },
+        TrustBy::AnsweringTheDialog,
+    );
+}
+
+/// With the profile's default `trust_store = "gemini"`, the lane's exact path is in
+/// `~/.gemini/trustedFolders.json` before gemini-cli starts: it never asks.
+#[test]
+fn gemini_trusted_lane_is_pre_seeded_in_trusted_folders_and_shows_no_dialog() {
+    trusted_lane_finishes(None, TermSize::default(), TrustBy::PreSeeding);
+}
+
+#[test]
+fn gemini_untrusted_lane_is_held_at_the_trust_dialog_and_gets_no_keystroke() {
+    real_agent("gemini");
+    let sandbox = Sandbox::new();
+    let lane = repo_lane(&sandbox, "untrusted");
+    let mut server = ModelServer::start(&sandbox.dir.path().join("model"), &hello_script(&lane));
+    seed_gemini_home(&sandbox.home());
+    let config = write_config(&sandbox, None, TrustBy::PreSeeding);
+
+    let mut run = start_lane(&sandbox, &config, &lane, &server, None);
+    let report = || screen_report(&lane, TermSize::default());
+    let blocked = run.wait_for(
+        "lane.blocked",
+        PATIENCE,
+        |e| e["kind"] == "lane.blocked",
+        report,
+    );
+    assert_eq!(blocked["to"]["subphase"], "trust_prompt", "{blocked}");
+    // The policy hands it to a person, saying what to do.
+    let escalated = run.wait_for(
+        "lane.escalated",
+        PATIENCE,
+        |e| e["kind"] == "lane.escalated",
+        report,
+    );
+    assert!(
+        escalated["detail"]["next_action"]
+            .as_str()
+            .is_some_and(|a| a.contains("clawpool trust untrusted")),
+        "{escalated}"
+    );
+
+    let meanwhile = run.lines_within(Duration::from_secs(5));
+    assert!(
+        meanwhile.is_empty(),
+        "the blocked lane did something: {meanwhile:#?}"
+    );
+    let events = run.events();
+    assert!(
+        !events.iter().any(|e| matches!(
+            e["kind"].as_str(),
+            Some("lane.dialog_answered" | "lane.prompt_typed")
+        )),
+        "nothing typed: {}",
+        run.report()
+    );
+    // Neither clawpool (no pre-seeding outside the allow-list) nor gemini-cli recorded any
+    // trust, and no task reached the model.
+    assert_eq!(trusted_folders(&sandbox), json!({}));
+    assert!(
+        !events
+            .iter()
+            .any(|e| e["kind"] == "lane.trust_store_seeded"),
+        "{}",
+        run.report()
+    );
+    assert!(server.main_requests().is_empty());
+
+    drop(run);
+    server.stop();
+}
