@@ -157,18 +157,23 @@ pub struct AttachOptions {
     pub scrollback_lines: usize,
 }
 
+/// The tmux program `config` names, once its socket name is checked.
+fn checked_program(config: &TmuxConfig) -> Result<PathBuf, TmuxError> {
+    validate_name("socket", &config.socket_name, true)?;
+    resolve_program(
+        &config.program,
+        &std::env::temp_dir(),
+        std::env::var_os("PATH").as_deref(),
+    )
+    .map_err(|_| TmuxError::NotInstalled {
+        program: config.program.to_string_lossy().into_owned(),
+    })
+}
+
 impl TmuxServer {
     /// Connects to the server, starting it (with the control session) when it is not running.
     pub async fn connect(config: TmuxConfig) -> Result<Self, TmuxError> {
-        validate_name("socket", &config.socket_name, true)?;
-        let tmux = resolve_program(
-            &config.program,
-            &std::env::temp_dir(),
-            std::env::var_os("PATH").as_deref(),
-        )
-        .map_err(|_| TmuxError::NotInstalled {
-            program: config.program.to_string_lossy().into_owned(),
-        })?;
+        let tmux = checked_program(&config)?;
         let base = |tmux: &PathBuf| base_command(tmux, &config);
         let started = base(&tmux)
             .args([
@@ -216,15 +221,7 @@ impl TmuxServer {
     /// Connects to the server only when it is already running: `None` when there is none, so
     /// that looking for a lane's session never leaves a new, empty server behind.
     pub async fn connect_existing(config: TmuxConfig) -> Result<Option<Self>, TmuxError> {
-        validate_name("socket", &config.socket_name, true)?;
-        let tmux = resolve_program(
-            &config.program,
-            &std::env::temp_dir(),
-            std::env::var_os("PATH").as_deref(),
-        )
-        .map_err(|_| TmuxError::NotInstalled {
-            program: config.program.to_string_lossy().into_owned(),
-        })?;
+        let tmux = checked_program(&config)?;
         let probed = base_command(&tmux, &config)
             .args(["list-sessions", "-F", "#{session_name}"])
             .output()
