@@ -1063,6 +1063,17 @@ fn claude_trusts(sandbox: &Sandbox, path: &Path) -> bool {
     store["projects"][path.display().to_string()]["hasTrustDialogAccepted"] == true
 }
 
+/// Every project whose trust clawpool withdrew from the agent's store during the run
+/// (`lane.trust_store_confined`), each once.
+fn revoked_projects(events: &[Value]) -> std::collections::BTreeSet<&str> {
+    events
+        .iter()
+        .filter(|e| e["kind"] == "lane.trust_store_confined")
+        .flat_map(|e| e["detail"]["revoked"].as_array().into_iter().flatten())
+        .filter_map(Value::as_str)
+        .collect()
+}
+
 /// `clawpool trust LANE`, which must succeed.
 fn trust_lane(sandbox: &Sandbox, lane: &Path) {
     let out = sandbox
@@ -1117,15 +1128,9 @@ fn claude_trusting_one_worktree_lane_opens_no_other_lane() {
     let events = run.events();
     // Claude Code writes the record when the dialog is answered and again, from memory, when
     // it exits: withdrawn each time, and never anything but the main folder.
-    let revoked: std::collections::BTreeSet<&str> = events
-        .iter()
-        .filter(|e| e["kind"] == "lane.trust_store_confined")
-        .flat_map(|e| e["detail"]["revoked"].as_array().into_iter().flatten())
-        .filter_map(Value::as_str)
-        .collect();
     let main_folder = repo.display().to_string();
     assert_eq!(
-        revoked,
+        revoked_projects(&events),
         [main_folder.as_str()].into(),
         "Claude Code recorded trust for the main folder, and clawpool withdrew it: {}",
         run.report()
@@ -1247,13 +1252,10 @@ fn codex_trust_answered_for_one_worktree_lane_stays_with_that_lane() {
     assert_eq!(code, 0, "{}\n{}", run.report(), screen_report(&first));
     assert_eq!(outcome["state"]["status"], "finished");
     let events = run.events();
-    let revoked: Vec<&Value> = events
-        .iter()
-        .filter(|e| e["kind"] == "lane.trust_store_confined")
-        .flat_map(|e| e["detail"]["revoked"].as_array().into_iter().flatten())
-        .collect();
-    assert!(
-        revoked.contains(&&json!(repo.display().to_string())),
+    let main_folder = repo.display().to_string();
+    assert_eq!(
+        revoked_projects(&events),
+        [main_folder.as_str()].into(),
         "Codex recorded trust for the repository root and clawpool withdrew it: {}",
         run.report()
     );
