@@ -23,6 +23,18 @@ fn recordings() -> Vec<PathBuf> {
     dirs
 }
 
+/// The terminal size a recording was made at, from its folder name's `-COLSxROWS` suffix.
+fn size_of(dir: &Path) -> TermSize {
+    let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    let (cols, rows) = name
+        .rsplit('-')
+        .next()
+        .and_then(|size| size.split_once('x'))
+        .and_then(|(c, r)| Some((c.parse().ok()?, r.parse().ok()?)))
+        .unwrap_or_else(|| panic!("{name}: no -COLSxROWS suffix"));
+    TermSize { rows, cols }
+}
+
 fn has_snapshot(dir: &Path) -> bool {
     std::fs::read_dir(dir).is_ok_and(|entries| {
         entries
@@ -47,13 +59,7 @@ fn replaying_each_recording_gives_its_final_snapshot() {
     for dir in recordings() {
         let stream = std::fs::read(dir.join("stream.bin")).expect("stream.bin");
         let expected = std::fs::read_to_string(last_snapshot(&dir)).expect("snapshot");
-        let screen = replay::final_screen(
-            &stream,
-            TermSize {
-                rows: 40,
-                cols: 120,
-            },
-        );
+        let screen = replay::final_screen(&stream, size_of(&dir));
         let got = screen.text();
         // capture-pane prints every row; the snapshot's text ends at its last non-empty row.
         let mut expected_rows: Vec<&str> = expected.lines().map(str::trim_end).collect();
