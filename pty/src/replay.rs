@@ -37,6 +37,21 @@ pub fn final_screen(stream: &[u8], size: TermSize) -> ScreenSnapshot {
     model.snapshot()
 }
 
+/// The screen a `tmux capture-pane -p [-e]` capture shows, replayed through the screen model:
+/// capture-pane separates rows with bare newlines and ends each with the row's last cell, so
+/// each row is fed on a new line with its attributes reset (dim placeholder text stays dim).
+pub fn capture_screen(capture: &[u8], size: TermSize) -> ScreenSnapshot {
+    let mut fed = Vec::with_capacity(capture.len() + size.rows as usize * 6);
+    for (i, row) in capture.split(|&b| b == b'\n').enumerate() {
+        if i > 0 {
+            fed.extend_from_slice(b"\r\n");
+        }
+        fed.extend_from_slice(row);
+        fed.extend_from_slice(b"\x1b[0m");
+    }
+    final_screen(&fed, size)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use clawpool::detect::{Seen, explain};
 use clawpool::profiles::{DialogKind, ProfileSet, Signal};
-use clawpool_pty::{ScreenModel, ScreenOptions, ScreenSnapshot, TermSize};
+use clawpool_pty::{ScreenSnapshot, TermSize};
 
 struct Case {
     path: PathBuf,
@@ -59,21 +59,7 @@ fn cases() -> Vec<Case> {
 
 fn screen(case: &Case) -> ScreenSnapshot {
     let bytes = std::fs::read(&case.path).expect("screen file");
-    let mut model = ScreenModel::new(ScreenOptions {
-        answer_queries: false,
-        ..ScreenOptions::new(case.size)
-    });
-    // capture-pane separates rows with bare newlines and ends each with the row's last cell.
-    let mut fed = Vec::with_capacity(bytes.len() + case.size.rows as usize);
-    for (i, row) in bytes.split(|&b| b == b'\n').enumerate() {
-        if i > 0 {
-            fed.extend_from_slice(b"\r\n");
-        }
-        fed.extend_from_slice(row);
-        fed.extend_from_slice(b"\x1b[0m");
-    }
-    model.feed(&fed);
-    model.snapshot()
+    clawpool_pty::replay::capture_screen(&bytes, case.size)
 }
 
 fn expected(state: &str, seen: &Seen) -> bool {

@@ -98,29 +98,42 @@ pub fn plan_prompt(
     plan_followup(prompt, settings, lane_dir)
 }
 
-/// Decides how a text sent to a running agent reaches it: typed, or through the task file
-/// when it is long (never at launch: the agent is already running).
+/// Decides how a text sent to a running agent reaches it, and writes its task file when it
+/// goes through one (the lane's own prompt, planned before the agent starts).
 pub fn plan_followup(
     prompt: &str,
     settings: &Settings,
     lane_dir: &Path,
 ) -> Result<PromptPlan, std::io::Error> {
+    let plan = followup_plan(prompt, settings, lane_dir);
+    if let PromptPlan::TaskFile { prompt, file } = &plan {
+        write_task_file(file, prompt)?;
+    }
+    Ok(plan)
+}
+
+/// How a text sent to a running agent reaches it: typed, or through the task file when it is
+/// long (never at launch: the agent is already running). Writes nothing.
+pub fn followup_plan(prompt: &str, settings: &Settings, lane_dir: &Path) -> PromptPlan {
     let prompt = prompt.trim();
     let long = prompt.chars().count() > settings.long_prompt_chars || prompt.contains('\n');
     if !long {
-        return Ok(PromptPlan::Typed {
+        return PromptPlan::Typed {
             prompt: prompt.to_owned(),
-        });
+        };
     }
-    let file = lane_dir.join(TASK_FILE);
+    PromptPlan::TaskFile {
+        prompt: prompt.to_owned(),
+        file: lane_dir.join(TASK_FILE),
+    }
+}
+
+/// Writes a prompt into its task file (and the file's folder).
+pub fn write_task_file(file: &Path, prompt: &str) -> Result<(), std::io::Error> {
     if let Some(dir) = file.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    std::fs::write(&file, format!("{prompt}\n"))?;
-    Ok(PromptPlan::TaskFile {
-        prompt: prompt.to_owned(),
-        file,
-    })
+    std::fs::write(file, format!("{prompt}\n"))
 }
 
 /// What was delivered, when, and how it was seen to be accepted.

@@ -1,0 +1,1801 @@
+//! The handshake's state machine: every decision about one lane's worker, and no I/O.
+//!
+//! [`Machine::handle`] takes one [`Input`] (a look at the screen, the worker's exit, an
+//! operator's command, or the result of an effect it asked for) and returns the [`Effect`]s
+//! the driver ([`super::Handshake::run`]) carries out, in order: keys and text for the
+//! terminal, events to record, verdicts to send, a dialog to answer, the worker to stop.
+//! [`Machine::next_deadline`] says when to look again if nothing happens. The lane's state is
+//! changed here and only here; time comes in with each input (`now`), and every timing rule
+//! (boot timeout, finish-idle, provider block, submit retries, unknown screen, stall, recovery
+//! check) is a comparison against it, so the rules are tested with paused tokio time.
+//!
+//! Effects that have a result (a dialog answered, the worktree's git operation looked up, a
+//! task file written, the trust store noted) suspend the decision that asked for them; the
+//! driver feeds their result back as the next input before anything else happens. A terminal
+//! write carries the effects that only make sense once it succeeded (`on_sent`); when it
+//! fails, the driver skips them and reports [`Input::SendFailed`].
+
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clawpool_lanes::{BlockedSubphase, Evidence, FailureClass, LaneState, LaneStatus};
+use clawpool_pty::{ExitStatus, ScreenSnapshot};
+use clawpool_recovery::{ProgressSource, ProgressTracker, Trigger};
+use clawpool_worktree::GitOperation;
+use tokio::time::Instant;
+
+use super::delivery::{self, PromptPlan, Receipt};
+use super::unknown::UnknownScreen;
+use super::verdict::{OperatorRequest, SendFate, Verdict, VerdictReply};
+use super::{LaneContext, Next, OperatorCommand, RestartRequest, Settings, TrustGate};
+use crate::detect::{Observation, Seen, observe};
+use crate::profiles::{Dialog, DialogKind, Policy, Profile, Signal};
+
+/// Something that happened to the lane, with the time it is handled at.
+#[derive(Debug)]
+pub enum Input {
+    /// The screen as it is now, and the latest progress seen off it (worktree changes,
+    /// commits: epoch ms and what).
+    Look {
+        /// The screen.
+        screen: ScreenSnapshot,
+        /// The latest off-screen progress.
+        external: Option<(u64, ProgressSource)>,
+    },
+    /// The worker exited.
+    Exited(ExitStatus),
+    /// An operator's command, with the screen as it is when it arrived.
+    Operator {
+        /// The command and the way back for its verdict.
+        request: OperatorRequest,
+        /// The screen.
+        screen: ScreenSnapshot,
+    },
+    /// A terminal write ([`Effect::Send`]) failed; its `on_sent` effects were not carried out.
+    SendFailed {
+        /// Why.
+        error: String,
+        /// Whether the lane fails for it (delivering the prompt), or the worker's exit, which
+        /// follows, tells what happened (emptying the input line).
+        fatal: bool,
+    },
+    /// [`Effect::Answer`] is done.
+    Answered(Result<(), String>),
+    /// [`Effect::ProbeGitOperation`]: the git operation in the lane's worktree, if any.
+    GitOperation(Option<GitOperation>),
+    /// [`Effect::WriteTaskFile`] is done.
+    TaskFileWritten(Result<(), String>),
+    /// [`Effect::GuardTrustStore`] is done: whether the store could be noted (its error was
+    /// recorded by the driver).
+    StoreGuarded(bool),
+}
+
+/// What the driver carries out for the machine.
+#[derive(Debug)]
+pub enum Effect {
+    /// Record a lane event.
+    Record(Record),
+    /// Write to the worker's terminal; then, if that worked, these.
+    Send {
+        /// The text or key.
+        input: clawpool_pty::Input,
+        /// What follows a successful write.
+        on_sent: Vec<Effect>,
+        /// Whether a failed write fails the lane ([`Input::SendFailed`]).
+        fatal: bool,
+    },
+    /// Run a dialog's choice against the worker; then [`Input::Answered`].
+    Answer {
+        /// The dialog.
+        dialog: Dialog,
+        /// The choice.
+        choice: String,
+    },
+    /// Stop the worker (SIGTERM, then SIGKILL after the grace time).
+    StopWorker,
+    /// Look up the git operation in the lane's worktree; then [`Input::GitOperation`].
+    ProbeGitOperation,
+    /// Note the agent's trust store before clawpool answers its trust dialog; then
+    /// [`Input::StoreGuarded`].
+    GuardTrustStore,
+    /// Withdraw what the agent recorded in its trust store beyond the lane.
+    ConfineTrustStore,
+    /// Write a text sent to the agent into the task file; then [`Input::TaskFileWritten`].
+    WriteTaskFile {
+        /// The file.
+        file: PathBuf,
+        /// The text.
+        prompt: String,
+    },
+    /// Send a verdict to whoever waits for it.
+    Reply {
+        /// The way back.
+        to: VerdictReply,
+        /// The verdict.
+        verdict: Verdict,
+    },
+}
+
+/// A lane event to record (the event log numbers and stamps it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Record {
+    /// Its kind (`lane.prompt_typed`, …).
+    pub kind: &'static str,
+    /// The state before, for a transition.
+    pub from: Option<LaneState>,
+    /// The state after, for a transition (or the state a lane starts in).
+    pub to: Option<LaneState>,
+    /// What on screen (or elsewhere) decided it.
+    pub evidence: Option<Evidence>,
+    /// The event's own fields.
+    pub detail: serde_json::Value,
+}
+
+/// A recovery recipe's `wait_for_progress` check on this run.
+///
+/// Its time runs from the start of the run; it counts progress once armed, when the agent has
+/// taken everything it was given (the prompt or a nudge was accepted and nothing is queued),
+/// so the echo of our own text is never taken for progress. A nudge that cannot be delivered
+/// (the input line is not free) is a check without progress.
+#[derive(Debug, Clone)]
+struct ProgressCheck {
+    /// `None`: no time limit (an escalated lane watched until it moves).
+    within: Option<Duration>,
+    started: Instant,
+    /// When it was armed (epoch ms), if it is.
+    armed_at: Option<u64>,
+    /// Normalised texts this run delivered: screen lines inside them are their echo.
+    delivered: Vec<String>,
+}
+
+/// A text waiting to be delivered, with the verdict owed to the operator who sent it (none
+/// for a recovery's nudge, or once the operator was told it is queued).
+#[derive(Debug)]
+pub(super) struct Followup {
+    pub(super) text: String,
+    pub(super) reply: Option<VerdictReply>,
+}
+
+/// A decision waiting for the result of an effect it asked for.
+#[derive(Debug)]
+enum Suspended {
+    /// A dialog answered by clawpool itself (its policy, or the trust allow-list).
+    PolicyAnswer {
+        name: String,
+        choice: String,
+        kind: DialogKind,
+        attempt: u32,
+        evidence: Evidence,
+    },
+    /// A dialog answered by an operator's command.
+    OperatorAnswer {
+        name: String,
+        choice: String,
+        kind: DialogKind,
+        reply: VerdictReply,
+    },
+    /// Delivery waits to know whether a git operation holds it.
+    Delivery,
+    /// A text's round starts once its task file is written.
+    Round {
+        followup: Followup,
+        plan: PromptPlan,
+    },
+}
+
+/// How many times clawpool answers the same dialog before it blocks the lane instead.
+const MAX_ANSWERS_PER_DIALOG: u32 = 3;
+
+/// How often a worktree with a paused git operation is looked at again while delivery waits.
+const HOLD_RECHECK: Duration = Duration::from_secs(2);
+
+/// How many times the input line is emptied of our own text in one round before giving up.
+const MAX_INPUT_CLEARS: u32 = 3;
+
+/// One lane's handshake state and rules.
+pub struct Machine<'a> {
+    profile: &'a Profile,
+    lane: LaneContext,
+    settings: Settings,
+    state: LaneState,
+    receipt: Receipt,
+    /// The time of the input being handled.
+    now: Instant,
+    /// A moment and the wall clock (epoch ms) at it: wall times are derived from `now`, so
+    /// they move with paused time in tests.
+    anchor: (Instant, u64),
+    /// The dialog the lane is blocked on, waiting for an operator.
+    waiting_dialog: Option<String>,
+    /// When the current idle spell (after acceptance) began.
+    idle_since: Option<Instant>,
+    /// When the provider retry text first showed in the current spell.
+    provider_since: Option<Instant>,
+    boot_deadline: Instant,
+    /// Each dialog's answer attempts, so a dialog that will not go away ends up blocked.
+    answer_attempts: HashMap<String, u32>,
+    /// Texts sent with [`OperatorCommand::Send`], delivered one by one when the agent is idle.
+    followups: VecDeque<Followup>,
+    /// The verdict owed for the text being delivered this round.
+    round_reply: Option<VerdictReply>,
+    /// Whether this round delivers a text sent after the prompt (an operator's or a nudge).
+    followup_round: bool,
+    /// The verdict owed for a restart, handed to the driver with the outcome.
+    restart_reply: Option<VerdictReply>,
+    /// Set when the run is to end (an operator's stop or restart, a recovery trigger, a
+    /// check's result).
+    next: Option<Next>,
+    /// Whether the idle input was ever seen.
+    reached_ready: bool,
+    /// What counts as progress while the agent works, and since when there was none.
+    progress: ProgressTracker,
+    /// The latest off-screen progress the driver reported.
+    external: Option<(u64, ProgressSource)>,
+    /// A running lane with no progress this long is stalled; `None` never.
+    stall_after: Option<Duration>,
+    /// A recovery check in progress, if the driver asked for one.
+    check: Option<ProgressCheck>,
+    /// Hand a lane that becomes blocked to recovery.
+    recover_blocked: bool,
+    /// While a git operation is paused in the lane's worktree, nothing is typed: when to look
+    /// at the worktree again.
+    held_until: Option<Instant>,
+    /// Times the input line was emptied of our own text the agent put back, this round.
+    input_clears: u32,
+    /// How long a running lane has shown a screen no rule knows.
+    unknown_screen: UnknownScreen,
+    /// Set when clawpool answered a trust dialog: the agent's store is confined to the lane
+    /// once the dialog is gone.
+    confine_pending: bool,
+    /// A restart dropped the turn the agent was in: its idle input is not its work done.
+    dropped_turn: bool,
+    /// A decision waiting for an effect's result.
+    suspended: Option<Suspended>,
+    /// Effects decided while handling the current input.
+    out: Vec<Effect>,
+}
+
+impl<'a> Machine<'a> {
+    /// A machine for a worker started at `now`; `wall_ms` is the wall clock at `now`.
+    pub fn new(
+        profile: &'a Profile,
+        lane: LaneContext,
+        settings: Settings,
+        now: Instant,
+        wall_ms: u64,
+    ) -> Self {
+        let receipt = Receipt::new(&lane.prompt);
+        Self {
+            profile,
+            lane,
+            settings,
+            state: LaneState::plain(LaneStatus::Spawning),
+            receipt,
+            now,
+            anchor: (now, wall_ms),
+            waiting_dialog: None,
+            idle_since: None,
+            provider_since: None,
+            boot_deadline: now + settings.boot_timeout,
+            answer_attempts: HashMap::new(),
+            followups: VecDeque::new(),
+            round_reply: None,
+            followup_round: false,
+            restart_reply: None,
+            next: None,
+            reached_ready: false,
+            progress: ProgressTracker::new(wall_ms / 1000),
+            external: None,
+            stall_after: None,
+            check: None,
+            recover_blocked: false,
+            held_until: None,
+            input_clears: 0,
+            unknown_screen: UnknownScreen::default(),
+            confine_pending: false,
+            dropped_turn: false,
+            suspended: None,
+            out: Vec::new(),
+        }
+    }
+
+    /// Ends the run with [`Next::Recover`]`(stalled)` when the lane is `running` and its
+    /// screen shows no meaningful progress for `after`.
+    pub fn stall_after(&mut self, after: Duration) {
+        self.stall_after = Some(after);
+    }
+
+    /// Ends the run when the lane becomes blocked on something recovery or a person deals
+    /// with (see [`super::Handshake::recover_blocked`]).
+    pub fn recover_blocked(&mut self) {
+        self.recover_blocked = true;
+    }
+
+    /// A recovery check from now: [`Next::Progressed`] at the first meaningful progress once
+    /// the agent has taken what it was given, [`Next::NoProgress`] when `within` passes.
+    pub fn check_progress(&mut self, within: Option<Duration>) {
+        let prompt = match &self.lane.prompt {
+            PromptPlan::None => None,
+            PromptPlan::Typed { prompt }
+            | PromptPlan::TaskFile { prompt, .. }
+            | PromptPlan::LaunchArg { prompt } => Some(clawpool_recovery::normalize_line(prompt)),
+        };
+        self.check = Some(ProgressCheck {
+            within,
+            started: self.now,
+            armed_at: None,
+            delivered: prompt.into_iter().collect(),
+        });
+    }
+
+    /// Texts to deliver, in order, as soon as the agent is idle (a recovery's nudge).
+    pub fn with_followups(&mut self, texts: Vec<String>) {
+        self.followups
+            .extend(texts.into_iter().map(|text| Followup { text, reply: None }));
+    }
+
+    /// Continues the prompt count of an earlier worker of the same lane.
+    pub fn after_attempts(&mut self, attempts: u32) {
+        self.receipt.continue_count(attempts);
+    }
+
+    /// A restart dropped the turn the agent was in.
+    pub fn after_dropped_turn(&mut self, dropped: bool) {
+        self.dropped_turn = dropped;
+    }
+
+    /// Takes over a lane in a recorded state; with `retry_after`, a draft still in the input
+    /// line after a recorded Enter gets Enter again after it.
+    pub fn take_over(&mut self, from: super::Resumed, retry_after: Option<Duration>) {
+        self.state = from.state;
+        self.receipt
+            .resume(from.attempts, from.sent_at, from.accepted_at, retry_after);
+        self.reached_ready = !matches!(
+            from.state.status,
+            LaneStatus::Spawning | LaneStatus::TrustRequired
+        );
+    }
+
+    /// The event that opens a run (`lane.started`, `lane.adopted`).
+    pub fn open(&mut self, kind: &'static str, pid: Option<u32>) -> Vec<Effect> {
+        self.event(
+            kind,
+            None,
+            Some(self.state),
+            None,
+            serde_json::json!({"agent": self.profile.name(), "pid": pid}),
+        );
+        std::mem::take(&mut self.out)
+    }
+
+    /// The lane's state.
+    pub fn state(&self) -> LaneState {
+        self.state
+    }
+
+    /// Whether the run is over: the lane ended, or something ends the run.
+    pub fn is_over(&self) -> bool {
+        self.state.status.is_terminal() || self.next.is_some()
+    }
+
+    /// Handles one input at `now`; the effects to carry out, in order.
+    pub fn handle(&mut self, input: Input, now: Instant) -> Vec<Effect> {
+        self.now = now;
+        match input {
+            Input::Look { screen, external } => self.look(&screen, external),
+            Input::Exited(status) => self.on_exit(status),
+            Input::Operator { request, screen } => self.on_operator(request, &screen),
+            Input::SendFailed { error, fatal } => {
+                if fatal && !self.state.status.is_terminal() {
+                    self.transition(
+                        LaneState::failed(FailureClass::PromptDelivery),
+                        Some(Evidence {
+                            rule: "send".into(),
+                            region: "terminal".into(),
+                            matched: error,
+                        }),
+                    );
+                }
+            }
+            Input::Answered(result) => self.answered(result),
+            Input::GitOperation(operation) => {
+                if matches!(self.suspended, Some(Suspended::Delivery)) {
+                    self.suspended = None;
+                    if !self.held(operation) {
+                        self.type_text();
+                    }
+                }
+            }
+            Input::TaskFileWritten(result) => {
+                if let Some(Suspended::Round { followup, plan }) = self.suspended.take() {
+                    self.round_written(followup, plan, result);
+                }
+            }
+            Input::StoreGuarded(ok) => self.confine_pending |= ok,
+        }
+        std::mem::take(&mut self.out)
+    }
+
+    /// How the run ends: the verdicts still owed, and what the driver hands on.
+    pub fn finish(&mut self) -> (Vec<Effect>, Ended) {
+        if let Some(reply) = self.round_reply.take() {
+            self.reply(
+                reply,
+                Verdict::Failed {
+                    reason: format!(
+                        "the text was typed but not yet submitted when the lane became {}",
+                        self.state
+                    ),
+                },
+            );
+        }
+        self.tell_queued();
+        let dialog = self
+            .waiting_dialog
+            .as_deref()
+            .and_then(|name| self.profile.dialog(name))
+            .map(|dialog| super::WaitingDialog {
+                name: dialog.name.clone(),
+                choices: dialog.choices.keys().cloned().collect(),
+            });
+        let ended = Ended {
+            state: self.state,
+            receipt: self.receipt.clone(),
+            next: self.next.clone().unwrap_or(Next::Done),
+            reached_ready: self.reached_ready,
+            trust: self.lane.trust,
+            restart_reply: self.restart_reply.take(),
+            unsent: self.followups.drain(..).map(|f| f.text).collect(),
+            dialog,
+        };
+        (std::mem::take(&mut self.out), ended)
+    }
+
+    /// The next time the lane must be looked at even if its screen does not change.
+    ///
+    /// Only deadlines after `looked_at` (when the screen was last read) count: one that had
+    /// already passed then was acted on by that look, or needs nothing, and waking for it again
+    /// would spin (e.g. while blocked on the provider with the retry text still showing).
+    pub fn next_deadline(&self, looked_at: Instant, now: Instant) -> Instant {
+        let far = now + Duration::from_secs(3600);
+        let mut wake = far;
+        let mut consider = |at: Option<Instant>| {
+            if let Some(at) = at.filter(|at| *at > looked_at) {
+                wake = wake.min(at);
+            }
+        };
+        if matches!(
+            self.state.status,
+            LaneStatus::Spawning | LaneStatus::TrustRequired
+        ) {
+            consider(Some(self.boot_deadline));
+        }
+        consider(self.idle_since.map(|t| t + self.settings.finish_idle));
+        consider(
+            self.provider_since
+                .map(|t| t + self.settings.provider_block),
+        );
+        consider(self.receipt.retry_at());
+        consider(self.receipt.submit_at());
+        consider(self.held_until);
+        let without_progress = self.progress.idle_for(self.wall_secs_at(now));
+        consider(
+            self.unknown_screen
+                .deadline(now, self.settings.unknown_screen, without_progress),
+        );
+        if let Some(check) = &self.check {
+            consider(check.within.map(|within| check.started + within));
+        } else if let (Some(after), LaneStatus::Running) = (self.stall_after, self.state.status) {
+            consider(Some(
+                now + after.saturating_sub(without_progress) + Duration::from_secs(1),
+            ));
+        }
+        wake
+    }
+
+    fn wall_ms_at(&self, at: Instant) -> u64 {
+        let (instant, wall) = self.anchor;
+        wall + at.saturating_duration_since(instant).as_millis() as u64
+    }
+
+    fn wall_secs_at(&self, at: Instant) -> u64 {
+        self.wall_ms_at(at) / 1000
+    }
+
+    fn wall_secs(&self) -> u64 {
+        self.wall_secs_at(self.now)
+    }
+
+    /// One look at the screen: the handshake's step, then stalls, unknown screens and the
+    /// queue's verdicts.
+    fn look(&mut self, screen: &ScreenSnapshot, external: Option<(u64, ProgressSource)>) {
+        self.external = external;
+        let seen = observe(self.profile, screen);
+        let unrecognised = seen.seen == Seen::Unknown;
+        self.step(seen, screen);
+        self.check_stall(&screen.rows);
+        self.check_unknown_screen(unrecognised, screen);
+        self.tell_queued();
+    }
+
+    /// Texts sent by an operator that the last look did not start delivering wait in the
+    /// queue: their senders are told so.
+    fn tell_queued(&mut self) {
+        let waiting = self.followups.len();
+        let mut told = Vec::new();
+        for (position, followup) in self.followups.iter_mut().enumerate() {
+            if let Some(reply) = followup.reply.take() {
+                told.push((
+                    reply,
+                    Verdict::Done {
+                        reason: format!(
+                            "queued ({} of {waiting}): the lane is {}; the text is typed once \
+                             the agent's input line is idle and empty",
+                            position + 1,
+                            self.state
+                        ),
+                        send: Some(SendFate::Queued),
+                    },
+                ));
+            }
+        }
+        for (reply, verdict) in told {
+            self.reply(reply, verdict);
+        }
+    }
+
+    /// Feeds the screen to the progress tracker; a running lane without progress for the
+    /// stall time ends the run for recovery.
+    fn check_stall(&mut self, rows: &[String]) {
+        let now = self.wall_secs();
+        let new_lines = self.progress.observe_screen(now, rows);
+        if let Some((at_ms, source)) = self.external {
+            self.progress.note(at_ms / 1000, source);
+        }
+        if self.check.is_some() {
+            self.run_check(&new_lines);
+            return;
+        }
+        let Some(after) = self.stall_after else {
+            return;
+        };
+        if self.state.status == LaneStatus::Running && self.progress.is_stalled(now, after) {
+            self.event(
+                "lane.stalled",
+                None,
+                None,
+                None,
+                serde_json::json!({
+                    "seconds_without_progress": self.progress.idle_for(now).as_secs(),
+                    "stall_after_secs": after.as_secs(),
+                }),
+            );
+            self.next = Some(Next::Recover(Trigger::Stalled));
+        }
+    }
+
+    /// A running lane that shows a screen no rule knows and makes no progress for
+    /// `unknown_screen_secs` is blocked on it, with the screen's text as evidence; nothing is
+    /// pressed. A known screen afterwards moves it on as usual.
+    fn check_unknown_screen(&mut self, unrecognised: bool, screen: &ScreenSnapshot) {
+        let now = self.now;
+        let running = self.state.status == LaneStatus::Running;
+        self.unknown_screen.observe(unrecognised && running, now);
+        let without_progress = self.progress.idle_for(self.wall_secs());
+        if running
+            && self
+                .unknown_screen
+                .is_due(now, self.settings.unknown_screen, without_progress)
+        {
+            let evidence = Evidence {
+                rule: "unknown_screen".into(),
+                region: "screen".into(),
+                matched: screen_excerpt(&screen.text()),
+            };
+            self.transition(
+                LaneState::blocked(BlockedSubphase::UnknownDialog),
+                Some(evidence),
+            );
+        }
+    }
+
+    /// Carries a recovery check on with the lines this look found new.
+    fn run_check(&mut self, new_lines: &[String]) {
+        let taken = self.followups.is_empty()
+            && (self.receipt.method == "none" || self.receipt.accepted_at.is_some());
+        let working = matches!(
+            self.state.status,
+            LaneStatus::PromptAccepted
+                | LaneStatus::Running
+                | LaneStatus::Blocked
+                | LaneStatus::ToolPermissionRequired
+        );
+        let now = self.now;
+        let wall_ms = self.wall_ms_at(now);
+        let external = self.external;
+        let Some(check) = self.check.as_mut() else {
+            return;
+        };
+        let progress = new_lines.iter().find(|line| {
+            let words = line.trim_start_matches(|c: char| !c.is_alphanumeric());
+            !words.is_empty() && !check.delivered.iter().any(|d| d.contains(words))
+        });
+        let off_screen = external
+            .filter(|(at, _)| check.armed_at.is_some_and(|armed| *at > armed))
+            .map(|(_, source)| source);
+        match (progress, off_screen) {
+            (Some(line), _) if check.armed_at.is_some() => {
+                self.next = Some(Next::Progressed(format!("a new line on screen: {line}")));
+            }
+            (_, Some(source)) => {
+                self.next = Some(Next::Progressed(describe_source(source).to_owned()));
+            }
+            _ if check
+                .within
+                .is_some_and(|within| now.duration_since(check.started) >= within) =>
+            {
+                self.next = Some(Next::NoProgress);
+            }
+            // Armed after this look, so what it found (the echo) is not progress.
+            _ if taken && working && check.armed_at.is_none() => {
+                check.armed_at = Some(wall_ms);
+            }
+            _ => {}
+        }
+    }
+
+    /// Reacts to one observation of the screen.
+    fn step(&mut self, seen: Observation, screen: &ScreenSnapshot) {
+        let evidence = Evidence {
+            rule: seen.rule.clone(),
+            region: seen.region.clone(),
+            matched: seen.evidence.clone(),
+        };
+        if !matches!(
+            seen.seen,
+            Seen::Signal {
+                signal: Signal::ProviderRetry
+            }
+        ) {
+            self.provider_since = None;
+        }
+        if !matches!(seen.seen, Seen::Idle) {
+            self.idle_since = None;
+        }
+        let trust_dialog_shown = matches!(
+            seen.seen,
+            Seen::Dialog {
+                dialog: DialogKind::Trust,
+                ..
+            }
+        );
+        if self.confine_pending && !trust_dialog_shown {
+            self.confine_pending = false;
+            self.out.push(Effect::ConfineTrustStore);
+        }
+        match &seen.seen {
+            Seen::Dialog { name, dialog } => self.on_dialog(name, *dialog, evidence),
+            Seen::Signal {
+                signal: Signal::Shell,
+            } => self.on_shell(evidence),
+            Seen::Signal {
+                signal: Signal::ProviderRetry,
+            } => self.on_provider_retry(evidence),
+            Seen::Signal {
+                signal: Signal::Working,
+            } => self.on_working(evidence, screen),
+            Seen::Idle => self.on_idle(evidence, screen),
+            Seen::Draft { text } => self.on_draft(text, evidence),
+            Seen::Signal {
+                signal: Signal::Booting,
+            }
+            | Seen::Unknown => self.on_unrecognised(evidence, screen),
+        }
+    }
+
+    fn on_dialog(&mut self, name: &str, kind: DialogKind, evidence: Evidence) {
+        let Some(dialog) = self.profile.dialog(name).cloned() else {
+            return;
+        };
+        let (pending, subphase) = match kind {
+            DialogKind::Trust => (
+                LaneState::plain(LaneStatus::TrustRequired),
+                BlockedSubphase::TrustPrompt,
+            ),
+            DialogKind::ToolPermission => (
+                LaneState::plain(LaneStatus::ToolPermissionRequired),
+                BlockedSubphase::ToolPermission,
+            ),
+            DialogKind::Boot => (self.state, BlockedSubphase::BootDialog),
+        };
+        if self.waiting_dialog.as_deref() == Some(name) {
+            return; // Still waiting for the operator.
+        }
+        if !self.lane.trust.is_open() && kind != DialogKind::Trust {
+            // Not even a harmless-looking question is answered for a lane nobody trusted.
+            return self.hold_at_gate(Evidence {
+                matched: format!(
+                    "the agent asks {name:?}, and {}",
+                    gate_reason(&self.lane.name)
+                ),
+                ..evidence
+            });
+        }
+        let answerable = match kind {
+            DialogKind::Trust => self.lane.trust.is_open(),
+            _ => dialog.policy == Policy::Auto && dialog.answer.is_some(),
+        };
+        let answers = self.answer_attempts.get(name).copied().unwrap_or(0);
+        if self.state == LaneState::blocked(subphase)
+            && (!answerable || answers >= MAX_ANSWERS_PER_DIALOG)
+        {
+            // Already blocked on it when this run began (the same worker, carried on after
+            // recovery handed the lane to a person): still waiting for the operator.
+            self.waiting_dialog = Some(name.to_owned());
+            return;
+        }
+        if kind == DialogKind::ToolPermission && self.receipt.submitted() {
+            // Asking for a tool means the agent took the prompt and is working on it.
+            self.accept(evidence.clone());
+            if self.state.status == LaneStatus::PromptAccepted {
+                self.transition(
+                    LaneState::plain(LaneStatus::Running),
+                    Some(evidence.clone()),
+                );
+            }
+        }
+        if pending != self.state && kind != DialogKind::Boot {
+            self.transition(pending, Some(evidence.clone()));
+        }
+        let automatic = match kind {
+            DialogKind::Trust => self.lane.trust.is_open().then_some("yes".to_owned()),
+            _ => (dialog.policy == Policy::Auto)
+                .then(|| dialog.answer.clone())
+                .flatten(),
+        };
+        let attempts = self.answer_attempts.entry(name.to_owned()).or_default();
+        match automatic {
+            Some(choice) if *attempts < MAX_ANSWERS_PER_DIALOG => {
+                *attempts += 1;
+                let attempt = *attempts;
+                if kind == DialogKind::Trust {
+                    self.out.push(Effect::GuardTrustStore);
+                }
+                self.out.push(Effect::Answer {
+                    dialog,
+                    choice: choice.clone(),
+                });
+                self.suspended = Some(Suspended::PolicyAnswer {
+                    name: name.to_owned(),
+                    choice,
+                    kind,
+                    attempt,
+                    evidence,
+                });
+            }
+            _ => {
+                self.waiting_dialog = Some(name.to_owned());
+                self.transition(LaneState::blocked(subphase), Some(evidence));
+            }
+        }
+    }
+
+    /// A dialog's answer is in: recorded, and what it resolved.
+    fn answered(&mut self, answered: Result<(), String>) {
+        match self.suspended.take() {
+            Some(Suspended::PolicyAnswer {
+                name,
+                choice,
+                kind,
+                attempt,
+                evidence,
+            }) => {
+                let resolved = answered.is_ok() && kind == DialogKind::Trust;
+                self.event(
+                    "lane.dialog_answered",
+                    None,
+                    None,
+                    Some(evidence.clone()),
+                    answered_detail(&name, &choice, "policy", attempt, answered),
+                );
+                if resolved {
+                    let method = match self.lane.trust {
+                        TrustGate::ByOperator => "operator_earlier",
+                        _ => "auto_allowlisted",
+                    };
+                    self.trust_resolved(method, evidence);
+                }
+            }
+            Some(Suspended::OperatorAnswer {
+                name,
+                choice,
+                kind,
+                reply,
+            }) => {
+                let verdict = match &answered {
+                    Ok(()) => Verdict::done(format!("answered dialog {name:?} with {choice:?}")),
+                    Err(error) => Verdict::Failed {
+                        reason: format!("answering dialog {name:?} with {choice:?}: {error}"),
+                    },
+                };
+                let resolved = answered.is_ok() && kind == DialogKind::Trust && choice == "yes";
+                if resolved && !self.lane.trust.is_open() {
+                    self.lane.trust = TrustGate::ByOperator;
+                }
+                self.event(
+                    "lane.dialog_answered",
+                    None,
+                    None,
+                    None,
+                    answered_detail(&name, &choice, "operator", 1, answered),
+                );
+                self.waiting_dialog = None;
+                if resolved {
+                    let evidence = Evidence {
+                        rule: name.clone(),
+                        region: "operator".into(),
+                        matched: "clawpool trust".into(),
+                    };
+                    self.trust_resolved("manual", evidence);
+                }
+                // Back to the state the dialog interrupted; the next observation moves on
+                // from there.
+                let resumed = match kind {
+                    DialogKind::Trust => LaneState::plain(LaneStatus::TrustRequired),
+                    DialogKind::ToolPermission => {
+                        LaneState::plain(LaneStatus::ToolPermissionRequired)
+                    }
+                    DialogKind::Boot if self.receipt.accepted_at.is_some() => {
+                        LaneState::plain(LaneStatus::Running)
+                    }
+                    DialogKind::Boot => LaneState::plain(LaneStatus::Spawning),
+                };
+                self.transition(resumed, None);
+                self.reply(reply, verdict);
+            }
+            other => self.suspended = other,
+        }
+    }
+
+    fn on_shell(&mut self, evidence: Evidence) {
+        let target = delivery::misdelivery_target(&evidence.matched, &self.lane.cwd);
+        self.event(
+            "lane.prompt_misdelivery",
+            None,
+            None,
+            Some(evidence.clone()),
+            serde_json::json!({"target": target, "prompt_sent": self.receipt.submitted()}),
+        );
+        self.transition(
+            LaneState::failed(FailureClass::PromptDelivery),
+            Some(evidence),
+        );
+    }
+
+    fn on_provider_retry(&mut self, evidence: Evidence) {
+        let since = *self.provider_since.get_or_insert(self.now);
+        if self.state.status == LaneStatus::ReadyForPrompt && self.receipt.submitted() {
+            // The agent took the prompt and is trying to reach its provider with it.
+            self.accept(evidence.clone());
+        }
+        if self.state.status == LaneStatus::PromptAccepted {
+            self.transition(
+                LaneState::plain(LaneStatus::Running),
+                Some(evidence.clone()),
+            );
+        }
+        if self.now.duration_since(since) >= self.settings.provider_block
+            && self.state != LaneState::blocked(BlockedSubphase::Provider)
+        {
+            self.transition(
+                LaneState::blocked(BlockedSubphase::Provider),
+                Some(evidence),
+            );
+        }
+    }
+
+    fn on_working(&mut self, evidence: Evidence, screen: &ScreenSnapshot) {
+        self.waiting_dialog = None;
+        match self.state.status {
+            LaneStatus::Blocked
+                if self.check.is_some()
+                    && self.state.subphase == Some(BlockedSubphase::Stalled) =>
+            {
+                // Still working on screen is what it was stalled at; only progress unblocks.
+            }
+            LaneStatus::PromptAccepted
+            | LaneStatus::ToolPermissionRequired
+            | LaneStatus::Blocked => {
+                if self.receipt.accepted_at.is_some() {
+                    self.transition(LaneState::plain(LaneStatus::Running), Some(evidence));
+                }
+            }
+            LaneStatus::Spawning | LaneStatus::TrustRequired | LaneStatus::ReadyForPrompt => {
+                // Working before anything was typed: the prompt went in at launch.
+                if self.receipt.awaiting_launch_prompt() {
+                    self.receipt.accept("(launch argument)");
+                    self.transition(
+                        LaneState::plain(LaneStatus::PromptAccepted),
+                        Some(evidence.clone()),
+                    );
+                    self.transition(LaneState::plain(LaneStatus::Running), Some(evidence));
+                } else if self.receipt.submitted() {
+                    let echo = delivery::echoed(screen, self.profile, &self.receipt);
+                    self.accept(match echo {
+                        Some(preview) => Evidence {
+                            rule: "prompt_echo".into(),
+                            region: "screen".into(),
+                            matched: preview,
+                        },
+                        None => evidence.clone(),
+                    });
+                    self.transition(LaneState::plain(LaneStatus::Running), Some(evidence));
+                }
+            }
+            LaneStatus::Running => {}
+            LaneStatus::Finished | LaneStatus::Failed => {}
+        }
+    }
+
+    fn on_idle(&mut self, evidence: Evidence, screen: &ScreenSnapshot) {
+        self.reached_ready = true;
+        if !self.lane.trust.is_open() {
+            // The agent is ready without having asked: its own store trusts the folder, which
+            // is no reason for clawpool to.
+            return self.hold_at_gate(Evidence {
+                matched: format!(
+                    "the agent is ready without asking, and {}",
+                    gate_reason(&self.lane.name)
+                ),
+                ..evidence
+            });
+        }
+        self.waiting_dialog = None;
+        match self.state.status {
+            LaneStatus::Spawning | LaneStatus::TrustRequired => {
+                self.transition(LaneState::plain(LaneStatus::ReadyForPrompt), Some(evidence));
+                if self.receipt.awaiting_launch_prompt() {
+                    // The prompt went in at launch; the agent shows its input before it starts
+                    // (or after it already finished with it).
+                    self.check_launch_echo(screen);
+                } else {
+                    self.deliver();
+                }
+            }
+            LaneStatus::ReadyForPrompt => {
+                if self.receipt.submitted() {
+                    // Enter was pressed and the input is empty: accepted if the prompt shows.
+                    self.check_launch_echo(screen);
+                } else if self.receipt.awaiting_launch_prompt() {
+                    self.check_launch_echo(screen);
+                } else {
+                    self.deliver();
+                }
+            }
+            LaneStatus::PromptAccepted
+            | LaneStatus::Running
+            | LaneStatus::Blocked
+            | LaneStatus::ToolPermissionRequired => {
+                if self.state.status == LaneStatus::ToolPermissionRequired {
+                    // The permission was answered and the agent carried on.
+                    self.transition(
+                        LaneState::plain(LaneStatus::Running),
+                        Some(evidence.clone()),
+                    );
+                }
+                if !self.followups.is_empty() {
+                    // Idle with more to say: the next text, instead of finishing.
+                    self.transition(LaneState::plain(LaneStatus::ReadyForPrompt), Some(evidence));
+                    self.deliver();
+                    return;
+                }
+                // Back at its idle input after taking the prompt: done once it stays idle.
+                let since = *self.idle_since.get_or_insert(self.now);
+                if self.now.duration_since(since) >= self.settings.finish_idle {
+                    self.transition(LaneState::plain(LaneStatus::Finished), Some(evidence));
+                }
+            }
+            LaneStatus::Finished | LaneStatus::Failed => {}
+        }
+    }
+
+    /// A prompt the agent worked through between two looks (or Enter pressed and the input
+    /// empty again): its echo above the idle input proves it took it.
+    fn check_launch_echo(&mut self, screen: &ScreenSnapshot) {
+        if let Some(preview) = delivery::echoed(screen, self.profile, &self.receipt) {
+            self.accept(Evidence {
+                rule: "prompt_echo".into(),
+                region: "screen".into(),
+                matched: preview,
+            });
+            self.idle_since = Some(self.now);
+        }
+    }
+
+    fn on_draft(&mut self, text: &str, evidence: Evidence) {
+        self.reached_ready = true;
+        if self.state.status == LaneStatus::Spawning
+            || self.state.status == LaneStatus::TrustRequired
+        {
+            // A draft nobody here typed: the input is not free, so the lane is not ready.
+            if self.now >= self.boot_deadline {
+                self.transition(
+                    LaneState::blocked(BlockedSubphase::PromptDelivery),
+                    Some(evidence),
+                );
+            }
+            return;
+        }
+        if self.state.status != LaneStatus::ReadyForPrompt {
+            // More to say, and the line holds text (one the agent put back after an interrupt,
+            // or anything else): it is emptied first, so nothing is typed on top of it.
+            if !self.followups.is_empty() && self.receipt.accepted_at.is_some() {
+                self.clear_input_for_followup(text, evidence);
+            }
+            return;
+        }
+        if self.followup_round && !self.receipt.submitted() && !self.receipt.matches_draft(text) {
+            if self.receipt.draft_arriving(text) {
+                return; // Our text, still arriving.
+            }
+            // Not (only) ours: text the agent put into the line before or while we typed.
+            // Empty the line and type the text again; Enter only on exactly the text sent.
+            if self.clear_input(text, evidence.clone()) {
+                self.receipt.retype();
+            } else {
+                self.refuse_round(text, evidence);
+            }
+            return;
+        }
+        if !self.receipt.matches_draft(text) {
+            return;
+        }
+        if !self.receipt.submitted() {
+            let settle = Duration::from_millis(self.profile.manifest.input.submit_after_ms);
+            if self.receipt.draft_settling(settle) {
+                return; // Woken again when it has shown long enough (`next_deadline`).
+            }
+            self.submit(evidence);
+        } else if self.receipt.retry_due() {
+            if self.receipt.submits() >= self.settings.max_submit_attempts {
+                self.transition(
+                    LaneState::blocked(BlockedSubphase::PromptDelivery),
+                    Some(evidence),
+                );
+            } else {
+                self.submit(evidence);
+            }
+        }
+    }
+
+    /// The input line holds text while more is queued (Claude Code puts an interrupted prompt
+    /// back): empty it with the profile's keys, so the next text is not typed on top of it.
+    /// When it cannot be emptied (no `clear_keys`, or still not empty after
+    /// [`MAX_INPUT_CLEARS`] tries), nothing is typed: the queued texts are refused.
+    fn clear_input_for_followup(&mut self, draft: &str, evidence: Evidence) {
+        if self.clear_input(draft, evidence) {
+            return;
+        }
+        let reason = self.uncleared_reason(draft);
+        while let Some(Followup { text, reply }) = self.followups.pop_front() {
+            self.event(
+                "lane.send_refused",
+                None,
+                None,
+                None,
+                serde_json::json!({"chars": text.chars().count(), "draft": draft, "reason": reason}),
+            );
+            if let Some(reply) = reply {
+                self.reply(
+                    reply,
+                    Verdict::Refused {
+                        reason: reason.clone(),
+                        choices: Vec::new(),
+                    },
+                );
+            }
+        }
+    }
+
+    /// The text being delivered met a line that would not empty: it is not sent, and the lane
+    /// is blocked on delivery with the line's text as evidence.
+    fn refuse_round(&mut self, draft: &str, evidence: Evidence) {
+        let reason = self.uncleared_reason(draft);
+        self.event(
+            "lane.send_refused",
+            None,
+            None,
+            None,
+            serde_json::json!({"draft": draft, "reason": reason}),
+        );
+        if let Some(reply) = self.round_reply.take() {
+            self.reply(
+                reply,
+                Verdict::Refused {
+                    reason,
+                    choices: Vec::new(),
+                },
+            );
+        }
+        self.transition(
+            LaneState::blocked(BlockedSubphase::PromptDelivery),
+            Some(evidence),
+        );
+    }
+
+    /// Why a line holding `draft` could not be emptied.
+    fn uncleared_reason(&self, draft: &str) -> String {
+        if self.profile.input.clear_keys.is_empty() {
+            format!(
+                "the agent's input line holds text ({draft:?}) and the {} profile has no \
+                 clear_keys to empty it; nothing was typed",
+                self.profile.name()
+            )
+        } else {
+            format!(
+                "the agent's input line still holds text ({draft:?}) after emptying it \
+                 {MAX_INPUT_CLEARS} times; nothing more was typed"
+            )
+        }
+    }
+
+    /// Presses the profile's `clear_keys` to empty the input line of `draft`; `false` when it
+    /// cannot (no keys, or this round's clears used up).
+    fn clear_input(&mut self, draft: &str, evidence: Evidence) -> bool {
+        let keys = self.profile.input.clear_keys.clone();
+        if keys.is_empty() || self.input_clears >= MAX_INPUT_CLEARS {
+            return false;
+        }
+        self.input_clears += 1;
+        let cleared = Effect::Record(Record {
+            kind: "lane.input_cleared",
+            from: None,
+            to: None,
+            evidence: Some(evidence),
+            detail: serde_json::json!({
+                "draft": draft,
+                "keys": keys.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            }),
+        });
+        // Each key only after the one before it went through; the event once all did.
+        let mut chain = vec![cleared];
+        for key in keys.into_iter().rev() {
+            chain = vec![Effect::Send {
+                input: clawpool_pty::Input::Key(key),
+                on_sent: chain,
+                fatal: false,
+            }];
+        }
+        self.out.extend(chain);
+        true
+    }
+
+    fn on_unrecognised(&mut self, evidence: Evidence, screen: &ScreenSnapshot) {
+        if matches!(
+            self.state.status,
+            LaneStatus::Spawning | LaneStatus::TrustRequired
+        ) && self.now >= self.boot_deadline
+        {
+            let text = screen.text();
+            let subphase = if text.trim().is_empty() {
+                BlockedSubphase::PromptDelivery
+            } else {
+                BlockedSubphase::UnknownDialog
+            };
+            self.transition(
+                LaneState::blocked(subphase),
+                Some(Evidence {
+                    matched: screen_excerpt(&text),
+                    ..evidence
+                }),
+            );
+        }
+    }
+
+    fn on_exit(&mut self, status: ExitStatus) {
+        let evidence = Evidence {
+            rule: "process_exit".into(),
+            region: "process".into(),
+            matched: status.to_string(),
+        };
+        let state = match status {
+            ExitStatus::Exited(0) => LaneState::plain(LaneStatus::Finished),
+            ExitStatus::Lost => LaneState::failed(FailureClass::WorkerLost),
+            _ if self.receipt.submitted() && self.receipt.accepted_at.is_none() => {
+                self.event(
+                    "lane.prompt_misdelivery",
+                    None,
+                    None,
+                    Some(evidence.clone()),
+                    serde_json::json!({"target": "shell", "reason": "the agent process is gone"}),
+                );
+                LaneState::failed(FailureClass::PromptDelivery)
+            }
+            _ => LaneState::failed(FailureClass::WorkerCrashed),
+        };
+        if !self.state.status.is_terminal() {
+            self.transition(state, Some(evidence));
+        }
+    }
+
+    /// Carries out an operator's command and sends its verdict back (a restart's, a text's and
+    /// an answer's verdict come later: when the new worker started, when the text was
+    /// submitted, when the dialog was answered).
+    fn on_operator(&mut self, request: OperatorRequest, screen: &ScreenSnapshot) {
+        let OperatorRequest { command, reply } = request;
+        let verdict = match &command {
+            OperatorCommand::Send { .. } if !self.lane.trust.is_open() => Verdict::Refused {
+                reason: format!(
+                    "nothing is typed into this lane: {}",
+                    gate_reason(&self.lane.name)
+                ),
+                choices: Vec::new(),
+            },
+            OperatorCommand::Send { text } => return self.queue_followup(text.clone(), reply),
+            OperatorCommand::Stop => self.stop_by_operator(),
+            OperatorCommand::Restart(restart) => {
+                self.restart(restart.clone());
+                self.restart_reply = Some(reply);
+                return;
+            }
+            OperatorCommand::Trust | OperatorCommand::Answer { .. } => {
+                match self.answer_by_operator(&command, screen, reply) {
+                    // Answered once the dialog's keys went in (`answered`).
+                    None => return,
+                    Some((verdict, reply)) => return self.decided(&command, verdict, reply),
+                }
+            }
+        };
+        self.decided(&command, verdict, reply);
+    }
+
+    /// Records a command the lane ignored or refused, and sends its verdict.
+    fn decided(&mut self, command: &OperatorCommand, verdict: Verdict, reply: VerdictReply) {
+        let kind = match &verdict {
+            Verdict::Ignored { .. } => Some("lane.operator_ignored"),
+            Verdict::Refused { .. } => Some("lane.operator_refused"),
+            // A dialog answered or not is in `lane.dialog_answered`; a stop in the transition.
+            Verdict::Done { .. } | Verdict::Failed { .. } => None,
+        };
+        if let Some(kind) = kind {
+            let mut detail = serde_json::json!({
+                "command": command.describe(),
+                "reason": verdict.reason(),
+            });
+            if let Verdict::Refused { choices, .. } = &verdict
+                && !choices.is_empty()
+            {
+                detail["choices"] = serde_json::json!(choices);
+            }
+            self.event(kind, None, None, None, detail);
+        }
+        self.reply(reply, verdict);
+    }
+
+    /// `clawpool trust` and `clawpool answer`: the dialog on screen answered with the choice.
+    /// `None` when the answer is under way (its verdict follows [`Input::Answered`]).
+    fn answer_by_operator(
+        &mut self,
+        command: &OperatorCommand,
+        screen: &ScreenSnapshot,
+        reply: VerdictReply,
+    ) -> Option<(Verdict, VerdictReply)> {
+        match self.operator_answer(command, screen) {
+            Ok((name, choice, kind)) => {
+                self.suspended = Some(Suspended::OperatorAnswer {
+                    name,
+                    choice,
+                    kind,
+                    reply,
+                });
+                None
+            }
+            Err(verdict) => Some((verdict, reply)),
+        }
+    }
+
+    /// The dialog an operator's answer goes to and the choice (its keys are on their way), or
+    /// the verdict that nothing will be pressed.
+    fn operator_answer(
+        &mut self,
+        command: &OperatorCommand,
+        screen: &ScreenSnapshot,
+    ) -> Result<(String, String, DialogKind), Verdict> {
+        let seen = observe(self.profile, screen);
+        let trust_dialog_shown = matches!(
+            seen.seen,
+            Seen::Dialog {
+                dialog: DialogKind::Trust,
+                ..
+            }
+        );
+        if *command == OperatorCommand::Trust && !trust_dialog_shown && !self.lane.trust.is_open() {
+            return Err(self.open_gate_by_operator());
+        }
+        let Seen::Dialog { name, dialog } = &seen.seen else {
+            return Err(Verdict::Ignored {
+                reason: format!(
+                    "no dialog on screen (the lane is {}); nothing was pressed",
+                    self.state
+                ),
+            });
+        };
+        let Some(spec) = self.profile.dialog(name).cloned() else {
+            return Err(Verdict::Ignored {
+                reason: format!(
+                    "dialog {name:?} is not in the {} profile",
+                    self.profile.name()
+                ),
+            });
+        };
+        let choices: Vec<String> = spec.choices.keys().cloned().collect();
+        let choice = match (command, dialog) {
+            (OperatorCommand::Trust, DialogKind::Trust) => "yes".to_owned(),
+            (OperatorCommand::Answer { choice }, _) => choice.clone(),
+            (_, _) => {
+                return Err(Verdict::Refused {
+                    reason: format!(
+                        "the dialog on screen is {name:?}, not a trust dialog; answer it with \
+                         `clawpool answer LANE --choice CHOICE` (choices: {})",
+                        choices.join(", ")
+                    ),
+                    choices,
+                });
+            }
+        };
+        if spec.policy == Policy::Never && *dialog != DialogKind::Trust {
+            return Err(Verdict::Refused {
+                reason: format!(
+                    "dialog {name:?} has policy never: clawpool never answers it; answer it in \
+                     the lane's terminal"
+                ),
+                choices: Vec::new(),
+            });
+        }
+        if !spec.choices.contains_key(&choice) {
+            return Err(Verdict::Refused {
+                reason: format!(
+                    "dialog {name:?} has no choice {choice:?}; its choices are: {}",
+                    choices.join(", ")
+                ),
+                choices,
+            });
+        }
+        if *dialog == DialogKind::Trust {
+            self.out.push(Effect::GuardTrustStore);
+        }
+        self.out.push(Effect::Answer {
+            dialog: spec,
+            choice: choice.clone(),
+        });
+        Ok((name.clone(), choice, *dialog))
+    }
+
+    /// An operator trusts a lane whose agent did not ask (or asks something else first): the
+    /// gate opens, and the next look at the screen carries on from where the lane was held.
+    fn open_gate_by_operator(&mut self) -> Verdict {
+        self.lane.trust = TrustGate::ByOperator;
+        self.waiting_dialog = None;
+        self.trust_resolved(
+            "manual",
+            Evidence {
+                rule: "trust_gate".into(),
+                region: "operator".into(),
+                matched: "clawpool trust".into(),
+            },
+        );
+        if self.state == LaneState::blocked(BlockedSubphase::TrustPrompt) {
+            self.transition(LaneState::plain(LaneStatus::TrustRequired), None);
+        }
+        Verdict::done(format!(
+            "trusted lane {}: clawpool drives it from now on",
+            self.lane.name
+        ))
+    }
+
+    /// Holds a lane nobody trusted where clawpool would otherwise type or answer:
+    /// `blocked{trust_prompt}`, waiting for `clawpool trust`.
+    fn hold_at_gate(&mut self, evidence: Evidence) {
+        let held = LaneState::blocked(BlockedSubphase::TrustPrompt);
+        if self.state == held {
+            return;
+        }
+        if matches!(
+            self.state.status,
+            LaneStatus::Spawning | LaneStatus::ReadyForPrompt
+        ) {
+            self.transition(LaneState::plain(LaneStatus::TrustRequired), None);
+        }
+        self.transition(
+            held,
+            Some(Evidence {
+                rule: "trust_gate".into(),
+                region: "allow_list".into(),
+                ..evidence
+            }),
+        );
+    }
+
+    fn queue_followup(&mut self, text: String, reply: VerdictReply) {
+        self.followups.push_back(Followup {
+            text,
+            reply: Some(reply),
+        });
+        self.event(
+            "lane.send_queued",
+            None,
+            None,
+            None,
+            serde_json::json!({"queued": self.followups.len()}),
+        );
+    }
+
+    /// Whether the agent has nothing left to do: its prompt (if any) was taken and it is idle.
+    fn is_idle_and_done(&self) -> bool {
+        let prompt_done = self.receipt.method == "none" || self.receipt.accepted_at.is_some();
+        let idle = self.state.status == LaneStatus::ReadyForPrompt
+            || (self.idle_since.is_some() && self.state.status != LaneStatus::Blocked);
+        prompt_done && idle && self.followups.is_empty()
+    }
+
+    fn stop_by_operator(&mut self) -> Verdict {
+        let done = self.is_idle_and_done() && !self.dropped_turn;
+        self.out.push(Effect::StopWorker);
+        let evidence = Evidence {
+            rule: "operator_stop".into(),
+            region: "operator".into(),
+            matched: if done {
+                "clawpool stop (the agent was idle with its work done)".into()
+            } else if self.dropped_turn {
+                "clawpool stop after a restart dropped the turn in flight (never finished)".into()
+            } else {
+                format!("clawpool stop while {}", self.state)
+            },
+        };
+        let to = match self.state.subphase {
+            _ if done => LaneState::plain(LaneStatus::Finished),
+            // Stopped while blocked: it failed for what blocked it (a stall, the provider…).
+            Some(subphase) if self.state.status == LaneStatus::Blocked => {
+                LaneState::failed(subphase.failure_class())
+            }
+            _ => LaneState::failed(FailureClass::Infra),
+        };
+        self.transition(to, Some(evidence));
+        self.next = Some(Next::Done);
+        Verdict::done(format!("stopped: the worker ended and the lane is {to}"))
+    }
+
+    fn restart(&mut self, request: RestartRequest) {
+        self.event(
+            "lane.restart_requested",
+            None,
+            None,
+            None,
+            serde_json::to_value(&request).unwrap_or_default(),
+        );
+        self.out.push(Effect::StopWorker);
+        self.next = Some(Next::Restart(request));
+    }
+
+    /// Types the prompt (or the task-file line) into an idle input line; once the prompt was
+    /// taken, the next text sent by an operator. A git operation paused in the worktree holds
+    /// it: looked up first ([`Effect::ProbeGitOperation`]) unless a recent look still holds.
+    fn deliver(&mut self) {
+        if !self.lane.trust.is_open() || self.suspended.is_some() {
+            return;
+        }
+        if self.receipt.text_to_type().is_none()
+            && (self.receipt.method == "none" || self.receipt.accepted_at.is_some())
+        {
+            self.next_followup();
+            if self.suspended.is_some() {
+                return; // Its task file is being written.
+            }
+        }
+        if self.receipt.text_to_type().is_none() {
+            return;
+        }
+        if self.held_until.is_some_and(|until| self.now < until) {
+            return;
+        }
+        self.out.push(Effect::ProbeGitOperation);
+        self.suspended = Some(Suspended::Delivery);
+    }
+
+    /// Whether the git operation found in the lane's worktree (a rebase, merge, cherry-pick,
+    /// revert or `git am` stopped part-way) holds delivery: its HEAD and index are mid-change,
+    /// so no new work goes in until someone finishes or aborts it. Looked at again every
+    /// [`HOLD_RECHECK`] while held.
+    fn held(&mut self, operation: Option<GitOperation>) -> bool {
+        let paused = operation.filter(|op| op.paused);
+        match (paused, self.held_until) {
+            (Some(op), held) => {
+                if held.is_none() {
+                    self.event(
+                        "lane.delivery_held",
+                        None,
+                        None,
+                        None,
+                        serde_json::json!({"operation": op}),
+                    );
+                }
+                self.held_until = Some(self.now + HOLD_RECHECK);
+                true
+            }
+            (None, Some(_)) => {
+                self.held_until = None;
+                self.event(
+                    "lane.delivery_resumed",
+                    None,
+                    None,
+                    None,
+                    serde_json::json!({}),
+                );
+                false
+            }
+            (None, None) => false,
+        }
+    }
+
+    /// Types the text to type, once nothing holds delivery.
+    fn type_text(&mut self) {
+        let Some(text) = self.receipt.text_to_type() else {
+            return;
+        };
+        self.receipt.typed();
+        let typed = Effect::Record(Record {
+            kind: "lane.prompt_typed",
+            from: None,
+            to: None,
+            evidence: None,
+            detail: serde_json::json!({
+                "chars": text.chars().count(),
+                "method": self.receipt.method,
+            }),
+        });
+        self.out.push(Effect::Send {
+            input: clawpool_pty::Input::Text(text),
+            on_sent: vec![typed],
+            fatal: true,
+        });
+    }
+
+    /// Starts delivering the next queued text, with a receipt of its own (once its task file
+    /// is written, for a long one).
+    fn next_followup(&mut self) {
+        let Some(followup) = self.followups.pop_front() else {
+            return;
+        };
+        let plan = delivery::followup_plan(&followup.text, &self.settings, &self.lane.cwd);
+        if let PromptPlan::TaskFile { prompt, file } = &plan {
+            self.out.push(Effect::WriteTaskFile {
+                file: file.clone(),
+                prompt: prompt.clone(),
+            });
+            self.suspended = Some(Suspended::Round { followup, plan });
+            return;
+        }
+        self.start_round(followup, plan);
+    }
+
+    /// A long text's task file was written (or could not be): its round starts, or its sender
+    /// is told why not.
+    fn round_written(&mut self, followup: Followup, plan: PromptPlan, written: Result<(), String>) {
+        match written {
+            Ok(()) => {
+                self.start_round(followup, plan);
+                self.deliver();
+            }
+            Err(err) => {
+                let error = format!("writing the task file: {err}");
+                self.event(
+                    "lane.send_failed",
+                    None,
+                    None,
+                    None,
+                    serde_json::json!({"error": error}),
+                );
+                if let Some(reply) = followup.reply {
+                    self.reply(reply, Verdict::Failed { reason: error });
+                }
+            }
+        }
+    }
+
+    fn start_round(&mut self, Followup { text, reply }: Followup, plan: PromptPlan) {
+        self.round_reply = reply;
+        self.followup_round = true;
+        self.receipt = Receipt::new(&plan);
+        self.idle_since = None;
+        self.input_clears = 0;
+        if let Some(check) = self.check.as_mut() {
+            check
+                .delivered
+                .push(clawpool_recovery::normalize_line(&text));
+        }
+        self.event(
+            "lane.prompt_round",
+            None,
+            None,
+            None,
+            serde_json::json!({"method": self.receipt.method, "chars": text.chars().count()}),
+        );
+    }
+
+    /// Presses Enter on our draft. The press is recorded just before it is made: a supervisor
+    /// killed in between leaves a lane whose adopter presses Enter again on the draft still
+    /// there, where one killed just after an unrecorded press would have its adopter type the
+    /// prompt a second time into an agent that already took it.
+    fn submit(&mut self, evidence: Evidence) {
+        self.receipt
+            .submitted_now(self.settings.accept_timeout / self.settings.max_submit_attempts.max(1));
+        self.event(
+            "lane.prompt_sent",
+            None,
+            None,
+            Some(evidence),
+            serde_json::json!({"attempt": self.receipt.attempts}),
+        );
+        let mut on_sent = Vec::new();
+        if let Some(reply) = self.round_reply.take() {
+            on_sent.push(Effect::Reply {
+                to: reply,
+                verdict: Verdict::Done {
+                    reason: "delivered: typed into the agent's empty input line, checked to be \
+                             exactly the text sent, and submitted"
+                        .into(),
+                    send: Some(SendFate::Delivered),
+                },
+            });
+        }
+        self.out.push(Effect::Send {
+            input: clawpool_pty::Input::Key(clawpool_pty::Key::Enter),
+            on_sent,
+            fatal: true,
+        });
+    }
+
+    fn accept(&mut self, evidence: Evidence) {
+        if self.receipt.accepted_at.is_some() {
+            return;
+        }
+        self.receipt.accept(&evidence.matched);
+        self.dropped_turn = false;
+        self.transition(LaneState::plain(LaneStatus::PromptAccepted), Some(evidence));
+    }
+
+    fn trust_resolved(&mut self, method: &str, evidence: Evidence) {
+        self.event(
+            "lane.trust_resolved",
+            None,
+            None,
+            Some(evidence),
+            serde_json::json!({"method": method}),
+        );
+    }
+
+    /// The one place a lane's state changes.
+    fn transition(&mut self, to: LaneState, evidence: Option<Evidence>) {
+        if to == self.state {
+            return;
+        }
+        let from = self.state;
+        self.state = to;
+        let kind = to.status.transition_kind();
+        let detail = match to.status {
+            LaneStatus::PromptAccepted => serde_json::to_value(&self.receipt).unwrap_or_default(),
+            _ => serde_json::Value::Null,
+        };
+        self.event(kind, Some(from), Some(to), evidence, detail);
+        if to.status == LaneStatus::Blocked
+            && self.recover_blocked
+            && self.check.is_none()
+            && self.next.is_none()
+        {
+            // What recovery can heal is decided in one place, for the driver, `policy
+            // explain` and `recover` alike; a question for a person goes to the policy as is.
+            self.next = match Trigger::of(to, self.receipt.submitted()) {
+                Some(trigger) => Some(Next::Recover(trigger)),
+                None => match to.subphase {
+                    Some(
+                        BlockedSubphase::TrustPrompt
+                        | BlockedSubphase::ToolPermission
+                        | BlockedSubphase::BootDialog,
+                    ) => Some(Next::Blocked),
+                    _ => None,
+                },
+            };
+        }
+    }
+
+    fn event(
+        &mut self,
+        kind: &'static str,
+        from: Option<LaneState>,
+        to: Option<LaneState>,
+        evidence: Option<Evidence>,
+        detail: serde_json::Value,
+    ) {
+        self.out.push(Effect::Record(Record {
+            kind,
+            from,
+            to,
+            evidence,
+            detail,
+        }));
+    }
+
+    fn reply(&mut self, to: VerdictReply, verdict: Verdict) {
+        self.out.push(Effect::Reply { to, verdict });
+    }
+}
+
+/// What a run of the machine hands on to the driver when it ends.
+pub struct Ended {
+    /// The final state.
+    pub state: LaneState,
+    /// The prompt delivery receipt.
+    pub receipt: Receipt,
+    /// Whether the lane ended or its worker is to be started again.
+    pub next: Next,
+    /// Whether the worker ever showed its idle input.
+    pub reached_ready: bool,
+    /// The lane's trust gate as the run left it.
+    pub trust: TrustGate,
+    /// The verdict owed to the operator who asked for a restart.
+    pub restart_reply: Option<VerdictReply>,
+    /// Texts still queued.
+    pub unsent: Vec<String>,
+    /// The dialog the lane was left waiting on for an operator, if any.
+    pub dialog: Option<super::WaitingDialog>,
+}
+
+/// Off-screen progress, as a recovery check's result says it.
+fn describe_source(source: ProgressSource) -> &'static str {
+    match source {
+        ProgressSource::WorktreeChange => "a file changed in the worktree",
+        ProgressSource::Commit => "a new commit on the lane's branch",
+        ProgressSource::Screen => "a new line on screen",
+        ProgressSource::AgentEvent => "the agent moved on",
+    }
+}
+
+/// Why a lane's trust gate is closed, for evidence and errors.
+fn gate_reason(lane: &str) -> String {
+    format!(
+        "lane {lane} is not under a trusted root and no operator trusted it (`clawpool trust {lane}`)"
+    )
+}
+
+/// The last six non-blank lines of a screen: what a person needs to see of a screen no rule
+/// knows.
+fn screen_excerpt(text: &str) -> String {
+    let mut lines: Vec<&str> = text
+        .lines()
+        .rev()
+        .filter(|l| !l.trim().is_empty())
+        .take(6)
+        .collect();
+    lines.reverse();
+    lines.join("\n")
+}
+
+fn answered_detail(
+    dialog: &str,
+    choice: &str,
+    by: &str,
+    attempt: u32,
+    answered: Result<(), String>,
+) -> serde_json::Value {
+    let mut detail = serde_json::json!({
+        "dialog": dialog, "choice": choice, "by": by, "attempt": attempt,
+        "completed": answered.is_ok(),
+    });
+    if let Err(error) = answered {
+        detail["error"] = error.into();
+    }
+    detail
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,795 @@
+//! The machine on its own: real agents' screens from the corpus (`tests/fixtures/screens/`)
+//! fed as looks, the effects it asks for checked, and every timing rule run on paused tokio
+//! time — nothing here waits.
+//!
+//! The effects' results are given the way a healthy terminal gives them (every write goes
+//! through, a dialog's keys are taken, no git operation is paused) unless a test says
+//! otherwise.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clawpool_lanes::{BlockedSubphase, FailureClass, LaneState, LaneStatus};
+use clawpool_pty::{ExitStatus, ScreenModel, ScreenOptions, ScreenSnapshot, TermSize};
+use clawpool_recovery::Trigger;
+use tokio::time::Instant;
+
+use super::{Effect, Input, Machine, Record};
+use crate::handshake::{
+    LaneContext, Next, OperatorCommand, OperatorRequest, PromptPlan, Settings, TrustGate, Verdict,
+    VerdictReply,
+};
+use crate::profiles::{Profile, ProfileSet};
+
+const PROMPT: &str = "create a file named hello.txt containing hi";
+
+fn profile(name: &str) -> &'static Profile {
+    static PROFILES: std::sync::OnceLock<ProfileSet> = std::sync::OnceLock::new();
+    PROFILES
+        .get_or_init(|| ProfileSet::builtin().expect("profiles"))
+        .get(name)
+        .expect("a built-in profile")
+}
+
+/// A screen of the corpus, replayed through the screen model as the corpus test does.
+fn corpus(agent: &str, file: &str) -> ScreenSnapshot {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/screens")
+        .join(agent)
+        .join(format!("{file}.ansi"));
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let (w, h) = file
+        .rsplit_once('-')
+        .and_then(|(_, size)| size.split_once('x'))
+        .expect("NN-state-WxH");
+    let size = TermSize {
+        cols: w.parse().expect("width"),
+        rows: h.parse().expect("height"),
+    };
+    clawpool_pty::replay::capture_screen(&bytes, size)
+}
+
+fn claude(file: &str) -> ScreenSnapshot {
+    corpus("claude-2.1.330", file)
+}
+
+/// A screen showing `text` (rows separated by newlines) and nothing else.
+fn text_screen(text: &str) -> ScreenSnapshot {
+    let mut model = ScreenModel::new(ScreenOptions {
+        answer_queries: false,
+        ..ScreenOptions::new(TermSize {
+            cols: 120,
+            rows: 40,
+        })
+    });
+    model.feed(text.replace('\n', "\r\n").as_bytes());
+    model.snapshot()
+}
+
+/// A notice no profile knows.
+fn notice() -> ScreenSnapshot {
+    text_screen("A new notice nobody has seen before\n\n  Press any key to carry on")
+}
+
+/// A blank screen of the usual size.
+fn blank() -> ScreenSnapshot {
+    ScreenModel::new(ScreenOptions::new(TermSize {
+        cols: 120,
+        rows: 40,
+    }))
+    .snapshot()
+}
+
+/// A machine, the records and writes it asked for, and the verdicts it sent.
+struct Lane {
+    machine: Machine<'static>,
+    records: Vec<Record>,
+    sent: Vec<clawpool_pty::Input>,
+    stops: u32,
+    answers: Vec<String>,
+    /// When set, the next terminal write fails with this.
+    fail_next_write: Option<String>,
+}
+
+impl Lane {
+    fn new(agent: &str, trust: TrustGate, prompt: Option<&str>) -> Self {
+        let lane = LaneContext {
+            name: "a".into(),
+            cwd: PathBuf::from("/nonexistent/lane-a"),
+            trust,
+            store: None,
+            prompt: match prompt {
+                Some(p) => PromptPlan::Typed { prompt: p.into() },
+                None => PromptPlan::None,
+            },
+        };
+        let mut machine = Machine::new(
+            profile(agent),
+            lane,
+            Settings::default(),
+            Instant::now(),
+            1_800_000_000_000,
+        );
+        let opening = machine.open("lane.started", Some(42));
+        let mut lane = Self {
+            machine,
+            records: Vec::new(),
+            sent: Vec::new(),
+            stops: 0,
+            answers: Vec::new(),
+            fail_next_write: None,
+        };
+        lane.carry_out(opening);
+        lane
+    }
+
+    fn claude(prompt: Option<&str>) -> Self {
+        Self::new("claude", TrustGate::AllowListed, prompt)
+    }
+
+    fn look(&mut self, screen: &ScreenSnapshot) {
+        self.input(Input::Look {
+            screen: screen.clone(),
+            external: None,
+        });
+    }
+
+    fn input(&mut self, input: Input) {
+        let effects = self.machine.handle(input, Instant::now());
+        self.carry_out(effects);
+    }
+
+    /// What a healthy driver does with each effect, results fed straight back.
+    fn carry_out(&mut self, effects: Vec<Effect>) {
+        let mut queue: std::collections::VecDeque<Effect> = effects.into();
+        while let Some(effect) = queue.pop_front() {
+            let result = match effect {
+                Effect::Record(record) => {
+                    self.records.push(record);
+                    None
+                }
+                Effect::Send {
+                    input,
+                    on_sent,
+                    fatal,
+                } => match self.fail_next_write.take() {
+                    Some(error) => Some(Input::SendFailed { error, fatal }),
+                    None => {
+                        self.sent.push(input);
+                        for effect in on_sent.into_iter().rev() {
+                            queue.push_front(effect);
+                        }
+                        None
+                    }
+                },
+                Effect::Answer { dialog, choice } => {
+                    self.answers.push(format!("{}={choice}", dialog.name));
+                    Some(Input::Answered(Ok(())))
+                }
+                Effect::StopWorker => {
+                    self.stops += 1;
+                    None
+                }
+                Effect::ProbeGitOperation => Some(Input::GitOperation(None)),
+                Effect::GuardTrustStore => Some(Input::StoreGuarded(true)),
+                Effect::ConfineTrustStore => None,
+                Effect::WriteTaskFile { .. } => Some(Input::TaskFileWritten(Ok(()))),
+                Effect::Reply { to, verdict } => {
+                    to.send(verdict);
+                    None
+                }
+            };
+            if let Some(input) = result {
+                let next = self.machine.handle(input, Instant::now());
+                for effect in next.into_iter().rev() {
+                    queue.push_front(effect);
+                }
+            }
+        }
+    }
+
+    fn state(&self) -> LaneState {
+        self.machine.state()
+    }
+
+    fn kinds(&self) -> Vec<&'static str> {
+        self.records.iter().map(|r| r.kind).collect()
+    }
+
+    fn count(&self, kind: &str) -> usize {
+        self.records.iter().filter(|r| r.kind == kind).count()
+    }
+
+    fn texts_typed(&self) -> Vec<String> {
+        self.sent
+            .iter()
+            .filter_map(|input| match input {
+                clawpool_pty::Input::Text(text) => Some(text.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn enters(&self) -> usize {
+        self.sent
+            .iter()
+            .filter(|input| matches!(input, clawpool_pty::Input::Key(clawpool_pty::Key::Enter)))
+            .count()
+    }
+
+    /// Advances paused time by `by` and looks at `screen` again (what the driver does when the
+    /// machine's deadline comes).
+    async fn after(&mut self, by: Duration, screen: &ScreenSnapshot) {
+        tokio::time::advance(by).await;
+        self.look(screen);
+    }
+
+    /// Sends an operator command; its verdict (a text's once the next look saw where it goes).
+    fn operator(&mut self, command: OperatorCommand, screen: &ScreenSnapshot) -> Verdict {
+        let (reply, mut rx) = VerdictReply::new();
+        let send = matches!(command, OperatorCommand::Send { .. });
+        self.input(Input::Operator {
+            request: OperatorRequest { command, reply },
+            screen: screen.clone(),
+        });
+        if send && rx.is_empty() {
+            self.look(screen);
+        }
+        rx.try_recv().expect("a verdict")
+    }
+
+    /// The deadline the driver would sleep until after a look at `now`.
+    fn deadline(&self) -> Duration {
+        let now = Instant::now();
+        self.machine.next_deadline(now, now) - now
+    }
+
+    /// Drives the lane from boot to its prompt taken (`running`), on Claude Code's screens.
+    async fn drive_to_running(&mut self) {
+        self.look(&claude("01-booting-120x40"));
+        self.look(&claude("04-ready_for_prompt-120x40"));
+        assert_eq!(self.texts_typed(), vec![PROMPT.to_owned()]);
+        self.look(&claude("05-draft_typed-120x40"));
+        let settle = Duration::from_millis(profile("claude").manifest.input.submit_after_ms);
+        if !settle.is_zero() {
+            self.after(settle, &claude("05-draft_typed-120x40")).await;
+        }
+        assert_eq!(self.enters(), 1, "{:?}", self.kinds());
+        self.look(&claude("06-running-120x40"));
+        assert_eq!(self.state(), LaneState::plain(LaneStatus::Running));
+    }
+}
+
+fn plain(status: LaneStatus) -> LaneState {
+    LaneState::plain(status)
+}
+
+/// Real screens in order, and the states they lead to: the handshake read off a recording.
+#[tokio::test(start_paused = true)]
+async fn claude_code_recorded_session_walks_the_handshake() {
+    let mut lane = Lane::claude(Some(PROMPT));
+    let table: &[(&str, LaneState)] = &[
+        ("01-booting-120x40", plain(LaneStatus::Spawning)),
+        (
+            "04-ready_for_prompt-120x40",
+            plain(LaneStatus::ReadyForPrompt),
+        ),
+    ];
+    for (screen, state) in table {
+        lane.look(&claude(screen));
+        assert_eq!(lane.state(), *state, "after {screen}");
+    }
+    assert_eq!(lane.texts_typed(), vec![PROMPT.to_owned()]);
+    assert_eq!(lane.count("lane.prompt_typed"), 1);
+    lane.look(&claude("05-draft_typed-120x40"));
+    let settle = Duration::from_millis(profile("claude").manifest.input.submit_after_ms);
+    lane.after(settle, &claude("05-draft_typed-120x40")).await;
+    assert_eq!(lane.enters(), 1);
+    // Recorded before the press, so an adopter never types the prompt twice.
+    let sent = lane.kinds().iter().position(|k| *k == "lane.prompt_sent");
+    assert!(sent.is_some(), "{:?}", lane.kinds());
+    lane.look(&claude("06-running-120x40"));
+    assert_eq!(lane.state(), plain(LaneStatus::Running));
+    let accepted = lane
+        .records
+        .iter()
+        .find(|r| r.to == Some(plain(LaneStatus::PromptAccepted)))
+        .expect("prompt_accepted recorded");
+    assert_eq!(
+        accepted.evidence.as_ref().map(|e| e.rule.as_str()),
+        Some("prompt_echo")
+    );
+    // Nothing typed twice, whatever else is seen.
+    lane.look(&claude("07-running-120x40"));
+    assert_eq!(lane.texts_typed().len(), 1);
+    assert_eq!(lane.enters(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn finished_only_after_the_idle_input_stays_idle_for_finish_idle() {
+    let mut lane = Lane::claude(Some(PROMPT));
+    lane.drive_to_running().await;
+    let finish_idle = Settings::default().finish_idle;
+    lane.look(&claude("08-finished-120x40"));
+    assert_eq!(lane.state(), plain(LaneStatus::Running));
+    assert_eq!(lane.deadline(), finish_idle, "woken when finish_idle is up");
+    lane.after(
+        finish_idle - Duration::from_millis(1),
+        &claude("08-finished-120x40"),
+    )
+    .await;
+    assert_eq!(lane.state(), plain(LaneStatus::Running));
+    lane.after(Duration::from_millis(1), &claude("08-finished-120x40"))
+        .await;
+    assert_eq!(lane.state(), plain(LaneStatus::Finished));
+    assert!(lane.machine.is_over());
+}
+
+#[tokio::test(start_paused = true)]
+async fn working_again_restarts_the_finish_idle_time() {
+    let mut lane = Lane::claude(Some(PROMPT));
+    lane.drive_to_running().await;
+    let finish_idle = Settings::default().finish_idle;
+    lane.look(&claude("08-finished-120x40"));
+    lane.after(finish_idle / 2, &claude("07-running-120x40"))
+        .await;
+    lane.after(finish_idle / 2, &claude("08-finished-120x40"))
+        .await;
+    assert_eq!(lane.state(), plain(LaneStatus::Running));
+    lane.after(finish_idle, &claude("08-finished-120x40")).await;
+    assert_eq!(lane.state(), plain(LaneStatus::Finished));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_screen_no_rule_knows_past_the_boot_timeout_blocks_on_an_unknown_dialog() {
+    let mut lane = Lane::claude(Some(PROMPT));
+    let boot = Settings::default().boot_timeout;
+    let odd = notice();
+    lane.look(&odd);
+    assert_eq!(lane.deadline(), boot);
+    lane.after(boot - Duration::from_millis(1), &odd).await;
+    assert_eq!(lane.state(), plain(LaneStatus::Spawning));
+    lane.after(Duration::from_millis(1), &odd).await;
+    assert_eq!(
+        lane.state(),
+        LaneState::blocked(BlockedSubphase::UnknownDialog)
+    );
+    assert!(lane.sent.is_empty(), "nothing pressed: {:?}", lane.sent);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_blank_screen_past_the_boot_timeout_blocks_on_prompt_delivery() {
+    let mut lane = Lane::claude(Some(PROMPT));
+    lane.look(&blank());
+    lane.after(Settings::default().boot_timeout, &blank()).await;
+    assert_eq!(
+        lane.state(),
+        LaneState::blocked(BlockedSubphase::PromptDelivery)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn provider_retries_block_the_lane_after_provider_block_and_go_to_recovery() {
+    let mut lane = Lane::claude(Some(PROMPT));
+    lane.machine.recover_blocked();
+    lane.drive_to_running().await;
+    let block = Settings::default().provider_block;
+    let retry = claude("14-provider_retry-120x40");
+    lane.look(&retry);
+    assert_eq!(lane.deadline(), block);
+    lane.after(block - Duration::from_millis(1), &retry).await;
+    assert_eq!(lane.state(), plain(LaneStatus::Running));
+    assert!(!lane.machine.is_over());
+    lane.after(Duration::from_millis(1), &retry).await;
+    assert_eq!(lane.state(), LaneState::blocked(BlockedSubphase::Provider));
+    let (_, ended) = lane.machine.finish();
+    assert_eq!(ended.next, Next::Recover(Trigger::ProviderDown));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_spell_broken_by_work_counts_again_from_its_start() {
+    let mut lane = Lane::claude(Some(PROMPT));
+    lane.drive_to_running().await;
+    let block = Settings::default().provider_block;
+    let retry = claude("14-provider_retry-120x40");
+    lane.look(&retry);
+    lane.after(block - Duration::from_secs(1), &claude("07-running-120x40"))
+        .await;
+    lane.after(Duration::from_secs(1), &retry).await;
+    lane.after(block - Duration::from_secs(1), &retry).await;
+    assert_eq!(lane.state(), plain(LaneStatus::Running));
+    lane.after(Duration::from_secs(1), &retry).await;
+    assert_eq!(lane.state(), LaneState::blocked(BlockedSubphase::Provider));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_draft_left_in_the_input_gets_enter_again_then_blocks_after_max_submit_attempts() {
+    let mut lane = Lane::claude(Some(PROMPT));
+    lane.machine.recover_blocked();
+    let settings = Settings::default();
+    let retry = settings.accept_timeout / settings.max_submit_attempts;
+    let draft = claude("05-draft_typed-120x40");
+    lane.look(&claude("04-ready_for_prompt-120x40"));
+    lane.look(&draft);
+    let settle = Duration::from_millis(profile("claude").manifest.input.submit_after_ms);
+    lane.after(settle, &draft).await;
+    assert_eq!(lane.enters(), 1);
+    assert_eq!(lane.deadline(), retry);
+    lane.after(retry - Duration::from_millis(1), &draft).await;
+    assert_eq!(lane.enters(), 1, "not before its time");
+    for attempt in 2..=settings.max_submit_attempts {
+        lane.after(retry, &draft).await;
+        assert_eq!(lane.enters() as u32, attempt);
+    }
+    assert_eq!(lane.state(), plain(LaneStatus::ReadyForPrompt));
+    lane.after(retry, &draft).await;
+    assert_eq!(lane.enters() as u32, settings.max_submit_attempts);
+    assert_eq!(
+        lane.state(),
+        LaneState::blocked(BlockedSubphase::PromptDelivery)
+    );
+    let (_, ended) = lane.machine.finish();
+    assert_eq!(ended.next, Next::Recover(Trigger::PromptNotAccepted));
+    assert_eq!(lane.texts_typed().len(), 1, "typed once, never again");
+}
+
+#[tokio::test(start_paused = true)]
+async fn enter_waits_for_the_draft_to_settle_when_the_profile_says_so() {
+    let mut lane = Lane::new("gemini", TrustGate::AllowListed, Some(PROMPT));
+    let settle = Duration::from_millis(profile("gemini").manifest.input.submit_after_ms);
+    assert!(!settle.is_zero(), "gemini's profile waits before Enter");
+    let ready = corpus("gemini-0.61.0", &gemini_file("ready_for_prompt"));
+    lane.look(&ready);
+    assert_eq!(lane.texts_typed().len(), 1);
+    let draft = corpus("gemini-0.61.0", &gemini_file("draft_typed"));
+    if !lane.machine.receipt.matches_draft(&draft_text(&draft)) {
+        // The recording's draft is another prompt: the settle rule is checked on its own text.
+        lane = Lane::new("gemini", TrustGate::AllowListed, Some(&draft_text(&draft)));
+        lane.look(&ready);
+    }
+    lane.look(&draft);
+    assert_eq!(lane.enters(), 0);
+    lane.after(settle - Duration::from_millis(1), &draft).await;
+    assert_eq!(lane.enters(), 0);
+    lane.after(Duration::from_millis(1), &draft).await;
+    assert_eq!(lane.enters(), 1);
+}
+
+/// The first corpus file of gemini-cli showing `state` at 120x40.
+fn gemini_file(state: &str) -> String {
+    let dir =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/screens/gemini-0.61.0");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .expect("gemini corpus")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(&format!("-{state}-120x40.ansi")))
+        .collect();
+    names.sort();
+    names
+        .first()
+        .unwrap_or_else(|| panic!("no gemini {state} screen at 120x40"))
+        .trim_end_matches(".ansi")
+        .to_owned()
+}
+
+/// The draft the profile reads on a screen.
+fn draft_text(screen: &ScreenSnapshot) -> String {
+    match crate::detect::observe(profile("gemini"), screen).seen {
+        crate::detect::Seen::Draft { text } => text,
+        other => panic!("not a draft: {other:?}"),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_running_lane_without_progress_for_the_stall_time_goes_to_recovery() {
+    let mut lane = Lane::claude(Some(PROMPT));
+    let stall = Duration::from_secs(120);
+    lane.machine.stall_after(stall);
+    lane.drive_to_running().await;
+    let working = claude("06-running-120x40");
+    lane.after(stall / 2, &working).await;
+    assert!(!lane.machine.is_over());
+    lane.after(stall / 2 + Duration::from_secs(1), &working)
+        .await;
+    assert_eq!(lane.count("lane.stalled"), 1, "{:?}", lane.kinds());
+    let (_, ended) = lane.machine.finish();
+    assert_eq!(ended.next, Next::Recover(Trigger::Stalled));
+}
+
+#[tokio::test(start_paused = true)]
+async fn progress_off_screen_holds_a_stall_off() {
+    let mut lane = Lane::claude(Some(PROMPT));
+    let stall = Duration::from_secs(120);
+    lane.machine.stall_after(stall);
+    lane.drive_to_running().await;
+    let working = claude("06-running-120x40");
+    tokio::time::advance(stall - Duration::from_secs(10)).await;
+    // A file changed in the worktree just now (wall time as the machine counts it).
+    let now_ms = lane.machine.wall_ms_at(Instant::now());
+    lane.input(Input::Look {
+        screen: working.clone(),
+        external: Some((now_ms, clawpool_recovery::ProgressSource::WorktreeChange)),
+    });
+    lane.after(Duration::from_secs(20), &working).await;
+    assert_eq!(lane.count("lane.stalled"), 0);
+    assert!(!lane.machine.is_over());
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unknown_screen_while_running_blocks_after_unknown_screen_without_progress() {
+    let mut lane = Lane::claude(Some(PROMPT));
+    lane.drive_to_running().await;
+    let bound = Settings::default().unknown_screen;
+    // Progress stops at the moment the odd screen appears.
+    let odd = notice();
+    lane.look(&odd);
+    lane.after(bound - Duration::from_millis(1), &odd).await;
+    assert_eq!(lane.state(), plain(LaneStatus::Running));
+    lane.after(Duration::from_millis(1), &odd).await;
+    assert_eq!(
+        lane.state(),
+        LaneState::blocked(BlockedSubphase::UnknownDialog)
+    );
+    let blocked = lane.records.last().expect("the transition");
+    assert_eq!(
+        blocked.evidence.as_ref().map(|e| e.rule.as_str()),
+        Some("unknown_screen")
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lane_outside_the_trusted_roots_gets_no_keystroke_even_when_the_agent_is_ready() {
+    let mut lane = Lane::new("claude", TrustGate::Closed, Some(PROMPT));
+    lane.look(&claude("02-trust_required-120x40"));
+    assert_eq!(
+        lane.state(),
+        LaneState::blocked(BlockedSubphase::TrustPrompt)
+    );
+    lane.look(&claude("04-ready_for_prompt-120x40"));
+    assert_eq!(
+        lane.state(),
+        LaneState::blocked(BlockedSubphase::TrustPrompt)
+    );
+    assert!(lane.sent.is_empty(), "{:?}", lane.sent);
+    assert!(lane.answers.is_empty());
+    // An operator's text is refused, not queued.
+    let verdict = lane.operator(
+        OperatorCommand::Send {
+            text: "hello".into(),
+        },
+        &claude("04-ready_for_prompt-120x40"),
+    );
+    assert_eq!(verdict.name(), "refused");
+    // Trusted by an operator: the gate opens and the prompt goes in at the next look.
+    let verdict = lane.operator(
+        OperatorCommand::Trust,
+        &claude("04-ready_for_prompt-120x40"),
+    );
+    assert!(verdict.is_done(), "{verdict:?}");
+    lane.look(&claude("04-ready_for_prompt-120x40"));
+    assert_eq!(lane.texts_typed(), vec![PROMPT.to_owned()]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_allow_listed_lane_answers_its_trust_dialog_with_the_store_noted_first() {
+    let mut lane = Lane::claude(Some(PROMPT));
+    let effects = lane.machine.handle(
+        Input::Look {
+            screen: claude("02-trust_required-120x40"),
+            external: None,
+        },
+        Instant::now(),
+    );
+    let guard = effects
+        .iter()
+        .position(|e| matches!(e, Effect::GuardTrustStore));
+    let answer = effects
+        .iter()
+        .position(|e| matches!(e, Effect::Answer { .. }));
+    assert!(
+        guard.is_some() && guard < answer,
+        "the store is noted before the answer: {effects:?}"
+    );
+    lane.carry_out(effects);
+    assert_eq!(lane.state(), plain(LaneStatus::TrustRequired));
+    assert_eq!(lane.count("lane.dialog_answered"), 1);
+    assert_eq!(lane.count("lane.trust_resolved"), 1);
+    // Once the dialog is gone, the store is confined to the lane.
+    let effects = lane.machine.handle(
+        Input::Look {
+            screen: claude("04-ready_for_prompt-120x40"),
+            external: None,
+        },
+        Instant::now(),
+    );
+    assert!(
+        effects
+            .iter()
+            .any(|e| matches!(e, Effect::ConfineTrustStore))
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dialog_that_does_not_go_away_is_answered_three_times_then_blocks() {
+    let mut lane = Lane::claude(Some(PROMPT));
+    let dialog = claude("02-trust_required-120x40");
+    for _ in 0..4 {
+        lane.look(&dialog);
+    }
+    assert_eq!(lane.answers.len(), 3, "{:?}", lane.answers);
+    assert_eq!(
+        lane.state(),
+        LaneState::blocked(BlockedSubphase::TrustPrompt)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_write_of_the_prompt_fails_the_lane_and_records_no_typing() {
+    let mut lane = Lane::claude(Some(PROMPT));
+    lane.fail_next_write = Some("the terminal is gone".into());
+    lane.look(&claude("04-ready_for_prompt-120x40"));
+    assert_eq!(
+        lane.state(),
+        LaneState::failed(FailureClass::PromptDelivery)
+    );
+    assert_eq!(lane.count("lane.prompt_typed"), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_git_operation_paused_in_the_worktree_holds_delivery_until_it_is_gone() {
+    let mut lane = Lane::claude(Some(PROMPT));
+    let paused = clawpool_worktree::GitOperation {
+        kind: clawpool_worktree::GitOperationKind::Rebase,
+        paused: true,
+    };
+    let effects = lane.machine.handle(
+        Input::Look {
+            screen: claude("04-ready_for_prompt-120x40"),
+            external: None,
+        },
+        Instant::now(),
+    );
+    assert!(
+        matches!(effects.last(), Some(Effect::ProbeGitOperation)),
+        "{effects:?}"
+    );
+    lane.carry_out(
+        effects
+            .into_iter()
+            .filter(|e| !matches!(e, Effect::ProbeGitOperation))
+            .collect(),
+    );
+    lane.input(Input::GitOperation(Some(paused)));
+    assert_eq!(lane.count("lane.delivery_held"), 1);
+    assert!(lane.texts_typed().is_empty());
+    // Not looked up again before the recheck time.
+    let effects = lane.machine.handle(
+        Input::Look {
+            screen: claude("04-ready_for_prompt-120x40"),
+            external: None,
+        },
+        Instant::now(),
+    );
+    assert!(
+        !effects
+            .iter()
+            .any(|e| matches!(e, Effect::ProbeGitOperation))
+    );
+    assert_eq!(lane.deadline(), Duration::from_secs(2));
+    lane.after(
+        Duration::from_secs(2),
+        &claude("04-ready_for_prompt-120x40"),
+    )
+    .await;
+    assert_eq!(lane.count("lane.delivery_resumed"), 1);
+    assert_eq!(lane.texts_typed(), vec![PROMPT.to_owned()]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn how_the_worker_exits_decides_how_the_lane_ends() {
+    let cases = [
+        (
+            ExitStatus::Exited(0),
+            LaneState::plain(LaneStatus::Finished),
+        ),
+        (
+            ExitStatus::Exited(3),
+            LaneState::failed(FailureClass::WorkerCrashed),
+        ),
+        (
+            ExitStatus::Lost,
+            LaneState::failed(FailureClass::WorkerLost),
+        ),
+    ];
+    for (exit, state) in cases {
+        let mut lane = Lane::claude(None);
+        lane.look(&claude("04-ready_for_prompt-120x40"));
+        lane.input(Input::Exited(exit));
+        assert_eq!(lane.state(), state, "{exit:?}");
+    }
+    // A worker gone after Enter and before the prompt was seen taken: the prompt went
+    // somewhere else.
+    let mut lane = Lane::claude(Some(PROMPT));
+    lane.look(&claude("04-ready_for_prompt-120x40"));
+    lane.look(&claude("05-draft_typed-120x40"));
+    let settle = Duration::from_millis(profile("claude").manifest.input.submit_after_ms);
+    lane.after(settle, &claude("05-draft_typed-120x40")).await;
+    lane.input(Input::Exited(ExitStatus::Exited(1)));
+    assert_eq!(
+        lane.state(),
+        LaneState::failed(FailureClass::PromptDelivery)
+    );
+    assert_eq!(lane.count("lane.prompt_misdelivery"), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_operator_stop_finishes_a_lane_done_with_its_work_and_fails_a_working_one() {
+    let mut idle = Lane::claude(None);
+    idle.look(&claude("04-ready_for_prompt-120x40"));
+    let verdict = idle.operator(OperatorCommand::Stop, &claude("04-ready_for_prompt-120x40"));
+    assert!(verdict.is_done());
+    assert_eq!(idle.state(), plain(LaneStatus::Finished));
+    assert_eq!(idle.stops, 1);
+
+    let mut working = Lane::claude(Some(PROMPT));
+    working.drive_to_running().await;
+    working.operator(OperatorCommand::Stop, &claude("06-running-120x40"));
+    assert_eq!(working.state(), LaneState::failed(FailureClass::Infra));
+    assert_eq!(working.stops, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_text_sent_while_the_agent_works_is_queued_and_typed_when_it_is_idle() {
+    let mut lane = Lane::claude(Some(PROMPT));
+    lane.drive_to_running().await;
+    let verdict = lane.operator(
+        OperatorCommand::Send {
+            text: "and a second file".into(),
+        },
+        &claude("06-running-120x40"),
+    );
+    assert!(verdict.is_done());
+    assert_eq!(lane.texts_typed().len(), 1, "not typed while working");
+    lane.look(&claude("07-running-120x40"));
+    lane.look(&claude("08-finished-120x40"));
+    assert_eq!(
+        lane.texts_typed(),
+        vec![PROMPT.to_owned(), "and a second file".to_owned()]
+    );
+    assert_eq!(lane.state(), plain(LaneStatus::ReadyForPrompt));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_recovery_check_without_progress_ends_when_its_time_is_up() {
+    let mut lane = Lane::claude(Some(PROMPT));
+    lane.drive_to_running().await;
+    let within = Duration::from_secs(30);
+    lane.machine.check_progress(Some(within));
+    let working = claude("06-running-120x40");
+    lane.look(&working);
+    assert_eq!(lane.deadline(), within);
+    lane.after(within - Duration::from_millis(1), &working)
+        .await;
+    assert!(!lane.machine.is_over());
+    lane.after(Duration::from_millis(1), &working).await;
+    let (_, ended) = lane.machine.finish();
+    assert_eq!(ended.next, Next::NoProgress);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_recovery_check_ends_at_the_first_new_line_once_armed() {
+    let mut lane = Lane::claude(Some(PROMPT));
+    lane.drive_to_running().await;
+    lane.machine.check_progress(Some(Duration::from_secs(30)));
+    lane.look(&claude("06-running-120x40"));
+    assert!(!lane.machine.is_over(), "the first look arms the check");
+    lane.after(Duration::from_secs(1), &claude("18-running-120x40"))
+        .await;
+    let (_, ended) = lane.machine.finish();
+    assert!(
+        matches!(ended.next, Next::Progressed(ref what) if what.starts_with("a new line")),
+        "{:?}",
+        ended.next
+    );
+}
