@@ -1,10 +1,12 @@
-//! `clawpool run` driving the real gemini-cli 0.61.0 fully offline: it talks to the scripted
-//! model server's Gemini API (`GOOGLE_GEMINI_BASE_URL`, a fake `GEMINI_API_KEY`) from a
-//! scratch HOME inside the test's sandbox, set up as docs/real-agents.md describes.
+//! `clawpool run` driving real agents fully offline against the scripted model server, from a
+//! scratch HOME inside the test's sandbox, set up as docs/real-agents.md describes:
+//! gemini-cli 0.61.0 through the server's Gemini API (`GOOGLE_GEMINI_BASE_URL`, a fake
+//! `GEMINI_API_KEY`), opencode 1.18.33 through its Chat Completions API (an OpenAI-compatible
+//! provider in opencode's config).
 //!
-//! The agent is installed by `scripts/install-agents.sh` (CI runs it); without it these tests
-//! fail and say so. Events are read from clawpool's stdout as they come; the only fixed wait is
-//! the "nothing is typed for N seconds" window of the untrusted lane.
+//! The agents are installed by `scripts/install-agents.sh` (CI runs it); without them these
+//! tests fail and say so. Events are read from clawpool's stdout as they come; the only fixed
+//! wait is the "nothing is typed for N seconds" window of the untrusted lanes.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -316,6 +318,246 @@ fn gemini_untrusted_lane_is_held_at_the_trust_dialog_and_gets_no_keystroke() {
         run.report()
     );
     assert!(server.main_requests().is_empty());
+
+    drop(run);
+    server.stop();
+}
+
+/// opencode's config in `home`: the scripted model server as its only provider, and the
+/// config folder's npm manifest already naming `@opencode-ai/plugin`, so opencode's start-up
+/// install into that folder finds nothing to do and never reaches for the registry
+/// (docs/real-agents.md).
+fn seed_opencode_home(home: &Path, base_url: &str) {
+    let dir = home.join(".config/opencode");
+    std::fs::create_dir_all(dir.join("node_modules")).expect("~/.config/opencode");
+    let config = json!({
+        "autoupdate": false,
+        "share": "disabled",
+        "provider": {"scripted": {
+            "npm": "@ai-sdk/openai-compatible",
+            "name": "Scripted",
+            "options": {"baseURL": format!("{base_url}/v1"), "apiKey": "fake"},
+            "models": {"scripted-model": {"name": "Scripted Model", "tool_call": true}}
+        }},
+        "model": "scripted/scripted-model"
+    });
+    std::fs::write(dir.join("opencode.json"), config.to_string()).expect("opencode.json");
+    let plugin = json!({"@opencode-ai/plugin": "1.18.33"});
+    std::fs::write(
+        dir.join("package.json"),
+        json!({"dependencies": plugin}).to_string(),
+    )
+    .expect("package.json");
+    std::fs::write(
+        dir.join("package-lock.json"),
+        json!({"lockfileVersion": 3, "packages": {"": {"dependencies": plugin}}}).to_string(),
+    )
+    .expect("package-lock.json");
+}
+
+/// A `--config` file pointing the opencode profile at the installed binary, with the lane's
+/// parent folder trusted when `trusted_root` is given.
+fn write_opencode_config(sandbox: &Sandbox, trusted_root: Option<&Path>) -> PathBuf {
+    let roots = trusted_root
+        .map(|root| format!("trusted_roots = [{:?}]\n", root.display().to_string()))
+        .unwrap_or_default();
+    let text = format!(
+        "{roots}\n[profiles.opencode.launch]\ncommand = {:?}\n",
+        real_agent("opencode").display().to_string()
+    );
+    let path = sandbox.dir.path().join("config.toml");
+    std::fs::write(&path, text).expect("config file");
+    path
+}
+
+fn opencode_hello_script(lane: &Path) -> Value {
+    json!([
+        {"tool_use": {"name": "write", "input": {
+            "filePath": lane.join("hello.txt").display().to_string(),
+            "content": "hi"
+        }}},
+        {"text": "Done. Created hello.txt."}
+    ])
+}
+
+fn start_opencode_lane(
+    sandbox: &Sandbox,
+    config: &Path,
+    lane: &Path,
+    size: Option<&str>,
+) -> LaneRun {
+    let mut cmd = sandbox.clawpool_clean_env();
+    cmd.args(["run", "--output-format", "json", "--agent", "opencode"])
+        .args(["--transport", "tmux", "--config"])
+        .arg(config)
+        .arg("--cwd")
+        .arg(lane)
+        .args(["--prompt", PROMPT]);
+    if let Some(size) = size {
+        cmd.args(["--size", size]);
+    }
+    for var in [
+        format!("HOME={}", sandbox.home().display()),
+        format!("PATH={}", agent_path()),
+        "TERM=xterm-256color".into(),
+        // The model list from models.dev is not needed with the provider in the config.
+        "OPENCODE_DISABLE_MODELS_FETCH=1".into(),
+    ] {
+        cmd.arg("--env").arg(var);
+    }
+    LaneRun::start(cmd, &sandbox.dir.path().join("clawpool.stderr"))
+}
+
+/// Runs a trusted opencode lane to its outcome and checks it finished its scripted task with
+/// one delivery: the prompt typed once, reaching the model once, the file written by
+/// opencode's own `write` tool, and nothing fetched from the npm registry.
+fn opencode_trusted_lane_finishes(size: Option<&str>, term: TermSize) {
+    real_agent("opencode");
+    let sandbox = Sandbox::new();
+    let lane = repo_lane(&sandbox, "alpha");
+    let mut server = ModelServer::start(
+        &sandbox.dir.path().join("model"),
+        &opencode_hello_script(&lane),
+    );
+    seed_opencode_home(&sandbox.home(), &server.url());
+    let config = write_opencode_config(&sandbox, lane.parent());
+
+    let mut run = start_opencode_lane(&sandbox, &config, &lane, size);
+    let outcome = run.wait_for(
+        "the outcome",
+        PATIENCE,
+        |e| e.get("outcome").is_some(),
+        || screen_report(&lane, term),
+    );
+    let status = run.wait_exit(PATIENCE);
+    let events = run.events();
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "{}\n{}",
+        run.report(),
+        screen_report(&lane, term)
+    );
+    let outcome = &outcome["outcome"];
+    assert_eq!(
+        outcome["state"]["status"],
+        "finished",
+        "{}\n{}",
+        run.report(),
+        screen_report(&lane, term)
+    );
+    assert_eq!(outcome["receipt"]["attempts"], 1, "{}", run.report());
+    // No dialog at all: straight from the start to ready.
+    assert_eq!(
+        transitions(&events),
+        [
+            "spawning",
+            "ready_for_prompt",
+            "prompt_accepted",
+            "running",
+            "finished"
+        ],
+        "{}",
+        run.report()
+    );
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e["kind"] == "lane.prompt_typed")
+            .count(),
+        1,
+        "{}",
+        run.report()
+    );
+
+    assert_eq!(
+        std::fs::read_to_string(lane.join("hello.txt")).expect("hello.txt in the lane"),
+        "hi"
+    );
+    // One delivery: the task request and the one after the tool ran (the session-title
+    // request is a side request), and the prompt appears once in the conversation the model
+    // saw last.
+    let main = server.main_requests();
+    assert_eq!(main.len(), 2, "{main:#?}");
+    let last = main[1]["body"]["messages"].to_string();
+    assert_eq!(last.matches(PROMPT).count(), 1, "{last}");
+    assert!(
+        last.contains("\"role\":\"tool\""),
+        "the tool's result went back"
+    );
+    // The pre-seeded manifest kept opencode's npm away from the registry: no npm cache.
+    assert!(
+        !sandbox.home().join(".npm").exists(),
+        "opencode ran npm against the registry"
+    );
+
+    drop(run);
+    server.stop();
+}
+
+#[test]
+fn opencode_trusted_lane_finishes_with_one_delivery() {
+    opencode_trusted_lane_finishes(None, TermSize::default());
+}
+
+#[test]
+fn opencode_lane_in_an_80x12_terminal_reaches_ready_and_finishes() {
+    opencode_trusted_lane_finishes(Some("80x12"), TermSize { cols: 80, rows: 12 });
+}
+
+/// opencode never asks about folder trust, so it is clawpool's own gate that holds the lane:
+/// ready, but nobody trusted it, so nothing is typed and no task reaches the model.
+#[test]
+fn opencode_untrusted_lane_is_blocked_at_the_trust_gate_and_gets_no_keystroke() {
+    real_agent("opencode");
+    let sandbox = Sandbox::new();
+    let lane = repo_lane(&sandbox, "untrusted");
+    let mut server = ModelServer::start(
+        &sandbox.dir.path().join("model"),
+        &opencode_hello_script(&lane),
+    );
+    seed_opencode_home(&sandbox.home(), &server.url());
+    let config = write_opencode_config(&sandbox, None);
+
+    let mut run = start_opencode_lane(&sandbox, &config, &lane, None);
+    let report = || screen_report(&lane, TermSize::default());
+    let blocked = run.wait_for(
+        "lane.blocked",
+        PATIENCE,
+        |e| e["kind"] == "lane.blocked",
+        report,
+    );
+    assert_eq!(blocked["to"]["subphase"], "trust_prompt", "{blocked}");
+    assert_eq!(blocked["evidence"]["rule"], "trust_gate", "{blocked}");
+    let escalated = run.wait_for(
+        "lane.escalated",
+        PATIENCE,
+        |e| e["kind"] == "lane.escalated",
+        report,
+    );
+    assert!(
+        escalated["detail"]["next_action"]
+            .as_str()
+            .is_some_and(|a| a.contains("clawpool trust untrusted")),
+        "{escalated}"
+    );
+
+    let meanwhile = run.lines_within(Duration::from_secs(5));
+    assert!(
+        meanwhile.is_empty(),
+        "the blocked lane did something: {meanwhile:#?}"
+    );
+    let events = run.events();
+    assert!(
+        !events.iter().any(|e| matches!(
+            e["kind"].as_str(),
+            Some("lane.dialog_answered" | "lane.prompt_typed")
+        )),
+        "nothing typed: {}",
+        run.report()
+    );
+    assert!(!lane.join("hello.txt").exists());
+    assert!(server.requests().is_empty(), "{:#?}", server.requests());
 
     drop(run);
     server.stop();

@@ -138,6 +138,24 @@ match = { regex = "(unclosed" }
 }
 
 #[test]
+fn an_input_box_with_both_rule_kinds_is_refused_naming_both() {
+    let text = "[profiles.claude.input]\nbottom_rule = \"▀\"\n";
+    let err = ProfileSet::with_patches(&[patch("claude", "c.toml", text)]).expect_err("rules");
+    assert_eq!(err.file, "c.toml");
+    assert!(
+        err.message.contains("input.rule and input.bottom_rule"),
+        "{err}"
+    );
+    let text = "[profiles.opencode.input]\nbottom_rule = \"▀▀\"\n";
+    let err = ProfileSet::with_patches(&[patch("opencode", "o.toml", text)]).expect_err("two");
+    assert!(
+        err.message
+            .contains("input.bottom_rule must be one character, not \"▀▀\""),
+        "{err}"
+    );
+}
+
+#[test]
 fn an_unknown_region_is_refused() {
     let text = r#"
 [[profiles.claude.rules]]
