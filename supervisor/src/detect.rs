@@ -202,7 +202,9 @@ pub fn draft(snap: &ScreenSnapshot, input: &InputFinder) -> Option<String> {
         } else {
             row.as_str()
         };
-        let row = row.trim();
+        // A zero-width space is no text: Qwen Code draws its cursor as a highlighted space
+        // followed by one.
+        let row = row.trim_matches(|c: char| c.is_whitespace() || c == '\u{200b}');
         if row.is_empty() {
             continue;
         }

@@ -1,8 +1,9 @@
 //! `clawpool run` driving real agents fully offline against the scripted model server, from a
 //! scratch HOME inside the test's sandbox, set up as docs/real-agents.md describes:
 //! gemini-cli 0.61.0 through the server's Gemini API (`GOOGLE_GEMINI_BASE_URL`, a fake
-//! `GEMINI_API_KEY`), opencode 1.18.33 through its Chat Completions API (an OpenAI-compatible
-//! provider in opencode's config).
+//! `GEMINI_API_KEY`), opencode 1.18.33 and Qwen Code 0.24.4 through its Chat Completions API
+//! (an OpenAI-compatible provider in opencode's config; `OPENAI_BASE_URL` for Qwen Code, run by
+//! the pinned Node 22 in `.agents/`).
 //!
 //! The agents are installed by `scripts/install-agents.sh` (CI runs it); without them these
 //! tests fail and say so. Events are read from clawpool's stdout as they come; the only fixed
@@ -550,6 +551,205 @@ fn opencode_untrusted_lane_is_blocked_at_the_trust_gate_and_gets_no_keystroke() 
     let events = run.events();
     assert!(
         !events.iter().any(|e| matches!(
+            e["kind"].as_str(),
+            Some("lane.dialog_answered" | "lane.prompt_typed")
+        )),
+        "nothing typed: {}",
+        run.report()
+    );
+    assert!(!lane.join("hello.txt").exists());
+    assert!(server.requests().is_empty(), "{:#?}", server.requests());
+
+    drop(run);
+    server.stop();
+}
+
+/// Qwen Code's settings in `home`: no update check (it would ask the npm registry) and no
+/// follow-up suggestion (an extra model request after each turn).
+fn seed_qwen_home(home: &Path) {
+    let dir = home.join(".qwen");
+    std::fs::create_dir_all(&dir).expect("~/.qwen");
+    std::fs::write(
+        dir.join("settings.json"),
+        json!({
+            "general": {"enableAutoUpdate": false},
+            "ui": {"enableFollowupSuggestions": false}
+        })
+        .to_string(),
+    )
+    .expect("settings.json");
+}
+
+/// A `--config` file pointing the qwen profile at the installed binary, with the lane's
+/// parent folder trusted when `trusted_root` is given.
+fn write_qwen_config(sandbox: &Sandbox, trusted_root: Option<&Path>) -> PathBuf {
+    let roots = trusted_root
+        .map(|root| format!("trusted_roots = [{:?}]\n", root.display().to_string()))
+        .unwrap_or_default();
+    let text = format!(
+        "{roots}\n[profiles.qwen.launch]\ncommand = {:?}\n",
+        real_agent("qwen").display().to_string()
+    );
+    let path = sandbox.dir.path().join("config.toml");
+    std::fs::write(&path, text).expect("config file");
+    path
+}
+
+fn start_qwen_lane(
+    sandbox: &Sandbox,
+    config: &Path,
+    lane: &Path,
+    server: &ModelServer,
+    size: Option<&str>,
+) -> LaneRun {
+    let mut cmd = sandbox.clawpool_clean_env();
+    cmd.args(["run", "--output-format", "json", "--agent", "qwen"])
+        .args(["--transport", "tmux", "--config"])
+        .arg(config)
+        .arg("--cwd")
+        .arg(lane)
+        .args(["--prompt", PROMPT]);
+    if let Some(size) = size {
+        cmd.args(["--size", size]);
+    }
+    // Qwen Code's launcher is `#!/usr/bin/env node` and needs Node 22: the pinned one first.
+    let node = real_agent("node");
+    let node_dir = node.parent().expect("node's folder");
+    for var in [
+        format!("HOME={}", sandbox.home().display()),
+        format!("PATH={}:{}", node_dir.display(), agent_path()),
+        "TERM=xterm-256color".into(),
+        "OPENAI_API_KEY=fake".into(),
+        format!("OPENAI_BASE_URL={}/v1", server.url()),
+        "OPENAI_MODEL=scripted-model".into(),
+    ] {
+        cmd.arg("--env").arg(var);
+    }
+    LaneRun::start(cmd, &sandbox.dir.path().join("clawpool.stderr"))
+}
+
+/// Runs a trusted Qwen Code lane to its outcome and checks it finished its scripted task with
+/// one delivery: the prompt typed once, reaching the model once, and the file written by Qwen
+/// Code's own `write_file` tool.
+fn qwen_trusted_lane_finishes(size: Option<&str>, term: TermSize) {
+    real_agent("qwen");
+    let sandbox = Sandbox::new();
+    let lane = repo_lane(&sandbox, "alpha");
+    let mut server = ModelServer::start(&sandbox.dir.path().join("model"), &hello_script(&lane));
+    seed_qwen_home(&sandbox.home());
+    let config = write_qwen_config(&sandbox, lane.parent());
+
+    let mut run = start_qwen_lane(&sandbox, &config, &lane, &server, size);
+    let outcome = run.wait_for(
+        "the outcome",
+        PATIENCE,
+        |e| e.get("outcome").is_some(),
+        || screen_report(&lane, term),
+    );
+    let status = run.wait_exit(PATIENCE);
+    let events = run.events();
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "{}\n{}",
+        run.report(),
+        screen_report(&lane, term)
+    );
+    let outcome = &outcome["outcome"];
+    assert_eq!(
+        outcome["state"]["status"],
+        "finished",
+        "{}\n{}",
+        run.report(),
+        screen_report(&lane, term)
+    );
+    assert_eq!(outcome["receipt"]["attempts"], 1, "{}", run.report());
+    assert_eq!(
+        transitions(&events),
+        [
+            "spawning",
+            "ready_for_prompt",
+            "prompt_accepted",
+            "running",
+            "finished"
+        ],
+        "{}",
+        run.report()
+    );
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e["kind"] == "lane.prompt_typed")
+            .count(),
+        1,
+        "{}",
+        run.report()
+    );
+
+    assert_eq!(
+        std::fs::read_to_string(lane.join("hello.txt")).expect("hello.txt in the lane"),
+        "hi"
+    );
+    // One delivery: the task request and the one after the tool ran, and the prompt appears
+    // once in the conversation the model saw last.
+    let main = server.main_requests();
+    assert_eq!(main.len(), 2, "{main:#?}");
+    let last = main[1]["body"]["messages"].to_string();
+    assert_eq!(last.matches(PROMPT).count(), 1, "{last}");
+    assert!(
+        last.contains("\"role\":\"tool\""),
+        "the tool's result went back"
+    );
+
+    drop(run);
+    server.stop();
+}
+
+#[test]
+fn qwen_trusted_lane_finishes_with_one_delivery() {
+    qwen_trusted_lane_finishes(None, TermSize::default());
+}
+
+#[test]
+fn qwen_lane_in_an_80x12_terminal_reaches_ready_and_finishes() {
+    qwen_trusted_lane_finishes(Some("80x12"), TermSize { cols: 80, rows: 12 });
+}
+
+/// Qwen Code does not ask about folder trust by default, so clawpool's own gate holds the
+/// lane: ready, but nobody trusted it, so nothing is typed and no task reaches the model.
+#[test]
+fn qwen_untrusted_lane_is_blocked_at_the_trust_gate_and_gets_no_keystroke() {
+    real_agent("qwen");
+    let sandbox = Sandbox::new();
+    let lane = repo_lane(&sandbox, "untrusted");
+    let mut server = ModelServer::start(&sandbox.dir.path().join("model"), &hello_script(&lane));
+    seed_qwen_home(&sandbox.home());
+    let config = write_qwen_config(&sandbox, None);
+
+    let mut run = start_qwen_lane(&sandbox, &config, &lane, &server, None);
+    let report = || screen_report(&lane, TermSize::default());
+    let blocked = run.wait_for(
+        "lane.blocked",
+        PATIENCE,
+        |e| e["kind"] == "lane.blocked",
+        report,
+    );
+    assert_eq!(blocked["to"]["subphase"], "trust_prompt", "{blocked}");
+    assert_eq!(blocked["evidence"]["rule"], "trust_gate", "{blocked}");
+    run.wait_for(
+        "lane.escalated",
+        PATIENCE,
+        |e| e["kind"] == "lane.escalated",
+        report,
+    );
+
+    let meanwhile = run.lines_within(Duration::from_secs(5));
+    assert!(
+        meanwhile.is_empty(),
+        "the blocked lane did something: {meanwhile:#?}"
+    );
+    assert!(
+        !run.events().iter().any(|e| matches!(
             e["kind"].as_str(),
             Some("lane.dialog_answered" | "lane.prompt_typed")
         )),

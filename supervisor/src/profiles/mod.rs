@@ -1,7 +1,7 @@
 //! Agent profiles: how to start each agent and how to read its screen, as data.
 //!
 //! Built-in manifests (`supervisor/profiles/*.toml`, embedded at build time) cover `claude`,
-//! `codex`, `opencode`, `gemini`, `aider`, `claw` and the `scripted` test agent. Every profile
+//! `codex`, `opencode`, `gemini`, `qwen`, `aider`, `claw` and the `scripted` test agent. Every profile
 //! also gets the rules in `common.toml` (a shell where the agent should be). Configuration
 //! patches them ([`manifest::ManifestPatch`]) or adds new ones; [`ProfileSet`] holds the result,
 //! compiled ([`Profile`]): regexes built, regions parsed, key names checked, so that a bad
@@ -28,6 +28,7 @@ const BUILTIN: &[(&str, &str)] = &[
         include_str!("../../profiles/opencode.toml"),
     ),
     ("gemini.toml", include_str!("../../profiles/gemini.toml")),
+    ("qwen.toml", include_str!("../../profiles/qwen.toml")),
     ("aider.toml", include_str!("../../profiles/aider.toml")),
     ("claw.toml", include_str!("../../profiles/claw.toml")),
     (

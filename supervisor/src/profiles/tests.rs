@@ -20,7 +20,7 @@ fn patch(profile: &str, file: &str, text: &str) -> SourcedPatch {
 fn every_builtin_profile_loads() {
     let set = ProfileSet::builtin().expect("built-ins load");
     for name in [
-        "claude", "codex", "opencode", "gemini", "aider", "claw", "scripted",
+        "claude", "codex", "opencode", "gemini", "qwen", "aider", "claw", "scripted",
     ] {
         let profile = set.get(name).expect("built-in present");
         assert_eq!(profile.name(), name);
