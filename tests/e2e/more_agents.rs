@@ -3,7 +3,9 @@
 //! gemini-cli 0.61.0 through the server's Gemini API (`GOOGLE_GEMINI_BASE_URL`, a fake
 //! `GEMINI_API_KEY`), opencode 1.18.33 and Qwen Code 0.24.4 through its Chat Completions API
 //! (an OpenAI-compatible provider in opencode's config; `OPENAI_BASE_URL` for Qwen Code, run by
-//! the pinned Node 22 in `.agents/`).
+//! the pinned Node 22 in `.agents/`), and aider 0.86.2 (its OpenAI base URL; aider offers no
+//! tools, so the scripted reply is a whole-file listing and the server counts every request as
+//! a task request).
 //!
 //! The agents are installed by `scripts/install-agents.sh` (CI runs it); without them these
 //! tests fail and say so. Events are read from clawpool's stdout as they come; the only fixed
@@ -14,8 +16,8 @@ use std::time::Duration;
 
 use clawpool_pty::TermSize;
 use clawpool_tests::{
-    LaneRun, ModelServer, Sandbox, TRUSTED_BOOT_TO_FINISHED, agent_path, assert_kinds_in_order,
-    git_repo, real_agent, transitions,
+    LaneRun, ModelServer, Sandbox, TRUSTED_BOOT_TO_FINISHED, agent_path, agents_dir,
+    assert_kinds_in_order, git_repo, real_agent, transitions,
 };
 use serde_json::{Value, json};
 
@@ -727,6 +729,226 @@ fn qwen_untrusted_lane_is_blocked_at_the_trust_gate_and_gets_no_keystroke() {
     let config = write_qwen_config(&sandbox, None);
 
     let mut run = start_qwen_lane(&sandbox, &config, &lane, &server, None);
+    let report = || screen_report(&lane, TermSize::default());
+    let blocked = run.wait_for(
+        "lane.blocked",
+        PATIENCE,
+        |e| e["kind"] == "lane.blocked",
+        report,
+    );
+    assert_eq!(blocked["to"]["subphase"], "trust_prompt", "{blocked}");
+    assert_eq!(blocked["evidence"]["rule"], "trust_gate", "{blocked}");
+    run.wait_for(
+        "lane.escalated",
+        PATIENCE,
+        |e| e["kind"] == "lane.escalated",
+        report,
+    );
+
+    let meanwhile = run.lines_within(Duration::from_secs(5));
+    assert!(
+        meanwhile.is_empty(),
+        "the blocked lane did something: {meanwhile:#?}"
+    );
+    assert!(
+        !run.events().iter().any(|e| matches!(
+            e["kind"].as_str(),
+            Some("lane.dialog_answered" | "lane.prompt_typed")
+        )),
+        "nothing typed: {}",
+        run.report()
+    );
+    assert!(!lane.join("hello.txt").exists());
+    assert!(server.requests().is_empty(), "{:#?}", server.requests());
+
+    drop(run);
+    server.stop();
+}
+
+/// aider, from its virtual environment under `.agents/`.
+fn aider_binary() -> PathBuf {
+    let path = agents_dir().join("aider-venv/bin/aider");
+    assert!(
+        path.is_file(),
+        "aider is not installed at {}: run `scripts/install-agents.sh`",
+        path.display()
+    );
+    path
+}
+
+/// A `--config` file pointing the aider profile at the installed binary, with the lane's
+/// parent folder trusted when `trusted_root` is given.
+fn write_aider_config(sandbox: &Sandbox, trusted_root: Option<&Path>) -> PathBuf {
+    let roots = trusted_root
+        .map(|root| format!("trusted_roots = [{:?}]\n", root.display().to_string()))
+        .unwrap_or_default();
+    let text = format!(
+        "{roots}\n[profiles.aider.launch]\ncommand = {:?}\n",
+        aider_binary().display().to_string()
+    );
+    let path = sandbox.dir.path().join("config.toml");
+    std::fs::write(&path, text).expect("config file");
+    path
+}
+
+/// aider's reply to the task in its `whole` edit format: the file's name, then its content
+/// fenced.
+fn aider_hello_script() -> Value {
+    json!([{"text": "hello.txt\n```\nhi\n```\n"}])
+}
+
+fn start_aider_lane(
+    sandbox: &Sandbox,
+    config: &Path,
+    lane: &Path,
+    server: &ModelServer,
+    size: Option<&str>,
+) -> LaneRun {
+    // The scripted model's context window and prices, so aider neither fetches litellm's
+    // model list from the network nor warns about an unknown model.
+    let metadata = sandbox.dir.path().join("model-metadata.json");
+    std::fs::write(
+        &metadata,
+        json!({"openai/scripted-model": {
+            "max_input_tokens": 128000, "max_output_tokens": 8192,
+            "input_cost_per_token": 0, "output_cost_per_token": 0,
+            "litellm_provider": "openai", "mode": "chat"
+        }})
+        .to_string(),
+    )
+    .expect("model metadata");
+    let mut cmd = sandbox.clawpool_clean_env();
+    cmd.args(["run", "--output-format", "json", "--agent", "aider"])
+        .args(["--transport", "tmux", "--config"])
+        .arg(config)
+        .arg("--cwd")
+        .arg(lane)
+        .args(["--prompt", PROMPT]);
+    if let Some(size) = size {
+        cmd.args(["--size", size]);
+    }
+    for var in [
+        format!("HOME={}", sandbox.home().display()),
+        format!("PATH={}", agent_path()),
+        "TERM=xterm-256color".into(),
+        "OPENAI_API_KEY=fake".into(),
+        format!("OPENAI_API_BASE={}/v1", server.url()),
+        "AIDER_MODEL=openai/scripted-model".into(),
+        format!("AIDER_MODEL_METADATA_FILE={}", metadata.display()),
+    ] {
+        cmd.arg("--env").arg(var);
+    }
+    LaneRun::start(cmd, &sandbox.dir.path().join("clawpool.stderr"))
+}
+
+/// Runs a trusted aider lane to its outcome and checks it finished its scripted task with one
+/// delivery: the prompt typed once, one request to the model, and the file written by aider
+/// from the reply after clawpool answered its "Create new file?" (the profile's policy).
+fn aider_trusted_lane_finishes(size: Option<&str>, term: TermSize) {
+    aider_binary();
+    let sandbox = Sandbox::new();
+    let lane = repo_lane(&sandbox, "alpha");
+    let mut server = ModelServer::start_with(
+        &sandbox.dir.path().join("model"),
+        &aider_hello_script(),
+        &["--every-request-is-a-task"],
+    );
+    let config = write_aider_config(&sandbox, lane.parent());
+
+    let mut run = start_aider_lane(&sandbox, &config, &lane, &server, size);
+    let outcome = run.wait_for(
+        "the outcome",
+        PATIENCE,
+        |e| e.get("outcome").is_some(),
+        || screen_report(&lane, term),
+    );
+    let status = run.wait_exit(PATIENCE);
+    let events = run.events();
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "{}\n{}",
+        run.report(),
+        screen_report(&lane, term)
+    );
+    let outcome = &outcome["outcome"];
+    assert_eq!(
+        outcome["state"]["status"],
+        "finished",
+        "{}\n{}",
+        run.report(),
+        screen_report(&lane, term)
+    );
+    assert_eq!(outcome["receipt"]["attempts"], 1, "{}", run.report());
+    assert_kinds_in_order(
+        &events,
+        &[
+            "lane.started",
+            "lane.ready",
+            "lane.prompt_typed",
+            "lane.prompt_accepted",
+            "lane.running",
+            "lane.dialog_answered",
+            "lane.finished",
+        ],
+    );
+    let answered = events
+        .iter()
+        .find(|e| e["kind"] == "lane.dialog_answered")
+        .expect("the question answered");
+    assert_eq!(
+        answered["detail"]["dialog"], "create_new_file",
+        "{answered}"
+    );
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e["kind"] == "lane.prompt_typed")
+            .count(),
+        1,
+        "{}",
+        run.report()
+    );
+
+    assert_eq!(
+        std::fs::read_to_string(lane.join("hello.txt")).expect("hello.txt in the lane"),
+        "hi\n"
+    );
+    // One delivery: one request, the prompt in it once.
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1, "{requests:#?}");
+    let messages = requests[0]["body"]["messages"].to_string();
+    assert_eq!(messages.matches(PROMPT).count(), 1, "{messages}");
+
+    drop(run);
+    server.stop();
+}
+
+#[test]
+fn aider_trusted_lane_finishes_with_one_delivery() {
+    aider_trusted_lane_finishes(None, TermSize::default());
+}
+
+#[test]
+fn aider_lane_in_an_80x12_terminal_reaches_ready_and_finishes() {
+    aider_trusted_lane_finishes(Some("80x12"), TermSize { cols: 80, rows: 12 });
+}
+
+/// aider never asks about folder trust, so clawpool's own gate holds the lane: ready, but
+/// nobody trusted it, so nothing is typed and no task reaches the model.
+#[test]
+fn aider_untrusted_lane_is_blocked_at_the_trust_gate_and_gets_no_keystroke() {
+    aider_binary();
+    let sandbox = Sandbox::new();
+    let lane = repo_lane(&sandbox, "untrusted");
+    let mut server = ModelServer::start_with(
+        &sandbox.dir.path().join("model"),
+        &aider_hello_script(),
+        &["--every-request-is-a-task"],
+    );
+    let config = write_aider_config(&sandbox, None);
+
+    let mut run = start_aider_lane(&sandbox, &config, &lane, &server, None);
     let report = || screen_report(&lane, TermSize::default());
     let blocked = run.wait_for(
         "lane.blocked",
