@@ -984,3 +984,72 @@ fn aider_untrusted_lane_is_blocked_at_the_trust_gate_and_gets_no_keystroke() {
     drop(run);
     server.stop();
 }
+
+/// `clawpool doctor` runs each agent in use with `--version` and compares it with the version
+/// its profile was verified on: the pinned installs match, and the codex profile pointed at
+/// gemini-cli's binary (0.61.0, not Codex's 0.169.0) is a warning with a fix.
+#[test]
+fn doctor_reports_each_agent_version_against_its_profile_and_warns_on_a_mismatch() {
+    let sandbox = Sandbox::new();
+    let repo = git_repo(sandbox.dir.path(), "repo");
+    let config = sandbox.dir.path().join("config.toml");
+    let command = |path: PathBuf| format!("command = {:?}\n", path.display().to_string());
+    std::fs::write(
+        &config,
+        format!(
+            "[profiles.gemini.launch]\n{}[profiles.opencode.launch]\n{}\
+             [profiles.aider.launch]\n{}[profiles.codex.launch]\n{}",
+            command(real_agent("gemini")),
+            command(real_agent("opencode")),
+            command(aider_binary()),
+            command(real_agent("gemini")),
+        ),
+    )
+    .expect("config");
+    let out = sandbox
+        .clawpool_clean_env()
+        .args(["doctor", "--output-format", "json", "--config"])
+        .arg(&config)
+        .arg("--repo")
+        .arg(&repo)
+        .output()
+        .expect("doctor");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("doctor JSON");
+    let check = |name: &str| -> Value {
+        doc["checks"]
+            .as_array()
+            .expect("checks")
+            .iter()
+            .find(|c| c["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {name:?} check in {doc:#}"))
+    };
+    for (agent, version) in [
+        ("gemini", "0.61.0"),
+        ("opencode", "1.18.33"),
+        ("aider", "0.86.2"),
+    ] {
+        let found = check(&format!("agent {agent} version"));
+        assert_eq!(found["ok"], true, "{found}");
+        assert_eq!(
+            found["detail"],
+            format!("{version}, the version the {agent} profile was verified on"),
+            "{found}"
+        );
+    }
+    let mismatch = check("agent codex version");
+    assert_eq!(mismatch["ok"], false, "{mismatch}");
+    assert_eq!(mismatch["severity"], "warning", "{mismatch}");
+    let detail = mismatch["detail"].as_str().expect("detail");
+    assert!(
+        detail.contains("is 0.61.0, but the codex profile was verified on 0.169.0"),
+        "{detail}"
+    );
+    let fix = mismatch["fix"].as_str().expect("a fix");
+    assert!(
+        fix.starts_with("install codex 0.169.0 (scripts/install-agents.sh pins it)"),
+        "{fix}"
+    );
+}

@@ -25,6 +25,10 @@ pub struct Manifest {
     /// What the profile is for.
     #[serde(default)]
     pub description: String,
+    /// The agent's version the profile was verified on (recordings and end-to-end tests with
+    /// the real binary); `clawpool doctor` compares what `COMMAND --version` says with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verified_version: Option<String>,
     /// How to start the agent.
     pub launch: Launch,
     /// How to find the agent's input line.

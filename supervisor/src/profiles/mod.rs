@@ -535,6 +535,7 @@ impl ProfileSet {
                         engine: ENGINE_VERSION,
                         name: sourced.profile.clone(),
                         description: String::new(),
+                        verified_version: None,
                         launch: manifest::Launch::default(),
                         input: manifest::InputSpec::default(),
                         rules: Vec::new(),
