@@ -18,6 +18,9 @@ NPM_AGENTS=(
     "opencode-ai 1.18.33 opencode"
     "@google/gemini-cli 0.61.0 gemini"
     "@qwen-code/qwen-code 0.24.4 qwen"
+    # Qwen Code needs Node.js 22 or later; this pinned Node (the `node` package fetches the
+    # platform's binary from the npm registry too) runs it, whatever Node the machine has.
+    "node 22.23.3 node"
 )
 # aider comes from PyPI, into its own virtual environment under the prefix.
 AIDER_PKG="aider-chat"

@@ -240,7 +240,7 @@ pub struct ConfigFlag {
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// The agent profile (claude, codex, opencode, gemini, aider, claw, scripted, or one from
+    /// The agent profile (claude, codex, opencode, gemini, qwen, aider, claw, scripted, or one from
     /// configuration).
     #[arg(long)]
     pub agent: String,

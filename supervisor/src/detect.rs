@@ -100,6 +100,9 @@ impl Layout {
         let starts_with_prefix = |row: &String| {
             !input.prefix.is_empty() && row.trim_start().starts_with(input.prefix.as_str())
         };
+        if let Some(rule) = input.bottom_rule {
+            return Self::closed_at_bottom(snap, input, rule);
+        }
         if let Some(rule) = input.rule {
             let is_rule = |row: &String| {
                 let trimmed = row.trim();
@@ -141,6 +144,36 @@ impl Layout {
         }
     }
 
+    /// A box with no top rule: the run of `prefix` rows right above the last row drawn with
+    /// `rule` (at least 10 of it, after at most one corner glyph), less its status rows.
+    fn closed_at_bottom(snap: &ScreenSnapshot, input: &InputFinder, rule: char) -> Self {
+        let is_bottom_rule = |row: &String| {
+            let trimmed = row.trim();
+            let body = trimmed.strip_prefix(|c: char| c != rule).unwrap_or(trimmed);
+            body.chars().count() >= 10 && body.chars().all(|c| c == rule)
+        };
+        let Some(bottom) = (0..snap.rows.len())
+            .rev()
+            .find(|&i| is_bottom_rule(&snap.rows[i]))
+        else {
+            return Self::none();
+        };
+        let top = (0..bottom)
+            .rev()
+            .take_while(|&i| {
+                !input.prefix.is_empty() && snap.rows[i].trim_start().starts_with(&input.prefix)
+            })
+            .last();
+        match top {
+            Some(top) if bottom - top > input.status_rows => Self {
+                input: Some((top, bottom - input.status_rows)),
+                box_top: Some(top),
+                box_bottom: Some(bottom + 1),
+            },
+            _ => Self::none(),
+        }
+    }
+
     fn none() -> Self {
         Self {
             input: None,
@@ -161,14 +194,17 @@ pub fn draft(snap: &ScreenSnapshot, input: &InputFinder) -> Option<String> {
     };
     let mut text = String::new();
     for (i, row) in rows[start..end].iter().enumerate() {
-        let row = if i == 0 {
+        // A box closed only at the bottom draws its side glyph on every row.
+        let row = if i == 0 || input.bottom_rule.is_some() {
             row.trim_start()
                 .strip_prefix(input.prefix.as_str())
                 .unwrap_or(row)
         } else {
             row.as_str()
         };
-        let row = row.trim();
+        // A zero-width space is no text: Qwen Code draws its cursor as a highlighted space
+        // followed by one.
+        let row = row.trim_matches(|c: char| c.is_whitespace() || c == '\u{200b}');
         if row.is_empty() {
             continue;
         }

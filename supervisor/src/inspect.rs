@@ -1,8 +1,10 @@
 //! `clawpool explain` and `clawpool doctor`: reading a screen the way a lane would, and
-//! checking what lanes need before a batch starts.
+//! checking what lanes need before a batch starts (tools, each agent in use and whether its
+//! version is the one its profile was verified on, trusted roots, state folders).
 
 use std::path::Path;
-use std::process::ExitCode;
+use std::process::{Command, ExitCode, Stdio};
+use std::time::Duration;
 
 use clawpool::detect::explain;
 use clawpool::profiles::ProfileSet;
@@ -239,12 +241,16 @@ pub fn run_doctor(loaded: &Loaded, args: &DoctorArgs) -> Result<ExitCode, Comman
             ok: at.is_some(),
             severity: "warning",
             detail: at
+                .as_ref()
                 .map(|p| format!("{} ({command}, used by {by})", p.display()))
                 .unwrap_or_else(|| format!("{command:?} not found on PATH (used by {by})")),
             fix: Some(format!(
                 "install {command} on PATH, or add [profiles.{agent}.launch] command = \"/path/to/{command}\" to {own_config}"
             )),
         });
+        if let Some(program) = &at {
+            checks.push(version_check(agent, program, &profile.manifest));
+        }
     }
     let unused: Vec<&str> = profiles
         .iter()
@@ -306,6 +312,104 @@ pub fn run_doctor(loaded: &Loaded, args: &DoctorArgs) -> Result<ExitCode, Comman
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// How long an agent may take to print its version (aider needs seconds on a loaded machine).
+const VERSION_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The doctor line comparing the installed agent's version with the one its profile was
+/// verified on: a mismatch is a warning (its screens may have changed), an unreadable version
+/// or an unverified profile only said.
+fn version_check(
+    agent: &str,
+    program: &Path,
+    manifest: &clawpool::profiles::manifest::Manifest,
+) -> Check {
+    let name = format!("agent {agent} version");
+    let Some(verified) = &manifest.verified_version else {
+        return Check {
+            name,
+            ok: true,
+            severity: "info",
+            detail: format!("the {agent} profile is not verified on any version of the agent"),
+            fix: None,
+        };
+    };
+    match installed_version(program, &manifest.launch.env) {
+        Ok(installed) if &installed == verified => Check {
+            name,
+            ok: true,
+            severity: "warning",
+            detail: format!("{installed}, the version the {agent} profile was verified on"),
+            fix: None,
+        },
+        Ok(installed) => Check {
+            name,
+            ok: false,
+            severity: "warning",
+            detail: format!(
+                "{} is {installed}, but the {agent} profile was verified on {verified}: its \
+                 screens and dialogs may differ, and one the profile does not know blocks a lane",
+                program.display()
+            ),
+            fix: Some(format!(
+                "install {agent} {verified} (scripts/install-agents.sh pins it), or check the \
+                 profile against {installed} (clawpool explain on its screens, docs/real-agents.md)"
+            )),
+        },
+        Err(why) => Check {
+            name,
+            ok: true,
+            severity: "info",
+            detail: format!("{why}; the {agent} profile was verified on {verified}"),
+            fix: None,
+        },
+    }
+}
+
+/// The first `N.N.N` that `program --version` prints (with the profile's launch environment),
+/// or why there is none.
+fn installed_version(
+    program: &Path,
+    env: &std::collections::BTreeMap<String, String>,
+) -> Result<String, String> {
+    use std::io::Read;
+    let mut child = Command::new(program)
+        .arg("--version")
+        .envs(env)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("could not run {} --version: {e}", program.display()))?;
+    let mut stdout = child.stdout.take().expect("stdout is piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stdout.read_to_string(&mut text);
+        let _ = tx.send(text);
+    });
+    let Ok(text) = rx.recv_timeout(VERSION_TIMEOUT) else {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(format!(
+            "{} --version printed nothing within {} s",
+            program.display(),
+            VERSION_TIMEOUT.as_secs()
+        ));
+    };
+    let _ = child.wait();
+    let version = regex::Regex::new(r"\d+\.\d+\.\d+").expect("a valid regex");
+    version
+        .find(&text)
+        .map(|m| m.as_str().to_owned())
+        .ok_or_else(|| {
+            format!(
+                "{} --version printed no version ({:?})",
+                program.display(),
+                text.trim()
+            )
+        })
 }
 
 /// The agents a doctor checks, each with what uses it: the profiles the configuration files

@@ -1,18 +1,23 @@
-//! `clawpool run` driving the real gemini-cli 0.61.0 fully offline: it talks to the scripted
-//! model server's Gemini API (`GOOGLE_GEMINI_BASE_URL`, a fake `GEMINI_API_KEY`) from a
-//! scratch HOME inside the test's sandbox, set up as docs/real-agents.md describes.
+//! `clawpool run` driving real agents fully offline against the scripted model server, from a
+//! scratch HOME inside the test's sandbox, set up as docs/real-agents.md describes:
+//! gemini-cli 0.61.0 through the server's Gemini API (`GOOGLE_GEMINI_BASE_URL`, a fake
+//! `GEMINI_API_KEY`), opencode 1.18.33 and Qwen Code 0.24.4 through its Chat Completions API
+//! (an OpenAI-compatible provider in opencode's config; `OPENAI_BASE_URL` for Qwen Code, run by
+//! the pinned Node 22 in `.agents/`), and aider 0.86.2 (its OpenAI base URL; aider offers no
+//! tools, so the scripted reply is a whole-file listing and the server counts every request as
+//! a task request).
 //!
-//! The agent is installed by `scripts/install-agents.sh` (CI runs it); without it these tests
-//! fail and say so. Events are read from clawpool's stdout as they come; the only fixed wait is
-//! the "nothing is typed for N seconds" window of the untrusted lane.
+//! The agents are installed by `scripts/install-agents.sh` (CI runs it); without them these
+//! tests fail and say so. Events are read from clawpool's stdout as they come; the only fixed
+//! wait is the "nothing is typed for N seconds" window of the untrusted lanes.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clawpool_pty::TermSize;
 use clawpool_tests::{
-    LaneRun, ModelServer, Sandbox, TRUSTED_BOOT_TO_FINISHED, agent_path, assert_kinds_in_order,
-    git_repo, real_agent, transitions,
+    LaneRun, ModelServer, Sandbox, TRUSTED_BOOT_TO_FINISHED, agent_path, agents_dir,
+    assert_kinds_in_order, git_repo, real_agent, transitions,
 };
 use serde_json::{Value, json};
 
@@ -319,4 +324,732 @@ fn gemini_untrusted_lane_is_held_at_the_trust_dialog_and_gets_no_keystroke() {
 
     drop(run);
     server.stop();
+}
+
+/// opencode's config in `home`: the scripted model server as its only provider, and the
+/// config folder's npm manifest already naming `@opencode-ai/plugin`, so opencode's start-up
+/// install into that folder finds nothing to do and never reaches for the registry
+/// (docs/real-agents.md).
+fn seed_opencode_home(home: &Path, base_url: &str) {
+    let dir = home.join(".config/opencode");
+    std::fs::create_dir_all(dir.join("node_modules")).expect("~/.config/opencode");
+    let config = json!({
+        "autoupdate": false,
+        "share": "disabled",
+        "provider": {"scripted": {
+            "npm": "@ai-sdk/openai-compatible",
+            "name": "Scripted",
+            "options": {"baseURL": format!("{base_url}/v1"), "apiKey": "fake"},
+            "models": {"scripted-model": {"name": "Scripted Model", "tool_call": true}}
+        }},
+        "model": "scripted/scripted-model"
+    });
+    std::fs::write(dir.join("opencode.json"), config.to_string()).expect("opencode.json");
+    let plugin = json!({"@opencode-ai/plugin": "1.18.33"});
+    std::fs::write(
+        dir.join("package.json"),
+        json!({"dependencies": plugin}).to_string(),
+    )
+    .expect("package.json");
+    std::fs::write(
+        dir.join("package-lock.json"),
+        json!({"lockfileVersion": 3, "packages": {"": {"dependencies": plugin}}}).to_string(),
+    )
+    .expect("package-lock.json");
+}
+
+/// A `--config` file pointing the opencode profile at the installed binary, with the lane's
+/// parent folder trusted when `trusted_root` is given.
+fn write_opencode_config(sandbox: &Sandbox, trusted_root: Option<&Path>) -> PathBuf {
+    let roots = trusted_root
+        .map(|root| format!("trusted_roots = [{:?}]\n", root.display().to_string()))
+        .unwrap_or_default();
+    let text = format!(
+        "{roots}\n[profiles.opencode.launch]\ncommand = {:?}\n",
+        real_agent("opencode").display().to_string()
+    );
+    let path = sandbox.dir.path().join("config.toml");
+    std::fs::write(&path, text).expect("config file");
+    path
+}
+
+fn opencode_hello_script(lane: &Path) -> Value {
+    json!([
+        {"tool_use": {"name": "write", "input": {
+            "filePath": lane.join("hello.txt").display().to_string(),
+            "content": "hi"
+        }}},
+        {"text": "Done. Created hello.txt."}
+    ])
+}
+
+fn start_opencode_lane(
+    sandbox: &Sandbox,
+    config: &Path,
+    lane: &Path,
+    size: Option<&str>,
+) -> LaneRun {
+    let mut cmd = sandbox.clawpool_clean_env();
+    cmd.args(["run", "--output-format", "json", "--agent", "opencode"])
+        .args(["--transport", "tmux", "--config"])
+        .arg(config)
+        .arg("--cwd")
+        .arg(lane)
+        .args(["--prompt", PROMPT]);
+    if let Some(size) = size {
+        cmd.args(["--size", size]);
+    }
+    for var in [
+        format!("HOME={}", sandbox.home().display()),
+        format!("PATH={}", agent_path()),
+        "TERM=xterm-256color".into(),
+        // The model list from models.dev is not needed with the provider in the config.
+        "OPENCODE_DISABLE_MODELS_FETCH=1".into(),
+    ] {
+        cmd.arg("--env").arg(var);
+    }
+    LaneRun::start(cmd, &sandbox.dir.path().join("clawpool.stderr"))
+}
+
+/// Runs a trusted opencode lane to its outcome and checks it finished its scripted task with
+/// one delivery: the prompt typed once, reaching the model once, the file written by
+/// opencode's own `write` tool, and nothing fetched from the npm registry.
+fn opencode_trusted_lane_finishes(size: Option<&str>, term: TermSize) {
+    real_agent("opencode");
+    let sandbox = Sandbox::new();
+    let lane = repo_lane(&sandbox, "alpha");
+    let mut server = ModelServer::start(
+        &sandbox.dir.path().join("model"),
+        &opencode_hello_script(&lane),
+    );
+    seed_opencode_home(&sandbox.home(), &server.url());
+    let config = write_opencode_config(&sandbox, lane.parent());
+
+    let mut run = start_opencode_lane(&sandbox, &config, &lane, size);
+    let outcome = run.wait_for(
+        "the outcome",
+        PATIENCE,
+        |e| e.get("outcome").is_some(),
+        || screen_report(&lane, term),
+    );
+    let status = run.wait_exit(PATIENCE);
+    let events = run.events();
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "{}\n{}",
+        run.report(),
+        screen_report(&lane, term)
+    );
+    let outcome = &outcome["outcome"];
+    assert_eq!(
+        outcome["state"]["status"],
+        "finished",
+        "{}\n{}",
+        run.report(),
+        screen_report(&lane, term)
+    );
+    assert_eq!(outcome["receipt"]["attempts"], 1, "{}", run.report());
+    // No dialog at all: straight from the start to ready.
+    assert_eq!(
+        transitions(&events),
+        [
+            "spawning",
+            "ready_for_prompt",
+            "prompt_accepted",
+            "running",
+            "finished"
+        ],
+        "{}",
+        run.report()
+    );
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e["kind"] == "lane.prompt_typed")
+            .count(),
+        1,
+        "{}",
+        run.report()
+    );
+
+    assert_eq!(
+        std::fs::read_to_string(lane.join("hello.txt")).expect("hello.txt in the lane"),
+        "hi"
+    );
+    // One delivery: the task request and the one after the tool ran (the session-title
+    // request is a side request), and the prompt appears once in the conversation the model
+    // saw last.
+    let main = server.main_requests();
+    assert_eq!(main.len(), 2, "{main:#?}");
+    let last = main[1]["body"]["messages"].to_string();
+    assert_eq!(last.matches(PROMPT).count(), 1, "{last}");
+    assert!(
+        last.contains("\"role\":\"tool\""),
+        "the tool's result went back"
+    );
+    // The pre-seeded manifest kept opencode's npm away from the registry: no npm cache.
+    assert!(
+        !sandbox.home().join(".npm").exists(),
+        "opencode ran npm against the registry"
+    );
+
+    drop(run);
+    server.stop();
+}
+
+#[test]
+fn opencode_trusted_lane_finishes_with_one_delivery() {
+    opencode_trusted_lane_finishes(None, TermSize::default());
+}
+
+#[test]
+fn opencode_lane_in_an_80x12_terminal_reaches_ready_and_finishes() {
+    opencode_trusted_lane_finishes(Some("80x12"), TermSize { cols: 80, rows: 12 });
+}
+
+/// opencode never asks about folder trust, so it is clawpool's own gate that holds the lane:
+/// ready, but nobody trusted it, so nothing is typed and no task reaches the model.
+#[test]
+fn opencode_untrusted_lane_is_blocked_at_the_trust_gate_and_gets_no_keystroke() {
+    real_agent("opencode");
+    let sandbox = Sandbox::new();
+    let lane = repo_lane(&sandbox, "untrusted");
+    let mut server = ModelServer::start(
+        &sandbox.dir.path().join("model"),
+        &opencode_hello_script(&lane),
+    );
+    seed_opencode_home(&sandbox.home(), &server.url());
+    let config = write_opencode_config(&sandbox, None);
+
+    let mut run = start_opencode_lane(&sandbox, &config, &lane, None);
+    let report = || screen_report(&lane, TermSize::default());
+    let blocked = run.wait_for(
+        "lane.blocked",
+        PATIENCE,
+        |e| e["kind"] == "lane.blocked",
+        report,
+    );
+    assert_eq!(blocked["to"]["subphase"], "trust_prompt", "{blocked}");
+    assert_eq!(blocked["evidence"]["rule"], "trust_gate", "{blocked}");
+    let escalated = run.wait_for(
+        "lane.escalated",
+        PATIENCE,
+        |e| e["kind"] == "lane.escalated",
+        report,
+    );
+    assert!(
+        escalated["detail"]["next_action"]
+            .as_str()
+            .is_some_and(|a| a.contains("clawpool trust untrusted")),
+        "{escalated}"
+    );
+
+    let meanwhile = run.lines_within(Duration::from_secs(5));
+    assert!(
+        meanwhile.is_empty(),
+        "the blocked lane did something: {meanwhile:#?}"
+    );
+    let events = run.events();
+    assert!(
+        !events.iter().any(|e| matches!(
+            e["kind"].as_str(),
+            Some("lane.dialog_answered" | "lane.prompt_typed")
+        )),
+        "nothing typed: {}",
+        run.report()
+    );
+    assert!(!lane.join("hello.txt").exists());
+    assert!(server.requests().is_empty(), "{:#?}", server.requests());
+
+    drop(run);
+    server.stop();
+}
+
+/// Qwen Code's settings in `home`: no update check (it would ask the npm registry) and no
+/// follow-up suggestion (an extra model request after each turn).
+fn seed_qwen_home(home: &Path) {
+    let dir = home.join(".qwen");
+    std::fs::create_dir_all(&dir).expect("~/.qwen");
+    std::fs::write(
+        dir.join("settings.json"),
+        json!({
+            "general": {"enableAutoUpdate": false},
+            "ui": {"enableFollowupSuggestions": false}
+        })
+        .to_string(),
+    )
+    .expect("settings.json");
+}
+
+/// A `--config` file pointing the qwen profile at the installed binary, with the lane's
+/// parent folder trusted when `trusted_root` is given.
+fn write_qwen_config(sandbox: &Sandbox, trusted_root: Option<&Path>) -> PathBuf {
+    let roots = trusted_root
+        .map(|root| format!("trusted_roots = [{:?}]\n", root.display().to_string()))
+        .unwrap_or_default();
+    let text = format!(
+        "{roots}\n[profiles.qwen.launch]\ncommand = {:?}\n",
+        real_agent("qwen").display().to_string()
+    );
+    let path = sandbox.dir.path().join("config.toml");
+    std::fs::write(&path, text).expect("config file");
+    path
+}
+
+fn start_qwen_lane(
+    sandbox: &Sandbox,
+    config: &Path,
+    lane: &Path,
+    server: &ModelServer,
+    size: Option<&str>,
+) -> LaneRun {
+    let mut cmd = sandbox.clawpool_clean_env();
+    cmd.args(["run", "--output-format", "json", "--agent", "qwen"])
+        .args(["--transport", "tmux", "--config"])
+        .arg(config)
+        .arg("--cwd")
+        .arg(lane)
+        .args(["--prompt", PROMPT]);
+    if let Some(size) = size {
+        cmd.args(["--size", size]);
+    }
+    // Qwen Code's launcher is `#!/usr/bin/env node` and needs Node 22: the pinned one first.
+    let node = real_agent("node");
+    let node_dir = node.parent().expect("node's folder");
+    for var in [
+        format!("HOME={}", sandbox.home().display()),
+        format!("PATH={}:{}", node_dir.display(), agent_path()),
+        "TERM=xterm-256color".into(),
+        "OPENAI_API_KEY=fake".into(),
+        format!("OPENAI_BASE_URL={}/v1", server.url()),
+        "OPENAI_MODEL=scripted-model".into(),
+    ] {
+        cmd.arg("--env").arg(var);
+    }
+    LaneRun::start(cmd, &sandbox.dir.path().join("clawpool.stderr"))
+}
+
+/// Runs a trusted Qwen Code lane to its outcome and checks it finished its scripted task with
+/// one delivery: the prompt typed once, reaching the model once, and the file written by Qwen
+/// Code's own `write_file` tool.
+fn qwen_trusted_lane_finishes(size: Option<&str>, term: TermSize) {
+    real_agent("qwen");
+    let sandbox = Sandbox::new();
+    let lane = repo_lane(&sandbox, "alpha");
+    let mut server = ModelServer::start(&sandbox.dir.path().join("model"), &hello_script(&lane));
+    seed_qwen_home(&sandbox.home());
+    let config = write_qwen_config(&sandbox, lane.parent());
+
+    let mut run = start_qwen_lane(&sandbox, &config, &lane, &server, size);
+    let outcome = run.wait_for(
+        "the outcome",
+        PATIENCE,
+        |e| e.get("outcome").is_some(),
+        || screen_report(&lane, term),
+    );
+    let status = run.wait_exit(PATIENCE);
+    let events = run.events();
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "{}\n{}",
+        run.report(),
+        screen_report(&lane, term)
+    );
+    let outcome = &outcome["outcome"];
+    assert_eq!(
+        outcome["state"]["status"],
+        "finished",
+        "{}\n{}",
+        run.report(),
+        screen_report(&lane, term)
+    );
+    assert_eq!(outcome["receipt"]["attempts"], 1, "{}", run.report());
+    assert_eq!(
+        transitions(&events),
+        [
+            "spawning",
+            "ready_for_prompt",
+            "prompt_accepted",
+            "running",
+            "finished"
+        ],
+        "{}",
+        run.report()
+    );
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e["kind"] == "lane.prompt_typed")
+            .count(),
+        1,
+        "{}",
+        run.report()
+    );
+
+    assert_eq!(
+        std::fs::read_to_string(lane.join("hello.txt")).expect("hello.txt in the lane"),
+        "hi"
+    );
+    // One delivery: the task request and the one after the tool ran, and the prompt appears
+    // once in the conversation the model saw last.
+    let main = server.main_requests();
+    assert_eq!(main.len(), 2, "{main:#?}");
+    let last = main[1]["body"]["messages"].to_string();
+    assert_eq!(last.matches(PROMPT).count(), 1, "{last}");
+    assert!(
+        last.contains("\"role\":\"tool\""),
+        "the tool's result went back"
+    );
+
+    drop(run);
+    server.stop();
+}
+
+#[test]
+fn qwen_trusted_lane_finishes_with_one_delivery() {
+    qwen_trusted_lane_finishes(None, TermSize::default());
+}
+
+#[test]
+fn qwen_lane_in_an_80x12_terminal_reaches_ready_and_finishes() {
+    qwen_trusted_lane_finishes(Some("80x12"), TermSize { cols: 80, rows: 12 });
+}
+
+/// Qwen Code does not ask about folder trust by default, so clawpool's own gate holds the
+/// lane: ready, but nobody trusted it, so nothing is typed and no task reaches the model.
+#[test]
+fn qwen_untrusted_lane_is_blocked_at_the_trust_gate_and_gets_no_keystroke() {
+    real_agent("qwen");
+    let sandbox = Sandbox::new();
+    let lane = repo_lane(&sandbox, "untrusted");
+    let mut server = ModelServer::start(&sandbox.dir.path().join("model"), &hello_script(&lane));
+    seed_qwen_home(&sandbox.home());
+    let config = write_qwen_config(&sandbox, None);
+
+    let mut run = start_qwen_lane(&sandbox, &config, &lane, &server, None);
+    let report = || screen_report(&lane, TermSize::default());
+    let blocked = run.wait_for(
+        "lane.blocked",
+        PATIENCE,
+        |e| e["kind"] == "lane.blocked",
+        report,
+    );
+    assert_eq!(blocked["to"]["subphase"], "trust_prompt", "{blocked}");
+    assert_eq!(blocked["evidence"]["rule"], "trust_gate", "{blocked}");
+    run.wait_for(
+        "lane.escalated",
+        PATIENCE,
+        |e| e["kind"] == "lane.escalated",
+        report,
+    );
+
+    let meanwhile = run.lines_within(Duration::from_secs(5));
+    assert!(
+        meanwhile.is_empty(),
+        "the blocked lane did something: {meanwhile:#?}"
+    );
+    assert!(
+        !run.events().iter().any(|e| matches!(
+            e["kind"].as_str(),
+            Some("lane.dialog_answered" | "lane.prompt_typed")
+        )),
+        "nothing typed: {}",
+        run.report()
+    );
+    assert!(!lane.join("hello.txt").exists());
+    assert!(server.requests().is_empty(), "{:#?}", server.requests());
+
+    drop(run);
+    server.stop();
+}
+
+/// aider, from its virtual environment under `.agents/`.
+fn aider_binary() -> PathBuf {
+    let path = agents_dir().join("aider-venv/bin/aider");
+    assert!(
+        path.is_file(),
+        "aider is not installed at {}: run `scripts/install-agents.sh`",
+        path.display()
+    );
+    path
+}
+
+/// A `--config` file pointing the aider profile at the installed binary, with the lane's
+/// parent folder trusted when `trusted_root` is given.
+fn write_aider_config(sandbox: &Sandbox, trusted_root: Option<&Path>) -> PathBuf {
+    let roots = trusted_root
+        .map(|root| format!("trusted_roots = [{:?}]\n", root.display().to_string()))
+        .unwrap_or_default();
+    let text = format!(
+        "{roots}\n[profiles.aider.launch]\ncommand = {:?}\n",
+        aider_binary().display().to_string()
+    );
+    let path = sandbox.dir.path().join("config.toml");
+    std::fs::write(&path, text).expect("config file");
+    path
+}
+
+/// aider's reply to the task in its `whole` edit format: the file's name, then its content
+/// fenced.
+fn aider_hello_script() -> Value {
+    json!([{"text": "hello.txt\n```\nhi\n```\n"}])
+}
+
+fn start_aider_lane(
+    sandbox: &Sandbox,
+    config: &Path,
+    lane: &Path,
+    server: &ModelServer,
+    size: Option<&str>,
+) -> LaneRun {
+    // The scripted model's context window and prices, so aider neither fetches litellm's
+    // model list from the network nor warns about an unknown model.
+    let metadata = sandbox.dir.path().join("model-metadata.json");
+    std::fs::write(
+        &metadata,
+        json!({"openai/scripted-model": {
+            "max_input_tokens": 128000, "max_output_tokens": 8192,
+            "input_cost_per_token": 0, "output_cost_per_token": 0,
+            "litellm_provider": "openai", "mode": "chat"
+        }})
+        .to_string(),
+    )
+    .expect("model metadata");
+    let mut cmd = sandbox.clawpool_clean_env();
+    cmd.args(["run", "--output-format", "json", "--agent", "aider"])
+        .args(["--transport", "tmux", "--config"])
+        .arg(config)
+        .arg("--cwd")
+        .arg(lane)
+        .args(["--prompt", PROMPT]);
+    if let Some(size) = size {
+        cmd.args(["--size", size]);
+    }
+    for var in [
+        format!("HOME={}", sandbox.home().display()),
+        format!("PATH={}", agent_path()),
+        "TERM=xterm-256color".into(),
+        "OPENAI_API_KEY=fake".into(),
+        format!("OPENAI_API_BASE={}/v1", server.url()),
+        "AIDER_MODEL=openai/scripted-model".into(),
+        format!("AIDER_MODEL_METADATA_FILE={}", metadata.display()),
+    ] {
+        cmd.arg("--env").arg(var);
+    }
+    LaneRun::start(cmd, &sandbox.dir.path().join("clawpool.stderr"))
+}
+
+/// Runs a trusted aider lane to its outcome and checks it finished its scripted task with one
+/// delivery: the prompt typed once, one request to the model, and the file written by aider
+/// from the reply after clawpool answered its "Create new file?" (the profile's policy).
+fn aider_trusted_lane_finishes(size: Option<&str>, term: TermSize) {
+    aider_binary();
+    let sandbox = Sandbox::new();
+    let lane = repo_lane(&sandbox, "alpha");
+    let mut server = ModelServer::start_with(
+        &sandbox.dir.path().join("model"),
+        &aider_hello_script(),
+        &["--every-request-is-a-task"],
+    );
+    let config = write_aider_config(&sandbox, lane.parent());
+
+    let mut run = start_aider_lane(&sandbox, &config, &lane, &server, size);
+    let outcome = run.wait_for(
+        "the outcome",
+        PATIENCE,
+        |e| e.get("outcome").is_some(),
+        || screen_report(&lane, term),
+    );
+    let status = run.wait_exit(PATIENCE);
+    let events = run.events();
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "{}\n{}",
+        run.report(),
+        screen_report(&lane, term)
+    );
+    let outcome = &outcome["outcome"];
+    assert_eq!(
+        outcome["state"]["status"],
+        "finished",
+        "{}\n{}",
+        run.report(),
+        screen_report(&lane, term)
+    );
+    assert_eq!(outcome["receipt"]["attempts"], 1, "{}", run.report());
+    assert_kinds_in_order(
+        &events,
+        &[
+            "lane.started",
+            "lane.ready",
+            "lane.prompt_typed",
+            "lane.prompt_accepted",
+            "lane.running",
+            "lane.dialog_answered",
+            "lane.finished",
+        ],
+    );
+    let answered = events
+        .iter()
+        .find(|e| e["kind"] == "lane.dialog_answered")
+        .expect("the question answered");
+    assert_eq!(
+        answered["detail"]["dialog"], "create_new_file",
+        "{answered}"
+    );
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e["kind"] == "lane.prompt_typed")
+            .count(),
+        1,
+        "{}",
+        run.report()
+    );
+
+    assert_eq!(
+        std::fs::read_to_string(lane.join("hello.txt")).expect("hello.txt in the lane"),
+        "hi\n"
+    );
+    // One delivery: one request, the prompt in it once.
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1, "{requests:#?}");
+    let messages = requests[0]["body"]["messages"].to_string();
+    assert_eq!(messages.matches(PROMPT).count(), 1, "{messages}");
+
+    drop(run);
+    server.stop();
+}
+
+#[test]
+fn aider_trusted_lane_finishes_with_one_delivery() {
+    aider_trusted_lane_finishes(None, TermSize::default());
+}
+
+#[test]
+fn aider_lane_in_an_80x12_terminal_reaches_ready_and_finishes() {
+    aider_trusted_lane_finishes(Some("80x12"), TermSize { cols: 80, rows: 12 });
+}
+
+/// aider never asks about folder trust, so clawpool's own gate holds the lane: ready, but
+/// nobody trusted it, so nothing is typed and no task reaches the model.
+#[test]
+fn aider_untrusted_lane_is_blocked_at_the_trust_gate_and_gets_no_keystroke() {
+    aider_binary();
+    let sandbox = Sandbox::new();
+    let lane = repo_lane(&sandbox, "untrusted");
+    let mut server = ModelServer::start_with(
+        &sandbox.dir.path().join("model"),
+        &aider_hello_script(),
+        &["--every-request-is-a-task"],
+    );
+    let config = write_aider_config(&sandbox, None);
+
+    let mut run = start_aider_lane(&sandbox, &config, &lane, &server, None);
+    let report = || screen_report(&lane, TermSize::default());
+    let blocked = run.wait_for(
+        "lane.blocked",
+        PATIENCE,
+        |e| e["kind"] == "lane.blocked",
+        report,
+    );
+    assert_eq!(blocked["to"]["subphase"], "trust_prompt", "{blocked}");
+    assert_eq!(blocked["evidence"]["rule"], "trust_gate", "{blocked}");
+    run.wait_for(
+        "lane.escalated",
+        PATIENCE,
+        |e| e["kind"] == "lane.escalated",
+        report,
+    );
+
+    let meanwhile = run.lines_within(Duration::from_secs(5));
+    assert!(
+        meanwhile.is_empty(),
+        "the blocked lane did something: {meanwhile:#?}"
+    );
+    assert!(
+        !run.events().iter().any(|e| matches!(
+            e["kind"].as_str(),
+            Some("lane.dialog_answered" | "lane.prompt_typed")
+        )),
+        "nothing typed: {}",
+        run.report()
+    );
+    assert!(!lane.join("hello.txt").exists());
+    assert!(server.requests().is_empty(), "{:#?}", server.requests());
+
+    drop(run);
+    server.stop();
+}
+
+/// `clawpool doctor` runs each agent in use with `--version` and compares it with the version
+/// its profile was verified on: the pinned installs match, and the codex profile pointed at
+/// gemini-cli's binary (0.61.0, not Codex's 0.169.0) is a warning with a fix.
+#[test]
+fn doctor_reports_each_agent_version_against_its_profile_and_warns_on_a_mismatch() {
+    let sandbox = Sandbox::new();
+    let repo = git_repo(sandbox.dir.path(), "repo");
+    let config = sandbox.dir.path().join("config.toml");
+    let command = |path: PathBuf| format!("command = {:?}\n", path.display().to_string());
+    std::fs::write(
+        &config,
+        format!(
+            "[profiles.gemini.launch]\n{}[profiles.opencode.launch]\n{}\
+             [profiles.aider.launch]\n{}[profiles.codex.launch]\n{}",
+            command(real_agent("gemini")),
+            command(real_agent("opencode")),
+            command(aider_binary()),
+            command(real_agent("gemini")),
+        ),
+    )
+    .expect("config");
+    let out = sandbox
+        .clawpool_clean_env()
+        .args(["doctor", "--output-format", "json", "--config"])
+        .arg(&config)
+        .arg("--repo")
+        .arg(&repo)
+        .output()
+        .expect("doctor");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("doctor JSON");
+    let check = |name: &str| -> Value {
+        doc["checks"]
+            .as_array()
+            .expect("checks")
+            .iter()
+            .find(|c| c["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {name:?} check in {doc:#}"))
+    };
+    for (agent, version) in [
+        ("gemini", "0.61.0"),
+        ("opencode", "1.18.33"),
+        ("aider", "0.86.2"),
+    ] {
+        let found = check(&format!("agent {agent} version"));
+        assert_eq!(found["ok"], true, "{found}");
+        assert_eq!(
+            found["detail"],
+            format!("{version}, the version the {agent} profile was verified on"),
+            "{found}"
+        );
+    }
+    let mismatch = check("agent codex version");
+    assert_eq!(mismatch["ok"], false, "{mismatch}");
+    assert_eq!(mismatch["severity"], "warning", "{mismatch}");
+    let detail = mismatch["detail"].as_str().expect("detail");
+    assert!(
+        detail.contains("is 0.61.0, but the codex profile was verified on 0.169.0"),
+        "{detail}"
+    );
+    let fix = mismatch["fix"].as_str().expect("a fix");
+    assert!(
+        fix.starts_with("install codex 0.169.0 (scripts/install-agents.sh pins it)"),
+        "{fix}"
+    );
 }

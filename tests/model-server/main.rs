@@ -12,6 +12,7 @@
 //!
 //! ```text
 //! clawpool-model-server [--script FILE] [--record FILE] [--port-file FILE] [--side-text TEXT]
+//!                       [--every-request-is-a-task]
 //! ```
 
 mod anthropic;
@@ -41,12 +42,15 @@ use crate::server::Server;
 
 const USAGE: &str = "\
 usage: clawpool-model-server [--script FILE] [--record FILE] [--port-file FILE] [--side-text TEXT]
+                             [--every-request-is-a-task]
 
   --script FILE     JSON list of turns served to task requests in order
                     (text, tool_use, hang, refuse, error; see script.rs)
   --record FILE     append every request as a JSON line (truncated at start)
   --port-file FILE  also write the chosen port number to FILE
   --side-text TEXT  reply to side requests such as title generation (default: Scripted task)
+  --every-request-is-a-task
+                    serve script turns to requests without tools too (aider offers none)
 
 Listens on 127.0.0.1 on an OS-chosen port and prints `listening on 127.0.0.1:PORT`.";
 
@@ -57,6 +61,7 @@ struct Options {
     record: Option<PathBuf>,
     port_file: Option<PathBuf>,
     side_text: Option<String>,
+    every_request_is_a_task: bool,
 }
 
 fn parse_args(mut args: impl Iterator<Item = String>) -> anyhow::Result<Options> {
@@ -84,6 +89,9 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> anyhow::Result<Options>
             "--record" => options.record = Some(value()?.into()),
             "--port-file" => options.port_file = Some(value()?.into()),
             "--side-text" => options.side_text = Some(value()?),
+            "--every-request-is-a-task" if inline.is_none() => {
+                options.every_request_is_a_task = true;
+            }
             _ => bail!("unknown argument {arg:?}\n\n{USAGE}"),
         }
     }
@@ -152,6 +160,7 @@ async fn run() -> anyhow::Result<()> {
         side_text: options
             .side_text
             .unwrap_or_else(|| "Scripted task".to_owned()),
+        every_request_is_a_task: options.every_request_is_a_task,
         seq: AtomicU64::new(0),
     });
     server::serve(listener, server).await;

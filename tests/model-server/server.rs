@@ -24,6 +24,9 @@ pub struct Server {
     pub recorder: Option<Recorder>,
     /// The reply to side requests (title generation and the like).
     pub side_text: String,
+    /// Every request is a task request, tools or not: aider offers the model no tools (its
+    /// edits are file listings in the reply) and sends no side requests in a task.
+    pub every_request_is_a_task: bool,
     /// Numbers requests, for the record and for unique ids.
     pub seq: AtomicU64,
 }
@@ -134,7 +137,7 @@ impl Server {
         };
         let null = Value::Null;
         let body_ref = body.as_ref().unwrap_or(&null);
-        let main = api.is_some() && request::is_main(body_ref);
+        let main = api.is_some() && (self.every_request_is_a_task || request::is_main(body_ref));
         let (turn_index, turn) = if main {
             self.script.next_turn()
         } else {

@@ -258,6 +258,11 @@ impl ModelServer {
     /// Starts the server with `script` (a JSON list of turns), keeping its files in `dir`,
     /// and waits until it says where it listens.
     pub fn start(dir: &Path, script: &serde_json::Value) -> Self {
+        Self::start_with(dir, script, &[])
+    }
+
+    /// [`ModelServer::start`] with more command-line flags (`--every-request-is-a-task`, …).
+    pub fn start_with(dir: &Path, script: &serde_json::Value, flags: &[&str]) -> Self {
         use std::io::BufRead;
         std::fs::create_dir_all(dir).expect("model server folder");
         let script_path = dir.join("model-script.json");
@@ -271,6 +276,7 @@ impl ModelServer {
             .arg(&record)
             .arg("--port-file")
             .arg(dir.join("model-port"))
+            .args(flags)
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
             .stderr(std::fs::File::create(&log).expect("model server log"))

@@ -72,6 +72,8 @@ pub(crate) fn record_patch(origins: &mut ProfileOrigins, patch: &ManifestPatch, 
     }
     if let Some(InputPatch {
         rule,
+        bottom_rule,
+        status_rows,
         prefix,
         placeholders,
         clear_keys,
@@ -80,6 +82,8 @@ pub(crate) fn record_patch(origins: &mut ProfileOrigins, patch: &ManifestPatch, 
     {
         let fields = [
             ("rule", rule.is_some()),
+            ("bottom_rule", bottom_rule.is_some()),
+            ("status_rows", status_rows.is_some()),
             ("prefix", prefix.is_some()),
             ("placeholders", placeholders.is_some()),
             ("clear_keys", clear_keys.is_some()),

@@ -25,6 +25,10 @@ pub struct Manifest {
     /// What the profile is for.
     #[serde(default)]
     pub description: String,
+    /// The agent's version the profile was verified on (recordings and end-to-end tests with
+    /// the real binary); `clawpool doctor` compares what `COMMAND --version` says with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verified_version: Option<String>,
     /// How to start the agent.
     pub launch: Launch,
     /// How to find the agent's input line.
@@ -85,6 +89,16 @@ pub struct InputSpec {
     /// set, the input box is the rows between the last two rules (or after the only one).
     #[serde(default)]
     pub rule: Option<String>,
+    /// The character of the rule that closes an input box drawn without a top rule, as a
+    /// column of rows each starting with `prefix` (opencode: `┃` rows over `╹▀▀▀…`; one corner
+    /// glyph may lead the rule). When set, the input box is the run of `prefix` rows right
+    /// above the last such rule.
+    #[serde(default)]
+    pub bottom_rule: Option<String>,
+    /// How many rows at the bottom of a `bottom_rule` box belong to the agent (a model or
+    /// mode line), not to the draft.
+    #[serde(default)]
+    pub status_rows: usize,
     /// The glyph the input line starts with (e.g. `❯`, `›`). Without a rule, the input line is
     /// the last row that starts with it.
     #[serde(default)]
@@ -295,6 +309,12 @@ pub struct InputPatch {
     /// Replaces the rule character.
     #[serde(default)]
     pub rule: Option<String>,
+    /// Replaces the bottom rule character.
+    #[serde(default)]
+    pub bottom_rule: Option<String>,
+    /// Replaces the number of status rows in a bottom-ruled box.
+    #[serde(default)]
+    pub status_rows: Option<usize>,
     /// Replaces the prefix.
     #[serde(default)]
     pub prefix: Option<String>,
@@ -349,6 +369,12 @@ impl Manifest {
         if let Some(input) = &patch.input {
             if let Some(rule) = &input.rule {
                 self.input.rule = Some(rule.clone()).filter(|r| !r.is_empty());
+            }
+            if let Some(bottom_rule) = &input.bottom_rule {
+                self.input.bottom_rule = Some(bottom_rule.clone()).filter(|r| !r.is_empty());
+            }
+            if let Some(status_rows) = input.status_rows {
+                self.input.status_rows = status_rows;
             }
             if let Some(prefix) = &input.prefix {
                 self.input.prefix = prefix.clone();

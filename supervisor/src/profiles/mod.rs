@@ -1,7 +1,7 @@
 //! Agent profiles: how to start each agent and how to read its screen, as data.
 //!
 //! Built-in manifests (`supervisor/profiles/*.toml`, embedded at build time) cover `claude`,
-//! `codex`, `opencode`, `gemini`, `aider`, `claw` and the `scripted` test agent. Every profile
+//! `codex`, `opencode`, `gemini`, `qwen`, `aider`, `claw` and the `scripted` test agent. Every profile
 //! also gets the rules in `common.toml` (a shell where the agent should be). Configuration
 //! patches them ([`manifest::ManifestPatch`]) or adds new ones; [`ProfileSet`] holds the result,
 //! compiled ([`Profile`]): regexes built, regions parsed, key names checked, so that a bad
@@ -28,6 +28,7 @@ const BUILTIN: &[(&str, &str)] = &[
         include_str!("../../profiles/opencode.toml"),
     ),
     ("gemini.toml", include_str!("../../profiles/gemini.toml")),
+    ("qwen.toml", include_str!("../../profiles/qwen.toml")),
     ("aider.toml", include_str!("../../profiles/aider.toml")),
     ("claw.toml", include_str!("../../profiles/claw.toml")),
     (
@@ -264,6 +265,10 @@ pub struct Dialog {
 pub struct InputFinder {
     /// The rule character, if the agent draws its input box between rules.
     pub rule: Option<char>,
+    /// The rule character closing a box drawn without a top rule.
+    pub bottom_rule: Option<char>,
+    /// Rows at the bottom of a `bottom_rule` box that are the agent's, not the draft's.
+    pub status_rows: usize,
     /// The input line's glyph.
     pub prefix: String,
     /// Placeholder texts (an input line showing one is empty).
@@ -324,21 +329,18 @@ impl Profile {
         for spec in &manifest.dialogs {
             dialogs.push(compile_dialog(spec).map_err(|m| err(Some(&spec.name), m))?);
         }
-        let rule = match manifest.input.rule.as_deref() {
-            None | Some("") => None,
-            Some(text) => {
-                let mut chars = text.chars();
-                match (chars.next(), chars.next()) {
-                    (Some(c), None) => Some(c),
-                    _ => {
-                        return Err(err(
-                            None,
-                            format!("input.rule must be one character, not {text:?}"),
-                        ));
-                    }
-                }
-            }
-        };
+        let rule =
+            rule_char("input.rule", manifest.input.rule.as_deref()).map_err(|m| err(None, m))?;
+        let bottom_rule = rule_char("input.bottom_rule", manifest.input.bottom_rule.as_deref())
+            .map_err(|m| err(None, m))?;
+        if rule.is_some() && bottom_rule.is_some() {
+            return Err(err(
+                None,
+                "input.rule and input.bottom_rule cannot both be set: a box has rules on both \
+                 sides or only at the bottom"
+                    .into(),
+            ));
+        }
         let placeholders = manifest
             .input
             .placeholders
@@ -360,6 +362,8 @@ impl Profile {
         Ok(Self {
             input: InputFinder {
                 rule,
+                bottom_rule,
+                status_rows: manifest.input.status_rows,
                 prefix: manifest.input.prefix.clone(),
                 placeholders,
                 clear_keys,
@@ -373,6 +377,18 @@ impl Profile {
     /// The dialog called `name`.
     pub fn dialog(&self, name: &str) -> Option<&Dialog> {
         self.dialogs.iter().find(|d| d.name == name)
+    }
+}
+
+/// The one character of a rule setting (`field`), or none when unset or empty.
+fn rule_char(field: &str, text: Option<&str>) -> Result<Option<char>, String> {
+    let Some(text) = text.filter(|t| !t.is_empty()) else {
+        return Ok(None);
+    };
+    let mut chars = text.chars();
+    match (chars.next(), chars.next()) {
+        (Some(c), None) => Ok(Some(c)),
+        _ => Err(format!("{field} must be one character, not {text:?}")),
     }
 }
 
@@ -519,6 +535,7 @@ impl ProfileSet {
                         engine: ENGINE_VERSION,
                         name: sourced.profile.clone(),
                         description: String::new(),
+                        verified_version: None,
                         launch: manifest::Launch::default(),
                         input: manifest::InputSpec::default(),
                         rules: Vec::new(),

@@ -20,7 +20,7 @@ fn patch(profile: &str, file: &str, text: &str) -> SourcedPatch {
 fn every_builtin_profile_loads() {
     let set = ProfileSet::builtin().expect("built-ins load");
     for name in [
-        "claude", "codex", "opencode", "gemini", "aider", "claw", "scripted",
+        "claude", "codex", "opencode", "gemini", "qwen", "aider", "claw", "scripted",
     ] {
         let profile = set.get(name).expect("built-in present");
         assert_eq!(profile.name(), name);
@@ -133,6 +133,24 @@ match = { regex = "(unclosed" }
     assert!(
         err.to_string()
             .starts_with("/home/u/.clawpool.toml:3 (rule \"broken\")"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_input_box_with_both_rule_kinds_is_refused_naming_both() {
+    let text = "[profiles.claude.input]\nbottom_rule = \"▀\"\n";
+    let err = ProfileSet::with_patches(&[patch("claude", "c.toml", text)]).expect_err("rules");
+    assert_eq!(err.file, "c.toml");
+    assert!(
+        err.message.contains("input.rule and input.bottom_rule"),
+        "{err}"
+    );
+    let text = "[profiles.opencode.input]\nbottom_rule = \"▀▀\"\n";
+    let err = ProfileSet::with_patches(&[patch("opencode", "o.toml", text)]).expect_err("two");
+    assert!(
+        err.message
+            .contains("input.bottom_rule must be one character, not \"▀▀\""),
         "{err}"
     );
 }
