@@ -46,6 +46,7 @@ mod lock;
 mod merge;
 mod operation;
 mod paths;
+mod register;
 mod repo;
 mod status;
 
