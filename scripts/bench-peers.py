@@ -4,15 +4,13 @@ against clawpool-model-server), N = 10 and 20 by default. Run through scripts/be
 which installs ccmanager (and the Bun it needs) pinned into a scratch folder and passes it here.
 
 For each tool and N, in one run:
-- detection latency: from the agent's screen change to the tool's own report of it —
-  "starts working": from the Enter that submits the prompt (ccmanager: the bench's
-  `send-keys`; clawpool: its own `lane.prompt_sent`), so Claude Code's own 130-350 ms to
-  draw its spinner is included for both; "turn ends": from the model server sending the
-  answer (the request's arrival, recorded by the server, plus the script's delay; Claude
-  Code paints the reply and drops its spinner within milliseconds) — to ccmanager's status
-  hook (`busy`, `idle`; the hook stamps
-  `date +%s%3N`) and to clawpool's lane event (`lane.prompt_accepted`/`lane.running`,
-  `lane.finished`; their `at_ms`); p50/p99 over all sessions;
+- detection latency: from the agent's screen change to the tool's own report of it, p50/p99
+  over all sessions. Both tools start Claude Code through scripts/bench-peers-tap.py, a PTY
+  relay that records every chunk with its time; replayed through pyte afterwards, it gives
+  when the screen changed: "starts working" (`esc to interrupt` first on screen after the
+  prompt's Enter) and "turn ends" (the reply first on screen). The
+  reports: ccmanager's status hook (`busy`, `idle`; the hook stamps
+  `date +%s%3N`), clawpool's lane event (`lane.prompt_accepted`, `lane.finished`; `at_ms`);
 - the tool's CPU (its own process, not the agents') while all N sessions are working, and
   while N sessions sit on a screen that does not change;
 - its RSS per session;
@@ -39,6 +37,8 @@ MODEL_SERVER = os.path.join(ROOT, "target", "release", "clawpool-model-server")
 CLAUDE = os.path.join(ROOT, ".agents", "node_modules", ".bin", "claude")
 API_KEY = "sk-ant-fake"
 PROMPT = "say done"
+REPLY = "Done."
+TAP = os.path.join(ROOT, "scripts", "bench-peers-tap.py")
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -65,6 +65,90 @@ def agent_path():
     return ":".join(dirs)
 
 
+def write_agent_wrapper(w):
+    """`<w>/bin/claude`: the real Claude Code under scripts/bench-peers-tap.py, which writes
+    when the session's screen changed to `<w>/taps/<folder name>.log`."""
+    bin_dir = os.path.join(w, "bin")
+    taps = os.path.join(w, "taps")
+    os.makedirs(bin_dir)
+    os.makedirs(taps)
+    wrapper = os.path.join(bin_dir, "claude")
+    with open(wrapper, "w") as f:
+        f.write("#!/bin/sh\n"
+                "# Without a terminal (a version probe) there is no screen to watch.\n"
+                f'[ -t 0 ] || exec "{CLAUDE}" "$@"\n'
+                f'exec "{sys.executable}" "{TAP}" "{taps}/$(basename "$PWD").rec" -- "{CLAUDE}" "$@"\n')
+    os.chmod(wrapper, 0o755)
+    return bin_dir, taps
+
+
+def screen_times(path):
+    """Replays a tap record through pyte: {'working': ms} when `esc to interrupt` first shows
+    after the prompt's Enter, {'ended': ms} when the reply first shows after that."""
+    import pyte
+    import struct
+    seen = {}
+    if not os.path.exists(path):
+        return seen
+    with open(path, "rb") as f:
+        data = f.read()
+    screen, stream = None, None
+    typed, armed, at = b"", False, 0
+    while at + 13 <= len(data):
+        kind = data[at:at + 1]
+        ms, length = struct.unpack("<QI", data[at + 1:at + 13])
+        chunk = data[at + 13:at + 13 + length]
+        at += 13 + length
+        if kind == b"W":
+            rows, cols = struct.unpack("<HH", chunk)
+            if screen is None:
+                screen = pyte.Screen(cols, rows)
+                stream = pyte.ByteStream(screen)
+            else:
+                screen.resize(rows, cols)
+        elif kind == b"I" and not armed:
+            typed = (typed + chunk)[-256:]
+            armed = b"\r" in chunk and PROMPT.encode() in typed
+        elif kind == b"O" and stream is not None:
+            stream.feed(chunk)
+            if not armed or "ended" in seen:
+                continue
+            text = "\n".join(screen.display)
+            if "working" not in seen:
+                if "esc to interrupt" in text:
+                    seen["working"] = ms
+            elif REPLY in text:
+                # The whole reply arrives at once after the script's delay, and it is the
+                # turn's last output: its first paint is the turn's end on screen.
+                seen["ended"] = ms
+    return seen
+
+
+def read_taps(taps, folders):
+    """Per folder: {'working': ms, 'ended': ms} as its screen showed them."""
+    return {f: screen_times(os.path.join(taps, os.path.basename(f) + ".rec")) for f in folders}
+
+
+def turns_ended(taps, folders):
+    """Whether every session's screen shows its reply (a cheap look: the reply's bytes)."""
+    for f in folders:
+        path = os.path.join(taps, os.path.basename(f) + ".rec")
+        if not os.path.exists(path):
+            return False
+        with open(path, "rb") as fh:
+            if REPLY.encode() not in fh.read():
+                return False
+    return True
+
+
+def wait_for_turn_ends(taps, folders, timeout_s):
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        if turns_ended(taps, folders):
+            return
+        time.sleep(2)
+
+
 def make_repo(path):
     os.makedirs(path)
     git(["init", "-q", "-b", "main"], path)
@@ -84,13 +168,13 @@ def seed_claude_home(home, trusted):
 
 
 class ModelServer:
-    """clawpool-model-server answering every task request with `Done.` after `delay_ms`."""
+    """clawpool-model-server answering every task request with REPLY after `delay_ms`."""
 
     def __init__(self, folder, delay_ms, turns):
         os.makedirs(folder, exist_ok=True)
         script = os.path.join(folder, "script.json")
         with open(script, "w") as f:
-            json.dump([{"text": "Done.", "delay_ms": delay_ms, "repeat": turns}], f)
+            json.dump([{"text": REPLY, "delay_ms": delay_ms, "repeat": turns}], f)
         self.record = os.path.join(folder, "requests.jsonl")
         self.proc = subprocess.Popen(
             [MODEL_SERVER, "--script", script, "--record", self.record,
@@ -99,21 +183,6 @@ class ModelServer:
         line = self.proc.stdout.readline().strip()
         self.url = "http://" + line.removeprefix("listening on ")
         self.delay_ms = delay_ms
-
-    def turns(self, folders):
-        """(folder, started_ms, ended_ms) per task request, the folder found in the request's
-        environment block (`Primary working directory: ...`)."""
-        out = []
-        with open(self.record) as f:
-            for line in f:
-                r = json.loads(line)
-                if r.get("kind") != "main":
-                    continue
-                body = json.dumps(r.get("body"))
-                folder = next((d for d in folders if d + "\\n" in body or d + '"' in body
-                               or d + " " in body), None)
-                out.append((folder, r["at_ms"], r["at_ms"] + self.delay_ms))
-        return out
 
     def stop(self):
         self.proc.kill()
@@ -228,9 +297,7 @@ def run_ccmanager(scratch, ccm_dir, n):
     # Every session must overlap: the delay outlasts opening all of them through the menu.
     delay_ms = (5 * n + 20) * 1000
     server = ModelServer(os.path.join(w, "model"), delay_ms, n)
-    bin_dir = os.path.join(w, "bin")
-    os.makedirs(bin_dir)
-    os.symlink(CLAUDE, os.path.join(bin_dir, "claude"))
+    bin_dir, taps = write_agent_wrapper(w)
     env = {"HOME": home, "PATH": f"{bin_dir}:{ccm_dir}/node_modules/.bin:{agent_path()}",
            "TERM": "xterm-256color", "ANTHROPIC_API_KEY": API_KEY,
            "ANTHROPIC_BASE_URL": server.url, "DISABLE_AUTOUPDATER": "1",
@@ -245,8 +312,7 @@ def run_ccmanager(scratch, ccm_dir, n):
         pid = tmux.pane_pid()
         sampler = CpuSampler(pid)
         wait_screen(tmux, lambda s: names[-1] in s, "worktree menu")
-        enter_ms = {}
-        for name, folder in zip(names, folders):
+        for name in names:
             # The menu: move the highlight (❯) onto the worktree's line, then Enter.
             for _ in range(3 * n + 10):
                 lines = tmux.capture().splitlines()
@@ -263,27 +329,21 @@ def run_ccmanager(scratch, ccm_dir, n):
             time.sleep(0.5)  # the input takes keys once it has painted
             tmux.literal(PROMPT)
             time.sleep(0.2)
-            enter_ms[folder] = now_ms()
             tmux.keys("Enter")
             wait_screen(tmux, lambda s: "esc to interrupt" in s, f"working {name}", timeout=30)
             tmux.keys("C-e")
             wait_screen(tmux, lambda s: names[-1] in s and "esc to interrupt" not in s, "menu again")
-        # Every turn ends delay_ms after its request; then ccmanager's 1.5 s idle debounce.
-        deadline = time.time() + delay_ms / 1000 + 60
-        while time.time() < deadline:
-            changes = read_hooks(hooks_log)
-            if sum(1 for c in changes if c[2] == "idle") >= n:
-                break
-            time.sleep(0.5)
-        time.sleep(3)
+        # Every turn ends delay_ms after its request; ccmanager then waits 1.5 s for the screen
+        # to settle before it says idle.
+        wait_for_turn_ends(taps, folders, delay_ms / 1000 + 60)
+        time.sleep(5)
         idle_start = now_ms()
         time.sleep(20)
         idle_end = now_ms()
         rss = rss_kib(pid)
         sampler.stop()
-        turns = server.turns(folders)
         changes = read_hooks(hooks_log)
-        return summarise("ccmanager 4.2.3", n, folders, turns, enter_ms,
+        return summarise("ccmanager 4.2.3", n, folders, read_taps(taps, folders),
                          per_folder_ccmanager(changes, folders), sampler, (idle_start, idle_end), rss)
     finally:
         if sampler:
@@ -328,8 +388,9 @@ def run_clawpool(scratch, n):
     make_repo(repo)
     home = os.path.join(w, "home")
     seed_claude_home(home, [])
-    delay_ms = 20_000
+    delay_ms = 30_000
     server = ModelServer(os.path.join(w, "model"), delay_ms, n)
+    bin_dir, taps = write_agent_wrapper(w)
     env = {"HOME": home, "PATH": agent_path(), "TERM": "xterm-256color",
            "TMUX_TMPDIR": os.path.join(w, "tmux"), "XDG_CONFIG_HOME": os.path.join(home, ".config")}
     os.makedirs(env["TMUX_TMPDIR"])
@@ -339,7 +400,7 @@ def run_clawpool(scratch, n):
         with open(path, "w") as f:
             if trusted:
                 f.write(f'trusted_roots = ["{w}"]\n')
-            f.write(f'[profiles.claude.launch]\ncommand = "{CLAUDE}"\n')
+            f.write(f'[profiles.claude.launch]\ncommand = "{bin_dir}/claude"\n')
             f.write(f'env = {{ ANTHROPIC_API_KEY = "{API_KEY}", ANTHROPIC_BASE_URL = "{server.url}", '
                     f'DISABLE_AUTOUPDATER = "1" }}\n')
         return path
@@ -364,14 +425,11 @@ def run_clawpool(scratch, n):
         proc.wait()
         sampler.stop()
         per_folder = {f: [] for f in folders}
-        enter_ms = {}
         for f in folders:
             log = os.path.join(repo, ".git", "clawpool", "lanes", os.path.basename(f), "events.jsonl")
             with open(log) as fh:
                 events = [json.loads(l) for l in fh]
             for e in events:
-                if e["kind"] == "lane.prompt_sent" and f not in enter_ms:
-                    enter_ms[f] = e["at_ms"]
                 kind = {"lane.prompt_accepted": "working", "lane.running": "working",
                         "lane.finished": "ended", "lane.failed": "failed",
                         "lane.blocked": "blocked"}.get(e["kind"])
@@ -386,7 +444,7 @@ def run_clawpool(scratch, n):
                     seen = True
                 seq.append((k, at))
             per_folder[f] = seq
-        turns = server.turns(folders)
+        screens = read_taps(taps, folders)
 
         # Idle: N lanes nobody trusted, each blocked on Claude Code's trust dialog.
         idle = subprocess.Popen([CLAWPOOL, "spawn", packet("i"), "--repo", repo, "--config", config(False),
@@ -407,7 +465,7 @@ def run_clawpool(scratch, n):
         idle_sampler.stop()
         idle.send_signal(signal.SIGINT)
         idle.wait(timeout=120)
-        summary = summarise("clawpool", n, folders, turns, enter_ms, per_folder, sampler, None, rss)
+        summary = summarise("clawpool", n, folders, screens, per_folder, sampler, None, rss)
         summary["cpu_idle"] = idle_sampler.cpu(idle_start, idle_end)
         summary["idle_rss_kib"] = idle_rss
         return summary
@@ -415,38 +473,40 @@ def run_clawpool(scratch, n):
         server.stop()
 
 
-def summarise(tool, n, folders, turns, enter_ms, per_folder, sampler, idle_window, rss):
-    started = {}
-    ended = {}
-    for folder, s, e in turns:
-        if folder is not None and folder not in started:
-            started[folder], ended[folder] = s, e
+def summarise(tool, n, folders, screens, per_folder, sampler, idle_window, rss):
+    """Latencies against the screens (the tap's times), missed and wrong reports, CPU."""
     start_lat, end_lat, missed, wrong = [], [], 0, 0
     for f in folders:
         seq = per_folder.get(f, [])
-        if f not in started or f not in enter_ms:
-            missed += 2
-            wrong += len(seq)
-            continue
-        # The right reports: the first `working` after the Enter, and the first `ended` once
-        # the turn has really ended. Every other report (an `ended` while the agent is still
-        # working, a second `working`, anything else) is a wrong one.
-        working = next((at for k, at in seq if k == "working" and at >= enter_ms[f]), None)
-        done = next((at for k, at in seq if k == "ended" and at >= ended[f]), None)
-        for found, ref, lat in ((working, enter_ms[f], start_lat), (done, ended[f], end_lat)):
-            if found is None:
-                missed += 1
-            else:
-                lat.append(found - ref)
+        screen = screens.get(f, {})
+        # The right reports: the first `working` (whenever it came: a tool may see the prompt
+        # taken before the spinner shows, which gives a negative latency), and the first
+        # `ended` once the turn has really ended on screen. Every other report — an `ended`
+        # while the agent is still working, a second `working`, anything else — is wrong; a
+        # session whose screen never showed the turn (its agent was stopped first) misses
+        # what it did not show.
+        working = next((at for k, at in seq if k == "working"), None)
+        done = next((at for k, at in seq if k == "ended" and "ended" in screen
+                     and at >= screen["ended"]), None)
+        if working is None or "working" not in screen:
+            missed += 1
+        else:
+            start_lat.append(working - screen["working"])
+        if done is None:
+            missed += 1
+        else:
+            end_lat.append(done - screen["ended"])
         wrong += len(seq) - (working is not None) - (done is not None)
-    active = (max(started.values()) + 1000, min(ended.values()) - 500) if started else (0, 0)
-    return {"tool": tool, "n": n, "sessions_with_a_turn": len(started),
+    both = [s for s in screens.values() if "working" in s and "ended" in s]
+    active = (max(s["working"] for s in both) + 1000, min(s["ended"] for s in both) - 500) if both else (0, 0)
+    return {"tool": tool, "n": n, "sessions_seen_working_and_ended": len(both),
             "start_p50": percentile(start_lat, 50), "start_p99": percentile(start_lat, 99),
             "end_p50": percentile(end_lat, 50), "end_p99": percentile(end_lat, 99),
             "cpu_active": sampler.cpu(*active), "active_s": (active[1] - active[0]) / 1000,
             "cpu_idle": sampler.cpu(*idle_window) if idle_window else float("nan"),
             "rss_kib": rss, "missed": missed, "wrong": wrong,
-            "sequences": {os.path.basename(f): [k for k, _ in per_folder.get(f, [])] for f in folders}}
+            "sequences": {os.path.basename(f): [k for k, _ in per_folder.get(f, [])] for f in folders},
+            "screens": {os.path.basename(f): screens.get(f, {}) for f in folders}}
 
 
 def main():
@@ -466,17 +526,24 @@ def main():
               f"{r['end_p50']:.0f} / {r['end_p99']:.0f} ms | {r['cpu_active']:.1f} % | {r['cpu_idle']:.2f} % | "
               f"{r['rss_kib'] / r['n'] / 1024:.1f} MiB{idle_rss} | {r['missed']} / {r['wrong']} |")
     print()
-    print("Ratios (ccmanager / clawpool, same N):")
+    print("Ratios (ccmanager / clawpool, same N). Both tools wait 1.5 s of unchanged screen "
+          "before they call a turn ended (ccmanager's IDLE_DEBOUNCE_MS, clawpool's default "
+          "finish_idle_ms), so the turn-end latency is also given past that wait:")
     print()
-    print("| N | working p99 | turn ended p99 | CPU per session, working | CPU per session, idle | RSS per session |")
-    print("|---:|---:|---:|---:|---:|---:|")
+    print("| N | working p99 | turn ended p99 | turn ended p99 past the 1.5 s wait | CPU per session, working | CPU per session, idle | RSS per session |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+
+    def ratio(a, b):
+        if a != a or b != b:
+            return "n/a"
+        if b <= 0:
+            return f"clawpool first ({b:.0f} ms)"
+        return f"{a / b:.1f}x"
     for n in sizes:
         c = next(r for r in results if r["n"] == n and r["tool"] == "clawpool")
         m = next(r for r in results if r["n"] == n and r["tool"] != "clawpool")
-
-        def ratio(a, b):
-            return f"{a / b:.1f}x" if b and b == b and a == a else "n/a"
         print(f"| {n} | {ratio(m['start_p99'], c['start_p99'])} | {ratio(m['end_p99'], c['end_p99'])} | "
+              f"{ratio(m['end_p99'] - 1500, c['end_p99'] - 1500)} | "
               f"{ratio(m['cpu_active'], c['cpu_active'])} | {ratio(m['cpu_idle'], c['cpu_idle'])} | "
               f"{ratio(m['rss_kib'], c['rss_kib'])} |")
 

@@ -25,4 +25,6 @@ trap 'rm -rf "$scratch"' EXIT
 echo "installing ccmanager 4.2.3 and bun 1.4.4 into $scratch/ccmanager" >&2
 npm install --prefix "$scratch/ccmanager" --no-audit --no-fund --save-exact --loglevel=error \
   ccmanager@4.2.3 bun@1.4.4 >&2
-python3 "$root/scripts/bench-peers.py" "$scratch" "$scratch/ccmanager" "$@"
+# pyte replays what each agent drew (scripts/bench-peers-tap.py) to time its screen changes.
+python3 -m pip install --quiet --disable-pip-version-check --target "$scratch/python" pyte==0.8.2 >&2
+PYTHONPATH="$scratch/python" python3 "$root/scripts/bench-peers.py" "$scratch" "$scratch/ccmanager" "$@"

@@ -182,14 +182,8 @@ impl Server {
             .iter()
             .map(|(name, value)| (name.clone(), Value::String(value.clone())))
             .collect();
-        // When the request arrived (ms since the Unix epoch, the clock lane events use), so a
-        // benchmark can time a tool's report of the agent's turn against it.
-        let at_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
         let mut record = json!({
             "seq": seq,
-            "at_ms": at_ms,
             "method": request.method,
             "path": request.target,
             "kind": kind,
