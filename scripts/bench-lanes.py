@@ -162,7 +162,9 @@ def idle_lanes(base, name, n, settle, window):
     took = time.perf_counter() - t0
     cpu = (cpu1 - cpu0) / took * 100
     proc.send_signal(signal.SIGINT)
-    proc.wait(timeout=120)
+    # Read on to the end: the supervisor's last events would otherwise fill the pipe and
+    # block it on its way out.
+    proc.communicate(timeout=600)
     return cpu, rss, took
 
 
@@ -182,10 +184,19 @@ def kill_leftover_agents(base):
                 pass
 
 
+class Rows(list):
+    """The report's rows, each also shown on stderr as it is measured, so that a run that
+    fails later still tells what it measured."""
+
+    def append(self, row):
+        print(" | ".join(row), file=sys.stderr, flush=True)
+        super().append(row)
+
+
 def main():
     scale = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
     base = tempfile.mkdtemp(prefix="clawpool-bench-lanes-")
-    rows = []
+    rows = Rows()
     hundreds = []
     try:
         # 1. 50 lanes: spawn (worktrees + agents to finished) vs 50 `git worktree add`.

@@ -264,8 +264,8 @@ fn add_with_git(
 /// Makes the worktree on a new branch the way `git worktree add --no-track -b` does, without
 /// its scans of every other worktree: `git branch`, the registration written directly (its
 /// admin folder reported in `admin_dir` as soon as it exists, for the undo), `git reset
-/// --hard` in the new worktree for the index and the files, then the `post-checkout` hook with
-/// the arguments `git worktree add` gives it.
+/// --hard` in the new worktree for the index and the files, then the `post-checkout` hook, if
+/// there is one, with the arguments `git worktree add` gives it.
 fn add_registered(
     repo: &Repo,
     spec: &LaneWorktreeSpec,
@@ -287,6 +287,11 @@ fn add_registered(
     let reset = ["reset", "--hard", "--no-recurse-submodules", "--quiet"];
     git::run(path, &reset.map(OsStr::new))?;
     registration.finish()?;
+    // Looked for first: a process per lane for a hook most repositories do not have is a
+    // third of the creation's cost.
+    if !register::post_checkout_hook_present(repo, path) {
+        return Ok(());
+    }
     let no_commit = "0".repeat(base_sha.len());
     let hook = [
         "hook",

@@ -127,6 +127,29 @@ impl Registration {
     }
 }
 
+/// Whether git would find a `post-checkout` hook to run in the new worktree at `worktree`: an
+/// executable file in `core.hooksPath` (`~/` expanded; a relative path taken from the
+/// worktree, where hooks run) or in `<common>/hooks/`. git ignores a hook file that is not
+/// executable, and so does this. When the configuration cannot be read the answer is yes, and
+/// git decides.
+pub(crate) fn post_checkout_hook_present(repo: &Repo, worktree: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let hooks_path = repo
+        .git2()
+        .and_then(|git| {
+            git.config()
+                .map_err(|err| WorktreeError::query("the configuration", repo.common_dir(), &err))
+        })
+        .map(|config| config.get_path("core.hooksPath").ok());
+    let hooks_dir = match hooks_path {
+        Err(_) => return true,
+        Ok(Some(configured)) => worktree.join(configured),
+        Ok(None) => repo.common_dir().join("hooks"),
+    };
+    fs::metadata(hooks_dir.join("post-checkout"))
+        .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+}
+
 /// Whether git has a linked worktree registered at `path` (normalized).
 ///
 /// Reads only the admin folders whose names could be the one git gave that path: its name

@@ -308,3 +308,33 @@ fn lanes_racing_for_the_lock_with_one_folder_name_get_numbered_registrations() {
     sb.git(&root, &["worktree", "prune"]);
     assert_eq!(porcelain(&sb, &root).len(), 9, "prune kept every lane");
 }
+
+#[test]
+fn the_post_checkout_hook_in_the_repositorys_hooks_folder_runs_as_git_worktree_add_runs_it() {
+    let sb = Sandbox::new();
+    let root = sb.repo("proj", "main");
+    let repo = open(&root);
+    let main_sha = sb.sha(&root, "main");
+    let record = sb.path().join("hook-ran");
+    let hook = repo.common_dir().join("hooks/post-checkout");
+    fs::create_dir_all(hook.parent().expect("has a parent")).expect("the hooks folder");
+    fs::write(
+        &hook,
+        format!("#!/bin/sh\necho \"$(pwd) $*\" >> {}\n", record.display()),
+    )
+    .expect("the hook is writable");
+    let mut perms = fs::metadata(&hook).expect("the hook exists").permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    fs::set_permissions(&hook, perms).expect("the hook is executable");
+
+    let prepared = prepare_lane_worktree(&repo, &spec(&repo, "a")).expect("the lane is created");
+
+    assert_eq!(
+        fs::read_to_string(&record).expect("the hook ran"),
+        format!(
+            "{} {} {main_sha} 1\n",
+            prepared.path().display(),
+            "0".repeat(main_sha.len())
+        )
+    );
+}
