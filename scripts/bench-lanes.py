@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """Lanes at scale, with the scripted agent: spawn time against plain `git worktree add`, a batch
 of 200 lanes run to completion with every transition checked, and the supervisor's cost with
-200 idle (blocked) lanes. Prints a Markdown report.
+200 idle (blocked) lanes; then the same at SCALE lanes (1,000 by default): SCALE sequential
+`git worktree add` against `clawpool spawn` of SCALE lanes with `--concurrency SCALE`, the
+per-lane creation cost by hundreds for both, and SCALE idle lanes for 30 s. Prints a Markdown
+report.
 
-Usage: cargo build --release --workspace && scripts/bench-lanes.py
+Usage: cargo build --release --workspace && scripts/bench-lanes.py [SCALE]
 Runs in a throwaway folder with its own HOME and TMUX_TMPDIR; removes it at the end.
 """
 import json
@@ -117,9 +120,84 @@ def cpu_rss(pid):
     return ticks / os.sysconf("SC_CLK_TCK"), rss
 
 
+def creation_costs_by_hundreds(costs):
+    """Mean cost per lane (ms) of lanes 1-100, 101-200, ... from per-lane costs in seconds."""
+    return [sum(costs[i:i + 100]) / len(costs[i:i + 100]) * 1000 for i in range(0, len(costs), 100)]
+
+
+def spawn_creation_costs(repo, n):
+    """Per-lane worktree creation cost inside `clawpool spawn`, from the files each creation
+    writes last: creations are serialised by the repository's worktree lock, so the time
+    between one lane's checkout finishing (its index written by `git reset --hard`) and the
+    next one's is what the next creation cost, lock hand-over included. The first lane has no
+    predecessor and is left out."""
+    admin = os.path.join(repo, ".git", "worktrees")
+    done = sorted(os.stat(os.path.join(admin, d, "index")).st_mtime_ns for d in os.listdir(admin))
+    assert len(done) == n, f"{len(done)} worktrees registered, expected {n}"
+    return [(b - a) / 1e9 for a, b in zip(done, done[1:])]
+
+
+def idle_lanes(base, name, n, settle, window):
+    """n untrusted lanes, each blocked on its trust dialog: the supervisor's CPU over `window`
+    seconds (after all report blocked and `settle` seconds more) and its RSS."""
+    c = os.path.join(base, name)
+    os.makedirs(c)
+    repo = make_repo(c, "repo")
+    config = write_config(c, WORK, trusted=False)
+    pkt = packet(c, n)
+    proc = subprocess.Popen(
+        [CLAWPOOL, "spawn", pkt, "--repo", repo, "--config", config, "--concurrency", str(n),
+         "--output-format", "json"], env=env(c), stdout=subprocess.PIPE, text=True)
+    blocked = 0
+    for line in proc.stdout:
+        if '"lane.blocked"' in line:
+            blocked += 1
+            if blocked == n:
+                break
+    time.sleep(settle)  # let start-up work settle before measuring idleness
+    cpu0, _ = cpu_rss(proc.pid)
+    t0 = time.perf_counter()
+    time.sleep(window)
+    cpu1, rss = cpu_rss(proc.pid)
+    took = time.perf_counter() - t0
+    cpu = (cpu1 - cpu0) / took * 100
+    proc.send_signal(signal.SIGINT)
+    # Read on to the end: the supervisor's last events would otherwise fill the pipe and
+    # block it on its way out.
+    proc.communicate(timeout=600)
+    return cpu, rss, took
+
+
+def kill_leftover_agents(base):
+    """Kills, by pid, any scripted agent still running in one of this run's lane folders (a
+    supervisor that crashed leaves its agents); nobody else's processes are looked at twice."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            exe = os.readlink(f"/proc/{pid}/exe")
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+        except OSError:
+            continue
+        if exe == AGENT and cwd.startswith(base + os.sep):
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+class Rows(list):
+    """The report's rows, each also shown on stderr as it is measured, so that a run that
+    fails later still tells what it measured."""
+
+    def append(self, row):
+        print(" | ".join(row), file=sys.stderr, flush=True)
+        super().append(row)
+
+
 def main():
+    scale = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
     base = tempfile.mkdtemp(prefix="clawpool-bench-lanes-")
-    rows = []
+    rows = Rows()
+    hundreds = []
     try:
         # 1. 50 lanes: spawn (worktrees + agents to finished) vs 50 `git worktree add`.
         a = os.path.join(base, "a")
@@ -151,39 +229,64 @@ def main():
                      f"{events} events over {span:.1f} s of lane activity; heartbeats add one write per lane every 5 s (200 lanes: 40 /s)"))
 
         # 3. 200 idle lanes: untrusted, so each blocks on its trust dialog and draws nothing.
-        c = os.path.join(base, "c")
-        os.makedirs(c)
-        repo = make_repo(c, "repo")
-        config = write_config(c, WORK, trusted=False)
-        pkt = packet(c, 200)
-        proc = subprocess.Popen(
-            [CLAWPOOL, "spawn", pkt, "--repo", repo, "--config", config, "--concurrency", "200",
-             "--output-format", "json"], env=env(c), stdout=subprocess.PIPE, text=True)
-        blocked = 0
-        for line in proc.stdout:
-            if '"lane.blocked"' in line:
-                blocked += 1
-                if blocked == 200:
-                    break
-        time.sleep(5)  # let start-up work settle before measuring idleness
-        cpu0, _ = cpu_rss(proc.pid)
-        t0 = time.perf_counter()
-        time.sleep(20)
-        cpu1, rss = cpu_rss(proc.pid)
-        window = time.perf_counter() - t0
-        cpu = (cpu1 - cpu0) / window * 100
+        cpu, rss, window = idle_lanes(base, "c", 200, 5, 20)
         rows.append(("200 idle lanes (blocked on trust): supervisor CPU", f"{cpu:.2f} % of a core",
                      f"{cpu / 200:.4f} % per lane, over {window:.0f} s"))
         rows.append(("200 idle lanes: supervisor RSS", f"{rss / 1024:.1f} MiB", f"{rss / 200:.0f} KiB per lane"))
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=60)
+
+        # 4. SCALE lanes: sequential `git worktree add` (each call timed), then `clawpool spawn`
+        #    of SCALE lanes at once, to all finished, every lane's transitions checked.
+        d = os.path.join(base, "d")
+        os.makedirs(d)
+        repo = make_repo(d, "repo")
+        plain_costs = []
+        for i in range(scale):
+            t0 = time.perf_counter()
+            git(["worktree", "add", "-q", "--no-track", "-b", f"plain/{i}", os.path.join(d, "plain", str(i)), "main"], repo)
+            plain_costs.append(time.perf_counter() - t0)
+        plain = sum(plain_costs)
+        shutil.rmtree(d)
+        e = os.path.join(base, "e")
+        os.makedirs(e)
+        repo = make_repo(e, "repo")
+        took, out = spawn_and_wait(e, repo, scale)
+        ok, events, span = check_lanes(repo, scale)
+        ours_costs = spawn_creation_costs(repo, scale)
+        rows.append((f"{scale} lanes: `git worktree add` x{scale} in sequence", f"{plain:.1f} s", "baseline"))
+        rows.append((f"{scale} lanes: `clawpool spawn --concurrency {scale}` to all finished", f"{took:.1f} s",
+                     f"{took / plain:.2f}x the plain worktree adds; exit {out.returncode}; "
+                     f"{ok}/{scale} lanes with every transition in order"))
+        rows.append((f"{scale} lanes: worktree creation inside the spawn (first to last checkout)",
+                     f"{sum(ours_costs):.1f} s", f"{sum(ours_costs) / plain:.2f}x the plain worktree adds"))
+        git_hundreds = creation_costs_by_hundreds(plain_costs)
+        # ours_costs starts at lane 2: pad so that hundreds line up with lane numbers.
+        ours_hundreds = creation_costs_by_hundreds([ours_costs[0]] + ours_costs)
+        hundreds = list(zip(git_hundreds, ours_hundreds))
+
+        # 5. SCALE idle lanes for 30 s.
+        cpu, rss, window = idle_lanes(base, "f", scale, 5, 30)
+        rows.append((f"{scale} idle lanes (blocked on trust): supervisor CPU", f"{cpu:.2f} % of a core",
+                     f"{cpu / scale:.4f} % per lane, over {window:.0f} s"))
+        rows.append((f"{scale} idle lanes: supervisor RSS", f"{rss / 1024:.1f} MiB", f"{rss / scale:.0f} KiB per lane"))
     finally:
-        subprocess.run(["pkill", "-f", AGENT], capture_output=True)
+        kill_leftover_agents(base)
         shutil.rmtree(base, ignore_errors=True)
     print("| measurement | figure | notes |")
     print("|---|---:|---|")
     for r in rows:
         print(f"| {r[0]} | {r[1]} | {r[2]} |")
+    if hundreds:
+        print()
+        print("Worktree creation cost per lane, mean by hundreds (`git worktree add` timed per call; "
+              "clawpool from the interval between consecutive checkouts inside the spawn):")
+        print()
+        print("| lanes | `git worktree add` | clawpool spawn | clawpool / git |")
+        print("|---|---:|---:|---:|")
+        for k, (g, o) in enumerate(hundreds):
+            print(f"| {k * 100 + 1}-{min((k + 1) * 100, scale)} | {g:.1f} ms | {o:.1f} ms | {o / g:.2f} |")
+        g0, o0 = hundreds[0]
+        g1, o1 = hundreds[-1]
+        print(f"| last hundred / first hundred | {g1 / g0:.2f}x | {o1 / o0:.2f}x | |")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ use std::path::{Path, PathBuf};
 
 use git2::{Repository, RepositoryOpenFlags};
 
-use crate::{Repo, WorktreeError, git, lock, paths, status};
+use crate::register::is_registered;
+use crate::{Repo, WorktreeError, git, lock, paths, register, status};
 
 /// What a lane needs: a branch, the revision that branch starts from, and a folder.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -184,16 +185,19 @@ fn create(
     }
     let new_branch = !repo.branch_exists(&spec.branch);
 
-    let mut args = ["worktree", "add", "--quiet"].map(OsStr::new).to_vec();
-    if new_branch {
-        // The sha, not the base's name: it is what was checked, and `--no-track` keeps even a
-        // remote-branch base from becoming the lane's upstream.
-        args.extend(["--no-track", "-b", &spec.branch].map(OsStr::new));
-        args.extend([path.as_os_str(), OsStr::new(&base_sha)]);
+    // A new branch is checked out nowhere, so none of the checks `git worktree add` makes
+    // against every other worktree can fail: the registration is written directly, at a cost
+    // that does not grow with the number of worktrees (see `crate::register`).
+    let fast_id = if new_branch && register::fast_registration_applies(repo)? {
+        register::worktree_id(&path)
     } else {
-        args.extend([path.as_os_str(), OsStr::new(&spec.branch)]);
-    }
-    let added = git::run(repo.root(), &args);
+        None
+    };
+    let mut admin_dir = None;
+    let added = match &fast_id {
+        Some(id) => add_registered(repo, spec, &path, id, &base_sha, &mut admin_dir),
+        None => add_with_git(repo, spec, &path, &base_sha, new_branch),
+    };
     let created = added.and_then(|_| match inspect(repo, &path)? {
         Slot::Lane {
             branch: Some(found),
@@ -219,6 +223,7 @@ fn create(
         Err(cause) => {
             let undo = Undo {
                 path: &path,
+                admin_dir: admin_dir.as_deref(),
                 existed,
                 first_missing,
                 branch: new_branch.then_some(&spec.branch),
@@ -232,6 +237,73 @@ fn create(
             }
         }
     }
+}
+
+/// Makes the worktree with `git worktree add`: for an existing branch (git refuses one checked
+/// out elsewhere, which takes reading every worktree), or a repository or folder name the
+/// direct registration does not cover.
+fn add_with_git(
+    repo: &Repo,
+    spec: &LaneWorktreeSpec,
+    path: &Path,
+    base_sha: &str,
+    new_branch: bool,
+) -> Result<(), WorktreeError> {
+    let mut args = ["worktree", "add", "--quiet"].map(OsStr::new).to_vec();
+    if new_branch {
+        // The sha, not the base's name: it is what was checked, and `--no-track` keeps even a
+        // remote-branch base from becoming the lane's upstream.
+        args.extend(["--no-track", "-b", &spec.branch].map(OsStr::new));
+        args.extend([path.as_os_str(), OsStr::new(base_sha)]);
+    } else {
+        args.extend([path.as_os_str(), OsStr::new(&spec.branch)]);
+    }
+    git::run(repo.root(), &args).map(drop)
+}
+
+/// Makes the worktree on a new branch the way `git worktree add --no-track -b` does, without
+/// its scans of every other worktree: `git branch`, the registration written directly (its
+/// admin folder reported in `admin_dir` as soon as it exists, for the undo), `git reset
+/// --hard` in the new worktree for the index and the files, then the `post-checkout` hook, if
+/// there is one, with the arguments `git worktree add` gives it.
+fn add_registered(
+    repo: &Repo,
+    spec: &LaneWorktreeSpec,
+    path: &Path,
+    id: &str,
+    base_sha: &str,
+    admin_dir: &mut Option<PathBuf>,
+) -> Result<(), WorktreeError> {
+    let branch_args = [
+        "branch",
+        "--quiet",
+        "--no-track",
+        "--",
+        &spec.branch,
+        base_sha,
+    ];
+    git::run(repo.root(), &branch_args.map(OsStr::new))?;
+    let registration = register::Registration::begin(repo, path, id, &spec.branch, admin_dir)?;
+    let reset = ["reset", "--hard", "--no-recurse-submodules", "--quiet"];
+    git::run(path, &reset.map(OsStr::new))?;
+    registration.finish()?;
+    // Looked for first: a process per lane for a hook most repositories do not have is a
+    // third of the creation's cost.
+    if !register::post_checkout_hook_present(repo, path) {
+        return Ok(());
+    }
+    let no_commit = "0".repeat(base_sha.len());
+    let hook = [
+        "hook",
+        "run",
+        "--ignore-missing",
+        "post-checkout",
+        "--",
+        &no_commit,
+        base_sha,
+        "1",
+    ];
+    git::run(path, &hook.map(OsStr::new)).map(drop)
 }
 
 /// Removes the lane worktree at `path` (its folder and git's registration of it). The branch
@@ -321,18 +393,6 @@ fn inspect(repo: &Repo, path: &Path) -> Result<Slot, WorktreeError> {
     Ok(Slot::Occupied)
 }
 
-/// Whether git has a linked worktree registered at `path` (normalized).
-fn is_registered(repo: &Repo, path: &Path) -> Result<bool, WorktreeError> {
-    let git = repo.git2()?;
-    let names = git
-        .worktrees()
-        .map_err(|err| WorktreeError::query("the worktree list", repo.common_dir(), &err))?;
-    Ok(names.iter().filter_map(|n| n.ok().flatten()).any(|name| {
-        git.find_worktree(name)
-            .is_ok_and(|wt| paths::normalize(wt.path()).is_ok_and(|p| p == path))
-    }))
-}
-
 /// Drops git's registration of a worktree at `path` whose folder is gone or empty, so that
 /// `git worktree add` accepts the path again. Targeted (`git worktree remove <path>`) rather
 /// than `git worktree prune`, which would touch every other stale worktree as well.
@@ -353,6 +413,8 @@ fn clear_stale_registration(repo: &Repo, path: &Path) -> Result<(), WorktreeErro
 /// What a failed creation may have left, and how to take it away again.
 struct Undo<'a> {
     path: &'a Path,
+    /// The admin folder a direct registration made (`crate::register`), if it got that far.
+    admin_dir: Option<&'a Path>,
     /// The path was an empty folder before: empty it rather than remove it.
     existed: bool,
     /// The outermost parent folder the creation had to make (possibly `path` itself).
@@ -367,6 +429,15 @@ impl Undo<'_> {
     /// removed.
     fn run(&self, repo: &Repo) -> Result<(), String> {
         let mut problems = Vec::new();
+        if let Some(admin_dir) = self.admin_dir
+            && let Err(err) = fs::remove_dir_all(admin_dir)
+            && err.kind() != std::io::ErrorKind::NotFound
+        {
+            problems.push(format!(
+                "worktree registration {} ({err})",
+                admin_dir.display()
+            ));
+        }
         if is_registered(repo, self.path).unwrap_or(true) {
             // Twice forced: the half-made worktree may be dirty, and git may have locked it
             // while it was being added.

@@ -27,7 +27,10 @@
 //! commit-graph libgit2 cannot read ([`commit_graph`]): git reads it and is then several times
 //! faster, so the walk runs `git rev-list`, `git merge-base` and `git log` instead. Writes — `git worktree add`, `git worktree remove`, `git branch -D`, `git merge`,
 //! `git rebase` — and `git fetch` go through the git CLI, so they run the repository's hooks
-//! and checks exactly as a person's git would. Worktree creation and removal in one repository
+//! and checks exactly as a person's git would. The one exception is the registration of a
+//! lane worktree on a new branch (`register`): its admin files are written with git's layout,
+//! because `git worktree add` reads every other worktree and the n-th lane would cost O(n);
+//! the branch, the checkout and the `post-checkout` hook are still git's. Worktree creation and removal in one repository
 //! are serialised by an OS file lock in its common git dir (`<common>/clawpool/worktree.lock`),
 //! held across the checks and the commands, because parallel `git worktree add` race on git's
 //! own administrative files; fetches by another (`fetch.lock`), with a stamp file that
@@ -46,6 +49,7 @@ mod lock;
 mod merge;
 mod operation;
 mod paths;
+mod register;
 mod repo;
 mod status;
 

@@ -1,0 +1,552 @@
+#!/usr/bin/env python3
+"""clawpool against ccmanager 4.2.3, each watching N real Claude Code 2.1.330 sessions (offline,
+against clawpool-model-server), N = 10 and 20 by default. Run through scripts/bench-peers.sh,
+which installs ccmanager (and the Bun it needs) pinned into a scratch folder and passes it here.
+
+For each tool and N, in one run:
+- detection latency: from the agent's screen change to the tool's own report of it, p50/p99
+  over all sessions. Both tools start Claude Code through scripts/bench-peers-tap.py, a PTY
+  relay that records every chunk with its time; replayed through pyte afterwards, it gives
+  when the screen changed: "starts working" (`esc to interrupt` first on screen after the
+  prompt's Enter) and "turn ends" (the reply first on screen). The
+  reports: ccmanager's status hook (`busy`, `idle`; the hook stamps
+  `date +%s%3N`), clawpool's lane event (`lane.prompt_accepted`, `lane.finished`; `at_ms`);
+- the tool's CPU (its own process, not the agents') while all N sessions are working, and
+  while N sessions sit on a screen that does not change;
+- its RSS per session;
+- missed or wrong state changes: each session must report working, then its turn's end, once;
+  a report of the turn's end while the agent is still working, or any further report, is a
+  wrong one (the table counts reports, over all sessions).
+
+Usage: scripts/bench-peers.sh [N ...]   (not directly: it needs the scratch folder)
+Everything runs under the scratch folder: HOME, the tmux server (its own socket), the
+repositories; every process started is stopped by its pid or its tmux server.
+"""
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+CLAWPOOL = os.path.join(ROOT, "target", "release", "clawpool")
+MODEL_SERVER = os.path.join(ROOT, "target", "release", "clawpool-model-server")
+CLAUDE = os.path.join(ROOT, ".agents", "node_modules", ".bin", "claude")
+API_KEY = "sk-ant-fake"
+PROMPT = "say done"
+REPLY = "Done."
+TAP = os.path.join(ROOT, "scripts", "bench-peers-tap.py")
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def now_ms():
+    return time.time_ns() // 1_000_000
+
+
+def git(args, cwd):
+    subprocess.run(["git", "-c", "user.name=b", "-c", "user.email=b@b"] + args, cwd=cwd,
+                   check=True, capture_output=True)
+
+
+def agent_path():
+    """The folders holding node and git, then /usr/bin:/bin (as the e2e tests do)."""
+    dirs = []
+    for tool in ["node", "git"]:
+        for d in os.environ.get("PATH", "").split(":"):
+            if d and os.path.isfile(os.path.join(d, tool)) and d not in dirs:
+                dirs.append(d)
+                break
+    for d in ["/usr/bin", "/bin"]:
+        if d not in dirs:
+            dirs.append(d)
+    return ":".join(dirs)
+
+
+def write_agent_wrapper(w):
+    """`<w>/bin/claude`: the real Claude Code under scripts/bench-peers-tap.py, which writes
+    when the session's screen changed to `<w>/taps/<folder name>.log`."""
+    bin_dir = os.path.join(w, "bin")
+    taps = os.path.join(w, "taps")
+    os.makedirs(bin_dir)
+    os.makedirs(taps)
+    wrapper = os.path.join(bin_dir, "claude")
+    with open(wrapper, "w") as f:
+        f.write("#!/bin/sh\n"
+                "# Without a terminal (a version probe) there is no screen to watch.\n"
+                f'[ -t 0 ] || exec "{CLAUDE}" "$@"\n'
+                f'exec "{sys.executable}" "{TAP}" "{taps}/$(basename "$PWD").rec" -- "{CLAUDE}" "$@"\n')
+    os.chmod(wrapper, 0o755)
+    return bin_dir, taps
+
+
+def screen_times(path):
+    """Replays a tap record through pyte: {'working': ms} when `esc to interrupt` first shows
+    after the prompt's Enter, {'ended': ms} when the reply first shows after that."""
+    import pyte
+    import struct
+    seen = {}
+    if not os.path.exists(path):
+        return seen
+    with open(path, "rb") as f:
+        data = f.read()
+    screen, stream = None, None
+    typed, armed, at = b"", False, 0
+    while at + 13 <= len(data):
+        kind = data[at:at + 1]
+        ms, length = struct.unpack("<QI", data[at + 1:at + 13])
+        chunk = data[at + 13:at + 13 + length]
+        at += 13 + length
+        if kind == b"W":
+            rows, cols = struct.unpack("<HH", chunk)
+            if screen is None:
+                screen = pyte.Screen(cols, rows)
+                stream = pyte.ByteStream(screen)
+            else:
+                screen.resize(rows, cols)
+        elif kind == b"I" and not armed:
+            typed = (typed + chunk)[-256:]
+            armed = b"\r" in chunk and PROMPT.encode() in typed
+        elif kind == b"O" and stream is not None:
+            stream.feed(chunk)
+            if not armed or "ended" in seen:
+                continue
+            text = "\n".join(screen.display)
+            if "working" not in seen:
+                if "esc to interrupt" in text:
+                    seen["working"] = ms
+            elif REPLY in text:
+                # The whole reply arrives at once after the script's delay, and it is the
+                # turn's last output: its first paint is the turn's end on screen.
+                seen["ended"] = ms
+    return seen
+
+
+def read_taps(taps, folders):
+    """Per folder: {'working': ms, 'ended': ms} as its screen showed them."""
+    return {f: screen_times(os.path.join(taps, os.path.basename(f) + ".rec")) for f in folders}
+
+
+def turns_ended(taps, folders):
+    """Whether every session's screen shows its reply (a cheap look: the reply's bytes)."""
+    for f in folders:
+        path = os.path.join(taps, os.path.basename(f) + ".rec")
+        if not os.path.exists(path):
+            return False
+        with open(path, "rb") as fh:
+            if REPLY.encode() not in fh.read():
+                return False
+    return True
+
+
+def wait_for_turn_ends(taps, folders, timeout_s):
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        if turns_ended(taps, folders):
+            return
+        time.sleep(2)
+
+
+def make_repo(path):
+    os.makedirs(path)
+    git(["init", "-q", "-b", "main"], path)
+    with open(os.path.join(path, "README.md"), "w") as f:
+        f.write("# bench\n")
+    git(["add", "."], path)
+    git(["commit", "-q", "-m", "init"], path)
+
+
+def seed_claude_home(home, trusted):
+    os.makedirs(home, exist_ok=True)
+    config = {"hasCompletedOnboarding": True, "theme": "dark", "numStartups": 3,
+              "customApiKeyResponses": {"approved": [API_KEY], "rejected": []},
+              "projects": {p: {"hasTrustDialogAccepted": True} for p in trusted}}
+    with open(os.path.join(home, ".claude.json"), "w") as f:
+        json.dump(config, f)
+
+
+class ModelServer:
+    """clawpool-model-server answering every task request with REPLY after `delay_ms`."""
+
+    def __init__(self, folder, delay_ms, turns):
+        os.makedirs(folder, exist_ok=True)
+        script = os.path.join(folder, "script.json")
+        with open(script, "w") as f:
+            json.dump([{"text": REPLY, "delay_ms": delay_ms, "repeat": turns}], f)
+        self.record = os.path.join(folder, "requests.jsonl")
+        self.proc = subprocess.Popen(
+            [MODEL_SERVER, "--script", script, "--record", self.record,
+             "--port-file", os.path.join(folder, "port")],
+            stdout=subprocess.PIPE, stderr=open(os.path.join(folder, "server.log"), "w"), text=True)
+        line = self.proc.stdout.readline().strip()
+        self.url = "http://" + line.removeprefix("listening on ")
+        self.delay_ms = delay_ms
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
+class CpuSampler:
+    """Samples one process's CPU time (utime + stime) every 0.25 s, so that the CPU of any
+    window can be read afterwards; the sampling is the bench's, not the tool's."""
+
+    def __init__(self, pid):
+        self.pid = pid
+        self.samples = []
+        self.stop_flag = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def read(self):
+        with open(f"/proc/{self.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / TICK
+
+    def run(self):
+        while not self.stop_flag.is_set():
+            try:
+                self.samples.append((now_ms(), self.read()))
+            except OSError:
+                return
+            time.sleep(0.25)
+
+    def cpu(self, start_ms, end_ms):
+        """% of a core between the samples nearest inside [start_ms, end_ms]."""
+        inside = [s for s in self.samples if start_ms <= s[0] <= end_ms]
+        if len(inside) < 2:
+            return float("nan")
+        (t0, c0), (t1, c1) = inside[0], inside[-1]
+        return (c1 - c0) / ((t1 - t0) / 1000) * 100
+
+    def stop(self):
+        self.stop_flag.set()
+        self.thread.join()
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(l.split()[1]) for l in f if l.startswith("VmRSS:"))
+
+
+def percentile(values, p):
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[max(0, min(len(ordered) - 1, -(-len(ordered) * p // 100) - 1))]
+
+
+class Tmux:
+    """A private tmux server: its own socket file in the scratch folder."""
+
+    def __init__(self, socket, env):
+        self.socket = socket
+        self.env = env
+
+    def run(self, *args, check=True):
+        return subprocess.run(["tmux", "-S", self.socket] + list(args), env=self.env,
+                              capture_output=True, text=True, check=check)
+
+    def capture(self):
+        return self.run("capture-pane", "-p", "-t", "ccm").stdout
+
+    def keys(self, *keys):
+        self.run("send-keys", "-t", "ccm", *keys)
+
+    def literal(self, text):
+        self.run("send-keys", "-t", "ccm", "-l", text)
+
+    def pane_pid(self):
+        return int(self.run("display-message", "-p", "-t", "ccm", "#{pane_pid}").stdout.strip())
+
+    def kill(self):
+        self.run("kill-server", check=False)
+
+
+def wait_screen(tmux, pred, what, timeout=60):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        screen = tmux.capture()
+        if pred(screen):
+            return screen
+        time.sleep(0.1)
+    raise RuntimeError(f"ccmanager: no {what} within {timeout} s; screen:\n{tmux.capture()}")
+
+
+def run_ccmanager(scratch, ccm_dir, n):
+    """N sessions opened through ccmanager's menu, one prompt each; hooks log every change."""
+    w = os.path.join(scratch, f"ccmanager-{n}")
+    repo = os.path.join(w, "repo")
+    make_repo(repo)
+    names = [f"s{i:02d}" for i in range(1, n + 1)]
+    folders = []
+    for name in names:
+        path = os.path.join(w, "wt", name)
+        git(["worktree", "add", "-q", "-b", name, path], repo)
+        folders.append(os.path.realpath(path))
+    home = os.path.join(w, "home")
+    seed_claude_home(home, folders)
+    hooks_log = os.path.join(w, "hooks.log")
+    hook = {"command": f'echo "$(date +%s%3N) $CCMANAGER_OLD_STATE $CCMANAGER_NEW_STATE '
+                       f'$CCMANAGER_WORKTREE_PATH" >> {hooks_log}', "enabled": True}
+    os.makedirs(os.path.join(home, ".config", "ccmanager"))
+    with open(os.path.join(home, ".config", "ccmanager", "config.json"), "w") as f:
+        json.dump({"statusHooks": {"idle": hook, "busy": hook, "waiting_input": hook}}, f)
+    # Every session must overlap: the delay outlasts opening all of them through the menu.
+    delay_ms = (5 * n + 20) * 1000
+    server = ModelServer(os.path.join(w, "model"), delay_ms, n)
+    bin_dir, taps = write_agent_wrapper(w)
+    env = {"HOME": home, "PATH": f"{bin_dir}:{ccm_dir}/node_modules/.bin:{agent_path()}",
+           "TERM": "xterm-256color", "ANTHROPIC_API_KEY": API_KEY,
+           "ANTHROPIC_BASE_URL": server.url, "DISABLE_AUTOUPDATER": "1",
+           "TMUX_TMPDIR": os.path.join(w, "tmux")}
+    os.makedirs(env["TMUX_TMPDIR"])
+    tmux = Tmux(os.path.join(w, "tmux", "bench.sock"), env)
+    cli = os.path.join(ccm_dir, "node_modules", "ccmanager", "dist", "cli.js")
+    sampler = None
+    try:
+        tmux.run("new-session", "-d", "-s", "ccm", "-x", "200", "-y", "60", "-c", repo,
+                 f"exec bun {cli}")
+        pid = tmux.pane_pid()
+        sampler = CpuSampler(pid)
+        wait_screen(tmux, lambda s: names[-1] in s, "worktree menu")
+        for name in names:
+            # The menu: move the highlight (❯) onto the worktree's line, then Enter.
+            for _ in range(3 * n + 10):
+                lines = tmux.capture().splitlines()
+                # Each row reads `  3 ❯ s03 ...`; the highlighted one starts with `❯`.
+                target = next((i for i, l in enumerate(lines) if re.search(rf"❯ {name}\b", l)), None)
+                current = next((i for i, l in enumerate(lines) if l.startswith("❯")), None)
+                if target is None or current is None or target == current:
+                    break
+                tmux.keys("Down" if target > current else "Up")
+                time.sleep(0.05)
+            tmux.keys("Enter")
+            wait_screen(tmux, lambda s: "\u276f\u00a0" in s or "? for shortcuts" in s or "auto mode" in s,
+                        f"Claude Code input in {name}")
+            time.sleep(0.5)  # the input takes keys once it has painted
+            tmux.literal(PROMPT)
+            time.sleep(0.2)
+            tmux.keys("Enter")
+            wait_screen(tmux, lambda s: "esc to interrupt" in s, f"working {name}", timeout=30)
+            tmux.keys("C-e")
+            wait_screen(tmux, lambda s: names[-1] in s and "esc to interrupt" not in s, "menu again")
+        # Every turn ends delay_ms after its request; ccmanager then waits 1.5 s for the screen
+        # to settle before it says idle.
+        wait_for_turn_ends(taps, folders, delay_ms / 1000 + 60)
+        time.sleep(5)
+        idle_start = now_ms()
+        time.sleep(20)
+        idle_end = now_ms()
+        rss = rss_kib(pid)
+        sampler.stop()
+        changes = read_hooks(hooks_log)
+        return summarise("ccmanager 4.2.3", n, folders, read_taps(taps, folders),
+                         per_folder_ccmanager(changes, folders), sampler, (idle_start, idle_end), rss)
+    finally:
+        if sampler:
+            sampler.stop()
+        tmux.kill()
+        server.stop()
+
+
+def read_hooks(path):
+    out = []
+    if not os.path.exists(path):
+        return out
+    with open(path) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 4:
+                out.append((int(parts[0]), parts[1], parts[2], " ".join(parts[3:])))
+    return out
+
+
+def per_folder_ccmanager(changes, folders):
+    """Each session's reported changes after its prompt: [(kind, at_ms)], kind 'working' or
+    'ended' (anything else kept by its own name, which makes it wrong)."""
+    names = {"busy": "working", "idle": "ended"}
+    out = {f: [] for f in folders}
+    for at, old, new, folder in changes:
+        folder = os.path.realpath(folder)
+        if folder in out:
+            out[folder].append((names.get(new, new), at))
+    # The session's first `idle` (after it booted, before the prompt) is not a turn's end.
+    for f, seq in out.items():
+        first_busy = next((i for i, (k, _) in enumerate(seq) if k == "working"), len(seq))
+        out[f] = seq[first_busy:]
+    return out
+
+
+def run_clawpool(scratch, n):
+    """N lanes from a packet, `clawpool spawn`, then N untrusted lanes blocked on Claude's trust
+    dialog for the idle figures (the spawn ends once every lane has finished)."""
+    w = os.path.join(scratch, f"clawpool-{n}")
+    repo = os.path.join(w, "repo")
+    make_repo(repo)
+    home = os.path.join(w, "home")
+    seed_claude_home(home, [])
+    delay_ms = 30_000
+    server = ModelServer(os.path.join(w, "model"), delay_ms, n)
+    bin_dir, taps = write_agent_wrapper(w)
+    env = {"HOME": home, "PATH": agent_path(), "TERM": "xterm-256color",
+           "TMUX_TMPDIR": os.path.join(w, "tmux"), "XDG_CONFIG_HOME": os.path.join(home, ".config")}
+    os.makedirs(env["TMUX_TMPDIR"])
+
+    def config(trusted):
+        path = os.path.join(w, f"config-{trusted}.toml")
+        with open(path, "w") as f:
+            if trusted:
+                f.write(f'trusted_roots = ["{w}"]\n')
+            f.write(f'[profiles.claude.launch]\ncommand = "{bin_dir}/claude"\n')
+            f.write(f'env = {{ ANTHROPIC_API_KEY = "{API_KEY}", ANTHROPIC_BASE_URL = "{server.url}", '
+                    f'DISABLE_AUTOUPDATER = "1" }}\n')
+        return path
+
+    def packet(prefix):
+        path = os.path.join(w, f"{prefix}.json")
+        with open(path, "w") as f:
+            json.dump({"defaults": {"agent": "claude"},
+                       "lanes": [{"name": f"{prefix}{i:02d}", "prompt": PROMPT} for i in range(1, n + 1)]}, f)
+        return path
+
+    folders = [os.path.join(os.path.realpath(w), "repo.lanes", f"s{i:02d}") for i in range(1, n + 1)]
+    try:
+        proc = subprocess.Popen([CLAWPOOL, "spawn", packet("s"), "--repo", repo, "--config", config(True),
+                                 "--concurrency", str(n), "--output-format", "json"],
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        sampler = CpuSampler(proc.pid)
+        rss = 0
+        for line in proc.stdout:
+            if '"lane.finished"' in line and rss == 0:
+                rss = rss_kib(proc.pid)  # all N sessions still up: the first turn just ended
+        proc.wait()
+        sampler.stop()
+        per_folder = {f: [] for f in folders}
+        for f in folders:
+            log = os.path.join(repo, ".git", "clawpool", "lanes", os.path.basename(f), "events.jsonl")
+            with open(log) as fh:
+                events = [json.loads(l) for l in fh]
+            for e in events:
+                kind = {"lane.prompt_accepted": "working", "lane.running": "working",
+                        "lane.finished": "ended", "lane.failed": "failed",
+                        "lane.blocked": "blocked"}.get(e["kind"])
+                if kind:
+                    per_folder[f].append((kind, e["at_ms"]))
+            # `running` after `prompt_accepted` is the same turn seen working: keep the first.
+            seq, seen = [], False
+            for k, at in per_folder[f]:
+                if k == "working":
+                    if seen:
+                        continue
+                    seen = True
+                seq.append((k, at))
+            per_folder[f] = seq
+        screens = read_taps(taps, folders)
+
+        # Idle: N lanes nobody trusted, each blocked on Claude Code's trust dialog.
+        idle = subprocess.Popen([CLAWPOOL, "spawn", packet("i"), "--repo", repo, "--config", config(False),
+                                 "--concurrency", str(n), "--output-format", "json"],
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        idle_sampler = CpuSampler(idle.pid)
+        blocked = 0
+        for line in idle.stdout:
+            if '"lane.blocked"' in line:
+                blocked += 1
+                if blocked == n:
+                    break
+        time.sleep(3)
+        idle_start = now_ms()
+        time.sleep(20)
+        idle_end = now_ms()
+        idle_rss = rss_kib(idle.pid)
+        idle_sampler.stop()
+        idle.send_signal(signal.SIGINT)
+        idle.wait(timeout=120)
+        summary = summarise("clawpool", n, folders, screens, per_folder, sampler, None, rss)
+        summary["cpu_idle"] = idle_sampler.cpu(idle_start, idle_end)
+        summary["idle_rss_kib"] = idle_rss
+        return summary
+    finally:
+        server.stop()
+
+
+def summarise(tool, n, folders, screens, per_folder, sampler, idle_window, rss):
+    """Latencies against the screens (the tap's times), missed and wrong reports, CPU."""
+    start_lat, end_lat, missed, wrong = [], [], 0, 0
+    for f in folders:
+        seq = per_folder.get(f, [])
+        screen = screens.get(f, {})
+        # The right reports: the first `working` (whenever it came: a tool may see the prompt
+        # taken before the spinner shows, which gives a negative latency), and the first
+        # `ended` once the turn has really ended on screen. Every other report — an `ended`
+        # while the agent is still working, a second `working`, anything else — is wrong; a
+        # session whose screen never showed the turn (its agent was stopped first) misses
+        # what it did not show.
+        working = next((at for k, at in seq if k == "working"), None)
+        done = next((at for k, at in seq if k == "ended" and "ended" in screen
+                     and at >= screen["ended"]), None)
+        if working is None or "working" not in screen:
+            missed += 1
+        else:
+            start_lat.append(working - screen["working"])
+        if done is None:
+            missed += 1
+        else:
+            end_lat.append(done - screen["ended"])
+        wrong += len(seq) - (working is not None) - (done is not None)
+    both = [s for s in screens.values() if "working" in s and "ended" in s]
+    active = (max(s["working"] for s in both) + 1000, min(s["ended"] for s in both) - 500) if both else (0, 0)
+    return {"tool": tool, "n": n, "sessions_seen_working_and_ended": len(both),
+            "start_p50": percentile(start_lat, 50), "start_p99": percentile(start_lat, 99),
+            "end_p50": percentile(end_lat, 50), "end_p99": percentile(end_lat, 99),
+            "cpu_active": sampler.cpu(*active), "active_s": (active[1] - active[0]) / 1000,
+            "cpu_idle": sampler.cpu(*idle_window) if idle_window else float("nan"),
+            "rss_kib": rss, "missed": missed, "wrong": wrong,
+            "sequences": {os.path.basename(f): [k for k, _ in per_folder.get(f, [])] for f in folders},
+            "screens": {os.path.basename(f): screens.get(f, {}) for f in folders}}
+
+
+def main():
+    scratch, ccm_dir = sys.argv[1], sys.argv[2]
+    sizes = [int(a) for a in sys.argv[3:]] or [10, 20]
+    results = []
+    for n in sizes:
+        for run in (lambda: run_clawpool(scratch, n), lambda: run_ccmanager(scratch, ccm_dir, n)):
+            r = run()
+            results.append(r)
+            print(json.dumps(r), file=sys.stderr, flush=True)
+    print("| N | tool | working: p50 / p99 | turn ended: p50 / p99 | CPU, N working | CPU, N idle | RSS per session | missed / wrong |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|")
+    for r in results:
+        idle_rss = f" (idle run: {r['idle_rss_kib'] / r['n'] / 1024:.1f} MiB)" if "idle_rss_kib" in r else ""
+        print(f"| {r['n']} | {r['tool']} | {r['start_p50']:.0f} / {r['start_p99']:.0f} ms | "
+              f"{r['end_p50']:.0f} / {r['end_p99']:.0f} ms | {r['cpu_active']:.1f} % | {r['cpu_idle']:.2f} % | "
+              f"{r['rss_kib'] / r['n'] / 1024:.1f} MiB{idle_rss} | {r['missed']} / {r['wrong']} |")
+    print()
+    print("Ratios (ccmanager / clawpool, same N). Both tools wait 1.5 s of unchanged screen "
+          "before they call a turn ended (ccmanager's IDLE_DEBOUNCE_MS, clawpool's default "
+          "finish_idle_ms), so the turn-end latency is also given past that wait:")
+    print()
+    print("| N | working p99 | turn ended p99 | turn ended p99 past the 1.5 s wait | CPU per session, working | CPU per session, idle | RSS per session |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+
+    def ratio(a, b):
+        if a != a or b != b:
+            return "n/a"
+        if b <= 0:
+            return f"clawpool first ({b:.0f} ms)"
+        return f"{a / b:.1f}x"
+    for n in sizes:
+        c = next(r for r in results if r["n"] == n and r["tool"] == "clawpool")
+        m = next(r for r in results if r["n"] == n and r["tool"] != "clawpool")
+        print(f"| {n} | {ratio(m['start_p99'], c['start_p99'])} | {ratio(m['end_p99'], c['end_p99'])} | "
+              f"{ratio(m['end_p99'] - 1500, c['end_p99'] - 1500)} | "
+              f"{ratio(m['cpu_active'], c['cpu_active'])} | {ratio(m['cpu_idle'], c['cpu_idle'])} | "
+              f"{ratio(m['rss_kib'], c['rss_kib'])} |")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
