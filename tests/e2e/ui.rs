@@ -1,0 +1,344 @@
+//! `clawpool ui` as a person uses it: the dashboard started in a real terminal (a shell in a
+//! private tmux server), driven with keys (`send-keys`), its screen read back (`capture-pane`)
+//! and checked against `clawpool board --output-format json`, the lanes' own screens and
+//! event logs, and the terminal it leaves behind.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::spawn::{Setup, setup};
+
+/// A lane that commits, says one thing, says another a while later, then works forever.
+const SCENARIO: &str = r#"
+trust_dialog = true
+[[prompt]]
+steps = [
+  { do = "write_file", path = "out.txt", content = "done\n" },
+  { do = "git_commit", message = "lane work" },
+  { do = "say", text = "step one" },
+  { do = "sleep", ms = 5000 },
+  { do = "say", text = "step two" },
+  { do = "hang" },
+]
+"#;
+
+const TWO_LANES: &str = r#"{"defaults": {"agent": "scripted"}, "lanes": [
+  {"name": "alpha", "prompt": "do alpha"}, {"name": "beta", "prompt": "do beta"}]}"#;
+
+/// How long the dashboard has to show something.
+const PATIENCE: Duration = Duration::from_secs(20);
+
+/// A shell in its own tmux server, where the dashboard runs.
+struct Term<'a> {
+    setup: &'a Setup,
+}
+
+impl<'a> Term<'a> {
+    /// A 140×40 shell in the repository that prints a line, then runs `clawpool ui`.
+    fn start_ui(setup: &'a Setup) -> Self {
+        let term = Term { setup };
+        let shell = format!(
+            "cd {:?} && exec bash --norc --noprofile",
+            setup.repo.display().to_string()
+        );
+        term.tmux(&[
+            "new-session",
+            "-d",
+            "-s",
+            "ui-test",
+            "-x",
+            "140",
+            "-y",
+            "40",
+            &shell,
+        ]);
+        term.wait_for("the shell", |screen| {
+            screen.contains('$') || screen.contains('#')
+        });
+        let command = format!(
+            "echo PRIOR-CONTENT; {:?} ui --config {:?}",
+            clawpool_tests::workspace_bin("clawpool")
+                .display()
+                .to_string(),
+            setup.config.display().to_string()
+        );
+        term.type_text(&command);
+        term.keys(&["Enter"]);
+        term
+    }
+
+    fn tmux(&self, args: &[&str]) -> String {
+        let out = self
+            .setup
+            .sandbox
+            .tmux()
+            .args(["-L", "ui"])
+            .args(args)
+            .output()
+            .expect("tmux runs");
+        assert!(
+            out.status.success(),
+            "tmux {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", "ui-test"];
+        args.extend(keys);
+        self.tmux(&args);
+    }
+
+    fn type_text(&self, text: &str) {
+        self.tmux(&["send-keys", "-t", "ui-test", "-l", text]);
+    }
+
+    fn screen(&self) -> String {
+        self.tmux(&["capture-pane", "-p", "-t", "ui-test"])
+    }
+
+    /// Polls the screen until `ready` holds; fails with the last screen after [`PATIENCE`].
+    fn wait_for(&self, what: &str, ready: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let screen = self.screen();
+            if ready(&screen) {
+                return screen;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the terminal never showed {what}:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Term<'_> {
+    fn drop(&mut self) {
+        let _ = self
+            .setup
+            .sandbox
+            .tmux()
+            .args(["-L", "ui", "kill-server"])
+            .status();
+    }
+}
+
+/// Spawns alpha and beta (on `transport`), and returns once both are running.
+fn spawn_two(setup: &Setup, transport: &str) -> clawpool_tests::LaneRun {
+    std::fs::write(setup.sandbox.dir.path().join("scenario.toml"), SCENARIO).expect("scenario");
+    let packet = setup.sandbox.dir.path().join("packet.json");
+    std::fs::write(&packet, TWO_LANES).expect("packet");
+    let mut cmd = setup.sandbox.clawpool();
+    cmd.arg("spawn")
+        .arg(&packet)
+        .args([
+            "--transport",
+            transport,
+            "--output-format",
+            "json",
+            "--config",
+        ])
+        .arg(&setup.config)
+        .arg("--repo")
+        .arg(&setup.repo);
+    let mut run =
+        clawpool_tests::LaneRun::start(cmd, &setup.sandbox.dir.path().join("spawn.stderr"));
+    for lane in ["alpha", "beta"] {
+        let running = |e: &Value| e["kind"] == "lane.running" && e["lane"] == lane;
+        if !run.seen.iter().any(running) {
+            run.wait_for(&format!("{lane} running"), PATIENCE, running, String::new);
+        }
+    }
+    run
+}
+
+fn board(setup: &Setup) -> Vec<Value> {
+    let out = setup
+        .sandbox
+        .clawpool()
+        .args(["board", "--output-format", "json", "--repo"])
+        .arg(&setup.repo)
+        .output()
+        .expect("clawpool board");
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("board JSON");
+    doc["lanes"].as_array().expect("lanes").clone()
+}
+
+/// The dashboard's row of `lane`: the line of the lane list that names it.
+fn row<'s>(screen: &'s str, lane: &str) -> Option<&'s str> {
+    screen.lines().find(|line| {
+        line.trim_start_matches(['│', ' ', '>'])
+            .split_whitespace()
+            .next()
+            == Some(lane)
+    })
+}
+
+fn lane_state(setup: &Setup, lane: &str) -> Value {
+    let path = setup.lanes_dir().join(lane).join(".claw/worker-state.json");
+    serde_json::from_str(&std::fs::read_to_string(path).expect("state file")).expect("JSON")
+}
+
+fn events(setup: &Setup, lane: &str) -> Vec<Value> {
+    let path = setup
+        .repo
+        .join(".git/clawpool/lanes")
+        .join(lane)
+        .join("events.jsonl");
+    std::fs::read_to_string(path)
+        .expect("event log")
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect()
+}
+
+fn terminal_log_has(setup: &Setup, lane: &str, text: &str) -> bool {
+    let log = setup
+        .repo
+        .join(".git/clawpool/lanes")
+        .join(lane)
+        .join("terminal.log");
+    String::from_utf8_lossy(&std::fs::read(Path::new(&log)).unwrap_or_default()).contains(text)
+}
+
+#[test]
+fn the_dashboard_shows_the_boards_lanes_and_the_selected_lanes_live_screen() {
+    let s = setup();
+    let _run = spawn_two(&s, "pty");
+    let term = Term::start_ui(&s);
+    let screen = term.wait_for("both lanes", |screen| {
+        row(screen, "alpha").is_some() && row(screen, "beta").is_some()
+    });
+    // The same lanes as the board, with the board's own cells.
+    let lanes = board(&s);
+    assert_eq!(lanes.len(), 2);
+    for lane in &lanes {
+        let name = lane["lane"].as_str().expect("name");
+        let line = row(&screen, name).unwrap_or_else(|| panic!("no row for {name}:\n{screen}"));
+        let status = lane["lane_status"].as_str().expect("status");
+        let ahead = format!("+{}", lane["board"]["commits_ahead"]);
+        for cell in ["scripted", status, "fresh", ahead.as_str()] {
+            assert!(line.contains(cell), "{name}'s row lacks {cell:?}: {line}");
+        }
+    }
+    // alpha is selected first: its screen is shown, as its lane's screen model has it.
+    let screen = term.wait_for("alpha's screen", |screen| {
+        screen.contains("alpha · screen") && screen.contains("❯ do alpha")
+    });
+    assert!(screen.contains("step one"), "{screen}");
+    // The screen is live: what the agent says later shows without a key pressed.
+    if !terminal_log_has(&s, "alpha", "step two") {
+        assert!(!screen.contains("step two"), "{screen}");
+    }
+    term.wait_for("alpha's later output", |screen| screen.contains("step two"));
+    // Selecting beta shows beta's screen.
+    term.keys(&["Down"]);
+    term.wait_for("beta's screen", |screen| {
+        screen.contains("beta · screen") && screen.contains("❯ do beta")
+    });
+
+    // A resize redraws at the new size: the lane list's frame is as wide as the window.
+    term.tmux(&["resize-window", "-t", "ui-test", "-x", "100", "-y", "30"]);
+    let screen = term.wait_for("the list redrawn 100 wide", |screen| {
+        screen
+            .lines()
+            .find(|line| line.starts_with("┌ lanes"))
+            .is_some_and(|line| line.chars().count() == 100 && line.ends_with('┐'))
+    });
+    assert!(row(&screen, "beta").is_some(), "{screen}");
+
+    // q gives the terminal back as it was: the shell's own screen, the cursor shown, no
+    // alternate screen, the line discipline cooked again.
+    term.keys(&["q"]);
+    term.wait_for("the shell again", |screen| screen.contains("PRIOR-CONTENT"));
+    assert_eq!(
+        term.tmux(&[
+            "display-message",
+            "-p",
+            "-t",
+            "ui-test",
+            "#{alternate_on} #{cursor_flag}"
+        ])
+        .trim(),
+        "0 1"
+    );
+    term.type_text("stty -a | tr ' ' '\\n' | grep -x -e icanon -e -icanon -e echo -e -echo");
+    term.keys(&["Enter"]);
+    let screen = term.wait_for("stty's answer", |screen| {
+        screen
+            .lines()
+            .any(|line| line == "icanon" || line == "-icanon")
+    });
+    let lines: Vec<&str> = screen.lines().collect();
+    assert!(
+        lines.contains(&"icanon") && lines.contains(&"echo"),
+        "{screen}"
+    );
+}
+
+#[test]
+fn stop_and_send_from_the_dashboard_do_what_the_cli_does_on_tmux_lanes() {
+    let s = setup();
+    let _run = spawn_two(&s, "tmux");
+    let term = Term::start_ui(&s);
+    // A tmux lane's screen comes from its screen model too, without attaching.
+    term.wait_for("alpha's screen", |screen| {
+        screen.contains("alpha · screen") && screen.contains("❯ do alpha")
+    });
+
+    // Send: typed into a prompt, run by Enter; the lane queues it as `clawpool send` would.
+    term.keys(&["s"]);
+    term.wait_for("the send prompt", |screen| {
+        screen.contains("send to alpha:")
+    });
+    term.type_text("check the tests");
+    term.keys(&["Enter"]);
+    let screen = term.wait_for("the send's verdict", |screen| {
+        screen.contains("alpha: queued (1 of 1)")
+    });
+    assert!(!screen.contains("send to alpha:"), "{screen}");
+    assert!(
+        events(&s, "alpha")
+            .iter()
+            .any(|e| e["kind"] == "lane.send_queued" && e["detail"]["queued"] == 1),
+        "{:?}",
+        events(&s, "alpha")
+    );
+
+    // Stop asks first; anything but y leaves the lane alone.
+    term.keys(&["Down", "x"]);
+    term.wait_for("the stop confirmation", |screen| {
+        screen.contains("clawpool stop beta?")
+    });
+    term.keys(&["n"]);
+    term.wait_for("the stop not run", |screen| {
+        screen.contains("not run: clawpool stop")
+    });
+    assert_eq!(lane_state(&s, "beta")["lane_status"], "running");
+    // y stops it, as `clawpool stop beta` does: the worker ends and the lane with it.
+    term.keys(&["x"]);
+    term.wait_for("the stop confirmation", |screen| {
+        screen.contains("clawpool stop beta?")
+    });
+    term.keys(&["y"]);
+    let screen = term.wait_for("the stop's verdict and beta's new status", |screen| {
+        screen.contains("beta: stopped: the worker ended")
+            && row(screen, "beta").is_some_and(|row| row.contains("failed{infra}"))
+    });
+    assert_eq!(lane_state(&s, "beta")["lane_status"], "failed");
+    assert!(
+        events(&s, "beta")
+            .iter()
+            .any(|e| e["kind"] == "lane.failed" && e["evidence"]["rule"] == "operator_stop"),
+        "{screen}"
+    );
+    // The other lane was not touched.
+    assert_eq!(lane_state(&s, "alpha")["lane_status"], "running");
+    term.keys(&["q"]);
+    term.wait_for("the shell again", |screen| screen.contains("PRIOR-CONTENT"));
+}
