@@ -339,6 +339,21 @@ fn stop_and_send_from_the_dashboard_do_what_the_cli_does_on_tmux_lanes() {
     );
     // The other lane was not touched.
     assert_eq!(lane_state(&s, "alpha")["lane_status"], "running");
+
+    // Enter attaches to the lane's own tmux session (the dashboard leaves the screen to it);
+    // detaching comes back to the dashboard.
+    term.keys(&["Up", "Enter"]);
+    term.wait_for("alpha's own session, full screen", |screen| {
+        // The inner tmux may draw the agent's ✻ as `_`, without a UTF-8 locale.
+        screen
+            .lines()
+            .next()
+            .is_some_and(|top| top.ends_with(" Scripted Agent v0.1"))
+    });
+    term.keys(&["C-b", "d"]);
+    term.wait_for("the dashboard again", |screen| {
+        screen.contains("┌ lanes") && screen.contains("alpha · screen")
+    });
     term.keys(&["q"]);
     term.wait_for("the shell again", |screen| screen.contains("PRIOR-CONTENT"));
 }

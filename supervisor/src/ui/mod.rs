@@ -157,15 +157,21 @@ pub async fn run(args: UiArgs) -> Result<ExitCode, CommandError> {
 
 type Screen = Terminal<CrosstermBackend<std::io::Stdout>>;
 
-/// Takes the terminal: raw mode, the alternate screen, the cursor hidden.
+/// Takes the terminal and makes the dashboard's screen on it.
 fn enter() -> std::io::Result<Screen> {
+    take_terminal()?;
+    Terminal::new(CrosstermBackend::new(std::io::stdout()))
+}
+
+/// Raw mode, the alternate screen (cleared), the cursor hidden.
+fn take_terminal() -> std::io::Result<()> {
     crossterm::terminal::enable_raw_mode()?;
     crossterm::execute!(
         std::io::stdout(),
         crossterm::terminal::EnterAlternateScreen,
+        crossterm::terminal::Clear(crossterm::terminal::ClearType::All),
         crossterm::cursor::Hide
-    )?;
-    Terminal::new(CrosstermBackend::new(std::io::stdout()))
+    )
 }
 
 /// Gives the terminal back as it was: cooked mode, the main screen, the cursor shown.
@@ -510,8 +516,9 @@ async fn attach(app: &mut App, terminal: &mut Screen) -> std::io::Result<()> {
             .map(|status| status.success()),
         Err(err) => Err(err),
     };
+    // A new screen, drawn whole (ratatui's `clear` would ask the terminal where its cursor is,
+    // and the answer is lost to the input reader that was just stopped).
     *terminal = enter()?;
-    terminal.clear()?;
     if !matches!(status, Ok(true)) {
         app.status = Some((false, "attach did not work (see above)".into()));
     }
