@@ -241,6 +241,27 @@ fn the_dashboard_shows_the_boards_lanes_and_the_selected_lanes_live_screen() {
     term.wait_for("beta's screen", |screen| {
         screen.contains("beta · screen") && screen.contains("❯ do beta")
     });
+    // `/` narrows the list; Esc shows every lane again.
+    term.keys(&["/"]);
+    term.type_text("alp");
+    term.wait_for("only alpha", |screen| {
+        screen.contains("filter: alp")
+            && row(screen, "alpha").is_some()
+            && row(screen, "beta").is_none()
+    });
+    term.keys(&["Enter", "Escape"]);
+    term.wait_for("both lanes again", |screen| {
+        row(screen, "alpha").is_some() && row(screen, "beta").is_some()
+    });
+    // `?` shows the key map; any key closes it.
+    term.keys(&["?"]);
+    term.wait_for("the help", |screen| {
+        screen.contains("stop the lane, after confirming (clawpool stop)")
+    });
+    term.keys(&["Space"]);
+    term.wait_for("the help closed", |screen| {
+        !screen.contains("after confirming (clawpool stop)")
+    });
 
     // A resize redraws at the new size: the lane list's frame is as wide as the window.
     term.tmux(&["resize-window", "-t", "ui-test", "-x", "100", "-y", "30"]);
@@ -356,4 +377,92 @@ fn stop_and_send_from_the_dashboard_do_what_the_cli_does_on_tmux_lanes() {
     });
     term.keys(&["q"]);
     term.wait_for("the shell again", |screen| screen.contains("PRIOR-CONTENT"));
+}
+
+#[test]
+fn a_dialog_is_answered_from_the_dashboard_with_one_of_its_choices() {
+    let s = setup();
+    let scenario = r#"
+trust_dialog = true
+[[prompt]]
+steps = [
+  { do = "permission", tool = "Write(out.txt)" },
+  { do = "write_file", path = "out.txt", content = "ok\n" },
+  { do = "git_commit", message = "lane work" },
+  { do = "hang" },
+]
+"#;
+    let mut run = s.spawn_until_running(
+        scenario,
+        r#"{"name": "gamma", "agent": "scripted", "prompt": "write it"}"#,
+    );
+    run.wait_for(
+        "gamma blocked on its dialog",
+        PATIENCE,
+        |e| e["kind"] == "lane.blocked",
+        String::new,
+    );
+    run.wait_for(
+        "gamma escalated to a person",
+        PATIENCE,
+        |e| e["kind"] == "lane.escalated",
+        String::new,
+    );
+    let term = Term::start_ui(&s);
+    // The lane waits for a person: its row says so, and the panel has the dialog and the next
+    // action.
+    let screen = term.wait_for("gamma blocked, with its next action", |screen| {
+        row(screen, "gamma").is_some_and(|row| row.contains("blocked{tool_permission}"))
+            && screen.contains("evidence tool_permission")
+            && screen.contains("Do you want to proceed?")
+    });
+    assert!(
+        screen.contains("│escalated") && screen.contains("│next     "),
+        "{screen}"
+    );
+    assert!(
+        row(&screen, "gamma").is_some_and(|row| row.trim_end_matches([' ', '│']).ends_with('!')),
+        "the row marks the escalation: {screen}"
+    );
+    // `a` lists the dialog's choices from the lane's profile; a number answers.
+    term.keys(&["a"]);
+    term.wait_for("the dialog's choices", |screen| {
+        screen.contains("answer the dialog on gamma:")
+            && screen.contains("1  no")
+            && screen.contains("2  yes")
+    });
+    term.keys(&["2"]);
+    term.wait_for("the answer's verdict", |screen| {
+        screen.contains(r#"gamma: answered dialog "tool_permission" with "yes""#)
+    });
+    // The lane goes on as after `clawpool answer --choice yes`: its agent writes and commits.
+    run.wait_for(
+        "gamma's commit",
+        PATIENCE,
+        |e| e["kind"] == "lane.commit.created" && e["lane"] == "gamma",
+        String::new,
+    );
+    assert_eq!(
+        std::fs::read_to_string(s.lanes_dir().join("gamma/out.txt")).expect("written"),
+        "ok\n"
+    );
+    term.keys(&["q"]);
+    term.wait_for("the shell again", |screen| screen.contains("PRIOR-CONTENT"));
+}
+
+#[test]
+fn the_dashboard_refuses_to_run_without_a_terminal() {
+    let s = setup();
+    let out = s
+        .sandbox
+        .clawpool()
+        .args(["ui", "--output-format", "json", "--repo"])
+        .arg(&s.repo)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("clawpool ui");
+    assert_eq!(out.status.code(), Some(2));
+    let error: Value = serde_json::from_slice(&out.stderr).expect("one JSON document");
+    assert_eq!(error["error"]["kind"], "not_a_terminal", "{error}");
+    assert!(out.stdout.is_empty());
 }

@@ -462,25 +462,27 @@ fn on_normal_key(app: &mut App, key: KeyEvent) -> Next {
     }
 }
 
-/// The choices of the dialog the selected lane's last event names (its evidence's rule), from
-/// the lane's agent profile; empty when it names none.
+/// The choices of the dialog on the selected lane's screen: the newest of its events whose
+/// evidence names a dialog of the lane's agent profile (a later escalation names none);
+/// empty when none does.
 fn dialog_choices(app: &App) -> Vec<String> {
     let Some(lane) = app.lanes.selected() else {
         return Vec::new();
     };
-    let rule = lane["lane_event"]["payload"]["evidence"]["rule"].as_str();
-    let profile = lane["agent"]
+    let Some(profile) = lane["agent"]
         .as_str()
-        .and_then(|agent| app.loaded.profiles.get(agent).ok());
-    match (profile, rule) {
-        (Some(profile), Some(rule)) => profile
-            .dialogs
-            .iter()
-            .find(|dialog| dialog.name == rule)
-            .map(|dialog| dialog.choices.keys().cloned().collect())
-            .unwrap_or_default(),
-        _ => Vec::new(),
-    }
+        .and_then(|agent| app.loaded.profiles.get(agent).ok())
+    else {
+        return Vec::new();
+    };
+    app.lanes
+        .events
+        .iter()
+        .rev()
+        .filter_map(|event| event["evidence"]["rule"].as_str())
+        .find_map(|rule| profile.dialogs.iter().find(|dialog| dialog.name == rule))
+        .map(|dialog| dialog.choices.keys().cloned().collect())
+        .unwrap_or_default()
 }
 
 /// Runs `action` on the selected lane in the background; its outcome comes back on `outcomes`.

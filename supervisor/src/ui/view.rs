@@ -228,8 +228,15 @@ fn draw_details(frame: &mut Frame<'_>, app: &App, area: Rect) {
             Span::raw(detail.to_owned()),
         ]));
     }
-    let evidence = &lane["lane_event"]["payload"]["evidence"];
-    if lane["lane_status"] == "blocked" && evidence.is_object() {
+    // What blocked it: the newest event with evidence (an escalation after it has none).
+    let evidence = app
+        .lanes
+        .events
+        .iter()
+        .rev()
+        .map(|event| &event["evidence"])
+        .find(|evidence| evidence.is_object());
+    if let (true, Some(evidence)) = (is_waiting(lane), evidence) {
         lines.push(Line::from(vec![
             label("evidence"),
             Span::raw(format!(
@@ -355,6 +362,14 @@ fn centred(area: Rect, width: u16, height: u16) -> Rect {
 
 fn bold() -> Style {
     Style::default().add_modifier(Modifier::BOLD)
+}
+
+/// Whether the lane waits for a person: blocked, or at a dialog.
+fn is_waiting(lane: &Value) -> bool {
+    matches!(
+        lane["lane_status"].as_str(),
+        Some("trust_required" | "tool_permission_required" | "blocked")
+    )
 }
 
 /// Working is green, waiting for a person yellow, failed red, finished blue.
