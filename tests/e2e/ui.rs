@@ -413,7 +413,7 @@ steps = [
     // action.
     let screen = term.wait_for("gamma blocked, with its next action", |screen| {
         row(screen, "gamma").is_some_and(|row| row.contains("blocked{tool_permission}"))
-            && screen.contains("evidence tool_permission")
+            && screen.contains("evidence  tool_permission")
             && screen.contains("Do you want to proceed?")
     });
     assert!(

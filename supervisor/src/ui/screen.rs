@@ -66,26 +66,46 @@ pub async fn fetch(lane: &str, lane_dir: &Path) -> Result<LaneScreen, NoScreen> 
 }
 
 impl LaneScreen {
-    /// The screen's top `height` rows, at most `width` columns each: coloured as the worker
-    /// drew them, or plain text when `plain`.
+    /// The screen in `height` rows of at most `width` columns: coloured as the worker drew
+    /// them, or plain text when `plain`. A screen taller than that loses its runs of blank rows
+    /// first (agents draw their header at the top and their input box and dialogs at the
+    /// bottom, with nothing between), then its top rows.
     pub fn lines(&self, width: u16, height: u16, plain: bool) -> Vec<Line<'static>> {
+        let rows = shown_rows(&self.text, usize::from(height));
         match (&self.model, plain) {
-            (Some(model), false) => coloured_lines(model.screen(), width, height),
-            _ => self
-                .text
-                .lines()
-                .take(usize::from(height))
-                .map(|row| Line::raw(row.chars().take(usize::from(width)).collect::<String>()))
-                .collect(),
+            (Some(model), false) => coloured_lines(model.screen(), &rows, width),
+            _ => {
+                let text: Vec<&str> = self.text.lines().collect();
+                rows.iter()
+                    .map(|&row| {
+                        let row = text[usize::from(row)];
+                        Line::raw(row.chars().take(usize::from(width)).collect::<String>())
+                    })
+                    .collect()
+            }
         }
     }
 }
 
-fn coloured_lines(screen: &vt100::Screen, width: u16, height: u16) -> Vec<Line<'static>> {
-    let (rows, cols) = screen.size();
-    let (rows, cols) = (rows.get().min(height), cols.get().min(width));
-    (0..rows)
-        .map(|row| {
+/// Which rows of a screen whose rows are `text` fit in `height`: all of them when they fit;
+/// else without the second and later blank rows of each run, and then the last `height`.
+fn shown_rows(text: &str, height: usize) -> Vec<u16> {
+    let rows: Vec<&str> = text.lines().collect();
+    let mut shown: Vec<u16> = (0..rows.len() as u16).collect();
+    if shown.len() > height {
+        shown.retain(|&row| {
+            let row = usize::from(row);
+            row == 0 || !(rows[row].trim().is_empty() && rows[row - 1].trim().is_empty())
+        });
+    }
+    let first = shown.len().saturating_sub(height);
+    shown.split_off(first)
+}
+
+fn coloured_lines(screen: &vt100::Screen, rows: &[u16], width: u16) -> Vec<Line<'static>> {
+    let cols = screen.size().1.get().min(width);
+    rows.iter()
+        .map(|&row| {
             let mut spans: Vec<Span<'static>> = Vec::new();
             let mut run = String::new();
             let mut run_style = Style::default();
@@ -146,5 +166,18 @@ fn colour(colour: vt100::Color) -> Option<Color> {
         vt100::Color::Default => None,
         vt100::Color::Idx(index) => Some(Color::Indexed(index)),
         vt100::Color::Rgb(r, g, b) => Some(Color::Rgb(r, g, b)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tall_screen_keeps_its_header_and_its_bottom() {
+        let text = "header\n\n\n\n\nprompt\n\n\n\ndialog\nchoices\n";
+        assert_eq!(shown_rows(text, 20), (0..11).collect::<Vec<u16>>());
+        assert_eq!(shown_rows(text, 6), vec![0, 1, 5, 6, 9, 10]);
+        assert_eq!(shown_rows(text, 3), vec![6, 9, 10]);
     }
 }

@@ -143,10 +143,20 @@ fn draw_list(frame: &mut Frame<'_>, app: &App, area: Rect) {
         })
         .collect();
     let empty = rows.is_empty();
+    // The name and status columns are as wide as their longest cell; the rest are fixed.
+    let widest = |cell: &dyn Fn(&Value) -> String, header: &str| {
+        let longest = app
+            .lanes
+            .visible()
+            .iter()
+            .map(|lane| cell(lane).chars().count())
+            .max();
+        longest.unwrap_or(0).max(header.len()) as u16
+    };
     let widths = [
-        Constraint::Min(10),
+        Constraint::Length(widest(&|lane| text(&lane["lane"]), HEADER[0])),
         Constraint::Length(9),
-        Constraint::Min(22),
+        Constraint::Length(widest(&status_cell, HEADER[2])),
         Constraint::Length(9),
         Constraint::Length(9),
         Constraint::Length(11),
@@ -204,7 +214,7 @@ fn draw_details(frame: &mut Frame<'_>, app: &App, area: Rect) {
         frame.render_widget(block, area);
         return;
     };
-    let label = |name: &str| Span::styled(format!("{name:<9}"), app.style(bold()));
+    let label = |name: &str| Span::styled(format!("{name:<10}"), app.style(bold()));
     let mut lines = vec![
         Line::from(vec![
             label("status"),
