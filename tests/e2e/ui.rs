@@ -33,12 +33,20 @@ const PATIENCE: Duration = Duration::from_secs(20);
 /// A shell in its own tmux server, where the dashboard runs.
 struct Term<'a> {
     setup: &'a Setup,
+    /// The tmux server's socket name.
+    socket: &'static str,
 }
 
 impl<'a> Term<'a> {
     /// A 140×40 shell in the repository that prints a line, then runs `clawpool ui`.
     fn start_ui(setup: &'a Setup) -> Self {
-        let term = Term { setup };
+        Self::start_ui_with(setup, "ui", "")
+    }
+
+    /// [`Term::start_ui`] on the tmux server `socket`, with `env` (`NAME=value `) before the
+    /// command.
+    fn start_ui_with(setup: &'a Setup, socket: &'static str, env: &str) -> Self {
+        let term = Term { setup, socket };
         let shell = format!(
             "cd {:?} && exec bash --norc --noprofile",
             setup.repo.display().to_string()
@@ -58,7 +66,7 @@ impl<'a> Term<'a> {
             screen.contains('$') || screen.contains('#')
         });
         let command = format!(
-            "echo PRIOR-CONTENT; {:?} ui --config {:?}",
+            "echo PRIOR-CONTENT; {env}{:?} ui --config {:?}",
             clawpool_tests::workspace_bin("clawpool")
                 .display()
                 .to_string(),
@@ -74,7 +82,7 @@ impl<'a> Term<'a> {
             .setup
             .sandbox
             .tmux()
-            .args(["-L", "ui"])
+            .args(["-L", self.socket])
             .args(args)
             .output()
             .expect("tmux runs");
@@ -94,6 +102,11 @@ impl<'a> Term<'a> {
 
     fn type_text(&self, text: &str) {
         self.tmux(&["send-keys", "-t", "ui-test", "-l", text]);
+    }
+
+    /// The screen with its colours and attributes, as escape sequences.
+    fn screen_with_colours(&self) -> String {
+        self.tmux(&["capture-pane", "-p", "-e", "-t", "ui-test"])
     }
 
     fn screen(&self) -> String {
@@ -123,7 +136,7 @@ impl Drop for Term<'_> {
             .setup
             .sandbox
             .tmux()
-            .args(["-L", "ui", "kill-server"])
+            .args(["-L", self.socket, "kill-server"])
             .status();
     }
 }
@@ -465,4 +478,39 @@ fn the_dashboard_refuses_to_run_without_a_terminal() {
     let error: Value = serde_json::from_slice(&out.stderr).expect("one JSON document");
     assert_eq!(error["error"]["kind"], "not_a_terminal", "{error}");
     assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn statuses_are_coloured_unless_no_color_is_set() {
+    let s = setup();
+    let _run = spawn_two(&s, "pty");
+    let coloured = Term::start_ui(&s);
+    coloured.wait_for("both lanes", |screen| {
+        row(screen, "alpha").is_some() && row(screen, "beta").is_some()
+    });
+    // Working is green.
+    let screen = coloured.screen_with_colours();
+    assert!(
+        screen.contains("\x1b[32mrunning") || screen.contains("\x1b[38;5;2mrunning"),
+        "{screen:?}"
+    );
+    coloured.keys(&["q"]);
+    coloured.wait_for("the shell again", |screen| screen.contains("PRIOR-CONTENT"));
+    drop(coloured);
+
+    let plain = Term::start_ui_with(&s, "ui-plain", "NO_COLOR=1 ");
+    plain.wait_for("both lanes and alpha's screen", |screen| {
+        row(screen, "alpha").is_some() && screen.contains("❯ do alpha")
+    });
+    let screen = plain.screen_with_colours();
+    // No colour at all: only the resets to the default colours (39, 49) tmux writes anyway.
+    let colours = (0..8)
+        .flat_map(|n| [format!("\x1b[3{n}m"), format!("\x1b[4{n}m")])
+        .chain(["38;".to_owned(), "48;".to_owned()]);
+    for colour in colours {
+        assert!(
+            !screen.contains(&colour),
+            "a colour ({colour:?}) in {screen:?}"
+        );
+    }
 }
