@@ -81,14 +81,15 @@ impl Lanes {
     pub fn refresh_states(&mut self) {
         let now = now_secs();
         for row in &mut self.rows {
-            let Some(dir) = row["worktree"].as_str().map(PathBuf::from) else {
-                continue;
-            };
-            if let Ok(doc) = read_lane_state(&dir) {
-                let board = row["board"].take();
-                *row = with_ages(&doc, now).to_json();
-                row["board"] = board;
-            }
+            refresh_state(row, now);
+        }
+    }
+
+    /// Reads lane `name`'s state file again, keeping its branch facts (no git): a state file
+    /// rewritten by a heartbeat, or by an event whose own log change reads the whole row.
+    pub fn refresh_lane_state(&mut self, name: &str) {
+        if let Some(row) = self.rows.iter_mut().find(|r| r["lane"] == name) {
+            refresh_state(row, now_secs());
         }
     }
 
@@ -189,5 +190,17 @@ impl Lanes {
             .collect();
         let skip = events.len().saturating_sub(EVENTS_SHOWN);
         self.events = events.into_iter().skip(skip).collect();
+    }
+}
+
+/// `row` with its state document read again as of `now`, its `board` facts kept.
+fn refresh_state(row: &mut Value, now: u64) {
+    let Some(dir) = row["worktree"].as_str().map(PathBuf::from) else {
+        return;
+    };
+    if let Ok(doc) = read_lane_state(&dir) {
+        let board = row["board"].take();
+        *row = with_ages(&doc, now).to_json();
+        row["board"] = board;
     }
 }

@@ -190,12 +190,17 @@ async fn event_loop(
     watch: &mut Option<Watch>,
     changes: &mut mpsc::UnboundedReceiver<Change>,
 ) -> std::io::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    // Asked to end, or the terminal hung up: leave as after `q`, the terminal restored.
+    let mut terminate = signal(SignalKind::terminate())?;
+    let mut hangup = signal(SignalKind::hangup())?;
     let (outcomes_tx, mut outcomes) = mpsc::unbounded_channel::<(String, Outcome)>();
     let mut input = EventStream::new();
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut ticks = 0u32;
     refresh_screen(app).await;
+    show_screen_of(app, watch);
     terminal.draw(|frame| view::draw(frame, app))?;
     loop {
         let redraw = tokio::select! {
@@ -205,7 +210,10 @@ async fn event_loop(
                         match on_key(app, key) {
                             Next::Stay => {}
                             Next::Quit => return Ok(()),
-                            Next::Reselect => refresh_screen(app).await,
+                            Next::Reselect => {
+                                refresh_screen(app).await;
+                                show_screen_of(app, watch);
+                            }
                             Next::Run(action) => start(app, action, &outcomes_tx),
                             Next::Attach => {
                                 drop(input);
@@ -220,6 +228,8 @@ async fn event_loop(
                 }
                 true
             }
+            _ = terminate.recv() => return Ok(()),
+            _ = hangup.recv() => return Ok(()),
             Some(change) = changes.recv() => {
                 // Take every change already waiting, so a burst is read once.
                 let mut pending = HashSet::from([change]);
@@ -227,6 +237,7 @@ async fn event_loop(
                     pending.insert(change);
                 }
                 apply(app, watch, pending).await;
+                show_screen_of(app, watch);
                 true
             }
             Some((lane, outcome)) = outcomes.recv() => {
@@ -271,12 +282,20 @@ async fn apply(app: &mut App, watch: &mut Option<Watch>, pending: HashSet<Change
                 follow_lanes(app, watch);
                 screen_changed |= selected.as_ref() == Some(lane);
             }
+            Change::State(lane) => app.lanes.refresh_lane_state(lane),
             Change::Screen(lane) => screen_changed |= selected.as_ref() == Some(lane),
             Change::Registry => {}
         }
     }
     if screen_changed || app.lanes.selected_name().map(str::to_owned) != selected {
         refresh_screen(app).await;
+    }
+}
+
+/// Tells the watch whose screen changes to report: the selected lane's.
+fn show_screen_of(app: &App, watch: &Option<Watch>) {
+    if let Some(watch) = watch {
+        watch.show_screen_of(app.lanes.selected_name());
     }
 }
 

@@ -1,7 +1,9 @@
 //! What wakes `clawpool ui`: file-system notifications (inotify, through `notify`) on the
 //! repository's lane registry — each lane's entry, event log and terminal log — and on each
 //! lane's `.claw/` folder, where its state file is rewritten. Each notification becomes one
-//! [`Change`] naming the lane it touched; nothing is polled.
+//! [`Change`] naming the lane it touched; nothing is polled. A lane's screen changing matters
+//! only while it is the one shown: the others' terminal logs (agents drawing spinners) are
+//! dropped here, on the watcher's thread, and never wake the dashboard.
 
 use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
@@ -14,8 +16,11 @@ use tokio::sync::mpsc;
 /// What changed on disk.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Change {
-    /// A lane's state, events or registry entry: its row and its events are read again.
+    /// A lane's events or registry entry: its row (git included) and its events are read again.
     Lane(String),
+    /// Only a lane's state file (a heartbeat rewrites it every 5 s): its state is read again,
+    /// its branch facts kept.
+    State(String),
     /// Only a lane's terminal log grew: its screen changed, nothing else.
     Screen(String),
     /// A lane folder appeared in the registry or went away.
@@ -27,6 +32,8 @@ pub struct Watch {
     watcher: RecommendedWatcher,
     /// Each watched `.claw/` folder, by the lane it belongs to.
     lane_folders: Arc<Mutex<HashMap<PathBuf, String>>>,
+    /// The lane whose screen is shown.
+    shown: Arc<Mutex<Option<String>>>,
 }
 
 impl Watch {
@@ -34,8 +41,10 @@ impl Watch {
     /// go to `changes`.
     pub fn start(registry: &Path, changes: mpsc::UnboundedSender<Change>) -> notify::Result<Self> {
         let lane_folders: Arc<Mutex<HashMap<PathBuf, String>>> = Arc::default();
+        let shown: Arc<Mutex<Option<String>>> = Arc::default();
         let root = registry.to_owned();
         let folders = Arc::clone(&lane_folders);
+        let screen_shown = Arc::clone(&shown);
         let mut watcher =
             notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
                 let Ok(event) = event else {
@@ -52,9 +61,16 @@ impl Watch {
                             let lane = folders.get(folder)?;
                             // The socket's own file changing is clawpool's, not the lane's.
                             (*path != control_socket(folder.parent()?))
-                                .then(|| Change::Lane(lane.clone()))
+                                .then(|| Change::State(lane.clone()))
                         }),
                     };
+                    if let Some(Change::Screen(lane)) = &change
+                        && screen_shown
+                            .lock()
+                            .map_or(true, |shown| shown.as_ref() != Some(lane))
+                    {
+                        continue;
+                    }
                     if let Some(change) = change {
                         let _ = changes.send(change);
                     }
@@ -64,7 +80,15 @@ impl Watch {
         Ok(Self {
             watcher,
             lane_folders,
+            shown,
         })
+    }
+
+    /// From now on, screen changes of `lane` (only) are reported.
+    pub fn show_screen_of(&self, lane: Option<&str>) {
+        if let Ok(mut shown) = self.shown.lock() {
+            *shown = lane.map(str::to_owned);
+        }
     }
 
     /// Watches lane `name`'s `.claw/` folder in `worktree` too (its state file), once.
