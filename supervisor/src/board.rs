@@ -121,38 +121,44 @@ fn not_found(name: &str) -> CommandError {
     )
 }
 
-/// Every lane in the repository's registry, each as its state document with ages (or the
-/// error reading it), plus commits ahead of base and whether the worktree is dirty.
+/// Every lane in the repository's registry, each as [`board_lane`] shows it.
 fn collect(repo: &Repo) -> Vec<Value> {
     let now = now_secs();
     registered_names(repo)
         .into_iter()
-        .map(|name| {
-            let registry = lane_registry(repo, &name);
-            let entry = registry.entry().ok();
-            let dir = entry
-                .as_ref()
-                .map(|e| e.worktree.clone())
-                .unwrap_or_default();
-            let mut doc = match read_lane_state(&dir) {
-                Ok(doc) => with_ages(&doc, now).to_json(),
-                // A lane whose state cannot be read is still on the board, with why.
-                Err(err) => json!({"lane": name, "worktree": dir, "lane_status": "unknown", "error": err.to_json()["error"]}),
-            };
-            let status = clawpool_worktree::worktree_status(&dir).ok();
-            let ahead = entry
-                .as_ref()
-                .and_then(|e| e.base.sha.as_deref())
-                .and_then(|base| commits_ahead(&dir, base));
-            let degraded = registry.degraded();
-            doc["board"] = json!({
-                "dirty": status.as_ref().map(|s| s.dirty),
-                "commits_ahead": ahead,
-                "state_file_degraded": degraded,
-            });
-            doc
-        })
+        .map(|name| board_lane(repo, &name, now))
         .collect()
+}
+
+/// One lane of the board: its state document with ages as of `now` (or the error reading it),
+/// plus commits ahead of base and whether the worktree is dirty (`board`). `clawpool ui` reads
+/// lanes through this too, so the dashboard and the board never disagree.
+pub fn board_lane(repo: &Repo, name: &str, now: u64) -> Value {
+    let registry = lane_registry(repo, name);
+    let entry = registry.entry().ok();
+    let dir = entry
+        .as_ref()
+        .map(|e| e.worktree.clone())
+        .unwrap_or_default();
+    let mut doc = match read_lane_state(&dir) {
+        Ok(doc) => with_ages(&doc, now).to_json(),
+        // A lane whose state cannot be read is still on the board, with why.
+        Err(err) => {
+            json!({"lane": name, "worktree": dir, "lane_status": "unknown", "error": err.to_json()["error"]})
+        }
+    };
+    let status = clawpool_worktree::worktree_status(&dir).ok();
+    let ahead = entry
+        .as_ref()
+        .and_then(|e| e.base.sha.as_deref())
+        .and_then(|base| commits_ahead(&dir, base));
+    let degraded = registry.degraded();
+    doc["board"] = json!({
+        "dirty": status.as_ref().map(|s| s.dirty),
+        "commits_ahead": ahead,
+        "state_file_degraded": degraded,
+    });
+    doc
 }
 
 fn commits_ahead(dir: &Path, base: &str) -> Option<u64> {
@@ -205,16 +211,7 @@ fn print_table(lanes: &[Value]) {
     let rows: Vec<[String; 10]> = lanes
         .iter()
         .map(|l| {
-            let status = match l["blocked"]["subphase"].as_str() {
-                Some(sub) => format!("{}{{{sub}}}", text(&l["lane_status"])),
-                None => match l["failure"]["class"]
-                    .as_str()
-                    .or(l["outcome"].as_str().filter(|o| *o == "no_changes"))
-                {
-                    Some(class) => format!("{}{{{class}}}", text(&l["lane_status"])),
-                    None => text(&l["lane_status"]),
-                },
-            };
+            let status = status_cell(l);
             let status = match l["board"]["state_file_degraded"].as_str() {
                 Some(_) => format!("{status} (state file degraded)"),
                 None => status,
@@ -296,8 +293,24 @@ fn print_table(lanes: &[Value]) {
     }
 }
 
+/// The lane's status with its subphase, failure class or `no_changes` outcome in braces:
+/// `blocked{trust}`, `failed{worker_crashed}`, `running`.
+pub fn status_cell(lane: &Value) -> String {
+    let status = lane["lane_status"].as_str().unwrap_or("-");
+    match lane["blocked"]["subphase"].as_str() {
+        Some(sub) => format!("{status}{{{sub}}}"),
+        None => match lane["failure"]["class"]
+            .as_str()
+            .or(lane["outcome"].as_str().filter(|o| *o == "no_changes"))
+        {
+            Some(class) => format!("{status}{{{class}}}"),
+            None => status.to_owned(),
+        },
+    }
+}
+
 /// `fresh`, `stale -3`, `diverged`, `unknown`, or the paused git operation.
-fn freshness_cell(lane: &Value) -> String {
+pub fn freshness_cell(lane: &Value) -> String {
     if let Some(kind) = lane["git_operation"]["kind"].as_str() {
         return format!("{kind} in progress");
     }

@@ -63,6 +63,9 @@ pub enum Command {
     Daemon(DaemonArgs),
     /// Every lane of the repository: status, time in state, progress, branch, commits, last event.
     Board(BoardArgs),
+    /// A live terminal dashboard of the repository's lanes: the board, the selected lane's
+    /// screen and events, and keys for the operator commands (`docs/ui.md`).
+    Ui(UiArgs),
     /// Print a lane's events (JSON lines), and with --follow keep printing new ones.
     Events(EventsArgs),
     /// Watch a lane: attach to its tmux session (and take over), or mirror a PTY lane
@@ -211,6 +214,7 @@ impl Command {
             Command::State(args) => args.output_format,
             Command::Spawn(args) => args.output_format,
             Command::Board(args) => args.output_format,
+            Command::Ui(args) => args.output_format,
             Command::Adopt(args) => args.output_format,
             Command::Gc(args) => args.output_format,
             Command::Daemon(_) => OutputFormat::Text,
@@ -485,6 +489,18 @@ fn parse_env(text: &str) -> Result<(String, String), String> {
         Some((key, value)) if !key.is_empty() => Ok((key.to_owned(), value.to_owned())),
         _ => Err(format!("{text:?} is not KEY=VALUE")),
     }
+}
+
+#[derive(Debug, Args)]
+pub struct UiArgs {
+    /// The repository (default: the one containing the current folder).
+    #[arg(long, default_value = ".")]
+    pub repo: PathBuf,
+    #[command(flatten)]
+    pub config: ConfigFlag,
+    /// Output format for errors (the dashboard itself is for people).
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub output_format: OutputFormat,
 }
 
 #[derive(Debug, Args)]

@@ -1,13 +1,17 @@
 //! A lane's control socket (`.claw/control.sock`, mode 0600): how `clawpool trust`, `answer`,
-//! `send`, `stop`, `restart` and `recover` reach the process running the lane. One JSON line in
-//! (an [`OperatorCommand`]), one JSON line out: the lane's [`Verdict`] once it decided, or
-//! `{"ok": false, "error": …}` when the command never reached it.
+//! `send`, `stop`, `restart` and `recover` reach the process running the lane, and how
+//! `clawpool ui` reads the lane's live screen. One JSON line in (an [`OperatorCommand`], a
+//! [`LaneOp`] or `{"command": "screen"}`), one JSON line out: the lane's [`Verdict`] once it
+//! decided, the op's result, the [`ScreenSource`]'s snapshot, or `{"ok": false, "error": …}`
+//! when the request never reached it.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 
 use clawpool::handshake::{OperatorCommand, OperatorRequest, Verdict, VerdictReply};
 use clawpool_lanes::state_file::GreenLevel;
+use clawpool_pty::Worker;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -32,6 +36,45 @@ pub enum LaneOp {
 /// A [`LaneOp`] with where its result goes.
 pub type OpRequest = (LaneOp, oneshot::Sender<Value>);
 
+/// The lane's current worker, whose screen a `screen` request reads: the driver shows it each
+/// worker it starts (a restart starts a new one), so PTY and tmux lanes alike answer from the
+/// screen model the handshake itself watches, without anyone attaching.
+#[derive(Clone, Default)]
+pub struct ScreenSource(Arc<Mutex<Option<Worker>>>);
+
+impl ScreenSource {
+    /// From now on, `screen` requests read `worker`'s screen.
+    pub fn show(&self, worker: &Worker) {
+        if let Ok(mut current) = self.0.lock() {
+            *current = Some(worker.clone());
+        }
+    }
+
+    /// The reply to a `screen` request: `ok`, the size (`cols`, `rows`), the `cursor` (row,
+    /// column), the visible rows as `text`, and `formatted`, the same screen as escape
+    /// sequences with its colours (what redraws it on another terminal).
+    fn reply(&self) -> Value {
+        let worker = self.0.lock().ok().and_then(|current| current.clone());
+        let Some(worker) = worker else {
+            return serde_json::json!({"ok": false, "error": "the lane has no worker yet"});
+        };
+        let snapshot = worker.snapshot();
+        serde_json::json!({
+            "ok": true,
+            "cols": snapshot.size.cols,
+            "rows": snapshot.size.rows,
+            "cursor": [snapshot.cursor.0, snapshot.cursor.1],
+            "text": snapshot.text(),
+            "formatted": String::from_utf8_lossy(&worker.contents_formatted()),
+        })
+    }
+}
+
+/// Whether `line` is a `screen` request.
+fn is_screen_request(line: &str) -> bool {
+    serde_json::from_str::<Value>(line).is_ok_and(|request| request["command"] == "screen")
+}
+
 /// A lane's listening control socket.
 pub struct ControlSocket {
     accept: JoinHandle<()>,
@@ -54,11 +97,12 @@ impl ControlSocket {
 
 /// Listens on `socket`: operator commands go to the handshake, each with the way back for its
 /// verdict, branch requests ([`LaneOp`]) to `ops`, whose reply is sent back when the work is
-/// done.
+/// done, and `screen` requests are answered at once from `screen`.
 pub fn listen(
     socket: &Path,
     commands: mpsc::Sender<OperatorRequest>,
     ops: mpsc::Sender<OpRequest>,
+    screen: ScreenSource,
 ) -> std::io::Result<ControlSocket> {
     // A socket file left by a lane that died is stale: nobody can be listening on it.
     let _ = std::fs::remove_file(socket);
@@ -71,11 +115,17 @@ pub fn listen(
             let commands = commands.clone();
             let ops = ops.clone();
             let open = open.clone();
+            let screen = screen.clone();
             tokio::spawn(async move {
                 let _open = open;
                 let (read, mut write) = stream.into_split();
                 let mut line = String::new();
                 let read = BufReader::new(read).read_line(&mut line).await;
+                if is_screen_request(&line) {
+                    let reply = screen.reply();
+                    let _ = write.write_all(format!("{reply}\n").as_bytes()).await;
+                    return;
+                }
                 if let Ok(op) = serde_json::from_str::<LaneOp>(&line) {
                     let (tx, rx) = oneshot::channel();
                     let reply = match ops.send((op, tx)).await {

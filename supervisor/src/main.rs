@@ -25,6 +25,7 @@ mod registry;
 mod run_lane;
 mod run_one;
 mod spawn;
+mod ui;
 mod worktree_watch;
 
 use std::process::ExitCode;
@@ -159,6 +160,7 @@ fn main() -> ExitCode {
             Command::Board(args) => {
                 board::run_board(&args.repo, args.watch, args.output_format).await
             }
+            Command::Ui(args) => ui::run(args).await,
             Command::Events(args) => board::run_events(&args.lane, args.follow).await,
             Command::Attach(args) => board::run_attach(&args.lane).await,
             Command::State(args) => inspect::run_state(&args.lane, args.output_format),

@@ -257,7 +257,8 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
     let (operator_tx, mut operator_rx) = mpsc::channel(8);
     let (ops_tx, ops_rx) = mpsc::channel(4);
     let socket = clawpool_worktree::layout::control_socket(&job.dir);
-    let listener = control::listen(&socket, operator_tx, ops_tx)
+    let screen = control::ScreenSource::default();
+    let listener = control::listen(&socket, operator_tx, ops_tx, screen.clone())
         .map_err(|e| CommandError::io("opening the lane's control socket", e))?;
 
     let (worker, mut resumed) = match adopt {
@@ -336,6 +337,7 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
         let run_started = state_file::now_secs();
         // Set when a recovery step starts a new worker before the next run.
         let mut fresh = false;
+        screen.show(&worker);
         let mut handshake = Handshake::new(
             worker.clone(),
             &job.profile,

@@ -14,3 +14,4 @@ mod run_one;
 mod scripted_agent;
 mod spawn;
 mod trust;
+mod ui;

@@ -1,0 +1,479 @@
+//! Drawing the dashboard: the lane list (the board's columns), the selected lane's screen, its
+//! status, escalation and last events, the footer, and the overlays (help, prompts). Colours
+//! follow the usual conventions — green working, yellow waiting for a person, red failed, blue
+//! finished — and are left out entirely when the dashboard is plain (`NO_COLOR`, a dumb
+//! terminal).
+
+use clawpool_lanes::state_file::now_secs;
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Clear, Paragraph, Row, Table, TableState, Wrap};
+use serde_json::Value;
+
+use super::{App, Mode, VERIFY_LEVELS};
+use crate::board::{freshness_cell, status_cell};
+
+/// The lane list's column headers.
+const HEADER: [&str; 9] = [
+    "LANE",
+    "AGENT",
+    "STATUS",
+    "IN STATE",
+    "PROGRESS",
+    "FRESHNESS",
+    "GREEN",
+    "COMMITS",
+    "ESC",
+];
+
+/// The key map, as the help overlay and `docs/ui.md` show it.
+pub const KEY_MAP: &[(&str, &str)] = &[
+    ("↑ ↓  j k", "select a lane"),
+    (
+        "Enter",
+        "attach (tmux: take over; PTY: mirror); the dashboard comes back after",
+    ),
+    ("s", "send text to the agent (clawpool send)"),
+    (
+        "a",
+        "answer the dialog on screen, from its choices (clawpool answer)",
+    ),
+    ("t", "trust the lane (clawpool trust)"),
+    ("x", "stop the lane, after confirming (clawpool stop)"),
+    (
+        "r",
+        "restart with resume, after confirming (clawpool restart --resume)",
+    ),
+    (
+        "m",
+        "merge the base forward, after confirming (clawpool merge-forward)",
+    ),
+    ("v", "verify a green level (clawpool verify --level)"),
+    (
+        "R",
+        "run the recovery recipe the policy decides (clawpool recover)",
+    ),
+    ("/", "filter lanes by name, agent or status (Esc clears)"),
+    ("?", "this help"),
+    ("q", "quit"),
+];
+
+/// Draws the whole dashboard.
+pub fn draw(frame: &mut Frame<'_>, app: &App) {
+    let [title, list, body, footer] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Length(list_height(app, frame.area())),
+        Constraint::Min(3),
+        Constraint::Length(1),
+    ])
+    .areas(frame.area());
+    draw_title(frame, app, title);
+    draw_list(frame, app, list);
+    let [screen, details] =
+        Layout::horizontal([Constraint::Percentage(60), Constraint::Percentage(40)]).areas(body);
+    draw_screen(frame, app, screen);
+    draw_details(frame, app, details);
+    draw_footer(frame, app, footer);
+    match &app.mode {
+        Mode::Help => draw_help(frame, app),
+        Mode::Normal | Mode::Filter => {}
+        prompt => draw_prompt(frame, app, prompt),
+    }
+}
+
+/// The list takes the rows it needs (with its header and borders), at most half the screen.
+fn list_height(app: &App, area: Rect) -> u16 {
+    let wanted = app.lanes.visible().len().max(1) as u16 + 3;
+    wanted.min(area.height / 2).max(4)
+}
+
+fn draw_title(frame: &mut Frame<'_>, app: &App, area: Rect) {
+    let count = app.lanes.visible().len();
+    let mut text = format!(
+        "clawpool ui · {} · {count} lane{}",
+        app.repo_label,
+        if count == 1 { "" } else { "s" }
+    );
+    if !app.lanes.filter.is_empty() || app.mode == Mode::Filter {
+        text.push_str(&format!(" · filter: {}", app.lanes.filter));
+        if app.mode == Mode::Filter {
+            text.push('▏');
+        }
+    }
+    if let Some(why) = &app.polling {
+        text.push_str(&format!(" · reading every second (not watching: {why})"));
+    }
+    text.push_str(" · ? help");
+    frame.render_widget(Paragraph::new(text).style(app.style(bold())), area);
+}
+
+fn draw_list(frame: &mut Frame<'_>, app: &App, area: Rect) {
+    let now = now_secs();
+    let rows: Vec<Row<'_>> = app
+        .lanes
+        .visible()
+        .into_iter()
+        .map(|lane| {
+            let status = status_cell(lane);
+            let status_style = app.style(Style::default().fg(status_colour(lane)));
+            Row::new(vec![
+                Span::raw(text(&lane["lane"])),
+                Span::raw(text(&lane["agent"])),
+                Span::styled(status, status_style),
+                Span::raw(age(lane["lane_event"]["timestamp"].as_u64(), now)),
+                Span::raw(age(lane["progress_at"].as_u64(), now)),
+                Span::raw(freshness_cell(lane)),
+                Span::raw(text(&lane["green_level"])),
+                Span::raw(commits_cell(lane)),
+                Span::styled(
+                    if lane["escalation"].is_object() {
+                        "!"
+                    } else {
+                        ""
+                    },
+                    app.style(
+                        Style::default()
+                            .fg(Color::Yellow)
+                            .add_modifier(Modifier::BOLD),
+                    ),
+                ),
+            ])
+        })
+        .collect();
+    let empty = rows.is_empty();
+    // The name and status columns are as wide as their longest cell; the rest are fixed.
+    let widest = |cell: &dyn Fn(&Value) -> String, header: &str| {
+        let longest = app
+            .lanes
+            .visible()
+            .iter()
+            .map(|lane| cell(lane).chars().count())
+            .max();
+        longest.unwrap_or(0).max(header.len()) as u16
+    };
+    let widths = [
+        Constraint::Length(widest(&|lane| text(&lane["lane"]), HEADER[0])),
+        Constraint::Length(9),
+        Constraint::Length(widest(&status_cell, HEADER[2])),
+        Constraint::Length(9),
+        Constraint::Length(9),
+        Constraint::Length(11),
+        Constraint::Length(12),
+        Constraint::Length(10),
+        Constraint::Length(3),
+    ];
+    let table = Table::new(rows, widths)
+        .header(Row::new(HEADER.to_vec()).style(app.style(bold())))
+        .block(Block::default().borders(Borders::ALL).title(" lanes "))
+        .row_highlight_style(Style::default().add_modifier(Modifier::REVERSED))
+        .highlight_symbol("> ");
+    let mut state = TableState::default().with_selected(app.lanes.selected_index());
+    frame.render_stateful_widget(table, area, &mut state);
+    if empty {
+        let inner = Rect {
+            x: area.x + 2,
+            y: area.y + 2,
+            width: area.width.saturating_sub(4),
+            height: 1.min(area.height.saturating_sub(3)),
+        };
+        let message = if app.lanes.filter.is_empty() {
+            "(no lanes in this repository)"
+        } else {
+            "(no lane matches the filter)"
+        };
+        frame.render_widget(Paragraph::new(message), inner);
+    }
+}
+
+fn draw_screen(frame: &mut Frame<'_>, app: &App, area: Rect) {
+    let title = match app.lanes.selected_name() {
+        Some(name) => format!(" {name} · screen "),
+        None => " screen ".to_owned(),
+    };
+    let block = Block::default().borders(Borders::ALL).title(title);
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    let selected = app.lanes.selected_name();
+    let lines = match &app.screen {
+        Ok(screen) if Some(screen.lane.as_str()) == selected => {
+            screen.lines(inner.width, inner.height, app.plain)
+        }
+        Err((lane, why)) if Some(lane.as_str()) == selected => {
+            vec![Line::raw(format!("(no live screen: {why})"))]
+        }
+        _ => Vec::new(),
+    };
+    frame.render_widget(Paragraph::new(lines), inner);
+}
+
+fn draw_details(frame: &mut Frame<'_>, app: &App, area: Rect) {
+    let block = Block::default().borders(Borders::ALL).title(" lane ");
+    let Some(lane) = app.lanes.selected() else {
+        frame.render_widget(block, area);
+        return;
+    };
+    let label = |name: &str| Span::styled(format!("{name:<10}"), app.style(bold()));
+    let mut lines = vec![
+        Line::from(vec![
+            label("status"),
+            Span::styled(
+                status_cell(lane),
+                app.style(Style::default().fg(status_colour(lane))),
+            ),
+        ]),
+        Line::from(vec![
+            label("branch"),
+            Span::raw(format!(
+                "{} (base {})",
+                text(&lane["branch"]),
+                text(&lane["base"]["ref"])
+            )),
+        ]),
+    ];
+    if let Some(detail) = lane["failure"]["detail"].as_str() {
+        lines.push(Line::from(vec![
+            label("reason"),
+            Span::raw(detail.to_owned()),
+        ]));
+    }
+    // What blocked it: the newest event with evidence (an escalation after it has none).
+    let evidence = app
+        .lanes
+        .events
+        .iter()
+        .rev()
+        .map(|event| &event["evidence"])
+        .find(|evidence| evidence.is_object());
+    if let (true, Some(evidence)) = (is_waiting(lane), evidence) {
+        lines.push(Line::from(vec![
+            label("evidence"),
+            Span::raw(format!(
+                "{}: {}",
+                text(&evidence["rule"]),
+                text(&evidence["matched"])
+            )),
+        ]));
+    }
+    if let Some(reason) = lane["escalation"]["reason"].as_str() {
+        let warn = app.style(Style::default().fg(Color::Yellow));
+        lines.push(Line::from(vec![
+            label("escalated"),
+            Span::styled(reason.to_owned(), warn),
+        ]));
+        lines.push(Line::from(vec![
+            label("next"),
+            Span::styled(text(&lane["escalation"]["next_action"]), warn),
+        ]));
+    }
+    lines.push(Line::from(Span::styled("events", app.style(bold()))));
+    for event in app.lanes.events.iter().rev() {
+        lines.push(Line::raw(event_line(event)));
+    }
+    frame.render_widget(
+        Paragraph::new(lines)
+            .block(block)
+            .wrap(Wrap { trim: false }),
+        area,
+    );
+}
+
+fn draw_footer(frame: &mut Frame<'_>, app: &App, area: Rect) {
+    let line = match &app.status {
+        Some((ok, message)) => {
+            let colour = if *ok { Color::Green } else { Color::Red };
+            Line::styled(message.clone(), app.style(Style::default().fg(colour)))
+        }
+        None => Line::raw(
+            "Enter attach · s send · a answer · t trust · x stop · r restart · m merge-forward · v verify · R recover · / filter · ? help · q quit",
+        ),
+    };
+    frame.render_widget(Paragraph::new(line), area);
+}
+
+fn draw_help(frame: &mut Frame<'_>, app: &App) {
+    let mut lines = vec![Line::styled("keys", app.style(bold())), Line::raw("")];
+    for (keys, what) in KEY_MAP {
+        lines.push(Line::from(vec![
+            Span::styled(format!("{keys:<10} "), app.style(bold())),
+            Span::raw(*what),
+        ]));
+    }
+    lines.push(Line::raw(""));
+    lines.push(Line::raw("any key closes this help"));
+    let area = centred(frame.area(), 84, lines.len() as u16 + 2);
+    frame.render_widget(Clear, area);
+    frame.render_widget(
+        Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(" help ")),
+        area,
+    );
+}
+
+fn draw_prompt(frame: &mut Frame<'_>, app: &App, mode: &Mode) {
+    let lane = app.lanes.selected_name().unwrap_or("-");
+    let lines: Vec<Line<'_>> = match mode {
+        Mode::Send(text) => vec![
+            Line::raw(format!("send to {lane}:")),
+            Line::raw(format!("{text}▏")),
+            Line::raw("Enter sends · Esc cancels"),
+        ],
+        Mode::Answer { choices, typed } if choices.is_empty() => vec![
+            Line::raw(format!("answer the dialog on {lane} with:")),
+            Line::raw(format!("{typed}▏")),
+            Line::raw("Enter answers · Esc cancels"),
+        ],
+        Mode::Answer { choices, .. } => {
+            let mut lines = vec![Line::raw(format!("answer the dialog on {lane}:"))];
+            lines.extend(
+                choices
+                    .iter()
+                    .enumerate()
+                    .map(|(i, choice)| Line::raw(format!("  {}  {choice}", i + 1))),
+            );
+            lines.push(Line::raw("a number answers · Esc cancels"));
+            lines
+        }
+        Mode::Verify => {
+            let mut lines = vec![Line::raw(format!("verify {lane} at level:"))];
+            lines.extend(
+                VERIFY_LEVELS
+                    .iter()
+                    .enumerate()
+                    .map(|(i, level)| Line::raw(format!("  {}  {level}", i + 1))),
+            );
+            lines.push(Line::raw("a number verifies · Esc cancels"));
+            lines
+        }
+        Mode::Confirm(action) => vec![
+            Line::raw(format!("clawpool {} {lane}?", action.describe())),
+            Line::raw("y runs it · any other key cancels"),
+        ],
+        Mode::Normal | Mode::Filter | Mode::Help => return,
+    };
+    let area = centred(frame.area(), 60, lines.len() as u16 + 2);
+    frame.render_widget(Clear, area);
+    frame.render_widget(
+        Paragraph::new(lines).block(Block::default().borders(Borders::ALL)),
+        area,
+    );
+}
+
+fn centred(area: Rect, width: u16, height: u16) -> Rect {
+    let width = width.min(area.width);
+    let height = height.min(area.height);
+    Rect {
+        x: area.x + (area.width - width) / 2,
+        y: area.y + (area.height - height) / 2,
+        width,
+        height,
+    }
+}
+
+fn bold() -> Style {
+    Style::default().add_modifier(Modifier::BOLD)
+}
+
+/// Whether the lane waits for a person: blocked, or at a dialog.
+fn is_waiting(lane: &Value) -> bool {
+    matches!(
+        lane["lane_status"].as_str(),
+        Some("trust_required" | "tool_permission_required" | "blocked")
+    )
+}
+
+/// Working is green, waiting for a person yellow, failed red, finished blue.
+fn status_colour(lane: &Value) -> Color {
+    match lane["lane_status"].as_str().unwrap_or_default() {
+        "spawning" | "ready_for_prompt" | "prompt_accepted" | "running" => Color::Green,
+        "trust_required" | "tool_permission_required" | "blocked" => Color::Yellow,
+        "finished" => Color::Blue,
+        _ => Color::Red,
+    }
+}
+
+fn text(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        Value::Null => "-".into(),
+        other => other.to_string(),
+    }
+}
+
+/// `+2`, `+2 dirty`, or `-` when unknown.
+fn commits_cell(lane: &Value) -> String {
+    match (
+        lane["board"]["commits_ahead"].as_u64(),
+        lane["board"]["dirty"].as_bool(),
+    ) {
+        (Some(ahead), Some(true)) => format!("+{ahead} dirty"),
+        (Some(ahead), _) => format!("+{ahead}"),
+        (None, _) => "-".into(),
+    }
+}
+
+/// Seconds since `since`: `42s`, `3m07s`, `2h05m`.
+fn age(since: Option<u64>, now: u64) -> String {
+    let Some(since) = since else {
+        return "-".into();
+    };
+    let secs = now.saturating_sub(since);
+    match secs {
+        0..60 => format!("{secs}s"),
+        60..3600 => format!("{}m{:02}s", secs / 60, secs % 60),
+        _ => format!("{}h{:02}m", secs / 3600, secs / 60 % 60),
+    }
+}
+
+/// `12:04:31 lane.running  prompt_accepted -> running`: the event's time (UTC), kind, and
+/// where it took the lane or its detail.
+fn event_line(event: &Value) -> String {
+    let secs = event["at_ms"].as_u64().unwrap_or_default() / 1000;
+    let clock = format!(
+        "{:02}:{:02}:{:02}",
+        secs / 3600 % 24,
+        secs / 60 % 60,
+        secs % 60
+    );
+    let kind = text(&event["kind"]);
+    let kind = kind.strip_prefix("lane.").unwrap_or(&kind);
+    let what = match (
+        event["from"]["status"].as_str(),
+        event["to"]["status"].as_str(),
+    ) {
+        (Some(from), Some(to)) => format!("{from} -> {to}"),
+        _ => event["detail"]
+            .as_object()
+            .and_then(|detail| {
+                ["reason", "subject", "outcome", "text", "command"]
+                    .iter()
+                    .find_map(|key| detail.get(*key)?.as_str().map(str::to_owned))
+            })
+            .unwrap_or_default(),
+    };
+    format!("{clock} {kind} {what}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ages_read_at_a_glance() {
+        assert_eq!(age(Some(100), 142), "42s");
+        assert_eq!(age(Some(100), 100 + 187), "3m07s");
+        assert_eq!(age(Some(0), 2 * 3600 + 5 * 60 + 9), "2h05m");
+        assert_eq!(age(None, 5), "-");
+        assert_eq!(age(Some(10), 5), "0s");
+    }
+
+    #[test]
+    fn an_event_line_names_its_transition() {
+        let event = serde_json::json!({"at_ms": 3_723_000u64, "kind": "lane.running",
+            "from": {"status": "prompt_accepted"}, "to": {"status": "running"}});
+        assert_eq!(
+            event_line(&event),
+            "01:02:03 running prompt_accepted -> running"
+        );
+    }
+}

@@ -1,0 +1,516 @@
+//! `clawpool ui` as a person uses it: the dashboard started in a real terminal (a shell in a
+//! private tmux server), driven with keys (`send-keys`), its screen read back (`capture-pane`)
+//! and checked against `clawpool board --output-format json`, the lanes' own screens and
+//! event logs, and the terminal it leaves behind.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::spawn::{Setup, setup};
+
+/// A lane that commits, says one thing, says another a while later, then works forever.
+const SCENARIO: &str = r#"
+trust_dialog = true
+[[prompt]]
+steps = [
+  { do = "write_file", path = "out.txt", content = "done\n" },
+  { do = "git_commit", message = "lane work" },
+  { do = "say", text = "step one" },
+  { do = "sleep", ms = 5000 },
+  { do = "say", text = "step two" },
+  { do = "hang" },
+]
+"#;
+
+const TWO_LANES: &str = r#"{"defaults": {"agent": "scripted"}, "lanes": [
+  {"name": "alpha", "prompt": "do alpha"}, {"name": "beta", "prompt": "do beta"}]}"#;
+
+/// How long the dashboard has to show something.
+const PATIENCE: Duration = Duration::from_secs(20);
+
+/// A shell in its own tmux server, where the dashboard runs.
+struct Term<'a> {
+    setup: &'a Setup,
+    /// The tmux server's socket name.
+    socket: &'static str,
+}
+
+impl<'a> Term<'a> {
+    /// A 140×40 shell in the repository that prints a line, then runs `clawpool ui`.
+    fn start_ui(setup: &'a Setup) -> Self {
+        Self::start_ui_with(setup, "ui", "")
+    }
+
+    /// [`Term::start_ui`] on the tmux server `socket`, with `env` (`NAME=value `) before the
+    /// command.
+    fn start_ui_with(setup: &'a Setup, socket: &'static str, env: &str) -> Self {
+        let term = Term { setup, socket };
+        let shell = format!(
+            "cd {:?} && exec bash --norc --noprofile",
+            setup.repo.display().to_string()
+        );
+        term.tmux(&[
+            "new-session",
+            "-d",
+            "-s",
+            "ui-test",
+            "-x",
+            "140",
+            "-y",
+            "40",
+            &shell,
+        ]);
+        term.wait_for("the shell", |screen| {
+            screen.contains('$') || screen.contains('#')
+        });
+        let command = format!(
+            "echo PRIOR-CONTENT; {env}{:?} ui --config {:?}",
+            clawpool_tests::workspace_bin("clawpool")
+                .display()
+                .to_string(),
+            setup.config.display().to_string()
+        );
+        term.type_text(&command);
+        term.keys(&["Enter"]);
+        term
+    }
+
+    fn tmux(&self, args: &[&str]) -> String {
+        let out = self
+            .setup
+            .sandbox
+            .tmux()
+            .args(["-L", self.socket])
+            .args(args)
+            .output()
+            .expect("tmux runs");
+        assert!(
+            out.status.success(),
+            "tmux {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", "ui-test"];
+        args.extend(keys);
+        self.tmux(&args);
+    }
+
+    fn type_text(&self, text: &str) {
+        self.tmux(&["send-keys", "-t", "ui-test", "-l", text]);
+    }
+
+    /// The screen with its colours and attributes, as escape sequences.
+    fn screen_with_colours(&self) -> String {
+        self.tmux(&["capture-pane", "-p", "-e", "-t", "ui-test"])
+    }
+
+    fn screen(&self) -> String {
+        self.tmux(&["capture-pane", "-p", "-t", "ui-test"])
+    }
+
+    /// Polls the screen until `ready` holds; fails with the last screen after [`PATIENCE`].
+    fn wait_for(&self, what: &str, ready: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let screen = self.screen();
+            if ready(&screen) {
+                return screen;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the terminal never showed {what}:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Term<'_> {
+    fn drop(&mut self) {
+        let _ = self
+            .setup
+            .sandbox
+            .tmux()
+            .args(["-L", self.socket, "kill-server"])
+            .status();
+    }
+}
+
+/// Spawns alpha and beta (on `transport`), and returns once both are running.
+fn spawn_two(setup: &Setup, transport: &str) -> clawpool_tests::LaneRun {
+    std::fs::write(setup.sandbox.dir.path().join("scenario.toml"), SCENARIO).expect("scenario");
+    let packet = setup.sandbox.dir.path().join("packet.json");
+    std::fs::write(&packet, TWO_LANES).expect("packet");
+    let mut cmd = setup.sandbox.clawpool();
+    cmd.arg("spawn")
+        .arg(&packet)
+        .args([
+            "--transport",
+            transport,
+            "--output-format",
+            "json",
+            "--config",
+        ])
+        .arg(&setup.config)
+        .arg("--repo")
+        .arg(&setup.repo);
+    let mut run =
+        clawpool_tests::LaneRun::start(cmd, &setup.sandbox.dir.path().join("spawn.stderr"));
+    for lane in ["alpha", "beta"] {
+        let running = |e: &Value| e["kind"] == "lane.running" && e["lane"] == lane;
+        if !run.seen.iter().any(running) {
+            run.wait_for(&format!("{lane} running"), PATIENCE, running, String::new);
+        }
+    }
+    run
+}
+
+fn board(setup: &Setup) -> Vec<Value> {
+    let out = setup
+        .sandbox
+        .clawpool()
+        .args(["board", "--output-format", "json", "--repo"])
+        .arg(&setup.repo)
+        .output()
+        .expect("clawpool board");
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("board JSON");
+    doc["lanes"].as_array().expect("lanes").clone()
+}
+
+/// The dashboard's row of `lane`: the line of the lane list that names it.
+fn row<'s>(screen: &'s str, lane: &str) -> Option<&'s str> {
+    screen.lines().find(|line| {
+        line.trim_start_matches(['│', ' ', '>'])
+            .split_whitespace()
+            .next()
+            == Some(lane)
+    })
+}
+
+fn lane_state(setup: &Setup, lane: &str) -> Value {
+    let path = setup.lanes_dir().join(lane).join(".claw/worker-state.json");
+    serde_json::from_str(&std::fs::read_to_string(path).expect("state file")).expect("JSON")
+}
+
+fn events(setup: &Setup, lane: &str) -> Vec<Value> {
+    let path = setup
+        .repo
+        .join(".git/clawpool/lanes")
+        .join(lane)
+        .join("events.jsonl");
+    std::fs::read_to_string(path)
+        .expect("event log")
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect()
+}
+
+fn terminal_log_has(setup: &Setup, lane: &str, text: &str) -> bool {
+    let log = setup
+        .repo
+        .join(".git/clawpool/lanes")
+        .join(lane)
+        .join("terminal.log");
+    String::from_utf8_lossy(&std::fs::read(Path::new(&log)).unwrap_or_default()).contains(text)
+}
+
+#[test]
+fn the_dashboard_shows_the_boards_lanes_and_the_selected_lanes_live_screen() {
+    let s = setup();
+    let _run = spawn_two(&s, "pty");
+    let term = Term::start_ui(&s);
+    let screen = term.wait_for("both lanes", |screen| {
+        row(screen, "alpha").is_some() && row(screen, "beta").is_some()
+    });
+    // The same lanes as the board, with the board's own cells.
+    let lanes = board(&s);
+    assert_eq!(lanes.len(), 2);
+    for lane in &lanes {
+        let name = lane["lane"].as_str().expect("name");
+        let line = row(&screen, name).unwrap_or_else(|| panic!("no row for {name}:\n{screen}"));
+        let status = lane["lane_status"].as_str().expect("status");
+        let ahead = format!("+{}", lane["board"]["commits_ahead"]);
+        for cell in ["scripted", status, "fresh", ahead.as_str()] {
+            assert!(line.contains(cell), "{name}'s row lacks {cell:?}: {line}");
+        }
+    }
+    // alpha is selected first: its screen is shown, as its lane's screen model has it.
+    let screen = term.wait_for("alpha's screen", |screen| {
+        screen.contains("alpha · screen") && screen.contains("❯ do alpha")
+    });
+    assert!(screen.contains("step one"), "{screen}");
+    // The screen is live: what the agent says later shows without a key pressed.
+    if !terminal_log_has(&s, "alpha", "step two") {
+        assert!(!screen.contains("step two"), "{screen}");
+    }
+    term.wait_for("alpha's later output", |screen| screen.contains("step two"));
+    // Selecting beta shows beta's screen.
+    term.keys(&["Down"]);
+    term.wait_for("beta's screen", |screen| {
+        screen.contains("beta · screen") && screen.contains("❯ do beta")
+    });
+    // `/` narrows the list; Esc shows every lane again.
+    term.keys(&["/"]);
+    term.type_text("alp");
+    term.wait_for("only alpha", |screen| {
+        screen.contains("filter: alp")
+            && row(screen, "alpha").is_some()
+            && row(screen, "beta").is_none()
+    });
+    term.keys(&["Enter", "Escape"]);
+    term.wait_for("both lanes again", |screen| {
+        row(screen, "alpha").is_some() && row(screen, "beta").is_some()
+    });
+    // `?` shows the key map; any key closes it.
+    term.keys(&["?"]);
+    term.wait_for("the help", |screen| {
+        screen.contains("stop the lane, after confirming (clawpool stop)")
+    });
+    term.keys(&["Space"]);
+    term.wait_for("the help closed", |screen| {
+        !screen.contains("after confirming (clawpool stop)")
+    });
+
+    // A resize redraws at the new size: the lane list's frame is as wide as the window.
+    term.tmux(&["resize-window", "-t", "ui-test", "-x", "100", "-y", "30"]);
+    let screen = term.wait_for("the list redrawn 100 wide", |screen| {
+        screen
+            .lines()
+            .find(|line| line.starts_with("┌ lanes"))
+            .is_some_and(|line| line.chars().count() == 100 && line.ends_with('┐'))
+    });
+    assert!(row(&screen, "beta").is_some(), "{screen}");
+
+    // q gives the terminal back as it was: the shell's own screen, the cursor shown, no
+    // alternate screen, the line discipline cooked again.
+    term.keys(&["q"]);
+    term.wait_for("the shell again", |screen| screen.contains("PRIOR-CONTENT"));
+    assert_eq!(
+        term.tmux(&[
+            "display-message",
+            "-p",
+            "-t",
+            "ui-test",
+            "#{alternate_on} #{cursor_flag}"
+        ])
+        .trim(),
+        "0 1"
+    );
+    term.type_text("stty -a | tr ' ' '\\n' | grep -x -e icanon -e -icanon -e echo -e -echo");
+    term.keys(&["Enter"]);
+    let screen = term.wait_for("stty's answer", |screen| {
+        screen
+            .lines()
+            .any(|line| line == "icanon" || line == "-icanon")
+    });
+    let lines: Vec<&str> = screen.lines().collect();
+    assert!(
+        lines.contains(&"icanon") && lines.contains(&"echo"),
+        "{screen}"
+    );
+}
+
+#[test]
+fn stop_and_send_from_the_dashboard_do_what_the_cli_does_on_tmux_lanes() {
+    let s = setup();
+    let _run = spawn_two(&s, "tmux");
+    let term = Term::start_ui(&s);
+    // A tmux lane's screen comes from its screen model too, without attaching.
+    term.wait_for("alpha's screen", |screen| {
+        screen.contains("alpha · screen") && screen.contains("❯ do alpha")
+    });
+
+    // Send: typed into a prompt, run by Enter; the lane queues it as `clawpool send` would.
+    term.keys(&["s"]);
+    term.wait_for("the send prompt", |screen| {
+        screen.contains("send to alpha:")
+    });
+    term.type_text("check the tests");
+    term.keys(&["Enter"]);
+    let screen = term.wait_for("the send's verdict", |screen| {
+        screen.contains("alpha: queued (1 of 1)")
+    });
+    assert!(!screen.contains("send to alpha:"), "{screen}");
+    assert!(
+        events(&s, "alpha")
+            .iter()
+            .any(|e| e["kind"] == "lane.send_queued" && e["detail"]["queued"] == 1),
+        "{:?}",
+        events(&s, "alpha")
+    );
+
+    // Stop asks first; anything but y leaves the lane alone.
+    term.keys(&["Down", "x"]);
+    term.wait_for("the stop confirmation", |screen| {
+        screen.contains("clawpool stop beta?")
+    });
+    term.keys(&["n"]);
+    term.wait_for("the stop not run", |screen| {
+        screen.contains("not run: clawpool stop")
+    });
+    assert_eq!(lane_state(&s, "beta")["lane_status"], "running");
+    // y stops it, as `clawpool stop beta` does: the worker ends and the lane with it.
+    term.keys(&["x"]);
+    term.wait_for("the stop confirmation", |screen| {
+        screen.contains("clawpool stop beta?")
+    });
+    term.keys(&["y"]);
+    let screen = term.wait_for("the stop's verdict and beta's new status", |screen| {
+        screen.contains("beta: stopped: the worker ended")
+            && row(screen, "beta").is_some_and(|row| row.contains("failed{infra}"))
+    });
+    assert_eq!(lane_state(&s, "beta")["lane_status"], "failed");
+    assert!(
+        events(&s, "beta")
+            .iter()
+            .any(|e| e["kind"] == "lane.failed" && e["evidence"]["rule"] == "operator_stop"),
+        "{screen}"
+    );
+    // The other lane was not touched.
+    assert_eq!(lane_state(&s, "alpha")["lane_status"], "running");
+
+    // Enter attaches to the lane's own tmux session (the dashboard leaves the screen to it);
+    // detaching comes back to the dashboard.
+    term.keys(&["Up", "Enter"]);
+    term.wait_for("alpha's own session, full screen", |screen| {
+        // The inner tmux may draw the agent's ✻ as `_`, without a UTF-8 locale.
+        screen
+            .lines()
+            .next()
+            .is_some_and(|top| top.ends_with(" Scripted Agent v0.1"))
+    });
+    term.keys(&["C-b", "d"]);
+    term.wait_for("the dashboard again", |screen| {
+        screen.contains("┌ lanes") && screen.contains("alpha · screen")
+    });
+    term.keys(&["q"]);
+    term.wait_for("the shell again", |screen| screen.contains("PRIOR-CONTENT"));
+}
+
+#[test]
+fn a_dialog_is_answered_from_the_dashboard_with_one_of_its_choices() {
+    let s = setup();
+    let scenario = r#"
+trust_dialog = true
+[[prompt]]
+steps = [
+  { do = "permission", tool = "Write(out.txt)" },
+  { do = "write_file", path = "out.txt", content = "ok\n" },
+  { do = "git_commit", message = "lane work" },
+  { do = "hang" },
+]
+"#;
+    let mut run = s.spawn_until_running(
+        scenario,
+        r#"{"name": "gamma", "agent": "scripted", "prompt": "write it"}"#,
+    );
+    run.wait_for(
+        "gamma blocked on its dialog",
+        PATIENCE,
+        |e| e["kind"] == "lane.blocked",
+        String::new,
+    );
+    run.wait_for(
+        "gamma escalated to a person",
+        PATIENCE,
+        |e| e["kind"] == "lane.escalated",
+        String::new,
+    );
+    let term = Term::start_ui(&s);
+    // The lane waits for a person: its row says so, and the panel has the dialog and the next
+    // action.
+    let screen = term.wait_for("gamma blocked, with its next action", |screen| {
+        row(screen, "gamma").is_some_and(|row| row.contains("blocked{tool_permission}"))
+            && screen.contains("evidence  tool_permission")
+            && screen.contains("Do you want to proceed?")
+    });
+    assert!(
+        screen.contains("│escalated") && screen.contains("│next     "),
+        "{screen}"
+    );
+    assert!(
+        row(&screen, "gamma").is_some_and(|row| row.trim_end_matches([' ', '│']).ends_with('!')),
+        "the row marks the escalation: {screen}"
+    );
+    // `a` lists the dialog's choices from the lane's profile; a number answers.
+    term.keys(&["a"]);
+    term.wait_for("the dialog's choices", |screen| {
+        screen.contains("answer the dialog on gamma:")
+            && screen.contains("1  no")
+            && screen.contains("2  yes")
+    });
+    term.keys(&["2"]);
+    term.wait_for("the answer's verdict", |screen| {
+        screen.contains(r#"gamma: answered dialog "tool_permission" with "yes""#)
+    });
+    // The lane goes on as after `clawpool answer --choice yes`: its agent writes and commits.
+    run.wait_for(
+        "gamma's commit",
+        PATIENCE,
+        |e| e["kind"] == "lane.commit.created" && e["lane"] == "gamma",
+        String::new,
+    );
+    assert_eq!(
+        std::fs::read_to_string(s.lanes_dir().join("gamma/out.txt")).expect("written"),
+        "ok\n"
+    );
+    term.keys(&["q"]);
+    term.wait_for("the shell again", |screen| screen.contains("PRIOR-CONTENT"));
+}
+
+#[test]
+fn the_dashboard_refuses_to_run_without_a_terminal() {
+    let s = setup();
+    let out = s
+        .sandbox
+        .clawpool()
+        .args(["ui", "--output-format", "json", "--repo"])
+        .arg(&s.repo)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("clawpool ui");
+    assert_eq!(out.status.code(), Some(2));
+    let error: Value = serde_json::from_slice(&out.stderr).expect("one JSON document");
+    assert_eq!(error["error"]["kind"], "not_a_terminal", "{error}");
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn statuses_are_coloured_unless_no_color_is_set() {
+    let s = setup();
+    let _run = spawn_two(&s, "pty");
+    let coloured = Term::start_ui(&s);
+    coloured.wait_for("both lanes", |screen| {
+        row(screen, "alpha").is_some() && row(screen, "beta").is_some()
+    });
+    // Working is green.
+    let screen = coloured.screen_with_colours();
+    assert!(
+        screen.contains("\x1b[32mrunning") || screen.contains("\x1b[38;5;2mrunning"),
+        "{screen:?}"
+    );
+    coloured.keys(&["q"]);
+    coloured.wait_for("the shell again", |screen| screen.contains("PRIOR-CONTENT"));
+    drop(coloured);
+
+    let plain = Term::start_ui_with(&s, "ui-plain", "NO_COLOR=1 ");
+    plain.wait_for("both lanes and alpha's screen", |screen| {
+        row(screen, "alpha").is_some() && screen.contains("❯ do alpha")
+    });
+    let screen = plain.screen_with_colours();
+    // No colour at all: only the resets to the default colours (39, 49) tmux writes anyway.
+    let colours = (0..8)
+        .flat_map(|n| [format!("\x1b[3{n}m"), format!("\x1b[4{n}m")])
+        .chain(["38;".to_owned(), "48;".to_owned()]);
+    for colour in colours {
+        assert!(
+            !screen.contains(&colour),
+            "a colour ({colour:?}) in {screen:?}"
+        );
+    }
+}
