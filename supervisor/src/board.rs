@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use crate::cli::OutputFormat;
 use crate::output::{CommandError, EXIT_FAILURE};
-use crate::registry::{lane_registry, registered_names};
+use clawpool_lane::registry::{lane_registry, registered_names};
 use clawpool_worktree::layout::LANE_DIR;
 
 /// A lane found from a command-line argument.

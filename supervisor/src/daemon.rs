@@ -27,7 +27,6 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 
 use crate::cli::{DaemonArgs, OutputFormat, SpawnArgs, TransportKind};
-use crate::interrupt::Interrupt;
 use crate::loaded::Loaded;
 use crate::output::{CommandError, EXIT_FAILURE};
 use crate::spawn::{
@@ -35,6 +34,7 @@ use crate::spawn::{
     leave_earlier_runs, lock_path, prepare, registered_lanes, start_all, supervisor_lock_holder,
     terminal_for,
 };
+use clawpool_lane::interrupt::Interrupt;
 
 /// How long `spawn --detach` waits for a daemon it started to listen.
 const START_TIMEOUT: Duration = Duration::from_secs(15);

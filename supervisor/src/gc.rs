@@ -14,7 +14,7 @@ use serde_json::json;
 
 use crate::cli::{GcArgs, OutputFormat};
 use crate::output::CommandError;
-use crate::registry::{RegistryFolder, lane_registry};
+use clawpool_lane::registry::{RegistryFolder, lane_registry};
 
 /// What gc decided for one lane.
 struct Verdict {

@@ -6,9 +6,9 @@ use std::path::Path;
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
 
-use clawpool::detect::explain;
-use clawpool::profiles::ProfileSet;
-use clawpool::trust::{RootKind, TrustWarning};
+use clawpool_agents::detect::explain;
+use clawpool_agents::profiles::ProfileSet;
+use clawpool_agents::trust::{RootKind, TrustWarning};
 use clawpool_pty::{ScreenModel, ScreenOptions, TermSize};
 use serde_json::json;
 
@@ -323,7 +323,7 @@ const VERSION_TIMEOUT: Duration = Duration::from_secs(30);
 fn version_check(
     agent: &str,
     program: &Path,
-    manifest: &clawpool::profiles::manifest::Manifest,
+    manifest: &clawpool_agents::profiles::manifest::Manifest,
 ) -> Check {
     let name = format!("agent {agent} version");
     let Some(verified) = &manifest.verified_version else {

@@ -2,10 +2,10 @@
 
 use std::path::{Path, PathBuf};
 
-use clawpool::config::{Config, ConfigSources, show_json, show_text};
-use clawpool::handshake::Settings;
-use clawpool::profiles::ProfileSet;
-use clawpool::trust::TrustRoots;
+use clawpool_agents::config::{Config, ConfigSources, show_json, show_text};
+use clawpool_agents::profiles::ProfileSet;
+use clawpool_agents::trust::TrustRoots;
+use clawpool_lane::handshake::Settings;
 
 use crate::cli::{ConfigFlag, OutputFormat};
 use crate::output::CommandError;

@@ -8,25 +8,18 @@
 mod board;
 mod checks;
 mod cli;
-mod control;
 mod daemon;
 mod demo;
-mod facts;
 mod gc;
-mod hooks;
 mod inspect;
-mod interrupt;
 mod loaded;
 mod mirror;
 mod output;
 mod policy_cmd;
-mod recovering;
-mod registry;
 mod run_lane;
 mod run_one;
 mod spawn;
 mod ui;
-mod worktree_watch;
 
 use std::process::ExitCode;
 
@@ -71,18 +64,18 @@ fn main() -> ExitCode {
             Command::Demo(args) => demo::run(args).await,
             Command::Run(args) => run_lane(args).await,
             Command::Trust(args) => {
-                operator(&args, clawpool::handshake::OperatorCommand::Trust).await
+                operator(&args, clawpool_lane::handshake::OperatorCommand::Trust).await
             }
             Command::Answer(args) => {
-                let command = clawpool::handshake::OperatorCommand::Answer {
+                let command = clawpool_lane::handshake::OperatorCommand::Answer {
                     choice: args.choice.clone(),
                 };
                 operator(&args.lane, command).await
             }
             Command::Send(args) => {
-                clawpool::handshake::check_prompt(&args.text)
+                clawpool_lane::handshake::check_prompt(&args.text)
                     .map_err(|e| CommandError::invalid("invalid_text", e.to_string()))?;
-                let command = clawpool::handshake::OperatorCommand::Send { text: args.text };
+                let command = clawpool_lane::handshake::OperatorCommand::Send { text: args.text };
                 let lane = cli::LaneArgs {
                     lane: args.lane,
                     output_format: args.output_format,
@@ -90,11 +83,11 @@ fn main() -> ExitCode {
                 operator(&lane, command).await
             }
             Command::Stop(args) => {
-                operator(&args, clawpool::handshake::OperatorCommand::Stop).await
+                operator(&args, clawpool_lane::handshake::OperatorCommand::Stop).await
             }
             Command::Restart(args) => {
-                let command = clawpool::handshake::OperatorCommand::Restart(
-                    clawpool::handshake::RestartRequest {
+                let command = clawpool_lane::handshake::OperatorCommand::Restart(
+                    clawpool_lane::handshake::RestartRequest {
                         by: "operator".into(),
                         resume: args.resume,
                         redeliver: args.redeliver,
@@ -189,7 +182,7 @@ fn main() -> ExitCode {
         }
     });
     // Hooks still running (each ends by its timeout) are not cut off by the exit.
-    runtime.block_on(hooks::drain());
+    runtime.block_on(clawpool_lane::hooks::drain());
     // Input forwarding may be parked in a blocking read of stdin; do not wait for it.
     runtime.shutdown_background();
     match result {
@@ -234,7 +227,7 @@ async fn run_lane(args: cli::RunArgs) -> Result<ExitCode, CommandError> {
 /// Sends `command` to the lane and reports its verdict (exit 0 only when the lane did it).
 async fn operator(
     args: &cli::LaneArgs,
-    command: clawpool::handshake::OperatorCommand,
+    command: clawpool_lane::handshake::OperatorCommand,
 ) -> Result<ExitCode, CommandError> {
     let verdict = run_lane::send_operator(&args.lane, &command).await?;
     Ok(run_lane::print_verdict(

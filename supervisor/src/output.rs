@@ -3,6 +3,7 @@
 
 use std::process::ExitCode;
 
+use clawpool_lane::error::LaneError;
 use clawpool_pty::{SpawnError, TmuxError, UnknownKey};
 use serde_json::json;
 
@@ -35,6 +36,16 @@ impl CommandError {
             kind: "io",
             message: format!("{what}: {err}"),
             exit: EXIT_FAILURE,
+        }
+    }
+}
+
+impl From<LaneError> for CommandError {
+    fn from(err: LaneError) -> Self {
+        match err {
+            LaneError::Invalid { kind, message } => Self::invalid(kind, message),
+            LaneError::Io { what, source } => Self::io(what, source),
+            LaneError::Spawn(err) => Self::from(err),
         }
     }
 }

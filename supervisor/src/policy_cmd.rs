@@ -10,7 +10,7 @@
 
 use std::process::ExitCode;
 
-use clawpool::handshake::{OperatorCommand, RestartRequest};
+use clawpool_lane::handshake::{OperatorCommand, RestartRequest};
 use clawpool_lanes::WorkerStateDoc;
 use clawpool_lanes::state_file::now_secs;
 use clawpool_recovery::{
@@ -20,9 +20,9 @@ use serde_json::{Value, json};
 
 use crate::board::FoundLane;
 use crate::cli::{OutputFormat, PolicyCheckArgs, PolicyExplainArgs, RecoverArgs};
-use crate::facts::lane_facts;
 use crate::loaded::Loaded;
 use crate::output::{CommandError, EXIT_FAILURE, EXIT_INVALID_INPUT};
+use clawpool_lane::facts::lane_facts;
 
 /// `clawpool policy explain LANE`.
 pub fn run_explain(args: &PolicyExplainArgs) -> Result<ExitCode, CommandError> {

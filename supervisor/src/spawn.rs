@@ -16,7 +16,7 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use clawpool::handshake::check_prompt;
+use clawpool_lane::handshake::check_prompt;
 use clawpool_lanes::{
     LaneEvent, LaneSpec, LaneState, PacketContext, PacketError, PacketErrors, check_packet,
 };
@@ -25,15 +25,16 @@ use clawpool_worktree::{LaneWorktreeSpec, Repo, prepare_lane_worktree};
 use serde_json::json;
 use tokio::sync::Semaphore;
 
-use crate::checks::LaneChecks;
 use crate::cli::{AdoptArgs, OutputFormat, SpawnArgs, TransportKind};
-use crate::interrupt::Interrupt;
 use crate::loaded::Loaded;
 use crate::output::{CommandError, EXIT_INVALID_INPUT};
-use crate::registry::{RegisteredBase, RegistryEntry, lane_registry};
-use crate::run_lane::{
-    LaneJob, Start, Terminal, drive, preflight, print_event, session_name, transport_of,
+use crate::run_lane::print_event;
+use clawpool_lane::checks::LaneChecks;
+use clawpool_lane::drive::{
+    LaneJob, Start, Terminal, drive, preflight, session_name, transport_of,
 };
+use clawpool_lane::interrupt::Interrupt;
+use clawpool_lane::registry::{RegisteredBase, RegistryEntry, lane_registry};
 
 /// Lanes started at once when `--concurrency` is not given.
 pub const DEFAULT_CONCURRENCY: usize = 4;
@@ -42,11 +43,11 @@ pub const DEFAULT_CONCURRENCY: usize = 4;
 pub struct PlannedLane {
     /// The lane as the packet gave it.
     pub spec: LaneSpec,
-    profile: clawpool::profiles::Profile,
+    profile: clawpool_agents::profiles::Profile,
     worktree: LaneWorktreeSpec,
     base_sha: String,
     /// The configured roots plus the lane's own; decided once the worktree exists.
-    roots: clawpool::trust::TrustRoots,
+    roots: clawpool_agents::trust::TrustRoots,
     /// The recovery policy.
     policy: std::sync::Arc<clawpool_recovery::Policy>,
     /// The earlier run `--rerun` runs this lane again after (finished, or removed by gc).
@@ -405,7 +406,7 @@ pub fn start_all(
     repo_root: &Path,
     lanes: Vec<PlannedLane>,
     terminal: &Terminal,
-    settings: clawpool::handshake::Settings,
+    settings: clawpool_lane::handshake::Settings,
     concurrency: Option<usize>,
     board: &Board,
     interrupt: &Interrupt,
@@ -543,7 +544,7 @@ fn plan(
                 interrupt: Interrupt::never(),
             };
             if let Err(err) = preflight(&probe) {
-                problems.push(PacketError::new(at("agent"), err.message));
+                problems.push(PacketError::new(at("agent"), err.to_string()));
             }
         }
         let (Some(profile), Some(worktree), Some(base_sha)) = (profile, worktree, base_sha) else {
@@ -586,7 +587,7 @@ async fn start_lane(
     repo: &Repo,
     lane: PlannedLane,
     terminal: Terminal,
-    settings: clawpool::handshake::Settings,
+    settings: clawpool_lane::handshake::Settings,
     board: Board,
     interrupt: Interrupt,
 ) -> Result<Option<LaneState>, CommandError> {
@@ -621,7 +622,7 @@ async fn start_lane(
     let registry = lane_registry(repo, &name);
     std::fs::create_dir_all(registry.dir())
         .map_err(|e| CommandError::io("creating the lane's registry folder", e))?;
-    let verify_spec = clawpool::verify::LaneVerifySpec::from_lane(&lane.spec);
+    let verify_spec = clawpool_lane::verify::LaneVerifySpec::from_lane(&lane.spec);
     let checks = LaneChecks {
         repo_root: repo.root().to_owned(),
         dir: dir.clone(),
@@ -698,7 +699,7 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 fn record_rerun(
     repo: &Repo,
     name: &str,
-    registry: &crate::registry::RegistryFolder,
+    registry: &clawpool_lane::registry::RegistryFolder,
     earlier: Skipped,
     board: &Board,
 ) -> Result<(), CommandError> {
@@ -1181,7 +1182,7 @@ pub fn adopt_lanes(
         if doc.status.is_terminal() {
             if behind > 0 || marker.exists() {
                 // The outcome was only in the event log: it goes into the state file now.
-                let _ = clawpool::lane_state::StateRecorder::with_marker(
+                let _ = clawpool_lane::lane_state::StateRecorder::with_marker(
                     doc.clone(),
                     clawpool_lanes::StateFileWriter::for_worktree(&dir),
                     Some(marker),
@@ -1271,7 +1272,7 @@ fn never_started(
         clawpool_lanes::state_file::now_secs(),
     );
     doc.branch = entry.branch.clone();
-    let recorder = clawpool::lane_state::StateRecorder::with_marker(
+    let recorder = clawpool_lane::lane_state::StateRecorder::with_marker(
         doc,
         clawpool_lanes::StateFileWriter::for_worktree(dir),
         Some(marker.to_owned()),
@@ -1288,7 +1289,7 @@ fn never_started(
 fn record_lost(
     name: &str,
     events_path: &Path,
-    recorder: clawpool::lane_state::StateRecorder,
+    recorder: clawpool_lane::lane_state::StateRecorder,
     why: String,
 ) -> Result<LaneState, CommandError> {
     let events = clawpool_lanes::EventLog::open(name, events_path)
@@ -1381,24 +1382,24 @@ async fn find_worker(
 #[allow(clippy::too_many_arguments)]
 async fn adopt_lane(
     name: &str,
-    registry: &crate::registry::RegistryFolder,
+    registry: &clawpool_lane::registry::RegistryFolder,
     dir: &Path,
     entry: RegistryEntry,
     doc: clawpool_lanes::WorkerStateDoc,
-    profile: clawpool::profiles::Profile,
+    profile: clawpool_agents::profiles::Profile,
     (settings, policy, interrupt): (
-        clawpool::handshake::Settings,
+        clawpool_lane::handshake::Settings,
         std::sync::Arc<clawpool_recovery::Policy>,
         Interrupt,
     ),
-    roots: clawpool::trust::TrustRoots,
+    roots: clawpool_agents::trust::TrustRoots,
     (board, servers): (Board, TmuxServers),
 ) -> Result<Option<LaneState>, CommandError> {
     let (server, session) = match find_worker(&doc, &servers).await? {
         Found::Live(server, session) => (server, session),
         Found::Gone(why) => {
             // The worker is gone: record that, once, in the lane's own files.
-            let recorder = clawpool::lane_state::StateRecorder::with_marker(
+            let recorder = clawpool_lane::lane_state::StateRecorder::with_marker(
                 doc,
                 clawpool_lanes::StateFileWriter::for_worktree(dir),
                 Some(registry.degraded_marker()),

@@ -11,7 +11,7 @@ use clawpool_worktree::Repo;
 use serde_json::Value;
 
 use crate::board::board_lane;
-use crate::registry::{lane_registry, registered_names};
+use clawpool_lane::registry::{lane_registry, registered_names};
 
 /// How many of the selected lane's events are shown.
 const EVENTS_SHOWN: usize = 12;

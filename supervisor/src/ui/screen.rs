@@ -10,7 +10,7 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use serde_json::Value;
 
-use crate::control;
+use clawpool_lane::control;
 
 /// How long a lane has to answer: it answers from memory, at once, unless it is gone.
 const SCREEN_PATIENCE: Duration = Duration::from_millis(500);

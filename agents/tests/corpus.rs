@@ -5,8 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
-use clawpool::detect::{Seen, explain};
-use clawpool::profiles::{DialogKind, ProfileSet, Signal};
+use clawpool_agents::detect::{Seen, explain};
+use clawpool_agents::profiles::{DialogKind, ProfileSet, Signal};
 use clawpool_pty::{ScreenSnapshot, TermSize};
 
 struct Case {

@@ -2,7 +2,7 @@
 //!
 //! [`Handshake::run`] owns one lane's worker. It wakes on screen changes, the worker's exit,
 //! operator commands and its own deadlines; each time it reads the screen through the profile
-//! ([`crate::detect::observe`]) and moves the lane through `spawning → trust_required →
+//! ([`clawpool_agents::detect::observe`]) and moves the lane through `spawning → trust_required →
 //! ready_for_prompt → prompt_accepted → running → finished`, or to `blocked{…}` /
 //! `failed{…}`. Every transition is a [`clawpool_lanes::LaneEvent`] with its evidence.
 //!
@@ -38,8 +38,8 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::profiles::Profile;
-use crate::trust::StoreGuard;
+use clawpool_agents::profiles::Profile;
+use clawpool_agents::trust::StoreGuard;
 use machine::{Effect, Input, Machine, Record};
 
 pub use delivery::{PromptPlan, Receipt, check_prompt, plan_prompt};
@@ -47,7 +47,7 @@ pub use external::ExternalProgress;
 pub use verdict::{OperatorRequest, SendFate, Verdict, VerdictReply};
 
 /// Timing and limits of the handshake (resolved from the `[handshake]` configuration).
-pub use crate::config::HandshakeSettings as Settings;
+pub use clawpool_agents::config::HandshakeSettings as Settings;
 
 /// What an operator can tell a lane (also the lane control socket's wire format).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -515,7 +515,7 @@ impl<'a> Handshake<'a> {
 }
 
 /// Withdraws what the agent recorded in its trust store beyond the lane since clawpool answered
-/// its trust dialog (see [`crate::trust::confine`]), recording what changed as
+/// its trust dialog (see [`clawpool_agents::trust::confine`]), recording what changed as
 /// `lane.trust_store_confined`. Nothing when clawpool answered no trust dialog.
 pub fn confine_trust_store(store: &StoreGuard, events: &EventLog) {
     if !store.answered() {

@@ -19,7 +19,7 @@ use crate::handshake::{
     LaneContext, Next, OperatorCommand, OperatorRequest, PromptPlan, Settings, TrustGate, Verdict,
     VerdictReply,
 };
-use crate::profiles::{Profile, ProfileSet};
+use clawpool_agents::profiles::{Profile, ProfileSet};
 
 const PROMPT: &str = "create a file named hello.txt containing hi";
 
@@ -475,8 +475,8 @@ fn gemini_file(state: &str) -> String {
 
 /// The draft the profile reads on a screen.
 fn draft_text(screen: &ScreenSnapshot) -> String {
-    match crate::detect::observe(profile("gemini"), screen).seen {
-        crate::detect::Seen::Draft { text } => text,
+    match clawpool_agents::detect::observe(profile("gemini"), screen).seen {
+        clawpool_agents::detect::Seen::Draft { text } => text,
         other => panic!("not a draft: {other:?}"),
     }
 }

@@ -1,6 +1,6 @@
 //! Agent profiles: how to start each agent and how to read its screen, as data.
 //!
-//! Built-in manifests (`supervisor/profiles/*.toml`, embedded at build time) cover `claude`,
+//! Built-in manifests (`agents/profiles/*.toml`, embedded at build time) cover `claude`,
 //! `codex`, `opencode`, `gemini`, `qwen`, `aider`, `claw` and the `scripted` test agent. Every profile
 //! also gets the rules in `common.toml` (a shell where the agent should be). Configuration
 //! patches them ([`manifest::ManifestPatch`]) or adds new ones; [`ProfileSet`] holds the result,

@@ -20,8 +20,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use clawpool::handshake::{Next, Outcome};
-use clawpool::lane_state::StateRecorder;
+use crate::handshake::{Next, Outcome};
+use crate::lane_state::StateRecorder;
 use clawpool_lanes::state_file::{GreenLevel, now_secs};
 use clawpool_lanes::{BlockedSubphase, EventLog, LaneState, LaneStatus};
 use clawpool_recovery::{

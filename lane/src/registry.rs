@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use clawpool::verify::LaneVerifySpec;
+use crate::verify::LaneVerifySpec;
 use clawpool_lanes::state_file::Transport;
 use clawpool_worktree::Repo;
 use clawpool_worktree::layout::{DEGRADED_MARKER, EVENTS, LANE_ENTRY, VERIFY_LOGS};

@@ -8,7 +8,7 @@
 
 use std::path::{Component, Path};
 
-use clawpool::handshake::ExternalProgress;
+use crate::handshake::ExternalProgress;
 use clawpool_recovery::ProgressSource;
 use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 

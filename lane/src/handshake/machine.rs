@@ -29,8 +29,8 @@ use super::delivery::{self, PromptPlan, Receipt};
 use super::unknown::UnknownScreen;
 use super::verdict::{OperatorRequest, SendFate, Verdict, VerdictReply};
 use super::{LaneContext, Next, OperatorCommand, RestartRequest, Settings, TrustGate};
-use crate::detect::{Observation, Seen, observe};
-use crate::profiles::{Dialog, DialogKind, Policy, Profile, Signal};
+use clawpool_agents::detect::{Observation, Seen, observe};
+use clawpool_agents::profiles::{Dialog, DialogKind, Policy, Profile, Signal};
 
 /// Something that happened to the lane, with the time it is handled at.
 #[derive(Debug)]

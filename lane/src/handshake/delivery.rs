@@ -13,8 +13,8 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use super::Settings;
-use crate::detect::region_rows;
-use crate::profiles::{Profile, Region};
+use clawpool_agents::detect::region_rows;
+use clawpool_agents::profiles::{Profile, Region};
 
 /// Where the long-prompt file goes, relative to the lane.
 pub const TASK_FILE: &str = ".claw/task.md";

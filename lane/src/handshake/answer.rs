@@ -10,8 +10,8 @@ use std::time::Duration;
 use clawpool_pty::{Input, Worker};
 use tokio::time::Instant;
 
-use crate::detect::region_rows;
-use crate::profiles::{Dialog, Matcher, Profile, Region, Step};
+use clawpool_agents::detect::region_rows;
+use clawpool_agents::profiles::{Dialog, Matcher, Profile, Region, Step};
 
 /// How often a choice's steps are started over before giving up.
 const MAX_RUNS: u32 = 3;

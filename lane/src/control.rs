@@ -9,7 +9,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use clawpool::handshake::{OperatorCommand, OperatorRequest, Verdict, VerdictReply};
+use crate::handshake::{OperatorCommand, OperatorRequest, Verdict, VerdictReply};
 use clawpool_lanes::state_file::GreenLevel;
 use clawpool_pty::Worker;
 use serde::{Deserialize, Serialize};

@@ -1,0 +1,289 @@
+//! A lane's branch and verification, in the process that owns the lane: the freshness watch
+//! (at start and every `freshness_check_secs`), merge-forward and verify on an operator's
+//! request (arriving on the lane's control socket), and verification when the lane finishes
+//! (the packet's `verify_on_finish`).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::lane_state::StateRecorder;
+use crate::verify::{
+    self, BranchCheck, FreshnessSettings, LaneVerifySpec, Verified, check_branch, merge_problem,
+    record_branch, record_merge,
+};
+use clawpool_lanes::state_file::{GreenLevel, LaneOutcome};
+use clawpool_lanes::{BlockedSubphase, EventLog, LaneState, LaneStatus};
+use clawpool_worktree::{Repo, merge_forward};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use crate::control::{LaneOp, OpRequest};
+use crate::registry::{RegistryEntry, RegistryFolder};
+
+/// What a lane's branch work needs.
+#[derive(Clone)]
+pub struct LaneChecks {
+    /// The repository's top folder.
+    pub repo_root: PathBuf,
+    /// The lane's worktree.
+    pub dir: PathBuf,
+    /// The lane's base ref.
+    pub base: String,
+    /// Its verification settings.
+    pub spec: LaneVerifySpec,
+    /// Where verification logs go.
+    pub log_dir: PathBuf,
+    /// Check and fetch intervals.
+    pub freshness: FreshnessSettings,
+}
+
+impl LaneChecks {
+    /// The checks of a lane from its registry entry.
+    pub fn from_registry(
+        entry: &RegistryEntry,
+        repo: &Repo,
+        dir: &Path,
+        registry: &RegistryFolder,
+        freshness: FreshnessSettings,
+    ) -> LaneChecks {
+        let base = entry
+            .base
+            .git_ref
+            .clone()
+            .unwrap_or_else(|| repo.main_branch().unwrap_or_else(|_| "main".into()));
+        LaneChecks {
+            repo_root: repo.root().to_owned(),
+            dir: dir.to_owned(),
+            base,
+            spec: entry.verify.clone(),
+            log_dir: registry.verify_logs(),
+            freshness,
+        }
+    }
+
+    /// Checks the branch and records it in the state file (and `branch.stale_against_main`
+    /// when it just became stale).
+    pub async fn check(&self, events: &EventLog, recorder: &StateRecorder) -> BranchCheck {
+        let (dir, base, settings) = (self.dir.clone(), self.base.clone(), self.freshness);
+        let check = tokio::task::spawn_blocking(move || check_branch(&dir, &base, &settings))
+            .await
+            .unwrap_or_else(|_| check_branch(&self.dir, &self.base, &self.freshness));
+        let was = recorder.doc().freshness.map(|f| f.state);
+        record_branch(events, &check, was);
+        recorder.update(|doc| {
+            doc.head = check.head.clone();
+            doc.git_operation = check.operation;
+            doc.freshness = Some(check.freshness.clone());
+        });
+        check
+    }
+
+    /// Checks now and then every interval, until aborted.
+    pub fn watch(
+        self,
+        events: Arc<EventLog>,
+        recorder: StateRecorder,
+    ) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(self.freshness.check_interval);
+            loop {
+                tick.tick().await;
+                self.check(&events, &recorder).await;
+            }
+        })
+    }
+
+    /// Brings the base in (`merge_forward`, or `rebase` when that is the lane's policy).
+    /// When it could not (a dirty worktree, a conflict — aborted —, a detached HEAD, unrelated
+    /// histories, a paused git operation, git failing) the lane is held as
+    /// `blocked{branch_freshness}` with the reason, through `lane.branch_blocked`; the state
+    /// changes only with `transition` (no worker driven any more), as for `verify`.
+    pub async fn merge_forward(
+        &self,
+        events: &EventLog,
+        recorder: &StateRecorder,
+        transition: bool,
+    ) -> Value {
+        self.bring_base_in(events, recorder, transition).await.0
+    }
+
+    /// [`LaneChecks::merge_forward`], with why it did not bring the base in, if it did not.
+    pub async fn bring_base_in(
+        &self,
+        events: &EventLog,
+        recorder: &StateRecorder,
+        transition: bool,
+    ) -> (Value, Option<String>) {
+        let policy = match self.spec.merge_policy {
+            clawpool_worktree::MergePolicy::Rebase => clawpool_worktree::MergePolicy::Rebase,
+            _ => clawpool_worktree::MergePolicy::MergeForward,
+        };
+        let (root, dir, base) = (self.repo_root.clone(), self.dir.clone(), self.base.clone());
+        let outcome = tokio::task::spawn_blocking(move || {
+            Repo::open(&root).and_then(|repo| merge_forward(&repo, &dir, &base, policy))
+        })
+        .await;
+        let (reply, problem, detail) = match outcome {
+            Ok(Ok(outcome)) => {
+                record_merge(events, &outcome);
+                let detail = serde_json::to_value(&outcome).unwrap_or_default();
+                (
+                    json!({"ok": true, "merge": outcome}),
+                    merge_problem(&outcome),
+                    detail,
+                )
+            }
+            Ok(Err(err)) => {
+                let error = err.to_string();
+                let _ = events.record(
+                    "branch.merge_failed",
+                    None,
+                    None,
+                    None,
+                    json!({"error": error}),
+                );
+                (
+                    json!({"ok": false, "error": error}),
+                    Some(format!("merging the base failed: {error}")),
+                    json!({"outcome": "failed", "error": error}),
+                )
+            }
+            Err(err) => (
+                json!({"ok": false, "error": err.to_string()}),
+                None,
+                json!({}),
+            ),
+        };
+        if let Some(reason) = &problem {
+            let current = recorder.doc().lane_state();
+            let blocked = LaneState::blocked(BlockedSubphase::BranchFreshness);
+            let to = (transition && current != blocked).then_some(blocked);
+            let mut detail = detail;
+            // `message` is what the state file shows as the failure's detail.
+            detail["message"] = json!(reason);
+            let _ = events.record("lane.branch_blocked", to.map(|_| current), to, None, detail);
+        }
+        self.check(events, recorder).await;
+        (reply, problem)
+    }
+
+    /// Verifies `level`; `transition` when no worker is driven any more.
+    pub async fn verify(
+        &self,
+        level: GreenLevel,
+        events: &EventLog,
+        recorder: &StateRecorder,
+        transition: bool,
+    ) -> Verified {
+        let mut plan = self
+            .spec
+            .plan(level, &self.base, self.log_dir.clone(), self.freshness);
+        let doc = recorder.doc();
+        plan.last_freshness = doc.freshness.map(|f| f.state);
+        plan.held = doc.green_level.zip(doc.verification.and_then(|v| v.head));
+        let current = recorder.doc().lane_state();
+        let verified = verify::verify(
+            &self.repo_root,
+            &self.dir,
+            &plan,
+            events,
+            current,
+            transition,
+        )
+        .await;
+        if let Some(branch) = &verified.branch {
+            recorder.update(|doc| {
+                doc.head = branch.head.clone();
+                doc.git_operation = branch.operation;
+                doc.freshness = Some(branch.freshness.clone());
+            });
+        }
+        verified
+    }
+
+    /// Records what the finished lane's work came to (`lane.outcome`): `no_changes` when its
+    /// branch has no commits of its own since its base (`base_sha`, the sha it was made from,
+    /// and the base ref's tip; merge commits bringing the base in are not its own) and its
+    /// worktree is clean, `changed` otherwise. Nothing is recorded when git cannot tell.
+    pub async fn record_outcome(&self, base_sha: Option<String>, events: &EventLog) {
+        let (dir, base) = (self.dir.clone(), self.base.clone());
+        let looked =
+            tokio::task::spawn_blocking(move || own_work(&dir, &base, base_sha.as_deref())).await;
+        let Ok(Some((commits, dirty))) = looked else {
+            return;
+        };
+        let outcome = if commits == 0 && !dirty {
+            LaneOutcome::NoChanges
+        } else {
+            LaneOutcome::Changed
+        };
+        let _ = events.record(
+            "lane.outcome",
+            None,
+            None,
+            None,
+            json!({"outcome": outcome, "commits": commits, "dirty": dirty}),
+        );
+    }
+
+    /// Serves branch requests for a lane being driven: each waits for the agent to be idle
+    /// (ready or finished) — a merge or a test run never happens under an agent at work.
+    pub fn serve(
+        self,
+        mut requests: mpsc::Receiver<OpRequest>,
+        events: Arc<EventLog>,
+        recorder: StateRecorder,
+    ) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(async move {
+            while let Some((op, reply)) = requests.recv().await {
+                let mut statuses = recorder.statuses();
+                let _ = statuses
+                    .wait_for(|s| matches!(s, LaneStatus::ReadyForPrompt | LaneStatus::Finished))
+                    .await;
+                let result = match op {
+                    LaneOp::MergeForward => self.merge_forward(&events, &recorder, false).await,
+                    LaneOp::Verify { level } => {
+                        let verified = self.verify(level, &events, &recorder, false).await;
+                        verified_json(&verified)
+                    }
+                };
+                let _ = reply.send(result);
+            }
+        })
+    }
+}
+
+/// The lane worktree `dir`'s own work: its commits that are not merges and not reachable from
+/// its base (the ref, and the sha it was made from), and whether the worktree is dirty.
+fn own_work(dir: &Path, base_ref: &str, base_sha: Option<&str>) -> Option<(u64, bool)> {
+    let dirty = clawpool_worktree::worktree_status(dir).ok()?.dirty;
+    let out = std::process::Command::new("git")
+        .args([
+            "rev-list",
+            "--count",
+            "--no-merges",
+            "HEAD",
+            "--not",
+            base_ref,
+        ])
+        .args(base_sha)
+        .current_dir(dir)
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let commits = String::from_utf8_lossy(&out.stdout).trim().parse().ok()?;
+    Some((commits, dirty))
+}
+
+/// A verification's result as the control socket and `clawpool verify --output-format json`
+/// report it.
+pub fn verified_json(verified: &Verified) -> Value {
+    json!({
+        "ok": true,
+        "verification": verified.verification,
+        "green_level": verified.green_level,
+        "lane_state": verified.lane_state,
+    })
+}

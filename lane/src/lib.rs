@@ -1,0 +1,90 @@
+//! The lane engine: one lane's life, from its agent's start to its close-out.
+//!
+//! # Theory of operation
+//!
+//! A lane is one agent in one folder (usually a git worktree made for it), in one terminal.
+//! [`drive::drive`] owns it from the moment its worker starts until the lane is finished or
+//! failed (or the supervisor is interrupted); `clawpool run` calls it for one folder, `clawpool
+//! spawn` and the daemon once per lane of a packet, and `clawpool adopt` for a worker a dead
+//! supervisor left behind ([`drive::Start::Adopt`]).
+//!
+//! ## The decisions: a state machine without I/O
+//!
+//! [`handshake::machine::Machine`] decides everything about the worker: it takes one typed
+//! [`handshake::machine::Input`] at a time, with the time it is handled at — a look at the
+//! screen (with the latest off-screen progress), the worker's exit, an operator's command,
+//! or the result of an effect it asked for — and returns typed
+//! [`handshake::machine::Effect`]s: text or keys to send, a dialog to answer, an event to
+//! record, a verdict to reply, the worker to stop, the trust store to guard or confine, the
+//! task file to write, the worktree's git operation to look up. It also says when it next
+//! needs to look if nothing happens ([`handshake::machine::Machine::next_deadline`]). Every
+//! timing rule (boot timeout, finish-idle, provider block, submit retries, unknown screen,
+//! stall, recovery check) is a comparison against the time passed in, so each is tested on
+//! paused tokio time (`handshake/machine/tests.rs`) against real agents' recorded screens.
+//!
+//! ## The effects: a thin driver
+//!
+//! [`handshake::Handshake::run`] is the machine's driver for one run of the handshake. It
+//! waits, in one `select!`, for: the screen changing (a `watch` channel fed by the worker's
+//! transport, coalesced to at most one wake-up per 10 ms), the worker's exit, an operator's
+//! command (an `mpsc` channel from the control socket), and the machine's deadline. Each
+//! wake-up becomes one input; the effects are carried out in the order given.
+//!
+//! Around it, [`drive::drive`] runs the lane: the handshake, then [`recovering::Recovery`]
+//! (the recovery policy of `clawpool-recovery` applied to the lane's facts, its recipe carried
+//! out step by step: keys, waits, restarts with backoff or the profile's resume arguments,
+//! progress checks, escalation), then the finishing stage (merge-forward, verification and
+//! close-out as the policy says, [`checks::LaneChecks`]), starting the handshake again on the
+//! same or a new worker as the recipe needs.
+//!
+//! ## Tasks and channels per lane
+//!
+//! - the worker's transport (`clawpool-pty`: a PTY reader and exit task, or the tmux
+//!   server's one control client) feeding the screen model;
+//! - the handshake (above), in the lane's own task;
+//! - the control socket listener ([`control::listen`]): operator commands to the handshake
+//!   (each with a one-shot reply for its verdict), merge-forward and verify to
+//!   [`checks::LaneChecks::serve`], screen requests answered from the worker's screen model;
+//! - the freshness watch ([`checks::LaneChecks::watch`]): the branch against its base at
+//!   start and every `freshness_check_secs`;
+//! - the commit watch (HEAD every 2 s, one `lane.commit.created` per new commit) and the
+//!   worktree watch ([`worktree_watch::WorktreeWatch`], inotify): both count as progress;
+//! - the heartbeat: the state file rewritten every 5 s, so readers can tell a live supervisor
+//!   from a lost one;
+//! - hooks ([`hooks`]): the policy's `run` hooks for each event, in their own tasks, bounded.
+//!
+//! ## What is guaranteed
+//!
+//! - **One writer.** Every change of the lane's state is an event appended to its event log
+//!   (`events.jsonl`, numbered) by [`clawpool_lanes::EventLog`]; the log's observer applies
+//!   it to the state document and rewrites `.claw/worker-state.json` atomically
+//!   ([`lane_state::StateRecorder`]) before `record` returns. The state file never shows a
+//!   state whose event is not in the log, and a crash leaves the last complete file.
+//! - **Order.** Inputs reach the machine one at a time. An effect whose result matters is
+//!   completed and its result fed back before any other input is handled; text that only
+//!   makes sense once a write succeeded (the Enter after a prompt) is carried out only then.
+//! - **Nothing typed blindly.** Text is sent only into an input line the profile reads as
+//!   idle, or as a dialog's answer the lane's policy allows; nothing at all is typed into a
+//!   lane whose folder nobody trusted.
+//! - **Every operator command gets one verdict** (`done`, `ignored`, `refused`, `failed`),
+//!   from the machine or, for a restart, from the driver.
+//! - **Bounded.** Every wait has a deadline from the lane's settings; a lane always ends
+//!   `finished` or `failed`, or stays `blocked` with an escalation naming the next action.
+//!
+//! What is not yet in the machine: recovery and the finishing stage decide in
+//! [`recovering`] and [`checks`], around the machine's runs, and read the lane's state back
+//! from the [`lane_state::StateRecorder`]'s document.
+
+pub mod checks;
+pub mod control;
+pub mod drive;
+pub mod error;
+pub mod facts;
+pub mod handshake;
+pub mod hooks;
+pub mod interrupt;
+pub mod lane_state;
+pub mod recovering;
+pub mod registry;
+pub mod verify;
+pub mod worktree_watch;
