@@ -337,6 +337,29 @@ pub(super) fn echoed(
         .map(|row| row.trim().to_owned())
 }
 
+/// Whether the agent has drawn anything under the prompt's echo: the rows above the input
+/// after the echo's own rows (the prompt, wrapped) hold text. An echo no longer on screen
+/// has been pushed off by what came after it.
+pub(super) fn replied(snap: &ScreenSnapshot, profile: &Profile, receipt: &Receipt) -> bool {
+    let Some(text) = receipt.echo.as_ref() else {
+        return true;
+    };
+    let prompt = squash(text);
+    let Some(first_line) = text.lines().find(|l| !l.trim().is_empty()) else {
+        return true;
+    };
+    let head: String = squash(first_line).chars().take(32).collect();
+    let rows = region_rows(snap, &profile.input, Region::AboveInput(usize::MAX));
+    let Some(echo_at) = rows.iter().rposition(|row| squash(row).contains(&head)) else {
+        return true;
+    };
+    rows[echo_at + 1..]
+        .iter()
+        .map(|row| squash(row))
+        .skip_while(|row| !row.is_empty() && prompt.contains(row.as_str()))
+        .any(|row| !row.is_empty())
+}
+
 /// `shell`, or `wrong_target` when the shell prompt shows a folder other than the lane's.
 pub(super) fn misdelivery_target(evidence: &str, lane_dir: &Path) -> &'static str {
     let shown = evidence

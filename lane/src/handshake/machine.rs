@@ -209,6 +209,9 @@ pub struct Machine<'a> {
     waiting_dialog: Option<String>,
     /// When the current idle spell (after acceptance) began.
     idle_since: Option<Instant>,
+    /// How long the input must stay idle for the turn to count as finished: `finish_idle`
+    /// once the agent was seen working or drew a reply, `finish_unseen` before.
+    finish_wait: Duration,
     /// When the provider retry text first showed in the current spell.
     provider_since: Option<Instant>,
     boot_deadline: Instant,
@@ -275,6 +278,7 @@ impl<'a> Machine<'a> {
             anchor: (now, wall_ms),
             waiting_dialog: None,
             idle_since: None,
+            finish_wait: settings.finish_idle,
             provider_since: None,
             boot_deadline: now + settings.boot_timeout,
             answer_attempts: HashMap::new(),
@@ -470,7 +474,7 @@ impl<'a> Machine<'a> {
         ) {
             consider(Some(self.boot_deadline));
         }
-        consider(self.idle_since.map(|t| t + self.settings.finish_idle));
+        consider(self.idle_since.map(|t| t + self.finish_wait));
         consider(
             self.provider_since
                 .map(|t| t + self.settings.provider_block),
@@ -989,9 +993,19 @@ impl<'a> Machine<'a> {
                     self.deliver();
                     return;
                 }
-                // Back at its idle input after taking the prompt: done once it stays idle.
+                // Back at its idle input after taking the prompt: done once it stays idle. A
+                // turn never seen working and without a reply under the echo has likely not
+                // started yet (an agent booting among many on few cores draws its spinner
+                // seconds after the echo): only a much longer stillness ends it.
+                self.finish_wait = if self.state.status == LaneStatus::PromptAccepted
+                    && !delivery::replied(screen, self.profile, &self.receipt)
+                {
+                    self.settings.finish_unseen
+                } else {
+                    self.settings.finish_idle
+                };
                 let since = *self.idle_since.get_or_insert(self.now);
-                if self.now.duration_since(since) >= self.settings.finish_idle {
+                if self.now.duration_since(since) >= self.finish_wait {
                     self.transition(LaneState::plain(LaneStatus::Finished), Some(evidence));
                 }
             }

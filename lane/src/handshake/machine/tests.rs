@@ -325,6 +325,96 @@ async fn finished_only_after_the_idle_input_stays_idle_for_finish_idle() {
     assert!(lane.machine.is_over());
 }
 
+/// Claude Code's finished screen with its turn taken out: the prompt's echo over the idle
+/// input and nothing between them, as Claude Code shows it after the Enter and before its
+/// spinner (seconds, with many agents booting at once on few cores).
+fn claude_echo_only() -> ScreenSnapshot {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/screens/claude-2.1.330/08-finished-120x40.txt");
+    let text = std::fs::read_to_string(&path).expect("corpus screen");
+    let mut rows: Vec<&str> = text.lines().collect();
+    let echo = rows
+        .iter()
+        .position(|r| r.contains(PROMPT))
+        .expect("echo row");
+    let rule = rows[echo..]
+        .iter()
+        .position(|r| r.starts_with('─'))
+        .expect("input box")
+        + echo;
+    rows.drain(echo + 1..rule);
+    let screen = text_screen(&rows.join("\n"));
+    assert!(!screen.text().contains("Done."), "the reply is gone");
+    screen
+}
+
+/// Drives the lane through its prompt's Enter on Claude Code's screens, up to the look that
+/// would show the agent taking it.
+async fn drive_to_enter(lane: &mut Lane) {
+    lane.look(&claude("01-booting-120x40"));
+    lane.look(&claude("04-ready_for_prompt-120x40"));
+    lane.look(&claude("05-draft_typed-120x40"));
+    let settle = Duration::from_millis(profile("claude").manifest.input.submit_after_ms);
+    lane.after(settle, &claude("05-draft_typed-120x40")).await;
+    assert_eq!(lane.enters(), 1, "{:?}", lane.kinds());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_turn_never_seen_working_and_without_a_reply_ends_only_after_finish_unseen() {
+    let mut lane = Lane::claude(Some(PROMPT));
+    drive_to_enter(&mut lane).await;
+    let settings = Settings::default();
+    let echo_only = claude_echo_only();
+    lane.look(&echo_only);
+    assert_eq!(lane.state(), plain(LaneStatus::PromptAccepted));
+    // The old rule ended the turn here, before the agent had started it.
+    lane.after(settings.finish_idle * 2, &echo_only).await;
+    assert_eq!(lane.state(), plain(LaneStatus::PromptAccepted));
+    assert_eq!(
+        lane.deadline(),
+        settings.finish_unseen - settings.finish_idle * 2,
+        "woken when finish_unseen is up"
+    );
+    // The spinner shows late: the turn is seen, and its end is the ordinary one.
+    lane.after(Duration::from_secs(5), &claude("06-running-120x40"))
+        .await;
+    assert_eq!(lane.state(), plain(LaneStatus::Running));
+    lane.after(Duration::from_secs(1), &claude("08-finished-120x40"))
+        .await;
+    lane.after(settings.finish_idle, &claude("08-finished-120x40"))
+        .await;
+    assert_eq!(lane.state(), plain(LaneStatus::Finished));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_still_echo_with_nothing_under_it_finishes_at_finish_unseen() {
+    let mut lane = Lane::claude(Some(PROMPT));
+    drive_to_enter(&mut lane).await;
+    let settings = Settings::default();
+    let echo_only = claude_echo_only();
+    lane.look(&echo_only);
+    lane.after(
+        settings.finish_unseen - Duration::from_millis(1),
+        &echo_only,
+    )
+    .await;
+    assert_eq!(lane.state(), plain(LaneStatus::PromptAccepted));
+    lane.after(Duration::from_millis(1), &echo_only).await;
+    assert_eq!(lane.state(), plain(LaneStatus::Finished));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reply_drawn_between_two_looks_finishes_after_finish_idle() {
+    let mut lane = Lane::claude(Some(PROMPT));
+    drive_to_enter(&mut lane).await;
+    let finish_idle = Settings::default().finish_idle;
+    // The agent worked and answered between two looks: no spinner seen, the reply is there.
+    lane.look(&claude("08-finished-120x40"));
+    assert_eq!(lane.state(), plain(LaneStatus::PromptAccepted));
+    lane.after(finish_idle, &claude("08-finished-120x40")).await;
+    assert_eq!(lane.state(), plain(LaneStatus::Finished));
+}
+
 #[tokio::test(start_paused = true)]
 async fn working_again_restarts_the_finish_idle_time() {
     let mut lane = Lane::claude(Some(PROMPT));
