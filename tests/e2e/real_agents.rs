@@ -1305,6 +1305,17 @@ fn claude_send_after_an_interrupt_reaches_the_model_as_exactly_the_sent_text() {
     let (sandbox, lane, mut server, mut run) =
         start_claude_lane_in("glue", json!({"hang": true}), "10m", "", "tmux");
     wait_kind(&mut run, &lane, "lane.running");
+    // The Esc must stop the hanging request: pressed before Claude Code has sent it, the
+    // follow-up would be the request that gets the hang turn.
+    let deadline = std::time::Instant::now() + PATIENCE;
+    while server.main_requests().is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "Claude Code never asked the model\n{}",
+            screen_report(&lane)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     // A person presses Esc in the lane's terminal: Claude Code stops the turn and puts the
     // prompt back into its input line.
     let esc = sandbox
