@@ -11,6 +11,7 @@ use crate::verify::{
     self, BranchCheck, FreshnessSettings, LaneVerifySpec, Verified, check_branch, merge_problem,
     record_branch, record_merge,
 };
+use clawpool_lanes::LaneEventKind;
 use clawpool_lanes::state_file::{GreenLevel, LaneOutcome};
 use clawpool_lanes::{BlockedSubphase, EventLog, LaneState, LaneStatus};
 use clawpool_worktree::{Repo, merge_forward};
@@ -136,7 +137,7 @@ impl LaneChecks {
             Ok(Err(err)) => {
                 let error = err.to_string();
                 let _ = events.record(
-                    "branch.merge_failed",
+                    LaneEventKind::BranchMergeFailed,
                     None,
                     None,
                     None,
@@ -161,7 +162,13 @@ impl LaneChecks {
             let mut detail = detail;
             // `message` is what the state file shows as the failure's detail.
             detail["message"] = json!(reason);
-            let _ = events.record("lane.branch_blocked", to.map(|_| current), to, None, detail);
+            let _ = events.record(
+                LaneEventKind::BranchBlocked,
+                to.map(|_| current),
+                to,
+                None,
+                detail,
+            );
         }
         self.check(events, recorder).await;
         (reply, problem)
@@ -218,7 +225,7 @@ impl LaneChecks {
             LaneOutcome::Changed
         };
         let _ = events.record(
-            "lane.outcome",
+            LaneEventKind::Outcome,
             None,
             None,
             None,

@@ -16,6 +16,7 @@ use clawpool_agents::trust::{
     StoreGuard, claude_config_file, codex_config_file, gemini_trusted_folders_file,
     seed_claude_trust, seed_codex_trust, seed_gemini_trust,
 };
+use clawpool_lanes::LaneEventKind;
 use clawpool_lanes::state_file::{self, Base};
 use clawpool_lanes::{
     EventLog, FailureClass, LaneEvent, LaneState, LaneStatus, StateFileWriter, WorkerStateDoc,
@@ -227,7 +228,7 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, LaneError> 
             .map_err(|e| LaneError::io("opening the lane's event log", e.source))?
             .observe(Box::new(move |event| {
                 on_state.on_event(event);
-                if event.kind == "lane.commit.created" {
+                if event.kind == LaneEventKind::CommitCreated {
                     on_commit.record(clawpool_recovery::ProgressSource::Commit);
                 }
                 on_event(event);
@@ -454,7 +455,7 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, LaneError> 
                     // Recorded before the press, as the handshake does: an adopter of a lane
                     // whose supervisor was killed in between presses Enter, never retypes.
                     let _ = events.record(
-                        "lane.prompt_sent",
+                        LaneEventKind::PromptSent,
                         None,
                         None,
                         None,
@@ -483,7 +484,7 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, LaneError> 
                     worker.stop(std::time::Duration::from_secs(5)).await;
                     let state = LaneState::plain(LaneStatus::Finished);
                     let _ = events.record(
-                        "lane.closed_out",
+                        LaneEventKind::ClosedOut,
                         Some(recorder.doc().lane_state()),
                         Some(state),
                         None,
@@ -643,7 +644,7 @@ async fn replace_leftover_session(terminal: &Terminal, session: &str, events: &E
     }
     let killed = server.kill_session(session).await;
     let _ = events.record(
-        "lane.session_replaced",
+        LaneEventKind::SessionReplaced,
         None,
         None,
         None,
@@ -673,7 +674,7 @@ async fn interrupted(
         _ => LaneState::failed(FailureClass::Infra),
     };
     let _ = events.record(
-        "lane.failed",
+        LaneEventKind::Failed,
         Some(from),
         Some(to),
         Some(clawpool_lanes::Evidence {
@@ -724,7 +725,13 @@ async fn finish_by_policy(
                 checks.verify(level, events, recorder, true).await;
             }
             Finishing::CloseOut { rule } => {
-                let _ = events.record("lane.closed_out", None, None, None, json!({"rule": rule}));
+                let _ = events.record(
+                    LaneEventKind::ClosedOut,
+                    None,
+                    None,
+                    None,
+                    json!({"rule": rule}),
+                );
                 return;
             }
             Finishing::Nothing => return,
@@ -809,7 +816,7 @@ impl Rig<'_> {
         self.recorder
             .update(|doc| doc.worker_id = worker_id.clone());
         let _ = self.events.record(
-            "lane.restarted",
+            LaneEventKind::Restarted,
             None,
             None,
             None,
@@ -823,7 +830,7 @@ impl Rig<'_> {
             Ok(worker) => Ok(worker),
             Err(err) => {
                 let _ = self.events.record(
-                    "lane.failed",
+                    LaneEventKind::Failed,
                     Some(outcome.state),
                     Some(LaneState::failed(FailureClass::WorkerCrashed)),
                     None,
@@ -912,7 +919,7 @@ impl CommitWatch {
         };
         if new.left_out > 0 {
             let _ = self.events.record(
-                "lane.commits.skipped",
+                LaneEventKind::CommitsSkipped,
                 None,
                 None,
                 None,
@@ -925,7 +932,7 @@ impl CommitWatch {
         }
         for commit in &new.commits {
             let _ = self.events.record(
-                "lane.commit.created",
+                LaneEventKind::CommitCreated,
                 None,
                 None,
                 None,
@@ -955,7 +962,7 @@ fn last_reported_commit(events_path: &Path) -> Option<String> {
         .lines()
         .rev()
         .filter_map(|line| serde_json::from_str::<LaneEvent>(line).ok())
-        .filter(|event| event.kind == "lane.commit.created")
+        .filter(|event| event.kind == LaneEventKind::CommitCreated)
         .find_map(|event| event.detail["sha"].as_str().map(str::to_owned))
 }
 
@@ -1005,7 +1012,7 @@ fn seed_trust_store(profile: &Profile, cwd: &Path, spec: &SpawnSpec, events: &Ev
         Ok(outcome) => json!({"store": store, "outcome": format!("{outcome:?}")}),
         Err(err) => json!({"store": store, "error": err.to_string()}),
     };
-    let _ = events.record("lane.trust_store_seeded", None, None, None, detail);
+    let _ = events.record(LaneEventKind::TrustStoreSeeded, None, None, None, detail);
 }
 
 /// Keeps `.claw/` out of git through the repository's own exclude file, never a tracked file.

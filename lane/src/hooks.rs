@@ -44,7 +44,7 @@ pub fn with_hooks(
 /// Starts every hook of `policy` that selects `event`, each in a task of its own; returns at
 /// once. `log` is the `hooks.log` to append outcomes to.
 pub fn run_hooks_for(policy: &Policy, event: &LaneEvent, log: &Path) {
-    let mut hooks = hooks_for(policy.hooks(), &event.kind).peekable();
+    let mut hooks = hooks_for(policy.hooks(), event.kind.as_str()).peekable();
     if hooks.peek().is_none() {
         return;
     }
@@ -67,7 +67,7 @@ pub fn run_hooks_for(policy: &Policy, event: &LaneEvent, log: &Path) {
             input: Arc::clone(&input),
             log: log.to_owned(),
             lane: event.lane.clone(),
-            kind: event.kind.clone(),
+            kind: event.kind.to_string(),
             seq: event.seq,
         };
         running.push(runtime.spawn(run.go()));
@@ -203,7 +203,7 @@ mod tests {
         LaneEvent {
             seq,
             at_ms: now_ms(),
-            kind: kind.to_owned(),
+            kind: clawpool_lanes::LaneEventKind::parse(kind),
             lane: "fix-login".to_owned(),
             from: None,
             to: None,

@@ -22,6 +22,7 @@ use std::time::Duration;
 
 use crate::handshake::{Next, Outcome};
 use crate::lane_state::StateRecorder;
+use clawpool_lanes::LaneEventKind;
 use clawpool_lanes::state_file::{GreenLevel, now_secs};
 use clawpool_lanes::{BlockedSubphase, EventLog, LaneState, LaneStatus};
 use clawpool_recovery::{
@@ -563,7 +564,7 @@ impl Recovery {
                     .or(outcome.state.subphase)
                     .unwrap_or(BlockedSubphase::Stalled);
                 let _ = events.record(
-                    "lane.blocked",
+                    LaneEventKind::Blocked,
                     Some(outcome.state),
                     Some(LaneState::blocked(subphase)),
                     None,
@@ -604,7 +605,7 @@ fn is_healed(outcome: &Outcome) -> bool {
 /// `lane.escalated`: a person must act; the lane keeps its state.
 fn escalate(events: &EventLog, reason: &str, next_action: &str) {
     let _ = events.record(
-        "lane.escalated",
+        LaneEventKind::Escalated,
         None,
         None,
         None,

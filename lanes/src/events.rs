@@ -7,7 +7,7 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
-use crate::LaneState;
+use crate::{LaneEventKind, LaneState};
 
 /// What a rule saw that justified a transition.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -27,8 +27,8 @@ pub struct LaneEvent {
     pub seq: u64,
     /// Milliseconds since the Unix epoch.
     pub at_ms: u64,
-    /// A stable dotted name: `lane.state`, `lane.trust_resolved`, `lane.prompt_sent`, …
-    pub kind: String,
+    /// What happened; on the wire its stable dotted name (`lane.trust_resolved`, …).
+    pub kind: LaneEventKind,
     /// The lane.
     pub lane: String,
     /// The state before, for transitions.
@@ -135,7 +135,7 @@ impl EventLog {
     /// Appends an event, giving it the next seq and the current time. Returns it.
     pub fn record(
         &self,
-        kind: &str,
+        kind: LaneEventKind,
         from: Option<LaneState>,
         to: Option<LaneState>,
         evidence: Option<Evidence>,
@@ -149,7 +149,7 @@ impl EventLog {
         let event = LaneEvent {
             seq: inner.seq,
             at_ms: now_ms(),
-            kind: kind.to_owned(),
+            kind,
             lane: self.lane.clone(),
             from,
             to,
@@ -198,7 +198,7 @@ mod tests {
         let log = EventLog::open("a", &path).expect("open");
         let first = log
             .record(
-                "lane.state",
+                LaneEventKind::Ready,
                 Some(LaneState::plain(LaneStatus::Spawning)),
                 Some(LaneState::plain(LaneStatus::ReadyForPrompt)),
                 None,
@@ -210,7 +210,7 @@ mod tests {
         let log = EventLog::open("a", &path).expect("reopen");
         let second = log
             .record(
-                "lane.prompt_sent",
+                LaneEventKind::PromptSent,
                 None,
                 None,
                 None,

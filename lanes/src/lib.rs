@@ -11,11 +11,13 @@
 //! This crate decides nothing about screens or terminals: the supervisor's handshake observes
 //! the worker and reports transitions; this crate gives them a shape that other tools can read.
 
+mod event_kind;
 mod events;
 mod packet;
 mod state;
 pub mod state_file;
 
+pub use event_kind::LaneEventKind;
 pub use events::{EventLog, EventLogError, EventObserver, Evidence, LaneEvent, now_ms};
 pub use packet::{
     Batch, CheckedPacket, GREEN_LEVELS, LaneSpec, MERGE_POLICIES, PacketContext, PacketError,

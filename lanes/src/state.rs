@@ -1,5 +1,6 @@
 //! The lane lifecycle as it appears on the wire (snake_case).
 
+use crate::LaneEventKind;
 use serde::{Deserialize, Serialize};
 
 /// Where a lane is in its life.
@@ -33,17 +34,17 @@ impl LaneStatus {
     }
 
     /// The kind of the lane event that brings a lane into this status (`docs/events.md`).
-    pub fn transition_kind(self) -> &'static str {
+    pub fn transition_kind(self) -> LaneEventKind {
         match self {
-            LaneStatus::Spawning => "lane.spawning",
-            LaneStatus::TrustRequired => "lane.trust_required",
-            LaneStatus::ToolPermissionRequired => "lane.tool_permission_required",
-            LaneStatus::ReadyForPrompt => "lane.ready",
-            LaneStatus::PromptAccepted => "lane.prompt_accepted",
-            LaneStatus::Running => "lane.running",
-            LaneStatus::Blocked => "lane.blocked",
-            LaneStatus::Finished => "lane.finished",
-            LaneStatus::Failed => "lane.failed",
+            LaneStatus::Spawning => LaneEventKind::Spawning,
+            LaneStatus::TrustRequired => LaneEventKind::TrustRequired,
+            LaneStatus::ToolPermissionRequired => LaneEventKind::ToolPermissionRequired,
+            LaneStatus::ReadyForPrompt => LaneEventKind::Ready,
+            LaneStatus::PromptAccepted => LaneEventKind::PromptAccepted,
+            LaneStatus::Running => LaneEventKind::Running,
+            LaneStatus::Blocked => LaneEventKind::Blocked,
+            LaneStatus::Finished => LaneEventKind::Finished,
+            LaneStatus::Failed => LaneEventKind::Failed,
         }
     }
 }

@@ -24,6 +24,7 @@
 //! Every change is also a lane event: [`Ledger::event`] gives its kind
 //! (`lane.recovery.queued`, …) and detail. Times are Unix epoch seconds.
 
+use clawpool_lanes::LaneEventKind;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -388,7 +389,7 @@ impl Ledger {
 
     /// The lane event for entry `id` as it is now: its kind (`lane.recovery.<state>`) and its
     /// detail (the entry, with `id`).
-    pub fn event(&self, id: AttemptId) -> Option<(&'static str, serde_json::Value)> {
+    pub fn event(&self, id: AttemptId) -> Option<(LaneEventKind, serde_json::Value)> {
         let entry = self.entry(id)?;
         let mut detail = serde_json::to_value(entry).ok()?;
         if let Some(map) = detail.as_object_mut() {
@@ -451,13 +452,13 @@ impl Ledger {
 /// The lane event kind for an entry in `state`: `lane.recovery.queued`,
 /// `lane.recovery.running`, `lane.recovery.succeeded`, `lane.recovery.failed`,
 /// `lane.recovery.exhausted`.
-pub fn event_kind(state: AttemptState) -> &'static str {
+pub fn event_kind(state: AttemptState) -> LaneEventKind {
     match state {
-        AttemptState::Queued => "lane.recovery.queued",
-        AttemptState::Running => "lane.recovery.running",
-        AttemptState::Succeeded => "lane.recovery.succeeded",
-        AttemptState::Failed => "lane.recovery.failed",
-        AttemptState::Exhausted => "lane.recovery.exhausted",
+        AttemptState::Queued => LaneEventKind::RecoveryQueued,
+        AttemptState::Running => LaneEventKind::RecoveryRunning,
+        AttemptState::Succeeded => LaneEventKind::RecoverySucceeded,
+        AttemptState::Failed => LaneEventKind::RecoveryFailed,
+        AttemptState::Exhausted => LaneEventKind::RecoveryExhausted,
     }
 }
 
@@ -508,12 +509,15 @@ mod tests {
         assert_eq!(attempt, 1);
         assert_eq!(ledger.status(), RecoveryStatus::Active);
         let (kind, detail) = ledger.event(id).expect("event");
-        assert_eq!(kind, "lane.recovery.queued");
+        assert_eq!(kind, LaneEventKind::RecoveryQueued);
         assert_eq!(detail["recipe"], "interrupt_and_nudge");
         assert_eq!(detail["trigger"], "stalled");
         assert_eq!(detail["id"], 0);
         ledger.start(id, 1_001).expect("starts");
-        assert_eq!(ledger.event(id).map(|e| e.0), Some("lane.recovery.running"));
+        assert_eq!(
+            ledger.event(id).map(|e| e.0),
+            Some(LaneEventKind::RecoveryRunning)
+        );
         ledger
             .finish(id, AttemptEnd::Succeeded, 1_090, "progress: new output")
             .expect("finishes");
@@ -524,7 +528,7 @@ mod tests {
         );
         assert_eq!(
             ledger.event(id).map(|e| e.0),
-            Some("lane.recovery.succeeded")
+            Some(LaneEventKind::RecoverySucceeded)
         );
         assert_eq!(ledger.status(), RecoveryStatus::Succeeded);
         assert_eq!(
@@ -593,7 +597,7 @@ mod tests {
         );
         assert_eq!(
             ledger.event(id).map(|e| e.0),
-            Some("lane.recovery.exhausted")
+            Some(LaneEventKind::RecoveryExhausted)
         );
         assert_eq!(
             ledger.queue(&nudge, "stalled", AttemptOrigin::Policy, 3_800),

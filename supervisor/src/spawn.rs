@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 
 use clawpool_lane::handshake::check_prompt;
 use clawpool_lanes::{
-    LaneEvent, LaneSpec, LaneState, PacketContext, PacketError, PacketErrors, check_packet,
+    LaneEvent, LaneEventKind, LaneSpec, LaneState, PacketContext, PacketError, PacketErrors,
+    check_packet,
 };
 use clawpool_pty::{TmuxConfig, TmuxServer};
 use clawpool_worktree::{LaneWorktreeSpec, Repo, prepare_lane_worktree};
@@ -707,7 +708,7 @@ fn record_rerun(
         .map_err(|e| CommandError::io("opening the lane's event log", e.source))?;
     let event = events
         .record(
-            "lane.rerun",
+            LaneEventKind::Rerun,
             None,
             None,
             None,
@@ -912,7 +913,7 @@ impl Board {
 
     fn on_event(&self, event: &LaneEvent) {
         if let Some(to) = &event.to {
-            self.set(&event.lane, &to.to_string(), Some(&event.kind));
+            self.set(&event.lane, &to.to_string(), Some(event.kind.as_str()));
         } else {
             let state = self
                 .lock()
@@ -920,7 +921,7 @@ impl Board {
                 .get(&event.lane)
                 .map(|l| l.state.clone())
                 .unwrap_or_default();
-            self.set(&event.lane, &state, Some(&event.kind));
+            self.set(&event.lane, &state, Some(event.kind.as_str()));
         }
         if !self.live {
             let width = self.lock().width;
@@ -1297,7 +1298,7 @@ fn record_lost(
         .observe(Box::new(move |event| recorder.on_event(event)));
     let lost = LaneState::failed(clawpool_lanes::FailureClass::WorkerLost);
     let _ = events.record(
-        "lane.failed",
+        LaneEventKind::Failed,
         None,
         Some(lost),
         Some(clawpool_lanes::Evidence {

@@ -14,7 +14,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use clawpool_lanes::state_file::{Transport, TransportKind};
-use clawpool_lanes::{EventLog, Evidence, LaneState, LaneStatus, StateFileWriter, WorkerStateDoc};
+use clawpool_lanes::{
+    EventLog, Evidence, LaneEventKind, LaneState, LaneStatus, StateFileWriter, WorkerStateDoc,
+};
 use clawpool_recovery::facts::{ALL_FAILURE_CLASSES, ALL_STATUSES, ALL_SUBPHASES};
 
 use crate::spawn::{setup, stderr};
@@ -121,7 +123,7 @@ fn build_reader() -> PathBuf {
 }
 
 /// A state file after `events` (kind, target state) on a fresh lane document.
-fn state_after(dir: &Path, name: &str, events: &[(&str, Option<LaneState>)]) -> PathBuf {
+fn state_after(dir: &Path, name: &str, events: &[(LaneEventKind, Option<LaneState>)]) -> PathBuf {
     let worktree = dir.join(name);
     let mut doc = WorkerStateDoc::new(
         format!("{name}-1"),
@@ -142,13 +144,13 @@ fn state_after(dir: &Path, name: &str, events: &[(&str, Option<LaneState>)]) -> 
             region: "screen".into(),
             matched: "text".into(),
         });
-        let detail = match *kind {
-            "lane.trust_resolved" => serde_json::json!({"method": "manual"}),
-            "lane.prompt_sent" => serde_json::json!({"attempt": 1}),
+        let detail = match kind {
+            LaneEventKind::TrustResolved => serde_json::json!({"method": "manual"}),
+            LaneEventKind::PromptSent => serde_json::json!({"attempt": 1}),
             _ => serde_json::Value::Null,
         };
         let event = log
-            .record(kind, to.and(from), *to, evidence, detail)
+            .record(kind.clone(), to.and(from), *to, evidence, detail)
             .expect("in-memory log");
         doc.apply_event(&event);
         from = Some(doc.lane_state());
@@ -180,7 +182,10 @@ fn claw_codes_own_types_read_the_state_file_in_every_state() {
             dir.path(),
             &before,
             &[
-                ("lane.started", Some(LaneState::plain(LaneStatus::Spawning))),
+                (
+                    LaneEventKind::Started,
+                    Some(LaneState::plain(LaneStatus::Spawning)),
+                ),
                 (state.status.transition_kind(), to),
             ],
         ));
@@ -189,15 +194,18 @@ fn claw_codes_own_types_read_the_state_file_in_every_state() {
             dir.path(),
             &after,
             &[
-                ("lane.started", Some(LaneState::plain(LaneStatus::Spawning))),
-                ("lane.trust_resolved", None),
                 (
-                    "lane.ready",
+                    LaneEventKind::Started,
+                    Some(LaneState::plain(LaneStatus::Spawning)),
+                ),
+                (LaneEventKind::TrustResolved, None),
+                (
+                    LaneEventKind::Ready,
                     Some(LaneState::plain(LaneStatus::ReadyForPrompt)),
                 ),
-                ("lane.prompt_sent", None),
+                (LaneEventKind::PromptSent, None),
                 (state.status.transition_kind(), to),
-                ("lane.commit.created", None),
+                (LaneEventKind::CommitCreated, None),
             ],
         ));
     }

@@ -19,6 +19,7 @@ use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use clawpool_lanes::LaneEventKind;
 use clawpool_lanes::{BlockedSubphase, Evidence, FailureClass, LaneState, LaneStatus};
 use clawpool_pty::{ExitStatus, ScreenSnapshot};
 use clawpool_recovery::{ProgressSource, ProgressTracker, Trigger};
@@ -121,7 +122,7 @@ pub enum Effect {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Record {
     /// Its kind (`lane.prompt_typed`, …).
-    pub kind: &'static str,
+    pub kind: LaneEventKind,
     /// The state before, for a transition.
     pub from: Option<LaneState>,
     /// The state after, for a transition (or the state a lane starts in).
@@ -361,7 +362,7 @@ impl<'a> Machine<'a> {
     }
 
     /// The event that opens a run (`lane.started`, `lane.adopted`).
-    pub fn open(&mut self, kind: &'static str, pid: Option<u32>) -> Vec<Effect> {
+    pub fn open(&mut self, kind: LaneEventKind, pid: Option<u32>) -> Vec<Effect> {
         self.event(
             kind,
             None,
@@ -565,7 +566,7 @@ impl<'a> Machine<'a> {
         };
         if self.state.status == LaneStatus::Running && self.progress.is_stalled(now, after) {
             self.event(
-                "lane.stalled",
+                LaneEventKind::Stalled,
                 None,
                 None,
                 None,
@@ -796,7 +797,7 @@ impl<'a> Machine<'a> {
             }) => {
                 let resolved = answered.is_ok() && kind == DialogKind::Trust;
                 self.event(
-                    "lane.dialog_answered",
+                    LaneEventKind::DialogAnswered,
                     None,
                     None,
                     Some(evidence.clone()),
@@ -827,7 +828,7 @@ impl<'a> Machine<'a> {
                     self.lane.trust = TrustGate::ByOperator;
                 }
                 self.event(
-                    "lane.dialog_answered",
+                    LaneEventKind::DialogAnswered,
                     None,
                     None,
                     None,
@@ -864,7 +865,7 @@ impl<'a> Machine<'a> {
     fn on_shell(&mut self, evidence: Evidence) {
         let target = delivery::misdelivery_target(&evidence.matched, &self.lane.cwd);
         self.event(
-            "lane.prompt_misdelivery",
+            LaneEventKind::PromptMisdelivery,
             None,
             None,
             Some(evidence.clone()),
@@ -1093,7 +1094,7 @@ impl<'a> Machine<'a> {
         let reason = self.uncleared_reason(draft);
         while let Some(Followup { text, reply }) = self.followups.pop_front() {
             self.event(
-                "lane.send_refused",
+                LaneEventKind::SendRefused,
                 None,
                 None,
                 None,
@@ -1116,7 +1117,7 @@ impl<'a> Machine<'a> {
     fn refuse_round(&mut self, draft: &str, evidence: Evidence) {
         let reason = self.uncleared_reason(draft);
         self.event(
-            "lane.send_refused",
+            LaneEventKind::SendRefused,
             None,
             None,
             None,
@@ -1162,7 +1163,7 @@ impl<'a> Machine<'a> {
         }
         self.input_clears += 1;
         let cleared = Effect::Record(Record {
-            kind: "lane.input_cleared",
+            kind: LaneEventKind::InputCleared,
             from: None,
             to: None,
             evidence: Some(evidence),
@@ -1217,7 +1218,7 @@ impl<'a> Machine<'a> {
             ExitStatus::Lost => LaneState::failed(FailureClass::WorkerLost),
             _ if self.receipt.submitted() && self.receipt.accepted_at.is_none() => {
                 self.event(
-                    "lane.prompt_misdelivery",
+                    LaneEventKind::PromptMisdelivery,
                     None,
                     None,
                     Some(evidence.clone()),
@@ -1266,8 +1267,8 @@ impl<'a> Machine<'a> {
     /// Records a command the lane ignored or refused, and sends its verdict.
     fn decided(&mut self, command: &OperatorCommand, verdict: Verdict, reply: VerdictReply) {
         let kind = match &verdict {
-            Verdict::Ignored { .. } => Some("lane.operator_ignored"),
-            Verdict::Refused { .. } => Some("lane.operator_refused"),
+            Verdict::Ignored { .. } => Some(LaneEventKind::OperatorIgnored),
+            Verdict::Refused { .. } => Some(LaneEventKind::OperatorRefused),
             // A dialog answered or not is in `lane.dialog_answered`; a stop in the transition.
             Verdict::Done { .. } | Verdict::Failed { .. } => None,
         };
@@ -1436,7 +1437,7 @@ impl<'a> Machine<'a> {
             reply: Some(reply),
         });
         self.event(
-            "lane.send_queued",
+            LaneEventKind::SendQueued,
             None,
             None,
             None,
@@ -1481,7 +1482,7 @@ impl<'a> Machine<'a> {
 
     fn restart(&mut self, request: RestartRequest) {
         self.event(
-            "lane.restart_requested",
+            LaneEventKind::RestartRequested,
             None,
             None,
             None,
@@ -1526,7 +1527,7 @@ impl<'a> Machine<'a> {
             (Some(op), held) => {
                 if held.is_none() {
                     self.event(
-                        "lane.delivery_held",
+                        LaneEventKind::DeliveryHeld,
                         None,
                         None,
                         None,
@@ -1539,7 +1540,7 @@ impl<'a> Machine<'a> {
             (None, Some(_)) => {
                 self.held_until = None;
                 self.event(
-                    "lane.delivery_resumed",
+                    LaneEventKind::DeliveryResumed,
                     None,
                     None,
                     None,
@@ -1558,7 +1559,7 @@ impl<'a> Machine<'a> {
         };
         self.receipt.typed();
         let typed = Effect::Record(Record {
-            kind: "lane.prompt_typed",
+            kind: LaneEventKind::PromptTyped,
             from: None,
             to: None,
             evidence: None,
@@ -1603,7 +1604,7 @@ impl<'a> Machine<'a> {
             Err(err) => {
                 let error = format!("writing the task file: {err}");
                 self.event(
-                    "lane.send_failed",
+                    LaneEventKind::SendFailed,
                     None,
                     None,
                     None,
@@ -1628,7 +1629,7 @@ impl<'a> Machine<'a> {
                 .push(clawpool_recovery::normalize_line(&text));
         }
         self.event(
-            "lane.prompt_round",
+            LaneEventKind::PromptRound,
             None,
             None,
             None,
@@ -1644,7 +1645,7 @@ impl<'a> Machine<'a> {
         self.receipt
             .submitted_now(self.settings.accept_timeout / self.settings.max_submit_attempts.max(1));
         self.event(
-            "lane.prompt_sent",
+            LaneEventKind::PromptSent,
             None,
             None,
             Some(evidence),
@@ -1680,7 +1681,7 @@ impl<'a> Machine<'a> {
 
     fn trust_resolved(&mut self, method: &str, evidence: Evidence) {
         self.event(
-            "lane.trust_resolved",
+            LaneEventKind::TrustResolved,
             None,
             None,
             Some(evidence),
@@ -1724,7 +1725,7 @@ impl<'a> Machine<'a> {
 
     fn event(
         &mut self,
-        kind: &'static str,
+        kind: LaneEventKind,
         from: Option<LaneState>,
         to: Option<LaneState>,
         evidence: Option<Evidence>,

@@ -31,6 +31,7 @@ use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use clawpool_lanes::LaneEventKind;
 use clawpool_lanes::{EventLog, LaneState, LaneStatus};
 use clawpool_pty::Worker;
 use clawpool_recovery::Trigger;
@@ -231,7 +232,7 @@ pub struct Handshake<'a> {
     store: Option<StoreGuard>,
     /// The event that opens the run: `lane.started`, `lane.adopted` (taken over from an
     /// earlier supervisor), or none when the same supervisor carries on with the same worker.
-    opening: Option<&'static str>,
+    opening: Option<LaneEventKind>,
     /// Progress the lane makes off its screen (worktree changes, commits).
     external: Option<ExternalProgress>,
     settings: Settings,
@@ -268,7 +269,7 @@ impl<'a> Handshake<'a> {
             events,
             operator,
             store,
-            opening: Some("lane.started"),
+            opening: Some(LaneEventKind::Started),
             external: None,
             settings,
         }
@@ -336,7 +337,7 @@ impl<'a> Handshake<'a> {
     pub fn resume(mut self, from: Resumed) -> Self {
         let retry_after = self.settings.accept_timeout / self.settings.max_submit_attempts.max(1);
         self.machine.take_over(from, Some(retry_after));
-        self.opening = Some("lane.adopted");
+        self.opening = Some(LaneEventKind::Adopted);
         self
     }
 
@@ -351,7 +352,7 @@ impl<'a> Handshake<'a> {
 
     /// Drives the lane until it is finished or failed, or something ends the run.
     pub async fn run(mut self) -> Outcome {
-        if let Some(kind) = self.opening {
+        if let Some(kind) = self.opening.take() {
             let effects = self.machine.open(kind, self.worker.pid());
             self.carry_out(effects).await;
         }
@@ -496,7 +497,7 @@ impl<'a> Handshake<'a> {
             Err(err) => {
                 let file = store.file().display().to_string();
                 let _ = self.events.record(
-                    "lane.trust_store_confined",
+                    LaneEventKind::TrustStoreConfined,
                     None,
                     None,
                     None,
@@ -527,5 +528,5 @@ pub fn confine_trust_store(store: &StoreGuard, events: &EventLog) {
         Ok(confined) => serde_json::json!({"store": file, "revoked": confined.revoked}),
         Err(err) => serde_json::json!({"store": file, "error": err.to_string()}),
     };
-    let _ = events.record("lane.trust_store_confined", None, None, None, detail);
+    let _ = events.record(LaneEventKind::TrustStoreConfined, None, None, None, detail);
 }

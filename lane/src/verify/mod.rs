@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use clawpool_lanes::LaneEventKind;
 use clawpool_lanes::state_file::{
     CommandOutcome, CommandResult, Freshness, GitOperation, GreenLevel, HeadState, MergeOutcome,
     Verification, VerifyResult, now_secs,
@@ -90,7 +91,7 @@ pub fn record_branch(events: &EventLog, check: &BranchCheck, was: Option<Freshne
     let freshness = &check.freshness;
     if freshness.state == FreshnessState::Stale && was != Some(FreshnessState::Stale) {
         let _ = events.record(
-            "branch.stale_against_main",
+            LaneEventKind::BranchStaleAgainstMain,
             None,
             None,
             None,
@@ -263,7 +264,7 @@ pub async fn verify(
             let result = commands::run_command(command, dir, &log, plan.timeout).await;
             if result.outcome == CommandOutcome::Hung {
                 let _ = events.record(
-                    "test.hung",
+                    LaneEventKind::TestHung,
                     None,
                     None,
                     None,
@@ -386,7 +387,7 @@ pub async fn verify(
     };
     let to = (transition && lane_state != current).then_some(lane_state);
     let _ = events.record(
-        "lane.verified",
+        LaneEventKind::Verified,
         to.map(|_| current),
         to,
         None,
@@ -516,7 +517,7 @@ async fn bring_base_in(
         }
         Err(error) => {
             let _ = events.record(
-                "branch.merge_failed",
+                LaneEventKind::BranchMergeFailed,
                 None,
                 None,
                 None,
@@ -534,10 +535,10 @@ async fn bring_base_in(
 /// One event per merge-forward that did something or was refused.
 pub fn record_merge(events: &EventLog, outcome: &MergeOutcome) {
     let kind = match outcome {
-        MergeOutcome::Merged { .. } => "branch.merged_forward",
-        MergeOutcome::Conflict { .. } => "branch.merge_conflict",
+        MergeOutcome::Merged { .. } => LaneEventKind::BranchMergedForward,
+        MergeOutcome::Conflict { .. } => LaneEventKind::BranchMergeConflict,
         MergeOutcome::UpToDate { .. } => return,
-        _ => "branch.merge_refused",
+        _ => LaneEventKind::BranchMergeRefused,
     };
     let _ = events.record(
         kind,
@@ -657,7 +658,7 @@ fn record_result(
         // A green says what branch it was on: `stale` (policy warn) and `unknown` greens are
         // not the same promise as a green on a fresh branch.
         VerifyResult::Green => (
-            "lane.green",
+            LaneEventKind::Green,
             json!({
                 "level": green_level, "asked": level,
                 "freshness": freshness.map(|f| f.state),
@@ -668,14 +669,14 @@ fn record_result(
             }),
         ),
         VerifyResult::Red => (
-            "lane.red",
+            LaneEventKind::Red,
             json!({
                 "level": level, "class": verification.class, "failed": failed, "hung": hung,
                 "freshness": freshness.map(|f| f.state), "reason": verification.reason,
             }),
         ),
         VerifyResult::StaleRed => (
-            "lane.stale_red",
+            LaneEventKind::StaleRed,
             json!({
                 "level": level, "class": verification.class, "failed": failed, "hung": hung,
                 "missing": freshness.map(|f| &f.missing),
@@ -684,14 +685,14 @@ fn record_result(
             }),
         ),
         VerifyResult::Hung => (
-            "lane.red",
+            LaneEventKind::Red,
             json!({
                 "level": level, "class": "test_hang", "failed": [], "hung": hung,
                 "reason": verification.reason,
             }),
         ),
         VerifyResult::Blocked => (
-            "lane.verify_blocked",
+            LaneEventKind::VerifyBlocked,
             json!({
                 "level": level, "reason": verification.reason, "merge": verification.merge,
                 "behind": freshness.and_then(|f| f.behind),
@@ -702,7 +703,7 @@ fn record_result(
     let _ = events.record(kind, None, None, None, detail);
     if green_level == Some(GreenLevel::MergeReady) {
         let _ = events.record(
-            "lane.merge.ready",
+            LaneEventKind::MergeReady,
             None,
             None,
             None,

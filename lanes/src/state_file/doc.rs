@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::LaneEventKind;
 use crate::{BlockedSubphase, Evidence, FailureClass, LaneEvent, LaneState, LaneStatus};
 
 use super::recovery::RecoveryLedger;
@@ -214,18 +215,18 @@ pub enum ClawEventKind {
 ///
 /// Every other event (`lane.prompt_sent`, other `lane.blocked`, commits, verification, …) has
 /// none and leaves `last_event` as it was.
-pub fn claw_event_kind(kind: &str, to: Option<LaneState>) -> Option<ClawEventKind> {
+pub fn claw_event_kind(kind: &LaneEventKind, to: Option<LaneState>) -> Option<ClawEventKind> {
     Some(match kind {
-        "lane.started" | "lane.spawning" => ClawEventKind::Spawning,
-        "lane.trust_required" => ClawEventKind::TrustRequired,
-        "lane.tool_permission_required" => ClawEventKind::ToolPermissionRequired,
-        "lane.trust_resolved" => ClawEventKind::TrustResolved,
-        "lane.ready" => ClawEventKind::ReadyForPrompt,
-        "lane.prompt_misdelivery" => ClawEventKind::PromptMisdelivery,
-        "lane.prompt_accepted" | "lane.running" => ClawEventKind::Running,
-        "lane.finished" | "lane.closed_out" => ClawEventKind::Finished,
-        "lane.failed" => ClawEventKind::Failed,
-        "lane.blocked" => match to.and_then(|to| to.subphase) {
+        LaneEventKind::Started | LaneEventKind::Spawning => ClawEventKind::Spawning,
+        LaneEventKind::TrustRequired => ClawEventKind::TrustRequired,
+        LaneEventKind::ToolPermissionRequired => ClawEventKind::ToolPermissionRequired,
+        LaneEventKind::TrustResolved => ClawEventKind::TrustResolved,
+        LaneEventKind::Ready => ClawEventKind::ReadyForPrompt,
+        LaneEventKind::PromptMisdelivery => ClawEventKind::PromptMisdelivery,
+        LaneEventKind::PromptAccepted | LaneEventKind::Running => ClawEventKind::Running,
+        LaneEventKind::Finished | LaneEventKind::ClosedOut => ClawEventKind::Finished,
+        LaneEventKind::Failed => ClawEventKind::Failed,
+        LaneEventKind::Blocked => match to.and_then(|to| to.subphase) {
             Some(BlockedSubphase::TrustPrompt) => ClawEventKind::TrustRequired,
             Some(BlockedSubphase::ToolPermission) => ClawEventKind::ToolPermissionRequired,
             _ => return None,
@@ -304,7 +305,7 @@ pub struct LastEvent {
     /// The event's `seq` in the lane's event log.
     pub seq: u64,
     /// The event's kind as in the event log (`lane.ready`, `lane.prompt_accepted`, …).
-    pub kind: String,
+    pub kind: LaneEventKind,
     /// The lane's status after the event.
     pub status: LaneStatus,
     /// One human-readable line: the transition and its evidence, when there is one.
@@ -614,19 +615,19 @@ impl WorkerStateDoc {
         }
         let detail = &event.detail;
         let secs = |key: &str| detail.get(key).and_then(Value::as_u64).map(|ms| ms / 1000);
-        match event.kind.as_str() {
-            "lane.started" => {
+        match &event.kind {
+            LaneEventKind::Started => {
                 if let Some(pid) = detail.get("pid").and_then(Value::as_u64) {
                     self.pid = u32::try_from(pid).ok();
                 }
             }
-            "lane.trust_resolved" => {
+            LaneEventKind::TrustResolved => {
                 self.trust_gate_cleared = true;
                 if detail.get("method").and_then(Value::as_str) == Some("manual") {
                     self.trusted_by_operator = true;
                 }
             }
-            "lane.prompt_sent" => {
+            LaneEventKind::PromptSent => {
                 self.prompt_in_flight = true;
                 if let Some(attempt) = detail.get("attempt").and_then(Value::as_u64) {
                     let attempt = u32::try_from(attempt).unwrap_or(u32::MAX);
@@ -636,7 +637,7 @@ impl WorkerStateDoc {
                 }
                 self.prompt.sent_at.get_or_insert(at);
             }
-            "lane.prompt_accepted" => {
+            LaneEventKind::PromptAccepted => {
                 self.prompt_in_flight = false;
                 if let Some(attempts) = detail.get("attempts").and_then(Value::as_u64) {
                     let attempts = u32::try_from(attempts).unwrap_or(u32::MAX);
@@ -657,8 +658,8 @@ impl WorkerStateDoc {
                     });
                 }
             }
-            "lane.prompt_misdelivery" => self.prompt_in_flight = false,
-            "lane.escalated" | "lane.blocked" => {
+            LaneEventKind::PromptMisdelivery => self.prompt_in_flight = false,
+            LaneEventKind::Escalated | LaneEventKind::Blocked => {
                 let text = |key: &str| detail.get(key).and_then(Value::as_str).map(str::to_owned);
                 if let (Some(reason), Some(next_action)) = (text("reason"), text("next_action")) {
                     self.escalation = Some(Escalation {
@@ -669,12 +670,12 @@ impl WorkerStateDoc {
                     });
                 }
             }
-            "lane.outcome" => {
+            LaneEventKind::Outcome => {
                 self.outcome = detail
                     .get("outcome")
                     .and_then(|o| serde_json::from_value(o.clone()).ok());
             }
-            "lane.verified" => {
+            LaneEventKind::Verified => {
                 if let Ok(verification) =
                     serde_json::from_value::<Verification>(detail["verification"].clone())
                 {
@@ -684,7 +685,7 @@ impl WorkerStateDoc {
                     self.verification = Some(verification);
                 }
             }
-            "lane.prompt_round" => {
+            LaneEventKind::PromptRound => {
                 self.prompt = Prompt {
                     followups: self.prompt.followups + 1,
                     ..Prompt::default()
@@ -754,7 +755,7 @@ mod tests {
         LaneEvent {
             seq,
             at_ms,
-            kind: kind.to_owned(),
+            kind: LaneEventKind::parse(kind),
             lane: "fix-login".to_owned(),
             from: None,
             to,

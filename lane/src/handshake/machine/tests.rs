@@ -6,6 +6,7 @@
 //! through, a dialog's keys are taken, no git operation is paused) unless a test says
 //! otherwise.
 
+use clawpool_lanes::LaneEventKind;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -110,7 +111,7 @@ impl Lane {
             Instant::now(),
             1_800_000_000_000,
         );
-        let opening = machine.open("lane.started", Some(42));
+        let opening = machine.open(LaneEventKind::Started, Some(42));
         let mut lane = Self {
             machine,
             records: Vec::new(),
@@ -192,12 +193,15 @@ impl Lane {
         self.machine.state()
     }
 
-    fn kinds(&self) -> Vec<&'static str> {
-        self.records.iter().map(|r| r.kind).collect()
+    fn kinds(&self) -> Vec<&str> {
+        self.records.iter().map(|r| r.kind.as_str()).collect()
     }
 
     fn count(&self, kind: &str) -> usize {
-        self.records.iter().filter(|r| r.kind == kind).count()
+        self.records
+            .iter()
+            .filter(|r| r.kind.as_str() == kind)
+            .count()
     }
 
     fn texts_typed(&self) -> Vec<String> {
