@@ -63,10 +63,10 @@ pub struct HandshakeSection {
     /// Idle input this long after working means the turn finished, in milliseconds.
     #[serde(default)]
     pub finish_idle_ms: Option<Spanned<u64>>,
-    /// Idle input this long after acceptance, no work or reply seen, means finished, in
-    /// seconds.
+    /// Idle input this long after acceptance, no work or reply seen, means the turn never
+    /// started, in seconds.
     #[serde(default)]
-    pub finish_unseen_secs: Option<Spanned<u64>>,
+    pub start_timeout_secs: Option<Spanned<u64>>,
     /// How often a running lane's freshness is checked, in seconds.
     #[serde(default)]
     pub freshness_check_secs: Option<Spanned<u64>>,
@@ -88,7 +88,7 @@ impl HandshakeSection {
             HandshakeKey::LongPromptChars => self.long_prompt_chars.as_ref(),
             HandshakeKey::ProviderBlockSecs => self.provider_block_secs.as_ref(),
             HandshakeKey::FinishIdleMs => self.finish_idle_ms.as_ref(),
-            HandshakeKey::FinishUnseenSecs => self.finish_unseen_secs.as_ref(),
+            HandshakeKey::StartTimeoutSecs => self.start_timeout_secs.as_ref(),
             HandshakeKey::FreshnessCheckSecs => self.freshness_check_secs.as_ref(),
             HandshakeKey::FetchIntervalSecs => self.fetch_interval_secs.as_ref(),
             HandshakeKey::UnknownScreenSecs => self.unknown_screen_secs.as_ref(),

@@ -30,9 +30,9 @@ pub enum HandshakeKey {
     ProviderBlockSecs,
     /// `finish_idle_ms`: idle input this long after working means finished.
     FinishIdleMs,
-    /// `finish_unseen_secs`: idle input this long after the prompt was accepted, with no
-    /// work and no reply seen, means finished.
-    FinishUnseenSecs,
+    /// `start_timeout_secs`: idle input this long after the prompt was accepted, with no
+    /// work and no reply seen, means the turn never started: blocked on prompt delivery.
+    StartTimeoutSecs,
     /// `freshness_check_secs`: How often a running lane's branch freshness is checked.
     FreshnessCheckSecs,
     /// `fetch_interval_secs`: The least time between two fetches of a base's remote (0: every check).
@@ -51,7 +51,7 @@ impl HandshakeKey {
         HandshakeKey::LongPromptChars,
         HandshakeKey::ProviderBlockSecs,
         HandshakeKey::FinishIdleMs,
-        HandshakeKey::FinishUnseenSecs,
+        HandshakeKey::StartTimeoutSecs,
         HandshakeKey::FreshnessCheckSecs,
         HandshakeKey::FetchIntervalSecs,
         HandshakeKey::UnknownScreenSecs,
@@ -66,7 +66,7 @@ impl HandshakeKey {
             HandshakeKey::LongPromptChars => "long_prompt_chars",
             HandshakeKey::ProviderBlockSecs => "provider_block_secs",
             HandshakeKey::FinishIdleMs => "finish_idle_ms",
-            HandshakeKey::FinishUnseenSecs => "finish_unseen_secs",
+            HandshakeKey::StartTimeoutSecs => "start_timeout_secs",
             HandshakeKey::FreshnessCheckSecs => "freshness_check_secs",
             HandshakeKey::FetchIntervalSecs => "fetch_interval_secs",
             HandshakeKey::UnknownScreenSecs => "unknown_screen_secs",
@@ -82,7 +82,7 @@ impl HandshakeKey {
             HandshakeKey::LongPromptChars => 200,
             HandshakeKey::ProviderBlockSecs => 10,
             HandshakeKey::FinishIdleMs => 1500,
-            HandshakeKey::FinishUnseenSecs => 30,
+            HandshakeKey::StartTimeoutSecs => 60,
             HandshakeKey::FreshnessCheckSecs => 60,
             HandshakeKey::FetchIntervalSecs => 300,
             HandshakeKey::UnknownScreenSecs => 5,
@@ -95,7 +95,7 @@ impl HandshakeKey {
             HandshakeKey::BootTimeoutSecs
             | HandshakeKey::AcceptTimeoutSecs
             | HandshakeKey::ProviderBlockSecs
-            | HandshakeKey::FinishUnseenSecs => 1..=WEEK_SECS,
+            | HandshakeKey::StartTimeoutSecs => 1..=WEEK_SECS,
             HandshakeKey::FinishIdleMs => 1..=WEEK_SECS * 1000,
             HandshakeKey::MaxSubmitAttempts => 1..=1000,
             // 0 is meaningful: every prompt goes through the file.
@@ -144,7 +144,7 @@ impl HandshakeOptions {
                 .unwrap_or(usize::MAX),
             provider_block: Duration::from_secs(value(HandshakeKey::ProviderBlockSecs)),
             finish_idle: Duration::from_millis(value(HandshakeKey::FinishIdleMs)),
-            finish_unseen: Duration::from_secs(value(HandshakeKey::FinishUnseenSecs)),
+            start_timeout: Duration::from_secs(value(HandshakeKey::StartTimeoutSecs)),
             freshness_check: Duration::from_secs(value(HandshakeKey::FreshnessCheckSecs)),
             fetch_interval: Duration::from_secs(value(HandshakeKey::FetchIntervalSecs)),
             unknown_screen: Duration::from_secs(value(HandshakeKey::UnknownScreenSecs)),
@@ -169,11 +169,11 @@ pub struct HandshakeSettings {
     pub provider_block: Duration,
     /// How long the input line must be idle after working for the turn to count as finished.
     pub finish_idle: Duration,
-    /// How long the input line must be idle after the prompt was accepted for the turn to
-    /// count as finished when the agent was never seen working and has drawn no reply: an
-    /// agent slow to start its turn (many booting at once on few cores) shows its idle input
-    /// under the prompt's echo for seconds before its spinner.
-    pub finish_unseen: Duration,
+    /// How long the input line may stay idle under the prompt's echo, the agent never seen
+    /// working and no reply drawn, before the turn counts as never started (the lane is
+    /// blocked on prompt delivery, never finished without a sign of work): an agent slow to
+    /// start its turn (many starting at once on few cores) shows exactly that for a while.
+    pub start_timeout: Duration,
     /// How often a running lane's branch freshness is checked.
     pub freshness_check: Duration,
     /// The least time between two fetches of a base's remote.
@@ -203,7 +203,7 @@ mod tests {
         assert_eq!(s.long_prompt_chars, 200);
         assert_eq!(s.provider_block, Duration::from_secs(10));
         assert_eq!(s.finish_idle, Duration::from_millis(1500));
-        assert_eq!(s.finish_unseen, Duration::from_secs(30));
+        assert_eq!(s.start_timeout, Duration::from_secs(60));
         assert_eq!(s.unknown_screen, Duration::from_secs(5));
     }
 

@@ -210,8 +210,9 @@ pub struct Machine<'a> {
     waiting_dialog: Option<String>,
     /// When the current idle spell (after acceptance) began.
     idle_since: Option<Instant>,
-    /// How long the input must stay idle for the turn to count as finished: `finish_idle`
-    /// once the agent was seen working or drew a reply, `finish_unseen` before.
+    /// How long the input must stay idle before the machine acts: `finish_idle` (then
+    /// finished) once the agent was seen working or drew a reply, `start_timeout` (then
+    /// blocked: the turn never started) before.
     finish_wait: Duration,
     /// When the provider retry text first showed in the current spell.
     provider_since: Option<Instant>,
@@ -995,18 +996,35 @@ impl<'a> Machine<'a> {
                     return;
                 }
                 // Back at its idle input after taking the prompt: done once it stays idle. A
-                // turn never seen working and without a reply under the echo has likely not
-                // started yet (an agent booting among many on few cores draws its spinner
-                // seconds after the echo): only a much longer stillness ends it.
-                self.finish_wait = if self.state.status == LaneStatus::PromptAccepted
-                    && !delivery::replied(screen, self.profile, &self.receipt)
-                {
-                    self.settings.finish_unseen
+                // turn never seen working and without a reply under the echo has not started
+                // (an agent starting among many on few cores draws its spinner seconds after
+                // the echo): it is never finished, and past `start_timeout` it is blocked.
+                let unstarted = self.state.status == LaneStatus::PromptAccepted
+                    && !delivery::replied(screen, self.profile, &self.receipt);
+                self.finish_wait = if unstarted {
+                    self.settings.start_timeout
                 } else {
                     self.settings.finish_idle
                 };
                 let since = *self.idle_since.get_or_insert(self.now);
-                if self.now.duration_since(since) >= self.finish_wait {
+                let idle_for = self.now.duration_since(since);
+                if idle_for < self.finish_wait {
+                    return;
+                }
+                if unstarted {
+                    self.transition(
+                        LaneState::blocked(BlockedSubphase::PromptDelivery),
+                        Some(Evidence {
+                            rule: "turn_not_started".into(),
+                            region: "screen".into(),
+                            matched: format!(
+                                "the prompt's echo over an idle input for {}s, no work and no \
+                                 reply seen",
+                                idle_for.as_secs()
+                            ),
+                        }),
+                    );
+                } else {
                     self.transition(LaneState::plain(LaneStatus::Finished), Some(evidence));
                 }
             }

@@ -364,7 +364,7 @@ async fn drive_to_enter(lane: &mut Lane) {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_turn_never_seen_working_and_without_a_reply_ends_only_after_finish_unseen() {
+async fn a_turn_never_seen_working_and_without_a_reply_is_not_finished_by_finish_idle() {
     let mut lane = Lane::claude(Some(PROMPT));
     drive_to_enter(&mut lane).await;
     let settings = Settings::default();
@@ -376,8 +376,8 @@ async fn a_turn_never_seen_working_and_without_a_reply_ends_only_after_finish_un
     assert_eq!(lane.state(), plain(LaneStatus::PromptAccepted));
     assert_eq!(
         lane.deadline(),
-        settings.finish_unseen - settings.finish_idle * 2,
-        "woken when finish_unseen is up"
+        settings.start_timeout - settings.finish_idle * 2,
+        "woken when start_timeout is up"
     );
     // The spinner shows late: the turn is seen, and its end is the ordinary one.
     lane.after(Duration::from_secs(5), &claude("06-running-120x40"))
@@ -391,20 +391,32 @@ async fn a_turn_never_seen_working_and_without_a_reply_ends_only_after_finish_un
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_still_echo_with_nothing_under_it_finishes_at_finish_unseen() {
+async fn a_turn_that_never_starts_blocks_on_prompt_delivery_after_start_timeout() {
     let mut lane = Lane::claude(Some(PROMPT));
+    lane.machine.recover_blocked();
     drive_to_enter(&mut lane).await;
     let settings = Settings::default();
     let echo_only = claude_echo_only();
     lane.look(&echo_only);
     lane.after(
-        settings.finish_unseen - Duration::from_millis(1),
+        settings.start_timeout - Duration::from_millis(1),
         &echo_only,
     )
     .await;
     assert_eq!(lane.state(), plain(LaneStatus::PromptAccepted));
     lane.after(Duration::from_millis(1), &echo_only).await;
-    assert_eq!(lane.state(), plain(LaneStatus::Finished));
+    // Never finished without a sign of work: blocked, and recovery may press Enter again.
+    assert_eq!(
+        lane.state(),
+        LaneState::blocked(BlockedSubphase::PromptDelivery)
+    );
+    let blocked = lane.records.last().expect("a record");
+    assert_eq!(
+        blocked.evidence.as_ref().map(|e| e.rule.as_str()),
+        Some("turn_not_started")
+    );
+    let (_, ended) = lane.machine.finish();
+    assert_eq!(ended.next, Next::Recover(Trigger::PromptNotAccepted));
 }
 
 #[tokio::test(start_paused = true)]
