@@ -85,7 +85,7 @@ pub async fn run(args: DemoArgs) -> Result<ExitCode, CommandError> {
         }
     };
     println!();
-    crate::board::run_board(&repo, false, args.output_format).await?;
+    crate::board::run_board(&repo, false, false, args.output_format).await?;
     Ok(code)
 }
 

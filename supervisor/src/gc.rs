@@ -14,7 +14,7 @@ use serde_json::json;
 
 use crate::cli::{GcArgs, OutputFormat};
 use crate::output::CommandError;
-use crate::registry::{RegistryFolder, lane_registry};
+use crate::registry::{RegistryFolder, lane_registry, registered_names};
 
 /// What gc decided for one lane.
 struct Verdict {
@@ -50,6 +50,13 @@ pub fn run(args: &GcArgs) -> Result<ExitCode, CommandError> {
             leave_removed_marker(&repo, &verdict);
         }
         verdicts.push(verdict);
+    }
+    // Its last lane gone, the repository leaves the user's index (`ui --all` no longer lists
+    // it); gc's work is done either way.
+    if registered_names(&repo).is_empty()
+        && let Err(err) = crate::known_repos::remove(&repo)
+    {
+        tracing::warn!("the index of repositories with lanes was not updated: {err}");
     }
     let pruned = std::process::Command::new("git")
         .args(["worktree", "prune"])

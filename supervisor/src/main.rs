@@ -16,6 +16,7 @@ mod gc;
 mod hooks;
 mod inspect;
 mod interrupt;
+mod known_repos;
 mod loaded;
 mod mirror;
 mod output;
@@ -158,7 +159,7 @@ fn main() -> ExitCode {
                 daemon::run(args, loaded).await
             }
             Command::Board(args) => {
-                board::run_board(&args.repo, args.watch, args.output_format).await
+                board::run_board(&args.repo, args.all, args.watch, args.output_format).await
             }
             Command::Ui(args) => ui::run(args).await,
             Command::Events(args) => board::run_events(&args.lane, args.follow).await,

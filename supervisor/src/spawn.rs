@@ -647,6 +647,10 @@ async fn start_lane(
     let text = serde_json::to_string_pretty(&entry).expect("a registry entry serializes");
     write_atomically(&registry.entry_file(), format!("{text}\n").as_bytes())
         .map_err(|e| CommandError::io("writing the lane's registry entry", e))?;
+    // The user's index is what `ui --all` finds the repository by; a lane runs without it.
+    if let Err(err) = crate::known_repos::add(repo) {
+        tracing::warn!("the index of repositories with lanes was not updated: {err}");
+    }
     if let Some(earlier) = lane.rerun_of {
         record_rerun(repo, &name, &registry, earlier, &board)?;
     }
