@@ -278,10 +278,13 @@ pub async fn run(args: &SpawnArgs, loaded: Loaded) -> Result<Spawned, CommandErr
         Interrupt::listen().map_err(|e| CommandError::io("listening for SIGINT and SIGTERM", e))?;
     let terminal = terminal_for(&repo, args.transport).await?;
     if let (Terminal::Tmux(server), OutputFormat::Text) = (&terminal, args.output_format) {
-        eprintln!(
-            "clawpool: lanes run in tmux: tmux -L {} attach -t lane-<name>",
-            server.socket_name()
-        );
+        for lane in &lanes {
+            eprintln!(
+                "clawpool: lane {}: {}",
+                lane.spec.name,
+                tmux_attach_command(server.socket_name(), &lane.spec.name)
+            );
+        }
     }
     let board = Board::new(
         lanes
@@ -831,6 +834,11 @@ pub fn supervisor_lock_holder(path: &Path) -> Result<LockHolder, CommandError> {
             Err(CommandError::io("testing the supervisor lock", e))
         }
     }
+}
+
+/// The command that attaches a person to lane `name`'s session on the tmux server `socket`.
+pub fn tmux_attach_command(socket: &str, name: &str) -> String {
+    format!("tmux -L {socket} attach -t {}", session_name(name))
 }
 
 /// A short, stable tmux socket name for a repository: `clawpool-<hash of its common dir>`.

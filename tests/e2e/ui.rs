@@ -46,6 +46,19 @@ impl<'a> Term<'a> {
     /// [`Term::start_ui`] on the tmux server `socket`, with `env` (`NAME=value `) before the
     /// command and `args` after it.
     fn start_ui_with(setup: &'a Setup, socket: &'static str, env: &str, args: &str) -> Self {
+        let command = format!(
+            "{env}{:?} ui --config {:?}{args}",
+            clawpool_tests::workspace_bin("clawpool")
+                .display()
+                .to_string(),
+            setup.config.display().to_string()
+        );
+        Self::start_command(setup, socket, &command)
+    }
+
+    /// A 140×40 shell in the repository on the tmux server `socket` that prints a line, then
+    /// runs `command`.
+    fn start_command(setup: &'a Setup, socket: &'static str, command: &str) -> Self {
         let term = Term { setup, socket };
         let shell = format!(
             "cd {:?} && exec bash --norc --noprofile",
@@ -65,14 +78,7 @@ impl<'a> Term<'a> {
         term.wait_for("the shell", |screen| {
             screen.contains('$') || screen.contains('#')
         });
-        let command = format!(
-            "echo PRIOR-CONTENT; {env}{:?} ui --config {:?}{args}",
-            clawpool_tests::workspace_bin("clawpool")
-                .display()
-                .to_string(),
-            setup.config.display().to_string()
-        );
-        term.type_text(&command);
+        term.type_text(&format!("echo PRIOR-CONTENT; {command}"));
         term.keys(&["Enter"]);
         term
     }
@@ -671,4 +677,36 @@ fn gc_of_its_last_lane_takes_a_repository_out_of_the_index() {
     // A repository deleted behind clawpool's back is left out quietly.
     std::fs::remove_dir_all(&s.repo).expect("remove the repository");
     assert_eq!(board_all(&s), []);
+}
+
+#[test]
+fn the_demo_in_a_terminal_opens_the_dashboard_on_its_lanes_until_the_person_leaves() {
+    let s = setup();
+    let clawpool = clawpool_tests::workspace_bin("clawpool");
+    let term = Term::start_command(
+        &s,
+        "ui-demo",
+        &format!("{:?} demo", clawpool.display().to_string()),
+    );
+    // The dashboard, on the demo's own repository: the lanes' own work done, the untrusted one
+    // waiting for a person.
+    let screen = term.wait_for("the demo's lanes settled on the dashboard", |screen| {
+        ["notes", "tests", "greeting"]
+            .iter()
+            .all(|lane| row(screen, lane).is_some_and(|row| row.contains("finished")))
+            && row(screen, "review").is_some_and(|row| row.contains("blocked{trust_prompt}"))
+    });
+    let title = screen.lines().next().unwrap_or_default().to_owned();
+    let repo = title
+        .strip_prefix("clawpool ui · ")
+        .and_then(|rest| rest.split(" · ").next())
+        .unwrap_or_else(|| panic!("the title names the repository: {title}"));
+    let repo = std::path::PathBuf::from(repo);
+    assert!(repo.join(".git").is_dir(), "{screen}");
+    // Leaving the dashboard leaves the demo: its lanes stop, its repository goes.
+    term.keys(&["q"]);
+    term.wait_for("the demo ended", |screen| {
+        screen.contains("left the demo: its lanes are stopped and its repository removed")
+    });
+    assert!(!repo.exists());
 }
