@@ -319,7 +319,7 @@ async fn apply(app: &mut App, watch: &mut Option<Watch>, pending: HashSet<Change
         match change {
             Change::Lane(lane) => {
                 app.lanes.reload_lane(lane);
-                follow_lanes(app, watch);
+                follow_lane(app, watch, lane);
                 screen_changed |= selected.as_ref() == Some(lane);
             }
             Change::State(lane) => app.lanes.refresh_lane_state(lane),
@@ -333,27 +333,55 @@ async fn apply(app: &mut App, watch: &mut Option<Watch>, pending: HashSet<Change
 }
 
 /// Tells the watch whose screen changes to report: the selected lane's.
-fn show_screen_of(app: &App, watch: &Option<Watch>) {
+fn show_screen_of(app: &App, watch: &mut Option<Watch>) {
     if let Some(watch) = watch {
         watch.show_screen_of(app.lanes.selected_key());
     }
 }
 
-/// Watches the registry of every repository shown and the `.claw/` folder of every lane
-/// shown. A registry that cannot be watched is read every second instead, as the title says.
+/// Watches the registry of every repository shown, every lane folder in it (a lane being
+/// registered has a folder before it has an entry, and shows up when the entry is written),
+/// and the `.claw/` folder of every lane shown. A registry that cannot be watched is read
+/// every second instead, as the title says.
 fn follow_lanes(app: &mut App, watch: &mut Option<Watch>) {
     let Some(watch) = watch else {
         return;
     };
     for (at, repo) in app.lanes.repos().iter().enumerate() {
-        if let Err(err) = watch.follow_registry(at, &repo.state_dir().lanes()) {
+        let registry = repo.state_dir().lanes();
+        if let Err(err) = watch.follow_registry(at, &registry) {
             app.polling = Some(err.to_string());
+        }
+        for folder in std::fs::read_dir(&registry).into_iter().flatten().flatten() {
+            let key = LaneKey {
+                repo: at,
+                name: folder.file_name().to_string_lossy().into_owned(),
+            };
+            watch.follow_lane(&key, &folder.path());
         }
     }
     for lane in app.lanes.visible() {
         if let (Some(key), Some(dir)) = (lanes::key_of(lane), lane["worktree"].as_str()) {
-            watch.follow_lane(&key, std::path::Path::new(dir));
+            watch.follow_state(&key, std::path::Path::new(dir));
         }
+    }
+}
+
+/// After lane `key` changed: what is watched of it (its event log may have appeared, its
+/// worktree become known).
+fn follow_lane(app: &App, watch: &mut Option<Watch>, key: &LaneKey) {
+    let (Some(watch), Some(repo)) = (watch, app.lanes.repos().get(key.repo)) else {
+        return;
+    };
+    watch.follow_lane(key, &repo.state_dir().lane(&key.name));
+    let worktree = app
+        .lanes
+        .visible()
+        .into_iter()
+        .find(|row| lanes::key_of(row).as_ref() == Some(key))
+        .and_then(|row| row["worktree"].as_str().map(PathBuf::from));
+    if let Some(worktree) = worktree {
+        watch.follow_state(key, &worktree);
     }
 }
 
