@@ -14,6 +14,7 @@ use serde_json::json;
 
 use crate::cli::{GcArgs, OutputFormat};
 use crate::output::CommandError;
+use crate::progress::Progress;
 use crate::registry::{RegistryFolder, lane_registry, registered_names};
 
 /// What gc decided for one lane.
@@ -42,7 +43,13 @@ pub fn run(args: &GcArgs) -> Result<ExitCode, CommandError> {
         .unwrap_or_default();
     names.sort();
     let mut verdicts = Vec::new();
-    for name in names {
+    let progress = Progress::bar(
+        args.output_format,
+        names.len() as u64,
+        "gc {bar:30} {pos}/{len} lanes checked · {msg}",
+    );
+    for (checked, name) in names.into_iter().enumerate() {
+        progress.set(checked as u64, name.clone());
         let registry = lane_registry(&repo, &name);
         let verdict = judge(&repo, &main, &name, &registry, args.force);
         if verdict.removed {
@@ -51,6 +58,7 @@ pub fn run(args: &GcArgs) -> Result<ExitCode, CommandError> {
         }
         verdicts.push(verdict);
     }
+    progress.clear();
     // Its last lane gone, the repository leaves the user's index (`ui --all` no longer lists
     // it); gc's work is done either way.
     if registered_names(&repo).is_empty()

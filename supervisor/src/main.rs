@@ -21,6 +21,7 @@ mod loaded;
 mod mirror;
 mod output;
 mod policy_cmd;
+mod progress;
 mod recovering;
 mod registry;
 mod run_lane;

@@ -30,6 +30,7 @@ use crate::cli::{AdoptArgs, OutputFormat, SpawnArgs, TransportKind};
 use crate::interrupt::Interrupt;
 use crate::loaded::Loaded;
 use crate::output::{CommandError, EXIT_INVALID_INPUT};
+use crate::progress::Progress;
 use crate::registry::{RegisteredBase, RegistryEntry, lane_registry};
 use crate::run_lane::{
     LaneJob, Start, Terminal, drive, preflight, print_event, session_name, transport_of,
@@ -856,6 +857,8 @@ pub struct Board {
     inner: Arc<Mutex<BoardState>>,
     format: OutputFormat,
     live: bool,
+    /// Under the live lane lines: how many lanes are done (`crate::progress`).
+    progress: Arc<Progress>,
 }
 
 struct BoardState {
@@ -870,8 +873,19 @@ struct LaneLine {
     last_event: String,
 }
 
+impl LaneLine {
+    /// Whether the lane is over for this batch: ended, skipped or never started.
+    fn is_done(&self) -> bool {
+        ["finished", "failed", "skipped", "not started"]
+            .iter()
+            .any(|done| self.state.starts_with(done))
+    }
+}
+
 impl Board {
     pub fn new(names: Vec<String>, format: OutputFormat) -> Self {
+        let live = format == OutputFormat::Text && crate::mirror::can_mirror();
+        let total = names.len() as u64;
         let width = names.iter().map(String::len).max().unwrap_or(4).max(4);
         let lanes = names
             .into_iter()
@@ -893,7 +907,16 @@ impl Board {
                 width,
             })),
             format,
-            live: format == OutputFormat::Text && crate::mirror::can_mirror(),
+            live,
+            progress: Arc::new(if live {
+                Progress::bar(
+                    format,
+                    total,
+                    "{bar:30} {pos}/{len} lanes done · {msg} · {elapsed}",
+                )
+            } else {
+                Progress::none()
+            }),
         }
     }
 
@@ -970,13 +993,22 @@ impl Board {
             ));
         }
         inner.painted_rows = inner.lanes.len();
-        print!("{out}");
-        let _ = std::io::stdout().flush();
+        let done = inner.lanes.values().filter(|l| l.is_done()).count();
+        let queued = inner.lanes.values().filter(|l| l.state == "queued").count();
+        let working = inner.lanes.len() - done - queued;
+        self.progress
+            .set(done as u64, format!("{working} working · {queued} queued"));
+        // The progress line sits under the lane lines: out of the way while they are redrawn.
+        self.progress.suspend(|| {
+            print!("{out}");
+            let _ = std::io::stdout().flush();
+        });
     }
 
     fn paint_final(&self) {
         if self.live {
             self.paint();
+            self.progress.clear();
         } else if self.format == OutputFormat::Text {
             let inner = self.lock();
             let width = inner.width;
