@@ -114,9 +114,14 @@ pub async fn run(args: DemoArgs) -> Result<ExitCode, CommandError> {
         && std::io::stdout().is_terminal()
         && std::io::stdin().is_terminal();
 
-    eprintln!(
-        "clawpool: demo repository {} (kept until you leave the demo)",
-        repo.display()
+    notice(
+        args.output_format,
+        "demo_repository",
+        &repo,
+        format!(
+            "demo repository {} (kept until you leave the demo)",
+            repo.display()
+        ),
     );
     // Off a terminal the spawn's own stderr, passed on, names the same commands.
     if interactive && args.transport == TransportKind::Tmux {
@@ -196,12 +201,19 @@ pub async fn run(args: DemoArgs) -> Result<ExitCode, CommandError> {
         forwarding.store(false, Ordering::SeqCst);
         match outcome {
             Ok(()) => {
-                println!();
+                if args.output_format == OutputFormat::Text {
+                    println!();
+                }
                 let shown = crate::board::run_board(&repo, false, false, args.output_format).await;
-                eprintln!(
-                    "clawpool: the demo's lanes wait in {}: `clawpool ui --repo {}` shows them; Ctrl-C (or the end of stdin) leaves, stopping them and removing the repository",
-                    repo.display(),
-                    repo.display()
+                notice(
+                    args.output_format,
+                    "demo_waiting",
+                    &repo,
+                    format!(
+                        "the demo's lanes wait in {}: `clawpool ui --repo {}` shows them; Ctrl-C (or the end of stdin) leaves, stopping them and removing the repository",
+                        repo.display(),
+                        repo.display()
+                    ),
                 );
                 wait_for_leave().await;
                 shown
@@ -213,8 +225,25 @@ pub async fn run(args: DemoArgs) -> Result<ExitCode, CommandError> {
     fix.abort();
     stop(&mut child).await;
     drop(work);
-    eprintln!("clawpool: left the demo: its lanes are stopped and its repository removed");
+    notice(
+        args.output_format,
+        "demo_left",
+        &repo,
+        "left the demo: its lanes are stopped and its repository removed".into(),
+    );
     code
+}
+
+/// Tells the person what the demo is doing, on stderr: a `clawpool: ` line, or in JSON one
+/// `{"notice": {"kind", "message", "repository"}}` document.
+fn notice(format: OutputFormat, kind: &str, repo: &Path, message: String) {
+    match format {
+        OutputFormat::Text => eprintln!("clawpool: {message}"),
+        OutputFormat::Json => eprintln!(
+            "{}",
+            serde_json::json!({"notice": {"kind": kind, "message": message, "repository": repo}})
+        ),
+    }
 }
 
 /// Writes each lane's scenario, the packet and the configuration into `work`; returns the

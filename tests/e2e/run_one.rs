@@ -179,6 +179,35 @@ fn the_demo_shows_each_lanes_own_work_a_merge_forward_and_an_escalation_then_cle
 }
 
 #[test]
+fn the_demo_in_json_mode_prints_json_documents_only() {
+    let sandbox = Sandbox::new();
+    let out = sandbox
+        .clawpool()
+        .args(["demo", "--output-format", "json"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("clawpool demo runs");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let docs: Vec<serde_json::Value> = stdout(&out)
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("each line is JSON"))
+        .collect();
+    let board = docs.last().expect("the board last");
+    let lanes = board["lanes"].as_array().expect("the board's lanes");
+    assert_eq!(lanes.len(), 4, "{board}");
+    let notices: Vec<serde_json::Value> = stderr(&out)
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("each stderr line is JSON"))
+        .collect();
+    let kinds: Vec<&str> = notices
+        .iter()
+        .filter_map(|n| n["notice"]["kind"].as_str())
+        .collect();
+    assert_eq!(kinds, ["demo_repository", "demo_waiting", "demo_left"]);
+    assert!(sandbox.leftover_processes().is_empty());
+}
+
+#[test]
 fn the_demos_tmux_attach_commands_are_real_and_work_while_it_runs() {
     use std::io::{BufRead, BufReader};
     let sandbox = Sandbox::new();
