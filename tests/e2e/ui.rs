@@ -648,6 +648,15 @@ fn with_all_the_dashboard_and_the_board_show_the_lanes_of_every_repository() {
     term.wait_for("omega's panel", |screen| {
         screen.contains("omega · screen") && screen.contains("lanes/omega (base main)")
     });
+    // A repository that gets its first lane while the dashboard runs appears in it.
+    let third = second_repo(&s, "third");
+    spawn_lane_in(&s, &third, "newcomer");
+    term.wait_for("the third repository's lane", |screen| {
+        screen.contains("all repositories (3)")
+            && screen
+                .lines()
+                .any(|l| l.contains("third") && l.contains("newcomer"))
+    });
     term.keys(&["q"]);
     term.wait_for("the shell again", |screen| screen.contains("PRIOR-CONTENT"));
 }

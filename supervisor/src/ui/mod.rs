@@ -78,6 +78,7 @@ pub struct App {
     status: Option<(bool, String)>,
     /// No colours (`NO_COLOR`, a dumb terminal).
     plain: bool,
+    /// The repository shown (empty with `--all`, where the title counts the repositories).
     repo_label: String,
     /// Every repository of the user's index is shown (`--all`): the list labels each lane
     /// with its repository, and repositories the index gains appear.
@@ -147,8 +148,7 @@ pub async fn run(args: UiArgs) -> Result<ExitCode, CommandError> {
         polling = Some(err.to_string());
     }
     let repo_label = match repos.as_slice() {
-        _ if args.all => format!("all repositories ({})", repos.len()),
-        [repo] => repo.root().display().to_string(),
+        [repo] if !args.all => repo.root().display().to_string(),
         _ => String::new(),
     };
     let plain = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty())

@@ -94,9 +94,13 @@ fn list_height(app: &App, area: Rect) -> u16 {
 
 fn draw_title(frame: &mut Frame<'_>, app: &App, area: Rect) {
     let count = app.lanes.visible().len();
+    let shown = if app.all {
+        format!("all repositories ({})", app.lanes.repos().len())
+    } else {
+        app.repo_label.clone()
+    };
     let mut text = format!(
-        "clawpool ui · {} · {count} lane{}",
-        app.repo_label,
+        "clawpool ui · {shown} · {count} lane{}",
         if count == 1 { "" } else { "s" }
     );
     if !app.lanes.filter.is_empty() || app.mode == Mode::Filter {
