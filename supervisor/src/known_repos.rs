@@ -84,8 +84,19 @@ pub fn add(repo: &Repo) -> Result<(), String> {
     })
 }
 
-/// Removes `repo` from the index (gc, once its last lane is gone).
+/// Removes `repo` from the index (gc, once its last lane is gone). A repository the index
+/// does not name leaves it untouched (not even created).
 pub fn remove(repo: &Repo) -> Result<(), String> {
+    let Some(folder) = state_folder() else {
+        return Ok(());
+    };
+    if !load(&folder.join(INDEX_FILE))?
+        .repositories
+        .iter()
+        .any(|k| k.root == repo.root())
+    {
+        return Ok(());
+    }
     update(|index| {
         let before = index.repositories.len();
         index.repositories.retain(|k| k.root != repo.root());
