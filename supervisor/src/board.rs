@@ -172,20 +172,57 @@ fn commits_ahead(dir: &Path, base: &str) -> Option<u64> {
 
 pub async fn run_board(
     repo_dir: &Path,
+    all: bool,
     watch: bool,
     format: OutputFormat,
 ) -> Result<ExitCode, CommandError> {
-    let repo = Repo::open(repo_dir)
-        .map_err(|e| CommandError::invalid("not_a_repository", e.to_string()))?;
+    let repo = if all {
+        None
+    } else {
+        Some(
+            Repo::open(repo_dir)
+                .map_err(|e| CommandError::invalid("not_a_repository", e.to_string()))?,
+        )
+    };
     loop {
-        let lanes = collect(&repo);
+        // `--all`: every repository of the user's index, read again each round (spawn and gc
+        // keep it current), each lane labelled with its repository.
+        let repos = match &repo {
+            Some(repo) => vec![repo.clone()],
+            None => {
+                crate::known_repos::read().map_err(|e| CommandError::invalid("invalid_index", e))?
+            }
+        };
+        let sections: Vec<(&Repo, Vec<Value>)> =
+            repos.iter().map(|repo| (repo, collect(repo))).collect();
         match format {
-            OutputFormat::Json => println!("{}", json!({"lanes": lanes})),
+            OutputFormat::Json => {
+                let lanes: Vec<Value> = sections
+                    .iter()
+                    .flat_map(|(repo, lanes)| {
+                        lanes.iter().cloned().map(move |mut lane| {
+                            if all {
+                                lane["repository"] = repo.root().display().to_string().into();
+                            }
+                            lane
+                        })
+                    })
+                    .collect();
+                println!("{}", json!({"lanes": lanes}));
+            }
             OutputFormat::Text => {
                 if watch {
                     print!("\x1b[H\x1b[2J");
                 }
-                print_table(&lanes);
+                for (repo, lanes) in &sections {
+                    if all {
+                        println!("repository {}", repo.root().display());
+                    }
+                    print_table(lanes);
+                }
+                if all && sections.is_empty() {
+                    println!("(no repository with lanes in the index)");
+                }
             }
         }
         if !watch {

@@ -154,7 +154,13 @@ pub async fn run_verify(args: VerifyArgs) -> Result<ExitCode, CommandError> {
             ),
         )
     })?;
-    let reply = run_op(&args.lane, LaneOp::Verify { level }).await?;
+    let progress = crate::progress::Progress::spinner(
+        args.output_format,
+        format!("verifying {} at {}", args.lane.display(), args.level),
+    );
+    let reply = run_op(&args.lane, LaneOp::Verify { level }).await;
+    progress.clear();
+    let reply = reply?;
     let verification = &reply["verification"];
     match args.output_format {
         OutputFormat::Json => println!("{reply}"),

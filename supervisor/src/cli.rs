@@ -496,6 +496,10 @@ pub struct UiArgs {
     /// The repository (default: the one containing the current folder).
     #[arg(long, default_value = ".")]
     pub repo: PathBuf,
+    /// Every repository with lanes on this machine (the user's index of them), not only this
+    /// one.
+    #[arg(long, conflicts_with = "repo")]
+    pub all: bool,
     #[command(flatten)]
     pub config: ConfigFlag,
     /// Output format for errors (the dashboard itself is for people).
@@ -508,6 +512,10 @@ pub struct BoardArgs {
     /// The repository (default: the one containing the current folder).
     #[arg(long, default_value = ".")]
     pub repo: PathBuf,
+    /// Every repository with lanes on this machine (the user's index of them), not only this
+    /// one.
+    #[arg(long, conflicts_with = "repo")]
+    pub all: bool,
     /// Redraw every second until interrupted.
     #[arg(long)]
     pub watch: bool,

@@ -14,7 +14,8 @@ use serde_json::json;
 
 use crate::cli::{GcArgs, OutputFormat};
 use crate::output::CommandError;
-use clawpool_lane::registry::{RegistryFolder, lane_registry};
+use crate::progress::Progress;
+use clawpool_lane::registry::{RegistryFolder, lane_registry, registered_names};
 
 /// What gc decided for one lane.
 struct Verdict {
@@ -42,7 +43,13 @@ pub fn run(args: &GcArgs) -> Result<ExitCode, CommandError> {
         .unwrap_or_default();
     names.sort();
     let mut verdicts = Vec::new();
-    for name in names {
+    let progress = Progress::bar(
+        args.output_format,
+        names.len() as u64,
+        "gc {bar:30} {pos}/{len} lanes checked · {msg}",
+    );
+    for (checked, name) in names.into_iter().enumerate() {
+        progress.set(checked as u64, name.clone());
         let registry = lane_registry(&repo, &name);
         let verdict = judge(&repo, &main, &name, &registry, args.force);
         if verdict.removed {
@@ -50,6 +57,14 @@ pub fn run(args: &GcArgs) -> Result<ExitCode, CommandError> {
             leave_removed_marker(&repo, &verdict);
         }
         verdicts.push(verdict);
+    }
+    progress.clear();
+    // Its last lane gone, the repository leaves the user's index (`ui --all` no longer lists
+    // it); gc's work is done either way.
+    if registered_names(&repo).is_empty()
+        && let Err(err) = crate::known_repos::remove(&repo)
+    {
+        tracing::warn!("the index of repositories with lanes was not updated: {err}");
     }
     let pruned = std::process::Command::new("git")
         .args(["worktree", "prune"])

@@ -12,10 +12,12 @@ mod daemon;
 mod demo;
 mod gc;
 mod inspect;
+mod known_repos;
 mod loaded;
 mod mirror;
 mod output;
 mod policy_cmd;
+mod progress;
 mod run_lane;
 mod run_one;
 mod spawn;
@@ -151,7 +153,7 @@ fn main() -> ExitCode {
                 daemon::run(args, loaded).await
             }
             Command::Board(args) => {
-                board::run_board(&args.repo, args.watch, args.output_format).await
+                board::run_board(&args.repo, args.all, args.watch, args.output_format).await
             }
             Command::Ui(args) => ui::run(args).await,
             Command::Events(args) => board::run_events(&args.lane, args.follow).await,

@@ -29,6 +29,7 @@ use tokio::sync::Semaphore;
 use crate::cli::{AdoptArgs, OutputFormat, SpawnArgs, TransportKind};
 use crate::loaded::Loaded;
 use crate::output::{CommandError, EXIT_INVALID_INPUT};
+use crate::progress::Progress;
 use crate::run_lane::print_event;
 use clawpool_lane::checks::LaneChecks;
 use clawpool_lane::drive::{
@@ -280,10 +281,13 @@ pub async fn run(args: &SpawnArgs, loaded: Loaded) -> Result<Spawned, CommandErr
         Interrupt::listen().map_err(|e| CommandError::io("listening for SIGINT and SIGTERM", e))?;
     let terminal = terminal_for(&repo, args.transport).await?;
     if let (Terminal::Tmux(server), OutputFormat::Text) = (&terminal, args.output_format) {
-        eprintln!(
-            "clawpool: lanes run in tmux: tmux -L {} attach -t lane-<name>",
-            server.socket_name()
-        );
+        for lane in &lanes {
+            eprintln!(
+                "clawpool: lane {}: {}",
+                lane.spec.name,
+                tmux_attach_command(server.socket_name(), &lane.spec.name)
+            );
+        }
     }
     let board = Board::new(
         lanes
@@ -649,6 +653,10 @@ async fn start_lane(
     let text = serde_json::to_string_pretty(&entry).expect("a registry entry serializes");
     write_atomically(&registry.entry_file(), format!("{text}\n").as_bytes())
         .map_err(|e| CommandError::io("writing the lane's registry entry", e))?;
+    // The user's index is what `ui --all` finds the repository by; a lane runs without it.
+    if let Err(err) = crate::known_repos::add(repo) {
+        tracing::warn!("the index of repositories with lanes was not updated: {err}");
+    }
     if let Some(earlier) = lane.rerun_of {
         record_rerun(repo, &name, &registry, earlier, &board)?;
     }
@@ -831,6 +839,11 @@ pub fn supervisor_lock_holder(path: &Path) -> Result<LockHolder, CommandError> {
     }
 }
 
+/// The command that attaches a person to lane `name`'s session on the tmux server `socket`.
+pub fn tmux_attach_command(socket: &str, name: &str) -> String {
+    format!("tmux -L {socket} attach -t {}", session_name(name))
+}
+
 /// A short, stable tmux socket name for a repository: `clawpool-<hash of its common dir>`.
 pub fn tmux_socket_name(repo: &Repo) -> String {
     use std::hash::{Hash, Hasher};
@@ -846,6 +859,8 @@ pub struct Board {
     inner: Arc<Mutex<BoardState>>,
     format: OutputFormat,
     live: bool,
+    /// Under the live lane lines: how many lanes are done (`crate::progress`).
+    progress: Arc<Progress>,
 }
 
 struct BoardState {
@@ -860,8 +875,19 @@ struct LaneLine {
     last_event: String,
 }
 
+impl LaneLine {
+    /// Whether the lane is over for this batch: ended, skipped or never started.
+    fn is_done(&self) -> bool {
+        ["finished", "failed", "skipped", "not started"]
+            .iter()
+            .any(|done| self.state.starts_with(done))
+    }
+}
+
 impl Board {
     pub fn new(names: Vec<String>, format: OutputFormat) -> Self {
+        let live = format == OutputFormat::Text && crate::mirror::can_mirror();
+        let total = names.len() as u64;
         let width = names.iter().map(String::len).max().unwrap_or(4).max(4);
         let lanes = names
             .into_iter()
@@ -883,7 +909,16 @@ impl Board {
                 width,
             })),
             format,
-            live: format == OutputFormat::Text && crate::mirror::can_mirror(),
+            live,
+            progress: Arc::new(if live {
+                Progress::bar(
+                    format,
+                    total,
+                    "{bar:30} {pos}/{len} lanes done · {msg} · {elapsed}",
+                )
+            } else {
+                Progress::none()
+            }),
         }
     }
 
@@ -960,13 +995,22 @@ impl Board {
             ));
         }
         inner.painted_rows = inner.lanes.len();
-        print!("{out}");
-        let _ = std::io::stdout().flush();
+        let done = inner.lanes.values().filter(|l| l.is_done()).count();
+        let queued = inner.lanes.values().filter(|l| l.state == "queued").count();
+        let working = inner.lanes.len() - done - queued;
+        self.progress
+            .set(done as u64, format!("{working} working · {queued} queued"));
+        // The progress line sits under the lane lines: out of the way while they are redrawn.
+        self.progress.suspend(|| {
+            print!("{out}");
+            let _ = std::io::stdout().flush();
+        });
     }
 
     fn paint_final(&self) {
         if self.live {
             self.paint();
+            self.progress.clear();
         } else if self.format == OutputFormat::Text {
             let inner = self.lock();
             let width = inner.width;

@@ -8,6 +8,7 @@ mod handshake;
 mod model_server;
 mod more_agents;
 mod policy;
+mod progress;
 mod real_agents;
 mod recovery;
 mod run_one;

@@ -40,12 +40,25 @@ struct Term<'a> {
 impl<'a> Term<'a> {
     /// A 140×40 shell in the repository that prints a line, then runs `clawpool ui`.
     fn start_ui(setup: &'a Setup) -> Self {
-        Self::start_ui_with(setup, "ui", "")
+        Self::start_ui_with(setup, "ui", "", "")
     }
 
     /// [`Term::start_ui`] on the tmux server `socket`, with `env` (`NAME=value `) before the
-    /// command.
-    fn start_ui_with(setup: &'a Setup, socket: &'static str, env: &str) -> Self {
+    /// command and `args` after it.
+    fn start_ui_with(setup: &'a Setup, socket: &'static str, env: &str, args: &str) -> Self {
+        let command = format!(
+            "{env}{:?} ui --config {:?}{args}",
+            clawpool_tests::workspace_bin("clawpool")
+                .display()
+                .to_string(),
+            setup.config.display().to_string()
+        );
+        Self::start_command(setup, socket, &command)
+    }
+
+    /// A 140×40 shell in the repository on the tmux server `socket` that prints a line, then
+    /// runs `command`.
+    fn start_command(setup: &'a Setup, socket: &'static str, command: &str) -> Self {
         let term = Term { setup, socket };
         let shell = format!(
             "cd {:?} && exec bash --norc --noprofile",
@@ -65,14 +78,7 @@ impl<'a> Term<'a> {
         term.wait_for("the shell", |screen| {
             screen.contains('$') || screen.contains('#')
         });
-        let command = format!(
-            "echo PRIOR-CONTENT; {env}{:?} ui --config {:?}",
-            clawpool_tests::workspace_bin("clawpool")
-                .display()
-                .to_string(),
-            setup.config.display().to_string()
-        );
-        term.type_text(&command);
+        term.type_text(&format!("echo PRIOR-CONTENT; {command}"));
         term.keys(&["Enter"]);
         term
     }
@@ -498,7 +504,7 @@ fn statuses_are_coloured_unless_no_color_is_set() {
     coloured.wait_for("the shell again", |screen| screen.contains("PRIOR-CONTENT"));
     drop(coloured);
 
-    let plain = Term::start_ui_with(&s, "ui-plain", "NO_COLOR=1 ");
+    let plain = Term::start_ui_with(&s, "ui-plain", "NO_COLOR=1 ", "");
     plain.wait_for("both lanes and alpha's screen", |screen| {
         row(screen, "alpha").is_some() && screen.contains("❯ do alpha")
     });
@@ -513,4 +519,203 @@ fn statuses_are_coloured_unless_no_color_is_set() {
             "a colour ({colour:?}) in {screen:?}"
         );
     }
+}
+
+/// A second repository in `setup`'s sandbox (the same HOME, so the same index of repositories).
+fn second_repo(setup: &Setup, name: &str) -> std::path::PathBuf {
+    let repo = clawpool_tests::git_repo(setup.sandbox.dir.path(), name);
+    for (key, value) in [("user.name", "lane"), ("user.email", "lane@test")] {
+        std::process::Command::new("git")
+            .args(["config", key, value])
+            .current_dir(&repo)
+            .status()
+            .expect("git config");
+    }
+    repo
+}
+
+/// Runs one lane `name` of the scripted agent in `repo` to its end.
+fn spawn_lane_in(setup: &Setup, repo: &Path, name: &str) {
+    let packet = setup.sandbox.dir.path().join(format!("{name}.json"));
+    std::fs::write(
+        &packet,
+        format!(
+            r#"{{"lanes": [{{"name": "{name}", "agent": "scripted", "prompt": "do {name}"}}]}}"#
+        ),
+    )
+    .expect("packet");
+    let out = setup
+        .sandbox
+        .clawpool()
+        .arg("spawn")
+        .arg(&packet)
+        .args(["--output-format", "json", "--config"])
+        .arg(&setup.config)
+        .arg("--repo")
+        .arg(repo)
+        .output()
+        .expect("clawpool spawn");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `clawpool board --all --output-format json`: (repository, lane) of every lane.
+fn board_all(setup: &Setup) -> Vec<(String, String)> {
+    let out = setup
+        .sandbox
+        .clawpool()
+        .args(["board", "--all", "--output-format", "json"])
+        .current_dir(setup.sandbox.dir.path())
+        .output()
+        .expect("clawpool board --all");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("board JSON");
+    doc["lanes"]
+        .as_array()
+        .expect("lanes")
+        .iter()
+        .map(|lane| {
+            let repo = lane["repository"].as_str().expect("repository");
+            let repo = Path::new(repo).file_name().expect("a folder name");
+            (
+                repo.to_string_lossy().into_owned(),
+                lane["lane"].as_str().expect("lane").to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// The repositories in the user's index (the sandbox's), by folder name.
+fn indexed_repos(setup: &Setup) -> Vec<String> {
+    let index = setup
+        .sandbox
+        .state_home()
+        .join("clawpool/repositories.json");
+    let doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(&index).expect("the index")).expect("JSON");
+    doc["repositories"]
+        .as_array()
+        .expect("repositories")
+        .iter()
+        .map(|r| {
+            Path::new(r["root"].as_str().expect("root"))
+                .file_name()
+                .expect("a folder name")
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect()
+}
+
+#[test]
+fn with_all_the_dashboard_and_the_board_show_the_lanes_of_every_repository() {
+    let s = setup();
+    let other = second_repo(&s, "other");
+    spawn_lane_in(&s, &s.repo, "alpha");
+    spawn_lane_in(&s, &other, "omega");
+    assert_eq!(indexed_repos(&s), ["repo", "other"]);
+    // The board of every repository, run from outside both, labels each lane with its own.
+    assert_eq!(
+        board_all(&s),
+        [
+            ("repo".to_owned(), "alpha".to_owned()),
+            ("other".to_owned(), "omega".to_owned())
+        ]
+    );
+
+    // The dashboard started in one repository shows the other's lane too, each row labelled
+    // with its repository.
+    let term = Term::start_ui_with(&s, "ui-all", "", " --all");
+    let screen = term.wait_for("both repositories' lanes", |screen| {
+        screen.contains("all repositories (2)")
+            && screen
+                .lines()
+                .any(|l| l.contains("repo ") && l.contains("alpha"))
+            && screen
+                .lines()
+                .any(|l| l.contains("other") && l.contains("omega"))
+    });
+    assert!(screen.contains("REPOSITORY"), "{screen}");
+    // Selecting the other repository's lane shows its panel.
+    term.keys(&["Down"]);
+    term.wait_for("omega's panel", |screen| {
+        screen.contains("omega · screen") && screen.contains("lanes/omega (base main)")
+    });
+    // A repository that gets its first lane while the dashboard runs appears in it.
+    let third = second_repo(&s, "third");
+    spawn_lane_in(&s, &third, "newcomer");
+    term.wait_for("the third repository's lane", |screen| {
+        screen.contains("all repositories (3)")
+            && screen
+                .lines()
+                .any(|l| l.contains("third") && l.contains("newcomer"))
+    });
+    term.keys(&["q"]);
+    term.wait_for("the shell again", |screen| screen.contains("PRIOR-CONTENT"));
+}
+
+#[test]
+fn gc_of_its_last_lane_takes_a_repository_out_of_the_index() {
+    let s = setup();
+    let other = second_repo(&s, "other");
+    spawn_lane_in(&s, &s.repo, "alpha");
+    spawn_lane_in(&s, &other, "omega");
+    assert_eq!(indexed_repos(&s), ["repo", "other"]);
+    let gc = s
+        .sandbox
+        .clawpool()
+        .args(["gc", "--force", "--repo"])
+        .arg(&other)
+        .output()
+        .expect("gc");
+    assert!(
+        gc.status.success(),
+        "{}",
+        String::from_utf8_lossy(&gc.stderr)
+    );
+    assert_eq!(indexed_repos(&s), ["repo"]);
+    assert_eq!(board_all(&s), [("repo".to_owned(), "alpha".to_owned())]);
+
+    // A repository deleted behind clawpool's back is left out quietly.
+    std::fs::remove_dir_all(&s.repo).expect("remove the repository");
+    assert_eq!(board_all(&s), []);
+}
+
+#[test]
+fn the_demo_in_a_terminal_opens_the_dashboard_on_its_lanes_until_the_person_leaves() {
+    let s = setup();
+    let clawpool = clawpool_tests::workspace_bin("clawpool");
+    let term = Term::start_command(
+        &s,
+        "ui-demo",
+        &format!("{:?} demo", clawpool.display().to_string()),
+    );
+    // The dashboard, on the demo's own repository: the lanes' own work done, the untrusted one
+    // waiting for a person.
+    let screen = term.wait_for("the demo's lanes settled on the dashboard", |screen| {
+        ["notes", "tests", "greeting"]
+            .iter()
+            .all(|lane| row(screen, lane).is_some_and(|row| row.contains("finished")))
+            && row(screen, "review").is_some_and(|row| row.contains("blocked{trust_prompt}"))
+    });
+    let title = screen.lines().next().unwrap_or_default().to_owned();
+    let repo = title
+        .strip_prefix("clawpool ui · ")
+        .and_then(|rest| rest.split(" · ").next())
+        .unwrap_or_else(|| panic!("the title names the repository: {title}"));
+    let repo = std::path::PathBuf::from(repo);
+    assert!(repo.join(".git").is_dir(), "{screen}");
+    // Leaving the dashboard leaves the demo: its lanes stop, its repository goes.
+    term.keys(&["q"]);
+    term.wait_for("the demo ended", |screen| {
+        screen.contains("left the demo: its lanes are stopped and its repository removed")
+    });
+    assert!(!repo.exists());
 }

@@ -55,13 +55,19 @@ impl Sandbox {
         self.dir.path().join("home")
     }
 
+    /// The fake `XDG_STATE_HOME`, where clawpool keeps the user's index of repositories with
+    /// lanes (`clawpool ui --all`).
+    pub fn state_home(&self) -> PathBuf {
+        self.home().join(".local").join("state")
+    }
+
     /// The folder tmux keeps its sockets in (`TMUX_TMPDIR`).
     pub fn tmux_dir(&self) -> PathBuf {
         self.dir.path().join("tmux")
     }
 
     /// `program` started from an empty environment: only `PATH` (this process's), HOME,
-    /// XDG_CONFIG_HOME and TMUX_TMPDIR inside the sandbox, and the marker. Nothing of the
+    /// XDG_CONFIG_HOME, XDG_STATE_HOME and TMUX_TMPDIR inside the sandbox, and the marker. Nothing of the
     /// developer's environment (API keys, `CLAUDE_CONFIG_DIR`, `CODEX_HOME`, …) gets through,
     /// nor to anything the program starts: use it for whatever runs the real agents.
     pub fn clean_command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
@@ -73,6 +79,7 @@ impl Sandbox {
             )
             .env("HOME", self.home())
             .env("XDG_CONFIG_HOME", self.home().join(".config"))
+            .env("XDG_STATE_HOME", self.state_home())
             .env("TMUX_TMPDIR", self.tmux_dir())
             .env("CLAWPOOL_TEST_MARKER", &self.marker);
         cmd
@@ -91,11 +98,13 @@ impl Sandbox {
         cmd
     }
 
-    /// `clawpool` with HOME, XDG_CONFIG_HOME and TMUX_TMPDIR inside the sandbox.
+    /// `clawpool` with HOME, XDG_CONFIG_HOME, XDG_STATE_HOME and TMUX_TMPDIR inside the
+    /// sandbox.
     pub fn clawpool(&self) -> Command {
         let mut cmd = Command::new(workspace_bin("clawpool"));
         cmd.env("HOME", self.home())
             .env("XDG_CONFIG_HOME", self.home().join(".config"))
+            .env("XDG_STATE_HOME", self.state_home())
             .env("TMUX_TMPDIR", self.tmux_dir())
             .env("CLAWPOOL_TEST_MARKER", &self.marker)
             .env_remove("TMUX");

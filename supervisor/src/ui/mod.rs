@@ -1,4 +1,5 @@
-//! `clawpool ui`: a live terminal dashboard of a repository's lanes (ratatui on crossterm).
+//! `clawpool ui`: a live terminal dashboard of a repository's lanes, or with `--all` of every
+//! repository in the user's index ([`crate::known_repos`]) (ratatui on crossterm).
 //!
 //! It owns the terminal while it runs (raw mode, the alternate screen, the cursor hidden) and
 //! gives it back as it found it on every way out, a panic included. It reads what `board`,
@@ -33,7 +34,7 @@ use crate::cli::UiArgs;
 use crate::loaded::Loaded;
 use crate::output::CommandError;
 use actions::{Action, Outcome};
-use lanes::Lanes;
+use lanes::{LaneKey, Lanes};
 use screen::{LaneScreen, NoScreen};
 use watch::{Change, Watch};
 
@@ -72,12 +73,16 @@ pub struct App {
     lanes: Lanes,
     mode: Mode,
     /// The selected lane's screen, or why it has none (with the lane it is of).
-    screen: Result<LaneScreen, (String, NoScreen)>,
+    screen: Result<LaneScreen, (Option<LaneKey>, NoScreen)>,
     /// The last command's outcome (`true` when it did it), shown in the footer.
     status: Option<(bool, String)>,
     /// No colours (`NO_COLOR`, a dumb terminal).
     plain: bool,
+    /// The repository shown (empty with `--all`, where the title counts the repositories).
     repo_label: String,
+    /// Every repository of the user's index is shown (`--all`): the list labels each lane
+    /// with its repository, and repositories the index gains appear.
+    all: bool,
     loaded: Loaded,
     config: Option<PathBuf>,
     /// Why the lanes' files are not watched, when they are read every second instead.
@@ -103,8 +108,14 @@ enum Next {
 
 /// `clawpool ui`.
 pub async fn run(args: UiArgs) -> Result<ExitCode, CommandError> {
-    let repo = Repo::open(&args.repo)
-        .map_err(|e| CommandError::invalid("not_a_repository", e.to_string()))?;
+    let repos = if args.all {
+        crate::known_repos::read().map_err(|e| CommandError::invalid("invalid_index", e))?
+    } else {
+        vec![
+            Repo::open(&args.repo)
+                .map_err(|e| CommandError::invalid("not_a_repository", e.to_string()))?,
+        ]
+    };
     if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
         return Err(CommandError::invalid(
             "not_a_terminal",
@@ -112,32 +123,49 @@ pub async fn run(args: UiArgs) -> Result<ExitCode, CommandError> {
         ));
     }
     let loaded = Loaded::load(&args.config, Some(&args.repo))?;
-    let registry = repo.state_dir().lanes();
-    // The registry folder is where the first lane appears; watching needs it to exist.
-    std::fs::create_dir_all(&registry)
-        .map_err(|e| CommandError::io("creating the lane registry folder", e))?;
+    if !args.all {
+        // The registry folder is where the first lane appears; watching needs it to exist.
+        for repo in &repos {
+            std::fs::create_dir_all(repo.state_dir().lanes())
+                .map_err(|e| CommandError::io("creating the lane registry folder", e))?;
+        }
+    }
     let (changes_tx, mut changes) = mpsc::unbounded_channel();
     // Without inotify (the user's instances all taken) the dashboard still works: it reads
     // every lane again each second instead, and says so in its title.
-    let (mut watch, polling) = match Watch::start(&registry, changes_tx) {
+    let (mut watch, mut polling) = match Watch::start(changes_tx) {
         Ok(watch) => (Some(watch), None),
         Err(err) => (None, Some(err.to_string())),
     };
-    let repo_label = repo.root().display().to_string();
+    if args.all
+        && let (Some(w), Some(index)) = (watch.as_mut(), crate::known_repos::index_path())
+        && let Err(err) = index
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .map_err(notify::Error::io)
+            .and_then(|()| w.follow_index(&index))
+    {
+        polling = Some(err.to_string());
+    }
+    let repo_label = match repos.as_slice() {
+        [repo] if !args.all => repo.root().display().to_string(),
+        _ => String::new(),
+    };
     let plain = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty())
         || std::env::var("TERM").map_or(true, |term| term == "dumb" || term.is_empty());
     let mut app = App {
-        lanes: Lanes::read(repo),
+        lanes: Lanes::read(repos),
         mode: Mode::Normal,
-        screen: Err((String::new(), String::new())),
+        screen: Err((None, String::new())),
         status: None,
         plain,
         repo_label,
+        all: args.all,
         loaded,
         config: args.config.config.clone(),
         polling,
     };
-    follow_lanes(&app, &mut watch);
+    follow_lanes(&mut app, &mut watch);
     // Ctrl-C is a key while the dashboard runs (raw mode); while a lane is attached it goes to
     // the attached program, and must not end the dashboard waiting behind it.
     let _interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
@@ -269,9 +297,21 @@ async fn next_input(input: &mut EventStream) -> Option<std::io::Result<Event>> {
 
 /// Reads again what `pending` names; the selected lane's screen when it changed.
 async fn apply(app: &mut App, watch: &mut Option<Watch>, pending: HashSet<Change>) {
-    let selected = app.lanes.selected_name().map(str::to_owned);
+    let selected = app.lanes.selected_key().cloned();
     let mut screen_changed = false;
-    if pending.contains(&Change::Registry) {
+    if pending.contains(&Change::Repositories) {
+        // Repositories the index gained are shown too; one it lost keeps its rows until its
+        // lanes go (gc removes it once they have).
+        if let Ok(repos) = crate::known_repos::read() {
+            for repo in repos {
+                app.lanes.add_repo(repo);
+            }
+        }
+    }
+    if pending
+        .iter()
+        .any(|change| matches!(change, Change::Registry(_) | Change::Repositories))
+    {
         app.lanes.reload_all();
         follow_lanes(app, watch);
     }
@@ -279,46 +319,85 @@ async fn apply(app: &mut App, watch: &mut Option<Watch>, pending: HashSet<Change
         match change {
             Change::Lane(lane) => {
                 app.lanes.reload_lane(lane);
-                follow_lanes(app, watch);
+                follow_lane(app, watch, lane);
                 screen_changed |= selected.as_ref() == Some(lane);
             }
             Change::State(lane) => app.lanes.refresh_lane_state(lane),
             Change::Screen(lane) => screen_changed |= selected.as_ref() == Some(lane),
-            Change::Registry => {}
+            Change::Registry(_) | Change::Repositories => {}
         }
     }
-    if screen_changed || app.lanes.selected_name().map(str::to_owned) != selected {
+    if screen_changed || app.lanes.selected_key() != selected.as_ref() {
         refresh_screen(app).await;
     }
 }
 
 /// Tells the watch whose screen changes to report: the selected lane's.
-fn show_screen_of(app: &App, watch: &Option<Watch>) {
+fn show_screen_of(app: &App, watch: &mut Option<Watch>) {
     if let Some(watch) = watch {
-        watch.show_screen_of(app.lanes.selected_name());
+        watch.show_screen_of(app.lanes.selected_key());
     }
 }
 
-/// Watches the `.claw/` folder of every lane shown.
-fn follow_lanes(app: &App, watch: &mut Option<Watch>) {
+/// Watches the registry of every repository shown, every lane folder in it (a lane being
+/// registered has a folder before it has an entry, and shows up when the entry is written),
+/// and the `.claw/` folder of every lane shown. A registry that cannot be watched is read
+/// every second instead, as the title says.
+fn follow_lanes(app: &mut App, watch: &mut Option<Watch>) {
     let Some(watch) = watch else {
         return;
     };
+    for (at, repo) in app.lanes.repos().iter().enumerate() {
+        let registry = repo.state_dir().lanes();
+        if let Err(err) = watch.follow_registry(at, &registry) {
+            app.polling = Some(err.to_string());
+        }
+        for folder in std::fs::read_dir(&registry).into_iter().flatten().flatten() {
+            let key = LaneKey {
+                repo: at,
+                name: folder.file_name().to_string_lossy().into_owned(),
+            };
+            watch.follow_lane(&key, &folder.path());
+        }
+    }
     for lane in app.lanes.visible() {
-        if let (Some(name), Some(dir)) = (lane["lane"].as_str(), lane["worktree"].as_str()) {
-            watch.follow_lane(name, std::path::Path::new(dir));
+        if let (Some(key), Some(dir)) = (lanes::key_of(lane), lane["worktree"].as_str()) {
+            watch.follow_state(&key, std::path::Path::new(dir));
         }
     }
 }
 
-async fn refresh_screen(app: &mut App) {
-    let Some(lane) = app.lanes.selected() else {
-        app.screen = Err((String::new(), String::new()));
+/// After lane `key` changed: what is watched of it (its event log may have appeared, its
+/// worktree become known).
+fn follow_lane(app: &App, watch: &mut Option<Watch>, key: &LaneKey) {
+    let (Some(watch), Some(repo)) = (watch, app.lanes.repos().get(key.repo)) else {
         return;
     };
-    let name = lane["lane"].as_str().unwrap_or_default().to_owned();
+    watch.follow_lane(key, &repo.state_dir().lane(&key.name));
+    let worktree = app
+        .lanes
+        .visible()
+        .into_iter()
+        .find(|row| lanes::key_of(row).as_ref() == Some(key))
+        .and_then(|row| row["worktree"].as_str().map(PathBuf::from));
+    if let Some(worktree) = worktree {
+        watch.follow_state(key, &worktree);
+    }
+}
+
+async fn refresh_screen(app: &mut App) {
+    let Some((lane, key)) = app
+        .lanes
+        .selected()
+        .and_then(|lane| Some((lane, lanes::key_of(lane)?)))
+    else {
+        app.screen = Err((None, String::new()));
+        return;
+    };
     let dir = PathBuf::from(lane["worktree"].as_str().unwrap_or_default());
-    app.screen = screen::fetch(&name, &dir).await.map_err(|why| (name, why));
+    app.screen = screen::fetch(&key, &dir)
+        .await
+        .map_err(|why| (Some(key), why));
 }
 
 fn on_key(app: &mut App, key: KeyEvent) -> Next {

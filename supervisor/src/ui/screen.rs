@@ -10,6 +10,7 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use serde_json::Value;
 
+use super::lanes::LaneKey;
 use clawpool_lane::control;
 
 /// How long a lane has to answer: it answers from memory, at once, unless it is gone.
@@ -18,7 +19,7 @@ const SCREEN_PATIENCE: Duration = Duration::from_millis(500);
 /// One lane's screen as its control socket sent it.
 pub struct LaneScreen {
     /// The lane it is of.
-    pub lane: String,
+    pub lane: LaneKey,
     /// The visible rows as text.
     pub text: String,
     /// The screen redrawn with its colours (a terminal model fed the lane's formatted
@@ -30,7 +31,7 @@ pub struct LaneScreen {
 pub type NoScreen = String;
 
 /// Asks the lane whose folder is `lane_dir` for its screen.
-pub async fn fetch(lane: &str, lane_dir: &Path) -> Result<LaneScreen, NoScreen> {
+pub async fn fetch(lane: &LaneKey, lane_dir: &Path) -> Result<LaneScreen, NoScreen> {
     let socket = clawpool_worktree::layout::control_socket(lane_dir);
     let reply = tokio::time::timeout(
         SCREEN_PATIENCE,
@@ -59,7 +60,7 @@ pub async fn fetch(lane: &str, lane_dir: &Path) -> Result<LaneScreen, NoScreen> 
         _ => None,
     };
     Ok(LaneScreen {
-        lane: lane.to_owned(),
+        lane: lane.clone(),
         text: reply["text"].as_str().unwrap_or_default().to_owned(),
         model,
     })

@@ -28,6 +28,9 @@ const HEADER: [&str; 9] = [
     "ESC",
 ];
 
+/// The repository column's header, shown with `--all`.
+const REPOSITORY_HEADER: &str = "REPOSITORY";
+
 /// The key map, as the help overlay and `docs/ui.md` show it.
 pub const KEY_MAP: &[(&str, &str)] = &[
     ("↑ ↓  j k", "select a lane"),
@@ -91,9 +94,13 @@ fn list_height(app: &App, area: Rect) -> u16 {
 
 fn draw_title(frame: &mut Frame<'_>, app: &App, area: Rect) {
     let count = app.lanes.visible().len();
+    let shown = if app.all {
+        format!("all repositories ({})", app.lanes.repos().len())
+    } else {
+        app.repo_label.clone()
+    };
     let mut text = format!(
-        "clawpool ui · {} · {count} lane{}",
-        app.repo_label,
+        "clawpool ui · {shown} · {count} lane{}",
         if count == 1 { "" } else { "s" }
     );
     if !app.lanes.filter.is_empty() || app.mode == Mode::Filter {
@@ -118,7 +125,8 @@ fn draw_list(frame: &mut Frame<'_>, app: &App, area: Rect) {
         .map(|lane| {
             let status = status_cell(lane);
             let status_style = app.style(Style::default().fg(status_colour(lane)));
-            Row::new(vec![
+            let mut cells = vec![
+                Span::raw(repository_cell(lane)),
                 Span::raw(text(&lane["lane"])),
                 Span::raw(text(&lane["agent"])),
                 Span::styled(status, status_style),
@@ -139,7 +147,12 @@ fn draw_list(frame: &mut Frame<'_>, app: &App, area: Rect) {
                             .add_modifier(Modifier::BOLD),
                     ),
                 ),
-            ])
+            ];
+            // One repository needs no label; with `--all` each lane is labelled with its own.
+            if !app.all {
+                cells.remove(0);
+            }
+            Row::new(cells)
         })
         .collect();
     let empty = rows.is_empty();
@@ -153,7 +166,8 @@ fn draw_list(frame: &mut Frame<'_>, app: &App, area: Rect) {
             .max();
         longest.unwrap_or(0).max(header.len()) as u16
     };
-    let widths = [
+    let mut widths = vec![
+        Constraint::Length(widest(&repository_cell, REPOSITORY_HEADER)),
         Constraint::Length(widest(&|lane| text(&lane["lane"]), HEADER[0])),
         Constraint::Length(9),
         Constraint::Length(widest(&status_cell, HEADER[2])),
@@ -164,8 +178,14 @@ fn draw_list(frame: &mut Frame<'_>, app: &App, area: Rect) {
         Constraint::Length(10),
         Constraint::Length(3),
     ];
+    let mut header = HEADER.to_vec();
+    if app.all {
+        header.insert(0, REPOSITORY_HEADER);
+    } else {
+        widths.remove(0);
+    }
     let table = Table::new(rows, widths)
-        .header(Row::new(HEADER.to_vec()).style(app.style(bold())))
+        .header(Row::new(header).style(app.style(bold())))
         .block(Block::default().borders(Borders::ALL).title(" lanes "))
         .row_highlight_style(Style::default().add_modifier(Modifier::REVERSED))
         .highlight_symbol("> ");
@@ -178,10 +198,12 @@ fn draw_list(frame: &mut Frame<'_>, app: &App, area: Rect) {
             width: area.width.saturating_sub(4),
             height: 1.min(area.height.saturating_sub(3)),
         };
-        let message = if app.lanes.filter.is_empty() {
-            "(no lanes in this repository)"
-        } else {
+        let message = if !app.lanes.filter.is_empty() {
             "(no lane matches the filter)"
+        } else if app.all {
+            "(no repository with lanes in the index)"
+        } else {
+            "(no lanes in this repository)"
         };
         frame.render_widget(Paragraph::new(message), inner);
     }
@@ -195,12 +217,12 @@ fn draw_screen(frame: &mut Frame<'_>, app: &App, area: Rect) {
     let block = Block::default().borders(Borders::ALL).title(title);
     let inner = block.inner(area);
     frame.render_widget(block, area);
-    let selected = app.lanes.selected_name();
+    let selected = app.lanes.selected_key();
     let lines = match &app.screen {
-        Ok(screen) if Some(screen.lane.as_str()) == selected => {
+        Ok(screen) if Some(&screen.lane) == selected => {
             screen.lines(inner.width, inner.height, app.plain)
         }
-        Err((lane, why)) if Some(lane.as_str()) == selected => {
+        Err((lane, why)) if lane.is_some() && lane.as_ref() == selected => {
             vec![Line::raw(format!("(no live screen: {why})"))]
         }
         _ => Vec::new(),
@@ -390,6 +412,18 @@ fn status_colour(lane: &Value) -> Color {
         "finished" => Color::Blue,
         _ => Color::Red,
     }
+}
+
+/// The lane's repository: the name of its main worktree's folder.
+fn repository_cell(lane: &Value) -> String {
+    lane["repository"]
+        .as_str()
+        .map(|root| {
+            std::path::Path::new(root)
+                .file_name()
+                .map_or(root.to_owned(), |name| name.to_string_lossy().into_owned())
+        })
+        .unwrap_or_else(|| "-".into())
 }
 
 fn text(value: &Value) -> String {
