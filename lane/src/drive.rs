@@ -17,7 +17,7 @@ use clawpool_agents::trust::{
     seed_claude_trust, seed_codex_trust, seed_gemini_trust,
 };
 use clawpool_lanes::LaneEventKind;
-use clawpool_lanes::state_file::{self, Base};
+use clawpool_lanes::state_file::{self, Base, SupervisorLock};
 use clawpool_lanes::{
     EventLog, FailureClass, LaneEvent, LaneState, LaneStatus, StateFileWriter, WorkerStateDoc,
 };
@@ -181,6 +181,12 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, LaneError> 
     let state_dir = job.dir.join(STATE_DIR);
     std::fs::create_dir_all(&state_dir)
         .map_err(|e| LaneError::io("creating the lane's .claw folder", e))?;
+    // Held until the lane's last write: readers probe it to tell a live supervisor from a
+    // lost one, so nothing has to rewrite the state file while nothing happens.
+    let supervisor_lock = SupervisorLock::hold(&job.dir).map_err(|e| match e.kind() {
+        std::io::ErrorKind::WouldBlock => LaneError::invalid("lane_busy", e.to_string()),
+        _ => LaneError::io("taking the lane's supervisor lock", e),
+    })?;
     let session = session_name(&job.name);
     // The tmux target is in the state file before the agent starts: a supervisor killed at any
     // moment after that leaves a lane `clawpool adopt` looks for in the right place.
@@ -277,7 +283,6 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, LaneError> 
             return Err(err.into());
         }
     };
-    let heartbeat = recorder.heartbeat();
     let commits = match job.branch {
         Some(_) => Some(CommitWatch::start(
             job.dir.clone(),
@@ -575,7 +580,6 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, LaneError> 
             checks.record_outcome(base_sha, &events).await;
         }
     }
-    heartbeat.abort();
     if let (Some(task), Some(commits)) = (commit_task, &commits) {
         task.abort();
         // A commit made just before the lane finished is still reported.
@@ -585,6 +589,7 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, LaneError> 
         let _ = server.kill_session(&rig.session).await;
     }
     write_last(&recorder).await;
+    drop(supervisor_lock);
     let _ = std::fs::remove_file(&socket);
     Ok(LaneResult {
         outcome,

@@ -1,15 +1,15 @@
 //! Keeping a lane's state file in step with its events: every event is applied to the lane's
-//! [`WorkerStateDoc`] and written at once (atomically); a heartbeat rewrites it at least every
-//! [`HEARTBEAT_INTERVAL`] so pollers can tell a live supervisor from a lost one.
+//! [`WorkerStateDoc`] and written at once (atomically). Nothing rewrites it while nothing
+//! happens: pollers tell a live supervisor from a lost one by its lock
+//! ([`clawpool_lanes::state_file::liveness`]).
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use clawpool_lanes::state_file::{HEARTBEAT_INTERVAL, now_secs};
+use clawpool_lanes::state_file::now_secs;
 use clawpool_lanes::{LaneEvent, LaneStatus, StateFileWriter, WorkerStateDoc};
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
 
 /// A lane's state document and the writer of its file.
 #[derive(Clone)]
@@ -101,18 +101,5 @@ impl StateRecorder {
     pub fn degraded(&self) -> Option<String> {
         let guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         guard.1.degraded()
-    }
-
-    /// Rewrites the file every heartbeat interval until the task is aborted.
-    pub fn heartbeat(&self) -> JoinHandle<()> {
-        let recorder = self.clone();
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(HEARTBEAT_INTERVAL);
-            tick.tick().await;
-            loop {
-                tick.tick().await;
-                recorder.update(|_| {});
-            }
-        })
     }
 }

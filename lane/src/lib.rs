@@ -49,8 +49,8 @@
 //!   start and every `freshness_check_secs`;
 //! - the commit watch (HEAD every 2 s, one `lane.commit.created` per new commit) and the
 //!   worktree watch ([`worktree_watch::WorktreeWatch`], inotify): both count as progress;
-//! - the heartbeat: the state file rewritten every 5 s, so readers can tell a live supervisor
-//!   from a lost one;
+//! - no heartbeat: the driver holds the lane's supervisor lock (`.claw/supervisor.lock`)
+//!   for the lane's life, which readers probe; nothing is rewritten while nothing happens;
 //! - hooks ([`hooks`]): the policy's `run` hooks for each event, in their own tasks, bounded.
 //!
 //! ## What is guaranteed

@@ -176,7 +176,7 @@ fn judge(repo: &Repo, main: &str, name: &str, registry: &RegistryFolder, force: 
 enum LaneRun {
     /// Its last status is finished or failed: nothing more will happen in its worktree.
     Ended,
-    /// Not ended, and its supervisor still writes heartbeats.
+    /// Not ended, and its supervisor is alive (it holds the lane's lock).
     Supervised(String),
     /// Not ended, and its supervisor stopped writing: a tmux worker may still be at work in
     /// the worktree, and `clawpool adopt` can take it over.

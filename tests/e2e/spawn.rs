@@ -1251,7 +1251,7 @@ fn gc_removes_only_lanes_whose_work_is_merged_or_empty_unless_forced() {
 
 /// A lane whose supervisor was SIGKILLed while its tmux worker works on is not over (`clawpool
 /// adopt` can take it over): gc keeps its worktree, clean and without commits as it is,
-/// unless `--force`. A lane whose supervisor still heartbeats is kept even with `--force`.
+/// unless `--force`. A lane whose supervisor still holds its lock is kept even with `--force`.
 #[test]
 fn gc_keeps_a_lane_whose_supervisor_was_lost_before_it_ended() {
     let s = setup();
@@ -1261,20 +1261,28 @@ fn gc_keeps_a_lane_whose_supervisor_was_lost_before_it_ended() {
         "trust_dialog = true\n[[prompt]]\nsteps = [{ do = \"hang\" }]\n",
     );
     let state_path = s.lanes_dir().join("alpha/.claw/worker-state.json");
-    let mut state: Value =
+    let state: Value =
         serde_json::from_str(&std::fs::read_to_string(&state_path).expect("state")).expect("JSON");
     let target = state["transport"]["session"]
         .as_str()
         .expect("tmux target")
         .to_owned();
-    // alpha's supervisor has been silent for a minute, as readers see it once 15 s pass (the
-    // supervisor is dead, so nothing rewrites the file); beta's heartbeat is left recent.
+    // alpha's supervisor is gone at once, as its free lock says (its last write is recent);
+    // beta's lock is held here, as a live supervisor holds it.
+    let _beta_supervisor =
+        clawpool_lanes::state_file::SupervisorLock::hold(&s.lanes_dir().join("beta"))
+            .expect("beta's lock is free once its supervisor was killed");
+    // Its file has not been written for a minute, which no longer means anything: nothing
+    // rewrites the file of a lane where nothing happens.
+    let beta_state = s.lanes_dir().join("beta/.claw/worker-state.json");
+    let mut beta: Value =
+        serde_json::from_str(&std::fs::read_to_string(&beta_state).expect("state")).expect("JSON");
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .expect("clock")
         .as_secs();
-    state["supervisor"]["heartbeat_at"] = (now - 60).into();
-    std::fs::write(&state_path, state.to_string()).expect("age the heartbeat");
+    beta["supervisor"]["heartbeat_at"] = (now - 60).into();
+    std::fs::write(&beta_state, beta.to_string()).expect("age beta's last write");
     let shown = s
         .sandbox
         .clawpool()

@@ -460,8 +460,9 @@ pub struct Failure {
 pub struct Supervisor {
     /// Its process id.
     pub pid: u32,
-    /// When it last wrote this file (epoch s): on every transition and at least every
-    /// [`HEARTBEAT_INTERVAL`](super::HEARTBEAT_INTERVAL).
+    /// When it last wrote this file (epoch s): on every change. Nothing rewrites the file
+    /// while nothing happens; whether the supervisor is alive is its lock's to say
+    /// ([`probe`](super::probe)).
     pub heartbeat_at: u64,
 }
 

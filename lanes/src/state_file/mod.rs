@@ -5,14 +5,16 @@
 //!   snapshot. The supervisor keeps one per lane, feeds it every lane event
 //!   ([`WorkerStateDoc::apply_event`]) and progress ([`WorkerStateDoc::record_progress`]),
 //!   and [stamps](WorkerStateDoc::stamp) it before each write.
-//! - [`StateFileWriter`] replaces the file atomically on every transition and at least every
-//!   [`HEARTBEAT_INTERVAL`]; readers never see a partial file, and a failed write leaves the
-//!   previous file intact.
+//! - [`StateFileWriter`] replaces the file atomically on every change; readers never see a
+//!   partial file, and a failed write leaves the previous file intact. Nothing rewrites it
+//!   while nothing happens.
+//! - [`SupervisorLock`] is held by the supervisor for the lane's life; [`probe`] tells a
+//!   reader whether it still is ([`liveness`]).
 //! - [`read_state_file`] reads and checks a file; [`with_ages`] makes the view a reader shows,
-//!   with ages recomputed and a lane whose supervisor stopped heartbeating shown as
-//!   `supervisor_lost`.
+//!   with ages recomputed and a lane whose supervisor is gone shown as `supervisor_lost`.
 
 mod doc;
+pub mod liveness;
 mod read;
 mod recovery;
 mod verification;
@@ -27,6 +29,7 @@ pub use doc::{
     LastEvent, Prompt, PromptReceipt, Supervisor, Transport, TransportKind, WorkerStateDoc,
     claw_event_kind, claw_status,
 };
+pub use liveness::{Liveness, SupervisorLock, probe};
 pub use read::{StateFileError, parse_state, read_lane_state, read_state_file};
 pub use recovery::{AttemptOrigin, AttemptState, LedgerEntry, RecoveryLedger, RestartRecord};
 pub use verification::{
@@ -47,10 +50,9 @@ pub const SCHEMA_VERSION: u32 = 2;
 /// Where the state file is, relative to the lane's worktree.
 pub const STATE_FILE: &str = ".claw/worker-state.json";
 
-/// The longest a supervisor goes without rewriting a lane's state file.
-pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(5);
-
-/// A lane whose supervisor heartbeat is older than this is shown as `supervisor_lost`.
+/// A lane without a supervisor lock whose file is older than this is shown as
+/// `supervisor_lost` (files written by a clawpool from before the lock, which rewrote them
+/// every 5 s as a heartbeat).
 pub const SUPERVISOR_LOST_AFTER: Duration = Duration::from_secs(15);
 
 /// The state file of the lane in `worktree`.

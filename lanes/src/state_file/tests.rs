@@ -411,18 +411,6 @@ fn a_file_in_place_of_the_folder_fails_cleanly() {
 }
 
 #[test]
-fn heartbeat_is_due_after_five_seconds() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let writer = StateFileWriter::for_worktree(dir.path());
-    let now = std::time::Instant::now();
-    assert!(writer.heartbeat_due(now));
-    writer.write(&sample(100)).expect("write");
-    let now = std::time::Instant::now();
-    assert!(!writer.heartbeat_due(now));
-    assert!(writer.heartbeat_due(now + HEARTBEAT_INTERVAL));
-}
-
-#[test]
 fn a_missing_file_is_missing_worker_state() {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = state_file_path(dir.path());

@@ -1,18 +1,20 @@
 //! A state file as a reader shows it: ages recomputed, a lost supervisor made visible.
 
+use std::path::Path;
+
 use serde::{Serialize, Serializer};
 use serde_json::Value;
 
 use crate::LaneStatus;
 
-use super::{SUPERVISOR_LOST_AFTER, WorkerStateDoc};
+use super::{Liveness, SUPERVISOR_LOST_AFTER, WorkerStateDoc, probe};
 
 /// The status a reader shows for a lane.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ShownStatus {
     /// The lane's own status, as written.
     Lane(LaneStatus),
-    /// The lane is not finished or failed, and its supervisor stopped writing heartbeats.
+    /// The lane is not finished or failed, and its supervisor is gone.
     SupervisorLost,
 }
 
@@ -39,7 +41,8 @@ pub struct StateView {
     pub doc: WorkerStateDoc,
     /// The status to show: the lane's, or `supervisor_lost`.
     pub status: ShownStatus,
-    /// Whether the supervisor's heartbeat is older than [`SUPERVISOR_LOST_AFTER`].
+    /// Whether the supervisor is gone: its lock is free, or (a lane without a lock) its
+    /// last write is older than [`SUPERVISOR_LOST_AFTER`].
     pub supervisor_lost: bool,
     /// Seconds since the supervisor last wrote the file.
     pub seconds_since_heartbeat: u64,
@@ -48,15 +51,20 @@ pub struct StateView {
 /// The state file `doc` as of `now` (epoch s).
 ///
 /// - `seconds_since_update` becomes `now - progress_at` (0 if `progress_at` is in the future).
-/// - When `supervisor.heartbeat_at` is more than [`SUPERVISOR_LOST_AFTER`] before `now`, the
-///   supervisor is lost: a lane that is not `finished` or `failed` shows `status`
-///   `supervisor_lost` (and `is_ready` false); a finished or failed lane keeps its status,
-///   since nothing more was going to happen to it.
+/// - The supervisor is lost when the lane's supervisor lock (in the folder `doc.worktree`)
+///   is free, or, for a lane without one, when `supervisor.heartbeat_at` is more than
+///   [`SUPERVISOR_LOST_AFTER`] before `now`. Then a lane that is not `finished` or `failed`
+///   shows `status` `supervisor_lost` (and `is_ready` false); a finished or failed lane keeps
+///   its status, since nothing more was going to happen to it.
 pub fn with_ages(doc: &WorkerStateDoc, now: u64) -> StateView {
     let mut doc = doc.clone();
     doc.seconds_since_update = now.saturating_sub(doc.progress_at);
     let seconds_since_heartbeat = now.saturating_sub(doc.supervisor.heartbeat_at);
-    let supervisor_lost = seconds_since_heartbeat > SUPERVISOR_LOST_AFTER.as_secs();
+    let supervisor_lost = match probe(Path::new(&doc.worktree)) {
+        Liveness::Alive => false,
+        Liveness::Gone => true,
+        Liveness::Unknown => seconds_since_heartbeat > SUPERVISOR_LOST_AFTER.as_secs(),
+    };
     let status = if supervisor_lost && !doc.status.is_terminal() {
         ShownStatus::SupervisorLost
     } else {

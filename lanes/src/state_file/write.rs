@@ -5,9 +5,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
-use super::{HEARTBEAT_INTERVAL, StateFileError, WorkerStateDoc};
+use super::{StateFileError, WorkerStateDoc};
 
 /// Temporary files of this name pattern older than this are left over from a writer that
 /// died between creating and renaming them; the next writer removes them.
@@ -34,7 +34,6 @@ pub struct StateFileWriter {
 
 #[derive(Debug, Default)]
 struct Health {
-    last_written: Option<Instant>,
     error: Option<String>,
     swept: bool,
 }
@@ -83,10 +82,7 @@ impl StateFileWriter {
         };
         let mut health = self.health();
         match &result {
-            Ok(()) => {
-                health.last_written = Some(Instant::now());
-                health.error = None;
-            }
+            Ok(()) => health.error = None,
             Err(e) => health.error = Some(e.to_string()),
         }
         result
@@ -96,14 +92,6 @@ impl StateFileWriter {
     /// lane should be reported degraded. `None` once a write succeeds again.
     pub fn degraded(&self) -> Option<String> {
         self.health().error.clone()
-    }
-
-    /// Whether a heartbeat write is due at `now`: nothing was written successfully within
-    /// [`HEARTBEAT_INTERVAL`].
-    pub fn heartbeat_due(&self, now: Instant) -> bool {
-        self.health()
-            .last_written
-            .is_none_or(|at| now.saturating_duration_since(at) >= HEARTBEAT_INTERVAL)
     }
 
     fn health(&self) -> std::sync::MutexGuard<'_, Health> {

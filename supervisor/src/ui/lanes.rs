@@ -131,7 +131,7 @@ impl Lanes {
     }
 
     /// Reads lane `name`'s state file again, keeping its branch facts (no git): a state file
-    /// rewritten by a heartbeat, or by an event whose own log change reads the whole row.
+    /// rewritten by the lane's supervisor, or by an event whose own log change reads the whole row.
     pub fn refresh_lane_state(&mut self, key: &LaneKey) {
         if let Some(row) = self.rows.iter_mut().find(|r| is_lane(r, key)) {
             refresh_state(row, now_secs());

@@ -25,7 +25,7 @@ use super::lanes::LaneKey;
 pub enum Change {
     /// A lane's events or registry entry: its row (git included) and its events are read again.
     Lane(LaneKey),
-    /// Only a lane's state file (a heartbeat rewrites it every 5 s): its state is read again,
+    /// Only a lane's state file (rewritten on a lane change): its state is read again,
     /// its branch facts kept.
     State(LaneKey),
     /// Only a lane's terminal log grew: its screen changed, nothing else.
