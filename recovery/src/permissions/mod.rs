@@ -15,7 +15,7 @@ pub mod safe_verbs;
 mod tests;
 
 pub use policy::{
-    Decision, Effect, Entry, HardBlock, LaneContext, PartDecision, PermissionPolicy, Profile,
-    Request, Rule, Scope, Tool, Verdict,
+    Decision, Effect, Entry, HardBlock, LaneContext, PartDecision, PermissionPolicy,
+    PermissionSettings, Profile, Request, Rule, Scope, Tool, Verdict,
 };
 pub use reader::{CommandPart, Redirect, RedirectMode, Refusal, read_command};

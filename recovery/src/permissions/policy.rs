@@ -149,6 +149,40 @@ pub struct PermissionPolicy {
     pub entries: Vec<Entry>,
 }
 
+/// The `[permissions]` table of the policy file: the profile of a lane whose packet names
+/// none, and the entries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PermissionSettings {
+    /// The profile of a lane whose task packet names no `permission_profile`.
+    pub default_profile: Profile,
+    /// The entries.
+    pub policy: PermissionPolicy,
+}
+
+impl Default for PermissionSettings {
+    fn default() -> Self {
+        PermissionSettings {
+            default_profile: Profile::DEFAULT,
+            policy: PermissionPolicy::default(),
+        }
+    }
+}
+
+impl PermissionSettings {
+    /// The profile of a lane: the one its packet names, else the default.
+    pub fn profile_for(&self, packet_profile: Option<&str>) -> Result<Profile, String> {
+        match packet_profile {
+            None => Ok(self.default_profile),
+            Some(name) => Profile::parse(name).ok_or_else(|| {
+                format!(
+                    "unknown permission_profile {name:?}; expected one of: read-only, \
+                     workspace-write, danger-full-access"
+                )
+            }),
+        }
+    }
+}
+
 /// Where a question is asked: the lane's folders, as the supervisor knows them.
 #[derive(Debug, Clone)]
 pub struct LaneContext {
@@ -235,7 +269,7 @@ impl HardBlock {
 pub enum Rule {
     /// A built-in hard block.
     HardBlock(HardBlock),
-    /// A deny entry (0-based position in `[[permissions.entries]]`).
+    /// A deny entry (0-based position in `[[permissions.entries]]`; shown from 1).
     DenyEntry(usize),
     /// An allow entry.
     AllowEntry(usize),
@@ -255,8 +289,8 @@ impl fmt::Display for Rule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::HardBlock(block) => write!(f, "hard_block:{}", block.code()),
-            Self::DenyEntry(index) => write!(f, "permissions.entries[{index}]:deny"),
-            Self::AllowEntry(index) => write!(f, "permissions.entries[{index}]:allow"),
+            Self::DenyEntry(index) => write!(f, "permissions.entry#{}:deny", index + 1),
+            Self::AllowEntry(index) => write!(f, "permissions.entry#{}:allow", index + 1),
             Self::DefaultSafe => write!(f, "default_safe"),
             Self::Profile(profile) => write!(f, "profile:{}", profile.name()),
             Self::Compound => write!(f, "compound"),

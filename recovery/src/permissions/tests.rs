@@ -408,28 +408,28 @@ fn the_policy_decides_the_traps_by_precedence() {
             "{lane}",
             Full,
             Deny,
-            "permissions.entries[0]:deny",
+            "permissions.entry#1:deny",
         ),
         (
             "ls && git push",
             "{lane}",
             Write,
             Deny,
-            "permissions.entries[0]:deny",
+            "permissions.entry#1:deny",
         ),
         (
             "cargo test",
             "{lane}",
             ReadOnly,
             Allow,
-            "permissions.entries[1]:allow",
+            "permissions.entry#2:allow",
         ),
         (
             "cargo test --manifest-path={root}/outside/Cargo.toml",
             "{lane}",
             Write,
             Deny,
-            "permissions.entries[4]:deny",
+            "permissions.entry#5:deny",
         ),
         (
             "cargo test --manifest-path=../x/Cargo.toml",
@@ -443,14 +443,14 @@ fn the_policy_decides_the_traps_by_precedence() {
             "{root}",
             Write,
             Allow,
-            "permissions.entries[3]:allow",
+            "permissions.entry#4:allow",
         ),
         (
             "npm test",
             "{root}/repo",
             Write,
             Allow,
-            "permissions.entries[2]:allow",
+            "permissions.entry#3:allow",
         ),
         ("npm test", "{root}/outside", Write, Ask, "no_rule"),
         (
@@ -458,7 +458,7 @@ fn the_policy_decides_the_traps_by_precedence() {
             "{lane}",
             ReadOnly,
             Allow,
-            "permissions.entries[3]:allow",
+            "permissions.entry#4:allow",
         ),
     ];
     let mut failures = Vec::new();
@@ -537,7 +537,7 @@ fn file_writes_are_decided_by_the_same_scopes() {
             Tool::Write,
             lane.join("out/new"),
             Verdict::Allow,
-            "permissions.entries[0]:allow",
+            "permissions.entry#1:allow",
         ),
         (
             Profile::WorkspaceWrite,
