@@ -19,6 +19,7 @@ mod interrupt;
 mod loaded;
 mod mirror;
 mod output;
+mod permissions_cmd;
 mod policy_cmd;
 mod recovering;
 mod registry;
@@ -182,6 +183,9 @@ fn main() -> ExitCode {
                 command: cli::PolicyCommand::Check(args),
             }) => policy_cmd::run_check(&args),
             Command::Recover(args) => policy_cmd::run_recover(&args).await,
+            Command::Permissions(cli::PermissionsArgs {
+                command: cli::PermissionsCommand::Check(args),
+            }) => permissions_cmd::run_check(&args),
             Command::Doctor(args) => {
                 let loaded = loaded::Loaded::load(&args.config, Some(&args.repo))?;
                 inspect::run_doctor(&loaded, &args)

@@ -1,0 +1,180 @@
+//! `clawpool permissions check`, and the lane's side of a permission question: which folders
+//! are its worktree, its repository and its sibling lanes, and which profile it runs with
+//! (`docs/permissions.md`). The decision itself is `clawpool_recovery::permissions`.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clawpool_recovery::permissions::{
+    Decision, LaneContext, PermissionSettings, Profile, Request, Tool,
+};
+use clawpool_worktree::Repo;
+use serde_json::json;
+
+use crate::cli::{OutputFormat, PermissionsCheckArgs};
+use crate::loaded::Loaded;
+use crate::output::CommandError;
+use crate::registry::{lane_registry, registered_names};
+
+/// The folders a permission question of the lane whose worktree is `worktree` is decided
+/// against, with its profile: the registry entry's `permission_profile` (from its packet),
+/// else the policy's default.
+pub fn lane_context(
+    worktree: &Path,
+    settings: &PermissionSettings,
+) -> Result<LaneContext, CommandError> {
+    let worktree = worktree
+        .canonicalize()
+        .unwrap_or_else(|_| worktree.to_path_buf());
+    let repo = Repo::open(&worktree).ok();
+    let mut other_lanes = Vec::new();
+    let mut packet_profile = None;
+    if let Some(repo) = &repo {
+        for name in registered_names(repo) {
+            let Ok(entry) = lane_registry(repo, &name).entry() else {
+                continue;
+            };
+            let lane = entry.worktree.canonicalize().unwrap_or(entry.worktree);
+            if lane == worktree {
+                packet_profile = entry.permission_profile;
+            } else {
+                other_lanes.push(lane);
+            }
+        }
+    }
+    let profile = settings
+        .profile_for(packet_profile.as_deref())
+        .map_err(|message| CommandError::invalid("invalid_permission_profile", message))?;
+    Ok(LaneContext {
+        repository: repo.map_or_else(|| worktree.clone(), |repo| repo.root().to_path_buf()),
+        worktree,
+        other_lanes,
+        home: std::env::var_os("HOME").map(PathBuf::from),
+        profile,
+    })
+}
+
+/// `clawpool permissions check`.
+pub fn run_check(args: &PermissionsCheckArgs) -> Result<ExitCode, CommandError> {
+    let cwd = match &args.cwd {
+        Some(cwd) if !cwd.is_dir() => {
+            return Err(CommandError::invalid(
+                "cwd_not_found",
+                format!("--cwd {}: no such folder", cwd.display()),
+            ));
+        }
+        Some(cwd) => Some(cwd.canonicalize().unwrap_or_else(|_| cwd.clone())),
+        None => None,
+    };
+    let worktree = match &args.lane {
+        Some(lane) => crate::board::find_lane(lane)?.dir,
+        None => {
+            let here = std::env::current_dir()
+                .map_err(|e| CommandError::io("reading the current folder", e))?;
+            worktree_top(cwd.as_deref().unwrap_or(&here))
+        }
+    };
+    let loaded = Loaded::load(&args.config, Some(&worktree))?;
+    let settings = loaded.policy.permissions();
+    let mut lane = lane_context(&worktree, settings)?;
+    if let Some(name) = &args.profile {
+        lane.profile = Profile::parse(name).ok_or_else(|| {
+            CommandError::invalid(
+                "invalid_argument",
+                format!(
+                    "--profile {name:?}: expected read-only, workspace-write or \
+                     danger-full-access"
+                ),
+            )
+        })?;
+    }
+    let request = match (&args.command, &args.write, &args.edit) {
+        (Some(command), _, _) if command.trim().is_empty() => {
+            return Err(CommandError::invalid(
+                "invalid_argument",
+                "--command is empty: give the command the agent asks to run",
+            ));
+        }
+        (Some(command), _, _) => Request::Command {
+            command: command.clone(),
+            cwd: cwd.unwrap_or_else(|| lane.worktree.clone()),
+        },
+        (None, Some(path), _) => Request::File {
+            tool: Tool::Write,
+            path: path.clone(),
+        },
+        (None, None, Some(path)) => Request::File {
+            tool: Tool::Edit,
+            path: path.clone(),
+        },
+        (None, None, None) => {
+            return Err(CommandError::invalid(
+                "invalid_argument",
+                "give --command, --write or --edit",
+            ));
+        }
+    };
+    let decision = settings.policy.decide(&lane, &request);
+    match args.output_format {
+        OutputFormat::Json => println!("{}", check_json(&lane, &request, &decision)),
+        OutputFormat::Text => print_check(&lane, &decision),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn check_json(lane: &LaneContext, request: &Request, decision: &Decision) -> serde_json::Value {
+    let (tool, question, cwd) = match request {
+        Request::Command { command, cwd } => ("bash", command.clone(), cwd.clone()),
+        Request::File { tool, path } => (
+            tool.name(),
+            path.display().to_string(),
+            lane.worktree.clone(),
+        ),
+    };
+    json!({
+        "decision": decision.verdict,
+        "rule": decision.rule,
+        "reason": decision.reason,
+        "tool": tool,
+        "question": question,
+        "cwd": cwd,
+        "worktree": lane.worktree,
+        "profile": lane.profile,
+        "parts": decision.parts,
+    })
+}
+
+fn print_check(lane: &LaneContext, decision: &Decision) {
+    println!(
+        "{} by {}: {}",
+        decision.verdict.name(),
+        decision.rule,
+        decision.reason
+    );
+    println!(
+        "lane: {} (profile {})",
+        lane.worktree.display(),
+        lane.profile.name()
+    );
+    for part in &decision.parts {
+        let text = std::iter::once(part.verb.as_str())
+            .chain(part.args.iter().map(String::as_str))
+            .collect::<Vec<_>>()
+            .join(" ");
+        println!(
+            "  {:<5} {text}  [{}] in {}",
+            part.verdict.name(),
+            part.rule,
+            part.cwd.display()
+        );
+    }
+}
+
+/// The top of the git worktree `dir` is in (the first folder up with a `.git`), else `dir`.
+fn worktree_top(dir: &Path) -> PathBuf {
+    let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+    dir.ancestors()
+        .find(|folder| folder.join(".git").exists())
+        .unwrap_or(&dir)
+        .to_path_buf()
+}

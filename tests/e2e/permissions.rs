@@ -1,0 +1,227 @@
+//! `clawpool permissions check` through the built binary: the decision and the rule for lanes
+//! a real `clawpool spawn` made (their worktrees, packet profiles and sibling lanes), the
+//! policy file's `[permissions]`, and bad input refused with a clear error.
+
+use std::process::Output;
+
+use serde_json::Value;
+
+use crate::spawn::{Setup, setup, stderr};
+
+/// Two lanes: `alpha` with the default profile, `beta` read-only by its packet.
+const TWO_LANES: &str = r#"{"defaults": {"agent": "scripted"}, "lanes": [
+  {"name": "alpha", "prompt": "do alpha"},
+  {"name": "beta", "prompt": "do beta", "permission_profile": "read-only"}]}"#;
+
+fn check(s: &Setup, args: &[&str]) -> Output {
+    s.sandbox
+        .clawpool()
+        .args(["permissions", "check", "--config"])
+        .arg(&s.config)
+        .args(args)
+        .current_dir(&s.repo)
+        .output()
+        .expect("clawpool permissions check runs")
+}
+
+fn decision(s: &Setup, lane: &str, command: &str) -> Value {
+    let out = check(
+        s,
+        &[
+            "--lane",
+            lane,
+            "--command",
+            command,
+            "--output-format",
+            "json",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{command}: {}", stderr(&out));
+    serde_json::from_slice(&out.stdout).expect("one JSON document")
+}
+
+fn json_error(out: &Output) -> Value {
+    serde_json::from_slice(&out.stderr).expect("the error is one JSON document on stderr")
+}
+
+#[test]
+fn check_decides_with_the_lanes_profile_worktree_and_siblings() {
+    let s = setup();
+    let out = s.spawn(TWO_LANES, &["--output-format", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let alpha = s.lanes_dir().join("alpha").canonicalize().expect("alpha");
+
+    let write = "mkdir -p src && touch src/new.rs";
+    let as_alpha = decision(&s, "alpha", write);
+    assert_eq!(as_alpha["decision"], "allow", "{as_alpha:#}");
+    assert_eq!(as_alpha["rule"], "compound");
+    assert_eq!(as_alpha["profile"], "workspace-write");
+    assert_eq!(as_alpha["worktree"], alpha.display().to_string());
+    let parts = as_alpha["parts"].as_array().expect("parts");
+    assert_eq!(parts.len(), 2);
+    assert_eq!(parts[0]["verb"], "mkdir");
+    assert_eq!(parts[0]["rule"], "profile:workspace-write");
+
+    // The same question from the read-only lane goes to a person.
+    let as_beta = decision(&s, "beta", write);
+    assert_eq!(as_beta["decision"], "ask", "{as_beta:#}");
+    assert_eq!(as_beta["rule"], "no_rule");
+    assert_eq!(as_beta["profile"], "read-only");
+    // A read inside its own worktree does not.
+    assert_eq!(decision(&s, "beta", "cat out.txt")["rule"], "default_safe");
+
+    let table = [
+        ("cat ../beta/out.txt", "deny", "hard_block:other_lane"),
+        ("ls; rm -rf ~", "deny", "hard_block:remove_root"),
+        ("ls $(rm x)", "ask", "reader:command_substitution"),
+        (
+            "git -c core.pager='sh -c x' log",
+            "ask",
+            "reader:git_global_option",
+        ),
+        ("cat ../../etc/passwd", "ask", "no_rule"),
+        // The shipped defaults deny pushing anywhere and allow cargo in the lane.
+        (
+            "git push origin lanes/alpha",
+            "deny",
+            "permissions.entry#1:deny",
+        ),
+        ("cargo test", "allow", "permissions.entry#2:allow"),
+    ];
+    for (command, verdict, rule) in table {
+        let got = decision(&s, "alpha", command);
+        assert_eq!(
+            (got["decision"].as_str(), got["rule"].as_str()),
+            (Some(verdict), Some(rule)),
+            "{command}: {got:#}"
+        );
+    }
+
+    // Text: the decision and rule first, then each part.
+    let out = check(&s, &["--lane", "alpha", "--command", "ls && cat ../x"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some("ask by no_rule: part `cat ../x`: a path or the cwd is outside the lane's worktree")
+    );
+    assert!(text.contains("allow ls  [default_safe]"), "{text}");
+
+    // A file write is decided by the same scopes; --cwd moves the command.
+    let out = check(
+        &s,
+        &[
+            "--lane",
+            "alpha",
+            "--write",
+            "src/lib.rs",
+            "--output-format",
+            "json",
+        ],
+    );
+    let file: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(file["decision"], "allow", "{file:#}");
+    assert_eq!(file["tool"], "write");
+    let sibling = s.lanes_dir().join("beta");
+    let out = check(
+        &s,
+        &[
+            "--lane",
+            "alpha",
+            "--command",
+            "ls",
+            "--cwd",
+            &sibling.display().to_string(),
+            "--output-format",
+            "json",
+        ],
+    );
+    let moved: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(moved["rule"], "hard_block:other_lane", "{moved:#}");
+}
+
+#[test]
+fn bad_input_is_a_clear_error_with_a_kind() {
+    let s = setup();
+    let cases: [(&[&str], &str, &str); 4] = [
+        (
+            &["--command", "ls", "--cwd", "/no/such/folder"],
+            "cwd_not_found",
+            "/no/such/folder",
+        ),
+        (
+            &["--command", "ls", "--profile", "yolo"],
+            "invalid_argument",
+            "--profile \"yolo\"",
+        ),
+        (
+            &["--command", "ls", "--lane", "nosuch"],
+            "unknown_lane",
+            "nosuch",
+        ),
+        (
+            &["--command", "  "],
+            "invalid_argument",
+            "--command is empty",
+        ),
+    ];
+    for (args, kind, names) in cases {
+        let mut all = args.to_vec();
+        all.extend(["--output-format", "json"]);
+        let out = check(&s, &all);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(out.stdout.is_empty());
+        let error = json_error(&out);
+        assert_eq!(error["error"]["kind"], kind, "{args:?}: {error:#}");
+        let message = error["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(names), "{args:?}: {message}");
+    }
+
+    // A bad [permissions] entry: the policy is refused, naming the entry and its key, by
+    // `policy check` and by `permissions check` alike.
+    let policy = s.sandbox.dir.path().join("bad-policy.toml");
+    std::fs::write(
+        &policy,
+        "[permissions]\n[[permissions.entries]]\nverb = \"ls\"\nscope = \"lane\"\ndecision = \"allow\"\n\n[[permissions.entries]]\nverb = \"rm\"\nscope = \"src\"\ndecision = \"deny\"\n",
+    )
+    .expect("policy");
+    let out = s
+        .sandbox
+        .clawpool()
+        .args(["policy", "check", "--output-format", "json"])
+        .arg(&policy)
+        .output()
+        .expect("policy check runs");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let error = json_error(&out);
+    assert_eq!(error["error"]["kind"], "invalid_policy");
+    let problems = error["error"]["problems"].as_array().expect("problems");
+    assert_eq!(problems.len(), 1, "{problems:#?}");
+    assert_eq!(
+        problems[0]["at"],
+        serde_json::json!({"in": "permission_entry", "index": 2})
+    );
+    assert_eq!(problems[0]["key"], "scope");
+
+    let config = s.sandbox.dir.path().join("bad-config.toml");
+    std::fs::write(
+        &config,
+        format!("policy = {:?}\n", policy.display().to_string()),
+    )
+    .expect("config");
+    let out = s
+        .sandbox
+        .clawpool()
+        .args(["permissions", "check", "--command", "ls", "--config"])
+        .arg(&config)
+        .current_dir(&s.repo)
+        .output()
+        .expect("permissions check runs");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("[[permissions.entries]] #2: scope: \"src\""),
+        "{}",
+        stderr(&out)
+    );
+}
