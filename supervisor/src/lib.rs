@@ -9,6 +9,7 @@ pub mod config;
 pub mod detect;
 pub mod handshake;
 pub mod lane_state;
+pub mod permission_gate;
 pub mod profiles;
 pub mod trust;
 pub mod verify;

@@ -13,6 +13,7 @@ use clawpool::handshake::{
     plan_prompt,
 };
 use clawpool::lane_state::StateRecorder;
+use clawpool::permission_gate::PermissionGate;
 use clawpool::profiles::{Profile, TrustStore};
 use clawpool::trust::{
     StoreGuard, TrustRoots, claude_config_file, codex_config_file, gemini_trusted_folders_file,
@@ -181,6 +182,12 @@ pub enum Start {
 /// Drives one lane to finished or failed (or until Ctrl-C).
 pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandError> {
     let mut spec = spawn_spec(&job)?;
+    // Tool-permission questions go to the policy's `[permissions]` before a person.
+    let permissions = job.policy.permissions();
+    let permission_gate = PermissionGate::new(
+        permissions.policy.clone(),
+        crate::permissions_cmd::lane_context(&job.dir, permissions)?,
+    );
     let state_dir = job.dir.join(STATE_DIR);
     std::fs::create_dir_all(&state_dir)
         .map_err(|e| CommandError::io("creating the lane's .claw folder", e))?;
@@ -349,7 +356,8 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, CommandErro
         .after_attempts(prior_attempts)
         .after_dropped_turn(rig.dropped_turn)
         .with_followups(std::mem::take(&mut followups))
-        .with_external_progress(external.clone());
+        .with_external_progress(external.clone())
+        .with_permissions(permission_gate.clone());
         handshake = match watch {
             Watch::Troubles => handshake
                 .stall_after(recovery.stall_after())

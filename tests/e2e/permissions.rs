@@ -225,3 +225,138 @@ fn bad_input_is_a_clear_error_with_a_kind() {
         stderr(&out)
     );
 }
+
+/// The scripted agent asks to run a compound that stays in its worktree, to create a file in
+/// it, and to push: the first two are answered yes and the push no, each by the policy.
+const ASKS_ALLOWED_AND_DENIED: &str = r#"
+prompt_log = ".prompts.jsonl"
+[[prompt]]
+steps = [
+  { do = "permission", tool = "Bash(mkdir -p src && touch src/a.rs)", command = "mkdir -p src && touch src/a.rs" },
+  { do = "write_file", path = "src/a.rs", content = "// a\n" },
+  { do = "permission", tool = "Write(notes.txt)", file = "notes.txt" },
+  { do = "write_file", path = "notes.txt", content = "ok\n" },
+  { do = "permission", tool = "Bash(git push origin main)", command = "git push origin main" },
+  { do = "write_file", path = "pushed.txt", content = "never\n" },
+]
+"#;
+
+fn decided(events: &[Value]) -> Vec<&Value> {
+    events
+        .iter()
+        .filter(|e| e["kind"] == "lane.permission.decided")
+        .collect()
+}
+
+#[test]
+fn the_policy_answers_the_agents_questions_on_screen() {
+    let sandbox = clawpool_tests::Sandbox::new();
+    let (repo, config) = crate::handshake::setup(&sandbox, ASKS_ALLOWED_AND_DENIED, true, "");
+    let lane = crate::handshake::Lane::start(&sandbox, &repo, &config, "scripted", "work");
+    let (code, _, events) = lane.finish();
+    assert_eq!(code, 0, "{events:#?}");
+    assert!(
+        !events.iter().any(|e| e["kind"] == "lane.blocked"),
+        "no person was needed: {events:#?}"
+    );
+    let decisions = decided(&events);
+    let summary: Vec<(&str, &str, &str)> = decisions
+        .iter()
+        .map(|e| {
+            let d = &e["detail"];
+            (
+                d["tool"].as_str().unwrap_or(""),
+                d["decision"].as_str().unwrap_or(""),
+                d["rule"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("bash", "allow", "compound"),
+            ("write", "allow", "profile:workspace-write"),
+            ("bash", "deny", "permissions.entry#1:deny"),
+        ],
+        "{decisions:#?}"
+    );
+    let push = &decisions[2]["detail"];
+    assert_eq!(push["verb"], "git push");
+    assert_eq!(push["args"], serde_json::json!(["origin", "main"]));
+    let worktree = repo.canonicalize().expect("repo");
+    assert_eq!(push["cwd"], worktree.display().to_string());
+    let answers: Vec<(&str, &str)> = events
+        .iter()
+        .filter(|e| e["kind"] == "lane.dialog_answered")
+        .map(|e| {
+            (
+                e["detail"]["choice"].as_str().unwrap_or(""),
+                e["detail"]["by"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        answers,
+        [("yes", "policy"), ("yes", "policy"), ("no", "policy")]
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.join("notes.txt")).expect("allowed write"),
+        "ok\n"
+    );
+    assert!(repo.join("src/a.rs").is_file());
+    assert!(
+        !repo.join("pushed.txt").exists(),
+        "the denied step never ran"
+    );
+    // The decisions are in the lane's own event log too.
+    let logged = std::fs::read_to_string(repo.join(".claw/events.jsonl")).expect("events");
+    assert_eq!(logged.matches("lane.permission.decided").count(), 3);
+}
+
+/// A read outside the worktree, then (after working a moment, so the first dialog is seen
+/// gone) a compound whose mutating part leaves it.
+const ASKS_WHAT_A_PERSON_DECIDES: &str = r#"
+prompt_log = ".prompts.jsonl"
+[[prompt]]
+steps = [
+  { do = "permission", tool = "Bash(cat ../../etc/passwd)", command = "cat ../../etc/passwd" },
+  { do = "sleep", ms = 300 },
+  { do = "permission", tool = "Bash(ls && rm -rf ../elsewhere)", command = "ls && rm -rf ../elsewhere" },
+  { do = "write_file", path = "out.txt", content = "done\n" },
+]
+"#;
+
+#[test]
+fn questions_the_policy_cannot_allow_wait_for_a_person() {
+    let sandbox = clawpool_tests::Sandbox::new();
+    let (repo, config) = crate::handshake::setup(&sandbox, ASKS_WHAT_A_PERSON_DECIDES, true, "");
+    let mut lane = crate::handshake::Lane::start(&sandbox, &repo, &config, "scripted", "work");
+    for command in ["cat ../../etc/passwd", "ls && rm -rf ../elsewhere"] {
+        let decision = lane.wait_kind("lane.permission.decided");
+        assert_eq!(decision["detail"]["decision"], "ask", "{decision:#}");
+        assert_eq!(decision["detail"]["rule"], "no_rule");
+        assert_eq!(decision["detail"]["command"], command);
+        let blocked = lane.wait_kind("lane.blocked");
+        assert_eq!(blocked["to"]["subphase"], "tool_permission");
+        assert!(!repo.join("out.txt").exists());
+        let out = sandbox
+            .clawpool()
+            .args(["answer", "--choice", "yes", "--output-format", "json"])
+            .arg(&repo)
+            .output()
+            .expect("clawpool answer");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let (code, _, events) = lane.finish();
+    assert_eq!(code, 0, "{events:#?}");
+    let by: Vec<&str> = events
+        .iter()
+        .filter(|e| e["kind"] == "lane.dialog_answered")
+        .map(|e| e["detail"]["by"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(by, ["operator", "operator"]);
+}

@@ -773,3 +773,53 @@ fn generated_commands_never_allow_control_flow_substitution_or_outside_paths() {
             .join("\n")
     );
 }
+
+/// A recorded screen from `tests/fixtures/screens/`, as rows.
+fn fixture_rows(name: &str) -> Vec<String> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/screens")
+        .join(name);
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn the_question_is_read_off_the_real_agents_dialogs() {
+    let cwd = Path::new("/tmp/cp/app");
+    let command = |text: &str| Request::Command {
+        command: text.to_owned(),
+        cwd: cwd.to_path_buf(),
+    };
+    let table: &[(&str, Option<Request>)] = &[
+        (
+            "claude-2.1.330/19-tool_permission-120x40.txt",
+            Some(Request::File {
+                tool: Tool::Write,
+                path: PathBuf::from("hello.txt"),
+            }),
+        ),
+        (
+            "claude-2.1.330/22-tool_permission-80x24.txt",
+            Some(command("echo hi > /tmp/cp/app/hello.txt")),
+        ),
+        (
+            "codex-0.169.0/15-tool_permission-120x40.txt",
+            Some(command("printf hi > hello.txt")),
+        ),
+        ("claude-2.1.330/04-ready_for_prompt-120x40.txt", None),
+        ("claude-2.1.330/03-boot_dialog-120x40.txt", None),
+        ("codex-0.169.0/05-running-120x40.txt", None),
+    ];
+    for (name, expected) in table {
+        assert_eq!(&read_dialog(&fixture_rows(name), cwd), expected, "{name}");
+    }
+    // A command the agent shortened is not read.
+    let shortened: Vec<String> = fixture_rows("claude-2.1.330/22-tool_permission-80x24.txt")
+        .into_iter()
+        .map(|row| row.replace("echo hi > /tmp/cp/app/hello.txt", "rm -rf /tmp/cp/app/hel…"))
+        .collect();
+    assert_eq!(read_dialog(&shortened, cwd), None);
+}
