@@ -360,3 +360,188 @@ fn questions_the_policy_cannot_allow_wait_for_a_person() {
         .collect();
     assert_eq!(by, ["operator", "operator"]);
 }
+
+/// The real Claude Code 2.1.330 in its default permission mode (it asks before a write or a
+/// mutating command), offline against the scripted model server, in a trusted lane.
+fn claude_lane(
+    sandbox: &clawpool_tests::Sandbox,
+    script: &Value,
+    policy: Option<&str>,
+) -> (
+    std::path::PathBuf,
+    clawpool_tests::ModelServer,
+    clawpool_tests::LaneRun,
+) {
+    use crate::real_agents::{claude_env, lanes_dir, plain_lane, start_lane, write_config};
+    clawpool_tests::real_agent("claude");
+    let lane = plain_lane(sandbox, "alpha");
+    let server = clawpool_tests::ModelServer::start(&sandbox.dir.path().join("model"), script);
+    clawpool_tests::seed_claude_home(&sandbox.home(), serde_json::json!({}));
+    let config = write_config(
+        sandbox,
+        Some(&lanes_dir(sandbox)),
+        "claude",
+        "args = [\"--permission-mode\", \"default\"]\n",
+    );
+    if let Some(policy) = policy {
+        let file = sandbox.dir.path().join("policy.toml");
+        std::fs::write(&file, policy).expect("policy");
+        let text = std::fs::read_to_string(&config).expect("config");
+        let text = format!("policy = {:?}\n{text}", file.display().to_string());
+        std::fs::write(&config, text).expect("config");
+    }
+    let run = start_lane(
+        sandbox,
+        &config,
+        "claude",
+        &lane,
+        &claude_env(sandbox, &server.url()),
+        "pty",
+    );
+    (lane, server, run)
+}
+
+#[test]
+fn claude_codes_file_write_in_its_worktree_is_approved_without_a_person() {
+    use crate::real_agents::{assert_nothing_left, count_kind, finish, screen_report};
+    let sandbox = clawpool_tests::Sandbox::new();
+    let lane = crate::real_agents::plain_lane(&sandbox, "alpha");
+    let script = serde_json::json!([
+        {"tool_use": {"name": "Write", "input": {
+            "file_path": lane.join("hello.txt").display().to_string(),
+            "content": "hi"
+        }}},
+        {"text": "Done. Created hello.txt."}
+    ]);
+    let (lane, mut server, mut run) = claude_lane(&sandbox, &script, None);
+    let (code, outcome) = finish(&mut run, &lane);
+    let events = run.events();
+    assert_eq!(code, 0, "{}\n{}", run.report(), screen_report(&lane));
+    assert_eq!(outcome["state"]["status"], "finished");
+    let decided: Vec<&Value> = decided(&events);
+    assert_eq!(decided.len(), 1, "{decided:#?}");
+    let detail = &decided[0]["detail"];
+    assert_eq!(detail["tool"], "write", "{detail:#}");
+    assert_eq!(detail["decision"], "allow");
+    assert_eq!(detail["rule"], "profile:workspace-write");
+    let answered = events
+        .iter()
+        .find(|e| e["kind"] == "lane.dialog_answered" && e["detail"]["dialog"] == "tool_permission")
+        .unwrap_or_else(|| panic!("the question was answered: {}", run.report()));
+    assert_eq!(answered["detail"]["by"], "policy");
+    assert_eq!(answered["detail"]["choice"], "yes");
+    assert_eq!(answered["detail"]["completed"], true);
+    assert_eq!(count_kind(&events, "lane.blocked"), 0, "{}", run.report());
+    assert_eq!(
+        std::fs::read_to_string(lane.join("hello.txt")).expect("hello.txt in the lane"),
+        "hi"
+    );
+    drop(run);
+    server.stop();
+    assert_nothing_left(&sandbox);
+}
+
+#[test]
+fn claude_codes_denied_command_is_answered_no_and_never_runs() {
+    use crate::real_agents::{assert_nothing_left, count_kind, finish, screen_report};
+    let sandbox = clawpool_tests::Sandbox::new();
+    let script = serde_json::json!([
+        {"tool_use": {"name": "Bash", "input": {
+            "command": "touch denied.txt",
+            "description": "Create denied.txt"
+        }}},
+        {"text": "Done."}
+    ]);
+    let policy = "[[permissions.entries]]\ntool = \"bash\"\nverb = \"touch\"\nscope = \"anywhere\"\ndecision = \"deny\"\n";
+    let (lane, mut server, mut run) = claude_lane(&sandbox, &script, Some(policy));
+    let (code, outcome) = finish(&mut run, &lane);
+    let events = run.events();
+    assert_eq!(code, 0, "{}\n{}", run.report(), screen_report(&lane));
+    assert_eq!(outcome["state"]["status"], "finished");
+    let decided: Vec<&Value> = decided(&events);
+    assert_eq!(decided.len(), 1, "{decided:#?}");
+    let detail = &decided[0]["detail"];
+    assert_eq!(detail["tool"], "bash", "{detail:#}");
+    assert_eq!(detail["verb"], "touch");
+    assert_eq!(detail["args"], serde_json::json!(["denied.txt"]));
+    assert_eq!(detail["decision"], "deny");
+    assert_eq!(detail["rule"], "permissions.entry#1:deny");
+    let answered = events
+        .iter()
+        .find(|e| e["kind"] == "lane.dialog_answered" && e["detail"]["dialog"] == "tool_permission")
+        .unwrap_or_else(|| panic!("the question was answered: {}", run.report()));
+    assert_eq!(answered["detail"]["by"], "policy");
+    assert_eq!(answered["detail"]["choice"], "no");
+    assert_eq!(count_kind(&events, "lane.blocked"), 0, "{}", run.report());
+    assert!(
+        !lane.join("denied.txt").exists(),
+        "the denied command never ran"
+    );
+    drop(run);
+    server.stop();
+    assert_nothing_left(&sandbox);
+}
+
+#[test]
+fn claude_codes_write_outside_its_worktree_waits_for_a_person() {
+    use crate::real_agents::{assert_nothing_left, finish, screen_report};
+    let sandbox = clawpool_tests::Sandbox::new();
+    let outside = sandbox.dir.path().join("outside");
+    std::fs::create_dir_all(&outside).expect("outside folder");
+    let target = outside.canonicalize().expect("outside").join("hello.txt");
+    let script = serde_json::json!([
+        {"tool_use": {"name": "Write", "input": {
+            "file_path": target.display().to_string(),
+            "content": "hi"
+        }}},
+        {"text": "Done."}
+    ]);
+    let (lane, mut server, mut run) = claude_lane(&sandbox, &script, None);
+    let decision = run.wait_for(
+        "the permission decision",
+        std::time::Duration::from_secs(60),
+        |e| e["kind"] == "lane.permission.decided",
+        || screen_report(&lane),
+    );
+    assert_eq!(decision["detail"]["tool"], "write", "{decision:#}");
+    assert_eq!(decision["detail"]["decision"], "ask");
+    assert_eq!(decision["detail"]["rule"], "no_rule");
+    let blocked = run.wait_for(
+        "blocked",
+        std::time::Duration::from_secs(60),
+        |e| e["kind"] == "lane.blocked",
+        || screen_report(&lane),
+    );
+    assert_eq!(blocked["to"]["subphase"], "tool_permission");
+    assert!(!target.exists());
+    // A person says no; the lane goes on to its end.
+    let out = sandbox
+        .clawpool()
+        .args(["answer", "--choice", "no", "--output-format", "json"])
+        .arg(&lane)
+        .output()
+        .expect("clawpool answer");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (code, _) = finish(&mut run, &lane);
+    assert_eq!(code, 0, "{}\n{}", run.report(), screen_report(&lane));
+    let events = run.events();
+    let by: Vec<&str> = events
+        .iter()
+        .filter(|e| {
+            e["kind"] == "lane.dialog_answered" && e["detail"]["dialog"] == "tool_permission"
+        })
+        .map(|e| e["detail"]["by"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(by, ["operator"]);
+    assert!(
+        !target.exists(),
+        "nobody allowed the write outside the worktree"
+    );
+    drop(run);
+    server.stop();
+    assert_nothing_left(&sandbox);
+}
