@@ -308,9 +308,29 @@ fn the_policy_answers_the_agents_questions_on_screen() {
         !repo.join("pushed.txt").exists(),
         "the denied step never ran"
     );
-    // The decisions are in the lane's own event log too.
+    // The decisions are in the lane's own event log too, and counted in its state file.
     let logged = std::fs::read_to_string(repo.join(".claw/events.jsonl")).expect("events");
     assert_eq!(logged.matches("lane.permission.decided").count(), 3);
+    let permissions = state_permissions(&repo);
+    assert_eq!(
+        (
+            &permissions["allowed"],
+            &permissions["denied"],
+            &permissions["asked"]
+        ),
+        (&Value::from(2), &Value::from(1), &Value::from(0)),
+        "{permissions:#}"
+    );
+    let recent = permissions["recent"].as_array().expect("recent");
+    assert_eq!(recent.len(), 3);
+    assert_eq!(recent[2]["rule"], "permissions.entry#1:deny");
+}
+
+/// The `permissions` section of the lane's state file.
+fn state_permissions(lane: &std::path::Path) -> Value {
+    let text = std::fs::read_to_string(lane.join(".claw/worker-state.json")).expect("state file");
+    let state: Value = serde_json::from_str(&text).expect("JSON");
+    state["permissions"].clone()
 }
 
 /// A read outside the worktree, then (after working a moment, so the first dialog is seen
@@ -359,6 +379,7 @@ fn questions_the_policy_cannot_allow_wait_for_a_person() {
         .map(|e| e["detail"]["by"].as_str().unwrap_or(""))
         .collect();
     assert_eq!(by, ["operator", "operator"]);
+    assert_eq!(state_permissions(&repo)["asked"], 2);
 }
 
 /// The real Claude Code 2.1.330 in its default permission mode (it asks before a write or a

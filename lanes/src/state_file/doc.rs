@@ -113,6 +113,10 @@ pub struct WorkerStateDoc {
     /// finishes, and again once it is anything but finished.
     #[serde(default)]
     pub outcome: Option<LaneOutcome>,
+    /// The tool-permission questions the permission policy decided (`docs/permissions.md`):
+    /// counts and the latest decisions. Empty in files written before clawpool decided them.
+    #[serde(default)]
+    pub permissions: super::PermissionDecisions,
     /// Fields written by a newer writer of the same schema version that this version does not
     /// know: kept so that reading and printing a file loses nothing. Never written by this
     /// version itself.
@@ -511,6 +515,7 @@ impl WorkerStateDoc {
             recovery: RecoveryLedger::default(),
             escalation: None,
             outcome: None,
+            permissions: super::PermissionDecisions::default(),
             extra: Map::new(),
         }
     }
@@ -669,6 +674,7 @@ impl WorkerStateDoc {
                     });
                 }
             }
+            "lane.permission.decided" => self.permissions.record(detail, at),
             "lane.outcome" => {
                 self.outcome = detail
                     .get("outcome")

@@ -13,6 +13,7 @@
 //!   `supervisor_lost`.
 
 mod doc;
+mod permissions;
 mod read;
 mod recovery;
 mod verification;
@@ -27,6 +28,7 @@ pub use doc::{
     LastEvent, Prompt, PromptReceipt, Supervisor, Transport, TransportKind, WorkerStateDoc,
     claw_event_kind, claw_status,
 };
+pub use permissions::{PermissionDecision, PermissionDecisions, RECENT_PERMISSION_DECISIONS};
 pub use read::{StateFileError, parse_state, read_lane_state, read_state_file};
 pub use recovery::{AttemptOrigin, AttemptState, LedgerEntry, RecoveryLedger, RestartRecord};
 pub use verification::{
