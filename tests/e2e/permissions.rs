@@ -566,3 +566,57 @@ fn claude_codes_write_outside_its_worktree_waits_for_a_person() {
     server.stop();
     assert_nothing_left(&sandbox);
 }
+
+#[test]
+fn claude_codes_compound_with_a_mutating_part_outside_waits_for_a_person() {
+    use crate::real_agents::{assert_nothing_left, finish, screen_report};
+    let sandbox = clawpool_tests::Sandbox::new();
+    let elsewhere = sandbox.dir.path().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).expect("a folder outside the lane");
+    let script = serde_json::json!([
+        {"tool_use": {"name": "Bash", "input": {
+            "command": "ls && rm -rf ../../elsewhere",
+            "description": "Clean up"
+        }}},
+        {"text": "Done."}
+    ]);
+    let (lane, mut server, mut run) = claude_lane(&sandbox, &script, None);
+    let decision = run.wait_for(
+        "the permission decision",
+        std::time::Duration::from_secs(60),
+        |e| e["kind"] == "lane.permission.decided",
+        || screen_report(&lane),
+    );
+    let detail = &decision["detail"];
+    assert_eq!(
+        detail["command"], "ls && rm -rf ../../elsewhere",
+        "{decision:#}"
+    );
+    assert_eq!(detail["decision"], "ask");
+    assert_eq!(detail["verb"], "rm", "the part that decided");
+    assert_eq!(detail["parts"], 2);
+    let blocked = run.wait_for(
+        "blocked",
+        std::time::Duration::from_secs(60),
+        |e| e["kind"] == "lane.blocked",
+        || screen_report(&lane),
+    );
+    assert_eq!(blocked["to"]["subphase"], "tool_permission");
+    let out = sandbox
+        .clawpool()
+        .args(["answer", "--choice", "no", "--output-format", "json"])
+        .arg(&lane)
+        .output()
+        .expect("clawpool answer");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (code, _) = finish(&mut run, &lane);
+    assert_eq!(code, 0, "{}\n{}", run.report(), screen_report(&lane));
+    assert!(elsewhere.is_dir(), "nothing outside the lane was removed");
+    drop(run);
+    server.stop();
+    assert_nothing_left(&sandbox);
+}
