@@ -11,6 +11,7 @@ use crate::handshake::{
     Settings, TrustGate, Verdict, check_prompt, confine_trust_store, plan_prompt,
 };
 use crate::lane_state::StateRecorder;
+use crate::permission_gate::{PermissionGate, lane_context};
 use clawpool_agents::profiles::{Profile, TrustStore};
 use clawpool_agents::trust::{
     StoreGuard, claude_config_file, codex_config_file, gemini_trusted_folders_file,
@@ -178,6 +179,12 @@ pub enum Start {
 /// Drives one lane to finished or failed (or until Ctrl-C).
 pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, LaneError> {
     let mut spec = spawn_spec(&job)?;
+    // Tool-permission questions go to the policy's `[permissions]` before a person.
+    let permissions = job.policy.permissions();
+    let permission_gate = PermissionGate::new(
+        permissions.policy.clone(),
+        lane_context(&job.dir, permissions)?,
+    );
     let state_dir = job.dir.join(STATE_DIR);
     std::fs::create_dir_all(&state_dir)
         .map_err(|e| LaneError::io("creating the lane's .claw folder", e))?;
@@ -351,7 +358,8 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, LaneError> 
         .after_attempts(prior_attempts)
         .after_dropped_turn(rig.dropped_turn)
         .with_followups(std::mem::take(&mut followups))
-        .with_external_progress(external.clone());
+        .with_external_progress(external.clone())
+        .with_permissions(permission_gate.clone());
         handshake = match watch {
             Watch::Troubles => handshake
                 .stall_after(recovery.stall_after())

@@ -84,6 +84,7 @@ pub mod handshake;
 pub mod hooks;
 pub mod interrupt;
 pub mod lane_state;
+pub mod permission_gate;
 pub mod recovering;
 pub mod registry;
 pub mod verify;

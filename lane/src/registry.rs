@@ -40,6 +40,9 @@ pub struct RegistryEntry {
     /// written before clawpool recorded it).
     #[serde(default)]
     pub transport: Option<Transport>,
+    /// Its packet's `permission_profile` (none: the policy's default; `docs/permissions.md`).
+    #[serde(default)]
+    pub permission_profile: Option<String>,
 }
 
 /// A lane's base as the registry records it.

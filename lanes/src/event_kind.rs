@@ -30,6 +30,8 @@ pub enum LaneEventKind {
     DialogAnswered,
     /// `lane.tool_permission_required`: Transition to `tool_permission_required`.
     ToolPermissionRequired,
+    /// `lane.permission.decided`: The permission policy decided a tool-permission question.
+    PermissionDecided,
     /// `lane.ready`: Transition to `ready_for_prompt`.
     Ready,
     /// `lane.delivery_held`: Delivery waits (a git operation paused in the worktree).
@@ -126,7 +128,7 @@ pub enum LaneEventKind {
 
 impl LaneEventKind {
     /// Every kind this build records, in the order `docs/events.md` lists them.
-    pub const ALL: [LaneEventKind; 55] = [
+    pub const ALL: [LaneEventKind; 56] = [
         LaneEventKind::Started,
         LaneEventKind::Adopted,
         LaneEventKind::SessionReplaced,
@@ -137,6 +139,7 @@ impl LaneEventKind {
         LaneEventKind::TrustResolved,
         LaneEventKind::DialogAnswered,
         LaneEventKind::ToolPermissionRequired,
+        LaneEventKind::PermissionDecided,
         LaneEventKind::Ready,
         LaneEventKind::DeliveryHeld,
         LaneEventKind::DeliveryResumed,
@@ -197,6 +200,7 @@ impl LaneEventKind {
             LaneEventKind::TrustResolved => "lane.trust_resolved",
             LaneEventKind::DialogAnswered => "lane.dialog_answered",
             LaneEventKind::ToolPermissionRequired => "lane.tool_permission_required",
+            LaneEventKind::PermissionDecided => "lane.permission.decided",
             LaneEventKind::Ready => "lane.ready",
             LaneEventKind::DeliveryHeld => "lane.delivery_held",
             LaneEventKind::DeliveryResumed => "lane.delivery_resumed",

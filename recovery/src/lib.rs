@@ -36,6 +36,7 @@ pub mod duration;
 pub mod facts;
 pub mod hooks;
 pub mod ledger;
+pub mod permissions;
 pub mod policy;
 pub mod progress;
 pub mod recipe;

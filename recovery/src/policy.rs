@@ -25,10 +25,12 @@ use crate::facts::{
     Freshness, Green, GreenLevel, LaneFacts, RecoveryStatus, wire_name, wire_names,
 };
 use crate::hooks::HookSpec;
+use crate::permissions::PermissionSettings;
 use crate::recipe::{RecipeBook, Trigger};
 use crate::restart::RestartPolicy;
 
 mod parse;
+mod parse_permissions;
 
 /// The shipped default policy (`docs/policy-defaults.toml`).
 pub const DEFAULT_POLICY: &str = include_str!("../../docs/policy-defaults.toml");
@@ -58,10 +60,15 @@ pub enum Location {
         /// The recipe's name as written.
         name: String,
     },
-    /// Another table (`[restart]`, `[stall]`).
+    /// Another table (`[restart]`, `[stall]`, `[permissions]`).
     Table {
         /// The table.
         name: String,
+    },
+    /// A `[[permissions.entries]]` entry.
+    PermissionEntry {
+        /// Its position, from 1.
+        index: usize,
     },
 }
 
@@ -77,6 +84,7 @@ impl fmt::Display for Location {
             Location::Hook { index, name } => entry(f, "hook", index, name),
             Location::Recipe { name } => write!(f, "[recipes.{name}]"),
             Location::Table { name } => write!(f, "[{name}]"),
+            Location::PermissionEntry { index } => write!(f, "[[permissions.entries]] #{index}"),
         }
     }
 }
@@ -496,6 +504,7 @@ pub struct Policy {
     hooks: Vec<HookSpec>,
     recipes: RecipeBook,
     stall_after: Duration,
+    permissions: PermissionSettings,
 }
 
 impl Policy {
@@ -554,6 +563,11 @@ impl Policy {
     /// How long a running lane may go without progress before it is stalled.
     pub fn stall_after(&self) -> Duration {
         self.stall_after
+    }
+
+    /// The tool-permission policy (`[permissions]`, `docs/permissions.md`).
+    pub fn permissions(&self) -> &PermissionSettings {
+        &self.permissions
     }
 
     /// The decisions for `facts`: the matching `notify` rules met on the way, then the first

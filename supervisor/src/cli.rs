@@ -79,6 +79,51 @@ pub enum Command {
     /// Run a recovery recipe on a lane by hand, through its control socket (the recipe the
     /// policy decides for the lane, or --recipe NAME).
     Recover(RecoverArgs),
+    /// Tool-permission questions: what the permission policy decides (docs/permissions.md).
+    Permissions(PermissionsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PermissionsArgs {
+    #[command(subcommand)]
+    pub command: PermissionsCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PermissionsCommand {
+    /// What the policy would decide for a command or a file write in a lane, and the rule that
+    /// decides (nothing is run or written).
+    Check(PermissionsCheckArgs),
+}
+
+#[derive(Debug, Args)]
+#[group(id = "question", required = true, multiple = false, args = ["command", "write", "edit"])]
+pub struct PermissionsCheckArgs {
+    /// The shell command the agent asks to run.
+    #[arg(long)]
+    pub command: Option<String>,
+    /// A file the agent asks to create or overwrite (the Write tool).
+    #[arg(long)]
+    pub write: Option<PathBuf>,
+    /// A file the agent asks to change (the Edit tool, apply_patch).
+    #[arg(long)]
+    pub edit: Option<PathBuf>,
+    /// The folder the command runs in (default: the lane's worktree).
+    #[arg(long)]
+    pub cwd: Option<PathBuf>,
+    /// The lane: its name in this repository, or its folder (default: the git worktree the
+    /// current folder is in).
+    #[arg(long)]
+    pub lane: Option<PathBuf>,
+    /// Decide with this profile instead of the lane's (read-only, workspace-write,
+    /// danger-full-access).
+    #[arg(long)]
+    pub profile: Option<String>,
+    #[command(flatten)]
+    pub config: ConfigFlag,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub output_format: OutputFormat,
 }
 
 #[derive(Debug, Args)]
@@ -230,6 +275,9 @@ impl Command {
                 command: PolicyCommand::Check(args),
             }) => args.output_format,
             Command::Recover(args) => args.lane.output_format,
+            Command::Permissions(PermissionsArgs {
+                command: PermissionsCommand::Check(args),
+            }) => args.output_format,
         }
     }
 }

@@ -16,6 +16,7 @@ mod known_repos;
 mod loaded;
 mod mirror;
 mod output;
+mod permissions_cmd;
 mod policy_cmd;
 mod progress;
 mod run_lane;
@@ -177,6 +178,9 @@ fn main() -> ExitCode {
                 command: cli::PolicyCommand::Check(args),
             }) => policy_cmd::run_check(&args),
             Command::Recover(args) => policy_cmd::run_recover(&args).await,
+            Command::Permissions(cli::PermissionsArgs {
+                command: cli::PermissionsCommand::Check(args),
+            }) => permissions_cmd::run_check(&args),
             Command::Doctor(args) => {
                 let loaded = loaded::Loaded::load(&args.config, Some(&args.repo))?;
                 inspect::run_doctor(&loaded, &args)

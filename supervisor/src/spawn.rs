@@ -649,6 +649,7 @@ async fn start_lane(
         supervisor_pid: std::process::id(),
         verify: verify_spec,
         transport: Some(transport_of(&terminal, &session_name(&name))),
+        permission_profile: lane.spec.permission_profile.clone(),
     };
     let text = serde_json::to_string_pretty(&entry).expect("a registry entry serializes");
     write_atomically(&registry.entry_file(), format!("{text}\n").as_bytes())

@@ -7,6 +7,7 @@ mod freshness;
 mod handshake;
 mod model_server;
 mod more_agents;
+mod permissions;
 mod policy;
 mod progress;
 mod real_agents;

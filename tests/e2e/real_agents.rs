@@ -25,14 +25,14 @@ const PATIENCE: Duration = Duration::from_secs(60);
 const PROMPT: &str = "create a file named hello.txt containing hi";
 
 /// The sandbox's lanes folder (canonical, as clawpool and the agents see it), made on demand.
-fn lanes_dir(sandbox: &Sandbox) -> PathBuf {
+pub(crate) fn lanes_dir(sandbox: &Sandbox) -> PathBuf {
     let dir = sandbox.dir.path().join("lanes");
     std::fs::create_dir_all(&dir).expect("lanes folder");
     dir.canonicalize().expect("canonical lanes folder")
 }
 
 /// A plain (non-git) lane folder.
-fn plain_lane(sandbox: &Sandbox, name: &str) -> PathBuf {
+pub(crate) fn plain_lane(sandbox: &Sandbox, name: &str) -> PathBuf {
     let lane = lanes_dir(sandbox).join(name);
     std::fs::create_dir_all(&lane).expect("lane folder");
     lane
@@ -40,7 +40,7 @@ fn plain_lane(sandbox: &Sandbox, name: &str) -> PathBuf {
 
 /// A `--config` file: `trusted_roots` (when given) and `[profiles.<agent>.launch]` pointing at
 /// the installed agent, plus `launch_extra` lines in that table.
-fn write_config(
+pub(crate) fn write_config(
     sandbox: &Sandbox,
     trusted_root: Option<&Path>,
     agent: &str,
@@ -59,7 +59,7 @@ fn write_config(
 }
 
 /// The environment Claude Code runs offline with (docs/real-agents.md).
-fn claude_env(sandbox: &Sandbox, base_url: &str) -> Vec<String> {
+pub(crate) fn claude_env(sandbox: &Sandbox, base_url: &str) -> Vec<String> {
     vec![
         "ANTHROPIC_API_KEY=sk-ant-fake".into(),
         format!("ANTHROPIC_BASE_URL={base_url}"),
@@ -81,7 +81,7 @@ fn codex_env(sandbox: &Sandbox) -> Vec<String> {
 }
 
 /// Starts `clawpool run --output-format json` for one lane, from an empty environment.
-fn start_lane(
+pub(crate) fn start_lane(
     sandbox: &Sandbox,
     config: &Path,
     agent: &str,
@@ -113,7 +113,7 @@ fn lane_screen(lane: &Path) -> ScreenSnapshot {
 }
 
 /// The lane's screen as text, for failure messages.
-fn screen_report(lane: &Path) -> String {
+pub(crate) fn screen_report(lane: &Path) -> String {
     let text = lane_screen(lane).text();
     let rows: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     format!(
@@ -151,7 +151,7 @@ fn wait_kind(run: &mut LaneRun, lane: &Path, kind: &str) -> Value {
 
 /// Waits for the `{"outcome": …}` line and for clawpool to exit; returns the exit code and
 /// the outcome.
-fn finish(run: &mut LaneRun, lane: &Path) -> (i32, Value) {
+pub(crate) fn finish(run: &mut LaneRun, lane: &Path) -> (i32, Value) {
     let outcome = run.wait_for(
         "the outcome",
         PATIENCE,
@@ -169,7 +169,7 @@ fn find_event<'a>(events: &'a [Value], kind: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no {kind} in {events:#?}"))
 }
 
-fn count_kind(events: &[Value], kind: &str) -> usize {
+pub(crate) fn count_kind(events: &[Value], kind: &str) -> usize {
     events.iter().filter(|e| e["kind"] == kind).count()
 }
 
@@ -232,7 +232,7 @@ fn cpu_time(pid: u32) -> Duration {
 
 /// Asserts that no process started for the sandbox is left, giving processes that are on
 /// their way out a few seconds to go.
-fn assert_nothing_left(sandbox: &Sandbox) {
+pub(crate) fn assert_nothing_left(sandbox: &Sandbox) {
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     let mut left = sandbox.leftover_processes();
     while !left.is_empty() && std::time::Instant::now() < deadline {

@@ -430,7 +430,11 @@ impl App {
                     size,
                     cwd,
                     &self.transcript,
-                    Bottom::Permission { tool, selected },
+                    Bottom::Permission {
+                        tool,
+                        selected,
+                        detail: run.permission_detail(),
+                    },
                 ),
                 None => {
                     let spinner = run.spinner(now);

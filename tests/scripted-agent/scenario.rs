@@ -127,6 +127,13 @@ pub enum Step {
     Permission {
         /// The tool asking, shown above the question, e.g. `Write(file)`.
         tool: String,
+        /// A shell command shown between dashed rules under `Bash command`, as Claude Code
+        /// shows the command it asks to run.
+        #[serde(default)]
+        command: Option<String>,
+        /// A file shown under `Create file`, as Claude Code shows a file it asks to write.
+        #[serde(default)]
+        file: Option<String>,
     },
     /// Show a notice no detection rule knows in place of the spinner and the input box, with
     /// `Enter to continue · Esc to cancel` under it, for `ms`; keys pressed meanwhile are

@@ -33,6 +33,8 @@ enum Wait {
         tool: String,
         /// The highlighted entry: 0 = Yes, 1 = No.
         selected: usize,
+        /// What the question shows between the tool and the question (a command, a file).
+        detail: Vec<String>,
     },
     /// A `provider_down` step: retrying, until `until`.
     Provider {
@@ -155,7 +157,17 @@ impl Run {
                 Step::Sleep { ms } => self.wait = Wait::Until(now + Duration::from_millis(ms)),
                 Step::Hang {} => self.wait = Wait::Hang,
                 Step::SpinnerForever {} => self.wait = Wait::Frozen(self.elapsed_secs(now)),
-                Step::Permission { tool } => self.wait = Wait::Permission { tool, selected: 0 },
+                Step::Permission {
+                    tool,
+                    command,
+                    file,
+                } => {
+                    self.wait = Wait::Permission {
+                        tool,
+                        selected: 0,
+                        detail: permission_detail(command, file),
+                    }
+                }
                 Step::Notice { text, ms } => {
                     self.wait = Wait::Notice {
                         text,
@@ -234,8 +246,16 @@ impl Run {
     /// The permission being asked (tool, highlighted entry), if any.
     pub fn permission(&self) -> Option<(&str, usize)> {
         match &self.wait {
-            Wait::Permission { tool, selected } => Some((tool, *selected)),
+            Wait::Permission { tool, selected, .. } => Some((tool, *selected)),
             _ => None,
+        }
+    }
+
+    /// What the permission being asked shows about its command or file, if any.
+    pub fn permission_detail(&self) -> &[String] {
+        match &self.wait {
+            Wait::Permission { detail, .. } => detail,
+            _ => &[],
         }
     }
 
@@ -338,6 +358,24 @@ fn git_commit(cwd: &Path, message: &str) -> String {
     format!("Committed: {}", message.lines().next().unwrap_or(""))
 }
 
+/// The lines a permission question shows about its command (between dashed rules under
+/// `Bash command`) or file (under `Create file`), laid out as Claude Code 2.1.330 does.
+fn permission_detail(command: Option<String>, file: Option<String>) -> Vec<String> {
+    let rule = "╌".repeat(40);
+    let mut lines = Vec::new();
+    if let Some(command) = command {
+        lines.push(" Bash command".to_owned());
+        lines.push(rule.clone());
+        lines.extend(command.lines().map(|line| format!(" {line}")));
+        lines.push(rule);
+    }
+    if let Some(file) = file {
+        lines.push(" Create file".to_owned());
+        lines.push(format!(" {file}"));
+    }
+    lines
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -415,6 +453,8 @@ mod tests {
             vec![
                 Step::Permission {
                     tool: "Write(f)".into(),
+                    command: None,
+                    file: None,
                 },
                 Step::Say {
                     text: "never".into(),

@@ -146,6 +146,8 @@ pub enum Bottom<'a> {
         tool: &'a str,
         /// The highlighted entry: 0 = Yes, 1 = No.
         selected: usize,
+        /// What it shows about its command or file.
+        detail: &'a [String],
     },
 }
 
@@ -245,11 +247,20 @@ pub fn main_screen(
             block.push(Line::blank());
             block.push(Line::new(NOTICE_HINT, Style::Dim));
         }
-        Bottom::Permission { tool, selected } => {
+        Bottom::Permission {
+            tool,
+            selected,
+            detail,
+        } => {
             block.push(Line::new(
                 format!("Permission requested: {tool}"),
                 Style::Bold,
             ));
+            block.extend(
+                detail
+                    .iter()
+                    .map(|line| Line::new(line.clone(), Style::Plain)),
+            );
             block.push(Line::new("Do you want to proceed?", Style::Plain));
             block.extend(menu(&["Yes", "No"], selected));
         }

@@ -30,8 +30,10 @@ use super::delivery::{self, PromptPlan, Receipt};
 use super::unknown::UnknownScreen;
 use super::verdict::{OperatorRequest, SendFate, Verdict, VerdictReply};
 use super::{LaneContext, Next, OperatorCommand, RestartRequest, Settings, TrustGate};
+use crate::permission_gate::PermissionAnswer;
 use clawpool_agents::detect::{Observation, Seen, observe};
 use clawpool_agents::profiles::{Dialog, DialogKind, Policy, Profile, Signal};
+use clawpool_recovery::permissions::Verdict as PermissionVerdict;
 
 /// Something that happened to the lane, with the time it is handled at.
 #[derive(Debug)]
@@ -70,6 +72,8 @@ pub enum Input {
     /// [`Effect::GuardTrustStore`] is done: whether the store could be noted (its error was
     /// recorded by the driver).
     StoreGuarded(bool),
+    /// [`Effect::DecidePermission`]: what the permission policy says about the question.
+    PermissionDecided(PermissionAnswer),
 }
 
 /// What the driver carries out for the machine.
@@ -108,6 +112,12 @@ pub enum Effect {
         file: PathBuf,
         /// The text.
         prompt: String,
+    },
+    /// Ask the lane's permission gate about the tool-permission dialog on these screen rows;
+    /// then [`Input::PermissionDecided`].
+    DecidePermission {
+        /// The screen's rows.
+        rows: Vec<String>,
     },
     /// Send a verdict to whoever waits for it.
     Reply {
@@ -176,6 +186,12 @@ enum Suspended {
         kind: DialogKind,
         reply: VerdictReply,
     },
+    /// A tool-permission dialog waits for the permission policy's decision.
+    Permission {
+        name: String,
+        dialog: Dialog,
+        evidence: Evidence,
+    },
     /// Delivery waits to know whether a git operation holds it.
     Delivery,
     /// A text's round starts once its task file is written.
@@ -219,6 +235,12 @@ pub struct Machine<'a> {
     boot_deadline: Instant,
     /// Each dialog's answer attempts, so a dialog that will not go away ends up blocked.
     answer_attempts: HashMap<String, u32>,
+    /// Whether tool-permission dialogs go to the lane's permission policy
+    /// ([`Effect::DecidePermission`]) before a person.
+    decides_permissions: bool,
+    /// Answers the permission policy gave each question since the agent last worked, so a
+    /// question that will not go away ends up blocked.
+    permission_answers: HashMap<String, u32>,
     /// Texts sent with [`OperatorCommand::Send`], delivered one by one when the agent is idle.
     followups: VecDeque<Followup>,
     /// The verdict owed for the text being delivered this round.
@@ -284,6 +306,8 @@ impl<'a> Machine<'a> {
             provider_since: None,
             boot_deadline: now + settings.boot_timeout,
             answer_attempts: HashMap::new(),
+            decides_permissions: false,
+            permission_answers: HashMap::new(),
             followups: VecDeque::new(),
             round_reply: None,
             followup_round: false,
@@ -332,6 +356,12 @@ impl<'a> Machine<'a> {
             armed_at: None,
             delivered: prompt.into_iter().collect(),
         });
+    }
+
+    /// Tool-permission dialogs whose profile policy is `ask` go to the permission policy
+    /// first; only its asks wait for a person.
+    pub fn decide_permissions(&mut self) {
+        self.decides_permissions = true;
     }
 
     /// Texts to deliver, in order, as soon as the agent is idle (a recovery's nudge).
@@ -418,6 +448,7 @@ impl<'a> Machine<'a> {
                 }
             }
             Input::StoreGuarded(ok) => self.confine_pending |= ok,
+            Input::PermissionDecided(answer) => self.permission_decided(answer),
         }
         std::mem::take(&mut self.out)
     }
@@ -680,7 +711,7 @@ impl<'a> Machine<'a> {
             self.out.push(Effect::ConfineTrustStore);
         }
         match &seen.seen {
-            Seen::Dialog { name, dialog } => self.on_dialog(name, *dialog, evidence),
+            Seen::Dialog { name, dialog } => self.on_dialog(name, *dialog, evidence, screen),
             Seen::Signal {
                 signal: Signal::Shell,
             } => self.on_shell(evidence),
@@ -699,7 +730,13 @@ impl<'a> Machine<'a> {
         }
     }
 
-    fn on_dialog(&mut self, name: &str, kind: DialogKind, evidence: Evidence) {
+    fn on_dialog(
+        &mut self,
+        name: &str,
+        kind: DialogKind,
+        evidence: Evidence,
+        screen: &ScreenSnapshot,
+    ) {
         let Some(dialog) = self.profile.dialog(name).cloned() else {
             return;
         };
@@ -759,6 +796,9 @@ impl<'a> Machine<'a> {
                 .then(|| dialog.answer.clone())
                 .flatten(),
         };
+        let policy_decides = kind == DialogKind::ToolPermission
+            && self.decides_permissions
+            && dialog.policy == Policy::Ask;
         let attempts = self.answer_attempts.entry(name.to_owned()).or_default();
         match automatic {
             Some(choice) if *attempts < MAX_ANSWERS_PER_DIALOG => {
@@ -779,9 +819,71 @@ impl<'a> Machine<'a> {
                     evidence,
                 });
             }
+            None if policy_decides => {
+                self.out.push(Effect::DecidePermission {
+                    rows: screen.rows.clone(),
+                });
+                self.suspended = Some(Suspended::Permission {
+                    name: name.to_owned(),
+                    dialog,
+                    evidence,
+                });
+            }
             _ => {
                 self.waiting_dialog = Some(name.to_owned());
                 self.transition(LaneState::blocked(subphase), Some(evidence));
+            }
+        }
+    }
+
+    /// The permission policy decided the question on screen: recorded, then allow answers
+    /// the dialog yes, deny answers it no, and ask leaves it to a person as before.
+    fn permission_decided(&mut self, answer: PermissionAnswer) {
+        let Some(Suspended::Permission {
+            name,
+            dialog,
+            evidence,
+        }) = self.suspended.take()
+        else {
+            return;
+        };
+        self.event(
+            LaneEventKind::PermissionDecided,
+            None,
+            None,
+            Some(evidence.clone()),
+            answer.detail,
+        );
+        let choice = match answer.verdict {
+            PermissionVerdict::Allow => Some("yes"),
+            PermissionVerdict::Deny => Some("no"),
+            PermissionVerdict::Ask => None,
+        };
+        let answers = self.permission_answers.entry(answer.question).or_default();
+        match choice {
+            Some(choice)
+                if *answers < MAX_ANSWERS_PER_DIALOG && dialog.choices.contains_key(choice) =>
+            {
+                *answers += 1;
+                let attempt = *answers;
+                self.out.push(Effect::Answer {
+                    dialog,
+                    choice: choice.to_owned(),
+                });
+                self.suspended = Some(Suspended::PolicyAnswer {
+                    name,
+                    choice: choice.to_owned(),
+                    kind: DialogKind::ToolPermission,
+                    attempt,
+                    evidence,
+                });
+            }
+            _ => {
+                self.waiting_dialog = Some(name);
+                self.transition(
+                    LaneState::blocked(BlockedSubphase::ToolPermission),
+                    Some(evidence),
+                );
             }
         }
     }
@@ -902,6 +1004,7 @@ impl<'a> Machine<'a> {
 
     fn on_working(&mut self, evidence: Evidence, screen: &ScreenSnapshot) {
         self.waiting_dialog = None;
+        self.permission_answers.clear();
         match self.state.status {
             LaneStatus::Blocked
                 if self.check.is_some()

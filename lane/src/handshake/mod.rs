@@ -39,6 +39,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use crate::permission_gate::PermissionGate;
 use clawpool_agents::profiles::Profile;
 use clawpool_agents::trust::StoreGuard;
 use machine::{Effect, Input, Machine, Record};
@@ -235,6 +236,8 @@ pub struct Handshake<'a> {
     opening: Option<LaneEventKind>,
     /// Progress the lane makes off its screen (worktree changes, commits).
     external: Option<ExternalProgress>,
+    /// The lane's permission gate, when tool-permission dialogs go to its policy first.
+    permissions: Option<PermissionGate>,
     settings: Settings,
 }
 
@@ -271,6 +274,7 @@ impl<'a> Handshake<'a> {
             store,
             opening: Some(LaneEventKind::Started),
             external: None,
+            permissions: None,
             settings,
         }
     }
@@ -279,6 +283,14 @@ impl<'a> Handshake<'a> {
     /// recovery checks alike.
     pub fn with_external_progress(mut self, external: ExternalProgress) -> Self {
         self.external = Some(external);
+        self
+    }
+
+    /// Answers the agent's tool-permission dialogs by `gate`'s policy (allow: yes, deny: no;
+    /// ask: a person, as without it), recording each decision as `lane.permission.decided`.
+    pub fn with_permissions(mut self, gate: PermissionGate) -> Self {
+        self.permissions = Some(gate);
+        self.machine.decide_permissions();
         self
     }
 
@@ -460,6 +472,11 @@ impl<'a> Handshake<'a> {
                 Effect::WriteTaskFile { file, prompt } => Some(Input::TaskFileWritten(
                     delivery::write_task_file(&file, &prompt).map_err(|e| e.to_string()),
                 )),
+                // Only a handshake given a gate (`with_permissions`) asks for a decision.
+                Effect::DecidePermission { rows } => self
+                    .permissions
+                    .as_ref()
+                    .map(|gate| Input::PermissionDecided(gate.decide(&rows))),
                 Effect::Reply { to, verdict } => {
                     to.send(verdict);
                     None

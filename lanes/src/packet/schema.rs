@@ -72,6 +72,9 @@ enum Kind {
 /// The lane merge policies (`merge_policy`).
 pub const MERGE_POLICIES: &[&str] = &["merge_forward", "rebase", "warn", "block"];
 
+/// The permission profiles (`permission_profile`, claw-code's names; `docs/permissions.md`).
+pub const PERMISSION_PROFILES: &[&str] = &["read-only", "workspace-write", "danger-full-access"];
+
 /// The green levels, lowest first (`verify_on_finish`, the keys of `verify_commands`).
 pub const GREEN_LEVELS: &[&str] = &["targeted", "package", "workspace", "merge_ready"];
 
@@ -103,7 +106,11 @@ const FIELDS: &[FieldDef] = &[
     field("resources", Kind::Resources, None),
     field("model", Kind::Line, None),
     field("provider", Kind::Line, None),
-    field("permission_profile", Kind::Line, None),
+    field(
+        "permission_profile",
+        Kind::Choice(PERMISSION_PROFILES),
+        None,
+    ),
     field("commit_policy", Kind::Text, None),
     field("reporting_contract", Kind::Text, None),
     field("reporting_targets", Kind::Texts, None),

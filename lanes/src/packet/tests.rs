@@ -644,6 +644,13 @@ fn merge_and_verification_fields() {
         "expected one of `merge_forward`",
     );
     has(&errors, "$.lanes[0].verify_timeout_secs", "at least 1");
+    let profile_errors =
+        errs(r#"{"lanes": [{"name": "d", "prompt": "z", "permission_profile": "yolo"}]}"#);
+    has(
+        &profile_errors,
+        "$.lanes[0].permission_profile",
+        "expected one of `read-only`, `workspace-write`, `danger-full-access`",
+    );
     has(
         &errors,
         "$.lanes[0].verify_on_finish",

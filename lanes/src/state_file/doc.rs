@@ -114,6 +114,10 @@ pub struct WorkerStateDoc {
     /// finishes, and again once it is anything but finished.
     #[serde(default)]
     pub outcome: Option<LaneOutcome>,
+    /// The tool-permission questions the permission policy decided (`docs/permissions.md`):
+    /// counts and the latest decisions. Empty in files written before clawpool decided them.
+    #[serde(default)]
+    pub permissions: super::PermissionDecisions,
     /// Fields written by a newer writer of the same schema version that this version does not
     /// know: kept so that reading and printing a file loses nothing. Never written by this
     /// version itself.
@@ -513,6 +517,7 @@ impl WorkerStateDoc {
             recovery: RecoveryLedger::default(),
             escalation: None,
             outcome: None,
+            permissions: super::PermissionDecisions::default(),
             extra: Map::new(),
         }
     }
@@ -671,6 +676,7 @@ impl WorkerStateDoc {
                     });
                 }
             }
+            LaneEventKind::PermissionDecided => self.permissions.record(detail, at),
             LaneEventKind::Outcome => {
                 self.outcome = detail
                     .get("outcome")

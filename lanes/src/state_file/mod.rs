@@ -15,6 +15,7 @@
 
 mod doc;
 pub mod liveness;
+mod permissions;
 mod read;
 mod recovery;
 mod verification;
@@ -30,6 +31,7 @@ pub use doc::{
     claw_event_kind, claw_status,
 };
 pub use liveness::{Liveness, SupervisorLock, probe};
+pub use permissions::{PermissionDecision, PermissionDecisions, RECENT_PERMISSION_DECISIONS};
 pub use read::{StateFileError, parse_state, read_lane_state, read_state_file};
 pub use recovery::{AttemptOrigin, AttemptState, LedgerEntry, RecoveryLedger, RestartRecord};
 pub use verification::{

@@ -648,3 +648,37 @@ fn a_state_file_behind_its_event_log_catches_up_with_the_events_after_its_last_o
     );
     assert_eq!(fresh.status, LaneStatus::Spawning);
 }
+
+/// Every `lane.permission.decided` is counted by its decision, and the latest are kept.
+#[test]
+fn permission_decisions_are_counted_and_the_latest_kept() {
+    let mut doc = sample(1_795_266_690);
+    for (seq, decision) in (1..).zip(["allow", "deny", "ask"].iter().cycle().take(25)) {
+        let detail = serde_json::json!({
+            "tool": "bash", "verb": "ls", "args": ["-la"], "cwd": "/w",
+            "rule": "default_safe", "decision": decision,
+        });
+        doc.apply_event(&LaneEvent {
+            seq,
+            at_ms: 1_795_266_700_000 + seq * 1000,
+            kind: "lane.permission.decided".into(),
+            lane: "a".into(),
+            from: None,
+            to: None,
+            evidence: None,
+            detail,
+        });
+    }
+    let permissions = &doc.permissions;
+    assert_eq!(
+        (permissions.allowed, permissions.denied, permissions.asked),
+        (9, 8, 8)
+    );
+    assert_eq!(permissions.recent.len(), RECENT_PERMISSION_DECISIONS);
+    let last = permissions.recent.last().expect("a decision");
+    assert_eq!(last.decision, "allow");
+    assert_eq!(last.at, 1_795_266_725);
+    assert_eq!(last.args, ["-la"]);
+    let json = serde_json::to_value(&doc).expect("json");
+    assert_eq!(json["permissions"]["allowed"], 9);
+}

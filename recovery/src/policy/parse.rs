@@ -15,6 +15,7 @@ use crate::facts::{
     from_wire_name, wire_names,
 };
 use crate::hooks::{DEFAULT_HOOK_TIMEOUT, EventSelector, HookCommand, HookSpec};
+use crate::permissions::PermissionSettings;
 use crate::progress::DEFAULT_STALL_AFTER;
 use crate::recipe::{RecipeBook, RecipeError, RecipeOverride, Trigger};
 use crate::restart::RestartPolicy;
@@ -26,7 +27,14 @@ pub(super) struct Parser {
 }
 
 /// Top-level keys of a policy file.
-const TOP_KEYS: [&str; 5] = ["rules", "hooks", "recipes", "restart", "stall"];
+const TOP_KEYS: [&str; 6] = [
+    "rules",
+    "hooks",
+    "recipes",
+    "restart",
+    "stall",
+    "permissions",
+];
 const RULE_KEYS: [&str; 4] = ["name", "description", "when", "then"];
 const HOOK_KEYS: [&str; 4] = ["name", "command", "timeout", "events"];
 const RECIPE_KEYS: [&str; 6] = [
@@ -55,7 +63,12 @@ const ACTIONS: [&str; 6] = [
 ];
 
 impl Parser {
-    fn problem(&mut self, at: &Location, key: impl Into<String>, message: impl Into<String>) {
+    pub(super) fn problem(
+        &mut self,
+        at: &Location,
+        key: impl Into<String>,
+        message: impl Into<String>,
+    ) {
         self.problems.push(Problem {
             at: at.clone(),
             key: key.into(),
@@ -64,7 +77,13 @@ impl Parser {
     }
 
     /// Reports keys of `table` not in `known` (prefixing them with `prefix`).
-    fn unknown_keys(&mut self, at: &Location, prefix: &str, table: &Table, known: &[&str]) {
+    pub(super) fn unknown_keys(
+        &mut self,
+        at: &Location,
+        prefix: &str,
+        table: &Table,
+        known: &[&str],
+    ) {
         for key in table.keys() {
             if !known.contains(&key.as_str()) {
                 self.problem(
@@ -123,16 +142,26 @@ impl Parser {
             Some(value) => self.rules(value, &recipes, &hooks),
             None => Vec::new(),
         };
+        let permissions = match doc.get("permissions") {
+            Some(value) => self.permissions(value),
+            None => PermissionSettings::default(),
+        };
         Some(Policy {
             source_name: String::new(),
             rules,
             hooks,
             recipes,
             stall_after,
+            permissions,
         })
     }
 
-    fn table<'v>(&mut self, at: &Location, key: &str, value: &'v Value) -> Option<&'v Table> {
+    pub(super) fn table<'v>(
+        &mut self,
+        at: &Location,
+        key: &str,
+        value: &'v Value,
+    ) -> Option<&'v Table> {
         match value {
             Value::Table(table) => Some(table),
             other => {
@@ -501,7 +530,7 @@ impl Parser {
     }
 
     /// A string value (`required`: report it missing).
-    fn string(
+    pub(super) fn string(
         &mut self,
         at: &Location,
         key: &str,

@@ -564,3 +564,121 @@ fn the_explain_sample_in_the_policy_doc_is_what_explain_prints() {
         assert!(POLICY_DOC.contains(&text), "docs/policy.md lacks:\n{text}");
     }
 }
+
+#[test]
+fn permissions_come_from_the_file_and_default_to_workspace_write() {
+    use crate::permissions::{Effect, Entry, Profile, Scope, Tool};
+    let defaults = Policy::defaults().expect("the shipped defaults parse");
+    assert_eq!(
+        defaults.permissions().default_profile,
+        Profile::WorkspaceWrite
+    );
+    assert!(!defaults.permissions().policy.entries.is_empty());
+    let empty = policy("");
+    assert_eq!(empty.permissions().default_profile, Profile::WorkspaceWrite);
+    assert!(empty.permissions().policy.entries.is_empty());
+
+    let file = policy(
+        r#"
+[permissions]
+default_profile = "read-only"
+
+[[permissions.entries]]
+tool = "bash"
+verb = "git push"
+scope = "anywhere"
+decision = "deny"
+
+[[permissions.entries]]
+tool = "write"
+scope = "/srv/shared"
+decision = "allow"
+
+[[permissions.entries]]
+verb = "npm"
+scope = "repository"
+decision = "allow"
+"#,
+    );
+    let settings = file.permissions();
+    assert_eq!(settings.default_profile, Profile::ReadOnly);
+    assert_eq!(
+        settings.policy.entries,
+        vec![
+            Entry {
+                tool: Some(Tool::Bash),
+                verb: "git push".to_owned(),
+                scope: Scope::Anywhere,
+                effect: Effect::Deny,
+            },
+            Entry {
+                tool: Some(Tool::Write),
+                verb: "*".to_owned(),
+                scope: Scope::Path("/srv/shared".into()),
+                effect: Effect::Allow,
+            },
+            Entry {
+                tool: None,
+                verb: "npm".to_owned(),
+                scope: Scope::Repository,
+                effect: Effect::Allow,
+            },
+        ]
+    );
+    assert_eq!(settings.profile_for(None), Ok(Profile::ReadOnly));
+    assert_eq!(
+        settings.profile_for(Some("danger-full-access")),
+        Ok(Profile::DangerFullAccess)
+    );
+    assert!(settings.profile_for(Some("yolo")).is_err());
+}
+
+#[test]
+fn every_permission_problem_names_its_entry_and_key() {
+    let text = problems(
+        r#"
+[permissions]
+default_profile = "yolo"
+colour = "red"
+
+[[permissions.entries]]
+tool = "bash"
+verb = "git push"
+scope = "anywhere"
+decision = "deny"
+
+[[permissions.entries]]
+tool = "browser"
+verb = "rm -rf"
+scope = "src"
+decision = "maybe"
+extra = 1
+
+[[permissions.entries]]
+tool = "write"
+verb = "cat"
+scope = "lane"
+decision = "allow"
+
+[[permissions.entries]]
+tool = "bash"
+scope = "lane"
+"#,
+    );
+    let expected = [
+        "bad.toml: [permissions]: colour: unknown key",
+        "bad.toml: [permissions]: default_profile: unknown profile \"yolo\"",
+        "bad.toml: [[permissions.entries]] #2: extra: unknown key",
+        "bad.toml: [[permissions.entries]] #2: tool: unknown tool \"browser\"",
+        "bad.toml: [[permissions.entries]] #2: verb: \"rm -rf\" is not a verb",
+        "bad.toml: [[permissions.entries]] #2: scope: \"src\": expected lane, repository, anywhere, or an absolute path",
+        "bad.toml: [[permissions.entries]] #2: decision: \"maybe\": expected allow or deny",
+        "bad.toml: [[permissions.entries]] #3: verb: \"cat\": file tools have no verbs",
+        "bad.toml: [[permissions.entries]] #4: verb: missing",
+        "bad.toml: [[permissions.entries]] #4: decision: missing",
+    ];
+    for line in expected {
+        assert!(text.contains(line), "{line:?} not in:\n{text}");
+    }
+    assert_eq!(text.lines().count(), expected.len(), "{text}");
+}

@@ -90,6 +90,8 @@ struct Lane {
     answers: Vec<String>,
     /// When set, the next terminal write fails with this.
     fail_next_write: Option<String>,
+    /// The permission gate [`Effect::DecidePermission`] asks, when the lane has one.
+    gate: Option<crate::permission_gate::PermissionGate>,
 }
 
 impl Lane {
@@ -119,6 +121,7 @@ impl Lane {
             stops: 0,
             answers: Vec::new(),
             fail_next_write: None,
+            gate: None,
         };
         lane.carry_out(opening);
         lane
@@ -175,6 +178,10 @@ impl Lane {
                 Effect::GuardTrustStore => Some(Input::StoreGuarded(true)),
                 Effect::ConfineTrustStore => None,
                 Effect::WriteTaskFile { .. } => Some(Input::TaskFileWritten(Ok(()))),
+                Effect::DecidePermission { rows } => self
+                    .gate
+                    .as_ref()
+                    .map(|gate| Input::PermissionDecided(gate.decide(&rows))),
                 Effect::Reply { to, verdict } => {
                     to.send(verdict);
                     None
@@ -898,4 +905,64 @@ async fn a_recovery_check_ends_at_the_first_new_line_once_armed() {
         "{:?}",
         ended.next
     );
+}
+
+/// A lane on Claude Code whose permission questions go to the policy's gate, deciding for a
+/// worktree in `dir` with `profile`.
+fn lane_with_gate(dir: &std::path::Path, profile: clawpool_recovery::permissions::Profile) -> Lane {
+    use clawpool_recovery::permissions::{LaneContext as Folders, PermissionPolicy};
+    let mut lane = Lane::claude(Some(PROMPT));
+    lane.machine.decide_permissions();
+    lane.gate = Some(crate::permission_gate::PermissionGate::new(
+        PermissionPolicy::default(),
+        Folders {
+            worktree: dir.to_path_buf(),
+            repository: dir.to_path_buf(),
+            other_lanes: Vec::new(),
+            home: None,
+            profile,
+        },
+    ));
+    lane
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_permission_the_policy_allows_is_answered_yes_and_an_ask_waits_for_a_person() {
+    use clawpool_recovery::permissions::Profile as Permissions;
+    let dir = tempfile::tempdir().expect("a worktree");
+    // Claude Code asks to create hello.txt in its folder: workspace-write allows it.
+    let mut lane = lane_with_gate(dir.path(), Permissions::WorkspaceWrite);
+    lane.drive_to_running().await;
+    lane.look(&claude("19-tool_permission-120x40"));
+    assert_eq!(lane.answers, vec!["tool_permission=yes".to_owned()]);
+    let decided = lane
+        .records
+        .iter()
+        .find(|r| r.kind == LaneEventKind::PermissionDecided)
+        .expect("the decision is recorded");
+    assert_eq!(decided.detail["tool"], "write");
+    assert_eq!(decided.detail["decision"], "allow");
+    assert_eq!(decided.detail["rule"], "profile:workspace-write");
+    assert_eq!(lane.count("lane.blocked"), 0, "{:?}", lane.kinds());
+
+    // The same question in a read-only lane is a person's to answer: nothing is pressed.
+    let mut lane = lane_with_gate(dir.path(), Permissions::ReadOnly);
+    lane.drive_to_running().await;
+    lane.look(&claude("19-tool_permission-120x40"));
+    assert!(lane.answers.is_empty(), "{:?}", lane.answers);
+    assert_eq!(
+        lane.state(),
+        LaneState::blocked(BlockedSubphase::ToolPermission)
+    );
+    assert_eq!(lane.count("lane.permission.decided"), 1);
+    // Looking again while it waits asks nothing more.
+    lane.look(&claude("19-tool_permission-120x40"));
+    assert_eq!(lane.count("lane.permission.decided"), 1);
+
+    // Without a gate the lane waits for a person, as before.
+    let mut lane = Lane::claude(Some(PROMPT));
+    lane.drive_to_running().await;
+    lane.look(&claude("19-tool_permission-120x40"));
+    assert!(lane.answers.is_empty());
+    assert_eq!(lane.count("lane.permission.decided"), 0);
 }

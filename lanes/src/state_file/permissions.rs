@@ -1,0 +1,78 @@
+//! The state file's `permissions` section: the tool-permission questions the permission
+//! policy decided for the lane (`lane.permission.decided`, `docs/permissions.md`) — how many
+//! were allowed, denied and left to a person, and the latest ones.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// How many of the latest decisions the state file keeps.
+pub const RECENT_PERMISSION_DECISIONS: usize = 20;
+
+/// The lane's tool-permission decisions.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PermissionDecisions {
+    /// Questions answered yes by the policy.
+    pub allowed: u32,
+    /// Questions answered no by the policy.
+    pub denied: u32,
+    /// Questions left to a person.
+    pub asked: u32,
+    /// The latest decisions, oldest first, at most [`RECENT_PERMISSION_DECISIONS`].
+    pub recent: Vec<PermissionDecision>,
+}
+
+/// One decision, as its event recorded it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PermissionDecision {
+    /// `bash`, `write`, `edit`, or null when the question could not be read.
+    pub tool: Option<String>,
+    /// The verb of the part that decided.
+    pub verb: Option<String>,
+    /// Its arguments (truncated).
+    pub args: Vec<String>,
+    /// The folder it runs in.
+    pub cwd: Option<String>,
+    /// The rule that decided.
+    pub rule: String,
+    /// `allow`, `deny` or `ask`.
+    pub decision: String,
+    /// When (epoch s).
+    pub at: u64,
+}
+
+impl PermissionDecisions {
+    /// Counts and keeps the decision a `lane.permission.decided` event's `detail` records.
+    pub fn record(&mut self, detail: &Value, at: u64) {
+        let text = |key: &str| detail.get(key).and_then(Value::as_str).map(str::to_owned);
+        let decision = text("decision").unwrap_or_default();
+        match decision.as_str() {
+            "allow" => self.allowed += 1,
+            "deny" => self.denied += 1,
+            _ => self.asked += 1,
+        }
+        let args = detail
+            .get("args")
+            .and_then(Value::as_array)
+            .map(|args| {
+                args.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default();
+        self.recent.push(PermissionDecision {
+            tool: text("tool"),
+            verb: text("verb"),
+            args,
+            cwd: text("cwd"),
+            rule: text("rule").unwrap_or_default(),
+            decision,
+            at,
+        });
+        let excess = self
+            .recent
+            .len()
+            .saturating_sub(RECENT_PERMISSION_DECISIONS);
+        self.recent.drain(..excess);
+    }
+}

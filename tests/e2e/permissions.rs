@@ -1,0 +1,614 @@
+//! `clawpool permissions check` through the built binary: the decision and the rule for lanes
+//! a real `clawpool spawn` made (their worktrees, packet profiles and sibling lanes), the
+//! policy file's `[permissions]`, and bad input refused with a clear error.
+
+use std::process::Output;
+
+use serde_json::Value;
+
+use crate::spawn::{Setup, setup, stderr};
+
+/// Two lanes: `alpha` with the default profile, `beta` read-only by its packet.
+const TWO_LANES: &str = r#"{"defaults": {"agent": "scripted"}, "lanes": [
+  {"name": "alpha", "prompt": "do alpha"},
+  {"name": "beta", "prompt": "do beta", "permission_profile": "read-only"}]}"#;
+
+fn check(s: &Setup, args: &[&str]) -> Output {
+    s.sandbox
+        .clawpool()
+        .args(["permissions", "check", "--config"])
+        .arg(&s.config)
+        .args(args)
+        .current_dir(&s.repo)
+        .output()
+        .expect("clawpool permissions check runs")
+}
+
+fn decision(s: &Setup, lane: &str, command: &str) -> Value {
+    let out = check(
+        s,
+        &[
+            "--lane",
+            lane,
+            "--command",
+            command,
+            "--output-format",
+            "json",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{command}: {}", stderr(&out));
+    serde_json::from_slice(&out.stdout).expect("one JSON document")
+}
+
+fn json_error(out: &Output) -> Value {
+    serde_json::from_slice(&out.stderr).expect("the error is one JSON document on stderr")
+}
+
+#[test]
+fn check_decides_with_the_lanes_profile_worktree_and_siblings() {
+    let s = setup();
+    let out = s.spawn(TWO_LANES, &["--output-format", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let alpha = s.lanes_dir().join("alpha").canonicalize().expect("alpha");
+
+    let write = "mkdir -p src && touch src/new.rs";
+    let as_alpha = decision(&s, "alpha", write);
+    assert_eq!(as_alpha["decision"], "allow", "{as_alpha:#}");
+    assert_eq!(as_alpha["rule"], "compound");
+    assert_eq!(as_alpha["profile"], "workspace-write");
+    assert_eq!(as_alpha["worktree"], alpha.display().to_string());
+    let parts = as_alpha["parts"].as_array().expect("parts");
+    assert_eq!(parts.len(), 2);
+    assert_eq!(parts[0]["verb"], "mkdir");
+    assert_eq!(parts[0]["rule"], "profile:workspace-write");
+
+    // The same question from the read-only lane goes to a person.
+    let as_beta = decision(&s, "beta", write);
+    assert_eq!(as_beta["decision"], "ask", "{as_beta:#}");
+    assert_eq!(as_beta["rule"], "no_rule");
+    assert_eq!(as_beta["profile"], "read-only");
+    // A read inside its own worktree does not.
+    assert_eq!(decision(&s, "beta", "cat out.txt")["rule"], "default_safe");
+
+    let table = [
+        ("cat ../beta/out.txt", "deny", "hard_block:other_lane"),
+        ("ls; rm -rf ~", "deny", "hard_block:remove_root"),
+        ("ls $(rm x)", "ask", "reader:command_substitution"),
+        (
+            "git -c core.pager='sh -c x' log",
+            "ask",
+            "reader:git_global_option",
+        ),
+        ("cat ../../etc/passwd", "ask", "no_rule"),
+        // The shipped defaults deny pushing anywhere and allow cargo in the lane.
+        (
+            "git push origin lanes/alpha",
+            "deny",
+            "permissions.entry#1:deny",
+        ),
+        ("cargo test", "allow", "permissions.entry#2:allow"),
+    ];
+    for (command, verdict, rule) in table {
+        let got = decision(&s, "alpha", command);
+        assert_eq!(
+            (got["decision"].as_str(), got["rule"].as_str()),
+            (Some(verdict), Some(rule)),
+            "{command}: {got:#}"
+        );
+    }
+
+    // Text: the decision and rule first, then each part.
+    let out = check(&s, &["--lane", "alpha", "--command", "ls && cat ../x"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some("ask by no_rule: part `cat ../x`: a path or the cwd is outside the lane's worktree")
+    );
+    assert!(text.contains("allow ls  [default_safe]"), "{text}");
+
+    // A file write is decided by the same scopes; --cwd moves the command.
+    let out = check(
+        &s,
+        &[
+            "--lane",
+            "alpha",
+            "--write",
+            "src/lib.rs",
+            "--output-format",
+            "json",
+        ],
+    );
+    let file: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(file["decision"], "allow", "{file:#}");
+    assert_eq!(file["tool"], "write");
+    let sibling = s.lanes_dir().join("beta");
+    let out = check(
+        &s,
+        &[
+            "--lane",
+            "alpha",
+            "--command",
+            "ls",
+            "--cwd",
+            &sibling.display().to_string(),
+            "--output-format",
+            "json",
+        ],
+    );
+    let moved: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(moved["rule"], "hard_block:other_lane", "{moved:#}");
+}
+
+#[test]
+fn bad_input_is_a_clear_error_with_a_kind() {
+    let s = setup();
+    let cases: [(&[&str], &str, &str); 4] = [
+        (
+            &["--command", "ls", "--cwd", "/no/such/folder"],
+            "cwd_not_found",
+            "/no/such/folder",
+        ),
+        (
+            &["--command", "ls", "--profile", "yolo"],
+            "invalid_argument",
+            "--profile \"yolo\"",
+        ),
+        (
+            &["--command", "ls", "--lane", "nosuch"],
+            "unknown_lane",
+            "nosuch",
+        ),
+        (
+            &["--command", "  "],
+            "invalid_argument",
+            "--command is empty",
+        ),
+    ];
+    for (args, kind, names) in cases {
+        let mut all = args.to_vec();
+        all.extend(["--output-format", "json"]);
+        let out = check(&s, &all);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(out.stdout.is_empty());
+        let error = json_error(&out);
+        assert_eq!(error["error"]["kind"], kind, "{args:?}: {error:#}");
+        let message = error["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(names), "{args:?}: {message}");
+    }
+
+    // A bad [permissions] entry: the policy is refused, naming the entry and its key, by
+    // `policy check` and by `permissions check` alike.
+    let policy = s.sandbox.dir.path().join("bad-policy.toml");
+    std::fs::write(
+        &policy,
+        "[permissions]\n[[permissions.entries]]\nverb = \"ls\"\nscope = \"lane\"\ndecision = \"allow\"\n\n[[permissions.entries]]\nverb = \"rm\"\nscope = \"src\"\ndecision = \"deny\"\n",
+    )
+    .expect("policy");
+    let out = s
+        .sandbox
+        .clawpool()
+        .args(["policy", "check", "--output-format", "json"])
+        .arg(&policy)
+        .output()
+        .expect("policy check runs");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let error = json_error(&out);
+    assert_eq!(error["error"]["kind"], "invalid_policy");
+    let problems = error["error"]["problems"].as_array().expect("problems");
+    assert_eq!(problems.len(), 1, "{problems:#?}");
+    assert_eq!(
+        problems[0]["at"],
+        serde_json::json!({"in": "permission_entry", "index": 2})
+    );
+    assert_eq!(problems[0]["key"], "scope");
+
+    let config = s.sandbox.dir.path().join("bad-config.toml");
+    std::fs::write(
+        &config,
+        format!("policy = {:?}\n", policy.display().to_string()),
+    )
+    .expect("config");
+    let out = s
+        .sandbox
+        .clawpool()
+        .args(["permissions", "check", "--command", "ls", "--config"])
+        .arg(&config)
+        .current_dir(&s.repo)
+        .output()
+        .expect("permissions check runs");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("[[permissions.entries]] #2: scope: \"src\""),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// The scripted agent asks to run a compound that stays in its worktree, to create a file in
+/// it, and to push: the first two are answered yes and the push no, each by the policy.
+const ASKS_ALLOWED_AND_DENIED: &str = r#"
+prompt_log = ".prompts.jsonl"
+[[prompt]]
+steps = [
+  { do = "permission", tool = "Bash(mkdir -p src && touch src/a.rs)", command = "mkdir -p src && touch src/a.rs" },
+  { do = "write_file", path = "src/a.rs", content = "// a\n" },
+  { do = "permission", tool = "Write(notes.txt)", file = "notes.txt" },
+  { do = "write_file", path = "notes.txt", content = "ok\n" },
+  { do = "permission", tool = "Bash(git push origin main)", command = "git push origin main" },
+  { do = "write_file", path = "pushed.txt", content = "never\n" },
+]
+"#;
+
+fn decided(events: &[Value]) -> Vec<&Value> {
+    events
+        .iter()
+        .filter(|e| e["kind"] == "lane.permission.decided")
+        .collect()
+}
+
+#[test]
+fn the_policy_answers_the_agents_questions_on_screen() {
+    let sandbox = clawpool_tests::Sandbox::new();
+    let (repo, config) = crate::handshake::setup(&sandbox, ASKS_ALLOWED_AND_DENIED, true, "");
+    let lane = crate::handshake::Lane::start(&sandbox, &repo, &config, "scripted", "work");
+    let (code, _, events) = lane.finish();
+    assert_eq!(code, 0, "{events:#?}");
+    assert!(
+        !events.iter().any(|e| e["kind"] == "lane.blocked"),
+        "no person was needed: {events:#?}"
+    );
+    let decisions = decided(&events);
+    let summary: Vec<(&str, &str, &str)> = decisions
+        .iter()
+        .map(|e| {
+            let d = &e["detail"];
+            (
+                d["tool"].as_str().unwrap_or(""),
+                d["decision"].as_str().unwrap_or(""),
+                d["rule"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("bash", "allow", "compound"),
+            ("write", "allow", "profile:workspace-write"),
+            ("bash", "deny", "permissions.entry#1:deny"),
+        ],
+        "{decisions:#?}"
+    );
+    let push = &decisions[2]["detail"];
+    assert_eq!(push["verb"], "git push");
+    assert_eq!(push["args"], serde_json::json!(["origin", "main"]));
+    let worktree = repo.canonicalize().expect("repo");
+    assert_eq!(push["cwd"], worktree.display().to_string());
+    let answers: Vec<(&str, &str)> = events
+        .iter()
+        .filter(|e| e["kind"] == "lane.dialog_answered")
+        .map(|e| {
+            (
+                e["detail"]["choice"].as_str().unwrap_or(""),
+                e["detail"]["by"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        answers,
+        [("yes", "policy"), ("yes", "policy"), ("no", "policy")]
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.join("notes.txt")).expect("allowed write"),
+        "ok\n"
+    );
+    assert!(repo.join("src/a.rs").is_file());
+    assert!(
+        !repo.join("pushed.txt").exists(),
+        "the denied step never ran"
+    );
+    // The decisions are in the lane's own event log too, and counted in its state file.
+    let logged = std::fs::read_to_string(repo.join(".claw/events.jsonl")).expect("events");
+    assert_eq!(logged.matches("lane.permission.decided").count(), 3);
+    let permissions = state_permissions(&repo);
+    assert_eq!(
+        (
+            &permissions["allowed"],
+            &permissions["denied"],
+            &permissions["asked"]
+        ),
+        (&Value::from(2), &Value::from(1), &Value::from(0)),
+        "{permissions:#}"
+    );
+    let recent = permissions["recent"].as_array().expect("recent");
+    assert_eq!(recent.len(), 3);
+    assert_eq!(recent[2]["rule"], "permissions.entry#1:deny");
+}
+
+/// The `permissions` section of the lane's state file.
+fn state_permissions(lane: &std::path::Path) -> Value {
+    let text = std::fs::read_to_string(lane.join(".claw/worker-state.json")).expect("state file");
+    let state: Value = serde_json::from_str(&text).expect("JSON");
+    state["permissions"].clone()
+}
+
+/// A read outside the worktree, then (after working a moment, so the first dialog is seen
+/// gone) a compound whose mutating part leaves it.
+const ASKS_WHAT_A_PERSON_DECIDES: &str = r#"
+prompt_log = ".prompts.jsonl"
+[[prompt]]
+steps = [
+  { do = "permission", tool = "Bash(cat ../../etc/passwd)", command = "cat ../../etc/passwd" },
+  { do = "sleep", ms = 300 },
+  { do = "permission", tool = "Bash(ls && rm -rf ../elsewhere)", command = "ls && rm -rf ../elsewhere" },
+  { do = "write_file", path = "out.txt", content = "done\n" },
+]
+"#;
+
+#[test]
+fn questions_the_policy_cannot_allow_wait_for_a_person() {
+    let sandbox = clawpool_tests::Sandbox::new();
+    let (repo, config) = crate::handshake::setup(&sandbox, ASKS_WHAT_A_PERSON_DECIDES, true, "");
+    let mut lane = crate::handshake::Lane::start(&sandbox, &repo, &config, "scripted", "work");
+    for command in ["cat ../../etc/passwd", "ls && rm -rf ../elsewhere"] {
+        let decision = lane.wait_kind("lane.permission.decided");
+        assert_eq!(decision["detail"]["decision"], "ask", "{decision:#}");
+        assert_eq!(decision["detail"]["rule"], "no_rule");
+        assert_eq!(decision["detail"]["command"], command);
+        let blocked = lane.wait_kind("lane.blocked");
+        assert_eq!(blocked["to"]["subphase"], "tool_permission");
+        assert!(!repo.join("out.txt").exists());
+        let out = sandbox
+            .clawpool()
+            .args(["answer", "--choice", "yes", "--output-format", "json"])
+            .arg(&repo)
+            .output()
+            .expect("clawpool answer");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let (code, _, events) = lane.finish();
+    assert_eq!(code, 0, "{events:#?}");
+    let by: Vec<&str> = events
+        .iter()
+        .filter(|e| e["kind"] == "lane.dialog_answered")
+        .map(|e| e["detail"]["by"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(by, ["operator", "operator"]);
+    assert_eq!(state_permissions(&repo)["asked"], 2);
+}
+
+/// The real Claude Code 2.1.330 in its default permission mode (it asks before a write or a
+/// mutating command), offline against the scripted model server, in a trusted lane.
+fn claude_lane(
+    sandbox: &clawpool_tests::Sandbox,
+    script: &Value,
+    policy: Option<&str>,
+) -> (
+    std::path::PathBuf,
+    clawpool_tests::ModelServer,
+    clawpool_tests::LaneRun,
+) {
+    use crate::real_agents::{claude_env, lanes_dir, plain_lane, start_lane, write_config};
+    clawpool_tests::real_agent("claude");
+    let lane = plain_lane(sandbox, "alpha");
+    let server = clawpool_tests::ModelServer::start(&sandbox.dir.path().join("model"), script);
+    clawpool_tests::seed_claude_home(&sandbox.home(), serde_json::json!({}));
+    let config = write_config(
+        sandbox,
+        Some(&lanes_dir(sandbox)),
+        "claude",
+        "args = [\"--permission-mode\", \"default\"]\n",
+    );
+    if let Some(policy) = policy {
+        let file = sandbox.dir.path().join("policy.toml");
+        std::fs::write(&file, policy).expect("policy");
+        let text = std::fs::read_to_string(&config).expect("config");
+        let text = format!("policy = {:?}\n{text}", file.display().to_string());
+        std::fs::write(&config, text).expect("config");
+    }
+    let run = start_lane(
+        sandbox,
+        &config,
+        "claude",
+        &lane,
+        &claude_env(sandbox, &server.url()),
+        "pty",
+    );
+    (lane, server, run)
+}
+
+/// The lane's first `lane.permission.decided` event.
+fn first_decision(run: &mut clawpool_tests::LaneRun, lane: &std::path::Path) -> Value {
+    run.wait_for(
+        "the permission decision",
+        std::time::Duration::from_secs(60),
+        |e| e["kind"] == "lane.permission.decided",
+        || crate::real_agents::screen_report(lane),
+    )
+}
+
+/// The lane blocks on the question; a person says no through `clawpool answer`; the lane goes
+/// on to its end and exits 0.
+fn a_person_says_no(
+    sandbox: &clawpool_tests::Sandbox,
+    run: &mut clawpool_tests::LaneRun,
+    lane: &std::path::Path,
+) {
+    use crate::real_agents::{finish, screen_report};
+    let blocked = run.wait_for(
+        "blocked",
+        std::time::Duration::from_secs(60),
+        |e| e["kind"] == "lane.blocked",
+        || screen_report(lane),
+    );
+    assert_eq!(blocked["to"]["subphase"], "tool_permission");
+    let out = sandbox
+        .clawpool()
+        .args(["answer", "--choice", "no", "--output-format", "json"])
+        .arg(lane)
+        .output()
+        .expect("clawpool answer");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (code, _) = finish(run, lane);
+    assert_eq!(code, 0, "{}\n{}", run.report(), screen_report(lane));
+}
+
+/// The `lane.dialog_answered` event of the tool-permission question, which the policy answered.
+fn answered_by_policy<'a>(events: &'a [Value], run: &clawpool_tests::LaneRun) -> &'a Value {
+    let answered = events
+        .iter()
+        .find(|e| e["kind"] == "lane.dialog_answered" && e["detail"]["dialog"] == "tool_permission")
+        .unwrap_or_else(|| panic!("the question was answered: {}", run.report()));
+    assert_eq!(answered["detail"]["by"], "policy");
+    answered
+}
+
+#[test]
+fn claude_codes_file_write_in_its_worktree_is_approved_without_a_person() {
+    use crate::real_agents::{assert_nothing_left, count_kind, finish, screen_report};
+    let sandbox = clawpool_tests::Sandbox::new();
+    let lane = crate::real_agents::plain_lane(&sandbox, "alpha");
+    let script = serde_json::json!([
+        {"tool_use": {"name": "Write", "input": {
+            "file_path": lane.join("hello.txt").display().to_string(),
+            "content": "hi"
+        }}},
+        {"text": "Done. Created hello.txt."}
+    ]);
+    let (lane, mut server, mut run) = claude_lane(&sandbox, &script, None);
+    let (code, outcome) = finish(&mut run, &lane);
+    let events = run.events();
+    assert_eq!(code, 0, "{}\n{}", run.report(), screen_report(&lane));
+    assert_eq!(outcome["state"]["status"], "finished");
+    let decided: Vec<&Value> = decided(&events);
+    assert_eq!(decided.len(), 1, "{decided:#?}");
+    let detail = &decided[0]["detail"];
+    assert_eq!(detail["tool"], "write", "{detail:#}");
+    assert_eq!(detail["decision"], "allow");
+    assert_eq!(detail["rule"], "profile:workspace-write");
+    let answered = answered_by_policy(&events, &run);
+    assert_eq!(answered["detail"]["choice"], "yes");
+    assert_eq!(answered["detail"]["completed"], true);
+    assert_eq!(count_kind(&events, "lane.blocked"), 0, "{}", run.report());
+    assert_eq!(
+        std::fs::read_to_string(lane.join("hello.txt")).expect("hello.txt in the lane"),
+        "hi"
+    );
+    drop(run);
+    server.stop();
+    assert_nothing_left(&sandbox);
+}
+
+#[test]
+fn claude_codes_denied_command_is_answered_no_and_never_runs() {
+    use crate::real_agents::{assert_nothing_left, count_kind, finish, screen_report};
+    let sandbox = clawpool_tests::Sandbox::new();
+    let script = serde_json::json!([
+        {"tool_use": {"name": "Bash", "input": {
+            "command": "touch denied.txt",
+            "description": "Create denied.txt"
+        }}},
+        {"text": "Done."}
+    ]);
+    let policy = "[[permissions.entries]]\ntool = \"bash\"\nverb = \"touch\"\nscope = \"anywhere\"\ndecision = \"deny\"\n";
+    let (lane, mut server, mut run) = claude_lane(&sandbox, &script, Some(policy));
+    let (code, outcome) = finish(&mut run, &lane);
+    let events = run.events();
+    assert_eq!(code, 0, "{}\n{}", run.report(), screen_report(&lane));
+    assert_eq!(outcome["state"]["status"], "finished");
+    let decided: Vec<&Value> = decided(&events);
+    assert_eq!(decided.len(), 1, "{decided:#?}");
+    let detail = &decided[0]["detail"];
+    assert_eq!(detail["tool"], "bash", "{detail:#}");
+    assert_eq!(detail["verb"], "touch");
+    assert_eq!(detail["args"], serde_json::json!(["denied.txt"]));
+    assert_eq!(detail["decision"], "deny");
+    assert_eq!(detail["rule"], "permissions.entry#1:deny");
+    let answered = answered_by_policy(&events, &run);
+    assert_eq!(answered["detail"]["choice"], "no");
+    assert_eq!(count_kind(&events, "lane.blocked"), 0, "{}", run.report());
+    assert!(
+        !lane.join("denied.txt").exists(),
+        "the denied command never ran"
+    );
+    drop(run);
+    server.stop();
+    assert_nothing_left(&sandbox);
+}
+
+#[test]
+fn claude_codes_write_outside_its_worktree_waits_for_a_person() {
+    use crate::real_agents::assert_nothing_left;
+    let sandbox = clawpool_tests::Sandbox::new();
+    let outside = sandbox.dir.path().join("outside");
+    std::fs::create_dir_all(&outside).expect("outside folder");
+    let target = outside.canonicalize().expect("outside").join("hello.txt");
+    let script = serde_json::json!([
+        {"tool_use": {"name": "Write", "input": {
+            "file_path": target.display().to_string(),
+            "content": "hi"
+        }}},
+        {"text": "Done."}
+    ]);
+    let (lane, mut server, mut run) = claude_lane(&sandbox, &script, None);
+    let decision = first_decision(&mut run, &lane);
+    assert_eq!(decision["detail"]["tool"], "write", "{decision:#}");
+    assert_eq!(decision["detail"]["decision"], "ask");
+    assert_eq!(decision["detail"]["rule"], "no_rule");
+    a_person_says_no(&sandbox, &mut run, &lane);
+    let events = run.events();
+    let by: Vec<&str> = events
+        .iter()
+        .filter(|e| {
+            e["kind"] == "lane.dialog_answered" && e["detail"]["dialog"] == "tool_permission"
+        })
+        .map(|e| e["detail"]["by"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(by, ["operator"]);
+    assert!(
+        !target.exists(),
+        "nobody allowed the write outside the worktree"
+    );
+    drop(run);
+    server.stop();
+    assert_nothing_left(&sandbox);
+}
+
+#[test]
+fn claude_codes_compound_with_a_mutating_part_outside_waits_for_a_person() {
+    use crate::real_agents::assert_nothing_left;
+    let sandbox = clawpool_tests::Sandbox::new();
+    let elsewhere = sandbox.dir.path().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).expect("a folder outside the lane");
+    let script = serde_json::json!([
+        {"tool_use": {"name": "Bash", "input": {
+            "command": "ls && rm -rf ../../elsewhere",
+            "description": "Clean up"
+        }}},
+        {"text": "Done."}
+    ]);
+    let (lane, mut server, mut run) = claude_lane(&sandbox, &script, None);
+    let decision = first_decision(&mut run, &lane);
+    let detail = &decision["detail"];
+    assert_eq!(
+        detail["command"], "ls && rm -rf ../../elsewhere",
+        "{decision:#}"
+    );
+    assert_eq!(detail["decision"], "ask");
+    assert_eq!(detail["verb"], "rm", "the part that decided");
+    assert_eq!(detail["parts"], 2);
+    a_person_says_no(&sandbox, &mut run, &lane);
+    assert!(elsewhere.is_dir(), "nothing outside the lane was removed");
+    drop(run);
+    server.stop();
+    assert_nothing_left(&sandbox);
+}
