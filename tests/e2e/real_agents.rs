@@ -441,6 +441,81 @@ fn claude_trusted_lane_answers_the_trust_dialog_and_writes_only_in_its_lane() {
     assert_nothing_left(&sandbox);
 }
 
+/// A trusted lane in an 80x12 tmux pane, with Claude Code's own trust store left alone: the
+/// trust question has scrolled off the top there, and clawpool still knows the dialog by its
+/// options and footer, answers it and the API-key dialog, and the lane finishes its task.
+#[test]
+fn claude_lane_in_an_80x12_terminal_answers_the_trust_dialog_and_finishes() {
+    real_agent("claude");
+    let sandbox = Sandbox::new();
+    let lane = plain_lane(&sandbox, "alpha");
+    let mut server = ModelServer::start(
+        &sandbox.dir.path().join("model"),
+        &write_hello_script(&lane),
+    );
+    seed_claude_home(&sandbox.home(), json!({}));
+    let config = write_config(
+        &sandbox,
+        Some(&lanes_dir(&sandbox)),
+        "claude",
+        "trust_store = \"none\"\n",
+    );
+
+    let mut cmd = sandbox.clawpool_clean_env();
+    cmd.args(["run", "--output-format", "json", "--agent", "claude"])
+        .args(["--transport", "tmux", "--size", "80x12", "--config"])
+        .arg(&config)
+        .arg("--cwd")
+        .arg(&lane)
+        .args(["--prompt", PROMPT]);
+    for var in claude_env(&sandbox, &server.url()) {
+        cmd.arg("--env").arg(var);
+    }
+    let mut run = LaneRun::start(cmd, &sandbox.dir.path().join("clawpool.stderr"));
+    let (code, outcome) = finish(&mut run, &lane);
+    let events = run.events();
+    assert_eq!(code, 0, "{}\n{}", run.report(), screen_report(&lane));
+    assert_eq!(outcome["state"]["status"], "finished");
+    assert_eq!(outcome["receipt"]["attempts"], 1);
+    assert_eq!(
+        transitions(&events),
+        [
+            "spawning",
+            "trust_required",
+            "ready_for_prompt",
+            "prompt_accepted",
+            "running",
+            "finished"
+        ],
+        "{}",
+        run.report()
+    );
+    let answered: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["kind"] == "lane.dialog_answered")
+        .collect();
+    let trust = answered
+        .iter()
+        .find(|e| e["detail"]["dialog"] == "trust")
+        .unwrap_or_else(|| panic!("no trust answer: {answered:#?}"));
+    assert_eq!(trust["detail"]["choice"], "yes");
+    assert_eq!(trust["detail"]["completed"], true);
+    assert_eq!(
+        count_kind(&events, "lane.prompt_typed"),
+        1,
+        "{}",
+        run.report()
+    );
+    assert_eq!(
+        std::fs::read_to_string(lane.join("hello.txt")).expect("hello.txt in the lane"),
+        "hi"
+    );
+
+    drop(run);
+    server.stop();
+    assert_nothing_left(&sandbox);
+}
+
 /// A trusted lane with pre-seeding (the default `trust_store = "claude"`): clawpool records
 /// the lane as trusted in `~/.claude.json` without disturbing anything else there, Claude Code
 /// accepts that and shows no dialog, and the lane finishes.
