@@ -718,6 +718,91 @@ fn qwen_lane_in_an_80x12_terminal_reaches_ready_and_finishes() {
     qwen_trusted_lane_finishes(Some("80x12"), TermSize { cols: 80, rows: 12 });
 }
 
+/// With `security.folderTrust.enabled` on, Qwen Code asks about the folder first; in an 80x12
+/// pane its box is taller than the pane (the question off screen, the first option's row
+/// garbled by the redraw). clawpool still knows the dialog, answers it for the trusted lane
+/// with the option's digit, Qwen Code records the folder, and the lane finishes.
+#[test]
+fn qwen_with_folder_trust_on_in_an_80x12_terminal_answers_the_trust_dialog_and_finishes() {
+    real_agent("qwen");
+    let sandbox = Sandbox::new();
+    let lane = repo_lane(&sandbox, "alpha");
+    let mut server = ModelServer::start(&sandbox.dir.path().join("model"), &hello_script(&lane));
+    let home = sandbox.home();
+    std::fs::create_dir_all(home.join(".qwen")).expect("~/.qwen");
+    std::fs::write(
+        home.join(".qwen/settings.json"),
+        json!({
+            "general": {"enableAutoUpdate": false},
+            "ui": {"enableFollowupSuggestions": false},
+            "security": {"folderTrust": {"enabled": true}}
+        })
+        .to_string(),
+    )
+    .expect("settings.json");
+    let config = write_qwen_config(&sandbox, lane.parent());
+    let term = TermSize { cols: 80, rows: 12 };
+
+    let mut run = start_qwen_lane(&sandbox, &config, &lane, &server, Some("80x12"));
+    let outcome = run.wait_for(
+        "the outcome",
+        PATIENCE,
+        |e| e.get("outcome").is_some(),
+        || screen_report(&lane, term),
+    );
+    let status = run.wait_exit(PATIENCE);
+    let events = run.events();
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "{}\n{}",
+        run.report(),
+        screen_report(&lane, term)
+    );
+    assert_eq!(
+        outcome["outcome"]["state"]["status"],
+        "finished",
+        "{}",
+        run.report()
+    );
+    assert_eq!(
+        transitions(&events),
+        [
+            "spawning",
+            "trust_required",
+            "ready_for_prompt",
+            "prompt_accepted",
+            "running",
+            "finished"
+        ],
+        "{}",
+        run.report()
+    );
+    let trust = events
+        .iter()
+        .find(|e| e["kind"] == "lane.dialog_answered" && e["detail"]["dialog"] == "trust")
+        .unwrap_or_else(|| panic!("no trust answer: {}", run.report()));
+    assert_eq!(trust["detail"]["choice"], "yes", "{trust}");
+    assert_eq!(trust["detail"]["completed"], true, "{trust}");
+    let store: Value = serde_json::from_str(
+        &std::fs::read_to_string(home.join(".qwen/trustedFolders.json"))
+            .expect("Qwen Code recorded its answer"),
+    )
+    .expect("trustedFolders.json is JSON");
+    assert_eq!(
+        store,
+        json!({lane.display().to_string(): "TRUST_FOLDER"}),
+        "the lane and nothing else"
+    );
+    assert_eq!(
+        std::fs::read_to_string(lane.join("hello.txt")).expect("hello.txt in the lane"),
+        "hi"
+    );
+
+    drop(run);
+    server.stop();
+}
+
 /// Qwen Code does not ask about folder trust by default, so clawpool's own gate holds the
 /// lane: ready, but nobody trusted it, so nothing is typed and no task reaches the model.
 #[test]
