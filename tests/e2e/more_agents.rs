@@ -584,13 +584,18 @@ fn seed_qwen_home(home: &Path) {
 }
 
 /// A `--config` file pointing the qwen profile at the installed binary, with the lane's
-/// parent folder trusted when `trusted_root` is given.
-fn write_qwen_config(sandbox: &Sandbox, trusted_root: Option<&Path>) -> PathBuf {
+/// parent folder trusted when `trusted_root` is given, and `launch_extra` lines in its launch
+/// table.
+fn write_qwen_config(
+    sandbox: &Sandbox,
+    trusted_root: Option<&Path>,
+    launch_extra: &str,
+) -> PathBuf {
     let roots = trusted_root
         .map(|root| format!("trusted_roots = [{:?}]\n", root.display().to_string()))
         .unwrap_or_default();
     let text = format!(
-        "{roots}\n[profiles.qwen.launch]\ncommand = {:?}\n",
+        "{roots}\n[profiles.qwen.launch]\ncommand = {:?}\n{launch_extra}",
         real_agent("qwen").display().to_string()
     );
     let path = sandbox.dir.path().join("config.toml");
@@ -640,7 +645,7 @@ fn qwen_trusted_lane_finishes(size: Option<&str>, term: TermSize) {
     let lane = repo_lane(&sandbox, "alpha");
     let mut server = ModelServer::start(&sandbox.dir.path().join("model"), &hello_script(&lane));
     seed_qwen_home(&sandbox.home());
-    let config = write_qwen_config(&sandbox, lane.parent());
+    let config = write_qwen_config(&sandbox, lane.parent(), "");
 
     let mut run = start_qwen_lane(&sandbox, &config, &lane, &server, size);
     let outcome = run.wait_for(
@@ -718,12 +723,21 @@ fn qwen_lane_in_an_80x12_terminal_reaches_ready_and_finishes() {
     qwen_trusted_lane_finishes(Some("80x12"), TermSize { cols: 80, rows: 12 });
 }
 
-/// With `security.folderTrust.enabled` on, Qwen Code asks about the folder first; in an 80x12
-/// pane its box is taller than the pane (the question off screen, the first option's row
-/// garbled by the redraw). clawpool still knows the dialog, answers it for the trusted lane
-/// with the option's digit, Qwen Code records the folder, and the lane finishes.
-#[test]
-fn qwen_with_folder_trust_on_in_an_80x12_terminal_answers_the_trust_dialog_and_finishes() {
+/// How a trusted Qwen Code lane with folder trust on gets past its trust question.
+#[derive(Clone, Copy, PartialEq)]
+enum QwenTrustBy {
+    /// clawpool records the lane in `~/.qwen/trustedFolders.json` before launch (the
+    /// profile's `trust_store = "qwen"`), so no dialog shows.
+    PreSeeding,
+    /// Pre-seeding off (`trust_store = "none"`): Qwen Code asks, and clawpool answers.
+    AnsweringTheDialog,
+}
+
+/// Runs a trusted Qwen Code lane with `security.folderTrust.enabled` on in an 80x12 pane,
+/// where the trust dialog's box is taller than the pane (the question off screen, the first
+/// option's row garbled by the redraw). Either way the lane finishes and Qwen Code's store
+/// trusts the lane and nothing else.
+fn qwen_with_folder_trust_on_finishes(trust_by: QwenTrustBy) {
     real_agent("qwen");
     let sandbox = Sandbox::new();
     let lane = repo_lane(&sandbox, "alpha");
@@ -740,7 +754,11 @@ fn qwen_with_folder_trust_on_in_an_80x12_terminal_answers_the_trust_dialog_and_f
         .to_string(),
     )
     .expect("settings.json");
-    let config = write_qwen_config(&sandbox, lane.parent());
+    let store_off = match trust_by {
+        QwenTrustBy::PreSeeding => "",
+        QwenTrustBy::AnsweringTheDialog => "trust_store = \"none\"\n",
+    };
+    let config = write_qwen_config(&sandbox, lane.parent(), store_off);
     let term = TermSize { cols: 80, rows: 12 };
 
     let mut run = start_qwen_lane(&sandbox, &config, &lane, &server, Some("80x12"));
@@ -765,28 +783,55 @@ fn qwen_with_folder_trust_on_in_an_80x12_terminal_answers_the_trust_dialog_and_f
         "{}",
         run.report()
     );
-    assert_eq!(
-        transitions(&events),
-        [
-            "spawning",
-            "trust_required",
-            "ready_for_prompt",
-            "prompt_accepted",
-            "running",
-            "finished"
-        ],
-        "{}",
-        run.report()
-    );
-    let trust = events
+    let trust_answers: Vec<&Value> = events
         .iter()
-        .find(|e| e["kind"] == "lane.dialog_answered" && e["detail"]["dialog"] == "trust")
-        .unwrap_or_else(|| panic!("no trust answer: {}", run.report()));
-    assert_eq!(trust["detail"]["choice"], "yes", "{trust}");
-    assert_eq!(trust["detail"]["completed"], true, "{trust}");
+        .filter(|e| e["kind"] == "lane.dialog_answered" && e["detail"]["dialog"] == "trust")
+        .collect();
+    let seeded: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["kind"] == "lane.trust_store_seeded")
+        .collect();
+    match trust_by {
+        QwenTrustBy::PreSeeding => {
+            assert_eq!(
+                transitions(&events),
+                [
+                    "spawning",
+                    "ready_for_prompt",
+                    "prompt_accepted",
+                    "running",
+                    "finished"
+                ],
+                "{}",
+                run.report()
+            );
+            assert!(trust_answers.is_empty(), "{trust_answers:#?}");
+            assert_eq!(seeded.len(), 1, "{}", run.report());
+            assert_eq!(seeded[0]["detail"]["outcome"], "Seeded", "{}", seeded[0]);
+        }
+        QwenTrustBy::AnsweringTheDialog => {
+            assert_eq!(
+                transitions(&events),
+                [
+                    "spawning",
+                    "trust_required",
+                    "ready_for_prompt",
+                    "prompt_accepted",
+                    "running",
+                    "finished"
+                ],
+                "{}",
+                run.report()
+            );
+            assert!(seeded.is_empty(), "pre-seeding is off: {seeded:#?}");
+            assert_eq!(trust_answers.len(), 1, "{}", run.report());
+            assert_eq!(trust_answers[0]["detail"]["choice"], "yes");
+            assert_eq!(trust_answers[0]["detail"]["completed"], true);
+        }
+    }
     let store: Value = serde_json::from_str(
         &std::fs::read_to_string(home.join(".qwen/trustedFolders.json"))
-            .expect("Qwen Code recorded its answer"),
+            .expect("Qwen Code's trusted-folders file"),
     )
     .expect("trustedFolders.json is JSON");
     assert_eq!(
@@ -803,6 +848,16 @@ fn qwen_with_folder_trust_on_in_an_80x12_terminal_answers_the_trust_dialog_and_f
     server.stop();
 }
 
+#[test]
+fn qwen_with_folder_trust_on_in_an_80x12_terminal_answers_the_trust_dialog_and_finishes() {
+    qwen_with_folder_trust_on_finishes(QwenTrustBy::AnsweringTheDialog);
+}
+
+#[test]
+fn qwen_with_folder_trust_on_is_pre_seeded_in_trusted_folders_and_shows_no_dialog() {
+    qwen_with_folder_trust_on_finishes(QwenTrustBy::PreSeeding);
+}
+
 /// Qwen Code does not ask about folder trust by default, so clawpool's own gate holds the
 /// lane: ready, but nobody trusted it, so nothing is typed and no task reaches the model.
 #[test]
@@ -812,7 +867,7 @@ fn qwen_untrusted_lane_is_blocked_at_the_trust_gate_and_gets_no_keystroke() {
     let lane = repo_lane(&sandbox, "untrusted");
     let mut server = ModelServer::start(&sandbox.dir.path().join("model"), &hello_script(&lane));
     seed_qwen_home(&sandbox.home());
-    let config = write_qwen_config(&sandbox, None);
+    let config = write_qwen_config(&sandbox, None, "");
 
     let mut run = start_qwen_lane(&sandbox, &config, &lane, &server, None);
     let report = || screen_report(&lane, TermSize::default());
