@@ -29,14 +29,13 @@ AIDER_VERSION="0.86.2"
 # come from crates.io). The release build took 8 min 51 s on the 2-core dev machine while other
 # builds shared it (5 min of CPU), so the binary is cached: it is rebuilt only when the
 # archive's SHA-256 differs from the one stamped beside the cached binary.
-# CLAWPOOL_SKIP_CLAW_BUILD=1 skips it (claw's e2e tests then skip, saying why).
 CLAW_ARCHIVE_NAME="claw-code-08106b0c.tar.gz"
 CLAW_VERSION="0.1.3"
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 prefix="${CLAWPOOL_AGENTS_DIR:-$repo_root/.agents}"
 aider_venv="$prefix/aider-venv"
-claw_archive="${CLAWPOOL_CLAW_ARCHIVE:-$repo_root/../shared/claw-code/$CLAW_ARCHIVE_NAME}"
+claw_archive="$repo_root/../shared/claw-code/$CLAW_ARCHIVE_NAME"
 claw_dir="$prefix/claw-code"
 claw_bin="$claw_dir/bin/claw"
 claw_stamp="$claw_dir/bin/archive.sha256"
@@ -114,33 +113,28 @@ else
 fi
 
 # claw: cached by the archive's hash; a stale or missing binary is rebuilt from scratch.
-claw_wanted=""
-if [ "${CLAWPOOL_SKIP_CLAW_BUILD:-0}" = "1" ]; then
-    echo "install-agents: CLAWPOOL_SKIP_CLAW_BUILD=1: not building claw (its e2e tests skip when $claw_bin is absent)"
-elif [ ! -f "$claw_archive" ]; then
-    die "claw-code's source archive is missing at $claw_archive (it comes with ../shared/claw-code/); set CLAWPOOL_SKIP_CLAW_BUILD=1 to install the other agents without claw"
+[ -f "$claw_archive" ] \
+    || die "claw-code's source archive is missing at $claw_archive (it comes with shared/, beside the checkout)"
+claw_wanted="$(sha256sum "$claw_archive" | cut -d' ' -f1)"
+if [ -x "$claw_bin" ] && [ "$(cat "$claw_stamp" 2>/dev/null)" = "$claw_wanted" ]; then
+    echo "install-agents: claw already built from $CLAW_ARCHIVE_NAME"
 else
-    claw_wanted="$(sha256sum "$claw_archive" | cut -d' ' -f1)"
-    if [ -x "$claw_bin" ] && [ "$(cat "$claw_stamp" 2>/dev/null)" = "$claw_wanted" ]; then
-        echo "install-agents: claw already built from $CLAW_ARCHIVE_NAME"
-    else
-        command -v cargo >/dev/null 2>&1 || die "cargo is not on PATH; claw is built from source with cargo"
-        echo "install-agents: building claw from $CLAW_ARCHIVE_NAME (a release build: several minutes)"
-        rm -rf "$claw_dir"
-        mkdir -p "$claw_dir/src" "$claw_dir/bin"
-        tar -xzf "$claw_archive" -C "$claw_dir/src" || die "could not unpack $claw_archive"
-        build_started=$SECONDS
-        # The ceiling keeps claw's build script from reading the git repository around .agents/
-        # (it stamps `claw --version` with the commit it finds).
-        (cd "$claw_dir/src/claw-code/rust" \
-            && GIT_CEILING_DIRECTORIES="$claw_dir/src" cargo build --release --locked -p rusty-claude-cli) \
-            || die "building claw failed (is crates.io reachable? see cargo's output above)"
-        cp "$claw_dir/src/claw-code/rust/target/release/claw" "$claw_bin"
-        # The sources and the ~1 GB target folder are not needed once the binary is copied.
-        rm -rf "$claw_dir/src"
-        echo "$claw_wanted" >"$claw_stamp"
-        echo "install-agents: claw built in $((SECONDS - build_started)) s"
-    fi
+    command -v cargo >/dev/null 2>&1 || die "cargo is not on PATH; claw is built from source with cargo"
+    echo "install-agents: building claw from $CLAW_ARCHIVE_NAME (a release build: several minutes)"
+    rm -rf "$claw_dir"
+    mkdir -p "$claw_dir/src" "$claw_dir/bin"
+    tar -xzf "$claw_archive" -C "$claw_dir/src" || die "could not unpack $claw_archive"
+    build_started=$SECONDS
+    # The ceiling keeps claw's build script from reading the git repository around .agents/
+    # (it stamps `claw --version` with the commit it finds).
+    (cd "$claw_dir/src/claw-code/rust" \
+        && GIT_CEILING_DIRECTORIES="$claw_dir/src" cargo build --release --locked -p rusty-claude-cli) \
+        || die "building claw failed (is crates.io reachable? see cargo's output above)"
+    cp "$claw_dir/src/claw-code/rust/target/release/claw" "$claw_bin"
+    # The sources and the ~1 GB target folder are not needed once the binary is copied.
+    rm -rf "$claw_dir/src"
+    echo "$claw_wanted" >"$claw_stamp"
+    echo "install-agents: claw built in $((SECONDS - build_started)) s"
 fi
 
 # Run each binary once: this catches a postinstall that npm skipped (Claude
@@ -163,15 +157,11 @@ for entry in "${NPM_AGENTS[@]}"; do
     check_runs "$prefix/node_modules/.bin/$bin" "$version"
 done
 check_runs "$aider_venv/bin/aider" "$AIDER_VERSION"
-if [ -n "$claw_wanted" ]; then
-    check_runs "$claw_bin" "$CLAW_VERSION"
-fi
+check_runs "$claw_bin" "$CLAW_VERSION"
 
 for entry in "${NPM_AGENTS[@]}"; do
     read -r pkg version bin <<<"$entry"
     printf '%-9s %s\n' "$bin:" "$prefix/node_modules/.bin/$bin"
 done
 printf '%-9s %s\n' "aider:" "$aider_venv/bin/aider"
-if [ -n "$claw_wanted" ]; then
-    printf '%-9s %s\n' "claw:" "$claw_bin"
-fi
+printf '%-9s %s\n' "claw:" "$claw_bin"
