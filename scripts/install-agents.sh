@@ -126,11 +126,13 @@ else
     tar -xzf "$claw_archive" -C "$claw_dir/src" || die "could not unpack $claw_archive"
     build_started=$SECONDS
     # The ceiling keeps claw's build script from reading the git repository around .agents/
-    # (it stamps `claw --version` with the commit it finds).
+    # (it stamps `claw --version` with the commit it finds); the target folder is named so that
+    # a CARGO_TARGET_DIR in the environment cannot send the binary elsewhere.
     (cd "$claw_dir/src/claw-code/rust" \
-        && GIT_CEILING_DIRECTORIES="$claw_dir/src" cargo build --release --locked -p rusty-claude-cli) \
+        && GIT_CEILING_DIRECTORIES="$claw_dir/src" CARGO_TARGET_DIR="$claw_dir/src/target" \
+            cargo build --release --locked -p rusty-claude-cli) \
         || die "building claw failed (is crates.io reachable? see cargo's output above)"
-    cp "$claw_dir/src/claw-code/rust/target/release/claw" "$claw_bin"
+    cp "$claw_dir/src/target/release/claw" "$claw_bin"
     # The sources and the ~1 GB target folder are not needed once the binary is copied.
     rm -rf "$claw_dir/src"
     echo "$claw_wanted" >"$claw_stamp"
