@@ -27,8 +27,8 @@ AIDER_PKG="aider-chat"
 AIDER_VERSION="0.86.2"
 # claw is built from claw-code's pinned source archive in ../shared/claw-code/ (its crates
 # come from crates.io). The release build took 8 min 51 s on the 2-core dev machine while other
-# builds shared it (5 min of CPU), so the binary is cached: it is rebuilt only when the
-# archive's SHA-256 differs from the one stamped beside the cached binary.
+# builds shared it, 5 min 8 s on a second run (about 5 min of CPU either way), so the binary is
+# cached: it is rebuilt only when the archive's SHA-256 differs from the one stamped beside it.
 CLAW_ARCHIVE_NAME="claw-code-08106b0c.tar.gz"
 CLAW_VERSION="0.1.3"
 
