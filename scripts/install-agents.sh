@@ -25,10 +25,20 @@ NPM_AGENTS=(
 # aider comes from PyPI, into its own virtual environment under the prefix.
 AIDER_PKG="aider-chat"
 AIDER_VERSION="0.86.2"
+# claw is built from claw-code's pinned source archive in ../shared/claw-code/ (its crates
+# come from crates.io). The release build took 8 min 51 s on the 2-core dev machine while other
+# builds shared it, 5 min 8 s on a second run (about 5 min of CPU either way), so the binary is
+# cached: it is rebuilt only when the archive's SHA-256 differs from the one stamped beside it.
+CLAW_ARCHIVE_NAME="claw-code-08106b0c.tar.gz"
+CLAW_VERSION="0.1.3"
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 prefix="${CLAWPOOL_AGENTS_DIR:-$repo_root/.agents}"
 aider_venv="$prefix/aider-venv"
+claw_archive="$repo_root/../shared/claw-code/$CLAW_ARCHIVE_NAME"
+claw_dir="$prefix/claw-code"
+claw_bin="$claw_dir/bin/claw"
+claw_stamp="$claw_dir/bin/archive.sha256"
 
 die() {
     echo "install-agents: error: $*" >&2
@@ -102,6 +112,33 @@ else
     [ "$have" = "$AIDER_VERSION" ] || die "$AIDER_PKG is at '${have:-missing}' after install, expected $AIDER_VERSION"
 fi
 
+# claw: cached by the archive's hash; a stale or missing binary is rebuilt from scratch.
+[ -f "$claw_archive" ] \
+    || die "claw-code's source archive is missing at $claw_archive (it comes with shared/, beside the checkout)"
+claw_wanted="$(sha256sum "$claw_archive" | cut -d' ' -f1)"
+if [ -x "$claw_bin" ] && [ "$(cat "$claw_stamp" 2>/dev/null)" = "$claw_wanted" ]; then
+    echo "install-agents: claw already built from $CLAW_ARCHIVE_NAME"
+else
+    command -v cargo >/dev/null 2>&1 || die "cargo is not on PATH; claw is built from source with cargo"
+    echo "install-agents: building claw from $CLAW_ARCHIVE_NAME (a release build: several minutes)"
+    rm -rf "$claw_dir"
+    mkdir -p "$claw_dir/src" "$claw_dir/bin"
+    tar -xzf "$claw_archive" -C "$claw_dir/src" || die "could not unpack $claw_archive"
+    build_started=$SECONDS
+    # The ceiling keeps claw's build script from reading the git repository around .agents/
+    # (it stamps `claw --version` with the commit it finds); the target folder is named so that
+    # a CARGO_TARGET_DIR in the environment cannot send the binary elsewhere.
+    (cd "$claw_dir/src/claw-code/rust" \
+        && GIT_CEILING_DIRECTORIES="$claw_dir/src" CARGO_TARGET_DIR="$claw_dir/src/target" \
+            cargo build --release --locked -p rusty-claude-cli) \
+        || die "building claw failed (is crates.io reachable? see cargo's output above)"
+    cp "$claw_dir/src/target/release/claw" "$claw_bin"
+    # The sources and the ~1 GB target folder are not needed once the binary is copied.
+    rm -rf "$claw_dir/src"
+    echo "$claw_wanted" >"$claw_stamp"
+    echo "install-agents: claw built in $((SECONDS - build_started)) s"
+fi
+
 # Run each binary once: this catches a postinstall that npm skipped (Claude
 # Code's bin/claude.exe is a placeholder until its postinstall copies the native
 # binary over it) and a missing platform package. A scratch HOME keeps the
@@ -122,9 +159,11 @@ for entry in "${NPM_AGENTS[@]}"; do
     check_runs "$prefix/node_modules/.bin/$bin" "$version"
 done
 check_runs "$aider_venv/bin/aider" "$AIDER_VERSION"
+check_runs "$claw_bin" "$CLAW_VERSION"
 
 for entry in "${NPM_AGENTS[@]}"; do
     read -r pkg version bin <<<"$entry"
     printf '%-9s %s\n' "$bin:" "$prefix/node_modules/.bin/$bin"
 done
 printf '%-9s %s\n' "aider:" "$aider_venv/bin/aider"
+printf '%-9s %s\n' "claw:" "$claw_bin"

@@ -1,7 +1,8 @@
 //! The detector regression corpus: every real screen under `tests/fixtures/screens/<agent>-
 //! <version>/NN-<state>-<W>x<H>.{ansi,txt}` must be read as its file name says. The `.ansi`
 //! capture is replayed through the screen model (so dim placeholder text is seen as dim); a
-//! `.txt` alone is read as plain rows.
+//! `.txt` alone is read as plain rows. Every dialog of every built-in agent profile must be
+//! what some screen is read as.
 
 use std::path::{Path, PathBuf};
 
@@ -154,4 +155,36 @@ fn a_draft_is_never_ready_and_the_draft_text_is_read() {
             other => panic!("{}: {other:?}", case.path.display()),
         }
     }
+}
+
+/// Every dialog of every built-in agent profile is exercised by at least one corpus screen
+/// (read as that dialog), so no dialog rule stands on documentation alone. The scripted test
+/// agent has no corpus: its screens are its own (`tests/scripted-agent/`).
+#[test]
+fn every_profile_dialog_is_read_on_some_corpus_screen() {
+    let profiles = ProfileSet::builtin().expect("built-in profiles");
+    let mut seen: std::collections::BTreeSet<(String, String)> = Default::default();
+    for case in cases() {
+        let profile = profiles.get(&case.agent).expect("profile");
+        let observation = explain(profile, &screen(&case)).observation;
+        if matches!(observation.seen, Seen::Dialog { .. }) {
+            seen.insert((case.agent.clone(), observation.rule));
+        }
+    }
+    let unexercised: Vec<String> = profiles
+        .iter()
+        .filter(|profile| profile.name() != "scripted")
+        .flat_map(|profile| {
+            profile
+                .dialogs
+                .iter()
+                .filter(|dialog| !seen.contains(&(profile.name().to_owned(), dialog.name.clone())))
+                .map(|dialog| format!("{}/{}", profile.name(), dialog.name))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(
+        unexercised.is_empty(),
+        "dialogs no corpus screen is read as: {unexercised:?}"
+    );
 }

@@ -15,7 +15,7 @@ use crate::permission_gate::{PermissionGate, lane_context};
 use clawpool_agents::profiles::{Profile, TrustStore};
 use clawpool_agents::trust::{
     StoreGuard, claude_config_file, codex_config_file, gemini_trusted_folders_file,
-    seed_claude_trust, seed_codex_trust, seed_gemini_trust,
+    qwen_trusted_folders_file, seed_claude_trust, seed_codex_trust, seed_gemini_trust,
 };
 use clawpool_lanes::LaneEventKind;
 use clawpool_lanes::state_file::{self, Base, SupervisorLock};
@@ -980,8 +980,9 @@ fn last_reported_commit(events_path: &Path) -> Option<String> {
 }
 
 /// The agent's trust store file as the agent will find it (its HOME, `CLAUDE_CONFIG_DIR` or
-/// `CODEX_HOME`, `GEMINI_CLI_HOME` or `GEMINI_CLI_TRUSTED_FOLDERS_PATH` as the lane's environment
-/// sets them); `None` for an agent without one.
+/// `CODEX_HOME`, `GEMINI_CLI_HOME` or `GEMINI_CLI_TRUSTED_FOLDERS_PATH`, `QWEN_HOME` or
+/// `QWEN_CODE_TRUSTED_FOLDERS_PATH` as the lane's environment sets them); `None` for an agent
+/// without one.
 fn trust_store_file(profile: &Profile, spec: &SpawnSpec) -> Option<(TrustStore, PathBuf)> {
     let home = spec
         .env_value("HOME")
@@ -1007,6 +1008,13 @@ fn trust_store_file(profile: &Profile, spec: &SpawnSpec) -> Option<(TrustStore, 
                 .map(Path::new),
             spec.env_value("GEMINI_CLI_HOME").as_deref().map(Path::new),
         ),
+        TrustStore::Qwen => qwen_trusted_folders_file(
+            &home,
+            spec.env_value("QWEN_CODE_TRUSTED_FOLDERS_PATH")
+                .as_deref()
+                .map(Path::new),
+            spec.env_value("QWEN_HOME").as_deref().map(Path::new),
+        ),
     };
     Some((store, file))
 }
@@ -1018,7 +1026,7 @@ fn seed_trust_store(profile: &Profile, cwd: &Path, spec: &SpawnSpec, events: &Ev
     let result = match kind {
         TrustStore::Claude => seed_claude_trust(&store, cwd),
         TrustStore::Codex => seed_codex_trust(&store, cwd),
-        TrustStore::Gemini => seed_gemini_trust(&store, cwd),
+        TrustStore::Gemini | TrustStore::Qwen => seed_gemini_trust(&store, cwd),
         TrustStore::None => return,
     };
     let detail = match &result {

@@ -40,7 +40,10 @@ pub fn final_screen(stream: &[u8], size: TermSize) -> ScreenSnapshot {
 /// The screen a `tmux capture-pane -p [-e]` capture shows, replayed through the screen model:
 /// capture-pane separates rows with bare newlines and ends each with the row's last cell, so
 /// each row is fed on a new line with its attributes reset (dim placeholder text stays dim).
+/// The newline closing the last row starts no row of its own: on a full-height capture it
+/// would scroll the top row off.
 pub fn capture_screen(capture: &[u8], size: TermSize) -> ScreenSnapshot {
+    let capture = capture.strip_suffix(b"\n").unwrap_or(capture);
     let mut fed = Vec::with_capacity(capture.len() + size.rows as usize * 6);
     for (i, row) in capture.split(|&b| b == b'\n').enumerate() {
         if i > 0 {
@@ -55,6 +58,13 @@ pub fn capture_screen(capture: &[u8], size: TermSize) -> ScreenSnapshot {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_full_height_capture_keeps_its_top_row() {
+        let capture = b"top\nmiddle\nbottom\n";
+        let screen = capture_screen(capture, TermSize { rows: 3, cols: 10 });
+        assert_eq!(screen.rows, ["top", "middle", "bottom"]);
+    }
 
     #[test]
     fn screens_follow_the_requested_offsets_in_any_order() {

@@ -3,9 +3,10 @@
 //! gemini-cli 0.61.0 through the server's Gemini API (`GOOGLE_GEMINI_BASE_URL`, a fake
 //! `GEMINI_API_KEY`), opencode 1.18.33 and Qwen Code 0.24.4 through its Chat Completions API
 //! (an OpenAI-compatible provider in opencode's config; `OPENAI_BASE_URL` for Qwen Code, run by
-//! the pinned Node 22 in `.agents/`), and aider 0.86.2 (its OpenAI base URL; aider offers no
+//! the pinned Node 22 in `.agents/`), aider 0.86.2 (its OpenAI base URL; aider offers no
 //! tools, so the scripted reply is a whole-file listing and the server counts every request as
-//! a task request).
+//! a task request), and claw 0.1.3 (built from claw-code's pinned source; its Anthropic base
+//! URL).
 //!
 //! The agents are installed by `scripts/install-agents.sh` (CI runs it); without them these
 //! tests fail and say so. Events are read from clawpool's stdout as they come; the only fixed
@@ -583,13 +584,18 @@ fn seed_qwen_home(home: &Path) {
 }
 
 /// A `--config` file pointing the qwen profile at the installed binary, with the lane's
-/// parent folder trusted when `trusted_root` is given.
-fn write_qwen_config(sandbox: &Sandbox, trusted_root: Option<&Path>) -> PathBuf {
+/// parent folder trusted when `trusted_root` is given, and `launch_extra` lines in its launch
+/// table.
+fn write_qwen_config(
+    sandbox: &Sandbox,
+    trusted_root: Option<&Path>,
+    launch_extra: &str,
+) -> PathBuf {
     let roots = trusted_root
         .map(|root| format!("trusted_roots = [{:?}]\n", root.display().to_string()))
         .unwrap_or_default();
     let text = format!(
-        "{roots}\n[profiles.qwen.launch]\ncommand = {:?}\n",
+        "{roots}\n[profiles.qwen.launch]\ncommand = {:?}\n{launch_extra}",
         real_agent("qwen").display().to_string()
     );
     let path = sandbox.dir.path().join("config.toml");
@@ -639,7 +645,7 @@ fn qwen_trusted_lane_finishes(size: Option<&str>, term: TermSize) {
     let lane = repo_lane(&sandbox, "alpha");
     let mut server = ModelServer::start(&sandbox.dir.path().join("model"), &hello_script(&lane));
     seed_qwen_home(&sandbox.home());
-    let config = write_qwen_config(&sandbox, lane.parent());
+    let config = write_qwen_config(&sandbox, lane.parent(), "");
 
     let mut run = start_qwen_lane(&sandbox, &config, &lane, &server, size);
     let outcome = run.wait_for(
@@ -717,6 +723,141 @@ fn qwen_lane_in_an_80x12_terminal_reaches_ready_and_finishes() {
     qwen_trusted_lane_finishes(Some("80x12"), TermSize { cols: 80, rows: 12 });
 }
 
+/// How a trusted Qwen Code lane with folder trust on gets past its trust question.
+#[derive(Clone, Copy, PartialEq)]
+enum QwenTrustBy {
+    /// clawpool records the lane in `~/.qwen/trustedFolders.json` before launch (the
+    /// profile's `trust_store = "qwen"`), so no dialog shows.
+    PreSeeding,
+    /// Pre-seeding off (`trust_store = "none"`): Qwen Code asks, and clawpool answers.
+    AnsweringTheDialog,
+}
+
+/// Runs a trusted Qwen Code lane with `security.folderTrust.enabled` on in an 80x12 pane,
+/// where the trust dialog's box is taller than the pane (the question off screen, the first
+/// option's row garbled by the redraw). Either way the lane finishes and Qwen Code's store
+/// trusts the lane and nothing else.
+fn qwen_with_folder_trust_on_finishes(trust_by: QwenTrustBy) {
+    real_agent("qwen");
+    let sandbox = Sandbox::new();
+    let lane = repo_lane(&sandbox, "alpha");
+    let mut server = ModelServer::start(&sandbox.dir.path().join("model"), &hello_script(&lane));
+    let home = sandbox.home();
+    std::fs::create_dir_all(home.join(".qwen")).expect("~/.qwen");
+    std::fs::write(
+        home.join(".qwen/settings.json"),
+        json!({
+            "general": {"enableAutoUpdate": false},
+            "ui": {"enableFollowupSuggestions": false},
+            "security": {"folderTrust": {"enabled": true}}
+        })
+        .to_string(),
+    )
+    .expect("settings.json");
+    let store_off = match trust_by {
+        QwenTrustBy::PreSeeding => "",
+        QwenTrustBy::AnsweringTheDialog => "trust_store = \"none\"\n",
+    };
+    let config = write_qwen_config(&sandbox, lane.parent(), store_off);
+    let term = TermSize { cols: 80, rows: 12 };
+
+    let mut run = start_qwen_lane(&sandbox, &config, &lane, &server, Some("80x12"));
+    let outcome = run.wait_for(
+        "the outcome",
+        PATIENCE,
+        |e| e.get("outcome").is_some(),
+        || screen_report(&lane, term),
+    );
+    let status = run.wait_exit(PATIENCE);
+    let events = run.events();
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "{}\n{}",
+        run.report(),
+        screen_report(&lane, term)
+    );
+    assert_eq!(
+        outcome["outcome"]["state"]["status"],
+        "finished",
+        "{}",
+        run.report()
+    );
+    let trust_answers: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["kind"] == "lane.dialog_answered" && e["detail"]["dialog"] == "trust")
+        .collect();
+    let seeded: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["kind"] == "lane.trust_store_seeded")
+        .collect();
+    match trust_by {
+        QwenTrustBy::PreSeeding => {
+            assert_eq!(
+                transitions(&events),
+                [
+                    "spawning",
+                    "ready_for_prompt",
+                    "prompt_accepted",
+                    "running",
+                    "finished"
+                ],
+                "{}",
+                run.report()
+            );
+            assert!(trust_answers.is_empty(), "{trust_answers:#?}");
+            assert_eq!(seeded.len(), 1, "{}", run.report());
+            assert_eq!(seeded[0]["detail"]["outcome"], "Seeded", "{}", seeded[0]);
+        }
+        QwenTrustBy::AnsweringTheDialog => {
+            assert_eq!(
+                transitions(&events),
+                [
+                    "spawning",
+                    "trust_required",
+                    "ready_for_prompt",
+                    "prompt_accepted",
+                    "running",
+                    "finished"
+                ],
+                "{}",
+                run.report()
+            );
+            assert!(seeded.is_empty(), "pre-seeding is off: {seeded:#?}");
+            assert_eq!(trust_answers.len(), 1, "{}", run.report());
+            assert_eq!(trust_answers[0]["detail"]["choice"], "yes");
+            assert_eq!(trust_answers[0]["detail"]["completed"], true);
+        }
+    }
+    let store: Value = serde_json::from_str(
+        &std::fs::read_to_string(home.join(".qwen/trustedFolders.json"))
+            .expect("Qwen Code's trusted-folders file"),
+    )
+    .expect("trustedFolders.json is JSON");
+    assert_eq!(
+        store,
+        json!({lane.display().to_string(): "TRUST_FOLDER"}),
+        "the lane and nothing else"
+    );
+    assert_eq!(
+        std::fs::read_to_string(lane.join("hello.txt")).expect("hello.txt in the lane"),
+        "hi"
+    );
+
+    drop(run);
+    server.stop();
+}
+
+#[test]
+fn qwen_with_folder_trust_on_in_an_80x12_terminal_answers_the_trust_dialog_and_finishes() {
+    qwen_with_folder_trust_on_finishes(QwenTrustBy::AnsweringTheDialog);
+}
+
+#[test]
+fn qwen_with_folder_trust_on_is_pre_seeded_in_trusted_folders_and_shows_no_dialog() {
+    qwen_with_folder_trust_on_finishes(QwenTrustBy::PreSeeding);
+}
+
 /// Qwen Code does not ask about folder trust by default, so clawpool's own gate holds the
 /// lane: ready, but nobody trusted it, so nothing is typed and no task reaches the model.
 #[test]
@@ -726,7 +867,7 @@ fn qwen_untrusted_lane_is_blocked_at_the_trust_gate_and_gets_no_keystroke() {
     let lane = repo_lane(&sandbox, "untrusted");
     let mut server = ModelServer::start(&sandbox.dir.path().join("model"), &hello_script(&lane));
     seed_qwen_home(&sandbox.home());
-    let config = write_qwen_config(&sandbox, None);
+    let config = write_qwen_config(&sandbox, None, "");
 
     let mut run = start_qwen_lane(&sandbox, &config, &lane, &server, None);
     let report = || screen_report(&lane, TermSize::default());
@@ -980,6 +1121,247 @@ fn aider_untrusted_lane_is_blocked_at_the_trust_gate_and_gets_no_keystroke() {
     );
     assert!(!lane.join("hello.txt").exists());
     assert!(server.requests().is_empty(), "{:#?}", server.requests());
+
+    drop(run);
+    server.stop();
+}
+
+/// claw, built from claw-code's pinned source archive into `.agents/claw-code/` by
+/// `scripts/install-agents.sh`.
+fn claw_binary() -> PathBuf {
+    let path = agents_dir().join("claw-code/bin/claw");
+    assert!(
+        path.is_file(),
+        "claw is not built at {}: run `scripts/install-agents.sh` (it builds claw from \
+         ../shared/claw-code/)",
+        path.display()
+    );
+    path
+}
+
+/// A `--config` file pointing the claw profile at the built binary, with the lane's parent
+/// folder trusted when `trusted_root` is given.
+fn write_claw_config(sandbox: &Sandbox, trusted_root: Option<&Path>) -> PathBuf {
+    let roots = trusted_root
+        .map(|root| format!("trusted_roots = [{:?}]\n", root.display().to_string()))
+        .unwrap_or_default();
+    let text = format!(
+        "{roots}\n[profiles.claw.launch]\ncommand = {:?}\n",
+        claw_binary().display().to_string()
+    );
+    let path = sandbox.dir.path().join("config.toml");
+    std::fs::write(&path, text).expect("config file");
+    path
+}
+
+/// claw's `write_file` tool twice, then a closing reply that takes a while: two tool boxes
+/// push the turn's "Thinking..." row up, and the submitted prompt's "> …" row stays the last
+/// one starting with ">" until the reply is in.
+fn claw_hello_script(lane: &Path) -> Value {
+    json!([
+        {"tool_use": {"name": "write_file", "input": {
+            "path": lane.join("hello.txt").display().to_string(),
+            "content": "hi"
+        }}},
+        {"tool_use": {"name": "write_file", "input": {
+            "path": lane.join("bye.txt").display().to_string(),
+            "content": "bye"
+        }}},
+        {"text": "Done. Created hello.txt and bye.txt.", "delay_ms": 3000}
+    ])
+}
+
+fn start_claw_lane(
+    sandbox: &Sandbox,
+    config: &Path,
+    lane: &Path,
+    server: &ModelServer,
+    size: Option<&str>,
+) -> LaneRun {
+    let mut cmd = sandbox.clawpool_clean_env();
+    cmd.args(["run", "--output-format", "json", "--agent", "claw"])
+        .args(["--transport", "tmux", "--config"])
+        .arg(config)
+        .arg("--cwd")
+        .arg(lane)
+        .args(["--prompt", PROMPT]);
+    if let Some(size) = size {
+        cmd.args(["--size", size]);
+    }
+    for var in [
+        format!("HOME={}", sandbox.home().display()),
+        format!("PATH={}", agent_path()),
+        "TERM=xterm-256color".into(),
+        "ANTHROPIC_API_KEY=sk-ant-fake".into(),
+        format!("ANTHROPIC_BASE_URL={}", server.url()),
+    ] {
+        cmd.arg("--env").arg(var);
+    }
+    LaneRun::start(cmd, &sandbox.dir.path().join("clawpool.stderr"))
+}
+
+/// Runs a trusted claw lane to its outcome and checks it finished its scripted task with one
+/// delivery: the prompt typed once, reaching the model once, and the files written by claw's
+/// own `write_file` tool. Then `claw state`, run by claw itself in the lane, prints the state
+/// file clawpool wrote there.
+fn claw_trusted_lane_finishes(size: Option<&str>, term: TermSize) {
+    let claw = claw_binary();
+    let sandbox = Sandbox::new();
+    let lane = repo_lane(&sandbox, "alpha");
+    let mut server =
+        ModelServer::start(&sandbox.dir.path().join("model"), &claw_hello_script(&lane));
+    let config = write_claw_config(&sandbox, lane.parent());
+
+    let mut run = start_claw_lane(&sandbox, &config, &lane, &server, size);
+    let outcome = run.wait_for(
+        "the outcome",
+        PATIENCE,
+        |e| e.get("outcome").is_some(),
+        || screen_report(&lane, term),
+    );
+    let status = run.wait_exit(PATIENCE);
+    let events = run.events();
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "{}\n{}",
+        run.report(),
+        screen_report(&lane, term)
+    );
+    let outcome = &outcome["outcome"];
+    assert_eq!(
+        outcome["state"]["status"],
+        "finished",
+        "{}\n{}",
+        run.report(),
+        screen_report(&lane, term)
+    );
+    assert_eq!(outcome["receipt"]["attempts"], 1, "{}", run.report());
+    assert_eq!(
+        transitions(&events),
+        [
+            "spawning",
+            "ready_for_prompt",
+            "prompt_accepted",
+            "running",
+            "finished"
+        ],
+        "{}",
+        run.report()
+    );
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e["kind"] == "lane.prompt_typed")
+            .count(),
+        1,
+        "{}",
+        run.report()
+    );
+
+    assert_eq!(
+        std::fs::read_to_string(lane.join("hello.txt")).expect("hello.txt in the lane"),
+        "hi"
+    );
+    assert_eq!(
+        std::fs::read_to_string(lane.join("bye.txt")).expect("bye.txt in the lane"),
+        "bye"
+    );
+    // One delivery: the task request and one after each tool ran (claw's token counts are
+    // "other" requests); the prompt appears once in the conversation the model saw last.
+    let main = server.main_requests();
+    assert_eq!(main.len(), 3, "{main:#?}");
+    let last = main[2]["body"]["messages"].to_string();
+    assert_eq!(last.matches(PROMPT).count(), 1, "{last}");
+    assert!(last.contains("tool_result"), "the tools' results went back");
+
+    // claw's own reader of `.claw/worker-state.json` prints what clawpool wrote.
+    let state = std::process::Command::new(&claw)
+        .args(["state", "--output-format", "json"])
+        .current_dir(&lane)
+        .env_clear()
+        .env("HOME", sandbox.home())
+        .env("PATH", agent_path())
+        .output()
+        .expect("claw state runs");
+    assert!(
+        state.status.success(),
+        "claw state: {}",
+        String::from_utf8_lossy(&state.stderr)
+    );
+    let printed: Value = serde_json::from_slice(&state.stdout).expect("claw state prints JSON");
+    let written: Value = serde_json::from_str(
+        &std::fs::read_to_string(lane.join(".claw/worker-state.json")).expect("the state file"),
+    )
+    .expect("the state file is JSON");
+    assert_eq!(printed["status"], "finished", "{printed:#}");
+    assert_eq!(
+        printed["status"], written["status"],
+        "{printed:#}\n{written:#}"
+    );
+    assert_eq!(printed["worker_id"], written["worker_id"], "{printed:#}");
+
+    drop(run);
+    server.stop();
+}
+
+#[test]
+fn claw_trusted_lane_finishes_with_one_delivery() {
+    claw_trusted_lane_finishes(None, TermSize::default());
+}
+
+#[test]
+fn claw_lane_in_an_80x12_terminal_reaches_ready_and_finishes() {
+    claw_trusted_lane_finishes(Some("80x12"), TermSize { cols: 80, rows: 12 });
+}
+
+/// claw asks nothing about folder trust, so clawpool's own gate holds the lane: ready, but
+/// nobody trusted it, so nothing is typed and no task reaches the model.
+#[test]
+fn claw_untrusted_lane_is_blocked_at_the_trust_gate_and_gets_no_keystroke() {
+    claw_binary();
+    let sandbox = Sandbox::new();
+    let lane = repo_lane(&sandbox, "untrusted");
+    let mut server =
+        ModelServer::start(&sandbox.dir.path().join("model"), &claw_hello_script(&lane));
+    let config = write_claw_config(&sandbox, None);
+
+    let mut run = start_claw_lane(&sandbox, &config, &lane, &server, None);
+    let report = || screen_report(&lane, TermSize::default());
+    let blocked = run.wait_for(
+        "lane.blocked",
+        PATIENCE,
+        |e| e["kind"] == "lane.blocked",
+        report,
+    );
+    assert_eq!(blocked["to"]["subphase"], "trust_prompt", "{blocked}");
+    assert_eq!(blocked["evidence"]["rule"], "trust_gate", "{blocked}");
+    run.wait_for(
+        "lane.escalated",
+        PATIENCE,
+        |e| e["kind"] == "lane.escalated",
+        report,
+    );
+
+    let meanwhile = run.lines_within(Duration::from_secs(5));
+    assert!(
+        meanwhile.is_empty(),
+        "the blocked lane did something: {meanwhile:#?}"
+    );
+    assert!(
+        !run.events().iter().any(|e| matches!(
+            e["kind"].as_str(),
+            Some("lane.dialog_answered" | "lane.prompt_typed")
+        )),
+        "nothing typed: {}",
+        run.report()
+    );
+    assert!(!lane.join("hello.txt").exists());
+    assert!(
+        server.main_requests().is_empty(),
+        "{:#?}",
+        server.requests()
+    );
 
     drop(run);
     server.stop();

@@ -79,6 +79,8 @@ pub enum TrustStore {
     Codex,
     /// gemini-cli's `~/.gemini/trustedFolders.json` (`{"path": "TRUST_FOLDER"}`).
     Gemini,
+    /// Qwen Code's `~/.qwen/trustedFolders.json`, in gemini-cli's format (it is a fork).
+    Qwen,
 }
 
 /// How to find the input line on screen.

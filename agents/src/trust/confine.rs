@@ -100,7 +100,9 @@ impl StoreGuard {
                 TrustStore::Codex => {
                     codex::confined(&self.file, text.unwrap_or(""), &revoked, &lane)
                 }
-                TrustStore::Gemini => gemini::confined(&self.file, text, &revoked, &lane),
+                TrustStore::Gemini | TrustStore::Qwen => {
+                    gemini::confined(&self.file, text, &revoked, &lane)
+                }
                 TrustStore::None => Ok(None),
             }
         })?;
@@ -130,7 +132,7 @@ fn trusted_in(
     match store {
         TrustStore::Claude => claude::trusted_projects(file, text),
         TrustStore::Codex => codex::trusted_projects(file, text.unwrap_or("")),
-        TrustStore::Gemini => gemini::trusted_projects(file, text),
+        TrustStore::Gemini | TrustStore::Qwen => gemini::trusted_projects(file, text),
         TrustStore::None => Ok(BTreeSet::new()),
     }
 }

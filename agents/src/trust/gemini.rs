@@ -1,7 +1,8 @@
 //! Pre-seeding gemini-cli's trust store: `{"<path>": "TRUST_FOLDER"}` in its trusted-folders
 //! file (`~/.gemini/trustedFolders.json`; `$GEMINI_CLI_HOME/.gemini/…` or
 //! `$GEMINI_CLI_TRUSTED_FOLDERS_PATH` when those are set), as gemini-cli 0.61.0 itself writes it
-//! when "1. Trust folder" is chosen.
+//! when "1. Trust folder" is chosen. Qwen Code 0.24.4, a gemini-cli fork, keeps the same file
+//! in the same format under `~/.qwen/` (`$QWEN_HOME/…`, or `$QWEN_CODE_TRUSTED_FOLDERS_PATH`).
 //!
 //! The file is one flat JSON object from folder path to `TRUST_FOLDER`, `TRUST_PARENT` (the
 //! folder's parent) or `DO_NOT_TRUST`, the longest matching path deciding. Every other entry
@@ -31,6 +32,20 @@ pub fn gemini_trusted_folders_file(
         (Some(file), _) if !file.as_os_str().is_empty() => file.to_path_buf(),
         (_, Some(dir)) if !dir.as_os_str().is_empty() => dir.join(".gemini/trustedFolders.json"),
         _ => home.join(".gemini/trustedFolders.json"),
+    }
+}
+
+/// Qwen Code's trusted-folders file: `QWEN_CODE_TRUSTED_FOLDERS_PATH` when set (and not empty),
+/// else `<QWEN_HOME or home/.qwen>/trustedFolders.json`.
+pub fn qwen_trusted_folders_file(
+    home: &Path,
+    env_trusted_folders_path: Option<&Path>,
+    env_qwen_home: Option<&Path>,
+) -> PathBuf {
+    match (env_trusted_folders_path, env_qwen_home) {
+        (Some(file), _) if !file.as_os_str().is_empty() => file.to_path_buf(),
+        (_, Some(dir)) if !dir.as_os_str().is_empty() => dir.join("trustedFolders.json"),
+        _ => home.join(".qwen/trustedFolders.json"),
     }
 }
 
@@ -160,6 +175,27 @@ mod tests {
         assert_eq!(
             gemini_trusted_folders_file(home, Some(Path::new("")), None),
             Path::new("/home/me/.gemini/trustedFolders.json")
+        );
+    }
+
+    #[test]
+    fn qwen_codes_file_is_found_where_qwen_code_looks() {
+        let home = Path::new("/home/me");
+        assert_eq!(
+            qwen_trusted_folders_file(home, None, None),
+            Path::new("/home/me/.qwen/trustedFolders.json")
+        );
+        assert_eq!(
+            qwen_trusted_folders_file(home, None, Some(Path::new("/q"))),
+            Path::new("/q/trustedFolders.json")
+        );
+        assert_eq!(
+            qwen_trusted_folders_file(home, Some(Path::new("/t.json")), Some(Path::new("/q"))),
+            Path::new("/t.json")
+        );
+        assert_eq!(
+            qwen_trusted_folders_file(home, Some(Path::new("")), Some(Path::new(""))),
+            Path::new("/home/me/.qwen/trustedFolders.json")
         );
     }
 

@@ -6,7 +6,7 @@
 //! - [`roots`] decides: a lane is trusted only when its canonical path is equal to or inside a
 //!   configured trusted root and not inside a denied root (denied wins). It also lists what
 //!   `clawpool doctor` should warn about.
-//! - [`claude`], [`codex`] and [`gemini`] pre-seed the agents' own trust stores for one exact path, so a
+//! - [`claude`], [`codex`] and [`gemini`] (also Qwen Code's store) pre-seed the agents' own trust stores for one exact path, so a
 //!   trusted lane usually never shows the dialog (the handshake still answers it if it does).
 //! - [`confine`] keeps what an agent records when clawpool answers its trust dialog to that
 //!   one lane (agents record trust for the whole repository).
@@ -27,7 +27,7 @@ pub use claude::{claude_config_file, seed_claude_trust};
 pub use codex::{codex_config_file, seed_codex_trust};
 pub use confine::{Confined, StoreGuard};
 pub use error::TrustError;
-pub use gemini::{gemini_trusted_folders_file, seed_gemini_trust};
+pub use gemini::{gemini_trusted_folders_file, qwen_trusted_folders_file, seed_gemini_trust};
 pub use roots::{RootKind, TrustDecision, TrustRoots, TrustWarning, expand_home};
 
 use std::path::Path;
