@@ -16,8 +16,10 @@
 //! or the result of an effect it asked for — and returns typed
 //! [`handshake::machine::Effect`]s: text or keys to send, a dialog to answer, an event to
 //! record, a verdict to reply, the worker to stop, the trust store to guard or confine, the
-//! task file to write, the worktree's git operation to look up. It also says when it next
-//! needs to look if nothing happens ([`handshake::machine::Machine::next_deadline`]). Every
+//! task file to write, the worktree's git operation to look up, a tool-permission question to
+//! put to the lane's [`permission_gate`] (whose verdict comes back as an input). It also says
+//! when it next needs to look if nothing happens
+//! ([`handshake::machine::Machine::next_deadline`]). Every
 //! timing rule (boot timeout, finish-idle, provider block, submit retries, unknown screen,
 //! stall, recovery check) is a comparison against the time passed in, so each is tested on
 //! paused tokio time (`handshake/machine/tests.rs`) against real agents' recorded screens.
