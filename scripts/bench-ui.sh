@@ -27,8 +27,8 @@ IDLE_WINDOW = 30.0
 EVENTS = 40
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
-# Each lane says one line, then works forever without drawing: what is left is the lanes'
-# heartbeats (a state-file rewrite per lane every 5 s), which the dashboard is woken by.
+# Each lane says one line, then works forever: its spinner redraws, and nothing else changes
+# (lanes publish liveness through a held lock, not by rewriting their state files).
 SCENARIO = '''
 trust_dialog = true
 [[prompt]]
@@ -106,7 +106,7 @@ try:
     screen = lambda: tmux("capture-pane", "-p", "-t", "ui")
     wait_for("50 lanes on the dashboard", lambda: f"· {LANES} lanes" in screen())
     watching = "not watching" not in screen()
-    time.sleep(5)  # settle: the first screen fetch and the first round of heartbeats
+    time.sleep(5)  # settle: the first screen fetch and the lanes' first state-file writes
 
     before = cpu_seconds(ui_pid)
     start = time.monotonic()
@@ -115,7 +115,7 @@ try:
     rss = next(int(l.split()[1]) for l in open(f"/proc/{ui_pid}/status") if l.startswith("VmRSS"))
 
     # The same with no lane's screen shown: a filter that matches no lane leaves only the
-    # heartbeats (and the one-second tick) to wake the dashboard.
+    # one-second tick (which redraws the ages) to wake the dashboard.
     tmux("send-keys", "-t", "ui", "/", "no-such-lane", "Enter")
     wait_for("the filter applied", lambda: "no lane matches the filter" in screen())
     time.sleep(2)
@@ -147,7 +147,7 @@ try:
     print(f"| dashboard CPU, {LANES} running lanes idle | {idle_cpu:.2f} % of a core | over {IDLE_WINDOW:.0f} s; "
           f"{'inotify' if watching else 'NOT watching (inotify unavailable): reading every second'} |")
     print(f"| dashboard CPU, {LANES} running lanes idle, no screen shown | {idle_cpu_unshown:.2f} % of a core | "
-          f"a filter matching no lane: only the heartbeats and the tick wake it |")
+          f"a filter matching no lane: only the one-second tick wakes it |")
     print(f"| dashboard RSS | {rss / 1024:.1f} MiB | |")
     print(f"| lane event to the dashboard showing it: p50 | {percentile(latencies, 50):.0f} ms | "
           f"{EVENTS} lanes stopped one by one; includes reading the screen back (a `tmux capture-pane` every ~10 ms) |")
