@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clawpool_lanes::LaneEventKind;
-use clawpool_lanes::{BlockedSubphase, Evidence, FailureClass, LaneState, LaneStatus};
+use clawpool_lanes::{BlockedSubphase, EventSource, Evidence, FailureClass, LaneState, LaneStatus};
 use clawpool_pty::{ExitStatus, ScreenSnapshot};
 use clawpool_recovery::{ProgressSource, ProgressTracker, Trigger};
 use clawpool_worktree::GitOperation;
@@ -30,6 +30,7 @@ use super::delivery::{self, PromptPlan, Receipt};
 use super::unknown::UnknownScreen;
 use super::verdict::{OperatorRequest, SendFate, Verdict, VerdictReply};
 use super::{LaneContext, Next, OperatorCommand, RestartRequest, Settings, TrustGate};
+use crate::channel::{HookEvent, HookFact};
 use crate::permission_gate::PermissionAnswer;
 use clawpool_agents::detect::{Observation, Seen, observe};
 use clawpool_agents::profiles::{Dialog, DialogKind, Policy, Profile, Signal};
@@ -74,6 +75,15 @@ pub enum Input {
     StoreGuarded(bool),
     /// [`Effect::DecidePermission`]: what the permission policy says about the question.
     PermissionDecided(PermissionAnswer),
+    /// The agent reported a fact through its hook channel.
+    Hook(HookFact),
+    /// A hook could not deliver its report: the channel is not to be relied on.
+    HookFailed {
+        /// The hook event.
+        event: String,
+        /// Why, in the hook's words.
+        error: String,
+    },
 }
 
 /// What the driver carries out for the machine.
@@ -141,6 +151,8 @@ pub struct Record {
     pub evidence: Option<Evidence>,
     /// The event's own fields.
     pub detail: serde_json::Value,
+    /// Where the fact that decided it came from.
+    pub source: Option<EventSource>,
 }
 
 /// A recovery recipe's `wait_for_progress` check on this run.
@@ -278,8 +290,30 @@ pub struct Machine<'a> {
     dropped_turn: bool,
     /// A decision waiting for an effect's result.
     suspended: Option<Suspended>,
+    /// Where the input being handled came from (an effect's result keeps its decision's).
+    source: Option<EventSource>,
+    /// The agent's hook channel, as far as its reports told.
+    hooks: HookState,
     /// Effects decided while handling the current input.
     out: Vec<Effect>,
+}
+
+/// What the agent's hook reports told the machine (`docs/events.md`, "Hook facts").
+#[derive(Debug, Default)]
+struct HookState {
+    /// A `UserPromptSubmit` was reported and no `Stop` since: the agent's turn is open.
+    turn_open: bool,
+    /// Tools reported started (`PreToolUse`) and not reported done (`PostToolUse`).
+    tools_running: u32,
+    /// Deliveries that failed; from the first one the channel is degraded: its reports are
+    /// still recorded, and the screen alone decides.
+    failures: u32,
+}
+
+impl HookState {
+    fn degraded(&self) -> bool {
+        self.failures > 0
+    }
 }
 
 impl<'a> Machine<'a> {
@@ -325,6 +359,8 @@ impl<'a> Machine<'a> {
             confine_pending: false,
             dropped_turn: false,
             suspended: None,
+            source: None,
+            hooks: HookState::default(),
             out: Vec::new(),
         }
     }
@@ -417,6 +453,14 @@ impl<'a> Machine<'a> {
     /// Handles one input at `now`; the effects to carry out, in order.
     pub fn handle(&mut self, input: Input, now: Instant) -> Vec<Effect> {
         self.now = now;
+        match &input {
+            Input::Look { .. } => self.source = Some(EventSource::Screen),
+            Input::Operator { .. } => self.source = Some(EventSource::Operator),
+            Input::Exited(_) => self.source = Some(EventSource::Process),
+            Input::Hook(_) | Input::HookFailed { .. } => self.source = Some(EventSource::Hook),
+            // An effect's result goes on with the decision that asked for it.
+            _ => {}
+        }
         match input {
             Input::Look { screen, external } => self.look(&screen, external),
             Input::Exited(status) => self.on_exit(status),
@@ -449,6 +493,8 @@ impl<'a> Machine<'a> {
             }
             Input::StoreGuarded(ok) => self.confine_pending |= ok,
             Input::PermissionDecided(answer) => self.permission_decided(answer),
+            Input::Hook(fact) => self.on_hook(fact),
+            Input::HookFailed { event, error } => self.on_hook_failed(event, error),
         }
         std::mem::take(&mut self.out)
     }
@@ -588,6 +634,11 @@ impl<'a> Machine<'a> {
         let new_lines = self.progress.observe_screen(now, rows);
         if let Some((at_ms, source)) = self.external {
             self.progress.note(at_ms / 1000, source);
+        }
+        if self.hooks.tools_running > 0 {
+            // The agent said a tool is running and has not said it is done: a silent tool
+            // call is work, not a stall.
+            self.progress.note(now, ProgressSource::AgentEvent);
         }
         if self.check.is_some() {
             self.run_check(&new_lines);
@@ -965,6 +1016,108 @@ impl<'a> Machine<'a> {
         }
     }
 
+    /// One fact the agent reported through its hook channel (the rules: `docs/events.md`,
+    /// "Hook facts"). Every report is recorded (`lane.hook`); what it decides, it decides at
+    /// once, and what it says is newer than anything the screen showed before it.
+    fn on_hook(&mut self, fact: HookFact) {
+        self.event(LaneEventKind::Hook, None, None, None, fact.detail());
+        if self.hooks.degraded() || self.state.status.is_terminal() {
+            return;
+        }
+        let evidence = Evidence {
+            rule: fact.name().to_owned(),
+            region: "hook".into(),
+            matched: match &fact.event {
+                HookEvent::UserPromptSubmit { prompt } => prompt.chars().take(120).collect(),
+                HookEvent::PreToolUse { tool_name, .. }
+                | HookEvent::PostToolUse { tool_name }
+                | HookEvent::PermissionRequest { tool_name, .. } => tool_name.clone(),
+                _ => format!("the agent's {} hook", fact.name()),
+            },
+        };
+        let wall = self.wall_secs();
+        match fact.event {
+            HookEvent::UserPromptSubmit { .. } => {
+                self.hooks.turn_open = true;
+                self.idle_since = None;
+                self.progress.note(wall, ProgressSource::AgentEvent);
+                let before_acceptance = matches!(
+                    self.state.status,
+                    LaneStatus::Spawning | LaneStatus::TrustRequired | LaneStatus::ReadyForPrompt
+                );
+                if before_acceptance
+                    && self.lane.trust.is_open()
+                    && (self.receipt.submitted() || self.receipt.awaiting_launch_prompt())
+                {
+                    self.reached_ready = true;
+                    self.accept(evidence);
+                }
+            }
+            HookEvent::PreToolUse { .. }
+            | HookEvent::PostToolUse { .. }
+            | HookEvent::PermissionRequest { .. } => {
+                match fact.event {
+                    HookEvent::PreToolUse { .. } => self.hooks.tools_running += 1,
+                    HookEvent::PostToolUse { .. } => {
+                        self.hooks.tools_running = self.hooks.tools_running.saturating_sub(1);
+                    }
+                    _ => {}
+                }
+                self.idle_since = None;
+                self.progress.note(wall, ProgressSource::AgentEvent);
+                if self.state.status == LaneStatus::PromptAccepted {
+                    self.transition(LaneState::plain(LaneStatus::Running), Some(evidence));
+                }
+            }
+            HookEvent::Stop => {
+                self.hooks.tools_running = 0;
+                let turn_was_open = std::mem::replace(&mut self.hooks.turn_open, false);
+                let working = matches!(
+                    self.state.status,
+                    LaneStatus::PromptAccepted
+                        | LaneStatus::Running
+                        | LaneStatus::ToolPermissionRequired
+                        | LaneStatus::Blocked
+                );
+                // A Stop for a turn this lane saw start, with nothing more to say: finished. With
+                // texts queued, the idle screen delivers the next one as before.
+                if turn_was_open
+                    && working
+                    && self.receipt.accepted_at.is_some()
+                    && self.followups.is_empty()
+                {
+                    self.transition(LaneState::plain(LaneStatus::Finished), Some(evidence));
+                }
+            }
+            HookEvent::SessionEnd { .. } => self.hooks.tools_running = 0,
+            HookEvent::SessionStart { .. }
+            | HookEvent::Notification { .. }
+            | HookEvent::Other { .. } => {}
+        }
+    }
+
+    /// A hook could not deliver its report: from the first failure the channel is degraded
+    /// (each failure a `lane.channel.degraded` with the count so far), what it had said about
+    /// running tools or an open turn no longer holds, and the screen decides alone.
+    fn on_hook_failed(&mut self, event: String, error: String) {
+        self.hooks.failures += 1;
+        self.hooks.tools_running = 0;
+        self.hooks.turn_open = false;
+        self.event(
+            LaneEventKind::ChannelDegraded,
+            None,
+            None,
+            None,
+            serde_json::json!({
+                "channel": "claude_hooks",
+                "event": event,
+                "error": error,
+                "failed": self.hooks.failures,
+                "decides": "screen",
+            }),
+        );
+    }
+
     fn on_shell(&mut self, evidence: Evidence) {
         let target = delivery::misdelivery_target(&evidence.matched, &self.lane.cwd);
         self.event(
@@ -1096,6 +1249,12 @@ impl<'a> Machine<'a> {
                     // Idle with more to say: the next text, instead of finishing.
                     self.transition(LaneState::plain(LaneStatus::ReadyForPrompt), Some(evidence));
                     self.deliver();
+                    return;
+                }
+                if self.hooks.tools_running > 0 {
+                    // The agent reported a tool running: an idle-looking screen does not
+                    // overrule it.
+                    self.idle_since = None;
                     return;
                 }
                 // Back at its idle input after taking the prompt: done once it stays idle. A
@@ -1292,6 +1451,7 @@ impl<'a> Machine<'a> {
                 "draft": draft,
                 "keys": keys.iter().map(ToString::to_string).collect::<Vec<_>>(),
             }),
+            source: self.source,
         });
         // Each key only after the one before it went through; the event once all did.
         let mut chain = vec![cleared];
@@ -1688,6 +1848,7 @@ impl<'a> Machine<'a> {
                 "chars": text.chars().count(),
                 "method": self.receipt.method,
             }),
+            source: self.source,
         });
         self.out.push(Effect::Send {
             input: clawpool_pty::Input::Text(text),
@@ -1858,6 +2019,7 @@ impl<'a> Machine<'a> {
             to,
             evidence,
             detail,
+            source: self.source,
         }));
     }
 
