@@ -298,9 +298,18 @@ pub struct Machine<'a> {
     out: Vec<Effect>,
 }
 
+/// How long the screen's proof that the prompt was taken waits for the agent's own report
+/// (UserPromptSubmit) once the agent's hooks are known to work: the hook decides what it
+/// covers, and the screen decides after this when the report does not come.
+pub const HOOK_GRACE: Duration = Duration::from_secs(2);
+
 /// What the agent's hook reports told the machine (`docs/events.md`, "Hook facts").
 #[derive(Debug, Default)]
 struct HookState {
+    /// The channel proved to work in this run (a SessionStart reached the lane).
+    live: bool,
+    /// Since when the screen has shown the prompt taken while the hook had not said so.
+    screen_accept_since: Option<Instant>,
     /// A `UserPromptSubmit` was reported and no `Stop` since: the agent's turn is open.
     turn_open: bool,
     /// Tools reported started (`PreToolUse`) and not reported done (`PostToolUse`).
@@ -313,6 +322,11 @@ struct HookState {
 impl HookState {
     fn degraded(&self) -> bool {
         self.failures > 0
+    }
+
+    /// Whether the agent's own reports decide what they cover now.
+    fn decides(&self) -> bool {
+        self.live && !self.degraded()
     }
 }
 
@@ -561,6 +575,12 @@ impl<'a> Machine<'a> {
         consider(self.receipt.retry_at());
         consider(self.receipt.submit_at());
         consider(self.held_until);
+        consider(
+            self.hooks
+                .screen_accept_since
+                .filter(|_| self.hooks.decides())
+                .map(|since| since + HOOK_GRACE),
+        );
         let without_progress = self.progress.idle_for(self.wall_secs_at(now));
         consider(
             self.unknown_screen
@@ -1090,9 +1110,8 @@ impl<'a> Machine<'a> {
                 }
             }
             HookEvent::SessionEnd { .. } => self.hooks.tools_running = 0,
-            HookEvent::SessionStart { .. }
-            | HookEvent::Notification { .. }
-            | HookEvent::Other { .. } => {}
+            HookEvent::SessionStart { .. } => self.hooks.live = true,
+            HookEvent::Notification { .. } | HookEvent::Other { .. } => {}
         }
     }
 
@@ -1173,6 +1192,11 @@ impl<'a> Machine<'a> {
                 }
             }
             LaneStatus::Spawning | LaneStatus::TrustRequired | LaneStatus::ReadyForPrompt => {
+                if (self.receipt.awaiting_launch_prompt() || self.receipt.submitted())
+                    && !self.screen_may_accept()
+                {
+                    return;
+                }
                 // Working before anything was typed: the prompt went in at launch.
                 if self.receipt.awaiting_launch_prompt() {
                     self.receipt.accept("(launch argument)");
@@ -1298,6 +1322,9 @@ impl<'a> Machine<'a> {
     /// empty again): its echo above the idle input proves it took it.
     fn check_launch_echo(&mut self, screen: &ScreenSnapshot) {
         if let Some(preview) = delivery::echoed(screen, self.profile, &self.receipt) {
+            if !self.screen_may_accept() {
+                return;
+            }
             self.accept(Evidence {
                 rule: "prompt_echo".into(),
                 region: "screen".into(),
@@ -1952,10 +1979,22 @@ impl<'a> Machine<'a> {
         });
     }
 
+    /// Whether the screen's proof that the prompt was taken decides now: always when the
+    /// agent's hooks do not decide (none, not proved to work in this run, or degraded), else
+    /// once it has shown for [`HOOK_GRACE`] without the agent's UserPromptSubmit.
+    fn screen_may_accept(&mut self) -> bool {
+        if !self.hooks.decides() {
+            return true;
+        }
+        let since = *self.hooks.screen_accept_since.get_or_insert(self.now);
+        self.now.duration_since(since) >= HOOK_GRACE
+    }
+
     fn accept(&mut self, evidence: Evidence) {
         if self.receipt.accepted_at.is_some() {
             return;
         }
+        self.hooks.screen_accept_since = None;
         self.receipt.accept(&evidence.matched);
         self.dropped_turn = false;
         self.transition(LaneState::plain(LaneStatus::PromptAccepted), Some(evidence));

@@ -1130,3 +1130,58 @@ async fn a_failed_delivery_degrades_the_channel_and_the_screen_decides() {
     assert_eq!(lane.state(), plain(LaneStatus::Finished));
     assert_eq!(lane.count("lane.finished"), 1);
 }
+
+/// Drives a lane whose hooks proved to work (SessionStart) to its Enter on the prompt.
+async fn hooked_lane_to_enter() -> Lane {
+    let mut lane = Lane::claude(Some(PROMPT));
+    lane.input(hook(
+        "SessionStart",
+        serde_json::json!({"source": "startup"}),
+    ));
+    lane.look(&claude("01-booting-120x40"));
+    lane.look(&claude("04-ready_for_prompt-120x40"));
+    lane.look(&claude("05-draft_typed-120x40"));
+    let settle = Duration::from_millis(profile("claude").manifest.input.submit_after_ms);
+    lane.after(settle, &claude("05-draft_typed-120x40")).await;
+    assert_eq!(lane.enters(), 1);
+    lane
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_working_hooks_the_screen_waits_for_user_prompt_submit() {
+    let mut lane = hooked_lane_to_enter().await;
+    lane.look(&claude("06-running-120x40"));
+    assert_eq!(lane.state(), plain(LaneStatus::ReadyForPrompt));
+    assert_eq!(
+        lane.deadline(),
+        super::HOOK_GRACE,
+        "woken when the grace is up"
+    );
+    lane.after(Duration::from_millis(300), &claude("06-running-120x40"))
+        .await;
+    lane.input(hook(
+        "UserPromptSubmit",
+        serde_json::json!({"prompt": PROMPT}),
+    ));
+    let accepted = lane.transitions_to(LaneStatus::PromptAccepted)[0];
+    assert_eq!(accepted.source, Some(clawpool_lanes::EventSource::Hook));
+    lane.look(&claude("06-running-120x40"));
+    assert_eq!(lane.state(), plain(LaneStatus::Running));
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_a_silent_hook_the_screen_accepts_after_the_grace() {
+    let mut lane = hooked_lane_to_enter().await;
+    lane.look(&claude("06-running-120x40"));
+    lane.after(
+        super::HOOK_GRACE - Duration::from_millis(1),
+        &claude("06-running-120x40"),
+    )
+    .await;
+    assert_eq!(lane.state(), plain(LaneStatus::ReadyForPrompt));
+    lane.after(Duration::from_millis(1), &claude("06-running-120x40"))
+        .await;
+    assert_eq!(lane.state(), plain(LaneStatus::Running));
+    let accepted = lane.transitions_to(LaneStatus::PromptAccepted)[0];
+    assert_eq!(accepted.source, Some(clawpool_lanes::EventSource::Screen));
+}
