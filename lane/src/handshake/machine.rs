@@ -303,6 +303,11 @@ pub struct Machine<'a> {
 /// covers, and the screen decides after this when the report does not come.
 pub const HOOK_GRACE: Duration = Duration::from_secs(2);
 
+/// How long a tool reported started and not reported done counts as running: Claude Code's
+/// longest tool timeout (its Bash tool's maximum). A tool whose end was never reported (the
+/// agent interrupted in the middle of it) is left to the screen after this.
+pub const TOOL_RUNNING_BOUND: Duration = Duration::from_secs(600);
+
 /// What the agent's hook reports told the machine (`docs/events.md`, "Hook facts").
 #[derive(Debug, Default)]
 struct HookState {
@@ -314,6 +319,8 @@ struct HookState {
     turn_open: bool,
     /// Tools reported started (`PreToolUse`) and not reported done (`PostToolUse`).
     tools_running: u32,
+    /// When the last tool was reported started.
+    tool_started_at: Option<Instant>,
     /// Deliveries that failed; from the first one the channel is degraded: its reports are
     /// still recorded, and the screen alone decides.
     failures: u32,
@@ -327,6 +334,20 @@ impl HookState {
     /// Whether the agent's own reports decide what they cover now.
     fn decides(&self) -> bool {
         self.live && !self.degraded()
+    }
+
+    /// Whether a tool is reported running at `now` (within [`TOOL_RUNNING_BOUND`] of its start).
+    fn tool_running(&self, now: Instant) -> bool {
+        self.tools_running > 0
+            && self
+                .tool_started_at
+                .is_some_and(|at| now.duration_since(at) < TOOL_RUNNING_BOUND)
+    }
+
+    /// No tool is running any more (its turn ended, or it waits for a permission).
+    fn tools_done(&mut self) {
+        self.tools_running = 0;
+        self.tool_started_at = None;
     }
 }
 
@@ -655,7 +676,7 @@ impl<'a> Machine<'a> {
         if let Some((at_ms, source)) = self.external {
             self.progress.note(at_ms / 1000, source);
         }
-        if self.hooks.tools_running > 0 {
+        if self.hooks.tool_running(self.now) {
             // The agent said a tool is running and has not said it is done: a silent tool
             // call is work, not a stall.
             self.progress.note(now, ProgressSource::AgentEvent);
@@ -811,6 +832,11 @@ impl<'a> Machine<'a> {
         let Some(dialog) = self.profile.dialog(name).cloned() else {
             return;
         };
+        if kind == DialogKind::ToolPermission {
+            // The screen's question is newer than the tool's reported start: the tool waits
+            // for its answer, and a refused one never runs.
+            self.hooks.tools_done();
+        }
         let (pending, subphase) = match kind {
             DialogKind::Trust => (
                 LaneState::plain(LaneStatus::TrustRequired),
@@ -1058,6 +1084,8 @@ impl<'a> Machine<'a> {
         let wall = self.wall_secs();
         match fact.event {
             HookEvent::UserPromptSubmit { .. } => {
+                // A new turn: whatever the last one left unreported is over.
+                self.hooks.tools_done();
                 self.hooks.turn_open = true;
                 self.idle_since = None;
                 self.progress.note(wall, ProgressSource::AgentEvent);
@@ -1077,11 +1105,16 @@ impl<'a> Machine<'a> {
             | HookEvent::PostToolUse { .. }
             | HookEvent::PermissionRequest { .. } => {
                 match fact.event {
-                    HookEvent::PreToolUse { .. } => self.hooks.tools_running += 1,
+                    HookEvent::PreToolUse { .. } => {
+                        self.hooks.tools_running += 1;
+                        self.hooks.tool_started_at = Some(self.now);
+                    }
                     HookEvent::PostToolUse { .. } => {
                         self.hooks.tools_running = self.hooks.tools_running.saturating_sub(1);
                     }
-                    _ => {}
+                    // A tool that asks permission is not running: it waits for the answer,
+                    // and a refused one never runs (Claude Code reports no end for it).
+                    _ => self.hooks.tools_done(),
                 }
                 self.idle_since = None;
                 self.progress.note(wall, ProgressSource::AgentEvent);
@@ -1090,7 +1123,7 @@ impl<'a> Machine<'a> {
                 }
             }
             HookEvent::Stop => {
-                self.hooks.tools_running = 0;
+                self.hooks.tools_done();
                 let turn_was_open = std::mem::replace(&mut self.hooks.turn_open, false);
                 let working = matches!(
                     self.state.status,
@@ -1109,7 +1142,7 @@ impl<'a> Machine<'a> {
                     self.transition(LaneState::plain(LaneStatus::Finished), Some(evidence));
                 }
             }
-            HookEvent::SessionEnd { .. } => self.hooks.tools_running = 0,
+            HookEvent::SessionEnd { .. } => self.hooks.tools_done(),
             HookEvent::SessionStart { .. } => self.hooks.live = true,
             HookEvent::Notification { .. } | HookEvent::Other { .. } => {}
         }
@@ -1120,7 +1153,7 @@ impl<'a> Machine<'a> {
     /// running tools or an open turn no longer holds, and the screen decides alone.
     fn on_hook_failed(&mut self, event: String, error: String) {
         self.hooks.failures += 1;
-        self.hooks.tools_running = 0;
+        self.hooks.tools_done();
         self.hooks.turn_open = false;
         self.event(
             LaneEventKind::ChannelDegraded,
@@ -1275,7 +1308,7 @@ impl<'a> Machine<'a> {
                     self.deliver();
                     return;
                 }
-                if self.hooks.tools_running > 0 {
+                if self.hooks.tool_running(self.now) {
                     // The agent reported a tool running: an idle-looking screen does not
                     // overrule it.
                     self.idle_since = None;

@@ -1185,3 +1185,37 @@ async fn with_a_silent_hook_the_screen_accepts_after_the_grace() {
     let accepted = lane.transitions_to(LaneStatus::PromptAccepted)[0];
     assert_eq!(accepted.source, Some(clawpool_lanes::EventSource::Screen));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_tool_that_asks_permission_is_not_running_and_the_idle_screen_finishes_the_turn() {
+    let mut lane = Lane::claude(Some(PROMPT));
+    lane.drive_to_running().await;
+    lane.input(hook(
+        "UserPromptSubmit",
+        serde_json::json!({"prompt": PROMPT}),
+    ));
+    lane.input(hook("PreToolUse", serde_json::json!({"tool_name": "Bash"})));
+    lane.input(hook(
+        "PermissionRequest",
+        serde_json::json!({"tool_name": "Bash"}),
+    ));
+    // Refused: Claude Code interrupts the turn and reports neither the tool's end nor Stop.
+    let idle = claude("08-finished-120x40");
+    lane.look(&idle);
+    lane.after(Settings::default().finish_idle, &idle).await;
+    assert_eq!(lane.state(), plain(LaneStatus::Finished));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_tool_whose_end_is_never_reported_counts_as_running_only_for_its_bound() {
+    let mut lane = Lane::claude(Some(PROMPT));
+    lane.machine.stall_after(Duration::from_secs(120));
+    lane.drive_to_running().await;
+    lane.input(hook("PreToolUse", serde_json::json!({"tool_name": "Bash"})));
+    let working = claude("06-running-120x40");
+    let bound = super::TOOL_RUNNING_BOUND;
+    lane.after(bound - Duration::from_secs(1), &working).await;
+    assert_eq!(lane.count("lane.stalled"), 0);
+    lane.after(Duration::from_secs(121), &working).await;
+    assert_eq!(lane.count("lane.stalled"), 1, "{:?}", lane.kinds());
+}
