@@ -1,14 +1,18 @@
 //! A lane's control socket (`.claw/control.sock`, mode 0600): how `clawpool trust`, `answer`,
 //! `send`, `stop`, `restart` and `recover` reach the process running the lane, and how
-//! `clawpool ui` reads the lane's live screen. One JSON line in (an [`OperatorCommand`], a
-//! [`LaneOp`] or `{"command": "screen"}`), one JSON line out: the lane's [`Verdict`] once it
-//! decided, the op's result, the [`ScreenSource`]'s snapshot, or `{"ok": false, "error": …}`
-//! when the request never reached it.
+//! `clawpool ui` reads the lane's live screen, and how the agent's hooks report to the lane
+//! (`clawpool hook`, [`crate::channel`]). One JSON line in (an [`OperatorCommand`], a
+//! [`LaneOp`], `{"command": "screen"}` or a [`HookReport`] carrying the lane's token), one JSON
+//! line out: the lane's [`Verdict`] once it decided, the op's result, the [`ScreenSource`]'s
+//! snapshot, `{"ok": true}` for a hook report queued for the handshake, or
+//! `{"ok": false, "error": …}` when the request never reached it (a hook report without the
+//! lane's token among them).
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
+use crate::channel::{HookInbox, HookReport};
 use crate::handshake::{OperatorCommand, OperatorRequest, Verdict, VerdictReply};
 use clawpool_lanes::state_file::GreenLevel;
 use clawpool_pty::Worker;
@@ -97,12 +101,14 @@ impl ControlSocket {
 
 /// Listens on `socket`: operator commands go to the handshake, each with the way back for its
 /// verdict, branch requests ([`LaneOp`]) to `ops`, whose reply is sent back when the work is
-/// done, and `screen` requests are answered at once from `screen`.
+/// done, `screen` requests are answered at once from `screen`, and hook reports go to `hooks`
+/// (refused when the lane has no hook channel).
 pub fn listen(
     socket: &Path,
     commands: mpsc::Sender<OperatorRequest>,
     ops: mpsc::Sender<OpRequest>,
     screen: ScreenSource,
+    hooks: Option<HookInbox>,
 ) -> std::io::Result<ControlSocket> {
     // A socket file left by a lane that died is stale: nobody can be listening on it.
     let _ = std::fs::remove_file(socket);
@@ -116,6 +122,7 @@ pub fn listen(
             let ops = ops.clone();
             let open = open.clone();
             let screen = screen.clone();
+            let hooks = hooks.clone();
             tokio::spawn(async move {
                 let _open = open;
                 let (read, mut write) = stream.into_split();
@@ -123,6 +130,16 @@ pub fn listen(
                 let read = BufReader::new(read).read_line(&mut line).await;
                 if is_screen_request(&line) {
                     let reply = screen.reply();
+                    let _ = write.write_all(format!("{reply}\n").as_bytes()).await;
+                    return;
+                }
+                if let Some(report) = HookReport::parse(&line) {
+                    let reply = match &hooks {
+                        Some(inbox) => inbox.take(report),
+                        None => {
+                            serde_json::json!({"ok": false, "error": "the lane has no hook channel"})
+                        }
+                    };
                     let _ = write.write_all(format!("{reply}\n").as_bytes()).await;
                     return;
                 }

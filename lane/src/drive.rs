@@ -12,7 +12,7 @@ use crate::handshake::{
 };
 use crate::lane_state::StateRecorder;
 use crate::permission_gate::{PermissionGate, lane_context};
-use clawpool_agents::profiles::{Profile, TrustStore};
+use clawpool_agents::profiles::{AgentHooks, Profile, TrustStore};
 use clawpool_agents::trust::{
     StoreGuard, claude_config_file, codex_config_file, gemini_trusted_folders_file,
     qwen_trusted_folders_file, seed_claude_trust, seed_codex_trust, seed_gemini_trust,
@@ -26,6 +26,7 @@ use clawpool_pty::{RawLogConfig, SpawnSpec, TmuxServer, Worker};
 use serde_json::json;
 use tokio::sync::mpsc;
 
+use crate::channel::{self, FailureWatch, HookInbox};
 use crate::checks::LaneChecks;
 use crate::control;
 use crate::error::LaneError;
@@ -261,14 +262,39 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, LaneError> 
         trust.is_open(),
     )
     .map_err(|e| LaneError::io("writing .claw/task.md", e))?;
+    let socket = clawpool_worktree::layout::control_socket(&job.dir);
+    // The agent's own reports, for an agent that makes them; a worker adopted from an earlier
+    // supervisor keeps the screen alone (its hooks carry that supervisor's token).
+    let (hook_tx, mut hook_rx) = mpsc::channel(64);
+    let hook_channel = match (job.profile.manifest.launch.hooks, &adopt) {
+        (AgentHooks::Claude, None) => {
+            let program = std::env::current_exe().map_err(|e| {
+                LaneError::io("finding the clawpool binary for the agent's hooks", e)
+            })?;
+            let setup = channel::set_up_claude(&job.dir, &socket, &program)
+                .map_err(|e| LaneError::io("writing the lane's hook settings", e))?;
+            spec = spec.args(setup.args.iter());
+            for (key, value) in &setup.env {
+                spec = spec.env(key, value);
+            }
+            Some(setup)
+        }
+        _ => None,
+    };
+    let _failure_watch = hook_channel
+        .as_ref()
+        .and_then(|setup| FailureWatch::start(&setup.failures, hook_tx.clone()));
+    let hook_inbox = hook_channel.as_ref().map(|setup| HookInbox {
+        token: setup.token.clone(),
+        sender: hook_tx,
+    });
     let base_spec = spec.clone();
     spec = with_prompt(spec, &job.profile, &plan);
 
     let (operator_tx, mut operator_rx) = mpsc::channel(8);
     let (ops_tx, ops_rx) = mpsc::channel(4);
-    let socket = clawpool_worktree::layout::control_socket(&job.dir);
     let screen = control::ScreenSource::default();
-    let listener = control::listen(&socket, operator_tx, ops_tx, screen.clone())
+    let listener = control::listen(&socket, operator_tx, ops_tx, screen.clone(), hook_inbox)
         .map_err(|e| LaneError::io("opening the lane's control socket", e))?;
 
     let (worker, mut resumed) = match adopt {
@@ -360,6 +386,9 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, LaneError> 
         .with_followups(std::mem::take(&mut followups))
         .with_external_progress(external.clone())
         .with_permissions(permission_gate.clone());
+        if hook_channel.is_some() {
+            handshake = handshake.with_hook_channel(&mut hook_rx);
+        }
         handshake = match watch {
             Watch::Troubles => handshake
                 .stall_after(recovery.stall_after())

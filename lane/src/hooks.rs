@@ -209,6 +209,7 @@ mod tests {
             to: None,
             evidence: None,
             detail: json!({"n": seq}),
+            source: None,
         }
     }
 

@@ -53,7 +53,10 @@
 //!   worktree watch ([`worktree_watch::WorktreeWatch`], inotify): both count as progress;
 //! - no heartbeat: the driver holds the lane's supervisor lock (`.claw/supervisor.lock`)
 //!   for the lane's life, which readers probe; nothing is rewritten while nothing happens;
-//! - hooks ([`hooks`]): the policy's `run` hooks for each event, in their own tasks, bounded.
+//! - hooks ([`hooks`]): the policy's `run` hooks for each event, in their own tasks, bounded;
+//! - the agent's hook channel ([`channel`]), for agents that report facts about themselves
+//!   (Claude Code's hooks): reports arrive on the control socket with the lane's token, failed
+//!   deliveries through a watched file, both into the handshake's channel as typed inputs.
 //!
 //! ## What is guaranteed
 //!
@@ -77,6 +80,7 @@
 //! [`recovering`] and [`checks`], around the machine's runs, and read the lane's state back
 //! from the [`lane_state::StateRecorder`]'s document.
 
+pub mod channel;
 pub mod checks;
 pub mod control;
 pub mod drive;

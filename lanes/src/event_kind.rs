@@ -60,6 +60,10 @@ pub enum LaneEventKind {
     Running,
     /// `lane.stalled`: A running lane made no progress for the stall time.
     Stalled,
+    /// `lane.hook`: The agent reported a fact through its hook channel (`detail.event`, …).
+    Hook,
+    /// `lane.channel.degraded`: The agent's hook channel failed: the screen decides from now.
+    ChannelDegraded,
     /// `lane.blocked`: Transition to `blocked` (with its subphase).
     Blocked,
     /// `lane.escalated`: A person is needed: the reason and the next action.
@@ -128,7 +132,7 @@ pub enum LaneEventKind {
 
 impl LaneEventKind {
     /// Every kind this build records, in the order `docs/events.md` lists them.
-    pub const ALL: [LaneEventKind; 56] = [
+    pub const ALL: [LaneEventKind; 58] = [
         LaneEventKind::Started,
         LaneEventKind::Adopted,
         LaneEventKind::SessionReplaced,
@@ -154,6 +158,8 @@ impl LaneEventKind {
         LaneEventKind::SendFailed,
         LaneEventKind::Running,
         LaneEventKind::Stalled,
+        LaneEventKind::Hook,
+        LaneEventKind::ChannelDegraded,
         LaneEventKind::Blocked,
         LaneEventKind::Escalated,
         LaneEventKind::OperatorIgnored,
@@ -215,6 +221,8 @@ impl LaneEventKind {
             LaneEventKind::SendFailed => "lane.send_failed",
             LaneEventKind::Running => "lane.running",
             LaneEventKind::Stalled => "lane.stalled",
+            LaneEventKind::Hook => "lane.hook",
+            LaneEventKind::ChannelDegraded => "lane.channel.degraded",
             LaneEventKind::Blocked => "lane.blocked",
             LaneEventKind::Escalated => "lane.escalated",
             LaneEventKind::OperatorIgnored => "lane.operator_ignored",

@@ -20,6 +20,20 @@ pub struct Evidence {
     pub matched: String,
 }
 
+/// Where the fact behind an event came from (`docs/events.md`, "Sources").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventSource {
+    /// The agent said so itself, through its hook channel.
+    Hook,
+    /// clawpool read it off the agent's screen.
+    Screen,
+    /// An operator's command.
+    Operator,
+    /// The agent's process (its exit).
+    Process,
+}
+
 /// One event in a lane's life.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LaneEvent {
@@ -43,6 +57,10 @@ pub struct LaneEvent {
     /// Anything else the event carries (e.g. `{"method": "auto_allowlisted"}`).
     #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
     pub detail: serde_json::Value,
+    /// Where the fact came from, for what the handshake decided; absent for events that are
+    /// clawpool's own doing (commits seen, verification, recovery) and in older logs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<EventSource>,
 }
 
 /// Milliseconds since the Unix epoch, now.
@@ -141,6 +159,19 @@ impl EventLog {
         evidence: Option<Evidence>,
         detail: serde_json::Value,
     ) -> Result<LaneEvent, EventLogError> {
+        self.record_from(None, kind, from, to, evidence, detail)
+    }
+
+    /// [`EventLog::record`], with the source of the fact behind the event.
+    pub fn record_from(
+        &self,
+        source: Option<EventSource>,
+        kind: LaneEventKind,
+        from: Option<LaneState>,
+        to: Option<LaneState>,
+        evidence: Option<Evidence>,
+        detail: serde_json::Value,
+    ) -> Result<LaneEvent, EventLogError> {
         let mut inner = self
             .inner
             .lock()
@@ -155,6 +186,7 @@ impl EventLog {
             to,
             evidence,
             detail,
+            source,
         };
         if let Some((path, file)) = inner.file.as_mut() {
             let mut line = serde_json::to_vec(&event).map_err(|e| EventLogError {

@@ -18,7 +18,9 @@ mod state;
 pub mod state_file;
 
 pub use event_kind::LaneEventKind;
-pub use events::{EventLog, EventLogError, EventObserver, Evidence, LaneEvent, now_ms};
+pub use events::{
+    EventLog, EventLogError, EventObserver, EventSource, Evidence, LaneEvent, now_ms,
+};
 pub use packet::{
     Batch, CheckedPacket, GREEN_LEVELS, LaneSpec, MERGE_POLICIES, PacketContext, PacketError,
     PacketErrors, PacketForm, TaskResource, TaskScope, check_packet, is_valid_lane_name,

@@ -68,6 +68,11 @@ pub enum Command {
     Ui(UiArgs),
     /// Print a lane's events (JSON lines), and with --follow keep printing new ones.
     Events(EventsArgs),
+    /// Deliver an agent's hook report (JSON on stdin) to the lane that started the agent, named
+    /// by the environment it was given (`CLAWPOOL_LANE_SOCKET`, `CLAWPOOL_LANE_TOKEN`); always
+    /// exits 0, within 2 s. Run by the agent's hooks, not by people (`docs/cli.md`).
+    #[command(hide = true)]
+    Hook(HookArgs),
     /// Watch a lane: attach to its tmux session (and take over), or mirror a PTY lane
     /// read-only from its terminal log.
     Attach(LaneArgs),
@@ -264,6 +269,7 @@ impl Command {
             Command::Gc(args) => args.output_format,
             Command::Daemon(_) => OutputFormat::Text,
             Command::Events(_) => OutputFormat::Text,
+            Command::Hook(_) => OutputFormat::Text,
             Command::Attach(args) => args.output_format,
             Command::Packet(PacketArgs {
                 command: PacketCommand::Validate(args),
@@ -322,6 +328,13 @@ pub struct RunArgs {
     /// Output format for events and errors.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub output_format: OutputFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct HookArgs {
+    /// The hook event (`SessionStart`, `UserPromptSubmit`, `PreToolUse`, `PostToolUse`,
+    /// `PermissionRequest`, `Notification`, `Stop`, `SessionEnd`).
+    pub event: String,
 }
 
 #[derive(Debug, Args)]

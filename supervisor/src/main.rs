@@ -158,6 +158,19 @@ fn main() -> ExitCode {
             }
             Command::Ui(args) => ui::run(args).await,
             Command::Events(args) => board::run_events(&args.lane, args.follow).await,
+            Command::Hook(args) => {
+                // A hook must never break the agent: a failure is recorded for the lane (when
+                // its environment names where) and said on stderr, and the exit is 0.
+                let delivered =
+                    clawpool_lane::channel::deliver(&args.event, tokio::io::stdin(), |key| {
+                        std::env::var(key).ok()
+                    })
+                    .await;
+                if let Err(error) = delivered {
+                    eprintln!("clawpool hook {}: not delivered: {error}", args.event);
+                }
+                Ok(ExitCode::SUCCESS)
+            }
             Command::Attach(args) => board::run_attach(&args.lane).await,
             Command::State(args) => inspect::run_state(&args.lane, args.output_format),
             Command::Packet(cli::PacketArgs {

@@ -12,7 +12,7 @@
 //!
 //! ```text
 //! clawpool-model-server [--script FILE] [--record FILE] [--port-file FILE] [--side-text TEXT]
-//!                       [--every-request-is-a-task]
+//!                       [--every-request-is-a-task] [--timings FILE]
 //! ```
 
 mod anthropic;
@@ -42,7 +42,7 @@ use crate::server::Server;
 
 const USAGE: &str = "\
 usage: clawpool-model-server [--script FILE] [--record FILE] [--port-file FILE] [--side-text TEXT]
-                             [--every-request-is-a-task]
+                             [--every-request-is-a-task] [--timings FILE]
 
   --script FILE     JSON list of turns served to task requests in order
                     (text, tool_use, hang, refuse, error; see script.rs)
@@ -51,6 +51,8 @@ usage: clawpool-model-server [--script FILE] [--record FILE] [--port-file FILE] 
   --side-text TEXT  reply to side requests such as title generation (default: Scripted task)
   --every-request-is-a-task
                     serve script turns to requests without tools too (aider offers none)
+  --timings FILE    append, for every task request answered, when its answer's last byte was
+                    written: {\"seq\", \"turn\", \"last_byte_ms\"} (epoch ms), for benchmarks
 
 Listens on 127.0.0.1 on an OS-chosen port and prints `listening on 127.0.0.1:PORT`.";
 
@@ -62,6 +64,7 @@ struct Options {
     port_file: Option<PathBuf>,
     side_text: Option<String>,
     every_request_is_a_task: bool,
+    timings: Option<PathBuf>,
 }
 
 fn parse_args(mut args: impl Iterator<Item = String>) -> anyhow::Result<Options> {
@@ -88,6 +91,7 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> anyhow::Result<Options>
             "--script" => options.script = Some(value()?.into()),
             "--record" => options.record = Some(value()?.into()),
             "--port-file" => options.port_file = Some(value()?.into()),
+            "--timings" => options.timings = Some(value()?.into()),
             "--side-text" => options.side_text = Some(value()?),
             "--every-request-is-a-task" if inline.is_none() => {
                 options.every_request_is_a_task = true;
@@ -162,6 +166,11 @@ async fn run() -> anyhow::Result<()> {
             .unwrap_or_else(|| "Scripted task".to_owned()),
         every_request_is_a_task: options.every_request_is_a_task,
         seq: AtomicU64::new(0),
+        timings: options
+            .timings
+            .as_deref()
+            .map(Recorder::create)
+            .transpose()?,
     });
     server::serve(listener, server).await;
     Ok(())

@@ -29,6 +29,8 @@ pub struct Server {
     pub every_request_is_a_task: bool,
     /// Numbers requests, for the record and for unique ids.
     pub seq: AtomicU64,
+    /// Where the moment each task request's answer was written out is logged, if anywhere.
+    pub timings: Option<Recorder>,
 }
 
 /// Which provider API a request speaks.
@@ -162,8 +164,16 @@ impl Server {
 
         match api {
             Some(api) => {
-                self.answer(api, seq, &path, body_ref, &turn, reader, writer)
-                    .await
+                let after = self
+                    .answer(api, seq, &path, body_ref, &turn, reader, writer)
+                    .await;
+                if let (Some(timings), Some(turn)) = (&self.timings, turn_index) {
+                    let last_byte_ms = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_millis() as u64);
+                    timings.write(&json!({"seq": seq, "turn": turn, "last_byte_ms": last_byte_ms}));
+                }
+                after
             }
             None => answer_other(&request, &path, writer).await,
         }

@@ -52,6 +52,7 @@ pub(crate) fn record_patch(origins: &mut ProfileOrigins, patch: &ManifestPatch, 
         prompt_args,
         resume_args,
         trust_store,
+        hooks,
     }) = launch
     {
         let scalars = [
@@ -60,6 +61,7 @@ pub(crate) fn record_patch(origins: &mut ProfileOrigins, patch: &ManifestPatch, 
             ("prompt_args", prompt_args.is_some()),
             ("resume_args", resume_args.is_some()),
             ("trust_store", trust_store.is_some()),
+            ("hooks", hooks.is_some()),
         ];
         for (name, given) in scalars {
             if given {

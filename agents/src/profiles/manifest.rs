@@ -64,6 +64,20 @@ pub struct Launch {
     /// Which trust store to pre-seed for a trusted lane.
     #[serde(default)]
     pub trust_store: TrustStore,
+    /// How the agent reports its own state to the lane, besides its screen.
+    #[serde(default)]
+    pub hooks: AgentHooks,
+}
+
+/// The channel through which an agent reports facts about itself (`docs/profiles.md`).
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentHooks {
+    /// None: the screen alone decides.
+    #[default]
+    None,
+    /// Claude Code's hooks, declared in a per-lane `--settings` file (`docs/events.md`).
+    Claude,
 }
 
 /// An agent's own record of trusted folders.
@@ -302,6 +316,9 @@ pub struct LaunchPatch {
     /// Replaces the trust store.
     #[serde(default)]
     pub trust_store: Option<TrustStore>,
+    /// Replaces the hook channel (`"none"` turns an agent's hooks off).
+    #[serde(default)]
+    pub hooks: Option<AgentHooks>,
 }
 
 /// Changes to [`InputSpec`].
@@ -366,6 +383,9 @@ impl Manifest {
             }
             if let Some(store) = launch.trust_store {
                 target.trust_store = store;
+            }
+            if let Some(hooks) = launch.hooks {
+                target.hooks = hooks;
             }
         }
         if let Some(input) = &patch.input {

@@ -15,7 +15,9 @@ use std::time::Duration;
 use clawpool_pty::Key;
 use regex::Regex;
 
-pub use manifest::{DialogKind, Manifest, ManifestPatch, MatcherSpec, Policy, Signal, TrustStore};
+pub use manifest::{
+    AgentHooks, DialogKind, Manifest, ManifestPatch, MatcherSpec, Policy, Signal, TrustStore,
+};
 
 use manifest::{DialogSpec, ENGINE_VERSION, RuleSpec, StepSpec};
 

@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clawpool_lanes::LaneEventKind;
-use clawpool_lanes::{BlockedSubphase, Evidence, FailureClass, LaneState, LaneStatus};
+use clawpool_lanes::{BlockedSubphase, EventSource, Evidence, FailureClass, LaneState, LaneStatus};
 use clawpool_pty::{ExitStatus, ScreenSnapshot};
 use clawpool_recovery::{ProgressSource, ProgressTracker, Trigger};
 use clawpool_worktree::GitOperation;
@@ -30,6 +30,7 @@ use super::delivery::{self, PromptPlan, Receipt};
 use super::unknown::UnknownScreen;
 use super::verdict::{OperatorRequest, SendFate, Verdict, VerdictReply};
 use super::{LaneContext, Next, OperatorCommand, RestartRequest, Settings, TrustGate};
+use crate::channel::{HookEvent, HookFact};
 use crate::permission_gate::PermissionAnswer;
 use clawpool_agents::detect::{Observation, Seen, observe};
 use clawpool_agents::profiles::{Dialog, DialogKind, Policy, Profile, Signal};
@@ -74,6 +75,15 @@ pub enum Input {
     StoreGuarded(bool),
     /// [`Effect::DecidePermission`]: what the permission policy says about the question.
     PermissionDecided(PermissionAnswer),
+    /// The agent reported a fact through its hook channel.
+    Hook(HookFact),
+    /// A hook could not deliver its report: the channel is not to be relied on.
+    HookFailed {
+        /// The hook event.
+        event: String,
+        /// Why, in the hook's words.
+        error: String,
+    },
 }
 
 /// What the driver carries out for the machine.
@@ -141,6 +151,8 @@ pub struct Record {
     pub evidence: Option<Evidence>,
     /// The event's own fields.
     pub detail: serde_json::Value,
+    /// Where the fact that decided it came from.
+    pub source: Option<EventSource>,
 }
 
 /// A recovery recipe's `wait_for_progress` check on this run.
@@ -278,8 +290,65 @@ pub struct Machine<'a> {
     dropped_turn: bool,
     /// A decision waiting for an effect's result.
     suspended: Option<Suspended>,
+    /// Where the input being handled came from (an effect's result keeps its decision's).
+    source: Option<EventSource>,
+    /// The agent's hook channel, as far as its reports told.
+    hooks: HookState,
     /// Effects decided while handling the current input.
     out: Vec<Effect>,
+}
+
+/// How long the screen's proof that the prompt was taken waits for the agent's own report
+/// (UserPromptSubmit) once the agent's hooks are known to work: the hook decides what it
+/// covers, and the screen decides after this when the report does not come.
+pub const HOOK_GRACE: Duration = Duration::from_secs(2);
+
+/// How long a tool reported started and not reported done counts as running: Claude Code's
+/// longest tool timeout (its Bash tool's maximum). A tool whose end was never reported (the
+/// agent interrupted in the middle of it) is left to the screen after this.
+pub const TOOL_RUNNING_BOUND: Duration = Duration::from_secs(600);
+
+/// What the agent's hook reports told the machine (`docs/events.md`, "Hook facts").
+#[derive(Debug, Default)]
+struct HookState {
+    /// The channel proved to work in this run (a SessionStart reached the lane).
+    live: bool,
+    /// Since when the screen has shown the prompt taken while the hook had not said so.
+    screen_accept_since: Option<Instant>,
+    /// A `UserPromptSubmit` was reported and no `Stop` since: the agent's turn is open.
+    turn_open: bool,
+    /// Tools reported started (`PreToolUse`) and not reported done (`PostToolUse`).
+    tools_running: u32,
+    /// When the last tool was reported started.
+    tool_started_at: Option<Instant>,
+    /// Deliveries that failed; from the first one the channel is degraded: its reports are
+    /// still recorded, and the screen alone decides.
+    failures: u32,
+}
+
+impl HookState {
+    fn degraded(&self) -> bool {
+        self.failures > 0
+    }
+
+    /// Whether the agent's own reports decide what they cover now.
+    fn decides(&self) -> bool {
+        self.live && !self.degraded()
+    }
+
+    /// Whether a tool is reported running at `now` (within [`TOOL_RUNNING_BOUND`] of its start).
+    fn tool_running(&self, now: Instant) -> bool {
+        self.tools_running > 0
+            && self
+                .tool_started_at
+                .is_some_and(|at| now.duration_since(at) < TOOL_RUNNING_BOUND)
+    }
+
+    /// No tool is running any more (its turn ended, or it waits for a permission).
+    fn tools_done(&mut self) {
+        self.tools_running = 0;
+        self.tool_started_at = None;
+    }
 }
 
 impl<'a> Machine<'a> {
@@ -325,6 +394,8 @@ impl<'a> Machine<'a> {
             confine_pending: false,
             dropped_turn: false,
             suspended: None,
+            source: None,
+            hooks: HookState::default(),
             out: Vec::new(),
         }
     }
@@ -417,6 +488,14 @@ impl<'a> Machine<'a> {
     /// Handles one input at `now`; the effects to carry out, in order.
     pub fn handle(&mut self, input: Input, now: Instant) -> Vec<Effect> {
         self.now = now;
+        match &input {
+            Input::Look { .. } => self.source = Some(EventSource::Screen),
+            Input::Operator { .. } => self.source = Some(EventSource::Operator),
+            Input::Exited(_) => self.source = Some(EventSource::Process),
+            Input::Hook(_) | Input::HookFailed { .. } => self.source = Some(EventSource::Hook),
+            // An effect's result goes on with the decision that asked for it.
+            _ => {}
+        }
         match input {
             Input::Look { screen, external } => self.look(&screen, external),
             Input::Exited(status) => self.on_exit(status),
@@ -449,6 +528,8 @@ impl<'a> Machine<'a> {
             }
             Input::StoreGuarded(ok) => self.confine_pending |= ok,
             Input::PermissionDecided(answer) => self.permission_decided(answer),
+            Input::Hook(fact) => self.on_hook(fact),
+            Input::HookFailed { event, error } => self.on_hook_failed(event, error),
         }
         std::mem::take(&mut self.out)
     }
@@ -515,6 +596,12 @@ impl<'a> Machine<'a> {
         consider(self.receipt.retry_at());
         consider(self.receipt.submit_at());
         consider(self.held_until);
+        consider(
+            self.hooks
+                .screen_accept_since
+                .filter(|_| self.hooks.decides())
+                .map(|since| since + HOOK_GRACE),
+        );
         let without_progress = self.progress.idle_for(self.wall_secs_at(now));
         consider(
             self.unknown_screen
@@ -588,6 +675,11 @@ impl<'a> Machine<'a> {
         let new_lines = self.progress.observe_screen(now, rows);
         if let Some((at_ms, source)) = self.external {
             self.progress.note(at_ms / 1000, source);
+        }
+        if self.hooks.tool_running(self.now) {
+            // The agent said a tool is running and has not said it is done: a silent tool
+            // call is work, not a stall.
+            self.progress.note(now, ProgressSource::AgentEvent);
         }
         if self.check.is_some() {
             self.run_check(&new_lines);
@@ -740,6 +832,11 @@ impl<'a> Machine<'a> {
         let Some(dialog) = self.profile.dialog(name).cloned() else {
             return;
         };
+        if kind == DialogKind::ToolPermission {
+            // The screen's question is newer than the tool's reported start: the tool waits
+            // for its answer, and a refused one never runs.
+            self.hooks.tools_done();
+        }
         let (pending, subphase) = match kind {
             DialogKind::Trust => (
                 LaneState::plain(LaneStatus::TrustRequired),
@@ -965,6 +1062,114 @@ impl<'a> Machine<'a> {
         }
     }
 
+    /// One fact the agent reported through its hook channel (the rules: `docs/events.md`,
+    /// "Hook facts"). Every report is recorded (`lane.hook`); what it decides, it decides at
+    /// once, and what it says is newer than anything the screen showed before it.
+    fn on_hook(&mut self, fact: HookFact) {
+        self.event(LaneEventKind::Hook, None, None, None, fact.detail());
+        if self.hooks.degraded() || self.state.status.is_terminal() {
+            return;
+        }
+        let evidence = Evidence {
+            rule: fact.name().to_owned(),
+            region: "hook".into(),
+            matched: match &fact.event {
+                HookEvent::UserPromptSubmit { prompt } => prompt.chars().take(120).collect(),
+                HookEvent::PreToolUse { tool_name, .. }
+                | HookEvent::PostToolUse { tool_name }
+                | HookEvent::PermissionRequest { tool_name, .. } => tool_name.clone(),
+                _ => format!("the agent's {} hook", fact.name()),
+            },
+        };
+        let wall = self.wall_secs();
+        match fact.event {
+            HookEvent::UserPromptSubmit { .. } => {
+                // A new turn: whatever the last one left unreported is over.
+                self.hooks.tools_done();
+                self.hooks.turn_open = true;
+                self.idle_since = None;
+                self.progress.note(wall, ProgressSource::AgentEvent);
+                let before_acceptance = matches!(
+                    self.state.status,
+                    LaneStatus::Spawning | LaneStatus::TrustRequired | LaneStatus::ReadyForPrompt
+                );
+                if before_acceptance
+                    && self.lane.trust.is_open()
+                    && (self.receipt.submitted() || self.receipt.awaiting_launch_prompt())
+                {
+                    self.reached_ready = true;
+                    self.accept(evidence);
+                }
+            }
+            HookEvent::PreToolUse { .. }
+            | HookEvent::PostToolUse { .. }
+            | HookEvent::PermissionRequest { .. } => {
+                match fact.event {
+                    HookEvent::PreToolUse { .. } => {
+                        self.hooks.tools_running += 1;
+                        self.hooks.tool_started_at = Some(self.now);
+                    }
+                    HookEvent::PostToolUse { .. } => {
+                        self.hooks.tools_running = self.hooks.tools_running.saturating_sub(1);
+                    }
+                    // A tool that asks permission is not running: it waits for the answer,
+                    // and a refused one never runs (Claude Code reports no end for it).
+                    _ => self.hooks.tools_done(),
+                }
+                self.idle_since = None;
+                self.progress.note(wall, ProgressSource::AgentEvent);
+                if self.state.status == LaneStatus::PromptAccepted {
+                    self.transition(LaneState::plain(LaneStatus::Running), Some(evidence));
+                }
+            }
+            HookEvent::Stop => {
+                self.hooks.tools_done();
+                let turn_was_open = std::mem::replace(&mut self.hooks.turn_open, false);
+                let working = matches!(
+                    self.state.status,
+                    LaneStatus::PromptAccepted
+                        | LaneStatus::Running
+                        | LaneStatus::ToolPermissionRequired
+                        | LaneStatus::Blocked
+                );
+                // A Stop for a turn this lane saw start, with nothing more to say: finished. With
+                // texts queued, the idle screen delivers the next one as before.
+                if turn_was_open
+                    && working
+                    && self.receipt.accepted_at.is_some()
+                    && self.followups.is_empty()
+                {
+                    self.transition(LaneState::plain(LaneStatus::Finished), Some(evidence));
+                }
+            }
+            HookEvent::SessionEnd { .. } => self.hooks.tools_done(),
+            HookEvent::SessionStart { .. } => self.hooks.live = true,
+            HookEvent::Notification { .. } | HookEvent::Other { .. } => {}
+        }
+    }
+
+    /// A hook could not deliver its report: from the first failure the channel is degraded
+    /// (each failure a `lane.channel.degraded` with the count so far), what it had said about
+    /// running tools or an open turn no longer holds, and the screen decides alone.
+    fn on_hook_failed(&mut self, event: String, error: String) {
+        self.hooks.failures += 1;
+        self.hooks.tools_done();
+        self.hooks.turn_open = false;
+        self.event(
+            LaneEventKind::ChannelDegraded,
+            None,
+            None,
+            None,
+            serde_json::json!({
+                "channel": "claude_hooks",
+                "event": event,
+                "error": error,
+                "failed": self.hooks.failures,
+                "decides": "screen",
+            }),
+        );
+    }
+
     fn on_shell(&mut self, evidence: Evidence) {
         let target = delivery::misdelivery_target(&evidence.matched, &self.lane.cwd);
         self.event(
@@ -1020,6 +1225,11 @@ impl<'a> Machine<'a> {
                 }
             }
             LaneStatus::Spawning | LaneStatus::TrustRequired | LaneStatus::ReadyForPrompt => {
+                if (self.receipt.awaiting_launch_prompt() || self.receipt.submitted())
+                    && !self.screen_may_accept()
+                {
+                    return;
+                }
                 // Working before anything was typed: the prompt went in at launch.
                 if self.receipt.awaiting_launch_prompt() {
                     self.receipt.accept("(launch argument)");
@@ -1098,6 +1308,12 @@ impl<'a> Machine<'a> {
                     self.deliver();
                     return;
                 }
+                if self.hooks.tool_running(self.now) {
+                    // The agent reported a tool running: an idle-looking screen does not
+                    // overrule it.
+                    self.idle_since = None;
+                    return;
+                }
                 // Back at its idle input after taking the prompt: done once it stays idle. A
                 // turn never seen working and without a reply under the echo has not started
                 // (an agent starting among many on few cores draws its spinner seconds after
@@ -1139,6 +1355,9 @@ impl<'a> Machine<'a> {
     /// empty again): its echo above the idle input proves it took it.
     fn check_launch_echo(&mut self, screen: &ScreenSnapshot) {
         if let Some(preview) = delivery::echoed(screen, self.profile, &self.receipt) {
+            if !self.screen_may_accept() {
+                return;
+            }
             self.accept(Evidence {
                 rule: "prompt_echo".into(),
                 region: "screen".into(),
@@ -1292,6 +1511,7 @@ impl<'a> Machine<'a> {
                 "draft": draft,
                 "keys": keys.iter().map(ToString::to_string).collect::<Vec<_>>(),
             }),
+            source: self.source,
         });
         // Each key only after the one before it went through; the event once all did.
         let mut chain = vec![cleared];
@@ -1688,6 +1908,7 @@ impl<'a> Machine<'a> {
                 "chars": text.chars().count(),
                 "method": self.receipt.method,
             }),
+            source: self.source,
         });
         self.out.push(Effect::Send {
             input: clawpool_pty::Input::Text(text),
@@ -1791,10 +2012,22 @@ impl<'a> Machine<'a> {
         });
     }
 
+    /// Whether the screen's proof that the prompt was taken decides now: always when the
+    /// agent's hooks do not decide (none, not proved to work in this run, or degraded), else
+    /// once it has shown for [`HOOK_GRACE`] without the agent's UserPromptSubmit.
+    fn screen_may_accept(&mut self) -> bool {
+        if !self.hooks.decides() {
+            return true;
+        }
+        let since = *self.hooks.screen_accept_since.get_or_insert(self.now);
+        self.now.duration_since(since) >= HOOK_GRACE
+    }
+
     fn accept(&mut self, evidence: Evidence) {
         if self.receipt.accepted_at.is_some() {
             return;
         }
+        self.hooks.screen_accept_since = None;
         self.receipt.accept(&evidence.matched);
         self.dropped_turn = false;
         self.transition(LaneState::plain(LaneStatus::PromptAccepted), Some(evidence));
@@ -1858,6 +2091,7 @@ impl<'a> Machine<'a> {
             to,
             evidence,
             detail,
+            source: self.source,
         }));
     }
 

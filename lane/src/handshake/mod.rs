@@ -39,6 +39,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use crate::channel::ChannelMessage;
 use crate::permission_gate::PermissionGate;
 use clawpool_agents::profiles::Profile;
 use clawpool_agents::trust::StoreGuard;
@@ -229,6 +230,8 @@ pub struct Handshake<'a> {
     lane_name: String,
     events: &'a EventLog,
     operator: &'a mut mpsc::Receiver<OperatorRequest>,
+    /// The agent's hook channel, for an agent that has one.
+    hooks: Option<&'a mut mpsc::Receiver<ChannelMessage>>,
     /// The agent's trust store, kept to this lane when clawpool answers a trust dialog.
     store: Option<StoreGuard>,
     /// The event that opens the run: `lane.started`, `lane.adopted` (taken over from an
@@ -271,6 +274,7 @@ impl<'a> Handshake<'a> {
             lane_name,
             events,
             operator,
+            hooks: None,
             store,
             opening: Some(LaneEventKind::Started),
             external: None,
@@ -283,6 +287,13 @@ impl<'a> Handshake<'a> {
     /// recovery checks alike.
     pub fn with_external_progress(mut self, external: ExternalProgress) -> Self {
         self.external = Some(external);
+        self
+    }
+
+    /// Takes the facts the agent reports through its hook channel (and the channel's failed
+    /// deliveries) as inputs, beside its screen.
+    pub fn with_hook_channel(mut self, hooks: &'a mut mpsc::Receiver<ChannelMessage>) -> Self {
+        self.hooks = Some(hooks);
         self
     }
 
@@ -395,6 +406,19 @@ impl<'a> Handshake<'a> {
                         }
                     }
                 }
+                message = next_report(&mut self.hooks) => {
+                    match message {
+                        Some(ChannelMessage::Fact(fact)) => self.input(Input::Hook(fact)).await,
+                        Some(ChannelMessage::Failed { event, error }) => {
+                            self.input(Input::HookFailed { event, error }).await;
+                        }
+                        // Every sender is gone: the lane's channel is closed for good.
+                        None => self.hooks = None,
+                    }
+                    if self.machine.is_over() {
+                        break;
+                    }
+                }
                 _ = tokio::time::sleep_until(wake) => {}
             }
         }
@@ -498,8 +522,12 @@ impl<'a> Handshake<'a> {
             to,
             evidence,
             detail,
+            source,
         } = record;
-        if let Err(err) = self.events.record(kind, from, to, evidence, detail) {
+        if let Err(err) = self
+            .events
+            .record_from(source, kind, from, to, evidence, detail)
+        {
             tracing::warn!(lane = %self.lane_name, error = %err, "could not record a lane event");
         }
     }
@@ -529,6 +557,16 @@ impl<'a> Handshake<'a> {
         if let Some(store) = &self.store {
             confine_trust_store(store, self.events);
         }
+    }
+}
+
+/// The next message of the hook channel, if the lane has one; never, otherwise.
+async fn next_report(
+    hooks: &mut Option<&mut mpsc::Receiver<ChannelMessage>>,
+) -> Option<ChannelMessage> {
+    match hooks {
+        Some(receiver) => receiver.recv().await,
+        None => std::future::pending().await,
     }
 }
 

@@ -118,6 +118,10 @@ pub struct WorkerStateDoc {
     /// counts and the latest decisions. Empty in files written before clawpool decided them.
     #[serde(default)]
     pub permissions: super::PermissionDecisions,
+    /// The agent's hook channel (`docs/state-file.md`): reports received and failed. All zero
+    /// for an agent without one, and in files written before clawpool had it.
+    #[serde(default)]
+    pub hooks: super::HookChannel,
     /// Fields written by a newer writer of the same schema version that this version does not
     /// know: kept so that reading and printing a file loses nothing. Never written by this
     /// version itself.
@@ -518,6 +522,7 @@ impl WorkerStateDoc {
             escalation: None,
             outcome: None,
             permissions: super::PermissionDecisions::default(),
+            hooks: super::HookChannel::default(),
             extra: Map::new(),
         }
     }
@@ -677,6 +682,8 @@ impl WorkerStateDoc {
                 }
             }
             LaneEventKind::PermissionDecided => self.permissions.record(detail, at),
+            LaneEventKind::Hook => self.hooks.received(detail, at),
+            LaneEventKind::ChannelDegraded => self.hooks.degraded(detail),
             LaneEventKind::Outcome => {
                 self.outcome = detail
                     .get("outcome")
@@ -768,6 +775,7 @@ mod tests {
             to,
             evidence: None,
             detail,
+            source: None,
         }
     }
 

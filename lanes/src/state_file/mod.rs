@@ -14,6 +14,7 @@
 //!   with ages recomputed and a lane whose supervisor is gone shown as `supervisor_lost`.
 
 mod doc;
+mod hook_channel;
 pub mod liveness;
 mod permissions;
 mod read;
@@ -30,6 +31,7 @@ pub use doc::{
     LastEvent, Prompt, PromptReceipt, Supervisor, Transport, TransportKind, WorkerStateDoc,
     claw_event_kind, claw_status,
 };
+pub use hook_channel::HookChannel;
 pub use liveness::{Liveness, SupervisorLock, probe};
 pub use permissions::{PermissionDecision, PermissionDecisions, RECENT_PERMISSION_DECISIONS};
 pub use read::{StateFileError, parse_state, read_lane_state, read_state_file};

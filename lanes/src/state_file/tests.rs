@@ -41,6 +41,7 @@ fn sample(now: u64) -> WorkerStateDoc {
             matched: "❯".into(),
         }),
         detail: Value::Null,
+        source: None,
     });
     doc.stamp(now);
     doc
@@ -599,6 +600,7 @@ fn a_state_file_behind_its_event_log_catches_up_with_the_events_after_its_last_o
         to: Some(to),
         evidence: None,
         detail: Value::Null,
+        source: None,
     };
     let finished = event(9, "lane.finished", LaneState::plain(LaneStatus::Finished));
     let log = [
@@ -667,6 +669,7 @@ fn permission_decisions_are_counted_and_the_latest_kept() {
             to: None,
             evidence: None,
             detail,
+            source: None,
         });
     }
     let permissions = &doc.permissions;

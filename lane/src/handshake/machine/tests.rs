@@ -966,3 +966,256 @@ async fn a_permission_the_policy_allows_is_answered_yes_and_an_ask_waits_for_a_p
     assert!(lane.answers.is_empty());
     assert_eq!(lane.count("lane.permission.decided"), 0);
 }
+
+/// A hook report, as the lane's channel hands it to the machine.
+fn hook(event: &str, payload: serde_json::Value) -> Input {
+    Input::Hook(crate::channel::HookFact::from_report(event, &payload))
+}
+
+impl Lane {
+    /// The records that moved the lane to `status`.
+    fn transitions_to(&self, status: LaneStatus) -> Vec<&Record> {
+        self.records
+            .iter()
+            .filter(|r| r.to.map(|to| to.status) == Some(status) && r.from.is_some())
+            .collect()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn user_prompt_submit_decides_acceptance_before_the_screen_shows_it() {
+    let mut lane = Lane::claude(Some(PROMPT));
+    lane.look(&claude("01-booting-120x40"));
+    lane.look(&claude("04-ready_for_prompt-120x40"));
+    lane.look(&claude("05-draft_typed-120x40"));
+    let settle = Duration::from_millis(profile("claude").manifest.input.submit_after_ms);
+    lane.after(settle, &claude("05-draft_typed-120x40")).await;
+    assert_eq!(lane.enters(), 1);
+    // The draft is still on screen: the screen alone would not accept yet.
+    lane.input(hook(
+        "UserPromptSubmit",
+        serde_json::json!({"session_id": "s1", "prompt": PROMPT}),
+    ));
+    assert_eq!(lane.state(), plain(LaneStatus::PromptAccepted));
+    let accepted = lane.transitions_to(LaneStatus::PromptAccepted)[0];
+    assert_eq!(accepted.source, Some(clawpool_lanes::EventSource::Hook));
+    let evidence = accepted.evidence.as_ref().expect("evidence");
+    assert_eq!(
+        (evidence.rule.as_str(), evidence.region.as_str()),
+        ("UserPromptSubmit", "hook")
+    );
+    // The screen catching up moves it on, and says so.
+    lane.look(&claude("06-running-120x40"));
+    let running = lane.transitions_to(LaneStatus::Running)[0];
+    assert_eq!(running.source, Some(clawpool_lanes::EventSource::Screen));
+    assert_eq!(lane.count("lane.prompt_accepted"), 1);
+    assert_eq!(lane.count("lane.hook"), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn stop_finishes_at_once_and_duplicates_collapse_to_one_finished() {
+    let mut lane = Lane::claude(Some(PROMPT));
+    lane.drive_to_running().await;
+    lane.input(hook(
+        "UserPromptSubmit",
+        serde_json::json!({"prompt": PROMPT}),
+    ));
+    lane.look(&claude("08-finished-120x40"));
+    assert_eq!(
+        lane.state(),
+        plain(LaneStatus::Running),
+        "not yet finish_idle"
+    );
+    lane.input(hook("Stop", serde_json::json!({"session_id": "s1"})));
+    assert_eq!(lane.state(), plain(LaneStatus::Finished));
+    let finished = lane.transitions_to(LaneStatus::Finished)[0];
+    assert_eq!(finished.source, Some(clawpool_lanes::EventSource::Hook));
+    assert_eq!(
+        finished.evidence.as_ref().map(|e| e.rule.as_str()),
+        Some("Stop")
+    );
+    // A second Stop and the screen's late idle change nothing.
+    lane.input(hook("Stop", serde_json::json!({})));
+    lane.after(
+        Settings::default().finish_idle,
+        &claude("08-finished-120x40"),
+    )
+    .await;
+    assert_eq!(lane.count("lane.finished"), 1, "{:?}", lane.kinds());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stop_for_no_turn_the_lane_saw_start_decides_nothing() {
+    let mut lane = Lane::claude(Some(PROMPT));
+    lane.drive_to_running().await;
+    lane.input(hook("Stop", serde_json::json!({})));
+    assert_eq!(lane.state(), plain(LaneStatus::Running));
+    assert_eq!(lane.count("lane.hook"), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_tool_reported_running_is_not_a_stall_until_it_is_reported_done() {
+    let mut lane = Lane::claude(Some(PROMPT));
+    let stall = Duration::from_secs(120);
+    lane.machine.stall_after(stall);
+    lane.drive_to_running().await;
+    lane.input(hook(
+        "PreToolUse",
+        serde_json::json!({"tool_name": "Bash", "tool_input": {"command": "sleep 800"}}),
+    ));
+    let working = claude("06-running-120x40");
+    for _ in 0..3 {
+        lane.after(stall, &working).await;
+    }
+    assert_eq!(lane.count("lane.stalled"), 0, "{:?}", lane.kinds());
+    lane.input(hook(
+        "PostToolUse",
+        serde_json::json!({"tool_name": "Bash"}),
+    ));
+    lane.after(stall / 2, &working).await;
+    assert_eq!(lane.count("lane.stalled"), 0, "the tool's end is progress");
+    lane.after(stall / 2 + Duration::from_secs(1), &working)
+        .await;
+    assert_eq!(lane.count("lane.stalled"), 1, "{:?}", lane.kinds());
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_idle_screen_does_not_overrule_a_tool_reported_running() {
+    let mut lane = Lane::claude(Some(PROMPT));
+    lane.drive_to_running().await;
+    lane.input(hook("PreToolUse", serde_json::json!({"tool_name": "Bash"})));
+    let idle = claude("08-finished-120x40");
+    lane.look(&idle);
+    lane.after(Settings::default().finish_idle * 3, &idle).await;
+    assert_eq!(lane.state(), plain(LaneStatus::Running));
+    // Reported done: the screen's idle counts again, from then.
+    lane.input(hook(
+        "PostToolUse",
+        serde_json::json!({"tool_name": "Bash"}),
+    ));
+    lane.look(&idle);
+    lane.after(Settings::default().finish_idle, &idle).await;
+    assert_eq!(lane.state(), plain(LaneStatus::Finished));
+    let finished = lane.transitions_to(LaneStatus::Finished)[0];
+    assert_eq!(finished.source, Some(clawpool_lanes::EventSource::Screen));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_delivery_degrades_the_channel_and_the_screen_decides() {
+    let mut lane = Lane::claude(Some(PROMPT));
+    lane.drive_to_running().await;
+    lane.input(hook(
+        "UserPromptSubmit",
+        serde_json::json!({"prompt": PROMPT}),
+    ));
+    lane.input(hook("PreToolUse", serde_json::json!({"tool_name": "Bash"})));
+    lane.input(Input::HookFailed {
+        event: "PostToolUse".into(),
+        error: "connecting to /lane/.claw/control.sock: No such file".into(),
+    });
+    let degraded = lane
+        .records
+        .iter()
+        .find(|r| r.kind == LaneEventKind::ChannelDegraded)
+        .expect("lane.channel.degraded");
+    assert_eq!(degraded.detail["failed"], 1);
+    assert_eq!(degraded.detail["event"], "PostToolUse");
+    // What the channel said no longer holds (the tool's end was lost), and what it says now
+    // decides nothing: the screen's idle finishes the lane after finish_idle.
+    lane.input(hook("Stop", serde_json::json!({})));
+    assert_eq!(lane.state(), plain(LaneStatus::Running));
+    let idle = claude("08-finished-120x40");
+    lane.look(&idle);
+    lane.after(Settings::default().finish_idle, &idle).await;
+    assert_eq!(lane.state(), plain(LaneStatus::Finished));
+    assert_eq!(lane.count("lane.finished"), 1);
+}
+
+/// Drives a lane whose hooks proved to work (SessionStart) to its Enter on the prompt.
+async fn hooked_lane_to_enter() -> Lane {
+    let mut lane = Lane::claude(Some(PROMPT));
+    lane.input(hook(
+        "SessionStart",
+        serde_json::json!({"source": "startup"}),
+    ));
+    lane.look(&claude("01-booting-120x40"));
+    lane.look(&claude("04-ready_for_prompt-120x40"));
+    lane.look(&claude("05-draft_typed-120x40"));
+    let settle = Duration::from_millis(profile("claude").manifest.input.submit_after_ms);
+    lane.after(settle, &claude("05-draft_typed-120x40")).await;
+    assert_eq!(lane.enters(), 1);
+    lane
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_working_hooks_the_screen_waits_for_user_prompt_submit() {
+    let mut lane = hooked_lane_to_enter().await;
+    lane.look(&claude("06-running-120x40"));
+    assert_eq!(lane.state(), plain(LaneStatus::ReadyForPrompt));
+    assert_eq!(
+        lane.deadline(),
+        super::HOOK_GRACE,
+        "woken when the grace is up"
+    );
+    lane.after(Duration::from_millis(300), &claude("06-running-120x40"))
+        .await;
+    lane.input(hook(
+        "UserPromptSubmit",
+        serde_json::json!({"prompt": PROMPT}),
+    ));
+    let accepted = lane.transitions_to(LaneStatus::PromptAccepted)[0];
+    assert_eq!(accepted.source, Some(clawpool_lanes::EventSource::Hook));
+    lane.look(&claude("06-running-120x40"));
+    assert_eq!(lane.state(), plain(LaneStatus::Running));
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_a_silent_hook_the_screen_accepts_after_the_grace() {
+    let mut lane = hooked_lane_to_enter().await;
+    lane.look(&claude("06-running-120x40"));
+    lane.after(
+        super::HOOK_GRACE - Duration::from_millis(1),
+        &claude("06-running-120x40"),
+    )
+    .await;
+    assert_eq!(lane.state(), plain(LaneStatus::ReadyForPrompt));
+    lane.after(Duration::from_millis(1), &claude("06-running-120x40"))
+        .await;
+    assert_eq!(lane.state(), plain(LaneStatus::Running));
+    let accepted = lane.transitions_to(LaneStatus::PromptAccepted)[0];
+    assert_eq!(accepted.source, Some(clawpool_lanes::EventSource::Screen));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_tool_that_asks_permission_is_not_running_and_the_idle_screen_finishes_the_turn() {
+    let mut lane = Lane::claude(Some(PROMPT));
+    lane.drive_to_running().await;
+    lane.input(hook(
+        "UserPromptSubmit",
+        serde_json::json!({"prompt": PROMPT}),
+    ));
+    lane.input(hook("PreToolUse", serde_json::json!({"tool_name": "Bash"})));
+    lane.input(hook(
+        "PermissionRequest",
+        serde_json::json!({"tool_name": "Bash"}),
+    ));
+    // Refused: Claude Code interrupts the turn and reports neither the tool's end nor Stop.
+    let idle = claude("08-finished-120x40");
+    lane.look(&idle);
+    lane.after(Settings::default().finish_idle, &idle).await;
+    assert_eq!(lane.state(), plain(LaneStatus::Finished));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_tool_whose_end_is_never_reported_counts_as_running_only_for_its_bound() {
+    let mut lane = Lane::claude(Some(PROMPT));
+    lane.machine.stall_after(Duration::from_secs(120));
+    lane.drive_to_running().await;
+    lane.input(hook("PreToolUse", serde_json::json!({"tool_name": "Bash"})));
+    let working = claude("06-running-120x40");
+    let bound = super::TOOL_RUNNING_BOUND;
+    lane.after(bound - Duration::from_secs(1), &working).await;
+    assert_eq!(lane.count("lane.stalled"), 0);
+    lane.after(Duration::from_secs(121), &working).await;
+    assert_eq!(lane.count("lane.stalled"), 1, "{:?}", lane.kinds());
+}

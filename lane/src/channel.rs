@@ -1,0 +1,598 @@
+//! A lane's hook channel: facts the agent reports about itself, besides its screen
+//! (`docs/events.md`, "Hook facts").
+//!
+//! For an agent whose profile has `hooks = "claude"`, the lane writes `.claw/hooks.json`, a
+//! Claude Code settings file declaring one hook per [`HOOK_EVENTS`] entry, and starts Claude
+//! Code with `--settings` on it (the user's own settings are never touched). Each hook runs
+//! `clawpool hook EVENT` ([`deliver`]), which finds its lane only through the environment set
+//! at spawn ([`SOCKET_ENV`], [`TOKEN_ENV`]: the lane's control socket and a random token of
+//! this lane), never through its folder, and hands the hook's JSON payload to the control
+//! socket as one [`HookReport`] line. The control socket checks the token and passes the
+//! report on as a [`ChannelMessage`]; the handshake turns it into a typed [`HookFact`].
+//!
+//! A hook never blocks or breaks the agent: delivery is bounded ([`DELIVERY_TIMEOUT`]), the
+//! command always exits 0, and a delivery that fails is appended to the lane's failures file
+//! ([`FAILURES_ENV`]), which the lane watches ([`FailureWatch`]) and counts.
+
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::UnixStream;
+use tokio::sync::mpsc;
+
+/// The environment variable naming the lane's control socket.
+pub const SOCKET_ENV: &str = "CLAWPOOL_LANE_SOCKET";
+/// The environment variable holding the lane's hook token.
+pub const TOKEN_ENV: &str = "CLAWPOOL_LANE_TOKEN";
+/// The environment variable naming the file failed deliveries are appended to.
+pub const FAILURES_ENV: &str = "CLAWPOOL_HOOK_FAILURES";
+/// The settings file, in the lane's `.claw/`.
+pub const SETTINGS_FILE: &str = "hooks.json";
+/// The failures file, in the lane's `.claw/`.
+pub const FAILURES_FILE: &str = "hook-failures.jsonl";
+/// How long one delivery may take, reading the payload included.
+pub const DELIVERY_TIMEOUT: Duration = Duration::from_secs(2);
+/// The largest payload delivered (a tool's input can be big; the lane needs only its head).
+const MAX_PAYLOAD: u64 = 1 << 20;
+
+/// The Claude Code hook events a lane declares (all present in 2.1.330).
+pub const HOOK_EVENTS: [&str; 8] = [
+    "SessionStart",
+    "UserPromptSubmit",
+    "PreToolUse",
+    "PostToolUse",
+    "PermissionRequest",
+    "Notification",
+    "Stop",
+    "SessionEnd",
+];
+
+/// Events whose hooks take a tool matcher.
+const TOOL_EVENTS: [&str; 3] = ["PreToolUse", "PostToolUse", "PermissionRequest"];
+
+/// One hook's report, as `clawpool hook` sends it to the control socket.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HookReport {
+    /// Always `hook`: what tells it apart from an operator's command.
+    pub command: String,
+    /// The lane's token.
+    pub token: String,
+    /// The hook event (`Stop`, …).
+    pub event: String,
+    /// The hook's JSON payload as the agent gave it (`null` when it was not JSON).
+    pub payload: Value,
+}
+
+impl HookReport {
+    /// Whether `line` is a hook report (whatever its token).
+    pub fn parse(line: &str) -> Option<Self> {
+        serde_json::from_str::<Self>(line)
+            .ok()
+            .filter(|report| report.command == "hook")
+    }
+}
+
+/// What a hook reported, typed: the fields of its payload the lane uses.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HookFact {
+    /// The agent's session.
+    pub session_id: Option<String>,
+    /// The agent's transcript of the session.
+    pub transcript_path: Option<String>,
+    /// The event and its own fields.
+    pub event: HookEvent,
+}
+
+/// The hook events, each with its payload's fields.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HookEvent {
+    /// The session started (`source`: `startup`, `resume`, …).
+    SessionStart {
+        /// How it started.
+        source: Option<String>,
+    },
+    /// The agent took a prompt.
+    UserPromptSubmit {
+        /// The prompt.
+        prompt: String,
+    },
+    /// A tool is about to run.
+    PreToolUse {
+        /// The tool (`Bash`, `Write`, …).
+        tool_name: String,
+        /// Its input.
+        tool_input: Value,
+    },
+    /// A tool ran.
+    PostToolUse {
+        /// The tool.
+        tool_name: String,
+    },
+    /// The agent asks for permission to run a tool.
+    PermissionRequest {
+        /// The tool.
+        tool_name: String,
+        /// Its input.
+        tool_input: Value,
+    },
+    /// The agent shows a notification (`notification_type`: `permission_prompt`,
+    /// `idle_prompt`, …).
+    Notification {
+        /// Its type.
+        notification_type: Option<String>,
+        /// Its text.
+        message: Option<String>,
+    },
+    /// The agent's turn is over.
+    Stop,
+    /// The session ended.
+    SessionEnd {
+        /// Why.
+        reason: Option<String>,
+    },
+    /// An event the lane does not declare (a newer agent's): recorded, decides nothing.
+    Other {
+        /// Its name.
+        name: String,
+    },
+}
+
+impl HookFact {
+    /// The fact a hook `event` with `payload` reports.
+    pub fn from_report(event: &str, payload: &Value) -> Self {
+        let text = |key: &str| payload.get(key).and_then(Value::as_str).map(str::to_owned);
+        let tool_name = || text("tool_name").unwrap_or_default();
+        let tool_input = || payload.get("tool_input").cloned().unwrap_or(Value::Null);
+        let event = match event {
+            "SessionStart" => HookEvent::SessionStart {
+                source: text("source"),
+            },
+            "UserPromptSubmit" => HookEvent::UserPromptSubmit {
+                prompt: text("prompt").unwrap_or_default(),
+            },
+            "PreToolUse" => HookEvent::PreToolUse {
+                tool_name: tool_name(),
+                tool_input: tool_input(),
+            },
+            "PostToolUse" => HookEvent::PostToolUse {
+                tool_name: tool_name(),
+            },
+            "PermissionRequest" => HookEvent::PermissionRequest {
+                tool_name: tool_name(),
+                tool_input: tool_input(),
+            },
+            "Notification" => HookEvent::Notification {
+                notification_type: text("notification_type"),
+                message: text("message"),
+            },
+            "Stop" => HookEvent::Stop,
+            "SessionEnd" => HookEvent::SessionEnd {
+                reason: text("reason"),
+            },
+            other => HookEvent::Other {
+                name: other.to_owned(),
+            },
+        };
+        Self {
+            session_id: text("session_id"),
+            transcript_path: text("transcript_path"),
+            event,
+        }
+    }
+
+    /// The event's name.
+    pub fn name(&self) -> &str {
+        match &self.event {
+            HookEvent::SessionStart { .. } => "SessionStart",
+            HookEvent::UserPromptSubmit { .. } => "UserPromptSubmit",
+            HookEvent::PreToolUse { .. } => "PreToolUse",
+            HookEvent::PostToolUse { .. } => "PostToolUse",
+            HookEvent::PermissionRequest { .. } => "PermissionRequest",
+            HookEvent::Notification { .. } => "Notification",
+            HookEvent::Stop => "Stop",
+            HookEvent::SessionEnd { .. } => "SessionEnd",
+            HookEvent::Other { name } => name,
+        }
+    }
+
+    /// The `lane.hook` event's detail: the event and the payload fields it carried.
+    pub fn detail(&self) -> Value {
+        let mut detail = json!({
+            "event": self.name(),
+            "session_id": self.session_id,
+            "transcript_path": self.transcript_path,
+        });
+        let extra = match &self.event {
+            HookEvent::SessionStart { source } => json!({"source": source}),
+            HookEvent::UserPromptSubmit { prompt } => {
+                json!({"prompt": prompt.chars().take(120).collect::<String>()})
+            }
+            HookEvent::PreToolUse {
+                tool_name,
+                tool_input,
+            }
+            | HookEvent::PermissionRequest {
+                tool_name,
+                tool_input,
+            } => json!({"tool": tool_name, "tool_input": truncated(tool_input)}),
+            HookEvent::PostToolUse { tool_name } => json!({"tool": tool_name}),
+            HookEvent::Notification {
+                notification_type,
+                message,
+            } => json!({"notification_type": notification_type, "message": message}),
+            HookEvent::SessionEnd { reason } => json!({"reason": reason}),
+            HookEvent::Stop | HookEvent::Other { .. } => json!({}),
+        };
+        if let (Some(detail), Value::Object(extra)) = (detail.as_object_mut(), extra) {
+            detail.extend(extra);
+        }
+        detail
+    }
+}
+
+/// A tool's input for an event's detail: as it is when short, else its JSON's first 200
+/// characters.
+fn truncated(input: &Value) -> Value {
+    let text = input.to_string();
+    if text.chars().count() <= 200 {
+        input.clone()
+    } else {
+        Value::String(text.chars().take(200).collect())
+    }
+}
+
+/// What the hook channel hands the handshake.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ChannelMessage {
+    /// A hook's report reached the lane.
+    Fact(HookFact),
+    /// A hook could not deliver its report (its own words).
+    Failed {
+        /// The hook event.
+        event: String,
+        /// Why.
+        error: String,
+    },
+}
+
+/// Where the control socket sends hook reports whose token is the lane's.
+#[derive(Debug, Clone)]
+pub struct HookInbox {
+    /// The lane's token.
+    pub token: String,
+    /// The handshake's channel.
+    pub sender: mpsc::Sender<ChannelMessage>,
+}
+
+impl HookInbox {
+    /// Takes a hook report: queued for the handshake (never waiting for it), or refused with
+    /// the reason, which the hook records as its failure.
+    pub fn take(&self, report: HookReport) -> Value {
+        if report.token != self.token {
+            return json!({"ok": false, "error": "the hook's token is not this lane's"});
+        }
+        let fact = HookFact::from_report(&report.event, &report.payload);
+        match self.sender.try_send(ChannelMessage::Fact(fact)) {
+            Ok(()) => json!({"ok": true}),
+            Err(err) => json!({"ok": false, "error": format!("the lane did not take it: {err}")}),
+        }
+    }
+}
+
+/// A lane's hook channel, set up for its agent: what to add to the agent's command line and
+/// environment, and the token its control socket checks.
+#[derive(Debug, Clone)]
+pub struct ChannelSetup {
+    /// The lane's token.
+    pub token: String,
+    /// Arguments for the agent (`--settings FILE`).
+    pub args: Vec<String>,
+    /// Environment for the agent (and so for its hooks).
+    pub env: Vec<(String, String)>,
+    /// The failures file.
+    pub failures: PathBuf,
+}
+
+/// Sets up Claude Code's hooks for the lane in `dir`, whose control socket is `socket`:
+/// writes `.claw/hooks.json` naming `program` (the clawpool binary) as each hook's command.
+pub fn set_up_claude(dir: &Path, socket: &Path, program: &Path) -> std::io::Result<ChannelSetup> {
+    let state_dir = dir.join(clawpool_worktree::layout::LANE_DIR);
+    std::fs::create_dir_all(&state_dir)?;
+    let settings = state_dir.join(SETTINGS_FILE);
+    std::fs::write(
+        &settings,
+        serde_json::to_vec_pretty(&claude_settings(program))?,
+    )?;
+    let failures = state_dir.join(FAILURES_FILE);
+    // A file left by an earlier run counts that run's failures, not this one's.
+    let _ = std::fs::remove_file(&failures);
+    let token = new_token()?;
+    Ok(ChannelSetup {
+        args: vec!["--settings".into(), settings.display().to_string()],
+        env: vec![
+            (SOCKET_ENV.into(), socket.display().to_string()),
+            (TOKEN_ENV.into(), token.clone()),
+            (FAILURES_ENV.into(), failures.display().to_string()),
+        ],
+        token,
+        failures,
+    })
+}
+
+/// Claude Code settings declaring a `PROGRAM hook EVENT` command hook for every
+/// [`HOOK_EVENTS`] entry (tool events for every tool).
+pub fn claude_settings(program: &Path) -> Value {
+    let quoted = shell_quote(&program.display().to_string());
+    let hooks: serde_json::Map<String, Value> = HOOK_EVENTS
+        .iter()
+        .map(|event| {
+            let hook = json!({
+                "type": "command",
+                "command": format!("{quoted} hook {event}"),
+                // Claude Code's own bound; delivery gives up well before it.
+                "timeout": 5,
+            });
+            let entry = if TOOL_EVENTS.contains(event) {
+                json!({"matcher": "*", "hooks": [hook]})
+            } else {
+                json!({"hooks": [hook]})
+            };
+            ((*event).to_owned(), json!([entry]))
+        })
+        .collect();
+    json!({"hooks": hooks})
+}
+
+fn shell_quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
+}
+
+/// A random token (128 bits, hex) from the kernel.
+fn new_token() -> std::io::Result<String> {
+    let mut bytes = [0u8; 16];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// `clawpool hook EVENT`: reads the hook's payload from `payload` and delivers it to the lane
+/// named by the environment (`env` looks a variable up), within [`DELIVERY_TIMEOUT`]. A
+/// failure is appended to the lane's failures file (when the environment names one) and
+/// returned; the caller exits 0 either way.
+pub async fn deliver(
+    event: &str,
+    payload: impl tokio::io::AsyncRead + Unpin,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<(), String> {
+    let outcome =
+        match tokio::time::timeout(DELIVERY_TIMEOUT, send_report(event, payload, &env)).await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(format!(
+                "not delivered within {} s",
+                DELIVERY_TIMEOUT.as_secs()
+            )),
+        };
+    if let (Err(error), Some(file)) = (&outcome, env(FAILURES_ENV)) {
+        record_failure(Path::new(&file), event, error);
+    }
+    outcome
+}
+
+async fn send_report(
+    event: &str,
+    payload: impl tokio::io::AsyncRead + Unpin,
+    env: &impl Fn(&str) -> Option<String>,
+) -> Result<(), String> {
+    let socket = env(SOCKET_ENV).ok_or(format!("{SOCKET_ENV} is not set"))?;
+    let token = env(TOKEN_ENV).ok_or(format!("{TOKEN_ENV} is not set"))?;
+    let mut text = Vec::new();
+    tokio::io::AsyncReadExt::read_to_end(
+        &mut tokio::io::AsyncReadExt::take(payload, MAX_PAYLOAD),
+        &mut text,
+    )
+    .await
+    .map_err(|e| format!("reading the hook's payload: {e}"))?;
+    let report = HookReport {
+        command: "hook".into(),
+        token,
+        event: event.to_owned(),
+        payload: serde_json::from_slice(&text).unwrap_or(Value::Null),
+    };
+    let line = serde_json::to_string(&report).map_err(|e| e.to_string())?;
+    let stream = UnixStream::connect(&socket)
+        .await
+        .map_err(|e| format!("connecting to {socket}: {e}"))?;
+    let (read, mut write) = stream.into_split();
+    write
+        .write_all(format!("{line}\n").as_bytes())
+        .await
+        .map_err(|e| format!("writing to {socket}: {e}"))?;
+    let mut reply = String::new();
+    BufReader::new(read)
+        .read_line(&mut reply)
+        .await
+        .map_err(|e| format!("reading the lane's reply: {e}"))?;
+    let reply: Value = serde_json::from_str(reply.trim()).unwrap_or_default();
+    if reply["ok"] == true {
+        Ok(())
+    } else {
+        Err(reply["error"]
+            .as_str()
+            .unwrap_or("the lane gave no reply")
+            .to_owned())
+    }
+}
+
+/// Appends one failure line; a file that cannot be written loses it (the hook must not fail).
+fn record_failure(file: &Path, event: &str, error: &str) {
+    use std::io::Write;
+    let line = json!({"event": event, "error": error, "at_ms": clawpool_lanes::now_ms()});
+    if let Ok(mut out) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(file)
+    {
+        let _ = out.write_all(format!("{line}\n").as_bytes());
+    }
+}
+
+/// Watches a lane's failures file (inotify on its folder): each line a hook appends becomes a
+/// [`ChannelMessage::Failed`] for the handshake.
+pub struct FailureWatch {
+    _watcher: notify::RecommendedWatcher,
+}
+
+impl FailureWatch {
+    /// Starts watching `file`; `None` (logged) when its folder cannot be watched.
+    pub fn start(file: &Path, sender: mpsc::Sender<ChannelMessage>) -> Option<Self> {
+        use notify::Watcher;
+        let watched = file.to_owned();
+        let read_to = Mutex::new(0u64);
+        let mut watcher =
+            notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+                let Ok(event) = event else {
+                    return;
+                };
+                if !event.paths.iter().any(|path| path == &watched) {
+                    return;
+                }
+                let mut offset = read_to.lock().unwrap_or_else(|p| p.into_inner());
+                for (event, error) in new_failures(&watched, &mut offset) {
+                    let _ = sender.try_send(ChannelMessage::Failed { event, error });
+                }
+            })
+            .map_err(|err| tracing::warn!(error = %err, "hook failures are not watched"))
+            .ok()?;
+        let folder = file.parent()?;
+        watcher
+            .watch(folder, notify::RecursiveMode::NonRecursive)
+            .map_err(|err| tracing::warn!(error = %err, "hook failures are not watched"))
+            .ok()?;
+        Some(Self { _watcher: watcher })
+    }
+}
+
+/// The complete lines appended to `file` after `offset` (moved past them), as (event, error).
+fn new_failures(file: &Path, offset: &mut u64) -> Vec<(String, String)> {
+    let Ok(mut handle) = std::fs::File::open(file) else {
+        return Vec::new();
+    };
+    let mut text = String::new();
+    if handle.seek(SeekFrom::Start(*offset)).is_err() || handle.read_to_string(&mut text).is_err() {
+        return Vec::new();
+    }
+    let complete = text.rfind('\n').map_or(0, |end| end + 1);
+    *offset += complete as u64;
+    text[..complete]
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .map(|line| {
+            (
+                line["event"].as_str().unwrap_or_default().to_owned(),
+                line["error"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_declare_every_event_with_the_program_quoted() {
+        let settings = claude_settings(Path::new("/opt/it's/clawpool"));
+        for event in HOOK_EVENTS {
+            let entry = &settings["hooks"][event][0];
+            assert_eq!(
+                entry["hooks"][0]["command"],
+                format!("'/opt/it'\\''s/clawpool' hook {event}")
+            );
+            assert_eq!(entry["hooks"][0]["type"], "command");
+            assert_eq!(
+                entry.get("matcher").is_some(),
+                TOOL_EVENTS.contains(&event),
+                "{event}"
+            );
+        }
+    }
+
+    #[test]
+    fn payloads_become_typed_facts() {
+        let fact = HookFact::from_report(
+            "PreToolUse",
+            &json!({"session_id": "s1", "transcript_path": "/t.jsonl", "tool_name": "Bash",
+                    "tool_input": {"command": "sleep 8"}}),
+        );
+        assert_eq!(fact.session_id.as_deref(), Some("s1"));
+        assert_eq!(fact.transcript_path.as_deref(), Some("/t.jsonl"));
+        assert_eq!(
+            fact.event,
+            HookEvent::PreToolUse {
+                tool_name: "Bash".into(),
+                tool_input: json!({"command": "sleep 8"})
+            }
+        );
+        assert_eq!(fact.detail()["tool"], "Bash");
+        let note = HookFact::from_report(
+            "Notification",
+            &json!({"notification_type": "idle_prompt", "message": "waiting"}),
+        );
+        assert_eq!(note.detail()["notification_type"], "idle_prompt");
+        assert_eq!(HookFact::from_report("Stop", &Value::Null).name(), "Stop");
+        assert_eq!(
+            HookFact::from_report("TeammateIdle", &Value::Null).name(),
+            "TeammateIdle"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_report_with_another_token_is_refused() {
+        let (sender, mut receiver) = mpsc::channel(4);
+        let inbox = HookInbox {
+            token: "ours".into(),
+            sender,
+        };
+        let report = |token: &str| HookReport {
+            command: "hook".into(),
+            token: token.into(),
+            event: "Stop".into(),
+            payload: Value::Null,
+        };
+        assert_eq!(inbox.take(report("theirs"))["ok"], false);
+        assert!(receiver.try_recv().is_err());
+        assert_eq!(inbox.take(report("ours"))["ok"], true);
+        assert!(matches!(
+            receiver.try_recv(),
+            Ok(ChannelMessage::Fact(HookFact {
+                event: HookEvent::Stop,
+                ..
+            }))
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_failed_delivery_is_recorded_and_read_once() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let failures = dir.path().join(FAILURES_FILE);
+        let socket = dir.path().join("gone.sock");
+        let env = |key: &str| match key {
+            SOCKET_ENV => Some(socket.display().to_string()),
+            TOKEN_ENV => Some("t".to_owned()),
+            FAILURES_ENV => Some(failures.display().to_string()),
+            _ => None,
+        };
+        let error = deliver("Stop", &b"{}"[..], env)
+            .await
+            .expect_err("no socket");
+        assert!(error.contains("gone.sock"), "{error}");
+        let mut offset = 0;
+        let read = new_failures(&failures, &mut offset);
+        assert_eq!(read, [("Stop".to_owned(), error)]);
+        assert!(new_failures(&failures, &mut offset).is_empty());
+    }
+}

@@ -1,0 +1,40 @@
+//! The state file's `hooks` section: what the agent's hook channel delivered to the lane
+//! (`lane.hook` events) and how often a delivery failed (`lane.channel.degraded`), so that a
+//! channel that does not work is visible without reading the event log.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The lane's hook channel, as its events recorded it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HookChannel {
+    /// Hook reports the lane received.
+    pub received: u32,
+    /// Hook reports that never reached the lane (the hook said so), or that it refused.
+    pub failed: u32,
+    /// The last hook event received (`Stop`, `PreToolUse`, …), or null.
+    pub last_event: Option<String>,
+    /// When it was received (epoch s), or null.
+    pub last_at: Option<u64>,
+    /// Whether the channel failed and the screen decides alone.
+    pub degraded: bool,
+}
+
+impl HookChannel {
+    /// Counts a `lane.hook` event.
+    pub fn received(&mut self, detail: &Value, at: u64) {
+        self.received += 1;
+        self.last_event = detail
+            .get("event")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        self.last_at = Some(at);
+    }
+
+    /// Counts a `lane.channel.degraded` event (`detail.failed`: failures so far).
+    pub fn degraded(&mut self, detail: &Value) {
+        self.degraded = true;
+        let failed = detail.get("failed").and_then(Value::as_u64).unwrap_or(1);
+        self.failed = self.failed.max(u32::try_from(failed).unwrap_or(u32::MAX));
+    }
+}

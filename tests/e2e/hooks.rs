@@ -1,0 +1,281 @@
+//! Claude Code's hooks reaching their lane (`docs/events.md`, "Hook facts"), with the real
+//! Claude Code 2.1.330 against the scripted model server, offline, as in `real_agents.rs`:
+//! the hooks decide what they cover (the event's `source` says so), a long tool call is not a
+//! stall, two lanes' hooks never cross, and a lane whose hook endpoint is gone degrades to its
+//! screen and still finishes.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clawpool_tests::{LaneRun, ModelServer, Sandbox, real_agent, seed_claude_home};
+use serde_json::{Value, json};
+
+use crate::real_agents::{
+    assert_nothing_left, claude_env, finish, lanes_dir, plain_lane, screen_report, start_lane,
+    write_config,
+};
+
+/// How long any one awaited event may take (real agents on two shared cores).
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// A trusted Claude Code lane `name` in `sandbox` whose model serves `script`; `launch_extra`
+/// and `config_extra` go into the config (the launch table, then top-level tables).
+fn start_claude(
+    sandbox: &Sandbox,
+    name: &str,
+    script: Value,
+    launch_extra: &str,
+    config_extra: &str,
+) -> (PathBuf, ModelServer, LaneRun) {
+    real_agent("claude");
+    let lane = plain_lane(sandbox, name);
+    let server = ModelServer::start(&sandbox.dir.path().join(format!("model-{name}")), &script);
+    let config = write_config(sandbox, Some(&lanes_dir(sandbox)), "claude", launch_extra);
+    let text = std::fs::read_to_string(&config).expect("config");
+    let config_file = sandbox.dir.path().join(format!("config-{name}.toml"));
+    std::fs::write(&config_file, format!("{config_extra}\n{text}")).expect("config");
+    let run = start_lane(
+        sandbox,
+        &config_file,
+        "claude",
+        &lane,
+        &claude_env(sandbox, &server.url()),
+        "pty",
+    );
+    (lane, server, run)
+}
+
+fn seed(sandbox: &Sandbox) {
+    seed_claude_home(
+        &sandbox.home(),
+        json!({"customApiKeyResponses": {"approved": ["sk-ant-fake"], "rejected": []}}),
+    );
+}
+
+/// The lane's state file.
+fn state_file(lane: &Path) -> Value {
+    serde_json::from_str(
+        &std::fs::read_to_string(lane.join(".claw/worker-state.json")).expect("state file"),
+    )
+    .expect("JSON")
+}
+
+/// The transition to `status` (the first).
+fn transition_to<'a>(events: &'a [Value], status: &str) -> &'a Value {
+    events
+        .iter()
+        .find(|e| e["to"]["status"] == status && e.get("from").is_some())
+        .unwrap_or_else(|| panic!("no transition to {status} in {events:#?}"))
+}
+
+/// The `lane.hook` events, by hook event name.
+fn hooks_named<'a>(events: &'a [Value], name: &str) -> Vec<&'a Value> {
+    events
+        .iter()
+        .filter(|e| e["kind"] == "lane.hook" && e["detail"]["event"] == name)
+        .collect()
+}
+
+#[test]
+fn claude_hooks_decide_prompt_acceptance_and_the_finish() {
+    let sandbox = Sandbox::new();
+    seed(&sandbox);
+    let (lane, mut server, mut run) = start_claude(
+        &sandbox,
+        "hooked",
+        json!([{"text": "Hello from the scripted model."}]),
+        "",
+        "",
+    );
+    let (code, outcome) = finish(&mut run, &lane);
+    let events = run.events();
+    assert_eq!(code, 0, "{}\n{}", run.report(), screen_report(&lane));
+    assert_eq!(outcome["state"]["status"], "finished");
+
+    let submitted = hooks_named(&events, "UserPromptSubmit");
+    assert_eq!(submitted.len(), 1, "{}", run.report());
+    assert!(
+        submitted[0]["detail"]["prompt"]
+            .as_str()
+            .is_some_and(|p| p.contains("hello.txt")),
+        "{}",
+        submitted[0]
+    );
+    let accepted = transition_to(&events, "prompt_accepted");
+    assert_eq!(accepted["source"], "hook", "{}", run.report());
+    assert_eq!(accepted["evidence"]["rule"], "UserPromptSubmit");
+    let finished = transition_to(&events, "finished");
+    assert_eq!(finished["source"], "hook", "{}", run.report());
+    assert_eq!(finished["evidence"]["rule"], "Stop");
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e["kind"] == "lane.finished")
+            .count(),
+        1
+    );
+    assert_eq!(hooks_named(&events, "SessionStart").len(), 1);
+
+    // The lane's own settings file, the user's untouched; the state file counts every report.
+    let settings: Value = serde_json::from_str(
+        &std::fs::read_to_string(lane.join(".claw/hooks.json")).expect(".claw/hooks.json"),
+    )
+    .expect("JSON");
+    assert!(settings["hooks"]["Stop"].is_array(), "{settings:#}");
+    assert!(!sandbox.home().join(".claude/settings.json").exists());
+    let hooks = &state_file(&lane)["hooks"];
+    let received = events.iter().filter(|e| e["kind"] == "lane.hook").count();
+    assert_eq!(hooks["received"], received as u64, "{hooks}");
+    assert_eq!(hooks["failed"], 0, "{hooks}");
+
+    drop(run);
+    server.stop();
+    assert_nothing_left(&sandbox);
+}
+
+/// A policy file: the shipped one with the stall time `stall_after`; the config line naming it.
+fn policy_with_stall(sandbox: &Sandbox, stall_after: &str) -> String {
+    let policy = include_str!("../../docs/policy-defaults.toml")
+        .replace("after = \"10m\"", &format!("after = {stall_after:?}"));
+    let file = sandbox.dir.path().join("policy.toml");
+    std::fs::write(&file, policy).expect("policy");
+    format!("policy = {:?}", file.display().to_string())
+}
+
+/// A Bash `sleep 8` with a 3 s stall time: Claude Code's screen shows nothing new for seconds
+/// (its spinner and timer are not progress), but the lane knows the tool is running from
+/// PreToolUse until PostToolUse, so it is not stalled, and it finishes after the tool.
+#[test]
+fn claude_long_tool_call_reported_by_hooks_is_not_a_stall() {
+    let sandbox = Sandbox::new();
+    seed(&sandbox);
+    let policy = policy_with_stall(&sandbox, "3s");
+    let (lane, mut server, mut run) = start_claude(
+        &sandbox,
+        "sleeper",
+        json!([
+            {"tool_use": {"name": "Bash", "input": {"command": "sleep 8", "description": "Wait"}}},
+            {"text": "Done waiting."}
+        ]),
+        "args = [\"--allowedTools\", \"Bash(sleep 8)\"]\n",
+        &policy,
+    );
+    let (code, outcome) = finish(&mut run, &lane);
+    let events = run.events();
+    assert_eq!(code, 0, "{}\n{}", run.report(), screen_report(&lane));
+    assert_eq!(outcome["state"]["status"], "finished");
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e["kind"] == "lane.stalled")
+            .count(),
+        0,
+        "{}",
+        run.report()
+    );
+    let started = hooks_named(&events, "PreToolUse");
+    let done = hooks_named(&events, "PostToolUse");
+    assert_eq!((started.len(), done.len()), (1, 1), "{}", run.report());
+    assert_eq!(started[0]["detail"]["tool"], "Bash");
+    assert_eq!(started[0]["detail"]["tool_input"]["command"], "sleep 8");
+    let took = done[0]["at_ms"].as_u64().unwrap_or(0) - started[0]["at_ms"].as_u64().unwrap_or(0);
+    assert!(took >= 8000, "the tool ran its 8 s: {took} ms");
+    assert_eq!(transition_to(&events, "finished")["source"], "hook");
+    drop(run);
+    server.stop();
+    assert_nothing_left(&sandbox);
+}
+
+/// Two lanes at once, each with its own Claude Code: each lane receives exactly its own
+/// session's reports (one SessionStart, one UserPromptSubmit, one Stop each), and the two
+/// sessions differ.
+#[test]
+fn two_claude_lanes_each_receive_only_their_own_hooks() {
+    let sandbox = Sandbox::new();
+    seed(&sandbox);
+    let script = json!([{"text": "Hello from the scripted model."}]);
+    let (left, mut left_server, mut left_run) =
+        start_claude(&sandbox, "left", script.clone(), "", "");
+    let (right, mut right_server, mut right_run) = start_claude(&sandbox, "right", script, "", "");
+    let mut sessions = Vec::new();
+    for (lane, run) in [(&left, &mut left_run), (&right, &mut right_run)] {
+        let (code, outcome) = finish(run, lane);
+        assert_eq!(code, 0, "{}\n{}", run.report(), screen_report(lane));
+        assert_eq!(outcome["state"]["status"], "finished");
+        let events = run.events();
+        let hooks: Vec<&Value> = events.iter().filter(|e| e["kind"] == "lane.hook").collect();
+        for name in ["SessionStart", "UserPromptSubmit", "Stop"] {
+            assert_eq!(
+                hooks_named(&events, name).len(),
+                1,
+                "{name} in {}",
+                run.report()
+            );
+        }
+        let session = hooks[0]["detail"]["session_id"].clone();
+        assert!(session.is_string(), "{}", hooks[0]);
+        assert!(
+            hooks.iter().all(|h| h["detail"]["session_id"] == session),
+            "one session per lane: {hooks:#?}"
+        );
+        let state = state_file(lane);
+        assert_eq!(state["hooks"]["received"], hooks.len() as u64);
+        assert_eq!(state["hooks"]["failed"], 0);
+        sessions.push(session);
+    }
+    assert_ne!(sessions[0], sessions[1]);
+    drop(left_run);
+    drop(right_run);
+    left_server.stop();
+    right_server.stop();
+    assert_nothing_left(&sandbox);
+}
+
+/// The lane's control socket removed once the prompt is accepted (by its hook): the Stop
+/// hook cannot deliver, says so, the lane records `lane.channel.degraded` and its screen
+/// finishes it after `finish_idle`.
+#[test]
+fn a_lane_whose_hook_endpoint_is_gone_degrades_to_the_screen_and_finishes() {
+    let sandbox = Sandbox::new();
+    seed(&sandbox);
+    let (lane, mut server, mut run) = start_claude(
+        &sandbox,
+        "cutoff",
+        json!([{"text": "Hello after a pause.", "delay_ms": 4000}]),
+        "",
+        "",
+    );
+    let accepted = run.wait_for(
+        "lane.prompt_accepted",
+        PATIENCE,
+        |e| e["kind"] == "lane.prompt_accepted",
+        || screen_report(&lane),
+    );
+    assert_eq!(accepted["source"], "hook", "{}", run.report());
+    std::fs::remove_file(lane.join(".claw/control.sock")).expect("remove the control socket");
+    let degraded = run.wait_for(
+        "lane.channel.degraded",
+        PATIENCE,
+        |e| e["kind"] == "lane.channel.degraded",
+        || screen_report(&lane),
+    );
+    assert_eq!(degraded["detail"]["event"], "Stop", "{degraded}");
+    assert!(
+        degraded["detail"]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("control.sock")),
+        "{degraded}"
+    );
+    let (code, outcome) = finish(&mut run, &lane);
+    let events = run.events();
+    assert_eq!(code, 0, "{}\n{}", run.report(), screen_report(&lane));
+    assert_eq!(outcome["state"]["status"], "finished");
+    let finished = transition_to(&events, "finished");
+    assert_eq!(finished["source"], "screen", "{}", run.report());
+    let state = state_file(&lane);
+    assert!(state["hooks"]["failed"].as_u64() >= Some(1), "{state:#}");
+    assert_eq!(state["hooks"]["degraded"], true);
+    drop(run);
+    server.stop();
+    assert_nothing_left(&sandbox);
+}
