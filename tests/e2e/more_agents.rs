@@ -127,6 +127,83 @@ fn screen_report(lane: &Path, size: TermSize) -> String {
     format!("the agent's screen:\n{}", rows.join("\n"))
 }
 
+/// A model server that closes every connection without an answer: the provider is down.
+fn refusing_provider_script() -> Value {
+    json!([{"refuse": true, "repeat": 1000}])
+}
+
+/// Adds a `[handshake]` table to a `--config` file: the provider's retry text on screen for
+/// 3 s makes the lane blocked on the provider (10 s by default), so a test takes seconds.
+fn block_on_the_provider_after_3s(config: &Path) {
+    let text = std::fs::read_to_string(config).expect("config file");
+    std::fs::write(
+        config,
+        format!("{text}\n[handshake]\nprovider_block_secs = 3\n"),
+    )
+    .expect("config file");
+}
+
+/// Waits for a lane whose provider refuses every request to settle, and checks it is
+/// `blocked{provider}` on the profile's `rule` (never `finished`), the agent having taken the
+/// prompt and tried the provider with it. Then Ctrl-C: clawpool stops the agent and exits 130.
+fn assert_blocked_on_the_provider(
+    mut run: LaneRun,
+    lane: &Path,
+    term: TermSize,
+    server: &ModelServer,
+    rule: &str,
+) {
+    let report = || screen_report(lane, term);
+    let settled = run.wait_for(
+        "lane.blocked",
+        Duration::from_secs(120),
+        |e| {
+            matches!(
+                e["kind"].as_str(),
+                Some("lane.blocked" | "lane.finished" | "lane.failed")
+            )
+        },
+        report,
+    );
+    assert_eq!(
+        settled["kind"],
+        "lane.blocked",
+        "{}\n{}",
+        run.report(),
+        report()
+    );
+    assert_eq!(settled["to"]["subphase"], "provider", "{}", run.report());
+    assert_eq!(settled["evidence"]["rule"], rule, "{}", run.report());
+    assert_eq!(
+        transitions(&run.events()),
+        [
+            "spawning",
+            "ready_for_prompt",
+            "prompt_accepted",
+            "running",
+            "blocked/provider"
+        ],
+        "{}",
+        run.report()
+    );
+    let refused = server.main_requests();
+    assert!(!refused.is_empty(), "the agent never tried the provider");
+    assert!(
+        refused[0]["body"].to_string().contains(PROMPT),
+        "{:#?}",
+        refused[0]
+    );
+
+    run.signal(libc::SIGINT);
+    let status = run.wait_exit(PATIENCE);
+    assert_eq!(status.code(), Some(130), "{}", run.report());
+    assert!(
+        !run.events().iter().any(|e| e["kind"] == "lane.finished"),
+        "{}",
+        run.report()
+    );
+}
+
 /// gemini-cli's trusted-folders file, as an object (empty when there is none).
 fn trusted_folders(sandbox: &Sandbox) -> Value {
     std::fs::read_to_string(sandbox.home().join(".gemini/trustedFolders.json"))
@@ -507,6 +584,33 @@ fn opencode_trusted_lane_finishes_with_one_delivery() {
 #[test]
 fn opencode_lane_in_an_80x12_terminal_reaches_ready_and_finishes() {
     opencode_trusted_lane_finishes(Some("80x12"), TermSize { cols: 80, rows: 12 });
+}
+
+/// A provider that refuses every connection: opencode retries without end, saying so in its
+/// footer (`Cannot connect to API: … [retrying in 13s attempt #4]`), and the lane is blocked on
+/// the provider, not finished with an empty input box.
+#[test]
+fn opencode_with_a_refusing_provider_is_blocked_on_the_provider() {
+    real_agent("opencode");
+    let sandbox = Sandbox::new();
+    let lane = repo_lane(&sandbox, "offline");
+    let mut server = ModelServer::start(
+        &sandbox.dir.path().join("model"),
+        &refusing_provider_script(),
+    );
+    seed_opencode_home(&sandbox.home(), &server.url());
+    let config = write_opencode_config(&sandbox, lane.parent());
+    block_on_the_provider_after_3s(&config);
+
+    let run = start_opencode_lane(&sandbox, &config, &lane, None);
+    assert_blocked_on_the_provider(
+        run,
+        &lane,
+        TermSize::default(),
+        &server,
+        "provider_retrying",
+    );
+    server.stop();
 }
 
 /// opencode never asks about folder trust, so it is clawpool's own gate that holds the lane:
