@@ -342,6 +342,39 @@ fn gemini_trusted_lane_is_pre_seeded_in_trusted_folders_and_shows_no_dialog() {
     trusted_lane_finishes(None, TermSize::default(), TrustBy::PreSeeding);
 }
 
+/// A provider that refuses every connection: gemini-cli retries silently behind its
+/// `Thinking...` line (working), gives up after `general.maxAttempts` (2 here; 10 by default,
+/// ~4 min) and goes back to an idle input line with `✕ [API Error: …]` and `ℹ This request
+/// failed. … "Error Verbosity" to full …` above it: the lane is blocked on the provider, not
+/// finished.
+#[test]
+fn gemini_with_a_refusing_provider_is_blocked_on_the_provider() {
+    real_agent("gemini");
+    let sandbox = Sandbox::new();
+    let lane = repo_lane(&sandbox, "offline");
+    let mut server = ModelServer::start(
+        &sandbox.dir.path().join("model"),
+        &refusing_provider_script(),
+    );
+    seed_gemini_home(&sandbox.home());
+    let settings = sandbox.home().join(".gemini/settings.json");
+    std::fs::write(
+        &settings,
+        json!({
+            "security": {"auth": {"selectedType": "gemini-api-key"}},
+            "general": {"maxAttempts": 2}
+        })
+        .to_string(),
+    )
+    .expect("settings.json");
+    let config = write_config(&sandbox, lane.parent(), TrustBy::PreSeeding);
+    block_on_the_provider_after_3s(&config);
+
+    let run = start_lane(&sandbox, &config, &lane, &server, None);
+    assert_blocked_on_the_provider(run, &lane, TermSize::default(), &server, "request_failed");
+    server.stop();
+}
+
 #[test]
 fn gemini_untrusted_lane_is_held_at_the_trust_dialog_and_gets_no_keystroke() {
     real_agent("gemini");
