@@ -145,9 +145,9 @@ fn block_on_the_provider_after_3s(config: &Path) {
 
 /// Waits for a lane whose provider refuses every request to settle, and checks it is
 /// `blocked{provider}` on the profile's `rule` (never `finished`), the agent having taken the
-/// prompt and tried the provider with it. Then Ctrl-C: clawpool stops the agent and exits 130.
+/// prompt and tried the provider with it.
 fn assert_blocked_on_the_provider(
-    mut run: LaneRun,
+    run: &mut LaneRun,
     lane: &Path,
     term: TermSize,
     server: &ModelServer,
@@ -193,7 +193,11 @@ fn assert_blocked_on_the_provider(
         "{:#?}",
         refused[0]
     );
+}
 
+/// Ctrl-C to a lane blocked on the provider: clawpool stops the agent and exits 130, and the
+/// lane was never `finished`.
+fn interrupt_the_blocked_lane(mut run: LaneRun) {
     run.signal(libc::SIGINT);
     let status = run.wait_exit(PATIENCE);
     assert_eq!(status.code(), Some(130), "{}", run.report());
@@ -370,8 +374,15 @@ fn gemini_with_a_refusing_provider_is_blocked_on_the_provider() {
     let config = write_config(&sandbox, lane.parent(), TrustBy::PreSeeding);
     block_on_the_provider_after_3s(&config);
 
-    let run = start_lane(&sandbox, &config, &lane, &server, None);
-    assert_blocked_on_the_provider(run, &lane, TermSize::default(), &server, "request_failed");
+    let mut run = start_lane(&sandbox, &config, &lane, &server, None);
+    assert_blocked_on_the_provider(
+        &mut run,
+        &lane,
+        TermSize::default(),
+        &server,
+        "request_failed",
+    );
+    interrupt_the_blocked_lane(run);
     server.stop();
 }
 
@@ -635,14 +646,15 @@ fn opencode_with_a_refusing_provider_is_blocked_on_the_provider() {
     let config = write_opencode_config(&sandbox, lane.parent());
     block_on_the_provider_after_3s(&config);
 
-    let run = start_opencode_lane(&sandbox, &config, &lane, None);
+    let mut run = start_opencode_lane(&sandbox, &config, &lane, None);
     assert_blocked_on_the_provider(
-        run,
+        &mut run,
         &lane,
         TermSize::default(),
         &server,
         "provider_retrying",
     );
+    interrupt_the_blocked_lane(run);
     server.stop();
 }
 
@@ -1210,6 +1222,43 @@ fn aider_trusted_lane_finishes_with_one_delivery() {
 #[test]
 fn aider_lane_in_an_80x12_terminal_reaches_ready_and_finishes() {
     aider_trusted_lane_finishes(Some("80x12"), TermSize { cols: 80, rows: 12 });
+}
+
+/// A provider that refuses every connection: aider prints each failure and `Retrying in N
+/// seconds...` (waits doubling from 0.25 s), and the lane is blocked on the provider while it
+/// retries. Past a 60 s wait aider gives up and shows an empty `>` prompt under the failure
+/// (~80 s after the first): the lane stays blocked, never `finished`. In an 80x12 terminal.
+#[test]
+fn aider_with_a_refusing_provider_is_blocked_on_the_provider() {
+    aider_binary();
+    let sandbox = Sandbox::new();
+    let lane = repo_lane(&sandbox, "offline");
+    let mut server = ModelServer::start_with(
+        &sandbox.dir.path().join("model"),
+        &refusing_provider_script(),
+        &["--every-request-is-a-task"],
+    );
+    let config = write_aider_config(&sandbox, lane.parent());
+    block_on_the_provider_after_3s(&config);
+    let term = TermSize { cols: 80, rows: 12 };
+
+    let mut run = start_aider_lane(&sandbox, &config, &lane, &server, Some("80x12"));
+    assert_blocked_on_the_provider(&mut run, &lane, term, &server, "provider_retrying");
+
+    // aider's retries run out within ~80 s of the first failure; the lane stays as it is.
+    let meanwhile = run.lines_within(Duration::from_secs(100));
+    assert!(
+        !meanwhile.iter().any(|e| e.get("from").is_some()),
+        "the blocked lane changed state: {meanwhile:#?}"
+    );
+    let screen = screen_report(&lane, term);
+    assert!(
+        screen.contains("The API provider's servers are down or overloaded.")
+            && screen.trim_end().ends_with('>'),
+        "aider has not given up yet: {screen}"
+    );
+    interrupt_the_blocked_lane(run);
+    server.stop();
 }
 
 /// aider never asks about folder trust, so clawpool's own gate holds the lane: ready, but
