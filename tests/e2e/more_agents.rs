@@ -154,9 +154,10 @@ fn assert_blocked_on_the_provider(
     rule: &str,
 ) {
     let report = || screen_report(lane, term);
+    // Qwen Code takes ~4 min to give up (docs/real-agents.md); the others block in seconds.
     let settled = run.wait_for(
         "lane.blocked",
-        Duration::from_secs(120),
+        Duration::from_secs(420),
         |e| {
             matches!(
                 e["kind"].as_str(),
@@ -870,6 +871,46 @@ fn qwen_trusted_lane_finishes_with_one_delivery() {
 #[test]
 fn qwen_lane_in_an_80x12_terminal_reaches_ready_and_finishes() {
     qwen_trusted_lane_finishes(Some("80x12"), TermSize { cols: 80, rows: 12 });
+}
+
+/// A provider that refuses every connection: Qwen Code retries silently behind its spinner
+/// line (working) and, when its retries run out (~4 min here, with the OpenAI client's own
+/// retries off: `model.generationConfig.maxRetries = 0`), goes back to an idle input box with
+/// `✕ [API Error: Connection error. …]` and `(Press Ctrl+Y to retry)` above it: the lane is
+/// blocked on the provider, not finished. In an 80x12 terminal.
+#[test]
+fn qwen_with_a_refusing_provider_is_blocked_on_the_provider() {
+    real_agent("qwen");
+    let sandbox = Sandbox::new();
+    let lane = repo_lane(&sandbox, "offline");
+    let mut server = ModelServer::start(
+        &sandbox.dir.path().join("model"),
+        &refusing_provider_script(),
+    );
+    seed_qwen_home(&sandbox.home());
+    std::fs::write(
+        sandbox.home().join(".qwen/settings.json"),
+        json!({
+            "general": {"enableAutoUpdate": false},
+            "ui": {"enableFollowupSuggestions": false},
+            "model": {"generationConfig": {"maxRetries": 0}}
+        })
+        .to_string(),
+    )
+    .expect("settings.json");
+    let config = write_qwen_config(&sandbox, lane.parent(), "");
+    block_on_the_provider_after_3s(&config);
+
+    let mut run = start_qwen_lane(&sandbox, &config, &lane, &server, Some("80x12"));
+    assert_blocked_on_the_provider(
+        &mut run,
+        &lane,
+        TermSize { cols: 80, rows: 12 },
+        &server,
+        "request_failed",
+    );
+    interrupt_the_blocked_lane(run);
+    server.stop();
 }
 
 /// How a trusted Qwen Code lane with folder trust on gets past its trust question.
