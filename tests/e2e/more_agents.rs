@@ -361,10 +361,10 @@ fn gemini_with_a_refusing_provider_is_blocked_on_the_provider() {
         &sandbox.dir.path().join("model"),
         &refusing_provider_script(),
     );
-    seed_gemini_home(&sandbox.home());
-    let settings = sandbox.home().join(".gemini/settings.json");
+    // seed_gemini_home's settings, and gemini-cli gives up after its second attempt.
+    std::fs::create_dir_all(sandbox.home().join(".gemini")).expect("~/.gemini");
     std::fs::write(
-        &settings,
+        sandbox.home().join(".gemini/settings.json"),
         json!({
             "security": {"auth": {"selectedType": "gemini-api-key"}},
             "general": {"maxAttempts": 2}
@@ -887,7 +887,8 @@ fn qwen_with_a_refusing_provider_is_blocked_on_the_provider() {
         &sandbox.dir.path().join("model"),
         &refusing_provider_script(),
     );
-    seed_qwen_home(&sandbox.home());
+    // seed_qwen_home's settings, and no retries by the OpenAI client under Qwen Code's own.
+    std::fs::create_dir_all(sandbox.home().join(".qwen")).expect("~/.qwen");
     std::fs::write(
         sandbox.home().join(".qwen/settings.json"),
         json!({
