@@ -127,6 +127,88 @@ fn screen_report(lane: &Path, size: TermSize) -> String {
     format!("the agent's screen:\n{}", rows.join("\n"))
 }
 
+/// A model server that closes every connection without an answer: the provider is down.
+fn refusing_provider_script() -> Value {
+    json!([{"refuse": true, "repeat": 1000}])
+}
+
+/// Adds a `[handshake]` table to a `--config` file: the provider's retry text on screen for
+/// 3 s makes the lane blocked on the provider (10 s by default), so a test takes seconds.
+fn block_on_the_provider_after_3s(config: &Path) {
+    let text = std::fs::read_to_string(config).expect("config file");
+    std::fs::write(
+        config,
+        format!("{text}\n[handshake]\nprovider_block_secs = 3\n"),
+    )
+    .expect("config file");
+}
+
+/// Waits for a lane whose provider refuses every request to settle, and checks it is
+/// `blocked{provider}` on the profile's `rule` (never `finished`), the agent having taken the
+/// prompt and tried the provider with it.
+fn assert_blocked_on_the_provider(
+    run: &mut LaneRun,
+    lane: &Path,
+    term: TermSize,
+    server: &ModelServer,
+    rule: &str,
+) {
+    let report = || screen_report(lane, term);
+    // Qwen Code takes ~4 min to give up (docs/real-agents.md); the others block in seconds.
+    let settled = run.wait_for(
+        "lane.blocked",
+        Duration::from_secs(420),
+        |e| {
+            matches!(
+                e["kind"].as_str(),
+                Some("lane.blocked" | "lane.finished" | "lane.failed")
+            )
+        },
+        report,
+    );
+    assert_eq!(
+        settled["kind"],
+        "lane.blocked",
+        "{}\n{}",
+        run.report(),
+        report()
+    );
+    assert_eq!(settled["to"]["subphase"], "provider", "{}", run.report());
+    assert_eq!(settled["evidence"]["rule"], rule, "{}", run.report());
+    assert_eq!(
+        transitions(&run.events()),
+        [
+            "spawning",
+            "ready_for_prompt",
+            "prompt_accepted",
+            "running",
+            "blocked/provider"
+        ],
+        "{}",
+        run.report()
+    );
+    let refused = server.main_requests();
+    assert!(!refused.is_empty(), "the agent never tried the provider");
+    assert!(
+        refused[0]["body"].to_string().contains(PROMPT),
+        "{:#?}",
+        refused[0]
+    );
+}
+
+/// Ctrl-C to a lane blocked on the provider: clawpool stops the agent and exits 130, and the
+/// lane was never `finished`.
+fn interrupt_the_blocked_lane(mut run: LaneRun) {
+    run.signal(libc::SIGINT);
+    let status = run.wait_exit(PATIENCE);
+    assert_eq!(status.code(), Some(130), "{}", run.report());
+    assert!(
+        !run.events().iter().any(|e| e["kind"] == "lane.finished"),
+        "{}",
+        run.report()
+    );
+}
+
 /// gemini-cli's trusted-folders file, as an object (empty when there is none).
 fn trusted_folders(sandbox: &Sandbox) -> Value {
     std::fs::read_to_string(sandbox.home().join(".gemini/trustedFolders.json"))
@@ -263,6 +345,46 @@ fn gemini_lane_in_an_80x12_terminal_reaches_ready_and_finishes() {
 #[test]
 fn gemini_trusted_lane_is_pre_seeded_in_trusted_folders_and_shows_no_dialog() {
     trusted_lane_finishes(None, TermSize::default(), TrustBy::PreSeeding);
+}
+
+/// A provider that refuses every connection: gemini-cli retries silently behind its
+/// `Thinking...` line (working), gives up after `general.maxAttempts` (2 here; 10 by default,
+/// ~4 min) and goes back to an idle input line with `✕ [API Error: …]` and `ℹ This request
+/// failed. … "Error Verbosity" to full …` above it: the lane is blocked on the provider, not
+/// finished.
+#[test]
+fn gemini_with_a_refusing_provider_is_blocked_on_the_provider() {
+    real_agent("gemini");
+    let sandbox = Sandbox::new();
+    let lane = repo_lane(&sandbox, "offline");
+    let mut server = ModelServer::start(
+        &sandbox.dir.path().join("model"),
+        &refusing_provider_script(),
+    );
+    // seed_gemini_home's settings, and gemini-cli gives up after its second attempt.
+    std::fs::create_dir_all(sandbox.home().join(".gemini")).expect("~/.gemini");
+    std::fs::write(
+        sandbox.home().join(".gemini/settings.json"),
+        json!({
+            "security": {"auth": {"selectedType": "gemini-api-key"}},
+            "general": {"maxAttempts": 2}
+        })
+        .to_string(),
+    )
+    .expect("settings.json");
+    let config = write_config(&sandbox, lane.parent(), TrustBy::PreSeeding);
+    block_on_the_provider_after_3s(&config);
+
+    let mut run = start_lane(&sandbox, &config, &lane, &server, None);
+    assert_blocked_on_the_provider(
+        &mut run,
+        &lane,
+        TermSize::default(),
+        &server,
+        "request_failed",
+    );
+    interrupt_the_blocked_lane(run);
+    server.stop();
 }
 
 #[test]
@@ -509,6 +631,34 @@ fn opencode_lane_in_an_80x12_terminal_reaches_ready_and_finishes() {
     opencode_trusted_lane_finishes(Some("80x12"), TermSize { cols: 80, rows: 12 });
 }
 
+/// A provider that refuses every connection: opencode retries without end, saying so in its
+/// footer (`Cannot connect to API: … [retrying in 13s attempt #4]`), and the lane is blocked on
+/// the provider, not finished with an empty input box.
+#[test]
+fn opencode_with_a_refusing_provider_is_blocked_on_the_provider() {
+    real_agent("opencode");
+    let sandbox = Sandbox::new();
+    let lane = repo_lane(&sandbox, "offline");
+    let mut server = ModelServer::start(
+        &sandbox.dir.path().join("model"),
+        &refusing_provider_script(),
+    );
+    seed_opencode_home(&sandbox.home(), &server.url());
+    let config = write_opencode_config(&sandbox, lane.parent());
+    block_on_the_provider_after_3s(&config);
+
+    let mut run = start_opencode_lane(&sandbox, &config, &lane, None);
+    assert_blocked_on_the_provider(
+        &mut run,
+        &lane,
+        TermSize::default(),
+        &server,
+        "provider_retrying",
+    );
+    interrupt_the_blocked_lane(run);
+    server.stop();
+}
+
 /// opencode never asks about folder trust, so it is clawpool's own gate that holds the lane:
 /// ready, but nobody trusted it, so nothing is typed and no task reaches the model.
 #[test]
@@ -721,6 +871,47 @@ fn qwen_trusted_lane_finishes_with_one_delivery() {
 #[test]
 fn qwen_lane_in_an_80x12_terminal_reaches_ready_and_finishes() {
     qwen_trusted_lane_finishes(Some("80x12"), TermSize { cols: 80, rows: 12 });
+}
+
+/// A provider that refuses every connection: Qwen Code retries silently behind its spinner
+/// line (working) and, when its retries run out (~4 min here, with the OpenAI client's own
+/// retries off: `model.generationConfig.maxRetries = 0`), goes back to an idle input box with
+/// `✕ [API Error: Connection error. …]` and `(Press Ctrl+Y to retry)` above it: the lane is
+/// blocked on the provider, not finished. In an 80x12 terminal.
+#[test]
+fn qwen_with_a_refusing_provider_is_blocked_on_the_provider() {
+    real_agent("qwen");
+    let sandbox = Sandbox::new();
+    let lane = repo_lane(&sandbox, "offline");
+    let mut server = ModelServer::start(
+        &sandbox.dir.path().join("model"),
+        &refusing_provider_script(),
+    );
+    // seed_qwen_home's settings, and no retries by the OpenAI client under Qwen Code's own.
+    std::fs::create_dir_all(sandbox.home().join(".qwen")).expect("~/.qwen");
+    std::fs::write(
+        sandbox.home().join(".qwen/settings.json"),
+        json!({
+            "general": {"enableAutoUpdate": false},
+            "ui": {"enableFollowupSuggestions": false},
+            "model": {"generationConfig": {"maxRetries": 0}}
+        })
+        .to_string(),
+    )
+    .expect("settings.json");
+    let config = write_qwen_config(&sandbox, lane.parent(), "");
+    block_on_the_provider_after_3s(&config);
+
+    let mut run = start_qwen_lane(&sandbox, &config, &lane, &server, Some("80x12"));
+    assert_blocked_on_the_provider(
+        &mut run,
+        &lane,
+        TermSize { cols: 80, rows: 12 },
+        &server,
+        "request_failed",
+    );
+    interrupt_the_blocked_lane(run);
+    server.stop();
 }
 
 /// How a trusted Qwen Code lane with folder trust on gets past its trust question.
@@ -1073,6 +1264,43 @@ fn aider_trusted_lane_finishes_with_one_delivery() {
 #[test]
 fn aider_lane_in_an_80x12_terminal_reaches_ready_and_finishes() {
     aider_trusted_lane_finishes(Some("80x12"), TermSize { cols: 80, rows: 12 });
+}
+
+/// A provider that refuses every connection: aider prints each failure and `Retrying in N
+/// seconds...` (waits doubling from 0.25 s), and the lane is blocked on the provider while it
+/// retries. Past a 60 s wait aider gives up and shows an empty `>` prompt under the failure
+/// (~80 s after the first): the lane stays blocked, never `finished`. In an 80x12 terminal.
+#[test]
+fn aider_with_a_refusing_provider_is_blocked_on_the_provider() {
+    aider_binary();
+    let sandbox = Sandbox::new();
+    let lane = repo_lane(&sandbox, "offline");
+    let mut server = ModelServer::start_with(
+        &sandbox.dir.path().join("model"),
+        &refusing_provider_script(),
+        &["--every-request-is-a-task"],
+    );
+    let config = write_aider_config(&sandbox, lane.parent());
+    block_on_the_provider_after_3s(&config);
+    let term = TermSize { cols: 80, rows: 12 };
+
+    let mut run = start_aider_lane(&sandbox, &config, &lane, &server, Some("80x12"));
+    assert_blocked_on_the_provider(&mut run, &lane, term, &server, "provider_retrying");
+
+    // aider's retries run out within ~80 s of the first failure; the lane stays as it is.
+    let meanwhile = run.lines_within(Duration::from_secs(100));
+    assert!(
+        !meanwhile.iter().any(|e| e.get("from").is_some()),
+        "the blocked lane changed state: {meanwhile:#?}"
+    );
+    let screen = screen_report(&lane, term);
+    assert!(
+        screen.contains("The API provider's servers are down or overloaded.")
+            && screen.trim_end().ends_with('>'),
+        "aider has not given up yet: {screen}"
+    );
+    interrupt_the_blocked_lane(run);
+    server.stop();
 }
 
 /// aider never asks about folder trust, so clawpool's own gate holds the lane: ready, but
