@@ -5,6 +5,7 @@ mod claw_compat;
 mod crashes;
 mod freshness;
 mod handshake;
+mod idle;
 mod model_server;
 mod more_agents;
 mod permissions;
