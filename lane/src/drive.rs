@@ -66,8 +66,10 @@ pub struct LaneJob {
     pub name: String,
     /// Its folder (canonical).
     pub dir: PathBuf,
-    /// The agent's profile.
-    pub profile: Profile,
+    /// The agent's profile, shared by every lane of that agent: its compiled regexes are
+    /// compiled once, and each copy of a regex would keep its own match caches (tens of KiB
+    /// once used) per lane.
+    pub profile: Arc<Profile>,
     /// Whether its folder is under a trusted root.
     pub trusted: bool,
     /// The handshake's timing.
@@ -150,6 +152,10 @@ fn spawn_spec(job: &LaneJob) -> Result<SpawnSpec, LaneError> {
         spec.size = size;
     }
     spec.raw_log = Some(RawLogConfig::new(&job.terminal_log));
+    // No text scrollback: nothing reads a lane's (detection reads the visible screen, `ui` and
+    // `explain` too, and the raw log keeps every byte), and a full one costs a busy lane about
+    // 100 KiB of the supervisor's memory and the formatting of every row that scrolls off.
+    spec.scrollback_lines = 0;
     Ok(spec)
 }
 
@@ -579,6 +585,10 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, LaneError> 
     drop(operator_rx);
     // The agent rewrites its trust store from memory when it exits: confine it once it is gone.
     worker.stop(std::time::Duration::from_secs(5)).await;
+    // The lane's terminal is over: its screen model goes now, not after the verification and
+    // close-out that may follow for minutes (a `screen` request is answered that it ended).
+    screen.clear();
+    drop(worker);
     if let Some(store) = &rig.lane.store {
         confine_trust_store(store, &events);
     }
