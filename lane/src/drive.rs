@@ -11,7 +11,7 @@ use crate::handshake::{
     Settings, TrustGate, Verdict, check_prompt, confine_trust_store, plan_prompt,
 };
 use crate::lane_state::StateRecorder;
-use crate::permission_gate::{PermissionGate, lane_context};
+use crate::permission_gate::PermissionGate;
 use clawpool_agents::profiles::{Profile, TrustStore};
 use clawpool_agents::trust::{
     StoreGuard, claude_config_file, codex_config_file, gemini_trusted_folders_file,
@@ -187,10 +187,8 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, LaneError> 
     let mut spec = spawn_spec(&job)?;
     // Tool-permission questions go to the policy's `[permissions]` before a person.
     let permissions = job.policy.permissions();
-    let permission_gate = PermissionGate::new(
-        permissions.policy.clone(),
-        lane_context(&job.dir, permissions)?,
-    );
+    let permission_gate =
+        PermissionGate::for_worktree(permissions.policy.clone(), &job.dir, permissions)?;
     let state_dir = job.dir.join(STATE_DIR);
     std::fs::create_dir_all(&state_dir)
         .map_err(|e| LaneError::io("creating the lane's .claw folder", e))?;
