@@ -252,18 +252,22 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, LaneError> 
             })),
     );
     // The lane's files, and for a lane with a branch its HEAD, branch and base ref, watched
-    // with the other lanes of its repository (one inotify instance for them all).
-    let lane_watch = LaneWatch::start(
-        &job.dir,
-        external.clone(),
-        job.branch.as_ref().map(|_| BranchWatch {
-            base: job
-                .base
-                .as_ref()
-                .map(|(git_ref, _)| git_ref.clone())
-                .or_else(|| job.checks.as_ref().map(|checks| checks.base.clone())),
-        }),
-    );
+    // with the other lanes of its repository (one inotify instance for them all). Adding
+    // watches waits for the shared watcher's thread, which may be busy with other lanes'
+    // events: not on the runtime's threads.
+    let branch_watch = job.branch.as_ref().map(|_| BranchWatch {
+        base: job
+            .base
+            .as_ref()
+            .map(|(git_ref, _)| git_ref.clone())
+            .or_else(|| job.checks.as_ref().map(|checks| checks.base.clone())),
+    });
+    let lane_watch = {
+        let (dir, progress) = (job.dir.clone(), external.clone());
+        tokio::task::spawn_blocking(move || LaneWatch::start(&dir, progress, branch_watch))
+            .await
+            .map_err(|e| LaneError::io("watching the lane's folder", std::io::Error::other(e)))?
+    };
 
     if job.trusted && adopt.is_none() {
         seed_trust_store(&job.profile, &job.dir, &spec, &events);

@@ -11,11 +11,11 @@
 //!   (`.git/`, `.claw/`, `.pytest_cache/`, an agent's or a test double's own logs) are tools'
 //!   bookkeeping, not the lane's work, and do not count.
 //! - **Moves** (lanes with a branch): its worktree's `HEAD` (in `.git/worktrees/<name>/`),
-//!   the branch that `HEAD` names, its base ref, or `packed-refs` changed — git replaces each
-//!   of these by renaming a `.lock` file over it, so one event arrives per update. The lane's
-//!   commit and freshness checks run on that ([`LaneWatch::moved`]) instead of on a timer; a
-//!   slow sweep of their own covers what a watch can miss (an inotify queue that overflowed,
-//!   a ref directory made between two looks).
+//!   the loose ref that `HEAD` names, or its base ref changed — git replaces each of these by
+//!   renaming a `.lock` file over it, so one event arrives per update. The lane's commit and
+//!   freshness checks run on that ([`LaneWatch::moves`]) instead of on a timer; a slow sweep
+//!   of their own covers what a watch can miss (an inotify queue that overflowed, a ref only
+//!   in `packed-refs`, a ref directory made between two looks).
 //!
 //! A repository that cannot be watched (no inotify instance left, a folder that went away) is
 //! logged once and left to the screen and the sweeps.
@@ -131,10 +131,15 @@ impl WatchedLane {
     }
 }
 
+/// The lanes of a repository, found by the paths their events come on: an event is looked up
+/// by its path's folders and by its own path, never compared with every lane (at a thousand
+/// lanes that comparison was most of an idle supervisor's time).
 #[derive(Default)]
 struct Lanes {
     next_id: u64,
     by_id: HashMap<u64, WatchedLane>,
+    by_worktree: HashMap<PathBuf, u64>,
+    by_head_file: HashMap<PathBuf, u64>,
 }
 
 /// The one watcher of a repository (or of a folder outside git, for `clawpool run`).
@@ -190,12 +195,13 @@ impl RepoWatcher {
             .is_ok()
     }
 
-    /// Watches the repository's refs and its common dir (`packed-refs`, the main worktree's
-    /// `HEAD`), once.
+    /// Watches the repository's loose refs, once. Not the common dir itself: every git
+    /// command of every lane opens files there (`config`, `HEAD`), and inotify queues an event
+    /// for each open; what changes there that matters (`packed-refs`, rewritten by `git
+    /// pack-refs` or `gc`, which move no ref) is left to the sweeps.
     fn watch_refs(&self, common: &Path) {
         let mut watched = self.refs_watched.lock().unwrap_or_else(|p| p.into_inner());
         if !*watched {
-            self.watch(common, RecursiveMode::NonRecursive);
             self.watch(&common.join("refs"), RecursiveMode::Recursive);
             *watched = true;
         }
@@ -205,16 +211,24 @@ impl RepoWatcher {
         let mut lanes = self.lanes.lock().unwrap_or_else(|p| p.into_inner());
         lanes.next_id += 1;
         let id = lanes.next_id;
+        lanes.by_worktree.insert(lane.worktree.clone(), id);
+        if let Some(head) = &lane.head_file {
+            lanes.by_head_file.insert(head.clone(), id);
+        }
         lanes.by_id.insert(id, lane);
         id
     }
 
     fn remove(&self, id: u64, watched: &[PathBuf]) {
-        self.lanes
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .by_id
-            .remove(&id);
+        {
+            let mut lanes = self.lanes.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(lane) = lanes.by_id.remove(&id) {
+                lanes.by_worktree.remove(&lane.worktree);
+                if let Some(head) = &lane.head_file {
+                    lanes.by_head_file.remove(head);
+                }
+            }
+        }
         let mut watcher = self.watcher.lock().unwrap_or_else(|p| p.into_inner());
         for path in watched {
             // A folder already gone took its watches with it.
@@ -225,35 +239,44 @@ impl RepoWatcher {
 
 /// Tells each lane what `event` means for it.
 fn dispatch(common: Option<&Path>, lanes: &mut Lanes, event: &notify::Event) {
-    if event.need_rescan() {
-        // Events were lost: every lane looks again.
-        lanes.by_id.values().for_each(WatchedLane::tell_moved);
-        return;
-    }
-    if matches!(event.kind, EventKind::Access(_)) {
+    // Events were lost (the instance's queue overflowed): the sweeps look again. Telling every
+    // lane at once would be worse: each look opens files under watch, and with many lanes the
+    // events of those opens alone overflow the queue again.
+    if event.need_rescan() || matches!(event.kind, EventKind::Access(_)) {
         return;
     }
     for path in &event.paths {
-        let in_git = common.and_then(|common| path.strip_prefix(common).ok());
-        let packed_refs = in_git.is_some_and(|r| r == Path::new("packed-refs"));
-        let ref_name = in_git
+        let ref_name = common
+            .and_then(|common| path.strip_prefix(common).ok())
             .filter(|r| r.starts_with("refs"))
             .and_then(Path::to_str);
-        for lane in lanes.by_id.values_mut() {
-            if counts(&lane.worktree, path) {
-                lane.progress.record(ProgressSource::WorktreeChange);
-            }
-            let head_moved = lane.head_file.as_deref() == Some(path.as_path());
-            if head_moved {
-                // `HEAD` may name another branch now: later commits move that one.
-                lane.branch_ref = symbolic_ref(path);
-            }
-            let ref_moved = ref_name.is_some_and(|name| {
-                lane.branch_ref.as_deref() == Some(name) || lane.base_refs.iter().any(|b| b == name)
-            });
-            if head_moved || ref_moved || (packed_refs && lane.head_file.is_some()) {
-                lane.tell_moved();
-            }
+        let worker = path
+            .ancestors()
+            .skip(1)
+            .find_map(|folder| lanes.by_worktree.get(folder))
+            .and_then(|id| lanes.by_id.get(id));
+        if let Some(lane) = worker
+            && counts(&lane.worktree, path)
+        {
+            lane.progress.record(ProgressSource::WorktreeChange);
+        }
+        if let Some(id) = lanes.by_head_file.get(path.as_path()).copied()
+            && let Some(lane) = lanes.by_id.get_mut(&id)
+        {
+            // `HEAD` may name another branch now: later commits move that one.
+            lane.branch_ref = symbolic_ref(path);
+            lane.tell_moved();
+        }
+        // A ref moved: the lanes on that branch, or based on it.
+        if let Some(name) = ref_name {
+            lanes
+                .by_id
+                .values()
+                .filter(|lane| {
+                    lane.branch_ref.as_deref() == Some(name)
+                        || lane.base_refs.iter().any(|b| b == name)
+                })
+                .for_each(WatchedLane::tell_moved);
         }
     }
 }
