@@ -74,7 +74,8 @@ impl LaneWatch {
         };
         if let Some((paths, branch)) = git {
             shared.watch_refs(&paths.common);
-            // The main worktree's git dir is the common dir, already watched for the repository.
+            // Not the main worktree's git dir, the common dir (`watch_refs` says why): a lane
+            // there has its branch's ref watched, and a detached HEAD left to the sweeps.
             if paths.git_dir != paths.common
                 && shared.watch(&paths.git_dir, RecursiveMode::NonRecursive)
             {
