@@ -152,10 +152,6 @@ fn spawn_spec(job: &LaneJob) -> Result<SpawnSpec, LaneError> {
         spec.size = size;
     }
     spec.raw_log = Some(RawLogConfig::new(&job.terminal_log));
-    // No text scrollback: nothing reads a lane's (detection reads the visible screen, `ui` and
-    // `explain` too, and the raw log keeps every byte), and a full one costs a busy lane about
-    // 100 KiB of the supervisor's memory and the formatting of every row that scrolls off.
-    spec.scrollback_lines = 0;
     Ok(spec)
 }
 
