@@ -1,5 +1,6 @@
 //! A lane's branch and verification, in the process that owns the lane: the freshness watch
-//! (at start and every `freshness_check_secs`), merge-forward and verify on an operator's
+//! (at start, when the lane's HEAD, branch or base ref moves, and every
+//! `freshness_check_secs`), merge-forward and verify on an operator's
 //! request (arriving on the lane's control socket), and verification when the lane finishes
 //! (the packet's `verify_on_finish`).
 
@@ -79,16 +80,22 @@ impl LaneChecks {
         check
     }
 
-    /// Checks now and then every interval, until aborted.
+    /// Checks now, then whenever `moves` says the lane's HEAD, branch or base ref moved, and
+    /// every interval besides (a safety sweep, and what fetches a remote base), until aborted.
     pub fn watch(
         self,
         events: Arc<EventLog>,
         recorder: StateRecorder,
+        mut moves: tokio::sync::watch::Receiver<u64>,
     ) -> tokio::task::JoinHandle<()> {
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(self.freshness.check_interval);
+            let mut watched = true;
             loop {
-                tick.tick().await;
+                tokio::select! {
+                    changed = moves.changed(), if watched => watched = changed.is_ok(),
+                    _ = tick.tick() => {}
+                }
                 self.check(&events, &recorder).await;
             }
         })

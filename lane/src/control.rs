@@ -54,13 +54,21 @@ impl ScreenSource {
         }
     }
 
+    /// Forgets the worker once the lane's terminal is over, so that nothing keeps its screen
+    /// model alive.
+    pub fn clear(&self) {
+        if let Ok(mut current) = self.0.lock() {
+            *current = None;
+        }
+    }
+
     /// The reply to a `screen` request: `ok`, the size (`cols`, `rows`), the `cursor` (row,
     /// column), the visible rows as `text`, and `formatted`, the same screen as escape
     /// sequences with its colours (what redraws it on another terminal).
     fn reply(&self) -> Value {
         let worker = self.0.lock().ok().and_then(|current| current.clone());
         let Some(worker) = worker else {
-            return serde_json::json!({"ok": false, "error": "the lane has no worker yet"});
+            return serde_json::json!({"ok": false, "error": "the lane has no worker: not started yet, or its terminal is over"});
         };
         let snapshot = worker.snapshot();
         serde_json::json!({

@@ -11,7 +11,7 @@ use crate::handshake::{
     Settings, TrustGate, Verdict, check_prompt, confine_trust_store, plan_prompt,
 };
 use crate::lane_state::StateRecorder;
-use crate::permission_gate::{PermissionGate, lane_context};
+use crate::permission_gate::PermissionGate;
 use clawpool_agents::profiles::{AgentHooks, Profile, TrustStore};
 use clawpool_agents::trust::{
     StoreGuard, claude_config_file, codex_config_file, gemini_trusted_folders_file,
@@ -32,7 +32,7 @@ use crate::control;
 use crate::error::LaneError;
 use crate::interrupt::{Interrupt, StopSignal};
 use crate::recovering::{Finishing, Plan, Recovery, Watch};
-use crate::worktree_watch::WorktreeWatch;
+use crate::worktree_watch::{BranchWatch, LaneWatch};
 use clawpool_recovery::StepOutcome;
 
 /// The folder inside a lane where clawpool keeps its files.
@@ -67,8 +67,10 @@ pub struct LaneJob {
     pub name: String,
     /// Its folder (canonical).
     pub dir: PathBuf,
-    /// The agent's profile.
-    pub profile: Profile,
+    /// The agent's profile, shared by every lane of that agent: its compiled regexes are
+    /// compiled once, and each copy of a regex would keep its own match caches (tens of KiB
+    /// once used) per lane.
+    pub profile: Arc<Profile>,
     /// Whether its folder is under a trusted root.
     pub trusted: bool,
     /// The handshake's timing.
@@ -182,10 +184,8 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, LaneError> 
     let mut spec = spawn_spec(&job)?;
     // Tool-permission questions go to the policy's `[permissions]` before a person.
     let permissions = job.policy.permissions();
-    let permission_gate = PermissionGate::new(
-        permissions.policy.clone(),
-        lane_context(&job.dir, permissions)?,
-    );
+    let permission_gate =
+        PermissionGate::for_worktree(permissions.policy.clone(), &job.dir, permissions)?;
     let state_dir = job.dir.join(STATE_DIR);
     std::fs::create_dir_all(&state_dir)
         .map_err(|e| LaneError::io("creating the lane's .claw folder", e))?;
@@ -248,7 +248,23 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, LaneError> 
                 on_event(event);
             })),
     );
-    let _worktree_watch = WorktreeWatch::start(&job.dir, external.clone());
+    // The lane's files, and for a lane with a branch its HEAD, branch and base ref, watched
+    // with the other lanes of its repository (one inotify instance for them all). Adding
+    // watches waits for the shared watcher's thread, which may be busy with other lanes'
+    // events: not on the runtime's threads.
+    let branch_watch = job.branch.as_ref().map(|_| BranchWatch {
+        base: job
+            .base
+            .as_ref()
+            .map(|(git_ref, _)| git_ref.clone())
+            .or_else(|| job.checks.as_ref().map(|checks| checks.base.clone())),
+    });
+    let lane_watch = {
+        let (dir, progress) = (job.dir.clone(), external.clone());
+        tokio::task::spawn_blocking(move || LaneWatch::start(&dir, progress, branch_watch))
+            .await
+            .map_err(|e| LaneError::io("watching the lane's folder", std::io::Error::other(e)))?
+    };
 
     if job.trusted && adopt.is_none() {
         seed_trust_store(&job.profile, &job.dir, &spec, &events);
@@ -325,10 +341,14 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, LaneError> 
         )),
         None => None,
     };
-    let commit_task = commits.as_ref().map(CommitWatch::spawn);
+    let commit_task = commits
+        .as_ref()
+        .map(|commits| commits.spawn(lane_watch.moves()));
     let branch_tasks = job.checks.clone().map(|checks| {
         (
-            checks.clone().watch(Arc::clone(&events), recorder.clone()),
+            checks
+                .clone()
+                .watch(Arc::clone(&events), recorder.clone(), lane_watch.moves()),
             checks.serve(ops_rx, Arc::clone(&events), recorder.clone()),
         )
     });
@@ -592,6 +612,10 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, LaneError> 
     drop(operator_rx);
     // The agent rewrites its trust store from memory when it exits: confine it once it is gone.
     worker.stop(std::time::Duration::from_secs(5)).await;
+    // The lane's terminal is over: its screen model goes now, not after the verification and
+    // close-out that may follow for minutes (a `screen` request is answered that it ended).
+    screen.clear();
+    drop(worker);
     if let Some(store) = &rig.lane.store {
         confine_trust_store(store, &events);
     }
@@ -620,7 +644,7 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, LaneError> 
     if let (Some(task), Some(commits)) = (commit_task, &commits) {
         task.abort();
         // A commit made just before the lane finished is still reported.
-        commits.check().await;
+        commits.check(Look::Last).await;
     }
     if let Terminal::Tmux(server) = &job.terminal {
         let _ = server.kill_session(&rig.session).await;
@@ -900,8 +924,35 @@ async fn start_worker(
     }
 }
 
-/// How often a spawned lane's branch is checked for new commits.
-const COMMIT_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_secs(2);
+/// How often a spawned lane's branch is looked at when nothing told it that it moved: a
+/// safety sweep for what the repository's watch can miss (an inotify queue that overflowed, a
+/// repository that could not be watched). Moves are noticed from the filesystem as they happen
+/// ([`LaneWatch`]), so this can be slow.
+const COMMIT_SWEEP_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// What made the commit watch look (`look` in `lane.commit.created`).
+#[derive(Clone, Copy)]
+enum Look {
+    /// When the lane starts (commits made while no supervisor ran).
+    Start,
+    /// The repository's watch said the lane's HEAD, branch or base moved.
+    Watch,
+    /// The slow safety sweep.
+    Sweep,
+    /// When the lane ends.
+    Last,
+}
+
+impl Look {
+    fn name(self) -> &'static str {
+        match self {
+            Look::Start => "start",
+            Look::Watch => "watch",
+            Look::Sweep => "sweep",
+            Look::Last => "last",
+        }
+    }
+}
 
 /// At most this many `lane.commit.created` per look; older new commits are summed up in one
 /// `lane.commits.skipped`, so a history imported at once cannot flood the log.
@@ -942,7 +993,7 @@ impl CommitWatch {
     }
 
     /// Looks once; records an event per commit HEAD gained since the last look.
-    async fn check(&self) {
+    async fn check(&self, look: Look) {
         let mut last = self.last.lock().await;
         let mut known: Vec<String> = last.iter().cloned().collect();
         if let Some((git_ref, sha)) = &self.base {
@@ -969,6 +1020,7 @@ impl CommitWatch {
                     "count": new.left_out,
                     "oldest": new.oldest_left_out,
                     "newest_reported": new.commits.first().map(|c| &c.sha),
+                    "look": look.name(),
                 }),
             );
         }
@@ -978,20 +1030,33 @@ impl CommitWatch {
                 None,
                 None,
                 None,
-                json!({"sha": commit.sha, "subject": commit.subject}),
+                json!({"sha": commit.sha, "subject": commit.subject, "look": look.name()}),
             );
         }
         *last = Some(new.head);
     }
 
-    /// Looks every [`COMMIT_CHECK_INTERVAL`] until aborted.
-    fn spawn(&self) -> tokio::task::JoinHandle<()> {
+    /// Looks at start, then whenever `moves` says the lane's HEAD, branch or base moved, and
+    /// every [`COMMIT_SWEEP_INTERVAL`] besides, until aborted.
+    fn spawn(&self, mut moves: tokio::sync::watch::Receiver<u64>) -> tokio::task::JoinHandle<()> {
         let watch = self.clone();
         tokio::spawn(async move {
-            let mut tick = tokio::time::interval(COMMIT_CHECK_INTERVAL);
+            watch.check(Look::Start).await;
+            let mut sweep = tokio::time::interval_at(
+                tokio::time::Instant::now() + COMMIT_SWEEP_INTERVAL,
+                COMMIT_SWEEP_INTERVAL,
+            );
+            let mut watched = true;
             loop {
-                tick.tick().await;
-                watch.check().await;
+                let look = tokio::select! {
+                    changed = moves.changed(), if watched => {
+                        // The watch is gone only with the lane; the sweep carries on until then.
+                        watched = changed.is_ok();
+                        Look::Watch
+                    }
+                    _ = sweep.tick() => Look::Sweep,
+                };
+                watch.check(look).await;
             }
         })
     }

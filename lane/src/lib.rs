@@ -47,10 +47,15 @@
 //! - the control socket listener ([`control::listen`]): operator commands to the handshake
 //!   (each with a one-shot reply for its verdict), merge-forward and verify to
 //!   [`checks::LaneChecks::serve`], screen requests answered from the worker's screen model;
+//! - the lane's subscription to its repository's watcher ([`worktree_watch::LaneWatch`]:
+//!   one inotify instance per repository in the process, shared by its lanes): a file
+//!   changed in the worktree counts as progress, and a move of the lane's HEAD, branch or
+//!   base ref wakes the two tasks below;
 //! - the freshness watch ([`checks::LaneChecks::watch`]): the branch against its base at
-//!   start and every `freshness_check_secs`;
-//! - the commit watch (HEAD every 2 s, one `lane.commit.created` per new commit) and the
-//!   worktree watch ([`worktree_watch::WorktreeWatch`], inotify): both count as progress;
+//!   start, on each move, and every `freshness_check_secs`;
+//! - the commit watch (one `lane.commit.created` per new commit, counted as progress): at
+//!   start, on each move, and in a 60 s safety sweep — nothing polls HEAD while nothing
+//!   happens;
 //! - no heartbeat: the driver holds the lane's supervisor lock (`.claw/supervisor.lock`)
 //!   for the lane's life, which readers probe; nothing is rewritten while nothing happens;
 //! - hooks ([`hooks`]): the policy's `run` hooks for each event, in their own tasks, bounded;

@@ -28,35 +28,48 @@ pub fn lane_context(
     worktree: &Path,
     settings: &PermissionSettings,
 ) -> Result<LaneContext, LaneError> {
+    let mut lane = own_context(worktree, settings)?;
+    lane.other_lanes = other_lanes(&lane.worktree);
+    Ok(lane)
+}
+
+/// [`lane_context`] without the other lanes.
+fn own_context(worktree: &Path, settings: &PermissionSettings) -> Result<LaneContext, LaneError> {
     let worktree = worktree
         .canonicalize()
         .unwrap_or_else(|_| worktree.to_path_buf());
     let repo = Repo::open(&worktree).ok();
-    let mut other_lanes = Vec::new();
-    let mut packet_profile = None;
-    if let Some(repo) = &repo {
-        for name in registered_names(repo) {
-            let Ok(entry) = lane_registry(repo, &name).entry() else {
-                continue;
-            };
+    let packet_profile = repo.as_ref().and_then(|repo| {
+        registered_names(repo).into_iter().find_map(|name| {
+            let entry = lane_registry(repo, &name).entry().ok()?;
             let lane = entry.worktree.canonicalize().unwrap_or(entry.worktree);
-            if lane == worktree {
-                packet_profile = entry.permission_profile;
-            } else {
-                other_lanes.push(lane);
-            }
-        }
-    }
+            (lane == worktree).then_some(entry.permission_profile)?
+        })
+    });
     let profile = settings
         .profile_for(packet_profile.as_deref())
         .map_err(|message| LaneError::invalid("invalid_permission_profile", message))?;
     Ok(LaneContext {
         repository: repo.map_or_else(|| worktree.clone(), |repo| repo.root().to_path_buf()),
         worktree,
-        other_lanes,
+        other_lanes: Vec::new(),
         home: std::env::var_os("HOME").map(PathBuf::from),
         profile,
     })
+}
+
+/// The worktrees of the repository's lanes other than the one in `worktree` (canonical), as
+/// its registry lists them now.
+fn other_lanes(worktree: &Path) -> Vec<PathBuf> {
+    let Ok(repo) = Repo::open(worktree) else {
+        return Vec::new();
+    };
+    registered_names(&repo)
+        .into_iter()
+        .filter_map(|name| lane_registry(&repo, &name).entry().ok())
+        .map(|entry| entry.worktree.canonicalize().unwrap_or(entry.worktree))
+        .filter(|lane| lane != worktree)
+        .collect()
 }
 
 /// The permission policy and the lane it decides for.
@@ -64,6 +77,10 @@ pub fn lane_context(
 pub struct PermissionGate {
     policy: PermissionPolicy,
     lane: LaneContext,
+    /// The other lanes are read from the registry when a question comes, not kept: each of N
+    /// lanes keeping the N - 1 others' folders would be N² paths in the supervisor for
+    /// questions that come at a person's pace, and lanes registered later are known too.
+    others_from_registry: bool,
 }
 
 /// What the gate decided about the question on screen.
@@ -79,9 +96,27 @@ pub struct PermissionAnswer {
 }
 
 impl PermissionGate {
-    /// A gate deciding with `policy` for `lane`.
+    /// A gate deciding with `policy` for `lane`, as given.
     pub fn new(policy: PermissionPolicy, lane: LaneContext) -> Self {
-        Self { policy, lane }
+        Self {
+            policy,
+            lane,
+            others_from_registry: false,
+        }
+    }
+
+    /// A gate deciding with `policy` for the lane in `worktree` ([`lane_context`]), which reads
+    /// the repository's other lanes when a question comes.
+    pub fn for_worktree(
+        policy: PermissionPolicy,
+        worktree: &Path,
+        settings: &PermissionSettings,
+    ) -> Result<Self, LaneError> {
+        Ok(Self {
+            policy,
+            lane: own_context(worktree, settings)?,
+            others_from_registry: true,
+        })
     }
 
     /// Decides the question the permission dialog on `rows` asks; a dialog it cannot read is
@@ -99,7 +134,17 @@ impl PermissionGate {
                 }),
             };
         };
-        let decision = self.policy.decide(&self.lane, &request);
+        let with_others;
+        let lane = if self.others_from_registry {
+            with_others = LaneContext {
+                other_lanes: other_lanes(&self.lane.worktree),
+                ..self.lane.clone()
+            };
+            &with_others
+        } else {
+            &self.lane
+        };
+        let decision = self.policy.decide(lane, &request);
         let (tool, question) = match &request {
             Request::Command { command, .. } => ("bash", command.clone()),
             Request::File { tool, path } => (tool.name(), path.display().to_string()),

@@ -84,7 +84,9 @@ pub struct EventLogError {
 /// Called with every event as it is recorded (to show progress live).
 pub type EventObserver = Box<dyn Fn(&LaneEvent) + Send + Sync>;
 
-/// A lane's events: kept in memory and, when a file is given, appended to it as JSON lines.
+/// A lane's events: numbered and, when a file is given, appended to it as JSON lines. They are
+/// not kept in memory: the file is the record (readers read it), and a long lane's history
+/// would otherwise grow in the supervisor for as long as the lane lives.
 pub struct EventLog {
     lane: String,
     inner: Mutex<Inner>,
@@ -93,20 +95,15 @@ pub struct EventLog {
 
 struct Inner {
     seq: u64,
-    events: Vec<LaneEvent>,
     file: Option<(PathBuf, File)>,
 }
 
 impl EventLog {
-    /// A log for `lane` kept in memory only.
+    /// A log for `lane` that numbers its events and writes them nowhere.
     pub fn in_memory(lane: impl Into<String>) -> Self {
         Self {
             lane: lane.into(),
-            inner: Mutex::new(Inner {
-                seq: 0,
-                events: Vec::new(),
-                file: None,
-            }),
+            inner: Mutex::new(Inner { seq: 0, file: None }),
             observer: None,
         }
     }
@@ -137,7 +134,6 @@ impl EventLog {
             lane: lane.into(),
             inner: Mutex::new(Inner {
                 seq: last_seq,
-                events: Vec::new(),
                 file: Some((path.to_owned(), file)),
             }),
             observer: None,
@@ -200,21 +196,11 @@ impl EventLog {
                 source,
             })?;
         }
-        inner.events.push(event.clone());
         drop(inner);
         if let Some(observer) = &self.observer {
             observer(&event);
         }
         Ok(event)
-    }
-
-    /// Every event recorded through this handle, in order.
-    pub fn events(&self) -> Vec<LaneEvent> {
-        self.inner
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .events
-            .clone()
     }
 }
 

@@ -238,6 +238,9 @@ async fn wait_for_exit(pid: u32, pidfd: OwnedFd, status_tx: oneshot::Sender<Exit
     let _ = status_tx.send(status);
 }
 
+/// The most one read of a PTY's master side returns.
+const PTY_READ_CHUNK: usize = 4 * 1024;
+
 /// Reads output into the hub until the terminal closes, or until the drain deadline after
 /// the child's exit, whichever comes first; then publishes the exit status.
 async fn pump_output(
@@ -247,7 +250,10 @@ async fn pump_output(
     exit_tx: watch::Sender<Option<ExitStatus>>,
     drain_timeout: Duration,
 ) {
-    let mut buf = vec![0u8; 64 * 1024];
+    // One read of a PTY's master side returns at most what the line discipline holds, 4 KiB
+    // (Linux's N_TTY_BUF_SIZE): a larger buffer is never filled, yet it is kept (and, zeroed,
+    // resident) for the worker's whole life, in every lane.
+    let mut buf = vec![0u8; PTY_READ_CHUNK];
     let mut status: Option<ExitStatus> = None;
     let mut deadline: Option<tokio::time::Instant> = None;
     loop {

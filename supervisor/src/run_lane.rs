@@ -90,7 +90,7 @@ pub async fn run(request: RunRequest) -> Result<ExitCode, CommandError> {
     let job = LaneJob {
         name: name.clone(),
         dir: cwd.clone(),
-        profile: request.profile,
+        profile: std::sync::Arc::new(request.profile),
         trusted: decision.is_trusted(),
         settings: request.settings,
         prompt: request.prompt,

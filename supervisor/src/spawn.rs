@@ -45,7 +45,7 @@ pub const DEFAULT_CONCURRENCY: usize = 4;
 pub struct PlannedLane {
     /// The lane as the packet gave it.
     pub spec: LaneSpec,
-    profile: clawpool_agents::profiles::Profile,
+    profile: std::sync::Arc<clawpool_agents::profiles::Profile>,
     worktree: LaneWorktreeSpec,
     base_sha: String,
     /// The configured roots plus the lane's own; decided once the worktree exists.
@@ -468,6 +468,8 @@ fn plan(
     problems: &mut Vec<PacketError>,
 ) -> Vec<PlannedLane> {
     let mut planned = Vec::new();
+    // One copy of each agent's profile for all its lanes (`LaneJob::profile`).
+    let mut shared_profiles = std::collections::HashMap::new();
     for spec in specs {
         let at = |field: &str| format!("{}.{field}", spec.source);
         let before = problems.len();
@@ -484,7 +486,11 @@ fn plan(
                 None
             }
             Some(agent) => match loaded.profiles.get(&agent) {
-                Ok(profile) => Some(profile.clone()),
+                Ok(profile) => Some(std::sync::Arc::clone(
+                    shared_profiles
+                        .entry(agent)
+                        .or_insert_with(|| std::sync::Arc::new(profile.clone())),
+                )),
                 Err(err) => {
                     problems.push(PacketError::new(at("agent"), err.to_string()));
                     None
@@ -534,7 +540,7 @@ fn plan(
                 policy: std::sync::Arc::clone(&loaded.policy),
                 name: spec.name.clone(),
                 dir: repo.root().to_owned(),
-                profile: profile.clone(),
+                profile: std::sync::Arc::clone(profile),
                 trusted: false,
                 settings: loaded.settings,
                 prompt: None,
@@ -1178,6 +1184,8 @@ pub fn adopt_lanes(
 ) -> Adoptions {
     let mut tasks = Vec::new();
     let mut cleanups = Vec::new();
+    // One copy of each agent's profile for all its lanes (`LaneJob::profile`).
+    let mut shared_profiles = std::collections::HashMap::new();
     let servers = TmuxServers::default();
     let mut not_adopted = Vec::new();
     let mut refuse = |lane: &str, kind: &'static str, error: String| {
@@ -1245,7 +1253,11 @@ pub fn adopt_lanes(
             continue;
         }
         let profile = match loaded.profiles.get(&doc.agent) {
-            Ok(profile) => profile.clone(),
+            Ok(profile) => std::sync::Arc::clone(
+                shared_profiles
+                    .entry(doc.agent.clone())
+                    .or_insert_with(|| std::sync::Arc::new(profile.clone())),
+            ),
             Err(err) => {
                 refuse(&name, "unknown_agent", err.to_string());
                 continue;
@@ -1432,7 +1444,7 @@ async fn adopt_lane(
     dir: &Path,
     entry: RegistryEntry,
     doc: clawpool_lanes::WorkerStateDoc,
-    profile: clawpool_agents::profiles::Profile,
+    profile: std::sync::Arc<clawpool_agents::profiles::Profile>,
     (settings, policy, interrupt): (
         clawpool_lane::handshake::Settings,
         std::sync::Arc<clawpool_recovery::Policy>,

@@ -122,12 +122,15 @@ fn a_stale_lane_gets_the_fix_by_merge_forward_before_verification_and_goes_green
     assert_eq!(merged["detail"]["base_sha"], fix.as_str());
     assert_ne!(merged["detail"]["old_head"], merged["detail"]["new_head"]);
     assert_eq!(find(&events, "lane.green")["detail"]["level"], "package");
+    // The base moving makes the lane stale as soon as the repository's watch sees it (while
+    // the agent works, or at the verification after it finished, whichever look comes first);
+    // the base is brought in once the lane finished.
+    clawpool_tests::assert_kinds_in_order(&events, &["lane.finished", "branch.merged_forward"]);
     // Then the default policy takes the finished, fresh lane on up to merge_ready, and
     // closes it out.
     clawpool_tests::assert_kinds_in_order(
         &events,
         &[
-            "lane.finished",
             "branch.stale_against_main",
             "branch.merged_forward",
             "lane.green",

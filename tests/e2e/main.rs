@@ -6,6 +6,7 @@ mod crashes;
 mod freshness;
 mod handshake;
 mod hooks;
+mod idle;
 mod model_server;
 mod more_agents;
 mod permissions;
