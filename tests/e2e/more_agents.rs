@@ -387,17 +387,11 @@ fn gemini_with_a_refusing_provider_is_blocked_on_the_provider() {
     server.stop();
 }
 
-#[test]
-fn gemini_untrusted_lane_is_held_at_the_trust_dialog_and_gets_no_keystroke() {
-    real_agent("gemini");
-    let sandbox = Sandbox::new();
-    let lane = repo_lane(&sandbox, "untrusted");
-    let mut server = ModelServer::start(&sandbox.dir.path().join("model"), &hello_script(&lane));
-    seed_gemini_home(&sandbox.home());
-    let config = write_config(&sandbox, None, TrustBy::PreSeeding);
-
-    let mut run = start_lane(&sandbox, &config, &lane, &server, None);
-    let report = || screen_report(&lane, TermSize::default());
+/// The lane named `untrusted` blocks on its trust prompt (held by `rule`, when given), is
+/// escalated with `clawpool trust untrusted` as the next action, and nothing is typed into it;
+/// its events.
+fn held_untrusted(run: &mut LaneRun, lane: &Path, rule: Option<&str>) -> Vec<Value> {
+    let report = || screen_report(lane, TermSize::default());
     let blocked = run.wait_for(
         "lane.blocked",
         PATIENCE,
@@ -405,24 +399,14 @@ fn gemini_untrusted_lane_is_held_at_the_trust_dialog_and_gets_no_keystroke() {
         report,
     );
     assert_eq!(blocked["to"]["subphase"], "trust_prompt", "{blocked}");
-    // The policy hands it to a person, saying what to do.
-    let escalated = run.wait_for(
-        "lane.escalated",
-        PATIENCE,
-        |e| e["kind"] == "lane.escalated",
+    if let Some(rule) = rule {
+        assert_eq!(blocked["evidence"]["rule"], rule, "{blocked}");
+    }
+    crate::real_agents::escalated_to_trust_then_quiet(
+        run,
         report,
-    );
-    assert!(
-        escalated["detail"]["next_action"]
-            .as_str()
-            .is_some_and(|a| a.contains("clawpool trust untrusted")),
-        "{escalated}"
-    );
-
-    let meanwhile = run.lines_within(Duration::from_secs(5));
-    assert!(
-        meanwhile.is_empty(),
-        "the blocked lane did something: {meanwhile:#?}"
+        "untrusted",
+        Duration::from_secs(5),
     );
     let events = run.events();
     assert!(
@@ -433,6 +417,20 @@ fn gemini_untrusted_lane_is_held_at_the_trust_dialog_and_gets_no_keystroke() {
         "nothing typed: {}",
         run.report()
     );
+    events
+}
+
+#[test]
+fn gemini_untrusted_lane_is_held_at_the_trust_dialog_and_gets_no_keystroke() {
+    real_agent("gemini");
+    let sandbox = Sandbox::new();
+    let lane = repo_lane(&sandbox, "untrusted");
+    let mut server = ModelServer::start(&sandbox.dir.path().join("model"), &hello_script(&lane));
+    seed_gemini_home(&sandbox.home());
+    let config = write_config(&sandbox, None, TrustBy::PreSeeding);
+
+    let mut run = start_lane(&sandbox, &config, &lane, &server, None);
+    let events = held_untrusted(&mut run, &lane, None);
     // Neither clawpool (no pre-seeding outside the allow-list) nor gemini-cli recorded any
     // trust, and no task reached the model.
     assert_eq!(trusted_folders(&sandbox), json!({}));
@@ -674,42 +672,7 @@ fn opencode_untrusted_lane_is_blocked_at_the_trust_gate_and_gets_no_keystroke() 
     let config = write_opencode_config(&sandbox, None);
 
     let mut run = start_opencode_lane(&sandbox, &config, &lane, None);
-    let report = || screen_report(&lane, TermSize::default());
-    let blocked = run.wait_for(
-        "lane.blocked",
-        PATIENCE,
-        |e| e["kind"] == "lane.blocked",
-        report,
-    );
-    assert_eq!(blocked["to"]["subphase"], "trust_prompt", "{blocked}");
-    assert_eq!(blocked["evidence"]["rule"], "trust_gate", "{blocked}");
-    let escalated = run.wait_for(
-        "lane.escalated",
-        PATIENCE,
-        |e| e["kind"] == "lane.escalated",
-        report,
-    );
-    assert!(
-        escalated["detail"]["next_action"]
-            .as_str()
-            .is_some_and(|a| a.contains("clawpool trust untrusted")),
-        "{escalated}"
-    );
-
-    let meanwhile = run.lines_within(Duration::from_secs(5));
-    assert!(
-        meanwhile.is_empty(),
-        "the blocked lane did something: {meanwhile:#?}"
-    );
-    let events = run.events();
-    assert!(
-        !events.iter().any(|e| matches!(
-            e["kind"].as_str(),
-            Some("lane.dialog_answered" | "lane.prompt_typed")
-        )),
-        "nothing typed: {}",
-        run.report()
-    );
+    held_untrusted(&mut run, &lane, Some("trust_gate"));
     assert!(!lane.join("hello.txt").exists());
     assert!(server.requests().is_empty(), "{:#?}", server.requests());
 
@@ -1061,35 +1024,7 @@ fn qwen_untrusted_lane_is_blocked_at_the_trust_gate_and_gets_no_keystroke() {
     let config = write_qwen_config(&sandbox, None, "");
 
     let mut run = start_qwen_lane(&sandbox, &config, &lane, &server, None);
-    let report = || screen_report(&lane, TermSize::default());
-    let blocked = run.wait_for(
-        "lane.blocked",
-        PATIENCE,
-        |e| e["kind"] == "lane.blocked",
-        report,
-    );
-    assert_eq!(blocked["to"]["subphase"], "trust_prompt", "{blocked}");
-    assert_eq!(blocked["evidence"]["rule"], "trust_gate", "{blocked}");
-    run.wait_for(
-        "lane.escalated",
-        PATIENCE,
-        |e| e["kind"] == "lane.escalated",
-        report,
-    );
-
-    let meanwhile = run.lines_within(Duration::from_secs(5));
-    assert!(
-        meanwhile.is_empty(),
-        "the blocked lane did something: {meanwhile:#?}"
-    );
-    assert!(
-        !run.events().iter().any(|e| matches!(
-            e["kind"].as_str(),
-            Some("lane.dialog_answered" | "lane.prompt_typed")
-        )),
-        "nothing typed: {}",
-        run.report()
-    );
+    held_untrusted(&mut run, &lane, Some("trust_gate"));
     assert!(!lane.join("hello.txt").exists());
     assert!(server.requests().is_empty(), "{:#?}", server.requests());
 
@@ -1318,35 +1253,7 @@ fn aider_untrusted_lane_is_blocked_at_the_trust_gate_and_gets_no_keystroke() {
     let config = write_aider_config(&sandbox, None);
 
     let mut run = start_aider_lane(&sandbox, &config, &lane, &server, None);
-    let report = || screen_report(&lane, TermSize::default());
-    let blocked = run.wait_for(
-        "lane.blocked",
-        PATIENCE,
-        |e| e["kind"] == "lane.blocked",
-        report,
-    );
-    assert_eq!(blocked["to"]["subphase"], "trust_prompt", "{blocked}");
-    assert_eq!(blocked["evidence"]["rule"], "trust_gate", "{blocked}");
-    run.wait_for(
-        "lane.escalated",
-        PATIENCE,
-        |e| e["kind"] == "lane.escalated",
-        report,
-    );
-
-    let meanwhile = run.lines_within(Duration::from_secs(5));
-    assert!(
-        meanwhile.is_empty(),
-        "the blocked lane did something: {meanwhile:#?}"
-    );
-    assert!(
-        !run.events().iter().any(|e| matches!(
-            e["kind"].as_str(),
-            Some("lane.dialog_answered" | "lane.prompt_typed")
-        )),
-        "nothing typed: {}",
-        run.report()
-    );
+    held_untrusted(&mut run, &lane, Some("trust_gate"));
     assert!(!lane.join("hello.txt").exists());
     assert!(server.requests().is_empty(), "{:#?}", server.requests());
 
@@ -1555,35 +1462,7 @@ fn claw_untrusted_lane_is_blocked_at_the_trust_gate_and_gets_no_keystroke() {
     let config = write_claw_config(&sandbox, None);
 
     let mut run = start_claw_lane(&sandbox, &config, &lane, &server, None);
-    let report = || screen_report(&lane, TermSize::default());
-    let blocked = run.wait_for(
-        "lane.blocked",
-        PATIENCE,
-        |e| e["kind"] == "lane.blocked",
-        report,
-    );
-    assert_eq!(blocked["to"]["subphase"], "trust_prompt", "{blocked}");
-    assert_eq!(blocked["evidence"]["rule"], "trust_gate", "{blocked}");
-    run.wait_for(
-        "lane.escalated",
-        PATIENCE,
-        |e| e["kind"] == "lane.escalated",
-        report,
-    );
-
-    let meanwhile = run.lines_within(Duration::from_secs(5));
-    assert!(
-        meanwhile.is_empty(),
-        "the blocked lane did something: {meanwhile:#?}"
-    );
-    assert!(
-        !run.events().iter().any(|e| matches!(
-            e["kind"].as_str(),
-            Some("lane.dialog_answered" | "lane.prompt_typed")
-        )),
-        "nothing typed: {}",
-        run.report()
-    );
+    held_untrusted(&mut run, &lane, Some("trust_gate"));
     assert!(!lane.join("hello.txt").exists());
     assert!(
         server.main_requests().is_empty(),

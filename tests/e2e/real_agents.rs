@@ -124,8 +124,19 @@ pub(crate) fn screen_report(lane: &Path) -> String {
 
 /// The lane is escalated with `clawpool trust NAME` as the next action, and then nothing
 /// happens for `quiet`: nothing is typed into a lane waiting for an operator's trust.
-fn escalated_to_trust_then_quiet(run: &mut LaneRun, lane: &Path, name: &str, quiet: Duration) {
-    let escalated = wait_kind(run, lane, "lane.escalated");
+/// `report` describes the lane when the escalation does not come.
+pub(crate) fn escalated_to_trust_then_quiet(
+    run: &mut LaneRun,
+    report: impl Fn() -> String,
+    name: &str,
+    quiet: Duration,
+) {
+    let escalated = run.wait_for(
+        "lane.escalated",
+        PATIENCE,
+        |e| e["kind"] == "lane.escalated",
+        report,
+    );
     assert!(
         escalated["detail"]["next_action"]
             .as_str()
@@ -695,7 +706,12 @@ fn claude_untrusted_lane_blocks_on_the_trust_dialog_until_clawpool_trust() {
     assert_eq!(blocked["evidence"]["rule"], "trust");
     // The policy hands it to a person, saying what to do; blocked means blocked: for several
     // seconds nothing happens, nothing is typed.
-    escalated_to_trust_then_quiet(&mut run, &lane, "untrusted", Duration::from_secs(5));
+    escalated_to_trust_then_quiet(
+        &mut run,
+        || screen_report(&lane),
+        "untrusted",
+        Duration::from_secs(5),
+    );
     let events = run.events();
     assert_eq!(
         transitions(&events),
@@ -1332,7 +1348,12 @@ fn claude_trusting_one_worktree_lane_opens_no_other_lane() {
             .is_some_and(|m| m.contains("ready without asking")),
         "{blocked}"
     );
-    escalated_to_trust_then_quiet(&mut run, &third, "third", Duration::from_secs(3));
+    escalated_to_trust_then_quiet(
+        &mut run,
+        || screen_report(&third),
+        "third",
+        Duration::from_secs(3),
+    );
     assert!(
         server.main_requests().is_empty(),
         "no prompt reached the model: {:#?}",
