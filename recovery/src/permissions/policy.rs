@@ -338,6 +338,20 @@ pub struct Decision {
 }
 
 impl PermissionPolicy {
+    /// The first entry with `effect` for `tool` (and the command part's verb, when there is
+    /// one) whose scope `covers`, with its index in the file.
+    fn first_entry(
+        &self,
+        effect: Effect,
+        tool: Tool,
+        part: Option<&CommandPart>,
+        covers: impl Fn(&Entry) -> bool,
+    ) -> Option<(usize, &Entry)> {
+        self.entries.iter().enumerate().find(|(_, entry)| {
+            entry.effect == effect && entry.matches_tool_and_verb(tool, part) && covers(entry)
+        })
+    }
+
     /// Decides one question for one lane.
     pub fn decide(&self, lane: &LaneContext, request: &Request) -> Decision {
         let folders = Folders::new(lane);
@@ -463,12 +477,10 @@ impl PermissionPolicy {
         }
 
         // 2. Deny entries: the verb matches and the cwd or any path is in the scope.
-        let deny = self.entries.iter().enumerate().find(|(_, entry)| {
-            entry.effect == Effect::Deny
-                && entry.matches_tool_and_verb(Tool::Bash, Some(part))
-                && touched
-                    .all()
-                    .any(|path| folders.in_scope(&entry.scope, path.as_deref()))
+        let deny = self.first_entry(Effect::Deny, Tool::Bash, Some(part), |entry| {
+            touched
+                .all()
+                .any(|path| folders.in_scope(&entry.scope, path.as_deref()))
         });
         if let Some((index, entry)) = deny {
             decision.verdict = Verdict::Deny;
@@ -479,12 +491,10 @@ impl PermissionPolicy {
 
         // 4. Allow entries: the verb matches and every path it names is in the scope (the
         // cwd, for a command that names none).
-        let allow = self.entries.iter().enumerate().find(|(_, entry)| {
-            entry.effect == Effect::Allow
-                && entry.matches_tool_and_verb(Tool::Bash, Some(part))
-                && touched
-                    .named_or_cwd()
-                    .all(|path| folders.in_scope(&entry.scope, path.as_deref()))
+        let allow = self.first_entry(Effect::Allow, Tool::Bash, Some(part), |entry| {
+            touched
+                .named_or_cwd()
+                .all(|path| folders.in_scope(&entry.scope, path.as_deref()))
         });
         if let Some((index, entry)) = allow {
             decision.verdict = Verdict::Allow;
@@ -560,10 +570,8 @@ impl PermissionPolicy {
             return decision;
         }
         for effect in [Effect::Deny, Effect::Allow] {
-            let found = self.entries.iter().enumerate().find(|(_, entry)| {
-                entry.effect == effect
-                    && entry.matches_tool_and_verb(tool, None)
-                    && folders.in_scope(&entry.scope, target)
+            let found = self.first_entry(effect, tool, None, |entry| {
+                folders.in_scope(&entry.scope, target)
             });
             if let Some((index, entry)) = found {
                 decision.verdict = match effect {
