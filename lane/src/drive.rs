@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use crate::handshake::{
     ExternalProgress, Handshake, LaneContext, Next, Outcome, PromptPlan, RestartRequest, Resumed,
-    Settings, TrustGate, Verdict, check_prompt, confine_trust_store, plan_prompt,
+    Settings, TRUST_NOT_APPLIED, TrustGate, Verdict, check_prompt, confine_trust_store,
+    plan_prompt,
 };
 use crate::lane_state::StateRecorder;
 use crate::permission_gate::PermissionGate;
@@ -363,6 +364,7 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, LaneError> 
             store: trust_store_file(&job.profile, &spec)
                 .and_then(|(kind, file)| StoreGuard::new(kind, file, job.dir.clone())),
             prompt: plan.clone(),
+            restarted_to_apply_trust: false,
         },
         plan,
         base_spec,
@@ -433,6 +435,7 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, LaneError> 
         rig.lane.store = outcome.store.clone();
         if let Next::Restart(request) = &outcome.next {
             let request = request.clone();
+            rig.lane.restarted_to_apply_trust |= request.by == TRUST_NOT_APPLIED;
             let reply = outcome.restart_reply.clone().unwrap_or_default();
             match rig.restart(&outcome, &request).await {
                 Ok(new_worker) => {

@@ -195,6 +195,61 @@ fn a_trusted_lane_is_driven_from_spawn_to_finished() {
     assert!(sandbox.leftover_processes().is_empty());
 }
 
+/// gemini-cli 0.61.0 can save the trust clawpool gave it and lose the relaunch that applies it
+/// (`docs/real-agents.md`); the scripted agent's `trust_needs_restart` does that every time.
+/// The lane is restarted once, `trust_apply_secs` after the answer, comes up trusted from the
+/// store and gets its prompt once; without the restart it would sit booting to its deadline.
+#[test]
+fn an_agent_that_saves_its_trust_without_applying_it_is_restarted_once_and_finishes() {
+    let sandbox = Sandbox::new();
+    let store = sandbox.dir.path().join("agent-trusted-folders.txt");
+    let scenario = format!(
+        "prompt_log = \".prompts.jsonl\"\ntrust_dialog = true\ntrust_store = {:?}\ntrust_needs_restart = true\n[[prompt]]\nsteps = [{{ do = \"write_file\", path = \"out.txt\", content = \"done\\n\" }}]\n",
+        store.display().to_string()
+    );
+    let (repo, config) = setup(&sandbox, &scenario, true, "");
+    let text = std::fs::read_to_string(&config).expect("config");
+    std::fs::write(
+        &config,
+        text.replace("[handshake]\n", "[handshake]\ntrust_apply_secs = 2\n"),
+    )
+    .expect("config");
+    let lane = Lane::start(&sandbox, &repo, &config, "scripted", "write the file");
+    let (code, outcome, events) = lane.finish();
+    assert_eq!(code, 0, "{events:?}");
+    assert_eq!(outcome["state"]["status"], "finished", "{events:?}");
+    assert_kinds_in_order(
+        &events,
+        &[
+            "lane.trust_required",
+            "lane.dialog_answered",
+            "lane.trust_resolved",
+            "lane.restart_requested",
+            "lane.restarted",
+            "lane.ready",
+            "lane.prompt_accepted",
+            "lane.finished",
+        ],
+    );
+    let requests: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["kind"] == "lane.restart_requested")
+        .collect();
+    assert_eq!(requests.len(), 1, "{events:?}");
+    assert_eq!(requests[0]["detail"]["by"], "trust_not_applied");
+    assert_eq!(requests[0]["evidence"]["rule"], "trust_not_applied");
+    // Nothing was typed into the untrusted agent; the new one got the prompt once.
+    assert_eq!(prompts_delivered(&repo), 1);
+    assert_eq!(outcome["receipt"]["attempts"], 1);
+    let log = prompt_log(&repo);
+    assert_eq!(log.iter().filter(|e| e["event"] == "trust").count(), 1);
+    assert_eq!(
+        std::fs::read_to_string(&store).expect("the agent's store"),
+        format!("{}\n", repo.display())
+    );
+    assert!(sandbox.leftover_processes().is_empty());
+}
+
 #[test]
 fn an_untrusted_lane_blocks_types_nothing_and_waits_for_the_operator() {
     let sandbox = Sandbox::new();

@@ -254,19 +254,41 @@ fn trusted_lane_finishes(size: Option<&str>, term: TermSize, trust_by: TrustBy) 
     assert_eq!(outcome["receipt"]["attempts"], 1, "{}", run.report());
     match trust_by {
         TrustBy::AnsweringTheDialog => {
-            assert_eq!(
-                transitions(&events),
-                [
+            // gemini-cli 0.61.0 can save the answer and lose the relaunch that applies it
+            // (more often the busier the machine): clawpool then restarts it once, and the new
+            // worker starts trusted from the store. Either way, one delivery.
+            let restarts: Vec<&Value> = events
+                .iter()
+                .filter(|e| e["kind"] == "lane.restart_requested")
+                .collect();
+            let expected: &[&str] = match restarts.as_slice() {
+                [] => &[
                     "spawning",
                     "trust_required",
                     "ready_for_prompt",
                     "prompt_accepted",
                     "running",
-                    "finished"
+                    "finished",
                 ],
-                "{}",
-                run.report()
-            );
+                [restart] => {
+                    assert_eq!(restart["detail"]["by"], "trust_not_applied", "{restart}");
+                    assert_eq!(
+                        restart["evidence"]["rule"], "folder_not_trusted_yet",
+                        "{restart}"
+                    );
+                    &[
+                        "spawning",
+                        "trust_required",
+                        "spawning",
+                        "ready_for_prompt",
+                        "prompt_accepted",
+                        "running",
+                        "finished",
+                    ]
+                }
+                more => panic!("restarted {} times: {}", more.len(), run.report()),
+            };
+            assert_eq!(transitions(&events), expected, "{}", run.report());
             assert_kinds_in_order(&events, TRUSTED_BOOT_TO_FINISHED);
             // The live box is answered first, and completely. Between gemini-cli's old process
             // exiting and its new one drawing, the old box is left last on screen, identical to
@@ -1313,9 +1335,20 @@ fn start_claw_lane(
     server: &ModelServer,
     size: Option<&str>,
 ) -> LaneRun {
+    start_claw_lane_on(sandbox, config, lane, server, size, "tmux")
+}
+
+fn start_claw_lane_on(
+    sandbox: &Sandbox,
+    config: &Path,
+    lane: &Path,
+    server: &ModelServer,
+    size: Option<&str>,
+    transport: &str,
+) -> LaneRun {
     let mut cmd = sandbox.clawpool_clean_env();
     cmd.args(["run", "--output-format", "json", "--agent", "claw"])
-        .args(["--transport", "tmux", "--config"])
+        .args(["--transport", transport, "--config"])
         .arg(config)
         .arg("--cwd")
         .arg(lane)
@@ -1448,6 +1481,57 @@ fn claw_trusted_lane_finishes_with_one_delivery() {
 #[test]
 fn claw_lane_in_an_80x12_terminal_reaches_ready_and_finishes() {
     claw_trusted_lane_finishes(Some("80x12"), TermSize { cols: 80, rows: 12 });
+}
+
+/// claw does not wait for a provider that fails: an error it does not retry (529 here), or a
+/// refusing provider once its 9 attempts ran out (~5 min, `docs/real-agents.md`), ends claw
+/// itself with `✘ ❌ Request failed` and `error: api …` on its last screen and exit status 1.
+/// The lane is `failed{provider}` on that screen (rule `request_failed`), not a crash; there is
+/// no worker left to be `blocked`.
+#[test]
+fn claw_that_gives_up_on_its_provider_fails_the_lane_on_the_provider() {
+    claw_binary();
+    let sandbox = Sandbox::new();
+    let lane = repo_lane(&sandbox, "offline");
+    let mut server = ModelServer::start(
+        &sandbox.dir.path().join("model"),
+        &json!([{"error": {"status": 529, "type": "overloaded_error", "message": "Overloaded"}}]),
+    );
+    let config = write_claw_config(&sandbox, lane.parent());
+    let term = TermSize { cols: 80, rows: 12 };
+
+    // On the PTY transport: claw prints its failure and exits at once, and tmux 3.3a can close
+    // a pane before it read a program's very last output (docs/terminals.md).
+    let mut run = start_claw_lane_on(&sandbox, &config, &lane, &server, Some("80x12"), "pty");
+    let outcome = run.wait_for(
+        "the outcome",
+        PATIENCE,
+        |e| e.get("outcome").is_some(),
+        || screen_report(&lane, term),
+    );
+    let outcome = &outcome["outcome"];
+    assert_eq!(
+        outcome["state"],
+        json!({"status": "failed", "failure": "provider"}),
+        "{}\n{}",
+        run.report(),
+        screen_report(&lane, term)
+    );
+    let events = run.events();
+    let failed = events
+        .iter()
+        .find(|e| e["kind"] == "lane.failed")
+        .expect("lane.failed");
+    assert_eq!(failed["evidence"]["rule"], "request_failed", "{failed}");
+    assert!(
+        failed["evidence"]["matched"]
+            .as_str()
+            .is_some_and(|m| m.contains("exited")),
+        "{failed}"
+    );
+    assert_eq!(server.main_requests().len(), 1);
+    drop(run);
+    server.stop();
 }
 
 /// claw asks nothing about folder trust, so clawpool's own gate holds the lane: ready, but

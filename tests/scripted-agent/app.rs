@@ -21,6 +21,8 @@ const TRUST_HINT: &str = "Enter to confirm · Esc to exit";
 pub const BOOT_QUESTION: &str = "Use the custom API key from your environment?";
 const BOOT_OPTIONS: [&str; 2] = ["No (recommended)", "Yes"];
 const BOOT_HINT: &str = "Enter to confirm · Esc to cancel";
+/// What an agent that saved its trust without applying it shows (`trust_needs_restart`).
+pub const TRUST_NOT_APPLIED: &str = "Trust saved; restart to apply it";
 
 /// Lines an `output` step writes per frame: about a screenful, so every line is drawn
 /// once without a frame per line.
@@ -52,6 +54,8 @@ enum Mode {
     Trust(usize),
     /// The API key dialog, with the highlighted entry (0 = No).
     Boot(usize),
+    /// Trust saved, not applied: nothing happens until the agent is started again.
+    TrustNotApplied,
     /// Dialogs done, the ready screen comes at this instant.
     Starting(Instant),
     /// Ready, waiting for a prompt.
@@ -110,7 +114,7 @@ impl App {
             restore: None,
             scenario,
         };
-        app.mode = if app.scenario.trust_dialog {
+        app.mode = if app.scenario.trust_dialog && !app.trusted_in_store() {
             Mode::Trust(0)
         } else {
             app.after_trust(now)
@@ -128,6 +132,21 @@ impl App {
             ));
         }
         self
+    }
+
+    /// The scenario's trust store, resolved against the working folder.
+    fn trust_store(&self) -> Option<PathBuf> {
+        self.scenario
+            .trust_store
+            .as_ref()
+            .map(|store| self.cwd.join(store))
+    }
+
+    /// Whether the trust store lists the working folder.
+    fn trusted_in_store(&self) -> bool {
+        self.trust_store()
+            .and_then(|store| std::fs::read_to_string(store).ok())
+            .is_some_and(|text| text.lines().any(|line| line == self.cwd_shown))
     }
 
     fn after_trust(&self, now: Instant) -> Mode {
@@ -201,7 +220,7 @@ impl App {
         if self.stdin_closed {
             let code = match &self.mode {
                 Mode::Idle => 0,
-                Mode::Trust(_) | Mode::Boot(_) => 1,
+                Mode::Trust(_) | Mode::Boot(_) | Mode::TrustNotApplied => 1,
                 Mode::Working(run) if run.permission().is_some() => 1,
                 Mode::Starting(_) | Mode::Working(_) => return Control::Continue,
             };
@@ -218,7 +237,7 @@ impl App {
         let mode = match &self.mode {
             Mode::Starting(ready_at) => Some(*ready_at),
             Mode::Working(run) => run.deadline(now),
-            Mode::Trust(_) | Mode::Boot(_) | Mode::Idle => None,
+            Mode::Trust(_) | Mode::Boot(_) | Mode::TrustNotApplied | Mode::Idle => None,
         };
         let restore = self.restore.as_ref().map(|(_, at)| *at);
         mode.into_iter().chain(restore).min()
@@ -249,8 +268,8 @@ impl App {
             },
             // Keys typed before the ready screen are lost, as with an agent whose input box
             // does not exist yet: whoever types must wait for the ready screen.
-            Mode::Starting(_) if key == Key::CtrlC => exit(130),
-            Mode::Starting(_) => Control::Continue,
+            Mode::Starting(_) | Mode::TrustNotApplied if key == Key::CtrlC => exit(130),
+            Mode::Starting(_) | Mode::TrustNotApplied => Control::Continue,
             Mode::Idle => match key {
                 Key::CtrlC => exit(130),
                 Key::Enter => self.enter(now),
@@ -302,7 +321,24 @@ impl App {
                 goodbye: false,
             };
         }
-        self.mode = self.after_trust(now);
+        if let Some(store) = self.trust_store() {
+            let saved = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&store)
+                .and_then(|mut file| {
+                    std::io::Write::write_all(&mut file, format!("{}\n", self.cwd_shown).as_bytes())
+                });
+            if let Err(e) = saved {
+                self.transcript
+                    .push(&format!("trust store {}: {e}", store.display()));
+            }
+        }
+        self.mode = if self.scenario.trust_needs_restart {
+            Mode::TrustNotApplied
+        } else {
+            self.after_trust(now)
+        };
         Control::Continue
     }
 
@@ -408,6 +444,14 @@ impl App {
                 },
             ),
             Mode::Starting(_) => ui::main_screen(size, cwd, &self.transcript, Bottom::Nothing),
+            Mode::TrustNotApplied => ui::main_screen(
+                size,
+                cwd,
+                &self.transcript,
+                Bottom::Notice {
+                    text: TRUST_NOT_APPLIED,
+                },
+            ),
             Mode::Idle => ui::main_screen(
                 size,
                 cwd,

@@ -16,6 +16,13 @@ use serde::Deserialize;
 pub struct Scenario {
     /// Ask "Do you trust the files in this folder?" before anything else.
     pub trust_dialog: bool,
+    /// A file of trusted folders, one per line (relative to the working folder): a folder
+    /// listed there is not asked about, and answering the trust dialog yes adds it.
+    pub trust_store: Option<PathBuf>,
+    /// Answering the trust dialog yes only saves the trust: this process goes on untrusted,
+    /// showing `Trust saved; restart to apply it` and taking no input until it is started
+    /// again (gemini-cli 0.61.0 when it loses the relaunch that applies its trust).
+    pub trust_needs_restart: bool,
     /// Ask "Use the custom API key from your environment?" after the trust dialog.
     pub boot_dialog: bool,
     /// Swallow the first Enter pressed on a non-empty draft (the draft stays), like an
@@ -48,6 +55,8 @@ impl Default for Scenario {
     fn default() -> Self {
         Self {
             trust_dialog: false,
+            trust_store: None,
+            trust_needs_restart: false,
             boot_dialog: false,
             ignore_first_enter: false,
             startup_delay_ms: 0,

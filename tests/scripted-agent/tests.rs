@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::app::{App, BOOT_QUESTION, Control, TRUST_QUESTION};
+use crate::app::{App, BOOT_QUESTION, Control, TRUST_NOT_APPLIED, TRUST_QUESTION};
 use crate::input::Decoder;
 use crate::prompt_log::PromptLog;
 use crate::scenario::Scenario;
@@ -158,6 +158,39 @@ fn trust_dialog_then_a_prompt() {
         (log[1]["event"].as_str(), log[1]["text"].as_str()),
         (Some("prompt"), Some("fix the bug"))
     );
+}
+
+/// `trust_needs_restart`: the yes is saved in the store, this process stays untrusted and
+/// takes no prompt; the next start in the same folder is trusted without asking.
+#[test]
+fn trust_saved_but_not_applied_until_the_agent_starts_again() {
+    const SCENARIO: &str =
+        "trust_dialog = true\ntrust_store = \"trusted.txt\"\ntrust_needs_restart = true";
+    let mut s = Session::new(SCENARIO);
+    s.type_bytes(b"\x1b[B\r");
+    s.tick(0);
+    assert!(s.shows(TRUST_NOT_APPLIED), "{}", dump(&s));
+    s.type_bytes(b"a prompt\r");
+    s.tick(1000);
+    assert!(s.shows(TRUST_NOT_APPLIED), "{}", dump(&s));
+    assert!(!s.shows(STATUS_IDLE));
+    assert_eq!(
+        std::fs::read_to_string(s.path().join("trusted.txt")).expect("the store"),
+        format!("{}\n", s.path().display())
+    );
+    assert!(s.log().iter().all(|e| e["event"] != "prompt"));
+
+    let again = App::new(
+        Scenario::parse(SCENARIO).expect("valid"),
+        s.path().to_owned(),
+        PromptLog::new(None),
+        None,
+        false,
+        s.now,
+    );
+    let screen = again.screen(s.now, SIZE).text().join("\n");
+    assert!(!screen.contains(TRUST_QUESTION), "{screen}");
+    assert!(!screen.contains(TRUST_NOT_APPLIED), "{screen}");
 }
 
 #[test]

@@ -76,6 +76,9 @@ pub struct HandshakeSection {
     /// A running lane on a screen no rule knows, without progress, this long is blocked.
     #[serde(default)]
     pub unknown_screen_secs: Option<Spanned<u64>>,
+    /// An agent still booting this long after its trust dialog was answered is restarted once.
+    #[serde(default)]
+    pub trust_apply_secs: Option<Spanned<u64>>,
 }
 
 impl HandshakeSection {
@@ -92,6 +95,7 @@ impl HandshakeSection {
             HandshakeKey::FreshnessCheckSecs => self.freshness_check_secs.as_ref(),
             HandshakeKey::FetchIntervalSecs => self.fetch_interval_secs.as_ref(),
             HandshakeKey::UnknownScreenSecs => self.unknown_screen_secs.as_ref(),
+            HandshakeKey::TrustApplySecs => self.trust_apply_secs.as_ref(),
         }
     }
 }

@@ -40,11 +40,14 @@ pub enum HandshakeKey {
     /// `unknown_screen_secs`: a running lane showing a screen no rule knows, without progress,
     /// this long is blocked on an unknown dialog.
     UnknownScreenSecs,
+    /// `trust_apply_secs`: an agent still booting this long after clawpool answered its trust
+    /// dialog is restarted once, so that it applies the trust its store now holds.
+    TrustApplySecs,
 }
 
 impl HandshakeKey {
     /// Every key, in the order they are documented and shown.
-    pub const ALL: [HandshakeKey; 10] = [
+    pub const ALL: [HandshakeKey; 11] = [
         HandshakeKey::BootTimeoutSecs,
         HandshakeKey::AcceptTimeoutSecs,
         HandshakeKey::MaxSubmitAttempts,
@@ -55,6 +58,7 @@ impl HandshakeKey {
         HandshakeKey::FreshnessCheckSecs,
         HandshakeKey::FetchIntervalSecs,
         HandshakeKey::UnknownScreenSecs,
+        HandshakeKey::TrustApplySecs,
     ];
 
     /// The key as written in a file.
@@ -70,6 +74,7 @@ impl HandshakeKey {
             HandshakeKey::FreshnessCheckSecs => "freshness_check_secs",
             HandshakeKey::FetchIntervalSecs => "fetch_interval_secs",
             HandshakeKey::UnknownScreenSecs => "unknown_screen_secs",
+            HandshakeKey::TrustApplySecs => "trust_apply_secs",
         }
     }
 
@@ -86,6 +91,7 @@ impl HandshakeKey {
             HandshakeKey::FreshnessCheckSecs => 60,
             HandshakeKey::FetchIntervalSecs => 300,
             HandshakeKey::UnknownScreenSecs => 5,
+            HandshakeKey::TrustApplySecs => 15,
         }
     }
 
@@ -104,6 +110,7 @@ impl HandshakeKey {
             HandshakeKey::FetchIntervalSecs => 0..=WEEK_SECS,
             // Seconds, not minutes: the point is to say "blocked" long before a stall would.
             HandshakeKey::UnknownScreenSecs => 1..=3600,
+            HandshakeKey::TrustApplySecs => 1..=3600,
         }
     }
 }
@@ -148,6 +155,7 @@ impl HandshakeOptions {
             freshness_check: Duration::from_secs(value(HandshakeKey::FreshnessCheckSecs)),
             fetch_interval: Duration::from_secs(value(HandshakeKey::FetchIntervalSecs)),
             unknown_screen: Duration::from_secs(value(HandshakeKey::UnknownScreenSecs)),
+            trust_apply: Duration::from_secs(value(HandshakeKey::TrustApplySecs)),
         }
     }
 }
@@ -181,6 +189,10 @@ pub struct HandshakeSettings {
     /// How long a running lane may show a screen no rule knows, without progress, before it
     /// is blocked on an unknown dialog.
     pub unknown_screen: Duration,
+    /// How long after clawpool answered the agent's trust dialog the agent may still show
+    /// that it does not trust the folder (its profile's `booting` signal) before it is
+    /// restarted, once: gemini-cli can save the trust and lose the relaunch that applies it.
+    pub trust_apply: Duration,
 }
 
 impl Default for HandshakeSettings {

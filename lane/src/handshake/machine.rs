@@ -47,8 +47,8 @@ pub enum Input {
         /// The latest off-screen progress.
         external: Option<(u64, ProgressSource)>,
     },
-    /// The worker exited.
-    Exited(ExitStatus),
+    /// The worker exited; the screen holds everything it wrote.
+    Exited(ExitStatus, ScreenSnapshot),
     /// An operator's command, with the screen as it is when it arrived.
     Operator {
         /// The command and the way back for its verdict.
@@ -288,6 +288,15 @@ pub struct Machine<'a> {
     confine_pending: bool,
     /// A restart dropped the turn the agent was in: its idle input is not its work done.
     dropped_turn: bool,
+    /// Whether this run recorded `lane.trust_resolved` (once per run, however many answers).
+    trust_recorded: bool,
+    /// clawpool's answer to the trust dialog whose check did not confirm it (under load the
+    /// expected highlight can come after the check gave up, while the keys still worked): the
+    /// dialog gone from the screen afterwards is the proof, and the resolution is recorded then.
+    unconfirmed_trust: Option<(&'static str, Evidence)>,
+    /// When the trust clawpool gave the agent must have taken effect: an agent still showing
+    /// its profile's `booting` signal then is restarted once ([`super::TRUST_NOT_APPLIED`]).
+    trust_due: Option<Instant>,
     /// A decision waiting for an effect's result.
     suspended: Option<Suspended>,
     /// Where the input being handled came from (an effect's result keeps its decision's).
@@ -393,6 +402,9 @@ impl<'a> Machine<'a> {
             unknown_screen: UnknownScreen::default(),
             confine_pending: false,
             dropped_turn: false,
+            trust_recorded: false,
+            unconfirmed_trust: None,
+            trust_due: None,
             suspended: None,
             source: None,
             hooks: HookState::default(),
@@ -491,14 +503,14 @@ impl<'a> Machine<'a> {
         match &input {
             Input::Look { .. } => self.source = Some(EventSource::Screen),
             Input::Operator { .. } => self.source = Some(EventSource::Operator),
-            Input::Exited(_) => self.source = Some(EventSource::Process),
+            Input::Exited(..) => self.source = Some(EventSource::Process),
             Input::Hook(_) | Input::HookFailed { .. } => self.source = Some(EventSource::Hook),
             // An effect's result goes on with the decision that asked for it.
             _ => {}
         }
         match input {
             Input::Look { screen, external } => self.look(&screen, external),
-            Input::Exited(status) => self.on_exit(status),
+            Input::Exited(status, screen) => self.on_exit(status, &screen),
             Input::Operator { request, screen } => self.on_operator(request, &screen),
             Input::SendFailed { error, fatal } => {
                 if fatal && !self.state.status.is_terminal() {
@@ -587,6 +599,7 @@ impl<'a> Machine<'a> {
             LaneStatus::Spawning | LaneStatus::TrustRequired
         ) {
             consider(Some(self.boot_deadline));
+            consider(self.trust_due);
         }
         consider(self.idle_since.map(|t| t + self.finish_wait));
         consider(
@@ -802,6 +815,24 @@ impl<'a> Machine<'a> {
             self.confine_pending = false;
             self.out.push(Effect::ConfineTrustStore);
         }
+        let past_trust = !trust_dialog_shown
+            && !matches!(
+                seen.seen,
+                Seen::Unknown
+                    | Seen::Signal {
+                        signal: Signal::Shell
+                    }
+            );
+        if past_trust && let Some((method, answered)) = self.unconfirmed_trust.take() {
+            let evidence = Evidence {
+                matched: format!(
+                    "the trust dialog is gone after clawpool's answer, whose check had timed out; now: {}",
+                    evidence.matched
+                ),
+                ..answered
+            };
+            self.trust_answered(method, evidence);
+        }
         match &seen.seen {
             Seen::Dialog { name, dialog } => self.on_dialog(name, *dialog, evidence, screen),
             Seen::Signal {
@@ -817,8 +848,11 @@ impl<'a> Machine<'a> {
             Seen::Draft { text } => self.on_draft(text, evidence),
             Seen::Signal {
                 signal: Signal::Booting,
+            } => {
+                self.restart_if_trust_not_applied(&evidence);
+                self.on_unrecognised(evidence, screen)
             }
-            | Seen::Unknown => self.on_unrecognised(evidence, screen),
+            Seen::Unknown => self.on_unrecognised(evidence, screen),
         }
     }
 
@@ -995,7 +1029,7 @@ impl<'a> Machine<'a> {
                 attempt,
                 evidence,
             }) => {
-                let resolved = answered.is_ok() && kind == DialogKind::Trust;
+                let ok = answered.is_ok();
                 self.event(
                     LaneEventKind::DialogAnswered,
                     None,
@@ -1003,12 +1037,16 @@ impl<'a> Machine<'a> {
                     Some(evidence.clone()),
                     answered_detail(&name, &choice, "policy", attempt, answered),
                 );
-                if resolved {
+                if kind == DialogKind::Trust {
                     let method = match self.lane.trust {
                         TrustGate::ByOperator => "operator_earlier",
                         _ => "auto_allowlisted",
                     };
-                    self.trust_resolved(method, evidence);
+                    if ok {
+                        self.trust_answered(method, evidence);
+                    } else if !self.trust_recorded {
+                        self.unconfirmed_trust = Some((method, evidence));
+                    }
                 }
             }
             Some(Suspended::OperatorAnswer {
@@ -1041,7 +1079,7 @@ impl<'a> Machine<'a> {
                         region: "operator".into(),
                         matched: "clawpool trust".into(),
                     };
-                    self.trust_resolved("manual", evidence);
+                    self.trust_answered("manual", evidence);
                 }
                 // Back to the state the dialog interrupted; the next observation moves on
                 // from there.
@@ -1526,6 +1564,37 @@ impl<'a> Machine<'a> {
         true
     }
 
+    /// An agent that still shows its `booting` signal [`Settings::trust_apply`] after clawpool
+    /// answered its trust dialog saved the trust without applying it (gemini-cli 0.61.0 saves
+    /// it, then can lose the relaunch that applies it: `docs/real-agents.md`). Typing into it
+    /// would lose the prompt and waiting ends at the boot deadline, while a new worker starts
+    /// trusted from the store: restarted once, before anything was typed.
+    fn restart_if_trust_not_applied(&mut self, evidence: &Evidence) {
+        let due = self.trust_due.is_some_and(|due| self.now >= due);
+        let booting = matches!(
+            self.state.status,
+            LaneStatus::Spawning | LaneStatus::TrustRequired
+        );
+        if !due || !booting || self.receipt.submitted() || self.lane.restarted_to_apply_trust {
+            return;
+        }
+        self.trust_due = None;
+        let request = super::RestartRequest {
+            by: super::TRUST_NOT_APPLIED.to_owned(),
+            resume: false,
+            redeliver: false,
+        };
+        self.event(
+            LaneEventKind::RestartRequested,
+            None,
+            None,
+            Some(evidence.clone()),
+            serde_json::to_value(&request).unwrap_or_default(),
+        );
+        self.out.push(Effect::StopWorker);
+        self.next = Some(Next::Restart(request));
+    }
+
     fn on_unrecognised(&mut self, evidence: Evidence, screen: &ScreenSnapshot) {
         if matches!(
             self.state.status,
@@ -1548,15 +1617,32 @@ impl<'a> Machine<'a> {
         }
     }
 
-    fn on_exit(&mut self, status: ExitStatus) {
-        let evidence = Evidence {
+    fn on_exit(&mut self, status: ExitStatus, screen: &ScreenSnapshot) {
+        let mut evidence = Evidence {
             rule: "process_exit".into(),
             region: "process".into(),
             matched: status.to_string(),
         };
+        // An agent that gives up on its provider and exits with an error code (claw 0.1.3)
+        // leaves the failure on its last screen: the lane failed on the provider, not in the
+        // agent. A worker killed by a signal crashed, whatever its screen shows.
+        let seen = observe(self.profile, screen);
+        let gave_up = matches!(status, ExitStatus::Exited(code) if code != 0)
+            && seen.seen
+                == Seen::Signal {
+                    signal: Signal::ProviderRetry,
+                };
         let state = match status {
             ExitStatus::Exited(0) => LaneState::plain(LaneStatus::Finished),
             ExitStatus::Lost => LaneState::failed(FailureClass::WorkerLost),
+            _ if gave_up => {
+                evidence = Evidence {
+                    rule: seen.rule,
+                    region: seen.region,
+                    matched: format!("{} (the agent exited: {status})", seen.evidence),
+                };
+                LaneState::failed(FailureClass::Provider)
+            }
             _ if self.receipt.submitted() && self.receipt.accepted_at.is_none() => {
                 self.event(
                     LaneEventKind::PromptMisdelivery,
@@ -2033,7 +2119,21 @@ impl<'a> Machine<'a> {
         self.transition(LaneState::plain(LaneStatus::PromptAccepted), Some(evidence));
     }
 
+    /// clawpool's answer resolved the trust dialog: recorded, and the agent has
+    /// [`Settings::trust_apply`] from now to show it runs trusted.
+    fn trust_answered(&mut self, method: &str, evidence: Evidence) {
+        if !self.trust_recorded {
+            self.trust_due = Some(self.now + self.settings.trust_apply);
+        }
+        self.trust_resolved(method, evidence);
+    }
+
+    /// Records the lane's trust resolved, once per run.
     fn trust_resolved(&mut self, method: &str, evidence: Evidence) {
+        self.unconfirmed_trust = None;
+        if std::mem::replace(&mut self.trust_recorded, true) {
+            return;
+        }
         self.event(
             LaneEventKind::TrustResolved,
             None,

@@ -149,7 +149,14 @@ pub struct LaneContext {
     pub store: Option<StoreGuard>,
     /// How the prompt goes to the agent.
     pub prompt: PromptPlan,
+    /// The lane's worker was already restarted once because it did not apply the trust
+    /// clawpool gave it ([`TRUST_NOT_APPLIED`]): never again.
+    pub restarted_to_apply_trust: bool,
 }
+
+/// Who asks for a restart of an agent that saved the trust clawpool gave it but still does
+/// not run trusted (`RestartRequest::by`).
+pub const TRUST_NOT_APPLIED: &str = "trust_not_applied";
 
 /// How the handshake ended.
 #[derive(Debug, Clone, Serialize)]
@@ -383,7 +390,8 @@ impl<'a> Handshake<'a> {
         let mut output_open = true;
         loop {
             if let Some(status) = self.worker.exit_status() {
-                self.input(Input::Exited(status)).await;
+                self.input(Input::Exited(status, self.worker.snapshot()))
+                    .await;
                 break;
             }
             let looked_at = Instant::now();

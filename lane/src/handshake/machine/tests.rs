@@ -92,11 +92,23 @@ struct Lane {
     fail_next_write: Option<String>,
     /// The permission gate [`Effect::DecidePermission`] asks, when the lane has one.
     gate: Option<crate::permission_gate::PermissionGate>,
+    /// When set, the next dialog answer's check fails with this (its keys went out).
+    fail_next_answer: Option<String>,
 }
 
 impl Lane {
     fn new(agent: &str, trust: TrustGate, prompt: Option<&str>) -> Self {
-        let lane = LaneContext {
+        Self::with_context(agent, trust, prompt, |_| {})
+    }
+
+    /// A lane whose context `edit` changed from the usual one.
+    fn with_context(
+        agent: &str,
+        trust: TrustGate,
+        prompt: Option<&str>,
+        edit: impl FnOnce(&mut LaneContext),
+    ) -> Self {
+        let mut lane = LaneContext {
             name: "a".into(),
             cwd: PathBuf::from("/nonexistent/lane-a"),
             trust,
@@ -105,7 +117,9 @@ impl Lane {
                 Some(p) => PromptPlan::Typed { prompt: p.into() },
                 None => PromptPlan::None,
             },
+            restarted_to_apply_trust: false,
         };
+        edit(&mut lane);
         let mut machine = Machine::new(
             profile(agent),
             lane,
@@ -122,6 +136,7 @@ impl Lane {
             answers: Vec::new(),
             fail_next_write: None,
             gate: None,
+            fail_next_answer: None,
         };
         lane.carry_out(opening);
         lane
@@ -168,7 +183,10 @@ impl Lane {
                 },
                 Effect::Answer { dialog, choice } => {
                     self.answers.push(format!("{}={choice}", dialog.name));
-                    Some(Input::Answered(Ok(())))
+                    Some(Input::Answered(match self.fail_next_answer.take() {
+                        Some(error) => Err(error),
+                        None => Ok(()),
+                    }))
                 }
                 Effect::StopWorker => {
                     self.stops += 1;
@@ -818,7 +836,7 @@ async fn how_the_worker_exits_decides_how_the_lane_ends() {
     for (exit, state) in cases {
         let mut lane = Lane::claude(None);
         lane.look(&claude("04-ready_for_prompt-120x40"));
-        lane.input(Input::Exited(exit));
+        lane.input(Input::Exited(exit, claude("04-ready_for_prompt-120x40")));
         assert_eq!(lane.state(), state, "{exit:?}");
     }
     // A worker gone after Enter and before the prompt was seen taken: the prompt went
@@ -828,7 +846,10 @@ async fn how_the_worker_exits_decides_how_the_lane_ends() {
     lane.look(&claude("05-draft_typed-120x40"));
     let settle = Duration::from_millis(profile("claude").manifest.input.submit_after_ms);
     lane.after(settle, &claude("05-draft_typed-120x40")).await;
-    lane.input(Input::Exited(ExitStatus::Exited(1)));
+    lane.input(Input::Exited(
+        ExitStatus::Exited(1),
+        claude("05-draft_typed-120x40"),
+    ));
     assert_eq!(
         lane.state(),
         LaneState::failed(FailureClass::PromptDelivery)
@@ -1218,4 +1239,154 @@ async fn a_tool_whose_end_is_never_reported_counts_as_running_only_for_its_bound
     assert_eq!(lane.count("lane.stalled"), 0);
     lane.after(Duration::from_secs(121), &working).await;
     assert_eq!(lane.count("lane.stalled"), 1, "{:?}", lane.kinds());
+}
+
+fn gemini(file: &str) -> ScreenSnapshot {
+    corpus("gemini-0.61.0", file)
+}
+
+/// gemini-cli's screen just after the trust answer ("Gemini CLI is restarting to apply the
+/// trust changes..." under the answered box), kept in the corpus as text only.
+fn gemini_restarting() -> ScreenSnapshot {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/screens/gemini-0.61.0/38-booting-120x40.txt");
+    text_screen(
+        std::fs::read_to_string(&path)
+            .expect("the corpus screen")
+            .trim_end(),
+    )
+}
+
+/// A gemini-cli lane whose trust dialog clawpool answered, still showing the default-mode
+/// footer of a folder it does not trust (`folder_not_trusted_yet`).
+fn gemini_answered_but_untrusted(restarted_before: bool) -> Lane {
+    let mut lane = Lane::with_context("gemini", TrustGate::AllowListed, Some(PROMPT), |lane| {
+        lane.restarted_to_apply_trust = restarted_before;
+    });
+    lane.look(&gemini("26-trust_required-120x40"));
+    assert_eq!(lane.answers, ["trust=yes"]);
+    assert_eq!(lane.count("lane.trust_resolved"), 1, "{:?}", lane.kinds());
+    lane.look(&gemini("25-booting-120x40"));
+    lane
+}
+
+/// gemini-cli can save the trust and lose the relaunch that applies it: still untrusted
+/// `trust_apply` after the answer, it is restarted once, and nothing was typed into it.
+#[tokio::test(start_paused = true)]
+async fn an_agent_still_untrusted_after_its_trust_answer_is_restarted_after_trust_apply() {
+    let mut lane = gemini_answered_but_untrusted(false);
+    let trust_apply = Settings::default().trust_apply;
+    assert_eq!(lane.deadline(), trust_apply, "woken when trust_apply is up");
+    lane.after(
+        trust_apply - Duration::from_millis(1),
+        &gemini("25-booting-120x40"),
+    )
+    .await;
+    assert_eq!(lane.stops, 0);
+    assert!(!lane.machine.is_over());
+    lane.after(Duration::from_millis(1), &gemini("25-booting-120x40"))
+        .await;
+    assert_eq!(lane.stops, 1);
+    assert!(lane.texts_typed().is_empty());
+    let request = lane
+        .records
+        .iter()
+        .find(|r| r.kind == LaneEventKind::RestartRequested)
+        .expect("a restart requested");
+    assert_eq!(request.detail["by"], crate::handshake::TRUST_NOT_APPLIED);
+    assert_eq!(
+        request.evidence.as_ref().map(|e| e.rule.as_str()),
+        Some("folder_not_trusted_yet")
+    );
+    let (_, ended) = lane.machine.finish();
+    assert!(
+        matches!(&ended.next, Next::Restart(r) if r.by == crate::handshake::TRUST_NOT_APPLIED && !r.resume),
+        "{:?}",
+        ended.next
+    );
+}
+
+/// The usual path: gemini-cli relaunches itself and comes up trusted; no restart, ever.
+#[tokio::test(start_paused = true)]
+async fn an_agent_that_applies_its_trust_is_not_restarted() {
+    let mut lane = gemini_answered_but_untrusted(false);
+    lane.look(&gemini_restarting());
+    lane.look(&gemini("27-ready_for_prompt-120x40"));
+    assert_eq!(lane.texts_typed(), [PROMPT]);
+    lane.after(
+        Settings::default().trust_apply * 2,
+        &gemini("27-ready_for_prompt-120x40"),
+    )
+    .await;
+    assert_eq!(lane.stops, 0);
+    assert_eq!(lane.count("lane.restart_requested"), 0);
+}
+
+/// Once per lane: a worker restarted for this before is left to the boot deadline.
+#[tokio::test(start_paused = true)]
+async fn an_agent_restarted_once_to_apply_trust_is_not_restarted_again() {
+    let mut lane = gemini_answered_but_untrusted(true);
+    let settings = Settings::default();
+    lane.after(settings.trust_apply, &gemini("25-booting-120x40"))
+        .await;
+    assert_eq!(lane.stops, 0);
+    lane.after(settings.boot_timeout, &gemini("25-booting-120x40"))
+        .await;
+    assert_eq!(lane.stops, 0);
+    assert_eq!(lane.state().status, LaneStatus::Blocked);
+}
+
+/// Under load the answer's expected highlight can come after its check gave up while its keys
+/// still worked: the dialog gone and a screen the profile knows is the proof, recorded then, once.
+#[tokio::test(start_paused = true)]
+async fn a_trust_answer_whose_check_timed_out_is_resolved_once_the_dialog_is_gone() {
+    let mut lane = Lane::new("gemini", TrustGate::AllowListed, Some(PROMPT));
+    lane.fail_next_answer = Some("the expected highlight did not come within 2000 ms".into());
+    lane.look(&gemini("26-trust_required-120x40"));
+    assert_eq!(lane.answers, ["trust=yes"]);
+    assert_eq!(lane.count("lane.trust_resolved"), 0);
+    // A screen no rule knows proves nothing (a redraw can blank the live dialog).
+    lane.look(&gemini_restarting());
+    assert_eq!(lane.count("lane.trust_resolved"), 0);
+    lane.look(&gemini("27-ready_for_prompt-120x40"));
+    let resolved: Vec<&Record> = lane
+        .records
+        .iter()
+        .filter(|r| r.kind == LaneEventKind::TrustResolved)
+        .collect();
+    assert_eq!(resolved.len(), 1, "{:?}", lane.kinds());
+    assert_eq!(resolved[0].detail["method"], "auto_allowlisted");
+    lane.look(&gemini("27-ready_for_prompt-120x40"));
+    assert_eq!(lane.count("lane.trust_resolved"), 1);
+    assert_eq!(lane.texts_typed(), [PROMPT]);
+}
+
+/// claw 0.1.3 gives up on a refusing provider after 9 attempts (~5 min), prints the failure
+/// and exits 1: the lane failed on the provider. Killed by a signal, it crashed.
+#[tokio::test(start_paused = true)]
+async fn an_agent_that_exits_after_giving_up_on_its_provider_failed_on_the_provider() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/screens/claw-0.1.3/25-provider_retry-80x12.txt");
+    let gave_up = text_screen(std::fs::read_to_string(&path).expect("corpus").trim_end());
+    let cases = [
+        (
+            ExitStatus::Exited(1),
+            LaneState::failed(FailureClass::Provider),
+            "request_failed",
+        ),
+        (
+            ExitStatus::Signaled(9),
+            LaneState::failed(FailureClass::WorkerCrashed),
+            "process_exit",
+        ),
+    ];
+    for (exit, state, rule) in cases {
+        let mut lane = Lane::new("claw", TrustGate::AllowListed, None);
+        lane.input(Input::Exited(exit, gave_up.clone()));
+        assert_eq!(lane.state(), state, "{exit:?}");
+        let failed = lane.transitions_to(LaneStatus::Failed)[0];
+        let evidence = failed.evidence.as_ref().expect("evidence");
+        assert_eq!(evidence.rule, rule, "{exit:?}");
+        assert!(evidence.matched.contains(&exit.to_string()), "{evidence:?}");
+    }
 }
