@@ -1,13 +1,15 @@
 //! A lane's tool-permission gate: reads the permission dialog on the agent's screen, asks the
 //! permission policy (`clawpool_recovery::permissions`), and says what to answer and what to
 //! record as `lane.permission.decided` (`docs/permissions.md`). The handshake asks it through
-//! an effect and answers the dialog itself.
+//! an effect and answers the dialog itself. It also decides the question Claude Code's
+//! PermissionRequest hook carries ([`PermissionGate::decide_hook`]), with the tool's real input
+//! and cwd, for the hook to answer before any dialog shows.
 
 use std::path::{Path, PathBuf};
 
 use clawpool_recovery::permissions::PermissionSettings;
 use clawpool_recovery::permissions::{
-    Decision, LaneContext, PartDecision, PermissionPolicy, Request, Verdict, read_dialog,
+    Decision, LaneContext, PartDecision, PermissionPolicy, Request, Tool, Verdict, read_dialog,
 };
 use clawpool_worktree::Repo;
 
@@ -134,6 +136,54 @@ impl PermissionGate {
                 }),
             };
         };
+        self.decide_request(&request)
+    }
+
+    /// Decides the question a PermissionRequest hook carries: the tool (`Bash`; `Write`;
+    /// `Edit`, `MultiEdit`, `NotebookEdit`) with its input (`command`; `file_path` or
+    /// `notebook_path`) in the agent's `cwd` (the worktree when the payload names none). A
+    /// tool the policy does not know, or an input without its command or file, is an ask.
+    pub fn decide_hook(
+        &self,
+        tool_name: &str,
+        tool_input: &Value,
+        cwd: Option<&str>,
+    ) -> PermissionAnswer {
+        let text = |key: &str| tool_input.get(key).and_then(Value::as_str);
+        let request = match tool_name {
+            "Bash" => text("command").map(|command| Request::Command {
+                command: command.to_owned(),
+                cwd: cwd.map_or_else(|| self.lane.worktree.clone(), PathBuf::from),
+            }),
+            "Write" => text("file_path").map(|path| Request::File {
+                tool: Tool::Write,
+                path: PathBuf::from(path),
+            }),
+            "Edit" | "MultiEdit" | "NotebookEdit" => text("file_path")
+                .or_else(|| text("notebook_path"))
+                .map(|path| Request::File {
+                    tool: Tool::Edit,
+                    path: PathBuf::from(path),
+                }),
+            _ => None,
+        };
+        match request {
+            Some(request) => self.decide_request(&request),
+            None => PermissionAnswer {
+                verdict: Verdict::Ask,
+                question: format!("{tool_name}: {}", tool_input),
+                detail: json!({
+                    "tool": tool_name, "verb": null, "args": [], "cwd": cwd,
+                    "rule": "unreadable_request", "decision": "ask",
+                    "reason": format!("no policy reads the {tool_name} tool's input"),
+                    "profile": self.lane.profile,
+                }),
+            },
+        }
+    }
+
+    /// Decides one question for the lane.
+    fn decide_request(&self, request: &Request) -> PermissionAnswer {
         let with_others;
         let lane = if self.others_from_registry {
             with_others = LaneContext {
@@ -144,8 +194,8 @@ impl PermissionGate {
         } else {
             &self.lane
         };
-        let decision = self.policy.decide(lane, &request);
-        let (tool, question) = match &request {
+        let decision = self.policy.decide(lane, request);
+        let (tool, question) = match request {
             Request::Command { command, .. } => ("bash", command.clone()),
             Request::File { tool, path } => (tool.name(), path.display().to_string()),
         };

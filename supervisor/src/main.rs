@@ -166,8 +166,11 @@ fn main() -> ExitCode {
                         std::env::var(key).ok()
                     })
                     .await;
-                if let Err(error) = delivered {
-                    eprintln!("clawpool hook {}: not delivered: {error}", args.event);
+                match delivered {
+                    // The agent reads its answer (a PermissionRequest's decision) on stdout.
+                    Ok(Some(answer)) => println!("{answer}"),
+                    Ok(None) => {}
+                    Err(error) => eprintln!("clawpool hook {}: not delivered: {error}", args.event),
                 }
                 Ok(ExitCode::SUCCESS)
             }

@@ -462,18 +462,25 @@ fn a_person_says_no(
     assert_eq!(code, 0, "{}\n{}", run.report(), screen_report(lane));
 }
 
-/// The `lane.dialog_answered` event of the tool-permission question, which the policy answered.
-fn answered_by_policy<'a>(events: &'a [Value], run: &clawpool_tests::LaneRun) -> &'a Value {
-    let answered = events
-        .iter()
-        .find(|e| e["kind"] == "lane.dialog_answered" && e["detail"]["dialog"] == "tool_permission")
-        .unwrap_or_else(|| panic!("the question was answered: {}", run.report()));
-    assert_eq!(answered["detail"]["by"], "policy");
-    answered
+/// Claude Code's PermissionRequest hook answered the question: one decision recorded with
+/// source `hook`, and no keystroke answered its dialog (which Claude Code 2.1.330 draws while
+/// the hook runs, and takes down when the hook's answer comes).
+fn answered_through_the_hook<'a>(events: &'a [Value], run: &clawpool_tests::LaneRun) -> &'a Value {
+    let decided: Vec<&Value> = decided(events);
+    assert_eq!(decided.len(), 1, "{decided:#?}");
+    assert_eq!(decided[0]["source"], "hook", "{:#}", decided[0]);
+    assert!(
+        !events.iter().any(|e| {
+            e["kind"] == "lane.dialog_answered" && e["detail"]["dialog"] == "tool_permission"
+        }),
+        "no keystroke answered the question: {}",
+        run.report()
+    );
+    decided[0]
 }
 
 #[test]
-fn claude_codes_file_write_in_its_worktree_is_approved_without_a_person() {
+fn claude_codes_file_write_in_its_worktree_is_approved_through_the_hook() {
     use crate::real_agents::{assert_nothing_left, count_kind, finish, screen_report};
     let sandbox = clawpool_tests::Sandbox::new();
     let lane = crate::real_agents::plain_lane(&sandbox, "alpha");
@@ -489,15 +496,14 @@ fn claude_codes_file_write_in_its_worktree_is_approved_without_a_person() {
     let events = run.events();
     assert_eq!(code, 0, "{}\n{}", run.report(), screen_report(&lane));
     assert_eq!(outcome["state"]["status"], "finished");
-    let decided: Vec<&Value> = decided(&events);
-    assert_eq!(decided.len(), 1, "{decided:#?}");
-    let detail = &decided[0]["detail"];
+    let detail = &answered_through_the_hook(&events, &run)["detail"];
     assert_eq!(detail["tool"], "write", "{detail:#}");
     assert_eq!(detail["decision"], "allow");
     assert_eq!(detail["rule"], "profile:workspace-write");
-    let answered = answered_by_policy(&events, &run);
-    assert_eq!(answered["detail"]["choice"], "yes");
-    assert_eq!(answered["detail"]["completed"], true);
+    assert_eq!(
+        detail["args"],
+        serde_json::json!([lane.join("hello.txt").display().to_string()])
+    );
     assert_eq!(count_kind(&events, "lane.blocked"), 0, "{}", run.report());
     assert_eq!(
         std::fs::read_to_string(lane.join("hello.txt")).expect("hello.txt in the lane"),
@@ -509,7 +515,7 @@ fn claude_codes_file_write_in_its_worktree_is_approved_without_a_person() {
 }
 
 #[test]
-fn claude_codes_denied_command_is_answered_no_and_never_runs() {
+fn claude_codes_denied_command_is_denied_through_the_hook_and_never_runs() {
     use crate::real_agents::{assert_nothing_left, count_kind, finish, screen_report};
     let sandbox = clawpool_tests::Sandbox::new();
     let script = serde_json::json!([
@@ -525,16 +531,17 @@ fn claude_codes_denied_command_is_answered_no_and_never_runs() {
     let events = run.events();
     assert_eq!(code, 0, "{}\n{}", run.report(), screen_report(&lane));
     assert_eq!(outcome["state"]["status"], "finished");
-    let decided: Vec<&Value> = decided(&events);
-    assert_eq!(decided.len(), 1, "{decided:#?}");
-    let detail = &decided[0]["detail"];
+    let detail = &answered_through_the_hook(&events, &run)["detail"];
     assert_eq!(detail["tool"], "bash", "{detail:#}");
     assert_eq!(detail["verb"], "touch");
     assert_eq!(detail["args"], serde_json::json!(["denied.txt"]));
     assert_eq!(detail["decision"], "deny");
     assert_eq!(detail["rule"], "permissions.entry#1:deny");
-    let answered = answered_by_policy(&events, &run);
-    assert_eq!(answered["detail"]["choice"], "no");
+    // Decided in the folder Claude Code runs the command in, as its payload said.
+    assert_eq!(
+        detail["cwd"],
+        lane.canonicalize().expect("lane").display().to_string()
+    );
     assert_eq!(count_kind(&events, "lane.blocked"), 0, "{}", run.report());
     assert!(
         !lane.join("denied.txt").exists(),
@@ -564,8 +571,18 @@ fn claude_codes_write_outside_its_worktree_waits_for_a_person() {
     assert_eq!(decision["detail"]["tool"], "write", "{decision:#}");
     assert_eq!(decision["detail"]["decision"], "ask");
     assert_eq!(decision["detail"]["rule"], "no_rule");
+    assert_eq!(
+        decision["source"], "hook",
+        "decided from the hook's payload"
+    );
     a_person_says_no(&sandbox, &mut run, &lane);
     let events = run.events();
+    assert_eq!(
+        decided(&events).len(),
+        1,
+        "the dialog the hook's ask let show is not decided again: {}",
+        run.report()
+    );
     let by: Vec<&str> = events
         .iter()
         .filter(|e| {
