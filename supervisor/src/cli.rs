@@ -354,6 +354,10 @@ pub struct AnswerArgs {
     /// The choice, as the agent's profile names it (e.g. yes, no).
     #[arg(long)]
     pub choice: String,
+    /// Keep a yes to a tool-permission question as a grant for its tool and verb: once (keep
+    /// nothing), lane (this lane), repository (every lane here), always (every lane anywhere).
+    #[arg(long, value_name = "SCOPE")]
+    pub remember: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -69,6 +69,9 @@ fn main() -> ExitCode {
             Command::Trust(args) => {
                 operator(&args, clawpool_lane::handshake::OperatorCommand::Trust).await
             }
+            Command::Answer(args) if args.remember.is_some() => {
+                permissions_cmd::run_answer_remembering(&args).await
+            }
             Command::Answer(args) => {
                 let command = clawpool_lane::handshake::OperatorCommand::Answer {
                     choice: args.choice.clone(),

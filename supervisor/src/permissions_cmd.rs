@@ -1,14 +1,18 @@
 //! `clawpool permissions check`: one permission question decided the way a lane would decide
-//! it (`docs/permissions.md`). The lane's side (its worktree, repository, sibling lanes and
-//! profile) is `clawpool_lane::permission_gate`; the decision is `clawpool_recovery::permissions`.
+//! it (`docs/permissions.md`); `clawpool answer --remember SCOPE`: an operator's yes to the
+//! question a lane waits on, kept as a grant. The lane's side (its worktree, repository,
+//! sibling lanes, profile and grant stores) is `clawpool_lane::permission_gate`; the decision
+//! and the store are `clawpool_recovery::permissions`.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clawpool_recovery::permissions::{Decision, LaneContext, Profile, Request, Tool};
+use clawpool_recovery::permissions::{
+    Decision, Grant, GrantScope, GrantStore, LaneContext, Profile, Request, Tool,
+};
 use serde_json::json;
 
-use crate::cli::{OutputFormat, PermissionsCheckArgs};
+use crate::cli::{AnswerArgs, OutputFormat, PermissionsCheckArgs};
 use crate::loaded::Loaded;
 use crate::output::CommandError;
 use clawpool_lane::permission_gate::lane_context;
@@ -136,4 +140,174 @@ fn worktree_top(dir: &Path) -> PathBuf {
         .find(|folder| folder.join(".git").exists())
         .unwrap_or(&dir)
         .to_path_buf()
+}
+
+/// `clawpool answer LANE --choice yes --remember SCOPE`: answers the tool-permission question
+/// the lane waits on, then keeps a grant of its tool and verb with SCOPE (`once` keeps none) in
+/// the repository's store (`lane`, `repository`) or the user's (`always`).
+pub async fn run_answer_remembering(args: &AnswerArgs) -> Result<ExitCode, CommandError> {
+    let remember = args.remember.as_deref().unwrap_or("once");
+    let scope = GrantScope::parse(remember).ok_or_else(|| {
+        CommandError::invalid(
+            "invalid_argument",
+            format!("--remember {remember:?}: expected once, lane, repository or always"),
+        )
+    })?;
+    if scope != GrantScope::Once && args.choice != "yes" {
+        return Err(CommandError::invalid(
+            "invalid_argument",
+            format!(
+                "--remember {remember} keeps a yes; --choice {:?} is answered without --remember",
+                args.choice
+            ),
+        ));
+    }
+    let lane = crate::board::find_lane(&args.lane.lane)?;
+    let worktree = lane.dir.canonicalize().unwrap_or(lane.dir.clone());
+    let name = worktree
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let grant = match scope {
+        GrantScope::Once => None,
+        _ => Some(grant_for_waiting_question(
+            &lane.events,
+            scope,
+            &worktree,
+            &name,
+        )?),
+    };
+    let command = clawpool_lane::handshake::OperatorCommand::Answer {
+        choice: args.choice.clone(),
+    };
+    let verdict = crate::run_lane::send_operator(&args.lane.lane, &command).await?;
+    let lane_label = args.lane.lane.display().to_string();
+    let Some(grant) = grant.filter(|_| verdict.is_done()) else {
+        return Ok(crate::run_lane::print_verdict(
+            &lane_label,
+            &command,
+            &verdict,
+            args.lane.output_format,
+            serde_json::Value::Null,
+        ));
+    };
+    let store = match scope {
+        GrantScope::Always => GrantStore::user(|key| std::env::var(key).ok()).ok_or_else(|| {
+            CommandError::invalid(
+                "no_state_dir",
+                "the question was answered, but an always grant needs XDG_STATE_HOME or HOME",
+            )
+        })?,
+        _ => grant_stores_repository(&worktree)?,
+    };
+    let (kept, set_aside) = store.add(grant).map_err(|err| {
+        CommandError::invalid(
+            "grant_not_kept",
+            format!("the question was answered, but its grant was not kept: {err}"),
+        )
+    })?;
+    if let Some(aside) = &set_aside {
+        eprintln!(
+            "clawpool: warning: the grants store {} was set aside as {} ({}); a new one was started",
+            aside.from.display(),
+            aside.to.display(),
+            aside.reason
+        );
+    }
+    let extra = json!({"grant": kept, "store": store.path(), "set_aside": set_aside});
+    if args.lane.output_format == OutputFormat::Text {
+        println!(
+            "grant {}: {} {} for {} (kept in {})",
+            kept.id,
+            kept.tool,
+            kept.verb,
+            match scope {
+                GrantScope::Lane => format!("lane {name}"),
+                GrantScope::Repository => "every lane of this repository".to_owned(),
+                _ => "every lane".to_owned(),
+            },
+            store.path().display()
+        );
+    }
+    Ok(crate::run_lane::print_verdict(
+        &lane_label,
+        &command,
+        &verdict,
+        args.lane.output_format,
+        extra,
+    ))
+}
+
+/// The repository's grants store for the lane in `worktree`.
+fn grant_stores_repository(worktree: &Path) -> Result<GrantStore, CommandError> {
+    let repo = clawpool_worktree::Repo::open(worktree).map_err(|err| {
+        CommandError::invalid("not_a_repository", format!("{}: {err}", worktree.display()))
+    })?;
+    Ok(GrantStore::in_folder(
+        clawpool_worktree::layout::StateDir::of(repo.common_dir()).root(),
+    ))
+}
+
+/// The grant (not yet numbered) of the question the lane waits on: its latest
+/// `lane.permission.decided` was an ask, with no tool-permission dialog answered since.
+fn grant_for_waiting_question(
+    events: &Path,
+    scope: GrantScope,
+    worktree: &Path,
+    lane: &str,
+) -> Result<Grant, CommandError> {
+    let text = std::fs::read_to_string(events).unwrap_or_default();
+    let events: Vec<serde_json::Value> = text
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect();
+    let asked = events
+        .iter()
+        .rposition(|event| event["kind"] == "lane.permission.decided")
+        .filter(|&at| {
+            events[at]["detail"]["decision"] == "ask"
+                && !events[at..].iter().any(|event| {
+                    event["kind"] == "lane.dialog_answered"
+                        && event["detail"]["dialog"] == "tool_permission"
+                })
+        })
+        .map(|at| &events[at]["detail"])
+        .ok_or_else(|| {
+            CommandError::invalid(
+                "no_permission_question",
+                format!(
+                    "lane {lane} is not waiting on a tool-permission question the policy asked                      a person about; nothing was answered (answer without --remember)"
+                ),
+            )
+        })?;
+    let not_grantable = |why: &str| {
+        CommandError::invalid(
+            "not_grantable",
+            format!(
+                "the question of lane {lane} ({}) cannot be kept as a grant: {why}; nothing was                  answered (answer without --remember)",
+                asked["command"].as_str().unwrap_or_default()
+            ),
+        )
+    };
+    let tool = asked["tool"]
+        .as_str()
+        .and_then(Tool::parse)
+        .ok_or_else(|| not_grantable("its tool could not be read"))?;
+    let verb = match tool {
+        Tool::Bash => asked["verb"]
+            .as_str()
+            .filter(|verb| !verb.is_empty())
+            .ok_or_else(|| not_grantable("the command could not be read into verbs"))?,
+        Tool::Write | Tool::Edit => "*",
+    };
+    Ok(Grant {
+        id: String::new(),
+        scope,
+        tool: tool.name().to_owned(),
+        verb: verb.to_owned(),
+        worktree: worktree.to_path_buf(),
+        lane: lane.to_owned(),
+        question: asked["command"].as_str().unwrap_or_default().to_owned(),
+        granted_at_ms: clawpool_lanes::now_ms(),
+    })
 }

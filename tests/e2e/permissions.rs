@@ -629,3 +629,155 @@ fn claude_codes_compound_with_a_mutating_part_outside_waits_for_a_person() {
     server.stop();
     assert_nothing_left(&sandbox);
 }
+
+/// The scripted agent asks to run `make build` (no rule allows `make`), then writes a file.
+const ASKS_TO_MAKE: &str = r#"
+prompt_log = ".prompts.jsonl"
+[[prompt]]
+steps = [
+  { do = "permission", tool = "Bash(make build)", command = "make build" },
+  { do = "write_file", path = "built.txt", content = "built\n" },
+]
+"#;
+
+/// `clawpool answer` in JSON, with `args` after the lane; its exit code and the document it
+/// printed (stdout, or the error on stderr).
+fn answer(
+    sandbox: &clawpool_tests::Sandbox,
+    lane: &std::path::Path,
+    args: &[&str],
+) -> (i32, Value) {
+    let out = sandbox
+        .clawpool()
+        .arg("answer")
+        .arg(lane)
+        .args(args)
+        .args(["--output-format", "json"])
+        .output()
+        .expect("clawpool answer");
+    let text = if out.status.success() {
+        &out.stdout
+    } else {
+        &out.stderr
+    };
+    let document = serde_json::from_slice(text)
+        .unwrap_or_else(|_| panic!("one JSON document: {}", String::from_utf8_lossy(text)));
+    (out.status.code().unwrap_or(-1), document)
+}
+
+/// A `clawpool run` lane of the scripted agent asking [`ASKS_TO_MAKE`] in `folder`: waits until
+/// it is blocked on the question the policy left to a person, and returns it.
+fn blocked_on_make(
+    sandbox: &clawpool_tests::Sandbox,
+    folder: &std::path::Path,
+    config: &std::path::Path,
+) -> crate::handshake::Lane {
+    let mut lane = crate::handshake::Lane::start(sandbox, folder, config, "scripted", "build it");
+    let decision = lane.wait_kind("lane.permission.decided");
+    assert_eq!(decision["detail"]["decision"], "ask", "{decision:#}");
+    assert_eq!(decision["detail"]["rule"], "no_rule");
+    assert_eq!(decision["detail"]["verb"], "make");
+    let blocked = lane.wait_kind("lane.blocked");
+    assert_eq!(blocked["to"]["subphase"], "tool_permission");
+    lane
+}
+
+#[test]
+fn an_always_here_grant_is_used_by_the_repositorys_other_lanes_only() {
+    let sandbox = clawpool_tests::Sandbox::new();
+    let (repo, config) = crate::handshake::setup(&sandbox, ASKS_TO_MAKE, true, "");
+    // A second worktree of the same repository, and a lane in another repository.
+    let second = sandbox.dir.path().join("second");
+    let added = std::process::Command::new("git")
+        .arg("-C")
+        .arg(&repo)
+        .args(["worktree", "add", "-q", "-b", "second"])
+        .arg(&second)
+        .status()
+        .expect("git worktree add");
+    assert!(added.success());
+    let other = clawpool_tests::git_repo(sandbox.dir.path(), "other");
+
+    // Bad input is refused before anything is answered.
+    let lane = blocked_on_make(&sandbox, &repo, &config);
+    let (code, error) = answer(
+        &sandbox,
+        &repo,
+        &["--choice", "yes", "--remember", "forever"],
+    );
+    assert_eq!(code, 2, "{error:#}");
+    assert_eq!(error["error"]["kind"], "invalid_argument");
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("\"forever\"")
+    );
+    let (code, error) = answer(
+        &sandbox,
+        &repo,
+        &["--choice", "no", "--remember", "repository"],
+    );
+    assert_eq!(code, 2, "{error:#}");
+    assert_eq!(error["error"]["kind"], "invalid_argument");
+
+    // The operator's yes, always here.
+    let (code, answered) = answer(
+        &sandbox,
+        &repo,
+        &["--choice", "yes", "--remember", "repository"],
+    );
+    assert_eq!(code, 0, "{answered:#}");
+    assert_eq!(answered["verdict"], "done");
+    let grant = &answered["grant"];
+    assert_eq!(grant["id"], "repository#1", "{answered:#}");
+    assert_eq!(
+        (&grant["scope"], &grant["tool"], &grant["verb"]),
+        (
+            &Value::from("repository"),
+            &Value::from("bash"),
+            &Value::from("make")
+        )
+    );
+    let common = repo.join(".git/clawpool/permission-grants.json");
+    assert_eq!(answered["store"], common.display().to_string());
+    let store: Value =
+        serde_json::from_str(&std::fs::read_to_string(&common).expect("the store")).expect("JSON");
+    assert_eq!(store["version"], 1);
+    assert_eq!(store["grants"][0]["id"], "repository#1");
+    let (code, _, events) = lane.finish();
+    assert_eq!(code, 0, "{events:#?}");
+    assert!(repo.join("built.txt").is_file());
+    // The question is answered: nothing is left to remember.
+    let (code, error) = answer(&sandbox, &repo, &["--choice", "yes", "--remember", "lane"]);
+    assert_eq!(code, 2, "{error:#}");
+    assert_eq!(error["error"]["kind"], "no_permission_question");
+
+    // The repository's second lane: the grant allows its `make` without a person.
+    let lane = crate::handshake::Lane::start(&sandbox, &second, &config, "scripted", "build it");
+    let (code, _, events) = lane.finish();
+    assert_eq!(code, 0, "{events:#?}");
+    let decisions = decided(&events);
+    assert_eq!(decisions.len(), 1, "{decisions:#?}");
+    assert_eq!(decisions[0]["detail"]["decision"], "allow");
+    assert_eq!(decisions[0]["detail"]["rule"], "grant:repository#1");
+    assert!(
+        !events.iter().any(|e| e["kind"] == "lane.blocked"),
+        "{events:#?}"
+    );
+    assert!(second.join("built.txt").is_file());
+    let permissions = state_permissions(&second);
+    assert_eq!(
+        permissions["grants"][0]["grant"], "repository#1",
+        "{permissions:#}"
+    );
+    assert_eq!(permissions["grants"][0]["allowed"], 1);
+
+    // Another repository's lane: the grant is not its; a person answers.
+    let lane = blocked_on_make(&sandbox, &other, &config);
+    let (code, answered) = answer(&sandbox, &other, &["--choice", "no"]);
+    assert_eq!(code, 0, "{answered:#}");
+    let (code, _, _) = lane.finish();
+    assert_eq!(code, 0);
+    assert!(!other.join("built.txt").exists());
+}
