@@ -200,6 +200,9 @@ fn main() -> ExitCode {
             Command::Permissions(cli::PermissionsArgs {
                 command: cli::PermissionsCommand::Check(args),
             }) => permissions_cmd::run_check(&args),
+            Command::Permissions(cli::PermissionsArgs {
+                command: cli::PermissionsCommand::Explain(args),
+            }) => permissions_cmd::run_explain(&args),
             Command::Doctor(args) => {
                 let loaded = loaded::Loaded::load(&args.config, Some(&args.repo))?;
                 inspect::run_doctor(&loaded, &args)

@@ -1,5 +1,6 @@
 //! `clawpool permissions check`: one permission question decided the way a lane would decide
-//! it (`docs/permissions.md`); `clawpool answer --remember SCOPE`: an operator's yes to the
+//! it (`docs/permissions.md`); `clawpool permissions explain`: a lane's last questions and why
+//! each was decided, from its events; `clawpool answer --remember SCOPE`: an operator's yes to the
 //! question a lane waits on, kept as a grant. The lane's side (its worktree, repository,
 //! sibling lanes, profile and grant stores) is `clawpool_lane::permission_gate`; the decision
 //! and the store are `clawpool_recovery::permissions`.
@@ -12,7 +13,7 @@ use clawpool_recovery::permissions::{
 };
 use serde_json::json;
 
-use crate::cli::{AnswerArgs, OutputFormat, PermissionsCheckArgs};
+use crate::cli::{AnswerArgs, OutputFormat, PermissionsCheckArgs, PermissionsExplainArgs};
 use crate::loaded::Loaded;
 use crate::output::CommandError;
 use clawpool_lane::permission_gate::lane_context;
@@ -256,11 +257,7 @@ fn grant_for_waiting_question(
     worktree: &Path,
     lane: &str,
 ) -> Result<Grant, CommandError> {
-    let text = std::fs::read_to_string(events).unwrap_or_default();
-    let events: Vec<serde_json::Value> = text
-        .lines()
-        .filter_map(|line| serde_json::from_str(line).ok())
-        .collect();
+    let events = read_events(events);
     let asked = events
         .iter()
         .rposition(|event| event["kind"] == "lane.permission.decided")
@@ -309,5 +306,112 @@ fn grant_for_waiting_question(
         lane: lane.to_owned(),
         question: asked["command"].as_str().unwrap_or_default().to_owned(),
         granted_at_ms: clawpool_lanes::now_ms(),
+    })
+}
+
+/// A lane's events, as its log holds them (none when it has no log yet).
+fn read_events(file: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect()
+}
+
+/// `clawpool permissions explain LANE`: the lane's last `--last` permission questions, oldest
+/// first, each with its decision, the rule or grant that decided, how it came (`hook`,
+/// `screen`) and how it was answered (`policy`, `operator`, the hook, or waiting), and the
+/// counts over the lane's whole log.
+pub fn run_explain(args: &PermissionsExplainArgs) -> Result<ExitCode, CommandError> {
+    let lane = crate::board::find_lane(&args.lane)?;
+    let events = read_events(&lane.events);
+    let decided: Vec<usize> = events
+        .iter()
+        .enumerate()
+        .filter(|(_, event)| event["kind"] == "lane.permission.decided")
+        .map(|(at, _)| at)
+        .collect();
+    let count = |verdict: &str| {
+        decided
+            .iter()
+            .filter(|&&at| events[at]["detail"]["decision"] == verdict)
+            .count()
+    };
+    let counts = json!({"allowed": count("allow"), "denied": count("deny"), "asked": count("ask")});
+    let questions: Vec<serde_json::Value> = decided
+        .iter()
+        .enumerate()
+        .skip(decided.len().saturating_sub(args.last))
+        .map(|(index, &at)| {
+            let until = decided.get(index + 1).copied().unwrap_or(events.len());
+            explained(&events[at], &events[at..until])
+        })
+        .collect();
+    let name = args.lane.display().to_string();
+    match args.output_format {
+        OutputFormat::Json => println!(
+            "{}",
+            json!({"lane": name, "worktree": lane.dir, "counts": counts, "questions": questions})
+        ),
+        OutputFormat::Text => {
+            println!(
+                "lane {name}: {} permission question(s): {} allowed, {} denied, {} asked",
+                decided.len(),
+                counts["allowed"],
+                counts["denied"],
+                counts["asked"]
+            );
+            for question in &questions {
+                let text = |key: &str| question[key].as_str().unwrap_or("-").to_owned();
+                println!(
+                    "{} {} {} `{}`: {} by {} — {}; {}",
+                    question["at_ms"],
+                    text("source"),
+                    text("tool"),
+                    text("command"),
+                    text("decision"),
+                    text("rule"),
+                    text("reason"),
+                    text("answered")
+                );
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One question (`decided`, its `lane.permission.decided` event) with what followed it until
+/// the next question (`after`): who answered, and how.
+fn explained(decided: &serde_json::Value, after: &[serde_json::Value]) -> serde_json::Value {
+    let detail = &decided["detail"];
+    let source = decided["source"].as_str().unwrap_or("screen");
+    let dialog_answer = after.iter().find(|event| {
+        event["kind"] == "lane.dialog_answered" && event["detail"]["dialog"] == "tool_permission"
+    });
+    let answered = match (dialog_answer, detail["decision"].as_str(), source) {
+        (Some(event), _, _) => format!(
+            "answered {} by {}",
+            event["detail"]["choice"].as_str().unwrap_or("?"),
+            event["detail"]["by"].as_str().unwrap_or("?")
+        ),
+        (None, Some("allow" | "deny"), "hook") => "answered through the hook".to_owned(),
+        (None, Some("ask"), _) => "left to a person; not answered yet".to_owned(),
+        (None, _, _) => "not answered".to_owned(),
+    };
+    let rule = detail["rule"].as_str().unwrap_or_default();
+    json!({
+        "at_ms": decided["at_ms"],
+        "source": source,
+        "tool": detail["tool"],
+        "command": detail["command"],
+        "verb": detail["verb"],
+        "args": detail["args"],
+        "cwd": detail["cwd"],
+        "decision": detail["decision"],
+        "rule": detail["rule"],
+        "grant": rule.strip_prefix("grant:"),
+        "reason": detail["reason"],
+        "profile": detail["profile"],
+        "answered": answered,
     })
 }

@@ -766,6 +766,16 @@ fn an_always_here_grant_is_used_by_the_repositorys_other_lanes_only() {
         "{events:#?}"
     );
     assert!(second.join("built.txt").is_file());
+    let out = sandbox
+        .clawpool()
+        .args(["permissions", "explain", "--output-format", "json"])
+        .arg(&second)
+        .output()
+        .expect("clawpool permissions explain");
+    let explained: Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    let question = &explained["questions"][0];
+    assert_eq!(question["grant"], "repository#1", "{explained:#}");
+    assert_eq!(question["answered"], "answered yes by policy");
     let permissions = state_permissions(&second);
     assert_eq!(
         permissions["grants"][0]["grant"], "repository#1",
@@ -780,4 +790,109 @@ fn an_always_here_grant_is_used_by_the_repositorys_other_lanes_only() {
     let (code, _, _) = lane.finish();
     assert_eq!(code, 0);
     assert!(!other.join("built.txt").exists());
+}
+
+#[test]
+fn explain_and_the_board_show_a_spawned_lanes_permission_questions() {
+    let s = setup();
+    std::fs::write(
+        s.sandbox.dir.path().join("scenario.toml"),
+        ASKS_ALLOWED_AND_DENIED,
+    )
+    .expect("scenario");
+    let out = s.spawn(
+        r#"{"name": "solo", "agent": "scripted", "prompt": "go"}"#,
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let clawpool = |args: &[&str]| {
+        s.sandbox
+            .clawpool()
+            .args(args)
+            .current_dir(&s.repo)
+            .output()
+            .expect("clawpool runs")
+    };
+
+    let out = clawpool(&["permissions", "explain", "solo", "--output-format", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let explained: Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    assert_eq!(
+        explained["counts"],
+        serde_json::json!({"allowed": 2, "denied": 1, "asked": 0})
+    );
+    let questions = explained["questions"].as_array().expect("questions");
+    let summary: Vec<(&str, &str, &str, &str)> = questions
+        .iter()
+        .map(|q| {
+            (
+                q["command"].as_str().unwrap_or(""),
+                q["decision"].as_str().unwrap_or(""),
+                q["rule"].as_str().unwrap_or(""),
+                q["answered"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            (
+                "mkdir -p src && touch src/a.rs",
+                "allow",
+                "compound",
+                "answered yes by policy"
+            ),
+            (
+                "notes.txt",
+                "allow",
+                "profile:workspace-write",
+                "answered yes by policy"
+            ),
+            (
+                "git push origin main",
+                "deny",
+                "permissions.entry#1:deny",
+                "answered no by policy"
+            ),
+        ],
+        "{explained:#}"
+    );
+    assert_eq!(questions[2]["source"], "screen");
+    // --last keeps the latest; text leads with the counts.
+    let out = clawpool(&["permissions", "explain", "solo", "--last", "1"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some("lane solo: 3 permission question(s): 2 allowed, 1 denied, 0 asked")
+    );
+    let last = lines.next().unwrap_or_default();
+    assert!(
+        last.contains("screen bash `git push origin main`: deny by permissions.entry#1:deny"),
+        "{text}"
+    );
+    assert_eq!(lines.next(), None, "{text}");
+    let out = clawpool(&[
+        "permissions",
+        "explain",
+        "nosuch",
+        "--output-format",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(json_error(&out)["error"]["kind"], "unknown_lane");
+
+    let out = clawpool(&["board", "--output-format", "json"]);
+    let board: Value = serde_json::from_slice(&out.stdout).expect("board JSON");
+    assert_eq!(
+        board["lanes"][0]["board"]["permissions"],
+        serde_json::json!({"allowed": 2, "denied": 1, "asked": 0}),
+        "{board:#}"
+    );
+    let out = clawpool(&["board"]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    let header = table.lines().next().unwrap_or_default();
+    let row = table.lines().nth(1).unwrap_or_default();
+    let column = header.find("perms a/d/?").expect("a permissions column");
+    assert!(row[column..].starts_with("2/1/0 "), "{table}");
 }
