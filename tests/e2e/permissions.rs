@@ -783,13 +783,29 @@ fn an_always_here_grant_is_used_by_the_repositorys_other_lanes_only() {
     );
     assert_eq!(permissions["grants"][0]["allowed"], 1);
 
-    // Another repository's lane: the grant is not its; a person answers.
+    // Another repository's lane: the grant is not its; a person answers, keeping this yes for
+    // every lane anywhere, in the user's store.
     let lane = blocked_on_make(&sandbox, &other, &config);
-    let (code, answered) = answer(&sandbox, &other, &["--choice", "no"]);
+    let (code, answered) = answer(
+        &sandbox,
+        &other,
+        &["--choice", "yes", "--remember", "always"],
+    );
     assert_eq!(code, 0, "{answered:#}");
+    assert_eq!(answered["grant"]["id"], "always#1", "{answered:#}");
+    let user_store = sandbox.state_home().join("clawpool/permission-grants.json");
+    assert_eq!(answered["store"], user_store.display().to_string());
     let (code, _, _) = lane.finish();
     assert_eq!(code, 0);
-    assert!(!other.join("built.txt").exists());
+    // Its next question is allowed by that grant.
+    let lane = crate::handshake::Lane::start(&sandbox, &other, &config, "scripted", "again");
+    let (code, _, events) = lane.finish();
+    assert_eq!(code, 0, "{events:#?}");
+    let decisions = decided(&events);
+    assert_eq!(
+        decisions[0]["detail"]["rule"], "grant:always#1",
+        "{decisions:#?}"
+    );
 }
 
 #[test]
