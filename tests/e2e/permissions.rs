@@ -912,3 +912,108 @@ fn explain_and_the_board_show_a_spawned_lanes_permission_questions() {
     let column = header.find("perms a/d/?").expect("a permissions column");
     assert!(row[column..].starts_with("2/1/0 "), "{table}");
 }
+
+/// Codex 0.169.0 asks on screen (`-a on-request`, a command asking for escalation) to run a
+/// command inside its worktree, then one the policy denies: the first is approved and runs, the
+/// second is refused with Esc and never runs, each by the policy on screen.
+#[test]
+fn codex_asks_on_screen_and_the_policy_answers_yes_then_no() {
+    use crate::real_agents::{
+        assert_nothing_left, codex_env, finish, lanes_dir, plain_lane, screen_report, start_lane,
+        write_config,
+    };
+    clawpool_tests::real_agent("codex");
+    let sandbox = clawpool_tests::Sandbox::new();
+    let lane = plain_lane(&sandbox, "alpha");
+    let escalated = |cmd: &str| {
+        serde_json::json!({"tool_use": {"name": "exec_command", "input": {
+            "cmd": cmd,
+            "sandbox_permissions": "require_escalated",
+            "justification": "May I?"
+        }}})
+    };
+    let script = serde_json::json!([
+        escalated("mkdir made"),
+        escalated("touch denied.txt"),
+        {"text": "Done."}
+    ]);
+    let mut server = clawpool_tests::ModelServer::start(&sandbox.dir.path().join("model"), &script);
+    clawpool_tests::seed_codex_home(&sandbox, &server.url(), "sk-fake");
+    let config = write_config(
+        &sandbox,
+        Some(&lanes_dir(&sandbox)),
+        "codex",
+        "trust_store = \"none\"\nargs = [\"--no-daemon\", \"-a\", \"on-request\"]\n",
+    );
+    let policy = sandbox.dir.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        "[[permissions.entries]]\ntool = \"bash\"\nverb = \"touch\"\nscope = \"anywhere\"\n\
+         decision = \"deny\"\n",
+    )
+    .expect("policy");
+    let text = std::fs::read_to_string(&config).expect("config");
+    std::fs::write(
+        &config,
+        format!("policy = {:?}\n{text}", policy.display().to_string()),
+    )
+    .expect("config");
+    let mut run = start_lane(
+        &sandbox,
+        &config,
+        "codex",
+        &lane,
+        &codex_env(&sandbox),
+        "pty",
+    );
+    let (code, _) = finish(&mut run, &lane);
+    let events = run.events();
+    assert_eq!(code, 0, "{}\n{}", run.report(), screen_report(&lane));
+    let decisions = decided(&events);
+    let summary: Vec<(&str, &str, &str, &str)> = decisions
+        .iter()
+        .map(|e| {
+            (
+                e["source"].as_str().unwrap_or(""),
+                e["detail"]["command"].as_str().unwrap_or(""),
+                e["detail"]["decision"].as_str().unwrap_or(""),
+                e["detail"]["rule"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("screen", "mkdir made", "allow", "profile:workspace-write"),
+            (
+                "screen",
+                "touch denied.txt",
+                "deny",
+                "permissions.entry#1:deny"
+            ),
+        ],
+        "{}",
+        run.report()
+    );
+    let answers: Vec<(&str, &str)> = events
+        .iter()
+        .filter(|e| {
+            e["kind"] == "lane.dialog_answered" && e["detail"]["dialog"] == "tool_permission"
+        })
+        .map(|e| {
+            (
+                e["detail"]["choice"].as_str().unwrap_or(""),
+                e["detail"]["by"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(answers, [("yes", "policy"), ("no", "policy")]);
+    assert!(lane.join("made").is_dir(), "the approved command ran");
+    assert!(
+        !lane.join("denied.txt").exists(),
+        "the denied one never ran"
+    );
+    drop(run);
+    server.stop();
+    assert_nothing_left(&sandbox);
+}
