@@ -78,7 +78,7 @@ fn other_lanes(worktree: &Path) -> Vec<PathBuf> {
 
 /// The grant stores a lane's questions read: the repository's (lane and repository grants,
 /// in the common git dir next to the lane registry) and the user's (`always` grants).
-pub fn grant_stores(worktree: &Path) -> Vec<GrantStore> {
+fn grant_stores(worktree: &Path) -> Vec<GrantStore> {
     let repository = Repo::open(worktree)
         .ok()
         .map(|repo| GrantStore::in_folder(StateDir::of(repo.common_dir()).root()));

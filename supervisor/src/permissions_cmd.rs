@@ -199,7 +199,7 @@ pub async fn run_answer_remembering(args: &AnswerArgs) -> Result<ExitCode, Comma
                 "the question was answered, but an always grant needs XDG_STATE_HOME or HOME",
             )
         })?,
-        _ => grant_stores_repository(&worktree)?,
+        _ => repository_grant_store(&worktree)?,
     };
     let (kept, set_aside) = store.add(grant).map_err(|err| {
         CommandError::invalid(
@@ -240,7 +240,7 @@ pub async fn run_answer_remembering(args: &AnswerArgs) -> Result<ExitCode, Comma
 }
 
 /// The repository's grants store for the lane in `worktree`.
-fn grant_stores_repository(worktree: &Path) -> Result<GrantStore, CommandError> {
+fn repository_grant_store(worktree: &Path) -> Result<GrantStore, CommandError> {
     let repo = clawpool_worktree::Repo::open(worktree).map_err(|err| {
         CommandError::invalid("not_a_repository", format!("{}: {err}", worktree.display()))
     })?;
