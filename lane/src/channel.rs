@@ -25,6 +25,9 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 use tokio::sync::mpsc;
 
+use crate::permission_gate::{PermissionAnswer, PermissionGate};
+use clawpool_recovery::permissions::Verdict;
+
 /// The environment variable naming the lane's control socket.
 pub const SOCKET_ENV: &str = "CLAWPOOL_LANE_SOCKET";
 /// The environment variable holding the lane's hook token.
@@ -251,6 +254,10 @@ fn truncated(input: &Value) -> Value {
 pub enum ChannelMessage {
     /// A hook's report reached the lane.
     Fact(HookFact),
+    /// The lane's permission gate decided the question of the PermissionRequest report just
+    /// before (handed on right after its [`ChannelMessage::Fact`]); an allow or deny was
+    /// given to the hook as its answer.
+    PermissionDecided(PermissionAnswer),
     /// A hook could not deliver its report (its own words).
     Failed {
         /// The hook event.
@@ -267,21 +274,72 @@ pub struct HookInbox {
     pub token: String,
     /// The handshake's channel.
     pub sender: mpsc::Sender<ChannelMessage>,
+    /// The gate that answers PermissionRequest reports, when the lane's policy decides its
+    /// tool-permission questions (`docs/permissions.md`, "Answering through the hook").
+    pub permissions: Option<PermissionGate>,
 }
 
 impl HookInbox {
     /// Takes a hook report: queued for the handshake (never waiting for it), or refused with
-    /// the reason, which the hook records as its failure.
+    /// the reason, which the hook records as its failure. A PermissionRequest report is
+    /// decided at once by the lane's gate: an allow or deny the handshake took is in the reply
+    /// as `decision` (the hook's `hookSpecificOutput`); an ask has none.
     pub fn take(&self, report: HookReport) -> Value {
         if report.token != self.token {
             return json!({"ok": false, "error": "the hook's token is not this lane's"});
         }
         let fact = HookFact::from_report(&report.event, &report.payload);
-        match self.sender.try_send(ChannelMessage::Fact(fact)) {
-            Ok(()) => json!({"ok": true}),
+        let question = match (&fact.event, &self.permissions) {
+            (
+                HookEvent::PermissionRequest {
+                    tool_name,
+                    tool_input,
+                },
+                Some(gate),
+            ) => {
+                let cwd = report.payload.get("cwd").and_then(Value::as_str);
+                Some(gate.decide_hook(tool_name, tool_input, cwd))
+            }
+            _ => None,
+        };
+        if let Err(err) = self.sender.try_send(ChannelMessage::Fact(fact)) {
+            return json!({"ok": false, "error": format!("the lane did not take it: {err}")});
+        }
+        let Some(answer) = question else {
+            return json!({"ok": true});
+        };
+        let decision = hook_decision(&answer);
+        // Only a decision the lane records is given to the agent.
+        match self
+            .sender
+            .try_send(ChannelMessage::PermissionDecided(answer))
+        {
+            Ok(()) => match decision {
+                Some(decision) => json!({"ok": true, "decision": decision}),
+                None => json!({"ok": true}),
+            },
             Err(err) => json!({"ok": false, "error": format!("the lane did not take it: {err}")}),
         }
     }
+}
+
+/// Claude Code's PermissionRequest answer (`hookSpecificOutput`) for `answer`: behavior allow,
+/// or deny with the policy's reason as the message the agent is told; none for an ask (the
+/// agent shows its dialog).
+fn hook_decision(answer: &PermissionAnswer) -> Option<Value> {
+    let decision = match answer.verdict {
+        Verdict::Allow => json!({"behavior": "allow"}),
+        Verdict::Deny => json!({
+            "behavior": "deny",
+            "message": format!(
+                "clawpool's permission policy denies this ({}): {}",
+                answer.detail["rule"].as_str().unwrap_or_default(),
+                answer.detail["reason"].as_str().unwrap_or_default()
+            ),
+        }),
+        Verdict::Ask => return None,
+    };
+    Some(json!({"hookEventName": "PermissionRequest", "decision": decision}))
 }
 
 /// A lane's hook channel, set up for its agent: what to add to the agent's command line and
@@ -360,14 +418,15 @@ fn new_token() -> std::io::Result<String> {
 }
 
 /// `clawpool hook EVENT`: reads the hook's payload from `payload` and delivers it to the lane
-/// named by the environment (`env` looks a variable up), within [`DELIVERY_TIMEOUT`]. A
-/// failure is appended to the lane's failures file (when the environment names one) and
-/// returned; the caller exits 0 either way.
+/// named by the environment (`env` looks a variable up), within [`DELIVERY_TIMEOUT`]; the
+/// lane's answer for the agent, if it gave one (a PermissionRequest's decision), to print as
+/// the hook's output. A failure is appended to the lane's failures file (when the environment
+/// names one) and returned; the caller prints nothing then and exits 0 either way.
 pub async fn deliver(
     event: &str,
     payload: impl tokio::io::AsyncRead + Unpin,
     env: impl Fn(&str) -> Option<String>,
-) -> Result<(), String> {
+) -> Result<Option<Value>, String> {
     let outcome =
         match tokio::time::timeout(DELIVERY_TIMEOUT, send_report(event, payload, &env)).await {
             Ok(outcome) => outcome,
@@ -386,7 +445,7 @@ async fn send_report(
     event: &str,
     payload: impl tokio::io::AsyncRead + Unpin,
     env: &impl Fn(&str) -> Option<String>,
-) -> Result<(), String> {
+) -> Result<Option<Value>, String> {
     let socket = env(SOCKET_ENV).ok_or(format!("{SOCKET_ENV} is not set"))?;
     let token = env(TOKEN_ENV).ok_or(format!("{TOKEN_ENV} is not set"))?;
     let mut text = Vec::new();
@@ -418,7 +477,9 @@ async fn send_report(
         .map_err(|e| format!("reading the lane's reply: {e}"))?;
     let reply: Value = serde_json::from_str(reply.trim()).unwrap_or_default();
     if reply["ok"] == true {
-        Ok(())
+        Ok(reply
+            .get("decision")
+            .map(|decision| json!({"hookSpecificOutput": decision})))
     } else {
         Err(reply["error"]
             .as_str()
@@ -556,6 +617,7 @@ mod tests {
         let inbox = HookInbox {
             token: "ours".into(),
             sender,
+            permissions: None,
         };
         let report = |token: &str| HookReport {
             command: "hook".into(),
@@ -573,6 +635,81 @@ mod tests {
                 ..
             }))
         ));
+    }
+
+    #[tokio::test]
+    async fn a_permission_request_is_answered_with_the_gates_decision() {
+        use clawpool_recovery::permissions::{
+            Effect, Entry, LaneContext, PermissionPolicy, Profile, Scope, Tool,
+        };
+        let dir = tempfile::tempdir().expect("a worktree");
+        let worktree = dir.path().canonicalize().expect("worktree");
+        let policy = PermissionPolicy {
+            entries: vec![Entry {
+                tool: Some(Tool::Bash),
+                verb: "touch".into(),
+                scope: Scope::Anywhere,
+                effect: Effect::Deny,
+            }],
+        };
+        let gate = PermissionGate::new(
+            policy,
+            LaneContext {
+                worktree: worktree.clone(),
+                repository: worktree.clone(),
+                other_lanes: Vec::new(),
+                home: None,
+                profile: Profile::WorkspaceWrite,
+            },
+        );
+        let (sender, mut receiver) = mpsc::channel(8);
+        let inbox = HookInbox {
+            token: "ours".into(),
+            sender,
+            permissions: Some(gate),
+        };
+        let ask = |tool: &str, input: Value, cwd: &Path| HookReport {
+            command: "hook".into(),
+            token: "ours".into(),
+            event: "PermissionRequest".into(),
+            payload: json!({"tool_name": tool, "tool_input": input, "cwd": cwd}),
+        };
+        let inside = worktree.join("a.txt");
+        let reply = inbox.take(ask("Write", json!({"file_path": inside}), &worktree));
+        assert_eq!(
+            reply["decision"],
+            json!({"hookEventName": "PermissionRequest", "decision": {"behavior": "allow"}})
+        );
+        let reply = inbox.take(ask("Bash", json!({"command": "touch x"}), &worktree));
+        assert_eq!(reply["decision"]["decision"]["behavior"], "deny");
+        assert!(
+            reply["decision"]["decision"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("permissions.entry#1:deny")),
+            "{reply}"
+        );
+        // `cat x` is a safe read in the worktree, but not in the folder the agent runs it in.
+        let reply = inbox.take(ask("Bash", json!({"command": "cat x"}), Path::new("/")));
+        assert_eq!(reply, json!({"ok": true}), "an ask has no answer");
+        let mut kinds = Vec::new();
+        while let Ok(message) = receiver.try_recv() {
+            kinds.push(match message {
+                ChannelMessage::Fact(fact) => fact.name().to_owned(),
+                ChannelMessage::PermissionDecided(answer) => answer.verdict.name().to_owned(),
+                ChannelMessage::Failed { .. } => "failed".to_owned(),
+            });
+        }
+        assert_eq!(
+            kinds,
+            [
+                "PermissionRequest",
+                "allow",
+                "PermissionRequest",
+                "deny",
+                "PermissionRequest",
+                "ask"
+            ]
+        );
     }
 
     #[tokio::test]

@@ -13,7 +13,9 @@ use crate::handshake::{
 };
 use crate::lane_state::StateRecorder;
 use crate::permission_gate::PermissionGate;
-use clawpool_agents::profiles::{AgentHooks, Profile, TrustStore};
+use clawpool_agents::profiles::{
+    AgentHooks, DialogKind, Policy as DialogPolicy, Profile, TrustStore,
+};
 use clawpool_agents::trust::{
     StoreGuard, claude_config_file, codex_config_file, gemini_trusted_folders_file,
     qwen_trusted_folders_file, seed_claude_trust, seed_codex_trust, seed_gemini_trust,
@@ -301,9 +303,14 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, LaneError> 
     let _failure_watch = hook_channel
         .as_ref()
         .and_then(|setup| FailureWatch::start(&setup.failures, hook_tx.clone()));
+    // The hook answers permission questions when the policy decides them on screen too.
+    let policy_decides_permissions = job.profile.dialogs.iter().any(|dialog| {
+        dialog.kind == DialogKind::ToolPermission && dialog.policy == DialogPolicy::Ask
+    });
     let hook_inbox = hook_channel.as_ref().map(|setup| HookInbox {
         token: setup.token.clone(),
         sender: hook_tx,
+        permissions: policy_decides_permissions.then(|| permission_gate.clone()),
     });
     let base_spec = spec.clone();
     spec = with_prompt(spec, &job.profile, &plan);

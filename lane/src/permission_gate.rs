@@ -1,15 +1,19 @@
 //! A lane's tool-permission gate: reads the permission dialog on the agent's screen, asks the
 //! permission policy (`clawpool_recovery::permissions`), and says what to answer and what to
 //! record as `lane.permission.decided` (`docs/permissions.md`). The handshake asks it through
-//! an effect and answers the dialog itself.
+//! an effect and answers the dialog itself. It also decides the question Claude Code's
+//! PermissionRequest hook carries ([`PermissionGate::decide_hook`]), with the tool's real input
+//! and cwd, for the hook to answer before any dialog shows.
 
 use std::path::{Path, PathBuf};
 
 use clawpool_recovery::permissions::PermissionSettings;
 use clawpool_recovery::permissions::{
-    Decision, LaneContext, PartDecision, PermissionPolicy, Request, Verdict, read_dialog,
+    Decision, LaneContext, PartDecision, PermissionPolicy, Request, Tool, Verdict, read_dialog,
 };
+use clawpool_recovery::permissions::{Grant, GrantStore};
 use clawpool_worktree::Repo;
+use clawpool_worktree::layout::StateDir;
 
 use crate::error::LaneError;
 use crate::registry::{lane_registry, registered_names};
@@ -72,11 +76,26 @@ fn other_lanes(worktree: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
+/// The grant stores a lane's questions read: the repository's (lane and repository grants,
+/// in the common git dir next to the lane registry) and the user's (`always` grants).
+fn grant_stores(worktree: &Path) -> Vec<GrantStore> {
+    let repository = Repo::open(worktree)
+        .ok()
+        .map(|repo| GrantStore::in_folder(StateDir::of(repo.common_dir()).root()));
+    repository
+        .into_iter()
+        .chain(GrantStore::user(|key| std::env::var(key).ok()))
+        .collect()
+}
+
 /// The permission policy and the lane it decides for.
 #[derive(Debug, Clone)]
 pub struct PermissionGate {
     policy: PermissionPolicy,
     lane: LaneContext,
+    /// Where the operators' grants for the lane are read, at each question (a grant made while
+    /// the lane runs counts from its next question).
+    grant_stores: Vec<GrantStore>,
     /// The other lanes are read from the registry when a question comes, not kept: each of N
     /// lanes keeping the N - 1 others' folders would be N² paths in the supervisor for
     /// questions that come at a person's pace, and lanes registered later are known too.
@@ -101,6 +120,7 @@ impl PermissionGate {
         Self {
             policy,
             lane,
+            grant_stores: Vec::new(),
             others_from_registry: false,
         }
     }
@@ -112,9 +132,11 @@ impl PermissionGate {
         worktree: &Path,
         settings: &PermissionSettings,
     ) -> Result<Self, LaneError> {
+        let lane = own_context(worktree, settings)?;
         Ok(Self {
             policy,
-            lane: own_context(worktree, settings)?,
+            grant_stores: grant_stores(&lane.worktree),
+            lane,
             others_from_registry: true,
         })
     }
@@ -134,6 +156,54 @@ impl PermissionGate {
                 }),
             };
         };
+        self.decide_request(&request)
+    }
+
+    /// Decides the question a PermissionRequest hook carries: the tool (`Bash`; `Write`;
+    /// `Edit`, `MultiEdit`, `NotebookEdit`) with its input (`command`; `file_path` or
+    /// `notebook_path`) in the agent's `cwd` (the worktree when the payload names none). A
+    /// tool the policy does not know, or an input without its command or file, is an ask.
+    pub fn decide_hook(
+        &self,
+        tool_name: &str,
+        tool_input: &Value,
+        cwd: Option<&str>,
+    ) -> PermissionAnswer {
+        let text = |key: &str| tool_input.get(key).and_then(Value::as_str);
+        let request = match tool_name {
+            "Bash" => text("command").map(|command| Request::Command {
+                command: command.to_owned(),
+                cwd: cwd.map_or_else(|| self.lane.worktree.clone(), PathBuf::from),
+            }),
+            "Write" => text("file_path").map(|path| Request::File {
+                tool: Tool::Write,
+                path: PathBuf::from(path),
+            }),
+            "Edit" | "MultiEdit" | "NotebookEdit" => text("file_path")
+                .or_else(|| text("notebook_path"))
+                .map(|path| Request::File {
+                    tool: Tool::Edit,
+                    path: PathBuf::from(path),
+                }),
+            _ => None,
+        };
+        match request {
+            Some(request) => self.decide_request(&request),
+            None => PermissionAnswer {
+                verdict: Verdict::Ask,
+                question: format!("{tool_name}: {}", tool_input),
+                detail: json!({
+                    "tool": tool_name, "verb": null, "args": [], "cwd": cwd,
+                    "rule": "unreadable_request", "decision": "ask",
+                    "reason": format!("no policy reads the {tool_name} tool's input"),
+                    "profile": self.lane.profile,
+                }),
+            },
+        }
+    }
+
+    /// Decides one question for the lane.
+    fn decide_request(&self, request: &Request) -> PermissionAnswer {
         let with_others;
         let lane = if self.others_from_registry {
             with_others = LaneContext {
@@ -144,17 +214,52 @@ impl PermissionGate {
         } else {
             &self.lane
         };
-        let decision = self.policy.decide(lane, &request);
-        let (tool, question) = match &request {
+        let (grants, store_notes) = self.grants();
+        let decision = self.policy.decide_with_grants(lane, request, &grants);
+        let (tool, question) = match request {
             Request::Command { command, .. } => ("bash", command.clone()),
             Request::File { tool, path } => (tool.name(), path.display().to_string()),
         };
-        let detail = event_detail(tool, &question, &decision, &self.lane);
+        let mut detail = event_detail(tool, &question, &decision, &self.lane);
+        if !store_notes.is_empty() {
+            detail["grant_stores"] = Value::from(store_notes);
+        }
         PermissionAnswer {
             verdict: decision.verdict,
             question: format!("{tool}: {question}"),
             detail,
         }
+    }
+}
+
+impl PermissionGate {
+    /// The grants for this lane from its stores, and what to report about the stores: one set
+    /// aside (unreadable, or of another version), or one that could not be read (its grants
+    /// do not count this time).
+    fn grants(&self) -> (Vec<Grant>, Vec<Value>) {
+        let mut grants = Vec::new();
+        let mut notes = Vec::new();
+        for store in &self.grant_stores {
+            match store.load() {
+                Ok(loaded) => {
+                    if let Some(aside) = loaded.set_aside {
+                        tracing::warn!(store = %aside.from.display(), kept = %aside.to.display(), reason = %aside.reason, "permission grants store set aside");
+                        notes.push(json!({"set_aside": aside}));
+                    }
+                    grants.extend(
+                        loaded
+                            .grants
+                            .into_iter()
+                            .filter(|grant| grant.applies_to(&self.lane.worktree)),
+                    );
+                }
+                Err(err) => {
+                    tracing::warn!(error = %err, "permission grants not read");
+                    notes.push(json!({"error": err.to_string()}));
+                }
+            }
+        }
+        (grants, notes)
     }
 }
 

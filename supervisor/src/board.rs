@@ -153,10 +153,17 @@ pub fn board_lane(repo: &Repo, name: &str, now: u64) -> Value {
         .and_then(|e| e.base.sha.as_deref())
         .and_then(|base| commits_ahead(&dir, base));
     let degraded = registry.degraded();
+    let count = |key: &str| doc["permissions"][key].as_u64().unwrap_or(0);
+    let permissions = json!({
+        "allowed": count("allowed"),
+        "denied": count("denied"),
+        "asked": count("asked"),
+    });
     doc["board"] = json!({
         "dirty": status.as_ref().map(|s| s.dirty),
         "commits_ahead": ahead,
         "state_file_degraded": degraded,
+        "permissions": permissions,
     });
     doc
 }
@@ -235,6 +242,15 @@ pub async fn run_board(
     }
 }
 
+/// A lane's permission questions as `allowed/denied/asked`, `-` when it had none.
+fn permissions_cell(counts: &Value) -> String {
+    let count = |key: &str| counts[key].as_u64().unwrap_or(0);
+    match (count("allowed"), count("denied"), count("asked")) {
+        (0, 0, 0) => "-".into(),
+        (allowed, denied, asked) => format!("{allowed}/{denied}/{asked}"),
+    }
+}
+
 fn print_table(lanes: &[Value]) {
     let text = |v: &Value| {
         v.as_str().map(str::to_owned).unwrap_or_else(|| {
@@ -245,7 +261,7 @@ fn print_table(lanes: &[Value]) {
             }
         })
     };
-    let rows: Vec<[String; 10]> = lanes
+    let rows: Vec<[String; 11]> = lanes
         .iter()
         .map(|l| {
             let status = status_cell(l);
@@ -279,6 +295,7 @@ fn print_table(lanes: &[Value]) {
                 format!("{ahead} {dirty}"),
                 freshness_cell(l),
                 text(&l["green_level"]),
+                permissions_cell(&l["board"]["permissions"]),
                 l["lane_event"]["kind"]
                     .as_str()
                     .map(str::to_owned)
@@ -297,6 +314,7 @@ fn print_table(lanes: &[Value]) {
         "commits",
         "freshness",
         "green",
+        "perms a/d/?",
         "last event",
     ];
     let mut widths = header.map(str::len);

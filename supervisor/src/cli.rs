@@ -99,6 +99,22 @@ pub enum PermissionsCommand {
     /// What the policy would decide for a command or a file write in a lane, and the rule that
     /// decides (nothing is run or written).
     Check(PermissionsCheckArgs),
+    /// The lane's last permission questions and why each was decided: the rule or grant, how
+    /// the question came (hook or screen), and who answered it.
+    Explain(PermissionsExplainArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PermissionsExplainArgs {
+    /// The lane: its name in this repository, or its folder.
+    #[arg(default_value = ".")]
+    pub lane: PathBuf,
+    /// How many of the latest questions to show.
+    #[arg(long, default_value_t = 10)]
+    pub last: usize,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub output_format: OutputFormat,
 }
 
 #[derive(Debug, Args)]
@@ -284,6 +300,9 @@ impl Command {
             Command::Permissions(PermissionsArgs {
                 command: PermissionsCommand::Check(args),
             }) => args.output_format,
+            Command::Permissions(PermissionsArgs {
+                command: PermissionsCommand::Explain(args),
+            }) => args.output_format,
         }
     }
 }
@@ -354,6 +373,10 @@ pub struct AnswerArgs {
     /// The choice, as the agent's profile names it (e.g. yes, no).
     #[arg(long)]
     pub choice: String,
+    /// Keep a yes to a tool-permission question as a grant for its tool and verb: once (keep
+    /// nothing), lane (this lane), repository (every lane here), always (every lane anywhere).
+    #[arg(long, value_name = "SCOPE")]
+    pub remember: Option<String>,
 }
 
 #[derive(Debug, Args)]

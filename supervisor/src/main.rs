@@ -69,6 +69,9 @@ fn main() -> ExitCode {
             Command::Trust(args) => {
                 operator(&args, clawpool_lane::handshake::OperatorCommand::Trust).await
             }
+            Command::Answer(args) if args.remember.is_some() => {
+                permissions_cmd::run_answer_remembering(&args).await
+            }
             Command::Answer(args) => {
                 let command = clawpool_lane::handshake::OperatorCommand::Answer {
                     choice: args.choice.clone(),
@@ -166,8 +169,11 @@ fn main() -> ExitCode {
                         std::env::var(key).ok()
                     })
                     .await;
-                if let Err(error) = delivered {
-                    eprintln!("clawpool hook {}: not delivered: {error}", args.event);
+                match delivered {
+                    // The agent reads its answer (a PermissionRequest's decision) on stdout.
+                    Ok(Some(answer)) => println!("{answer}"),
+                    Ok(None) => {}
+                    Err(error) => eprintln!("clawpool hook {}: not delivered: {error}", args.event),
                 }
                 Ok(ExitCode::SUCCESS)
             }
@@ -194,6 +200,9 @@ fn main() -> ExitCode {
             Command::Permissions(cli::PermissionsArgs {
                 command: cli::PermissionsCommand::Check(args),
             }) => permissions_cmd::run_check(&args),
+            Command::Permissions(cli::PermissionsArgs {
+                command: cli::PermissionsCommand::Explain(args),
+            }) => permissions_cmd::run_explain(&args),
             Command::Doctor(args) => {
                 let loaded = loaded::Loaded::load(&args.config, Some(&args.repo))?;
                 inspect::run_doctor(&loaded, &args)

@@ -1,14 +1,19 @@
 //! `clawpool permissions check`: one permission question decided the way a lane would decide
-//! it (`docs/permissions.md`). The lane's side (its worktree, repository, sibling lanes and
-//! profile) is `clawpool_lane::permission_gate`; the decision is `clawpool_recovery::permissions`.
+//! it (`docs/permissions.md`); `clawpool permissions explain`: a lane's last questions and why
+//! each was decided, from its events; `clawpool answer --remember SCOPE`: an operator's yes to the
+//! question a lane waits on, kept as a grant. The lane's side (its worktree, repository,
+//! sibling lanes, profile and grant stores) is `clawpool_lane::permission_gate`; the decision
+//! and the store are `clawpool_recovery::permissions`.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clawpool_recovery::permissions::{Decision, LaneContext, Profile, Request, Tool};
+use clawpool_recovery::permissions::{
+    Decision, Grant, GrantScope, GrantStore, LaneContext, Profile, Request, Tool,
+};
 use serde_json::json;
 
-use crate::cli::{OutputFormat, PermissionsCheckArgs};
+use crate::cli::{AnswerArgs, OutputFormat, PermissionsCheckArgs, PermissionsExplainArgs};
 use crate::loaded::Loaded;
 use crate::output::CommandError;
 use clawpool_lane::permission_gate::lane_context;
@@ -136,4 +141,277 @@ fn worktree_top(dir: &Path) -> PathBuf {
         .find(|folder| folder.join(".git").exists())
         .unwrap_or(&dir)
         .to_path_buf()
+}
+
+/// `clawpool answer LANE --choice yes --remember SCOPE`: answers the tool-permission question
+/// the lane waits on, then keeps a grant of its tool and verb with SCOPE (`once` keeps none) in
+/// the repository's store (`lane`, `repository`) or the user's (`always`).
+pub async fn run_answer_remembering(args: &AnswerArgs) -> Result<ExitCode, CommandError> {
+    let remember = args.remember.as_deref().unwrap_or("once");
+    let scope = GrantScope::parse(remember).ok_or_else(|| {
+        CommandError::invalid(
+            "invalid_argument",
+            format!("--remember {remember:?}: expected once, lane, repository or always"),
+        )
+    })?;
+    if scope != GrantScope::Once && args.choice != "yes" {
+        return Err(CommandError::invalid(
+            "invalid_argument",
+            format!(
+                "--remember {remember} keeps a yes; --choice {:?} is answered without --remember",
+                args.choice
+            ),
+        ));
+    }
+    let lane = crate::board::find_lane(&args.lane.lane)?;
+    let worktree = lane.dir.canonicalize().unwrap_or(lane.dir.clone());
+    let name = worktree
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let grant = match scope {
+        GrantScope::Once => None,
+        _ => Some(grant_for_waiting_question(
+            &lane.events,
+            scope,
+            &worktree,
+            &name,
+        )?),
+    };
+    let command = clawpool_lane::handshake::OperatorCommand::Answer {
+        choice: args.choice.clone(),
+    };
+    let verdict = crate::run_lane::send_operator(&args.lane.lane, &command).await?;
+    let lane_label = args.lane.lane.display().to_string();
+    let Some(grant) = grant.filter(|_| verdict.is_done()) else {
+        return Ok(crate::run_lane::print_verdict(
+            &lane_label,
+            &command,
+            &verdict,
+            args.lane.output_format,
+            serde_json::Value::Null,
+        ));
+    };
+    let store = match scope {
+        GrantScope::Always => GrantStore::user(|key| std::env::var(key).ok()).ok_or_else(|| {
+            CommandError::invalid(
+                "no_state_dir",
+                "the question was answered, but an always grant needs XDG_STATE_HOME or HOME",
+            )
+        })?,
+        _ => repository_grant_store(&worktree)?,
+    };
+    let (kept, set_aside) = store.add(grant).map_err(|err| {
+        CommandError::invalid(
+            "grant_not_kept",
+            format!("the question was answered, but its grant was not kept: {err}"),
+        )
+    })?;
+    if let Some(aside) = &set_aside {
+        eprintln!(
+            "clawpool: warning: the grants store {} was set aside as {} ({}); a new one was started",
+            aside.from.display(),
+            aside.to.display(),
+            aside.reason
+        );
+    }
+    let extra = json!({"grant": kept, "store": store.path(), "set_aside": set_aside});
+    if args.lane.output_format == OutputFormat::Text {
+        println!(
+            "grant {}: {} {} for {} (kept in {})",
+            kept.id,
+            kept.tool,
+            kept.verb,
+            match scope {
+                GrantScope::Lane => format!("lane {name}"),
+                GrantScope::Repository => "every lane of this repository".to_owned(),
+                _ => "every lane".to_owned(),
+            },
+            store.path().display()
+        );
+    }
+    Ok(crate::run_lane::print_verdict(
+        &lane_label,
+        &command,
+        &verdict,
+        args.lane.output_format,
+        extra,
+    ))
+}
+
+/// The repository's grants store for the lane in `worktree`.
+fn repository_grant_store(worktree: &Path) -> Result<GrantStore, CommandError> {
+    let repo = clawpool_worktree::Repo::open(worktree).map_err(|err| {
+        CommandError::invalid("not_a_repository", format!("{}: {err}", worktree.display()))
+    })?;
+    Ok(GrantStore::in_folder(
+        clawpool_worktree::layout::StateDir::of(repo.common_dir()).root(),
+    ))
+}
+
+/// The grant (not yet numbered) of the question the lane waits on: its latest
+/// `lane.permission.decided` was an ask, with no tool-permission dialog answered since.
+fn grant_for_waiting_question(
+    events: &Path,
+    scope: GrantScope,
+    worktree: &Path,
+    lane: &str,
+) -> Result<Grant, CommandError> {
+    let events = read_events(events);
+    let asked = events
+        .iter()
+        .rposition(|event| event["kind"] == "lane.permission.decided")
+        .filter(|&at| {
+            events[at]["detail"]["decision"] == "ask"
+                && !events[at..].iter().any(|event| {
+                    event["kind"] == "lane.dialog_answered"
+                        && event["detail"]["dialog"] == "tool_permission"
+                })
+        })
+        .map(|at| &events[at]["detail"])
+        .ok_or_else(|| {
+            CommandError::invalid(
+                "no_permission_question",
+                format!(
+                    "lane {lane} is not waiting on a tool-permission question the policy asked                      a person about; nothing was answered (answer without --remember)"
+                ),
+            )
+        })?;
+    let not_grantable = |why: &str| {
+        CommandError::invalid(
+            "not_grantable",
+            format!(
+                "the question of lane {lane} ({}) cannot be kept as a grant: {why}; nothing was                  answered (answer without --remember)",
+                asked["command"].as_str().unwrap_or_default()
+            ),
+        )
+    };
+    let tool = asked["tool"]
+        .as_str()
+        .and_then(Tool::parse)
+        .ok_or_else(|| not_grantable("its tool could not be read"))?;
+    let verb = match tool {
+        Tool::Bash => asked["verb"]
+            .as_str()
+            .filter(|verb| !verb.is_empty())
+            .ok_or_else(|| not_grantable("the command could not be read into verbs"))?,
+        Tool::Write | Tool::Edit => "*",
+    };
+    Ok(Grant {
+        id: String::new(),
+        scope,
+        tool: tool.name().to_owned(),
+        verb: verb.to_owned(),
+        worktree: worktree.to_path_buf(),
+        lane: lane.to_owned(),
+        question: asked["command"].as_str().unwrap_or_default().to_owned(),
+        granted_at_ms: clawpool_lanes::now_ms(),
+    })
+}
+
+/// A lane's events, as its log holds them (none when it has no log yet).
+fn read_events(file: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect()
+}
+
+/// `clawpool permissions explain LANE`: the lane's last `--last` permission questions, oldest
+/// first, each with its decision, the rule or grant that decided, how it came (`hook`,
+/// `screen`) and how it was answered (`policy`, `operator`, the hook, or waiting), and the
+/// counts over the lane's whole log.
+pub fn run_explain(args: &PermissionsExplainArgs) -> Result<ExitCode, CommandError> {
+    let lane = crate::board::find_lane(&args.lane)?;
+    let events = read_events(&lane.events);
+    let decided: Vec<usize> = events
+        .iter()
+        .enumerate()
+        .filter(|(_, event)| event["kind"] == "lane.permission.decided")
+        .map(|(at, _)| at)
+        .collect();
+    let count = |verdict: &str| {
+        decided
+            .iter()
+            .filter(|&&at| events[at]["detail"]["decision"] == verdict)
+            .count()
+    };
+    let counts = json!({"allowed": count("allow"), "denied": count("deny"), "asked": count("ask")});
+    let questions: Vec<serde_json::Value> = decided
+        .iter()
+        .enumerate()
+        .skip(decided.len().saturating_sub(args.last))
+        .map(|(index, &at)| {
+            let until = decided.get(index + 1).copied().unwrap_or(events.len());
+            explained(&events[at], &events[at..until])
+        })
+        .collect();
+    let name = args.lane.display().to_string();
+    match args.output_format {
+        OutputFormat::Json => println!(
+            "{}",
+            json!({"lane": name, "worktree": lane.dir, "counts": counts, "questions": questions})
+        ),
+        OutputFormat::Text => {
+            println!(
+                "lane {name}: {} permission question(s): {} allowed, {} denied, {} asked",
+                decided.len(),
+                counts["allowed"],
+                counts["denied"],
+                counts["asked"]
+            );
+            for question in &questions {
+                let text = |key: &str| question[key].as_str().unwrap_or("-").to_owned();
+                println!(
+                    "{} {} {} `{}`: {} by {} — {}; {}",
+                    question["at_ms"],
+                    text("source"),
+                    text("tool"),
+                    text("command"),
+                    text("decision"),
+                    text("rule"),
+                    text("reason"),
+                    text("answered")
+                );
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One question (`decided`, its `lane.permission.decided` event) with what followed it until
+/// the next question (`after`): who answered, and how.
+fn explained(decided: &serde_json::Value, after: &[serde_json::Value]) -> serde_json::Value {
+    let detail = &decided["detail"];
+    let source = decided["source"].as_str().unwrap_or("screen");
+    let dialog_answer = after.iter().find(|event| {
+        event["kind"] == "lane.dialog_answered" && event["detail"]["dialog"] == "tool_permission"
+    });
+    let answered = match (dialog_answer, detail["decision"].as_str(), source) {
+        (Some(event), _, _) => format!(
+            "answered {} by {}",
+            event["detail"]["choice"].as_str().unwrap_or("?"),
+            event["detail"]["by"].as_str().unwrap_or("?")
+        ),
+        (None, Some("allow" | "deny"), "hook") => "answered through the hook".to_owned(),
+        (None, Some("ask"), _) => "left to a person; not answered yet".to_owned(),
+        (None, _, _) => "not answered".to_owned(),
+    };
+    let rule = detail["rule"].as_str().unwrap_or_default();
+    json!({
+        "at_ms": decided["at_ms"],
+        "source": source,
+        "tool": detail["tool"],
+        "command": detail["command"],
+        "verb": detail["verb"],
+        "args": detail["args"],
+        "cwd": detail["cwd"],
+        "decision": detail["decision"],
+        "rule": detail["rule"],
+        "grant": rule.strip_prefix("grant:"),
+        "reason": detail["reason"],
+        "profile": detail["profile"],
+        "answered": answered,
+    })
 }

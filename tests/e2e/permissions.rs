@@ -462,18 +462,25 @@ fn a_person_says_no(
     assert_eq!(code, 0, "{}\n{}", run.report(), screen_report(lane));
 }
 
-/// The `lane.dialog_answered` event of the tool-permission question, which the policy answered.
-fn answered_by_policy<'a>(events: &'a [Value], run: &clawpool_tests::LaneRun) -> &'a Value {
-    let answered = events
-        .iter()
-        .find(|e| e["kind"] == "lane.dialog_answered" && e["detail"]["dialog"] == "tool_permission")
-        .unwrap_or_else(|| panic!("the question was answered: {}", run.report()));
-    assert_eq!(answered["detail"]["by"], "policy");
-    answered
+/// Claude Code's PermissionRequest hook answered the question: one decision recorded with
+/// source `hook`, and no keystroke answered its dialog (which Claude Code 2.1.330 draws while
+/// the hook runs, and takes down when the hook's answer comes).
+fn answered_through_the_hook<'a>(events: &'a [Value], run: &clawpool_tests::LaneRun) -> &'a Value {
+    let decided: Vec<&Value> = decided(events);
+    assert_eq!(decided.len(), 1, "{decided:#?}");
+    assert_eq!(decided[0]["source"], "hook", "{:#}", decided[0]);
+    assert!(
+        !events.iter().any(|e| {
+            e["kind"] == "lane.dialog_answered" && e["detail"]["dialog"] == "tool_permission"
+        }),
+        "no keystroke answered the question: {}",
+        run.report()
+    );
+    decided[0]
 }
 
 #[test]
-fn claude_codes_file_write_in_its_worktree_is_approved_without_a_person() {
+fn claude_codes_file_write_in_its_worktree_is_approved_through_the_hook() {
     use crate::real_agents::{assert_nothing_left, count_kind, finish, screen_report};
     let sandbox = clawpool_tests::Sandbox::new();
     let lane = crate::real_agents::plain_lane(&sandbox, "alpha");
@@ -489,15 +496,14 @@ fn claude_codes_file_write_in_its_worktree_is_approved_without_a_person() {
     let events = run.events();
     assert_eq!(code, 0, "{}\n{}", run.report(), screen_report(&lane));
     assert_eq!(outcome["state"]["status"], "finished");
-    let decided: Vec<&Value> = decided(&events);
-    assert_eq!(decided.len(), 1, "{decided:#?}");
-    let detail = &decided[0]["detail"];
+    let detail = &answered_through_the_hook(&events, &run)["detail"];
     assert_eq!(detail["tool"], "write", "{detail:#}");
     assert_eq!(detail["decision"], "allow");
     assert_eq!(detail["rule"], "profile:workspace-write");
-    let answered = answered_by_policy(&events, &run);
-    assert_eq!(answered["detail"]["choice"], "yes");
-    assert_eq!(answered["detail"]["completed"], true);
+    assert_eq!(
+        detail["args"],
+        serde_json::json!([lane.join("hello.txt").display().to_string()])
+    );
     assert_eq!(count_kind(&events, "lane.blocked"), 0, "{}", run.report());
     assert_eq!(
         std::fs::read_to_string(lane.join("hello.txt")).expect("hello.txt in the lane"),
@@ -509,7 +515,7 @@ fn claude_codes_file_write_in_its_worktree_is_approved_without_a_person() {
 }
 
 #[test]
-fn claude_codes_denied_command_is_answered_no_and_never_runs() {
+fn claude_codes_denied_command_is_denied_through_the_hook_and_never_runs() {
     use crate::real_agents::{assert_nothing_left, count_kind, finish, screen_report};
     let sandbox = clawpool_tests::Sandbox::new();
     let script = serde_json::json!([
@@ -525,16 +531,17 @@ fn claude_codes_denied_command_is_answered_no_and_never_runs() {
     let events = run.events();
     assert_eq!(code, 0, "{}\n{}", run.report(), screen_report(&lane));
     assert_eq!(outcome["state"]["status"], "finished");
-    let decided: Vec<&Value> = decided(&events);
-    assert_eq!(decided.len(), 1, "{decided:#?}");
-    let detail = &decided[0]["detail"];
+    let detail = &answered_through_the_hook(&events, &run)["detail"];
     assert_eq!(detail["tool"], "bash", "{detail:#}");
     assert_eq!(detail["verb"], "touch");
     assert_eq!(detail["args"], serde_json::json!(["denied.txt"]));
     assert_eq!(detail["decision"], "deny");
     assert_eq!(detail["rule"], "permissions.entry#1:deny");
-    let answered = answered_by_policy(&events, &run);
-    assert_eq!(answered["detail"]["choice"], "no");
+    // Decided in the folder Claude Code runs the command in, as its payload said.
+    assert_eq!(
+        detail["cwd"],
+        lane.canonicalize().expect("lane").display().to_string()
+    );
     assert_eq!(count_kind(&events, "lane.blocked"), 0, "{}", run.report());
     assert!(
         !lane.join("denied.txt").exists(),
@@ -564,8 +571,18 @@ fn claude_codes_write_outside_its_worktree_waits_for_a_person() {
     assert_eq!(decision["detail"]["tool"], "write", "{decision:#}");
     assert_eq!(decision["detail"]["decision"], "ask");
     assert_eq!(decision["detail"]["rule"], "no_rule");
+    assert_eq!(
+        decision["source"], "hook",
+        "decided from the hook's payload"
+    );
     a_person_says_no(&sandbox, &mut run, &lane);
     let events = run.events();
+    assert_eq!(
+        decided(&events).len(),
+        1,
+        "the dialog the hook's ask let show is not decided again: {}",
+        run.report()
+    );
     let by: Vec<&str> = events
         .iter()
         .filter(|e| {
@@ -608,6 +625,394 @@ fn claude_codes_compound_with_a_mutating_part_outside_waits_for_a_person() {
     assert_eq!(detail["parts"], 2);
     a_person_says_no(&sandbox, &mut run, &lane);
     assert!(elsewhere.is_dir(), "nothing outside the lane was removed");
+    drop(run);
+    server.stop();
+    assert_nothing_left(&sandbox);
+}
+
+/// The scripted agent asks to run `make build` (no rule allows `make`), then writes a file.
+const ASKS_TO_MAKE: &str = r#"
+prompt_log = ".prompts.jsonl"
+[[prompt]]
+steps = [
+  { do = "permission", tool = "Bash(make build)", command = "make build" },
+  { do = "write_file", path = "built.txt", content = "built\n" },
+]
+"#;
+
+/// `clawpool answer` in JSON, with `args` after the lane; its exit code and the document it
+/// printed (stdout, or the error on stderr).
+fn answer(
+    sandbox: &clawpool_tests::Sandbox,
+    lane: &std::path::Path,
+    args: &[&str],
+) -> (i32, Value) {
+    let out = sandbox
+        .clawpool()
+        .arg("answer")
+        .arg(lane)
+        .args(args)
+        .args(["--output-format", "json"])
+        .output()
+        .expect("clawpool answer");
+    let text = if out.status.success() {
+        &out.stdout
+    } else {
+        &out.stderr
+    };
+    let document = serde_json::from_slice(text)
+        .unwrap_or_else(|_| panic!("one JSON document: {}", String::from_utf8_lossy(text)));
+    (out.status.code().unwrap_or(-1), document)
+}
+
+/// A `clawpool run` lane of the scripted agent asking [`ASKS_TO_MAKE`] in `folder`: waits until
+/// it is blocked on the question the policy left to a person, and returns it.
+fn blocked_on_make(
+    sandbox: &clawpool_tests::Sandbox,
+    folder: &std::path::Path,
+    config: &std::path::Path,
+) -> crate::handshake::Lane {
+    let mut lane = crate::handshake::Lane::start(sandbox, folder, config, "scripted", "build it");
+    let decision = lane.wait_kind("lane.permission.decided");
+    assert_eq!(decision["detail"]["decision"], "ask", "{decision:#}");
+    assert_eq!(decision["detail"]["rule"], "no_rule");
+    assert_eq!(decision["detail"]["verb"], "make");
+    let blocked = lane.wait_kind("lane.blocked");
+    assert_eq!(blocked["to"]["subphase"], "tool_permission");
+    lane
+}
+
+#[test]
+fn an_always_here_grant_is_used_by_the_repositorys_other_lanes_only() {
+    let sandbox = clawpool_tests::Sandbox::new();
+    let (repo, config) = crate::handshake::setup(&sandbox, ASKS_TO_MAKE, true, "");
+    // A second worktree of the same repository, and a lane in another repository.
+    let second = sandbox.dir.path().join("second");
+    let added = std::process::Command::new("git")
+        .arg("-C")
+        .arg(&repo)
+        .args(["worktree", "add", "-q", "-b", "second"])
+        .arg(&second)
+        .status()
+        .expect("git worktree add");
+    assert!(added.success());
+    let other = clawpool_tests::git_repo(sandbox.dir.path(), "other");
+
+    // Bad input is refused before anything is answered.
+    let lane = blocked_on_make(&sandbox, &repo, &config);
+    let (code, error) = answer(
+        &sandbox,
+        &repo,
+        &["--choice", "yes", "--remember", "forever"],
+    );
+    assert_eq!(code, 2, "{error:#}");
+    assert_eq!(error["error"]["kind"], "invalid_argument");
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("\"forever\"")
+    );
+    let (code, error) = answer(
+        &sandbox,
+        &repo,
+        &["--choice", "no", "--remember", "repository"],
+    );
+    assert_eq!(code, 2, "{error:#}");
+    assert_eq!(error["error"]["kind"], "invalid_argument");
+
+    // The operator's yes, always here.
+    let (code, answered) = answer(
+        &sandbox,
+        &repo,
+        &["--choice", "yes", "--remember", "repository"],
+    );
+    assert_eq!(code, 0, "{answered:#}");
+    assert_eq!(answered["verdict"], "done");
+    let grant = &answered["grant"];
+    assert_eq!(grant["id"], "repository#1", "{answered:#}");
+    assert_eq!(
+        (&grant["scope"], &grant["tool"], &grant["verb"]),
+        (
+            &Value::from("repository"),
+            &Value::from("bash"),
+            &Value::from("make")
+        )
+    );
+    let common = repo.join(".git/clawpool/permission-grants.json");
+    assert_eq!(answered["store"], common.display().to_string());
+    let store: Value =
+        serde_json::from_str(&std::fs::read_to_string(&common).expect("the store")).expect("JSON");
+    assert_eq!(store["version"], 1);
+    assert_eq!(store["grants"][0]["id"], "repository#1");
+    let (code, _, events) = lane.finish();
+    assert_eq!(code, 0, "{events:#?}");
+    assert!(repo.join("built.txt").is_file());
+    // The question is answered: nothing is left to remember.
+    let (code, error) = answer(&sandbox, &repo, &["--choice", "yes", "--remember", "lane"]);
+    assert_eq!(code, 2, "{error:#}");
+    assert_eq!(error["error"]["kind"], "no_permission_question");
+
+    // The repository's second lane: the grant allows its `make` without a person.
+    let lane = crate::handshake::Lane::start(&sandbox, &second, &config, "scripted", "build it");
+    let (code, _, events) = lane.finish();
+    assert_eq!(code, 0, "{events:#?}");
+    let decisions = decided(&events);
+    assert_eq!(decisions.len(), 1, "{decisions:#?}");
+    assert_eq!(decisions[0]["detail"]["decision"], "allow");
+    assert_eq!(decisions[0]["detail"]["rule"], "grant:repository#1");
+    assert!(
+        !events.iter().any(|e| e["kind"] == "lane.blocked"),
+        "{events:#?}"
+    );
+    assert!(second.join("built.txt").is_file());
+    let out = sandbox
+        .clawpool()
+        .args(["permissions", "explain", "--output-format", "json"])
+        .arg(&second)
+        .output()
+        .expect("clawpool permissions explain");
+    let explained: Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    let question = &explained["questions"][0];
+    assert_eq!(question["grant"], "repository#1", "{explained:#}");
+    assert_eq!(question["answered"], "answered yes by policy");
+    let permissions = state_permissions(&second);
+    assert_eq!(
+        permissions["grants"][0]["grant"], "repository#1",
+        "{permissions:#}"
+    );
+    assert_eq!(permissions["grants"][0]["allowed"], 1);
+
+    // Another repository's lane: the grant is not its; a person answers, keeping this yes for
+    // every lane anywhere, in the user's store.
+    let lane = blocked_on_make(&sandbox, &other, &config);
+    let (code, answered) = answer(
+        &sandbox,
+        &other,
+        &["--choice", "yes", "--remember", "always"],
+    );
+    assert_eq!(code, 0, "{answered:#}");
+    assert_eq!(answered["grant"]["id"], "always#1", "{answered:#}");
+    let user_store = sandbox.state_home().join("clawpool/permission-grants.json");
+    assert_eq!(answered["store"], user_store.display().to_string());
+    let (code, _, _) = lane.finish();
+    assert_eq!(code, 0);
+    // Its next question is allowed by that grant.
+    let lane = crate::handshake::Lane::start(&sandbox, &other, &config, "scripted", "again");
+    let (code, _, events) = lane.finish();
+    assert_eq!(code, 0, "{events:#?}");
+    let decisions = decided(&events);
+    assert_eq!(
+        decisions[0]["detail"]["rule"], "grant:always#1",
+        "{decisions:#?}"
+    );
+}
+
+#[test]
+fn explain_and_the_board_show_a_spawned_lanes_permission_questions() {
+    let s = setup();
+    std::fs::write(
+        s.sandbox.dir.path().join("scenario.toml"),
+        ASKS_ALLOWED_AND_DENIED,
+    )
+    .expect("scenario");
+    let out = s.spawn(
+        r#"{"name": "solo", "agent": "scripted", "prompt": "go"}"#,
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let clawpool = |args: &[&str]| {
+        s.sandbox
+            .clawpool()
+            .args(args)
+            .current_dir(&s.repo)
+            .output()
+            .expect("clawpool runs")
+    };
+
+    let out = clawpool(&["permissions", "explain", "solo", "--output-format", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let explained: Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    assert_eq!(
+        explained["counts"],
+        serde_json::json!({"allowed": 2, "denied": 1, "asked": 0})
+    );
+    let questions = explained["questions"].as_array().expect("questions");
+    let summary: Vec<(&str, &str, &str, &str)> = questions
+        .iter()
+        .map(|q| {
+            (
+                q["command"].as_str().unwrap_or(""),
+                q["decision"].as_str().unwrap_or(""),
+                q["rule"].as_str().unwrap_or(""),
+                q["answered"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            (
+                "mkdir -p src && touch src/a.rs",
+                "allow",
+                "compound",
+                "answered yes by policy"
+            ),
+            (
+                "notes.txt",
+                "allow",
+                "profile:workspace-write",
+                "answered yes by policy"
+            ),
+            (
+                "git push origin main",
+                "deny",
+                "permissions.entry#1:deny",
+                "answered no by policy"
+            ),
+        ],
+        "{explained:#}"
+    );
+    assert_eq!(questions[2]["source"], "screen");
+    // --last keeps the latest; text leads with the counts.
+    let out = clawpool(&["permissions", "explain", "solo", "--last", "1"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some("lane solo: 3 permission question(s): 2 allowed, 1 denied, 0 asked")
+    );
+    let last = lines.next().unwrap_or_default();
+    assert!(
+        last.contains("screen bash `git push origin main`: deny by permissions.entry#1:deny"),
+        "{text}"
+    );
+    assert_eq!(lines.next(), None, "{text}");
+    let out = clawpool(&[
+        "permissions",
+        "explain",
+        "nosuch",
+        "--output-format",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(json_error(&out)["error"]["kind"], "unknown_lane");
+
+    let out = clawpool(&["board", "--output-format", "json"]);
+    let board: Value = serde_json::from_slice(&out.stdout).expect("board JSON");
+    assert_eq!(
+        board["lanes"][0]["board"]["permissions"],
+        serde_json::json!({"allowed": 2, "denied": 1, "asked": 0}),
+        "{board:#}"
+    );
+    let out = clawpool(&["board"]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    let header = table.lines().next().unwrap_or_default();
+    let row = table.lines().nth(1).unwrap_or_default();
+    let column = header.find("perms a/d/?").expect("a permissions column");
+    assert!(row[column..].starts_with("2/1/0 "), "{table}");
+}
+
+/// Codex 0.169.0 asks on screen (`-a on-request`, a command asking for escalation) to run a
+/// command inside its worktree, then one the policy denies: the first is approved and runs, the
+/// second is refused with Esc and never runs, each by the policy on screen.
+#[test]
+fn codex_asks_on_screen_and_the_policy_answers_yes_then_no() {
+    use crate::real_agents::{
+        assert_nothing_left, codex_env, finish, lanes_dir, plain_lane, screen_report, start_lane,
+        write_config,
+    };
+    clawpool_tests::real_agent("codex");
+    let sandbox = clawpool_tests::Sandbox::new();
+    let lane = plain_lane(&sandbox, "alpha");
+    let escalated = |cmd: &str| {
+        serde_json::json!({"tool_use": {"name": "exec_command", "input": {
+            "cmd": cmd,
+            "sandbox_permissions": "require_escalated",
+            "justification": "May I?"
+        }}})
+    };
+    let script = serde_json::json!([
+        escalated("mkdir made"),
+        escalated("touch denied.txt"),
+        {"text": "Done."}
+    ]);
+    let mut server = clawpool_tests::ModelServer::start(&sandbox.dir.path().join("model"), &script);
+    clawpool_tests::seed_codex_home(&sandbox, &server.url(), "sk-fake");
+    let config = write_config(
+        &sandbox,
+        Some(&lanes_dir(&sandbox)),
+        "codex",
+        "trust_store = \"none\"\nargs = [\"--no-daemon\", \"-a\", \"on-request\"]\n",
+    );
+    let policy = sandbox.dir.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        "[[permissions.entries]]\ntool = \"bash\"\nverb = \"touch\"\nscope = \"anywhere\"\n\
+         decision = \"deny\"\n",
+    )
+    .expect("policy");
+    let text = std::fs::read_to_string(&config).expect("config");
+    std::fs::write(
+        &config,
+        format!("policy = {:?}\n{text}", policy.display().to_string()),
+    )
+    .expect("config");
+    let mut run = start_lane(
+        &sandbox,
+        &config,
+        "codex",
+        &lane,
+        &codex_env(&sandbox),
+        "pty",
+    );
+    let (code, _) = finish(&mut run, &lane);
+    let events = run.events();
+    assert_eq!(code, 0, "{}\n{}", run.report(), screen_report(&lane));
+    let decisions = decided(&events);
+    let summary: Vec<(&str, &str, &str, &str)> = decisions
+        .iter()
+        .map(|e| {
+            (
+                e["source"].as_str().unwrap_or(""),
+                e["detail"]["command"].as_str().unwrap_or(""),
+                e["detail"]["decision"].as_str().unwrap_or(""),
+                e["detail"]["rule"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("screen", "mkdir made", "allow", "profile:workspace-write"),
+            (
+                "screen",
+                "touch denied.txt",
+                "deny",
+                "permissions.entry#1:deny"
+            ),
+        ],
+        "{}",
+        run.report()
+    );
+    let answers: Vec<(&str, &str)> = events
+        .iter()
+        .filter(|e| {
+            e["kind"] == "lane.dialog_answered" && e["detail"]["dialog"] == "tool_permission"
+        })
+        .map(|e| {
+            (
+                e["detail"]["choice"].as_str().unwrap_or(""),
+                e["detail"]["by"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(answers, [("yes", "policy"), ("no", "policy")]);
+    assert!(lane.join("made").is_dir(), "the approved command ran");
+    assert!(
+        !lane.join("denied.txt").exists(),
+        "the denied one never ran"
+    );
     drop(run);
     server.stop();
     assert_nothing_left(&sandbox);

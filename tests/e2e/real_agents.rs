@@ -71,7 +71,7 @@ pub(crate) fn claude_env(sandbox: &Sandbox, base_url: &str) -> Vec<String> {
 }
 
 /// The environment Codex runs offline with (docs/real-agents.md).
-fn codex_env(sandbox: &Sandbox) -> Vec<String> {
+pub(crate) fn codex_env(sandbox: &Sandbox) -> Vec<String> {
     vec![
         "OPENAI_API_KEY=sk-fake".into(),
         format!("HOME={}", sandbox.home().display()),

@@ -12,6 +12,8 @@
 //!   worktree.lock          serialises worktree creation and removal
 //!   fetch.lock, fetch-stamps/
 //!   daemon.sock, daemon.log
+//!   permission-grants.json operators' lane and repository permission grants, and its .lock
+//!                          (`clawpool_recovery::permissions::grants`)
 //! <lane worktree>/.claw/     worker-state.json, control.sock (and for `clawpool run`:
 //!                          events.jsonl, terminal.log)
 //! ```

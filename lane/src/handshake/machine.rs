@@ -77,6 +77,9 @@ pub enum Input {
     PermissionDecided(PermissionAnswer),
     /// The agent reported a fact through its hook channel.
     Hook(HookFact),
+    /// The lane's gate decided the question of the agent's PermissionRequest hook, and an
+    /// allow or deny was the hook's answer.
+    HookPermissionDecided(PermissionAnswer),
     /// A hook could not deliver its report: the channel is not to be relied on.
     HookFailed {
         /// The hook event.
@@ -312,6 +315,12 @@ pub struct Machine<'a> {
 /// covers, and the screen decides after this when the report does not come.
 pub const HOOK_GRACE: Duration = Duration::from_secs(2);
 
+/// How long a tool-permission dialog waits for the PermissionRequest hook's decision once the
+/// agent's hooks are known to work, before the screen's gate decides it: the hook's whole
+/// delivery bound, and a second for the report to reach the handshake.
+pub const HOOK_PERMISSION_GRACE: Duration =
+    Duration::from_secs(crate::channel::DELIVERY_TIMEOUT.as_secs() + 1);
+
 /// How long a tool reported started and not reported done counts as running: Claude Code's
 /// longest tool timeout (its Bash tool's maximum). A tool whose end was never reported (the
 /// agent interrupted in the middle of it) is left to the screen after this.
@@ -333,6 +342,13 @@ struct HookState {
     /// Deliveries that failed; from the first one the channel is degraded: its reports are
     /// still recorded, and the screen alone decides.
     failures: u32,
+    /// What the lane's gate answered the latest PermissionRequest hook, until the agent moves
+    /// on to another tool or turn: the dialog of that question, if it shows, is not answered
+    /// again.
+    permission: Option<PermissionVerdict>,
+    /// Since when a tool-permission dialog has shown with no PermissionRequest decision: the
+    /// screen's gate decides after [`HOOK_PERMISSION_GRACE`].
+    permission_dialog_since: Option<Instant>,
 }
 
 impl HookState {
@@ -504,7 +520,9 @@ impl<'a> Machine<'a> {
             Input::Look { .. } => self.source = Some(EventSource::Screen),
             Input::Operator { .. } => self.source = Some(EventSource::Operator),
             Input::Exited(..) => self.source = Some(EventSource::Process),
-            Input::Hook(_) | Input::HookFailed { .. } => self.source = Some(EventSource::Hook),
+            Input::Hook(_) | Input::HookFailed { .. } | Input::HookPermissionDecided(_) => {
+                self.source = Some(EventSource::Hook)
+            }
             // An effect's result goes on with the decision that asked for it.
             _ => {}
         }
@@ -541,6 +559,7 @@ impl<'a> Machine<'a> {
             Input::StoreGuarded(ok) => self.confine_pending |= ok,
             Input::PermissionDecided(answer) => self.permission_decided(answer),
             Input::Hook(fact) => self.on_hook(fact),
+            Input::HookPermissionDecided(answer) => self.hook_permission_decided(answer),
             Input::HookFailed { event, error } => self.on_hook_failed(event, error),
         }
         std::mem::take(&mut self.out)
@@ -614,6 +633,12 @@ impl<'a> Machine<'a> {
                 .screen_accept_since
                 .filter(|_| self.hooks.decides())
                 .map(|since| since + HOOK_GRACE),
+        );
+        consider(
+            self.hooks
+                .permission_dialog_since
+                .filter(|_| self.hooks.decides())
+                .map(|since| since + HOOK_PERMISSION_GRACE),
         );
         let without_progress = self.progress.idle_for(self.wall_secs_at(now));
         consider(
@@ -930,6 +955,11 @@ impl<'a> Machine<'a> {
         let policy_decides = kind == DialogKind::ToolPermission
             && self.decides_permissions
             && dialog.policy == Policy::Ask;
+        // Some(true): the PermissionRequest hook answers this question; Some(false): it asked
+        // for a person; None: the screen's gate decides.
+        let by_hook = (policy_decides && automatic.is_none() && self.hooks.decides())
+            .then(|| self.hook_decides_permission())
+            .flatten();
         let attempts = self.answer_attempts.entry(name.to_owned()).or_default();
         match automatic {
             Some(choice) if *attempts < MAX_ANSWERS_PER_DIALOG => {
@@ -950,7 +980,9 @@ impl<'a> Machine<'a> {
                     evidence,
                 });
             }
-            None if policy_decides => {
+            None if by_hook == Some(true) => {}
+            None if policy_decides && by_hook.is_none() => {
+                self.hooks.permission_dialog_since = None;
                 self.out.push(Effect::DecidePermission {
                     rows: screen.rows.clone(),
                 });
@@ -965,6 +997,42 @@ impl<'a> Machine<'a> {
                 self.transition(LaneState::blocked(subphase), Some(evidence));
             }
         }
+    }
+
+    /// Who answers the question of the tool-permission dialog on screen, for a lane whose
+    /// hooks work: `Some(true)` the PermissionRequest hook — it answered allow or deny (the
+    /// agent applies that), or its decision may still come ([`HOOK_PERMISSION_GRACE`]);
+    /// `Some(false)` a person — the hook's decision was ask, not to be made a second time;
+    /// `None` the screen's gate — no decision came in time.
+    fn hook_decides_permission(&mut self) -> Option<bool> {
+        match self.hooks.permission {
+            Some(PermissionVerdict::Allow | PermissionVerdict::Deny) => Some(true),
+            Some(PermissionVerdict::Ask) => Some(false),
+            None => {
+                let since = *self.hooks.permission_dialog_since.get_or_insert(self.now);
+                (self.now.duration_since(since) < HOOK_PERMISSION_GRACE).then_some(true)
+            }
+        }
+    }
+
+    /// The lane's gate decided the PermissionRequest hook's question: recorded (source
+    /// `hook`), and remembered so that its dialog, if it shows, is not answered again; an ask
+    /// blocks the lane for a person when the dialog shows.
+    fn hook_permission_decided(&mut self, answer: PermissionAnswer) {
+        let evidence = Evidence {
+            rule: "PermissionRequest".into(),
+            region: "hook".into(),
+            matched: answer.question.chars().take(120).collect(),
+        };
+        self.event(
+            LaneEventKind::PermissionDecided,
+            None,
+            None,
+            Some(evidence),
+            answer.detail,
+        );
+        self.hooks.permission = Some(answer.verdict);
+        self.hooks.permission_dialog_since = None;
     }
 
     /// The permission policy decided the question on screen: recorded, then allow answers
@@ -1124,6 +1192,7 @@ impl<'a> Machine<'a> {
             HookEvent::UserPromptSubmit { .. } => {
                 // A new turn: whatever the last one left unreported is over.
                 self.hooks.tools_done();
+                self.hooks.permission = None;
                 self.hooks.turn_open = true;
                 self.idle_since = None;
                 self.progress.note(wall, ProgressSource::AgentEvent);
@@ -1142,6 +1211,8 @@ impl<'a> Machine<'a> {
             HookEvent::PreToolUse { .. }
             | HookEvent::PostToolUse { .. }
             | HookEvent::PermissionRequest { .. } => {
+                // A new tool, its end, or a new question: an earlier answer is not this one's.
+                self.hooks.permission = None;
                 match fact.event {
                     HookEvent::PreToolUse { .. } => {
                         self.hooks.tools_running += 1;
@@ -1162,6 +1233,7 @@ impl<'a> Machine<'a> {
             }
             HookEvent::Stop => {
                 self.hooks.tools_done();
+                self.hooks.permission = None;
                 let turn_was_open = std::mem::replace(&mut self.hooks.turn_open, false);
                 let working = matches!(
                     self.state.status,
@@ -1248,6 +1320,7 @@ impl<'a> Machine<'a> {
     fn on_working(&mut self, evidence: Evidence, screen: &ScreenSnapshot) {
         self.waiting_dialog = None;
         self.permission_answers.clear();
+        self.hooks.permission_dialog_since = None;
         match self.state.status {
             LaneStatus::Blocked
                 if self.check.is_some()

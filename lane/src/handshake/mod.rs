@@ -417,6 +417,9 @@ impl<'a> Handshake<'a> {
                 message = next_report(&mut self.hooks) => {
                     match message {
                         Some(ChannelMessage::Fact(fact)) => self.input(Input::Hook(fact)).await,
+                        Some(ChannelMessage::PermissionDecided(answer)) => {
+                            self.input(Input::HookPermissionDecided(answer)).await;
+                        }
                         Some(ChannelMessage::Failed { event, error }) => {
                             self.input(Input::HookFailed { event, error }).await;
                         }

@@ -33,7 +33,9 @@ pub use doc::{
 };
 pub use hook_channel::HookChannel;
 pub use liveness::{Liveness, SupervisorLock, probe};
-pub use permissions::{PermissionDecision, PermissionDecisions, RECENT_PERMISSION_DECISIONS};
+pub use permissions::{
+    GrantUse, PermissionDecision, PermissionDecisions, RECENT_PERMISSION_DECISIONS,
+};
 pub use read::{StateFileError, parse_state, read_lane_state, read_state_file};
 pub use recovery::{AttemptOrigin, AttemptState, LedgerEntry, RecoveryLedger, RestartRecord};
 pub use verification::{

@@ -1,6 +1,7 @@
 //! The state file's `permissions` section: the tool-permission questions the permission
 //! policy decided for the lane (`lane.permission.decided`, `docs/permissions.md`) — how many
-//! were allowed, denied and left to a person, and the latest ones.
+//! were allowed, denied and left to a person, the latest ones, and the operators' grants that
+//! decided any.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -19,6 +20,21 @@ pub struct PermissionDecisions {
     pub asked: u32,
     /// The latest decisions, oldest first, at most [`RECENT_PERMISSION_DECISIONS`].
     pub recent: Vec<PermissionDecision>,
+    /// The operators' grants that allowed the lane's questions (rule `grant:ID`), in the order
+    /// each first did.
+    #[serde(default)]
+    pub grants: Vec<GrantUse>,
+}
+
+/// One grant's use by the lane.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GrantUse {
+    /// The grant's id (`repository#1`).
+    pub grant: String,
+    /// How many questions it allowed.
+    pub allowed: u32,
+    /// When it last did (epoch s).
+    pub last_at: u64,
 }
 
 /// One decision, as its event recorded it.
@@ -60,6 +76,22 @@ impl PermissionDecisions {
                     .collect()
             })
             .unwrap_or_default();
+        if let Some(grant) = text("rule")
+            .as_deref()
+            .and_then(|rule| rule.strip_prefix("grant:"))
+        {
+            match self.grants.iter_mut().find(|used| used.grant == grant) {
+                Some(used) => {
+                    used.allowed += 1;
+                    used.last_at = at;
+                }
+                None => self.grants.push(GrantUse {
+                    grant: grant.to_owned(),
+                    allowed: 1,
+                    last_at: at,
+                }),
+            }
+        }
         self.recent.push(PermissionDecision {
             tool: text("tool"),
             verb: text("verb"),

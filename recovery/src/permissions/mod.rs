@@ -4,9 +4,10 @@
 //! This module decides such a question for one lane: [`reader`] reads the command's text into
 //! simple commands (or refuses it), [`safe_verbs`] is the curated list of verbs decided without
 //! an entry, [`screen`] reads the question off the agent's dialog, and [`policy`] applies the lane's profile and the `[permissions]` entries in their
-//! order of precedence and says which rule decided. It never answers a dialog itself; the
-//! supervisor does.
+//! order of precedence and says which rule decided. [`grants`] keeps the grants operators
+//! made with their answers. It never answers a dialog itself; the supervisor does.
 
+pub mod grants;
 pub mod policy;
 pub mod reader;
 pub mod safe_verbs;
@@ -15,6 +16,7 @@ pub mod screen;
 #[cfg(test)]
 mod tests;
 
+pub use grants::{Grant, GrantError, GrantScope, GrantStore, Loaded, SetAside};
 pub use policy::{
     Decision, Effect, Entry, HardBlock, LaneContext, PartDecision, PermissionPolicy,
     PermissionSettings, Profile, Request, Rule, Scope, Tool, Verdict,

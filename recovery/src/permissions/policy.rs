@@ -2,8 +2,8 @@
 //! for one tool-permission question with the rule that decided it.
 //!
 //! Precedence, first that applies wins (`docs/permissions.md`): hard block > deny entries >
-//! split compounds (every part must pass on its own) > allow entries > default safe (and the
-//! profile's own allowance) > ask. The reader's refusals are asks. Paths are resolved against
+//! split compounds (every part must pass on its own) > allow entries, then operators' grants >
+//! default safe (and the profile's own allowance) > ask. The reader's refusals are asks. Paths are resolved against
 //! the real file system (symlinks followed), so this module reads the disk but never writes.
 
 use std::fmt;
@@ -11,6 +11,7 @@ use std::path::{Component, Path, PathBuf};
 
 use serde::Serialize;
 
+use super::grants::Grant;
 use super::reader::{CommandPart, RedirectMode, Refusal, read_command};
 use super::safe_verbs::{self, Arguments, Tier};
 
@@ -273,6 +274,8 @@ pub enum Rule {
     DenyEntry(usize),
     /// An allow entry.
     AllowEntry(usize),
+    /// An operator's grant (its id), acting as an allow entry just below the file's.
+    Grant(String),
     /// A curated read-only verb, every path inside the worktree.
     DefaultSafe,
     /// The profile's own allowance (`workspace-write`'s file writes, `danger-full-access`).
@@ -291,6 +294,7 @@ impl fmt::Display for Rule {
             Self::HardBlock(block) => write!(f, "hard_block:{}", block.code()),
             Self::DenyEntry(index) => write!(f, "permissions.entry#{}:deny", index + 1),
             Self::AllowEntry(index) => write!(f, "permissions.entry#{}:allow", index + 1),
+            Self::Grant(id) => write!(f, "grant:{id}"),
             Self::DefaultSafe => write!(f, "default_safe"),
             Self::Profile(profile) => write!(f, "profile:{}", profile.name()),
             Self::Compound => write!(f, "compound"),
@@ -354,7 +358,22 @@ impl PermissionPolicy {
 
     /// Decides one question for one lane.
     pub fn decide(&self, lane: &LaneContext, request: &Request) -> Decision {
-        let folders = Folders::new(lane);
+        self.decide_with_grants(lane, request, &[])
+    }
+
+    /// Decides one question for one lane, with the operators' grants for it (each acting as
+    /// an allow entry below the policy file's: [`Rule::Grant`]).
+    pub fn decide_with_grants(
+        &self,
+        lane: &LaneContext,
+        request: &Request,
+        grants: &[Grant],
+    ) -> Decision {
+        let mut folders = Folders::new(lane);
+        folders.grants = grants
+            .iter()
+            .filter_map(|grant| Some((grant.id.clone(), grant.entry()?)))
+            .collect();
         match request {
             Request::Command { command, cwd } => self.decide_command(&folders, command, cwd),
             Request::File { tool, path } => {
@@ -502,6 +521,18 @@ impl PermissionPolicy {
             decision.reason = format!("allowed: {} in {}", entry.verb, entry.scope);
             return decision;
         }
+        let granted = folders.grants.iter().find(|(_, entry)| {
+            entry.matches_tool_and_verb(Tool::Bash, Some(part))
+                && touched
+                    .named_or_cwd()
+                    .all(|path| folders.in_scope(&entry.scope, path.as_deref()))
+        });
+        if let Some((id, entry)) = granted {
+            decision.verdict = Verdict::Allow;
+            decision.rule = Rule::Grant(id.clone());
+            decision.reason = format!("granted by an operator: {} in the lane", entry.verb);
+            return decision;
+        }
 
         // 5. Default safe, and the profile's own allowance.
         let all_inside = touched
@@ -585,6 +616,15 @@ impl PermissionPolicy {
                 decision.reason = format!("{} in {}", tool.name(), entry.scope);
                 return decision;
             }
+        }
+        let granted = folders.grants.iter().find(|(_, entry)| {
+            entry.matches_tool_and_verb(tool, None) && folders.in_scope(&entry.scope, target)
+        });
+        if let Some((id, _)) = granted {
+            decision.verdict = Verdict::Allow;
+            decision.rule = Rule::Grant(id.clone());
+            decision.reason = format!("granted by an operator: {} in the lane", tool.name());
+            return decision;
         }
         let profile = folders.profile;
         let allowed = match profile {
@@ -779,6 +819,8 @@ struct Folders {
     other_lanes: Vec<PathBuf>,
     home: Option<PathBuf>,
     profile: Profile,
+    /// The operators' grants for the lane, each as its id and allow entry.
+    grants: Vec<(String, Entry)>,
 }
 
 /// Most folders a compound's `cd`s may leave a part in before the policy stops following
@@ -801,6 +843,7 @@ impl Folders {
                 .collect(),
             home: lane.home.as_deref().map(canonical),
             profile: lane.profile,
+            grants: Vec::new(),
         }
     }
 

@@ -15,7 +15,7 @@ use clawpool_pty::{ExitStatus, ScreenModel, ScreenOptions, ScreenSnapshot, TermS
 use clawpool_recovery::Trigger;
 use tokio::time::Instant;
 
-use super::{Effect, Input, Machine, Record};
+use super::{Effect, HOOK_PERMISSION_GRACE, Input, Machine, Record};
 use crate::handshake::{
     LaneContext, Next, OperatorCommand, OperatorRequest, PromptPlan, Settings, TrustGate, Verdict,
     VerdictReply,
@@ -986,6 +986,80 @@ async fn a_permission_the_policy_allows_is_answered_yes_and_an_ask_waits_for_a_p
     lane.look(&claude("19-tool_permission-120x40"));
     assert!(lane.answers.is_empty());
     assert_eq!(lane.count("lane.permission.decided"), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_question_the_permission_hook_decided_is_not_answered_again_on_screen() {
+    use clawpool_recovery::permissions::Profile as Permissions;
+    let dir = tempfile::tempdir().expect("a worktree");
+    let write = serde_json::json!({"file_path": dir.path().join("hello.txt"), "content": "hi"});
+    let hook_answer = |lane: &Lane, tool: &str| {
+        let gate = lane.gate.as_ref().expect("gate");
+        let cwd = dir.path().display().to_string();
+        Input::HookPermissionDecided(gate.decide_hook(tool, &write, Some(&cwd)))
+    };
+    // The hook allowed the write: the dialog Claude Code draws meanwhile is left alone.
+    let mut lane = lane_with_gate(dir.path(), Permissions::WorkspaceWrite);
+    lane.drive_to_running().await;
+    lane.input(hook(
+        "SessionStart",
+        serde_json::json!({"source": "startup"}),
+    ));
+    lane.input(hook(
+        "PermissionRequest",
+        serde_json::json!({"tool_name": "Write", "tool_input": write}),
+    ));
+    let decided = hook_answer(&lane, "Write");
+    lane.input(decided);
+    lane.look(&claude("19-tool_permission-120x40"));
+    lane.after(
+        HOOK_PERMISSION_GRACE * 2,
+        &claude("19-tool_permission-120x40"),
+    )
+    .await;
+    assert!(lane.answers.is_empty(), "{:?}", lane.answers);
+    let decisions: Vec<&Record> = lane
+        .records
+        .iter()
+        .filter(|r| r.kind == LaneEventKind::PermissionDecided)
+        .collect();
+    assert_eq!(decisions.len(), 1);
+    assert_eq!(decisions[0].source, Some(clawpool_lanes::EventSource::Hook));
+    assert_eq!(decisions[0].detail["decision"], "allow");
+
+    // The hook's ask: the dialog waits for a person, decided once.
+    let mut lane = lane_with_gate(dir.path(), Permissions::ReadOnly);
+    lane.drive_to_running().await;
+    lane.input(hook(
+        "SessionStart",
+        serde_json::json!({"source": "startup"}),
+    ));
+    let decided = hook_answer(&lane, "Write");
+    lane.input(decided);
+    lane.look(&claude("19-tool_permission-120x40"));
+    assert!(lane.answers.is_empty(), "{:?}", lane.answers);
+    assert_eq!(
+        lane.state(),
+        LaneState::blocked(BlockedSubphase::ToolPermission)
+    );
+    assert_eq!(lane.count("lane.permission.decided"), 1);
+
+    // No decision from the hook within its grace: the screen's gate answers.
+    let mut lane = lane_with_gate(dir.path(), Permissions::WorkspaceWrite);
+    lane.drive_to_running().await;
+    lane.input(hook(
+        "SessionStart",
+        serde_json::json!({"source": "startup"}),
+    ));
+    lane.look(&claude("19-tool_permission-120x40"));
+    assert!(
+        lane.answers.is_empty(),
+        "waits for the hook: {:?}",
+        lane.answers
+    );
+    lane.after(HOOK_PERMISSION_GRACE, &claude("19-tool_permission-120x40"))
+        .await;
+    assert_eq!(lane.answers, vec!["tool_permission=yes".to_owned()]);
 }
 
 /// A hook report, as the lane's channel hands it to the machine.
