@@ -6,11 +6,14 @@
 //! a creation whose checkout is small, and creations are serialised per repository. libgit2
 //! writes the same loose ref (with its reflog entry) and the same index and files, as long as
 //! nothing git would run or apply on the way is in play: a hook on those steps
-//! (`reference-transaction`, `post-checkout`), a filter driver (`filter.<driver>.*`: LFS and
-//! the like, which libgit2 does not run), or a `working-tree-encoding` attribute (which libgit2
-//! ignores). Line-ending conversion (`core.autocrlf`, `core.eol`, the `text` and `eol`
-//! attributes) and `ident` are libgit2's own filters and apply as in git. Anywhere else git
-//! itself makes the branch and the checkout, as before.
+//! (`reference-transaction`, `post-checkout`), a `filter` attribute (its driver, LFS and the
+//! like, is a program libgit2 does not run), or a `working-tree-encoding` attribute (which
+//! libgit2 ignores). The attributes are what is looked for, not the drivers in the
+//! configuration: git-lfs configures its driver for every repository of the user, and a
+//! repository no attribute of which names it checks out the same without it. Line-ending
+//! conversion (`core.autocrlf`, `core.eol`, the `text` and `eol` attributes) and `ident` are
+//! libgit2's own filters and apply as in git. Anywhere else git itself makes the branch and
+//! the checkout, as before.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -20,18 +23,20 @@ use git2::{Oid, Repository, TreeWalkMode, TreeWalkResult};
 
 use crate::{Repo, WorktreeError, register};
 
-/// The attribute libgit2's checkout does not apply: a file with it would be written in another
-/// encoding than git writes.
-const UNSUPPORTED_ATTRIBUTE: &str = "working-tree-encoding";
+/// The attributes libgit2's checkout does not apply: a file with one would be written otherwise
+/// than git writes it (not through its filter driver, not in its encoding). Looked for as
+/// words anywhere in an attributes file, macro definitions included; a pattern that merely
+/// contains one sends the lane to git, which is only slower.
+const UNSUPPORTED_ATTRIBUTES: [&str; 2] = ["filter", "working-tree-encoding"];
 
 /// The hooks git runs while `git worktree add` makes a branch and checks it out.
 const CREATION_HOOKS: [&str; 2] = ["reference-transaction", "post-checkout"];
 
 /// Whether a lane worktree at `worktree` on a new branch from `base_sha` can have its branch
 /// and checkout made by libgit2 ([`create_branch`], [`check_out`]) with the same result as
-/// git's: no hook on the way, no filter driver configured, no `working-tree-encoding` in any
-/// attributes file (the system's, the user's, the repository's `info/attributes`, or a
-/// `.gitattributes` in the base's tree).
+/// git's: no hook on the way, and no `filter` or `working-tree-encoding` in any attributes
+/// file (the system's, the user's, the repository's `info/attributes`, or a `.gitattributes`
+/// in the base's tree).
 pub(crate) fn in_process_applies(
     repo: &Repo,
     worktree: &Path,
@@ -51,14 +56,6 @@ pub(crate) fn in_process_applies(
             .iter()
             .any(|hook| register::hook_present(repo, worktree, hook))
     {
-        return Ok(false);
-    }
-    let has_filter_driver = config
-        .entries(Some("^filter\\."))
-        .map_err(|err| WorktreeError::query("the configuration", repo.common_dir(), &err))?
-        .next()
-        .is_some();
-    if has_filter_driver {
         return Ok(false);
     }
     let mut attribute_files = vec![
@@ -123,9 +120,12 @@ fn user_attributes_file(config: &git2::Config) -> Option<PathBuf> {
     Some(config_home.join("git/attributes"))
 }
 
+/// Whether an attributes file's `text` names an attribute libgit2 does not apply.
 fn mentions_unsupported_attribute(text: &[u8]) -> bool {
-    text.windows(UNSUPPORTED_ATTRIBUTE.len())
-        .any(|window| window == UNSUPPORTED_ATTRIBUTE.as_bytes())
+    UNSUPPORTED_ATTRIBUTES.iter().any(|attribute| {
+        text.windows(attribute.len())
+            .any(|window| window == attribute.as_bytes())
+    })
 }
 
 /// Creates `branch` at `sha`, failing if it exists, as `git branch --no-track <branch> <sha>`

@@ -267,8 +267,8 @@ fn add_with_git(
 
 /// Makes the worktree on a new branch as [`add_registered`] does, with libgit2 making the
 /// branch and the checkout instead of `git branch` and `git reset --hard`: for repositories
-/// where that writes what git would (no hook, filter driver or `working-tree-encoding` on the
-/// way, see `crate::checkout`), at the cost of no process.
+/// where that writes what git would (no hook, `filter` or `working-tree-encoding` on the way,
+/// see `crate::checkout`), at the cost of no process.
 fn add_in_process(
     repo: &Repo,
     spec: &LaneWorktreeSpec,

@@ -30,7 +30,7 @@
 //! and checks exactly as a person's git would. The one exception is the registration of a
 //! lane worktree on a new branch (`register`): its admin files are written with git's layout,
 //! because `git worktree add` reads every other worktree and the n-th lane would cost O(n);
-//! where no hook, filter driver or `working-tree-encoding` is in play, its branch and checkout
+//! where no hook, `filter` or `working-tree-encoding` attribute is in play, its branch and checkout
 //! are made by libgit2 too (`checkout`), so that creating a lane starts no process; otherwise
 //! the branch, the checkout and the `post-checkout` hook are git's. Worktree creation and removal in one repository
 //! are serialised by an OS file lock in its common git dir (`<common>/clawpool/worktree.lock`),

@@ -484,6 +484,10 @@ fn git_calls_of_a_creation_in(sb: &Sandbox, root: &Path, test: &str) -> String {
     use std::os::unix::fs::PermissionsExt;
     let wrapper_dir = sb.path().join("recording-git");
     let calls = sb.path().join("git-calls");
+    // Each child's calls alone: an earlier child's record goes.
+    if calls.exists() {
+        fs::remove_file(&calls).expect("the record is removable");
+    }
     fs::create_dir_all(&wrapper_dir).expect("writable");
     let real_git = String::from_utf8(
         std::process::Command::new("sh")
@@ -514,6 +518,9 @@ fn git_calls_of_a_creation_in(sb: &Sandbox, root: &Path, test: &str) -> String {
         .args(["--exact", test, "--test-threads=1", "--nocapture"])
         .env(CREATE_IN_CHILD, root)
         .env("PATH", search)
+        // The developer's own configuration (a global `core.hooksPath`, say) stays out of it.
+        .env("HOME", sb.path().join("home"))
+        .env("XDG_CONFIG_HOME", sb.path().join("home/.config"))
         .output()
         .expect("the test binary runs");
     assert!(
@@ -540,13 +547,38 @@ fn a_lane_in_a_plain_repository_is_made_without_any_git_process() {
     assert_eq!(sb.git(&lane, &["status", "--porcelain"]), "");
     assert_eq!(sb.sha(&lane, "HEAD"), sb.sha(&plain, "main"));
 
-    // Where git has to run something on the way (here a filter driver), git is what makes the
-    // lane; that the recording sees it shows the empty record above is not an accident.
+    // A filter driver configured but named by no attribute (as git-lfs configures its own for
+    // every repository) changes nothing in the checkout: still no git.
+    let plain_b = sb.repo("plain-b", "main");
+    sb.git(&plain_b, &["config", "filter.pass.smudge", "cat"]);
+    assert_eq!(git_calls_of_a_creation_in(&sb, &plain_b, TEST), "");
+
+    // Where git has to run something on the way (here a filter an attribute names), git is
+    // what makes the lane; that the recording sees it shows the empty records above are not an
+    // accident.
     let filtered = sb.repo("filtered", "main");
     sb.git(&filtered, &["config", "filter.pass.smudge", "cat"]);
+    fs::write(filtered.join(".gitattributes"), "*.txt filter=pass\n").expect("writable");
+    sb.git(&filtered, &["add", "."]);
+    sb.git(&filtered, &["commit", "-q", "-m", "filtered"]);
     let calls = git_calls_of_a_creation_in(&sb, &filtered, TEST);
     assert!(calls.contains("reset --hard"), "{calls}");
     let lane = sb.path().join("filtered.lanes/a");
+    assert_eq!(sb.git(&lane, &["status", "--porcelain"]), "");
+
+    // So is a `working-tree-encoding` libgit2 would not apply, even in a nested
+    // `.gitattributes`.
+    let encoded = sb.repo("encoded", "main");
+    fs::write(
+        encoded.join("src/.gitattributes"),
+        "f1.txt working-tree-encoding=UTF-16LE\n",
+    )
+    .expect("writable");
+    sb.git(&encoded, &["add", "."]);
+    sb.git(&encoded, &["commit", "-q", "-m", "encoding"]);
+    let calls = git_calls_of_a_creation_in(&sb, &encoded, TEST);
+    assert!(calls.contains("reset --hard"), "{calls}");
+    let lane = sb.path().join("encoded.lanes/a");
     assert_eq!(sb.git(&lane, &["status", "--porcelain"]), "");
 }
 
