@@ -150,6 +150,17 @@ pub enum WorktreeError {
         message: String,
     },
 
+    /// A write made through libgit2 (a lane's new branch, its checkout) failed.
+    #[error("cannot {what} in {}: {message}", path.display())]
+    Write {
+        /// The operation, as a verb phrase ("create branch", "check out").
+        what: &'static str,
+        /// The repository or worktree it was made in.
+        path: PathBuf,
+        /// libgit2's message.
+        message: String,
+    },
+
     /// A file-system operation failed.
     #[error("cannot {what} {}: {source}", path.display())]
     Io {

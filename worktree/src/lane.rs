@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use git2::{Repository, RepositoryOpenFlags};
 
 use crate::register::is_registered;
-use crate::{Repo, WorktreeError, git, lock, paths, register, status};
+use crate::{Repo, WorktreeError, checkout, git, lock, paths, register, status};
 
 /// What a lane needs: a branch, the revision that branch starts from, and a folder.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -195,6 +195,10 @@ fn create(
     };
     let mut admin_dir = None;
     let added = match &fast_id {
+        // Nothing git would run or apply on the way: no git process at all (`crate::checkout`).
+        Some(id) if checkout::in_process_applies(repo, &path, &base_sha)? => {
+            add_in_process(repo, spec, &path, id, &base_sha, &mut admin_dir)
+        }
         Some(id) => add_registered(repo, spec, &path, id, &base_sha, &mut admin_dir),
         None => add_with_git(repo, spec, &path, &base_sha, new_branch),
     };
@@ -261,6 +265,24 @@ fn add_with_git(
     git::run(repo.root(), &args).map(drop)
 }
 
+/// Makes the worktree on a new branch as [`add_registered`] does, with libgit2 making the
+/// branch and the checkout instead of `git branch` and `git reset --hard`: for repositories
+/// where that writes what git would (no hook, `filter` or `working-tree-encoding` on the way,
+/// see `crate::checkout`), at the cost of no process.
+fn add_in_process(
+    repo: &Repo,
+    spec: &LaneWorktreeSpec,
+    path: &Path,
+    id: &str,
+    base_sha: &str,
+    admin_dir: &mut Option<PathBuf>,
+) -> Result<(), WorktreeError> {
+    checkout::create_branch(repo, &spec.branch, base_sha)?;
+    let registration = register::Registration::begin(repo, path, id, &spec.branch, admin_dir)?;
+    checkout::check_out(path)?;
+    registration.finish()
+}
+
 /// Makes the worktree on a new branch the way `git worktree add --no-track -b` does, without
 /// its scans of every other worktree: `git branch`, the registration written directly (its
 /// admin folder reported in `admin_dir` as soon as it exists, for the undo), `git reset
@@ -289,7 +311,7 @@ fn add_registered(
     registration.finish()?;
     // Looked for first: a process per lane for a hook most repositories do not have is a
     // third of the creation's cost.
-    if !register::post_checkout_hook_present(repo, path) {
+    if !register::hook_present(repo, path, "post-checkout") {
         return Ok(());
     }
     let no_commit = "0".repeat(base_sha.len());

@@ -30,7 +30,9 @@
 //! and checks exactly as a person's git would. The one exception is the registration of a
 //! lane worktree on a new branch (`register`): its admin files are written with git's layout,
 //! because `git worktree add` reads every other worktree and the n-th lane would cost O(n);
-//! the branch, the checkout and the `post-checkout` hook are still git's. Worktree creation and removal in one repository
+//! where no hook, `filter` or `working-tree-encoding` attribute is in play, its branch and checkout
+//! are made by libgit2 too (`checkout`), so that creating a lane starts no process; otherwise
+//! the branch, the checkout and the `post-checkout` hook are git's. Worktree creation and removal in one repository
 //! are serialised by an OS file lock in its common git dir (`<common>/clawpool/worktree.lock`),
 //! held across the checks and the commands, because parallel `git worktree add` race on git's
 //! own administrative files; fetches by another (`fetch.lock`), with a stamp file that
@@ -38,6 +40,7 @@
 //! the rules.
 
 mod base;
+mod checkout;
 mod error;
 mod fetch;
 mod freshness;

@@ -10,9 +10,10 @@
 //! already checked the path under the repository's worktree lock. So the registration is
 //! written here with git's own layout (the steps `git worktree add` takes, in its order:
 //! `<common>/worktrees/<id>/` with `locked` while it is being made, the worktree's `.git` file,
-//! `gitdir`, `commondir`, `HEAD`), and git itself still makes the branch (`git branch`) and the
-//! checkout (`git reset --hard` in the new worktree, as `git worktree add` runs it) and runs
-//! the `post-checkout` hook (`git hook run`), none of which look at other worktrees.
+//! `gitdir`, `commondir`, `HEAD`); the branch and the checkout are made either by libgit2
+//! (`crate::checkout`, when that writes what git would) or by git itself (`git branch`, then
+//! `git reset --hard` in the new worktree, as `git worktree add` runs it, and the
+//! `post-checkout` hook through `git hook run`), none of which look at other worktrees.
 //!
 //! Only the layout of git's files reference backend with absolute paths is written; a
 //! repository using the reftable backend, per-worktree configuration or a sparse checkout,
@@ -127,12 +128,12 @@ impl Registration {
     }
 }
 
-/// Whether git would find a `post-checkout` hook to run in the new worktree at `worktree`: an
-/// executable file in `core.hooksPath` (`~/` expanded; a relative path taken from the
-/// worktree, where hooks run) or in `<common>/hooks/`. git ignores a hook file that is not
-/// executable, and so does this. When the configuration cannot be read the answer is yes, and
-/// git decides.
-pub(crate) fn post_checkout_hook_present(repo: &Repo, worktree: &Path) -> bool {
+/// Whether git would find the hook `name` (`post-checkout`, `reference-transaction`) to run in
+/// the new worktree at `worktree`: an executable file in `core.hooksPath` (`~/` expanded; a
+/// relative path taken from the worktree, where hooks run) or in `<common>/hooks/`. git ignores
+/// a hook file that is not executable, and so does this. When the configuration cannot be read
+/// the answer is yes, and git decides.
+pub(crate) fn hook_present(repo: &Repo, worktree: &Path, name: &str) -> bool {
     use std::os::unix::fs::PermissionsExt;
     let hooks_path = repo
         .git2()
@@ -146,7 +147,7 @@ pub(crate) fn post_checkout_hook_present(repo: &Repo, worktree: &Path) -> bool {
         Ok(Some(configured)) => worktree.join(configured),
         Ok(None) => repo.common_dir().join("hooks"),
     };
-    fs::metadata(hooks_dir.join("post-checkout"))
+    fs::metadata(hooks_dir.join(name))
         .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
 }
 

@@ -338,3 +338,289 @@ fn the_post_checkout_hook_in_the_repositorys_hooks_folder_runs_as_git_worktree_a
         )
     );
 }
+
+/// Every file under `dir` but `.git`, with its kind, executable bit and bytes (a symlink's
+/// target), keyed by its path relative to `dir`.
+fn tree_of(dir: &Path) -> std::collections::BTreeMap<PathBuf, (String, bool, Vec<u8>)> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut files = std::collections::BTreeMap::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(folder) = pending.pop() {
+        for entry in fs::read_dir(&folder).expect("the folder is readable") {
+            let entry = entry.expect("the entry is readable");
+            let path = entry.path();
+            let relative = path.strip_prefix(dir).expect("inside dir").to_path_buf();
+            if relative == Path::new(".git") {
+                continue;
+            }
+            let meta = fs::symlink_metadata(&path).expect("the entry exists");
+            let executable = meta.permissions().mode() & 0o111 != 0;
+            let described = if meta.file_type().is_symlink() {
+                let target = fs::read_link(&path).expect("the link is readable");
+                (
+                    "symlink".to_owned(),
+                    false,
+                    target.as_os_str().as_bytes().to_vec(),
+                )
+            } else if meta.is_dir() {
+                pending.push(path.clone());
+                ("folder".to_owned(), false, Vec::new())
+            } else {
+                let bytes = fs::read(&path).expect("the file is readable");
+                ("file".to_owned(), executable, bytes)
+            };
+            files.insert(relative, described);
+        }
+    }
+    files
+}
+
+/// A repository whose tree has what a checkout must get right: nested folders, an executable,
+/// a symlink, line endings converted by `.gitattributes` (`eol=crlf`) and an `ident` keyword.
+fn varied_repo(sb: &Sandbox) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let root = sb.repo("proj", "main");
+    fs::create_dir_all(root.join("deep/er/still")).expect("writable");
+    fs::write(root.join("deep/er/still/leaf.txt"), "leaf\n").expect("writable");
+    let script = root.join("run.sh");
+    fs::write(&script, "#!/bin/sh\necho run\n").expect("writable");
+    let mut perms = fs::metadata(&script).expect("exists").permissions();
+    perms.set_mode(0o755);
+    fs::set_permissions(&script, perms).expect("chmod");
+    std::os::unix::fs::symlink("deep/er/still/leaf.txt", root.join("link")).expect("symlink");
+    fs::write(
+        root.join(".gitattributes"),
+        "*.bat text eol=crlf\nversion.c ident\n",
+    )
+    .expect("writable");
+    fs::write(root.join("build.bat"), "echo one\necho two\n").expect("writable");
+    fs::write(root.join("version.c"), "/* $Id$ */\n").expect("writable");
+    sb.git(&root, &["add", "."]);
+    sb.git(&root, &["commit", "-q", "-m", "varied"]);
+    root
+}
+
+#[test]
+fn a_lane_made_in_process_is_what_git_worktree_add_makes() {
+    let sb = Sandbox::new();
+    let root = varied_repo(&sb);
+    let repo = open(&root);
+    let main_sha = sb.sha(&root, "main");
+    let by_git = sb.path().join("by-git");
+    sb.git(
+        &root,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "--no-track",
+            "-b",
+            "by-git",
+            by_git.to_str().expect("UTF-8"),
+            "main",
+        ],
+    );
+
+    let prepared = prepare_lane_worktree(&repo, &spec(&repo, "a")).expect("the lane is created");
+    let path = prepared.path().to_path_buf();
+
+    assert_eq!(
+        tree_of(&path),
+        tree_of(&by_git),
+        "the same files, modes, links and bytes"
+    );
+    assert_eq!(
+        fs::read(path.join("build.bat")).expect("checked out"),
+        b"echo one\r\necho two\r\n"
+    );
+    // The same index: entries, modes, blobs and stages.
+    assert_eq!(
+        sb.git(&path, &["ls-files", "--stage"]),
+        sb.git(&by_git, &["ls-files", "--stage"])
+    );
+    assert_eq!(sb.git(&path, &["status", "--porcelain"]), "");
+    assert_eq!(
+        sb.git(&path, &["rev-parse", "--abbrev-ref", "HEAD"]),
+        "lanes/a"
+    );
+    assert_eq!(sb.sha(&path, "HEAD"), main_sha);
+    assert!(
+        !sb.git_ok(&root, &["rev-parse", "--abbrev-ref", "lanes/a@{upstream}"]),
+        "no upstream"
+    );
+    let listed = porcelain(&sb, &root);
+    let lane = listed
+        .iter()
+        .find(|w| w["worktree"] == path.display().to_string())
+        .expect("git worktree list has the lane");
+    assert_eq!(lane["HEAD"], main_sha);
+    assert_eq!(lane["branch"], "refs/heads/lanes/a");
+    assert!(
+        !lane.contains_key("locked") && !lane.contains_key("prunable"),
+        "{lane:?}"
+    );
+
+    sb.git(&root, &["worktree", "prune"]);
+    assert_eq!(porcelain(&sb, &root).len(), 3, "prune kept both");
+    sb.git(
+        &root,
+        &["worktree", "remove", path.to_str().expect("UTF-8")],
+    );
+    assert!(!path.exists(), "the folder is gone");
+    assert!(
+        !repo.common_dir().join("worktrees/a").exists(),
+        "the registration is gone"
+    );
+    assert_eq!(porcelain(&sb, &root).len(), 2, "main and git's worktree");
+}
+
+/// Set for the child process of [`a_lane_in_a_plain_repository_is_made_without_any_git_process`]:
+/// the repository to make lane `a` in, with a recording `git` first on `PATH`.
+const CREATE_IN_CHILD: &str = "CLAWPOOL_TEST_CREATE_LANE_IN";
+
+/// Makes lane `a` in `root` in a child process (this test binary, running only `test`) whose
+/// `git` writes each command line to the returned file before running the real git.
+fn git_calls_of_a_creation_in(sb: &Sandbox, root: &Path, test: &str) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let wrapper_dir = sb.path().join("recording-git");
+    let calls = sb.path().join("git-calls");
+    // Each child's calls alone: an earlier child's record goes.
+    if calls.exists() {
+        fs::remove_file(&calls).expect("the record is removable");
+    }
+    fs::create_dir_all(&wrapper_dir).expect("writable");
+    let real_git = String::from_utf8(
+        std::process::Command::new("sh")
+            .args(["-c", "command -v git"])
+            .output()
+            .expect("sh runs")
+            .stdout,
+    )
+    .expect("UTF-8");
+    let wrapper = wrapper_dir.join("git");
+    fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\necho \"$*\" >> '{}'\nexec '{}' \"$@\"\n",
+            calls.display(),
+            real_git.trim()
+        ),
+    )
+    .expect("writable");
+    let mut perms = fs::metadata(&wrapper).expect("exists").permissions();
+    perms.set_mode(0o755);
+    fs::set_permissions(&wrapper, perms).expect("chmod");
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut search = std::ffi::OsString::from(wrapper_dir.as_os_str());
+    search.push(":");
+    search.push(path);
+    let out = std::process::Command::new(std::env::current_exe().expect("the test binary"))
+        .args(["--exact", test, "--test-threads=1", "--nocapture"])
+        .env(CREATE_IN_CHILD, root)
+        .env("PATH", search)
+        // The developer's own configuration (a global `core.hooksPath`, say) stays out of it.
+        .env("HOME", sb.path().join("home"))
+        .env("XDG_CONFIG_HOME", sb.path().join("home/.config"))
+        .output()
+        .expect("the test binary runs");
+    assert!(
+        out.status.success(),
+        "the child failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    fs::read_to_string(&calls).unwrap_or_default()
+}
+
+#[test]
+fn a_lane_in_a_plain_repository_is_made_without_any_git_process() {
+    const TEST: &str = "a_lane_in_a_plain_repository_is_made_without_any_git_process";
+    if let Some(root) = std::env::var_os(CREATE_IN_CHILD) {
+        let repo = open(Path::new(&root));
+        prepare_lane_worktree(&repo, &spec(&repo, "a")).expect("the lane is created");
+        return;
+    }
+    let sb = Sandbox::new();
+    let plain = sb.repo("plain", "main");
+    assert_eq!(git_calls_of_a_creation_in(&sb, &plain, TEST), "");
+    let lane = sb.path().join("plain.lanes/a");
+    assert_eq!(sb.git(&lane, &["status", "--porcelain"]), "");
+    assert_eq!(sb.sha(&lane, "HEAD"), sb.sha(&plain, "main"));
+
+    // A filter driver configured but named by no attribute (as git-lfs configures its own for
+    // every repository) changes nothing in the checkout: still no git.
+    let plain_b = sb.repo("plain-b", "main");
+    sb.git(&plain_b, &["config", "filter.pass.smudge", "cat"]);
+    assert_eq!(git_calls_of_a_creation_in(&sb, &plain_b, TEST), "");
+
+    // Where git has to run something on the way (here a filter an attribute names), git is
+    // what makes the lane; that the recording sees it shows the empty records above are not an
+    // accident.
+    let filtered = sb.repo("filtered", "main");
+    sb.git(&filtered, &["config", "filter.pass.smudge", "cat"]);
+    fs::write(filtered.join(".gitattributes"), "*.txt filter=pass\n").expect("writable");
+    sb.git(&filtered, &["add", "."]);
+    sb.git(&filtered, &["commit", "-q", "-m", "filtered"]);
+    let calls = git_calls_of_a_creation_in(&sb, &filtered, TEST);
+    assert!(calls.contains("reset --hard"), "{calls}");
+    let lane = sb.path().join("filtered.lanes/a");
+    assert_eq!(sb.git(&lane, &["status", "--porcelain"]), "");
+
+    // So is a `working-tree-encoding` libgit2 would not apply, even in a nested
+    // `.gitattributes`.
+    let encoded = sb.repo("encoded", "main");
+    fs::write(
+        encoded.join("src/.gitattributes"),
+        "f1.txt working-tree-encoding=UTF-16LE\n",
+    )
+    .expect("writable");
+    sb.git(&encoded, &["add", "."]);
+    sb.git(&encoded, &["commit", "-q", "-m", "encoding"]);
+    let calls = git_calls_of_a_creation_in(&sb, &encoded, TEST);
+    assert!(calls.contains("reset --hard"), "{calls}");
+    let lane = sb.path().join("encoded.lanes/a");
+    assert_eq!(sb.git(&lane, &["status", "--porcelain"]), "");
+}
+
+#[test]
+fn a_checkout_failing_in_process_leaves_no_registration_folder_or_branch() {
+    let sb = Sandbox::new();
+    let root = sb.repo("proj", "main");
+    let repo = open(&root);
+    // A blob the base's tree names but the object store has lost: the checkout fails after
+    // the branch, the admin folder and the `.git` file exist.
+    let blob = sb.git(&root, &["rev-parse", "main:src/f3.txt"]);
+    fs::remove_file(
+        repo.common_dir()
+            .join("objects")
+            .join(&blob[..2])
+            .join(&blob[2..]),
+    )
+    .expect("the blob is a loose object");
+
+    let err = prepare_lane_worktree(&repo, &spec(&repo, "a")).expect_err("the checkout fails");
+
+    assert!(
+        matches!(
+            err,
+            clawpool_worktree::WorktreeError::Write {
+                what: "check out",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(
+        !sb.git_ok(&root, &["rev-parse", "--verify", "refs/heads/lanes/a"]),
+        "the branch is gone"
+    );
+    assert!(
+        !sb.path().join("proj.lanes").exists(),
+        "the folders are gone"
+    );
+    let registrations = fs::read_dir(repo.common_dir().join("worktrees"))
+        .map(|entries| entries.count())
+        .unwrap_or(0);
+    assert_eq!(registrations, 0, "the registration is gone");
+    assert_eq!(porcelain(&sb, &root).len(), 1, "only the main worktree");
+}
