@@ -593,17 +593,26 @@ fn opencode_trusted_lane_finishes(size: Option<&str>, term: TermSize) {
         screen_report(&lane, term)
     );
     assert_eq!(outcome["receipt"]["attempts"], 1, "{}", run.report());
-    // No dialog at all: straight from the start to ready.
-    assert_eq!(
-        transitions(&events),
-        [
+    // No dialog at all: straight from the start to ready. On a loaded machine the whole turn
+    // can happen between two looks (seen once: accepted on the echo 5 s after Enter, the reply
+    // already under it), which the machine finishes without a `running` it never saw; the
+    // checks of the work below (the file, both requests, the prompt once) hold either way.
+    let seen = transitions(&events);
+    assert!(
+        seen == [
             "spawning",
             "ready_for_prompt",
             "prompt_accepted",
             "running",
             "finished"
-        ],
-        "{}",
+        ] || seen
+            == [
+                "spawning",
+                "ready_for_prompt",
+                "prompt_accepted",
+                "finished"
+            ],
+        "{seen:?}\n{}",
         run.report()
     );
     assert_eq!(
