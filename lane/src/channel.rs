@@ -258,6 +258,13 @@ pub enum ChannelMessage {
         /// Why.
         error: String,
     },
+    /// A protocol message from the agent's app server (`crate::app_server`).
+    Protocol(crate::app_server::ProtocolFact),
+    /// The connection to the agent's app server ended while the lane ran.
+    ProtocolLost {
+        /// Why.
+        error: String,
+    },
 }
 
 /// Where the control socket sends hook reports whose token is the lane's.

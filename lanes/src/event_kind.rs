@@ -64,6 +64,10 @@ pub enum LaneEventKind {
     Hook,
     /// `lane.channel.degraded`: The agent's hook channel failed: the screen decides from now.
     ChannelDegraded,
+    /// `lane.protocol`: The agent reported a fact through its app server (`detail.message`, …).
+    Protocol,
+    /// `lane.channel.opened`: The agent's own channel is up (`detail.channel`).
+    ChannelOpened,
     /// `lane.blocked`: Transition to `blocked` (with its subphase).
     Blocked,
     /// `lane.escalated`: A person is needed: the reason and the next action.
@@ -132,7 +136,7 @@ pub enum LaneEventKind {
 
 impl LaneEventKind {
     /// Every kind this build records, in the order `docs/events.md` lists them.
-    pub const ALL: [LaneEventKind; 58] = [
+    pub const ALL: [LaneEventKind; 60] = [
         LaneEventKind::Started,
         LaneEventKind::Adopted,
         LaneEventKind::SessionReplaced,
@@ -160,6 +164,8 @@ impl LaneEventKind {
         LaneEventKind::Stalled,
         LaneEventKind::Hook,
         LaneEventKind::ChannelDegraded,
+        LaneEventKind::Protocol,
+        LaneEventKind::ChannelOpened,
         LaneEventKind::Blocked,
         LaneEventKind::Escalated,
         LaneEventKind::OperatorIgnored,
@@ -223,6 +229,8 @@ impl LaneEventKind {
             LaneEventKind::Stalled => "lane.stalled",
             LaneEventKind::Hook => "lane.hook",
             LaneEventKind::ChannelDegraded => "lane.channel.degraded",
+            LaneEventKind::Protocol => "lane.protocol",
+            LaneEventKind::ChannelOpened => "lane.channel.opened",
             LaneEventKind::Blocked => "lane.blocked",
             LaneEventKind::Escalated => "lane.escalated",
             LaneEventKind::OperatorIgnored => "lane.operator_ignored",

@@ -30,6 +30,7 @@ use super::delivery::{self, PromptPlan, Receipt};
 use super::unknown::UnknownScreen;
 use super::verdict::{OperatorRequest, SendFate, Verdict, VerdictReply};
 use super::{LaneContext, Next, OperatorCommand, RestartRequest, Settings, TrustGate};
+use crate::app_server::ProtocolFact;
 use crate::channel::{HookEvent, HookFact};
 use crate::permission_gate::PermissionAnswer;
 use clawpool_agents::detect::{Observation, Seen, observe};
@@ -82,6 +83,13 @@ pub enum Input {
         /// The hook event.
         event: String,
         /// Why, in the hook's words.
+        error: String,
+    },
+    /// The agent reported a fact through its app server's protocol.
+    Protocol(ProtocolFact),
+    /// The connection to the agent's app server ended: the channel is not to be relied on.
+    ProtocolLost {
+        /// Why.
         error: String,
     },
 }
@@ -493,6 +501,9 @@ impl<'a> Machine<'a> {
             Input::Operator { .. } => self.source = Some(EventSource::Operator),
             Input::Exited(_) => self.source = Some(EventSource::Process),
             Input::Hook(_) | Input::HookFailed { .. } => self.source = Some(EventSource::Hook),
+            Input::Protocol(_) | Input::ProtocolLost { .. } => {
+                self.source = Some(EventSource::Protocol);
+            }
             // An effect's result goes on with the decision that asked for it.
             _ => {}
         }
@@ -529,7 +540,13 @@ impl<'a> Machine<'a> {
             Input::StoreGuarded(ok) => self.confine_pending |= ok,
             Input::PermissionDecided(answer) => self.permission_decided(answer),
             Input::Hook(fact) => self.on_hook(fact),
-            Input::HookFailed { event, error } => self.on_hook_failed(event, error),
+            Input::HookFailed { event, error } => {
+                self.on_channel_failed("claude_hooks", event, error);
+            }
+            Input::Protocol(fact) => self.on_protocol(fact),
+            Input::ProtocolLost { error } => {
+                self.on_channel_failed("codex_app_server", "connection".into(), error);
+            }
         }
         std::mem::take(&mut self.out)
     }
@@ -1067,9 +1084,6 @@ impl<'a> Machine<'a> {
     /// once, and what it says is newer than anything the screen showed before it.
     fn on_hook(&mut self, fact: HookFact) {
         self.event(LaneEventKind::Hook, None, None, None, fact.detail());
-        if self.hooks.degraded() || self.state.status.is_terminal() {
-            return;
-        }
         let evidence = Evidence {
             rule: fact.name().to_owned(),
             region: "hook".into(),
@@ -1081,8 +1095,37 @@ impl<'a> Machine<'a> {
                 _ => format!("the agent's {} hook", fact.name()),
             },
         };
+        self.agent_fact(fact.event, evidence);
+    }
+
+    /// One message from the agent's app server (`docs/events.md`, "Protocol facts"): recorded
+    /// (`lane.protocol`), then decided as the agent fact it means, with the message as its
+    /// evidence.
+    fn on_protocol(&mut self, protocol: ProtocolFact) {
+        self.event(LaneEventKind::Protocol, None, None, None, protocol.detail());
+        let status = protocol.fields["status"].as_str().unwrap_or_default();
+        let evidence = Evidence {
+            rule: protocol.message.clone(),
+            region: "protocol".into(),
+            matched: match &protocol.fact.event {
+                HookEvent::PreToolUse { tool_name, .. }
+                | HookEvent::PostToolUse { tool_name }
+                | HookEvent::PermissionRequest { tool_name, .. } => tool_name.clone(),
+                _ if status.is_empty() => protocol.message.clone(),
+                _ => format!("thread {status}"),
+            },
+        };
+        self.agent_fact(protocol.fact.event, evidence);
+    }
+
+    /// What an agent-reported fact decides, whichever channel reported it: nothing once the
+    /// channel is degraded or the lane is over.
+    fn agent_fact(&mut self, event: HookEvent, evidence: Evidence) {
+        if self.hooks.degraded() || self.state.status.is_terminal() {
+            return;
+        }
         let wall = self.wall_secs();
-        match fact.event {
+        match event {
             HookEvent::UserPromptSubmit { .. } => {
                 // A new turn: whatever the last one left unreported is over.
                 self.hooks.tools_done();
@@ -1104,7 +1147,7 @@ impl<'a> Machine<'a> {
             HookEvent::PreToolUse { .. }
             | HookEvent::PostToolUse { .. }
             | HookEvent::PermissionRequest { .. } => {
-                match fact.event {
+                match event {
                     HookEvent::PreToolUse { .. } => {
                         self.hooks.tools_running += 1;
                         self.hooks.tool_started_at = Some(self.now);
@@ -1148,10 +1191,11 @@ impl<'a> Machine<'a> {
         }
     }
 
-    /// A hook could not deliver its report: from the first failure the channel is degraded
-    /// (each failure a `lane.channel.degraded` with the count so far), what it had said about
-    /// running tools or an open turn no longer holds, and the screen decides alone.
-    fn on_hook_failed(&mut self, event: String, error: String) {
+    /// A hook could not deliver its report, or the app server's connection ended: from the
+    /// first failure the channel is degraded (each failure a `lane.channel.degraded` with the
+    /// count so far), what it had said about running tools or an open turn no longer holds,
+    /// and the screen decides alone.
+    fn on_channel_failed(&mut self, channel: &str, event: String, error: String) {
         self.hooks.failures += 1;
         self.hooks.tools_done();
         self.hooks.turn_open = false;
@@ -1161,7 +1205,7 @@ impl<'a> Machine<'a> {
             None,
             None,
             serde_json::json!({
-                "channel": "claude_hooks",
+                "channel": channel,
                 "event": event,
                 "error": error,
                 "failed": self.hooks.failures,

@@ -682,7 +682,8 @@ impl WorkerStateDoc {
                 }
             }
             LaneEventKind::PermissionDecided => self.permissions.record(detail, at),
-            LaneEventKind::Hook => self.hooks.received(detail, at),
+            LaneEventKind::Hook | LaneEventKind::Protocol => self.hooks.received(detail, at),
+            LaneEventKind::ChannelOpened => self.hooks.opened(detail),
             LaneEventKind::ChannelDegraded => self.hooks.degraded(detail),
             LaneEventKind::Outcome => {
                 self.outcome = detail
