@@ -405,6 +405,23 @@ async fn initialize(connection: &mut WebSocket) -> Result<(), String> {
 
 /// Reads the server's messages for the lane until the connection ends, which it reports.
 async fn observe(mut connection: WebSocket, sender: mpsc::Sender<ChannelMessage>) {
+    // Connected before the TUI starts, the lane hears of its thread from the start: the
+    // channel works from now on.
+    let connected = ProtocolFact::new(
+        "initialize",
+        None,
+        HookEvent::SessionStart {
+            source: Some("initialize".into()),
+        },
+        json!({}),
+    );
+    if sender
+        .send(ChannelMessage::Protocol(connected))
+        .await
+        .is_err()
+    {
+        return;
+    }
     let mut observer = Observer::default();
     let error = loop {
         let text = match connection.next_text().await {

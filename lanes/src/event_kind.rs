@@ -68,6 +68,8 @@ pub enum LaneEventKind {
     Protocol,
     /// `lane.channel.opened`: The agent's own channel is up (`detail.channel`).
     ChannelOpened,
+    /// `lane.channel.contradiction`: The agent's channel and its screen disagreed past a bound.
+    ChannelContradiction,
     /// `lane.blocked`: Transition to `blocked` (with its subphase).
     Blocked,
     /// `lane.escalated`: A person is needed: the reason and the next action.
@@ -136,7 +138,7 @@ pub enum LaneEventKind {
 
 impl LaneEventKind {
     /// Every kind this build records, in the order `docs/events.md` lists them.
-    pub const ALL: [LaneEventKind; 60] = [
+    pub const ALL: [LaneEventKind; 61] = [
         LaneEventKind::Started,
         LaneEventKind::Adopted,
         LaneEventKind::SessionReplaced,
@@ -166,6 +168,7 @@ impl LaneEventKind {
         LaneEventKind::ChannelDegraded,
         LaneEventKind::Protocol,
         LaneEventKind::ChannelOpened,
+        LaneEventKind::ChannelContradiction,
         LaneEventKind::Blocked,
         LaneEventKind::Escalated,
         LaneEventKind::OperatorIgnored,
@@ -231,6 +234,7 @@ impl LaneEventKind {
             LaneEventKind::ChannelDegraded => "lane.channel.degraded",
             LaneEventKind::Protocol => "lane.protocol",
             LaneEventKind::ChannelOpened => "lane.channel.opened",
+            LaneEventKind::ChannelContradiction => "lane.channel.contradiction",
             LaneEventKind::Blocked => "lane.blocked",
             LaneEventKind::Escalated => "lane.escalated",
             LaneEventKind::OperatorIgnored => "lane.operator_ignored",

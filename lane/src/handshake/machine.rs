@@ -316,9 +316,29 @@ pub const HOOK_GRACE: Duration = Duration::from_secs(2);
 /// agent interrupted in the middle of it) is left to the screen after this.
 pub const TOOL_RUNNING_BOUND: Duration = Duration::from_secs(600);
 
+/// How long a reported finish (`Stop`, the thread idle) waits for a screen that still shows
+/// the agent working to stop showing it; past it the contradiction is recorded and the
+/// report wins (`docs/events.md`, "Contradictions").
+pub const CONTRADICTION_BOUND: Duration = Duration::from_secs(5);
+
+/// A reported finish the screen contradicted when it came.
+#[derive(Debug)]
+struct HeldStop {
+    /// When it came.
+    at: Instant,
+    /// Its evidence.
+    evidence: Evidence,
+    /// Its channel.
+    source: Option<EventSource>,
+}
+
 /// What the agent's hook reports told the machine (`docs/events.md`, "Hook facts").
 #[derive(Debug, Default)]
 struct HookState {
+    /// The last look's working indicator, when it showed one.
+    screen_working: Option<Evidence>,
+    /// A reported finish waiting for the screen to stop showing work.
+    held_stop: Option<HeldStop>,
     /// The channel proved to work in this run (a SessionStart reached the lane).
     live: bool,
     /// Since when the screen has shown the prompt taken while the hook had not said so.
@@ -619,6 +639,12 @@ impl<'a> Machine<'a> {
                 .filter(|_| self.hooks.decides())
                 .map(|since| since + HOOK_GRACE),
         );
+        consider(
+            self.hooks
+                .held_stop
+                .as_ref()
+                .map(|held| held.at + CONTRADICTION_BOUND),
+        );
         let without_progress = self.progress.idle_for(self.wall_secs_at(now));
         consider(
             self.unknown_screen
@@ -652,6 +678,20 @@ impl<'a> Machine<'a> {
     fn look(&mut self, screen: &ScreenSnapshot, external: Option<(u64, ProgressSource)>) {
         self.external = external;
         let seen = observe(self.profile, screen);
+        self.hooks.screen_working = matches!(
+            seen.seen,
+            Seen::Signal {
+                signal: Signal::Working
+            }
+        )
+        .then(|| Evidence {
+            rule: seen.rule.clone(),
+            region: seen.region.clone(),
+            matched: seen.evidence.clone(),
+        });
+        if self.settle_held_stop() {
+            return;
+        }
         let unrecognised = seen.seen == Seen::Unknown;
         self.step(seen, screen);
         self.check_stall(&screen.rows);
@@ -788,6 +828,50 @@ impl<'a> Machine<'a> {
             }
             _ => {}
         }
+    }
+
+    /// A reported finish held while the screen showed the agent working: finished as soon as
+    /// the screen stops showing it, or once it has shown it for [`CONTRADICTION_BOUND`] after
+    /// the report, with a `lane.channel.contradiction` carrying both evidences. Whether the
+    /// lane finished.
+    fn settle_held_stop(&mut self) -> bool {
+        let Some(held) = self.hooks.held_stop.take() else {
+            return false;
+        };
+        let still_working = matches!(
+            self.state.status,
+            LaneStatus::PromptAccepted
+                | LaneStatus::Running
+                | LaneStatus::ToolPermissionRequired
+                | LaneStatus::Blocked
+        );
+        if !still_working || !self.followups.is_empty() {
+            return false;
+        }
+        let held_for = self.now.duration_since(held.at);
+        if let Some(screen) = self.hooks.screen_working.clone() {
+            if held_for < CONTRADICTION_BOUND {
+                self.hooks.held_stop = Some(held);
+                return false;
+            }
+            // The decision is the channel's, the screen's evidence its contradiction.
+            self.source = held.source;
+            self.event(
+                LaneEventKind::ChannelContradiction,
+                None,
+                None,
+                None,
+                serde_json::json!({
+                    "channel": held.evidence,
+                    "screen": screen,
+                    "for_ms": held_for.as_millis() as u64,
+                    "resolved": "finished",
+                }),
+            );
+        }
+        self.source = held.source;
+        self.transition(LaneState::plain(LaneStatus::Finished), Some(held.evidence));
+        true
     }
 
     /// Reacts to one observation of the screen.
@@ -1129,6 +1213,7 @@ impl<'a> Machine<'a> {
             HookEvent::UserPromptSubmit { .. } => {
                 // A new turn: whatever the last one left unreported is over.
                 self.hooks.tools_done();
+                self.hooks.held_stop = None;
                 self.hooks.turn_open = true;
                 self.idle_since = None;
                 self.progress.note(wall, ProgressSource::AgentEvent);
@@ -1182,7 +1267,17 @@ impl<'a> Machine<'a> {
                     && self.receipt.accepted_at.is_some()
                     && self.followups.is_empty()
                 {
-                    self.transition(LaneState::plain(LaneStatus::Finished), Some(evidence));
+                    if self.hooks.screen_working.is_some() {
+                        // The screen still shows the agent working: it gets a bound to catch
+                        // up (a redraw late by a few ms is no contradiction).
+                        self.hooks.held_stop = Some(HeldStop {
+                            at: self.now,
+                            evidence,
+                            source: self.source,
+                        });
+                    } else {
+                        self.transition(LaneState::plain(LaneStatus::Finished), Some(evidence));
+                    }
                 }
             }
             HookEvent::SessionEnd { .. } => self.hooks.tools_done(),
@@ -1199,6 +1294,7 @@ impl<'a> Machine<'a> {
         self.hooks.failures += 1;
         self.hooks.tools_done();
         self.hooks.turn_open = false;
+        self.hooks.held_stop = None;
         self.event(
             LaneEventKind::ChannelDegraded,
             None,
@@ -1388,6 +1484,22 @@ impl<'a> Machine<'a> {
                         }),
                     );
                 } else {
+                    if self.hooks.decides() && self.hooks.turn_open {
+                        // The channel opened the turn and never said it ended.
+                        self.event(
+                            LaneEventKind::ChannelContradiction,
+                            None,
+                            None,
+                            None,
+                            serde_json::json!({
+                                "channel": {"rule": "turn_open", "region": "channel",
+                                            "matched": "no finish reported since the turn opened"},
+                                "screen": evidence,
+                                "for_ms": idle_for.as_millis() as u64,
+                                "resolved": "finished",
+                            }),
+                        );
+                    }
                     self.transition(LaneState::plain(LaneStatus::Finished), Some(evidence));
                 }
             }

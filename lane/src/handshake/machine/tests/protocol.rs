@@ -144,3 +144,92 @@ async fn a_lost_connection_leaves_the_lane_to_its_screen() {
     let finished = lane.transitions_to(LaneStatus::Finished)[0];
     assert_eq!(finished.source, Some(clawpool_lanes::EventSource::Screen));
 }
+
+/// The lane with its turn open and the screen showing the agent at work.
+async fn working_codex_lane() -> CodexLane {
+    let mut codex_lane = CodexLane::new();
+    codex_lane.submitted().await;
+    codex_lane.status(json!({"type": "active", "activeFlags": []}));
+    codex_lane.lane.look(&codex("05-running-120x40"));
+    assert_eq!(codex_lane.lane.state(), plain(LaneStatus::Running));
+    codex_lane
+}
+
+fn contradictions(lane: &Lane) -> Vec<&Record> {
+    lane.records
+        .iter()
+        .filter(|r| r.kind == LaneEventKind::ChannelContradiction)
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_finish_reported_under_a_working_screen_waits_for_it_and_a_late_redraw_is_no_contradiction()
+ {
+    let mut codex_lane = working_codex_lane().await;
+    codex_lane.status(json!({"type": "idle"}));
+    let lane = &mut codex_lane.lane;
+    assert_eq!(
+        lane.state(),
+        plain(LaneStatus::Running),
+        "held for the screen"
+    );
+    let working = codex("05-running-120x40");
+    lane.after(crate::handshake::machine::CONTRADICTION_BOUND / 2, &working)
+        .await;
+    assert_eq!(lane.state(), plain(LaneStatus::Running));
+    // The screen catches up: finished at once, as the channel said, no contradiction.
+    lane.look(&codex("06-finished-120x40"));
+    assert_eq!(lane.state(), plain(LaneStatus::Finished));
+    let finished = lane.transitions_to(LaneStatus::Finished)[0];
+    assert_eq!(finished.source, Some(clawpool_lanes::EventSource::Protocol));
+    assert_eq!(
+        finished.evidence.as_ref().map(|e| e.matched.as_str()),
+        Some("thread idle")
+    );
+    assert!(contradictions(lane).is_empty(), "{:?}", lane.kinds());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_finish_the_screen_contradicts_past_the_bound_is_recorded_and_the_report_wins() {
+    let mut codex_lane = working_codex_lane().await;
+    codex_lane.status(json!({"type": "idle"}));
+    let lane = &mut codex_lane.lane;
+    let working = codex("05-running-120x40");
+    lane.after(crate::handshake::machine::CONTRADICTION_BOUND, &working)
+        .await;
+    assert_eq!(lane.state(), plain(LaneStatus::Finished));
+    let found = contradictions(lane);
+    assert_eq!(found.len(), 1, "{:?}", lane.kinds());
+    let detail = &found[0].detail;
+    assert_eq!(detail["channel"]["rule"], "thread/status/changed");
+    assert_eq!(detail["channel"]["matched"], "thread idle");
+    assert_eq!(detail["screen"]["rule"], "working_indicator");
+    assert!(
+        detail["screen"]["matched"]
+            .as_str()
+            .is_some_and(|m| m.contains("esc to interrupt")),
+        "{detail}"
+    );
+    assert_eq!(detail["resolved"], "finished");
+    assert_eq!(found[0].source, Some(clawpool_lanes::EventSource::Protocol));
+    let finished = lane.transitions_to(LaneStatus::Finished)[0];
+    assert_eq!(finished.source, Some(clawpool_lanes::EventSource::Protocol));
+    assert_eq!(lane.count("lane.finished"), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_idle_screen_for_finish_idle_in_a_turn_the_channel_left_open_is_a_contradiction() {
+    let mut codex_lane = working_codex_lane().await;
+    let lane = &mut codex_lane.lane;
+    let idle = codex("06-finished-120x40");
+    lane.look(&idle);
+    lane.after(Settings::default().finish_idle, &idle).await;
+    assert_eq!(lane.state(), plain(LaneStatus::Finished));
+    let finished = lane.transitions_to(LaneStatus::Finished)[0];
+    assert_eq!(finished.source, Some(clawpool_lanes::EventSource::Screen));
+    let found = contradictions(lane);
+    assert_eq!(found.len(), 1, "{:?}", lane.kinds());
+    assert_eq!(found[0].detail["channel"]["rule"], "turn_open");
+    assert_eq!(found[0].detail["screen"]["rule"], "input_line");
+    assert_eq!(found[0].detail["resolved"], "finished");
+}
