@@ -346,6 +346,7 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, LaneError> 
     let hook_inbox = hook_channel.as_ref().map(|setup| HookInbox {
         token: setup.token.clone(),
         sender: hook_tx,
+        usage_log: Some(Arc::clone(&events)),
     });
     let base_spec = spec.clone();
     spec = with_prompt(spec, &job.profile, &plan);

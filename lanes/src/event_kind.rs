@@ -70,6 +70,8 @@ pub enum LaneEventKind {
     ChannelOpened,
     /// `lane.channel.contradiction`: The agent's channel and its screen disagreed past a bound.
     ChannelContradiction,
+    /// `lane.usage`: The tokens of a turn, read from the agent's transcript.
+    Usage,
     /// `lane.blocked`: Transition to `blocked` (with its subphase).
     Blocked,
     /// `lane.escalated`: A person is needed: the reason and the next action.
@@ -138,7 +140,7 @@ pub enum LaneEventKind {
 
 impl LaneEventKind {
     /// Every kind this build records, in the order `docs/events.md` lists them.
-    pub const ALL: [LaneEventKind; 61] = [
+    pub const ALL: [LaneEventKind; 62] = [
         LaneEventKind::Started,
         LaneEventKind::Adopted,
         LaneEventKind::SessionReplaced,
@@ -169,6 +171,7 @@ impl LaneEventKind {
         LaneEventKind::Protocol,
         LaneEventKind::ChannelOpened,
         LaneEventKind::ChannelContradiction,
+        LaneEventKind::Usage,
         LaneEventKind::Blocked,
         LaneEventKind::Escalated,
         LaneEventKind::OperatorIgnored,
@@ -235,6 +238,7 @@ impl LaneEventKind {
             LaneEventKind::Protocol => "lane.protocol",
             LaneEventKind::ChannelOpened => "lane.channel.opened",
             LaneEventKind::ChannelContradiction => "lane.channel.contradiction",
+            LaneEventKind::Usage => "lane.usage",
             LaneEventKind::Blocked => "lane.blocked",
             LaneEventKind::Escalated => "lane.escalated",
             LaneEventKind::OperatorIgnored => "lane.operator_ignored",

@@ -235,6 +235,18 @@ pub async fn run_board(
     }
 }
 
+/// The lane's tokens as its agent reported them (`usage` in the state file): `IN/OUT` in
+/// total, `-` when it reported none (unknown, not zero).
+pub fn tokens_cell(usage: &Value) -> String {
+    match (
+        usage["total"]["input"].as_u64(),
+        usage["total"]["output"].as_u64(),
+    ) {
+        (Some(input), Some(output)) => format!("{input}/{output}"),
+        _ => "-".into(),
+    }
+}
+
 fn print_table(lanes: &[Value]) {
     let text = |v: &Value| {
         v.as_str().map(str::to_owned).unwrap_or_else(|| {
@@ -245,7 +257,7 @@ fn print_table(lanes: &[Value]) {
             }
         })
     };
-    let rows: Vec<[String; 10]> = lanes
+    let rows: Vec<[String; 11]> = lanes
         .iter()
         .map(|l| {
             let status = status_cell(l);
@@ -279,6 +291,7 @@ fn print_table(lanes: &[Value]) {
                 format!("{ahead} {dirty}"),
                 freshness_cell(l),
                 text(&l["green_level"]),
+                tokens_cell(&l["usage"]),
                 l["lane_event"]["kind"]
                     .as_str()
                     .map(str::to_owned)
@@ -297,6 +310,7 @@ fn print_table(lanes: &[Value]) {
         "commits",
         "freshness",
         "green",
+        "tokens",
         "last event",
     ];
     let mut widths = header.map(str::len);

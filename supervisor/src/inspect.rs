@@ -634,6 +634,25 @@ pub fn run_state(lane_dir: &Path, format: OutputFormat) -> Result<ExitCode, Comm
             if let Some(branch) = json["branch"].as_str() {
                 println!("branch    {branch}");
             }
+            if let Some(channel) = json["hooks"]["channel"].as_str() {
+                let degraded = if json["hooks"]["degraded"] == true {
+                    " (degraded: the screen decides)"
+                } else {
+                    ""
+                };
+                println!("channel   {channel}{degraded}");
+            }
+            let usage = &json["usage"];
+            if usage.is_object() {
+                println!(
+                    "tokens    {} in total over {} turns (last turn {}/{}), from {}",
+                    crate::board::tokens_cell(usage),
+                    usage["turns"],
+                    usage["last_turn"]["input"],
+                    usage["last_turn"]["output"],
+                    usage["source"].as_str().unwrap_or("")
+                );
+            }
             if let Some(event) = json["lane_event"].as_object() {
                 println!(
                     "last      #{} {}",

@@ -128,6 +128,24 @@ fn codex_protocol_decides_acceptance_and_the_finish() {
         Some(protocol(&events).len() as u64),
         "{state}"
     );
+    // The turn's tokens, from Codex's running totals; `clawpool state` shows them.
+    let usage = &state["usage"];
+    assert_eq!(usage["source"], "codex_app_server", "{usage}");
+    assert_eq!(usage["turns"], 1, "{usage}");
+    assert_eq!(
+        usage["total"]["output"], usage["last_turn"]["output"],
+        "{usage}"
+    );
+    assert!(usage["total"]["output"].as_u64() > Some(0), "{usage}");
+    let shown = sandbox
+        .clawpool_clean_env()
+        .arg("state")
+        .arg(&lane)
+        .output()
+        .expect("clawpool state");
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(shown.contains("channel   codex_app_server"), "{shown}");
+    assert!(shown.contains("tokens    "), "{shown}");
     // The lane's server went with the lane, its socket too.
     assert!(
         std::fs::symlink_metadata(lane.join(".claw/codex-app-server.sock")).is_err(),
@@ -312,7 +330,9 @@ fn codex_with_the_channel_off_is_decided_by_its_screen() {
     assert_eq!(code, 0, "{}", run.report());
     assert!(protocol(&events).is_empty(), "{}", run.report());
     assert_eq!(transition_to(&events, "finished")["source"], "screen");
-    assert_eq!(state_file(&lane)["hooks"]["channel"], Value::Null);
+    let state = state_file(&lane);
+    assert_eq!(state["hooks"]["channel"], Value::Null);
+    assert!(state.get("usage").is_none(), "unknown is absent: {state}");
     assert!(std::fs::symlink_metadata(lane.join(".claw/codex-app-server.sock")).is_err());
     drop(run);
     server.stop();

@@ -19,6 +19,7 @@ pub mod liveness;
 mod permissions;
 mod read;
 mod recovery;
+mod usage;
 mod verification;
 mod view;
 mod write;
@@ -36,6 +37,7 @@ pub use liveness::{Liveness, SupervisorLock, probe};
 pub use permissions::{PermissionDecision, PermissionDecisions, RECENT_PERMISSION_DECISIONS};
 pub use read::{StateFileError, parse_state, read_lane_state, read_state_file};
 pub use recovery::{AttemptOrigin, AttemptState, LedgerEntry, RecoveryLedger, RestartRecord};
+pub use usage::{Tokens, Usage};
 pub use verification::{
     CommandOutcome, CommandResult, Freshness, FreshnessState, GitOperation, GreenLevel, HeadState,
     MergeOutcome, Verification, VerifyResult,
