@@ -146,6 +146,25 @@ fn codex_protocol_decides_acceptance_and_the_finish() {
     let shown = String::from_utf8_lossy(&shown.stdout);
     assert!(shown.contains("channel   codex_app_server"), "{shown}");
     assert!(shown.contains("tokens    "), "{shown}");
+    // `clawpool explain` says which source decided, and what each said last.
+    let explained = sandbox
+        .clawpool_clean_env()
+        .args(["explain", "--output-format", "json"])
+        .arg(&lane)
+        .output()
+        .expect("clawpool explain");
+    let explained: Value = serde_json::from_slice(&explained.stdout).expect("explain's JSON");
+    let facts = &explained["facts"];
+    assert_eq!(
+        facts["state_decided_by"]["kind"], "lane.finished",
+        "{facts}"
+    );
+    assert_eq!(facts["state_decided_by"]["source"], "protocol", "{facts}");
+    assert_eq!(
+        facts["sources"]["protocol"][0]["kind"], "lane.finished",
+        "{facts}"
+    );
+    assert!(facts["sources"]["screen"].is_array(), "{facts}");
     // The lane's server went with the lane, its socket too.
     assert!(
         std::fs::symlink_metadata(lane.join(".claw/codex-app-server.sock")).is_err(),
@@ -337,4 +356,76 @@ fn codex_with_the_channel_off_is_decided_by_its_screen() {
     drop(run);
     server.stop();
     assert_nothing_left(&sandbox);
+}
+
+/// An app server that does not start (here: an agent without one, the scripted agent, given
+/// the channel): the lane says so before its agent starts, runs the agent on its own, is
+/// decided by its screen and finishes; `clawpool doctor` names the lane and where to look.
+#[test]
+fn an_app_server_that_does_not_start_leaves_the_screen_and_doctor_says_so() {
+    let s = crate::spawn::setup();
+    let config = std::fs::read_to_string(&s.config).expect("config");
+    // The config ends in the scripted agent's launch table.
+    std::fs::write(&s.config, format!("{config}hooks = \"codex_app_server\"\n")).expect("config");
+    let out = s.spawn(
+        r#"{"lanes": [{"name": "solo", "agent": "scripted", "prompt": "x"}]}"#,
+        &["--output-format", "json"],
+    );
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let events: Vec<Value> =
+        std::fs::read_to_string(s.repo.join(".git/clawpool/lanes/solo/events.jsonl"))
+            .expect("events")
+            .lines()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect();
+    let degraded = events
+        .iter()
+        .position(|e| e["kind"] == "lane.channel.degraded")
+        .unwrap_or_else(|| panic!("no lane.channel.degraded: {events:#?}"));
+    let detail = &events[degraded]["detail"];
+    assert_eq!(detail["channel"], "codex_app_server", "{detail}");
+    assert_eq!(detail["event"], "start", "{detail}");
+    assert!(
+        detail["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("exited")),
+        "{detail}"
+    );
+    let started = events
+        .iter()
+        .position(|e| e["kind"] == "lane.started")
+        .expect("lane.started");
+    assert!(degraded < started, "{events:#?}");
+    assert!(protocol(&events).is_empty());
+    assert_eq!(transition_to(&events, "finished")["source"], "screen");
+
+    let doctor = s
+        .sandbox
+        .clawpool()
+        .args(["doctor", "--output-format", "json", "--config"])
+        .arg(&s.config)
+        .arg("--repo")
+        .arg(&s.repo)
+        .output()
+        .expect("clawpool doctor");
+    let report: Value = serde_json::from_slice(&doctor.stdout).expect("doctor's JSON");
+    let check = report["checks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["name"] == "lane solo channel")
+        .unwrap_or_else(|| panic!("no check for the lane's channel: {report:#}"));
+    assert_eq!(check["ok"], false, "{check}");
+    assert_eq!(check["severity"], "warning", "{check}");
+    assert!(
+        check["fix"]
+            .as_str()
+            .is_some_and(|f| f.contains("codex-app-server.log")),
+        "{check}"
+    );
 }
