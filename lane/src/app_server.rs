@@ -290,7 +290,14 @@ impl AppServer {
         let log = std::fs::File::create(state_dir.join(LOG_FILE))
             .map_err(|e| format!("creating .claw/{LOG_FILE}: {e}"))?;
         let log_err = log.try_clone().map_err(|e| e.to_string())?;
-        let mut command = tokio::process::Command::new(&spec.program);
+        // Found as the agent's own `PATH` finds it, like the worker's program.
+        let program = clawpool_pty::resolve_program(
+            &spec.program,
+            &spec.cwd,
+            spec.env_value("PATH").as_deref(),
+        )
+        .map_err(|e| format!("finding the agent for its app server: {e}"))?;
+        let mut command = tokio::process::Command::new(&program);
         if spec.clean_env {
             command.env_clear();
         }
@@ -307,7 +314,7 @@ impl AppServer {
             .process_group(0);
         let mut process = command
             .spawn()
-            .map_err(|e| format!("starting {} app-server: {e}", spec.program.display()))?;
+            .map_err(|e| format!("starting {} app-server: {e}", program.display()))?;
         let mut connection = tokio::time::timeout(START_TIMEOUT, async {
             loop {
                 if let Ok(Some(status)) = process.try_wait() {
