@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""Claude Code's hooks against the screen alone: how soon a lane knows its prompt was taken and
-its turn is over, with the real Claude Code 2.1.330 against clawpool-model-server (offline).
+"""An agent's own channel against the screen alone: how soon a lane knows its prompt was taken
+and its turn is over, with the real Claude Code 2.1.330 (its hooks) or Codex 0.169.0 (its app
+server) against clawpool-model-server (offline).
 
-For each mode (`hooks`: the built-in profile, `screen`: `[profiles.claude.launch] hooks =
-"none"`), N lanes one after the other, each a fresh `clawpool run` of one turn in its own
-scratch HOME and folder. The turn is the same every time: the prompt is typed (`prompt_args =
-[]`, so there is an Enter to time from), the model makes Claude Code write `hello.txt` (a tool
-call: a pause inside the turn where an early finish would show) and then says it is done.
+For each mode (`hooks`: the built-in profile's channel, `screen`: `[profiles.AGENT.launch]
+hooks = "none"`), N lanes one after the other, each a fresh `clawpool run` of one turn in its
+own scratch HOME and folder. The turn is the same every time: the prompt is typed
+(`prompt_args = []`, so there is an Enter to time from), the model makes the agent write
+`hello.txt` (a tool call: a pause inside the turn where an early finish would show) and then
+says it is done.
 Measured per lane:
 - accept: `lane.prompt_sent` (recorded just before Enter) to `lane.prompt_accepted` (`at_ms`);
 - finish: the model server's last byte of the turn's last answer (`--timings`) to
@@ -14,8 +16,8 @@ Measured per lane:
 - premature: a lane finished before that last byte, or without `hello.txt`, or that did not
   finish at all.
 
-Usage: scripts/bench-hooks.py [N]   (default 20; needs `cargo build --workspace --bins` and the
-agents from scripts/install-agents.sh)
+Usage: scripts/bench-hooks.py [--agent claude|codex] [N]   (default claude, 20; needs
+`cargo build --workspace --bins` and the agents from scripts/install-agents.sh)
 Every process started is stopped by its pid; the scratch folders are removed.
 """
 import json
@@ -29,9 +31,8 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.join(ROOT, "target", "debug")
-CLAUDE = os.path.join(
-    os.environ.get("CLAWPOOL_AGENTS_DIR") or os.path.join(ROOT, ".agents"),
-    "node_modules", ".bin", "claude")
+AGENTS = os.path.join(
+    os.environ.get("CLAWPOOL_AGENTS_DIR") or os.path.join(ROOT, ".agents"), "node_modules", ".bin")
 PROMPT = "create a file named hello.txt containing hi"
 RUN_TIMEOUT = 120
 
@@ -62,34 +63,64 @@ def start_model_server(folder, script):
     return server, f"http://127.0.0.1:{port}"
 
 
-def one_lane(scratch, mode, index):
-    home = os.path.join(scratch, "home")
-    os.makedirs(home)
+def claude_setup(home, lane, start_server):
+    """Claude Code's HOME, turn, launch lines and environment (docs/real-agents.md)."""
     with open(os.path.join(home, ".claude.json"), "w") as f:
         json.dump({"hasCompletedOnboarding": True, "theme": "dark", "numStartups": 3,
                    "customApiKeyResponses": {"approved": ["sk-ant-fake"], "rejected": []}}, f)
-    lanes = os.path.realpath(os.path.join(scratch, "lanes"))
-    lane = os.path.join(lanes, f"lane-{index}")
-    os.makedirs(lane)
-    server, url = start_model_server(os.path.join(scratch, "model"), [
+    server, url = start_server([
         {"tool_use": {"name": "Write", "input": {
             "file_path": os.path.join(lane, "hello.txt"), "content": "hi"}}},
         {"text": "Done. Created hello.txt."},
     ])
+    launch = 'args = ["--permission-mode", "acceptEdits"]\n'
+    env = [f"ANTHROPIC_API_KEY=sk-ant-fake", f"ANTHROPIC_BASE_URL={url}",
+           "DISABLE_AUTOUPDATER=1", f"HOME={home}", f"PATH={agent_path()}",
+           "TERM=xterm-256color"]
+    return server, launch, env
+
+
+def codex_setup(home, lane, start_server):
+    """Codex's HOME (a `mock` provider, `codex login --with-api-key`), turn and environment
+    (docs/real-agents.md)."""
+    server, url = start_server([
+        {"tool_use": {"name": "exec_command", "input": {"cmd": "printf hi > hello.txt"}}},
+        {"text": "Done. Created hello.txt."},
+    ])
+    codex_home = os.path.join(home, ".codex")
+    os.makedirs(codex_home)
+    with open(os.path.join(codex_home, "config.toml"), "w") as f:
+        f.write(f'model = "gpt-5"\nmodel_provider = "mock"\n\n[model_providers.mock]\n'
+                f'name = "mock"\nbase_url = "{url}/v1"\nenv_key = "OPENAI_API_KEY"\n'
+                f'wire_api = "responses"\n')
+    subprocess.run([os.path.join(AGENTS, "codex"), "login", "--with-api-key"], input="sk-fake\n",
+                   env={"HOME": home, "PATH": agent_path()}, capture_output=True, text=True,
+                   check=True)
+    env = ["OPENAI_API_KEY=sk-fake", f"HOME={home}", f"PATH={agent_path()}",
+           "TERM=xterm-256color"]
+    return server, "", env
+
+
+def one_lane(scratch, agent, mode, index):
+    home = os.path.join(scratch, "home")
+    os.makedirs(home)
+    lanes = os.path.realpath(os.path.join(scratch, "lanes"))
+    lane = os.path.join(lanes, f"lane-{index}")
+    os.makedirs(lane)
+    setup = claude_setup if agent == "claude" else codex_setup
+    server, launch, agent_env = setup(
+        home, lane, lambda script: start_model_server(os.path.join(scratch, "model"), script))
     config = os.path.join(scratch, "config.toml")
     with open(config, "w") as f:
-        f.write(f"trusted_roots = [{json.dumps(lanes)}]\n\n[profiles.claude.launch]\n"
-                f"command = {json.dumps(CLAUDE)}\n"
-                'args = ["--permission-mode", "acceptEdits"]\nprompt_args = []\n'
+        f.write(f"trusted_roots = [{json.dumps(lanes)}]\n\n[profiles.{agent}.launch]\n"
+                f"command = {json.dumps(os.path.join(AGENTS, agent))}\n"
+                f"{launch}prompt_args = []\n"
                 + ('hooks = "none"\n' if mode == "screen" else ""))
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": home,
            "XDG_CONFIG_HOME": os.path.join(home, ".config"),
            "XDG_STATE_HOME": os.path.join(scratch, "state"),
            "TMUX_TMPDIR": scratch}
-    agent_env = [f"ANTHROPIC_API_KEY=sk-ant-fake", f"ANTHROPIC_BASE_URL={url}",
-                 "DISABLE_AUTOUPDATER=1", f"HOME={home}", f"PATH={agent_path()}",
-                 "TERM=xterm-256color"]
-    cmd = [os.path.join(BIN, "clawpool"), "run", "--output-format", "json", "--agent", "claude",
+    cmd = [os.path.join(BIN, "clawpool"), "run", "--output-format", "json", "--agent", agent,
            "--config", config, "--cwd", lane, "--prompt", PROMPT]
     for var in agent_env:
         cmd += ["--env", var]
@@ -138,18 +169,25 @@ def summary(values):
 
 
 def main():
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 20
+    args = sys.argv[1:]
+    agent = "claude"
+    if args[:1] == ["--agent"]:
+        agent, args = args[1], args[2:]
+    if agent not in ("claude", "codex"):
+        sys.exit(f"--agent: claude or codex, not {agent!r}")
+    n = int(args[0]) if args else 20
+    version = {"claude": "Claude Code 2.1.330", "codex": "Codex 0.169.0"}[agent]
     results = []
     for index in range(n):
         for mode in ("hooks", "screen"):
             scratch = tempfile.mkdtemp(prefix=f"bench-hooks-{mode}-")
             try:
-                result = one_lane(scratch, mode, index)
+                result = one_lane(scratch, agent, mode, index)
             finally:
                 shutil.rmtree(scratch, ignore_errors=True)
             results.append(result)
             print(json.dumps(result), file=sys.stderr, flush=True)
-    print(f"clawpool run × {n} per mode, real Claude Code 2.1.330, scripted model "
+    print(f"clawpool run × {n} per mode, real {version}, scripted model "
           f"({time.strftime('%Y-%m-%d')})\n")
     print("| mode | Enter → prompt_accepted p50 / p90 / max (ms) | last byte → lane.finished "
           "p50 / p90 / max (ms) | decided by (accepted, finished) | premature finishes |")

@@ -10,13 +10,17 @@
 //! socket as one [`HookReport`] line. The control socket checks the token and passes the
 //! report on as a [`ChannelMessage`]; the handshake turns it into a typed [`HookFact`].
 //!
+//! After a `Stop`, the lane reads the turn's token usage from the transcript the hook named
+//! ([`last_turn_usage`]), in a task of its own: Claude Code writes the turn's last assistant
+//! message to its transcript after the hook, so the finish never waits for it.
+//!
 //! A hook never blocks or breaks the agent: delivery is bounded ([`DELIVERY_TIMEOUT`]), the
 //! command always exits 0, and a delivery that fails is appended to the lane's failures file
 //! ([`FAILURES_ENV`]), which the lane watches ([`FailureWatch`]) and counts.
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -265,10 +269,17 @@ pub enum ChannelMessage {
         /// Why.
         error: String,
     },
+    /// A protocol message from the agent's app server (`crate::app_server`).
+    Protocol(crate::app_server::ProtocolFact),
+    /// The connection to the agent's app server ended while the lane ran.
+    ProtocolLost {
+        /// Why.
+        error: String,
+    },
 }
 
 /// Where the control socket sends hook reports whose token is the lane's.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct HookInbox {
     /// The lane's token.
     pub token: String,
@@ -277,6 +288,8 @@ pub struct HookInbox {
     /// The gate that answers PermissionRequest reports, when the lane's policy decides its
     /// tool-permission questions (`docs/permissions.md`, "Answering through the hook").
     pub permissions: Option<PermissionGate>,
+    /// Where the usage read from the transcript after a `Stop` is recorded (`lane.usage`).
+    pub usage_log: Option<Arc<clawpool_lanes::EventLog>>,
 }
 
 impl HookInbox {
@@ -289,6 +302,14 @@ impl HookInbox {
             return json!({"ok": false, "error": "the hook's token is not this lane's"});
         }
         let fact = HookFact::from_report(&report.event, &report.payload);
+        if let (HookEvent::Stop, Some(transcript), Some(log)) =
+            (&fact.event, &fact.transcript_path, &self.usage_log)
+        {
+            tokio::spawn(record_turn_usage(
+                PathBuf::from(transcript),
+                Arc::clone(log),
+            ));
+        }
         let question = match (&fact.event, &self.permissions) {
             (
                 HookEvent::PermissionRequest {
@@ -488,6 +509,58 @@ async fn send_report(
     }
 }
 
+/// How much of a transcript's end is read for the turn's usage (a transcript grows with the
+/// session, and holds whole API requests; its last lines are enough).
+const TRANSCRIPT_TAIL: u64 = 4 << 20;
+/// How long the turn's last assistant message may take to reach the transcript after `Stop`.
+const TRANSCRIPT_WAIT: Duration = Duration::from_secs(10);
+/// How often the transcript is read meanwhile (Claude Code writes it in bursts, and tells no
+/// one).
+const TRANSCRIPT_POLL: Duration = Duration::from_millis(100);
+
+/// Records the turn's usage (`lane.usage`) once the transcript holds it, within
+/// [`TRANSCRIPT_WAIT`]; nothing when it never does (unknown, not zero).
+async fn record_turn_usage(transcript: PathBuf, log: Arc<clawpool_lanes::EventLog>) {
+    let deadline = tokio::time::Instant::now() + TRANSCRIPT_WAIT;
+    while tokio::time::Instant::now() < deadline {
+        if let Some(usage) = last_turn_usage(&transcript) {
+            let _ = log.record(
+                clawpool_lanes::LaneEventKind::Usage,
+                None,
+                None,
+                None,
+                json!({"source": "claude_transcript", "usage": usage,
+                       "transcript_path": transcript.display().to_string()}),
+            );
+            return;
+        }
+        tokio::time::sleep(TRANSCRIPT_POLL).await;
+    }
+}
+
+/// The `usage` of the turn's last assistant message in Claude Code's transcript (JSON lines:
+/// `{"type": "assistant", "message": {"usage": {…}}}`), read from its last
+/// [`TRANSCRIPT_TAIL`] bytes: the last assistant line, if no `user` line (a prompt or a tool's
+/// result) follows it — else the turn's answer is not written yet.
+pub fn last_turn_usage(transcript: &Path) -> Option<Value> {
+    let mut file = std::fs::File::open(transcript).ok()?;
+    let len = file.metadata().ok()?.len();
+    file.seek(SeekFrom::Start(len.saturating_sub(TRANSCRIPT_TAIL)))
+        .ok()?;
+    let mut tail = Vec::new();
+    file.read_to_end(&mut tail).ok()?;
+    String::from_utf8_lossy(&tail)
+        .lines()
+        .rev()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .find(|line| line["type"] == "assistant" || line["type"] == "user")
+        .filter(|line| line["type"] == "assistant")
+        .and_then(|line| {
+            let usage = &line["message"]["usage"];
+            usage.is_object().then(|| usage.clone())
+        })
+}
+
 /// Appends one failure line; a file that cannot be written loses it (the hook must not fail).
 fn record_failure(file: &Path, event: &str, error: &str) {
     use std::io::Write;
@@ -618,6 +691,7 @@ mod tests {
             token: "ours".into(),
             sender,
             permissions: None,
+            usage_log: None,
         };
         let report = |token: &str| HookReport {
             command: "hook".into(),
@@ -635,6 +709,34 @@ mod tests {
                 ..
             }))
         ));
+    }
+
+    #[test]
+    fn the_turns_usage_is_its_last_assistant_message_once_written() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let transcript = dir.path().join("session.jsonl");
+        let write = |lines: &[Value]| {
+            let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+            std::fs::write(&transcript, text).expect("transcript");
+        };
+        let prompt = json!({"type": "user", "message": {"content": "hi"}});
+        let answer = |output: u64| {
+            json!({"type": "assistant", "message": {"usage": {"input_tokens": 3,
+                   "output_tokens": output, "cache_read_input_tokens": 5}}})
+        };
+        // The turn's prompt is the last word: its answer is not written yet.
+        write(&[answer(1), prompt.clone()]);
+        assert_eq!(last_turn_usage(&transcript), None);
+        write(&[
+            answer(1),
+            prompt,
+            answer(4),
+            json!({"type": "system", "subtype": "stop_hook_summary"}),
+        ]);
+        let usage = last_turn_usage(&transcript).expect("usage");
+        assert_eq!(usage["output_tokens"], 4);
+        assert_eq!(usage["cache_read_input_tokens"], 5);
+        assert_eq!(last_turn_usage(&dir.path().join("none.jsonl")), None);
     }
 
     #[tokio::test]
@@ -667,6 +769,7 @@ mod tests {
             token: "ours".into(),
             sender,
             permissions: Some(gate),
+            usage_log: None,
         };
         let ask = |tool: &str, input: Value, cwd: &Path| HookReport {
             command: "hook".into(),
@@ -696,7 +799,7 @@ mod tests {
             kinds.push(match message {
                 ChannelMessage::Fact(fact) => fact.name().to_owned(),
                 ChannelMessage::PermissionDecided(answer) => answer.verdict.name().to_owned(),
-                ChannelMessage::Failed { .. } => "failed".to_owned(),
+                other => format!("{other:?}"),
             });
         }
         assert_eq!(

@@ -29,6 +29,7 @@ use clawpool_pty::{RawLogConfig, SpawnSpec, TmuxServer, Worker};
 use serde_json::json;
 use tokio::sync::mpsc;
 
+use crate::app_server::AppServer;
 use crate::channel::{self, FailureWatch, HookInbox};
 use crate::checks::LaneChecks;
 use crate::control;
@@ -296,7 +297,49 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, LaneError> 
             for (key, value) in &setup.env {
                 spec = spec.env(key, value);
             }
+            let _ = events.record(
+                LaneEventKind::ChannelOpened,
+                None,
+                None,
+                None,
+                json!({"channel": "claude_hooks", "settings": setup.args.last()}),
+            );
             Some(setup)
+        }
+        _ => None,
+    };
+    // Codex's app server, owned by the lane, with the TUI attached to it; when it does not
+    // start, the TUI runs on its own and the screen decides.
+    let app_server = match (job.profile.manifest.launch.hooks, &adopt) {
+        (AgentHooks::CodexAppServer, None) => {
+            match AppServer::start(&spec, &job.dir, hook_tx.clone()).await {
+                Ok(server) => {
+                    // 0.169.0 refuses `--remote` with `--no-daemon`: the lane's own server
+                    // stands in for the shared one that flag keeps away.
+                    spec.args.retain(|arg| arg != "--no-daemon");
+                    spec = spec.args(server.tui_args());
+                    let _ = events.record(
+                        LaneEventKind::ChannelOpened,
+                        None,
+                        None,
+                        None,
+                        json!({"channel": "codex_app_server",
+                               "socket": server.socket().display().to_string()}),
+                    );
+                    Some(server)
+                }
+                Err(error) => {
+                    let _ = events.record(
+                        LaneEventKind::ChannelDegraded,
+                        None,
+                        None,
+                        None,
+                        json!({"channel": "codex_app_server", "event": "start", "error": error,
+                               "failed": 1, "decides": "screen"}),
+                    );
+                    None
+                }
+            }
         }
         _ => None,
     };
@@ -311,6 +354,7 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, LaneError> 
         token: setup.token.clone(),
         sender: hook_tx,
         permissions: policy_decides_permissions.then(|| permission_gate.clone()),
+        usage_log: Some(Arc::clone(&events)),
     });
     let base_spec = spec.clone();
     spec = with_prompt(spec, &job.profile, &plan);
@@ -415,7 +459,7 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, LaneError> 
         .with_followups(std::mem::take(&mut followups))
         .with_external_progress(external.clone())
         .with_permissions(permission_gate.clone());
-        if hook_channel.is_some() {
+        if hook_channel.is_some() || app_server.is_some() {
             handshake = handshake.with_hook_channel(&mut hook_rx);
         }
         handshake = match watch {

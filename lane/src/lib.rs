@@ -61,7 +61,9 @@
 //! - hooks ([`hooks`]): the policy's `run` hooks for each event, in their own tasks, bounded;
 //! - the agent's hook channel ([`channel`]), for agents that report facts about themselves
 //!   (Claude Code's hooks): reports arrive on the control socket with the lane's token, failed
-//!   deliveries through a watched file, both into the handshake's channel as typed inputs.
+//!   deliveries through a watched file, both into the handshake's channel as typed inputs;
+//!   for Codex, the lane's own app server ([`app_server`]), whose protocol messages a task
+//!   reading the lane's connection to it turns into typed inputs on the same channel.
 //!
 //! ## What is guaranteed
 //!
@@ -85,6 +87,7 @@
 //! [`recovering`] and [`checks`], around the machine's runs, and read the lane's state back
 //! from the [`lane_state::StateRecorder`]'s document.
 
+pub mod app_server;
 pub mod channel;
 pub mod checks;
 pub mod control;

@@ -64,6 +64,14 @@ pub enum LaneEventKind {
     Hook,
     /// `lane.channel.degraded`: The agent's hook channel failed: the screen decides from now.
     ChannelDegraded,
+    /// `lane.protocol`: The agent reported a fact through its app server (`detail.message`, …).
+    Protocol,
+    /// `lane.channel.opened`: The agent's own channel is up (`detail.channel`).
+    ChannelOpened,
+    /// `lane.channel.contradiction`: The agent's channel and its screen disagreed past a bound.
+    ChannelContradiction,
+    /// `lane.usage`: The tokens of a turn, read from the agent's transcript.
+    Usage,
     /// `lane.blocked`: Transition to `blocked` (with its subphase).
     Blocked,
     /// `lane.escalated`: A person is needed: the reason and the next action.
@@ -132,7 +140,7 @@ pub enum LaneEventKind {
 
 impl LaneEventKind {
     /// Every kind this build records, in the order `docs/events.md` lists them.
-    pub const ALL: [LaneEventKind; 58] = [
+    pub const ALL: [LaneEventKind; 62] = [
         LaneEventKind::Started,
         LaneEventKind::Adopted,
         LaneEventKind::SessionReplaced,
@@ -160,6 +168,10 @@ impl LaneEventKind {
         LaneEventKind::Stalled,
         LaneEventKind::Hook,
         LaneEventKind::ChannelDegraded,
+        LaneEventKind::Protocol,
+        LaneEventKind::ChannelOpened,
+        LaneEventKind::ChannelContradiction,
+        LaneEventKind::Usage,
         LaneEventKind::Blocked,
         LaneEventKind::Escalated,
         LaneEventKind::OperatorIgnored,
@@ -223,6 +235,10 @@ impl LaneEventKind {
             LaneEventKind::Stalled => "lane.stalled",
             LaneEventKind::Hook => "lane.hook",
             LaneEventKind::ChannelDegraded => "lane.channel.degraded",
+            LaneEventKind::Protocol => "lane.protocol",
+            LaneEventKind::ChannelOpened => "lane.channel.opened",
+            LaneEventKind::ChannelContradiction => "lane.channel.contradiction",
+            LaneEventKind::Usage => "lane.usage",
             LaneEventKind::Blocked => "lane.blocked",
             LaneEventKind::Escalated => "lane.escalated",
             LaneEventKind::OperatorIgnored => "lane.operator_ignored",

@@ -26,6 +26,8 @@ pub struct Evidence {
 pub enum EventSource {
     /// The agent said so itself, through its hook channel.
     Hook,
+    /// The agent said so itself, through its app server's protocol (Codex).
+    Protocol,
     /// clawpool read it off the agent's screen.
     Screen,
     /// An operator's command.

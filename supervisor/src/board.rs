@@ -251,6 +251,18 @@ fn permissions_cell(counts: &Value) -> String {
     }
 }
 
+/// The lane's tokens as its agent reported them (`usage` in the state file): `IN/OUT` in
+/// total, `-` when it reported none (unknown, not zero).
+pub fn tokens_cell(usage: &Value) -> String {
+    match (
+        usage["total"]["input"].as_u64(),
+        usage["total"]["output"].as_u64(),
+    ) {
+        (Some(input), Some(output)) => format!("{input}/{output}"),
+        _ => "-".into(),
+    }
+}
+
 fn print_table(lanes: &[Value]) {
     let text = |v: &Value| {
         v.as_str().map(str::to_owned).unwrap_or_else(|| {
@@ -261,7 +273,7 @@ fn print_table(lanes: &[Value]) {
             }
         })
     };
-    let rows: Vec<[String; 11]> = lanes
+    let rows: Vec<[String; 12]> = lanes
         .iter()
         .map(|l| {
             let status = status_cell(l);
@@ -296,6 +308,7 @@ fn print_table(lanes: &[Value]) {
                 freshness_cell(l),
                 text(&l["green_level"]),
                 permissions_cell(&l["board"]["permissions"]),
+                tokens_cell(&l["usage"]),
                 l["lane_event"]["kind"]
                     .as_str()
                     .map(str::to_owned)
@@ -315,6 +328,7 @@ fn print_table(lanes: &[Value]) {
         "freshness",
         "green",
         "perms a/d/?",
+        "tokens",
         "last event",
     ];
     let mut widths = header.map(str::len);

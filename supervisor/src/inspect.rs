@@ -10,7 +10,7 @@ use clawpool_agents::detect::explain;
 use clawpool_agents::profiles::ProfileSet;
 use clawpool_agents::trust::{RootKind, TrustWarning};
 use clawpool_pty::{ScreenModel, ScreenOptions, TermSize};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::cli::{DoctorArgs, OutputFormat};
 use crate::loaded::Loaded;
@@ -88,13 +88,55 @@ pub fn run_explain_lane(
     let bytes =
         std::fs::read(&log).map_err(|e| CommandError::io("reading the lane's terminal log", e))?;
     let snap = clawpool_pty::replay::final_screen(&bytes, TermSize::default());
+    let events = std::fs::read_to_string(&found.events).unwrap_or_default();
     run_explain(
         profiles,
         agent.unwrap_or(&doc.agent),
         &snap,
         &log.display().to_string(),
+        Some(facts_by_source(&events)),
         format,
     )
+}
+
+/// How many of each source's last facts `explain LANE` shows.
+const FACTS_PER_SOURCE: usize = 3;
+
+/// What each source last told the lane, from its event log (`events`, JSON lines): per
+/// source (`hook`, `protocol`, `screen`, `operator`, `process`), its last events, newest
+/// first; and the transition that decided the lane's current state.
+fn facts_by_source(events: &str) -> Value {
+    let events: Vec<Value> = events
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect();
+    let fact = |e: &Value| {
+        json!({"seq": e["seq"], "at_ms": e["at_ms"], "kind": e["kind"], "to": e["to"],
+               "evidence": e["evidence"],
+               "event": e["detail"]["event"], "means": e["detail"]["means"]})
+    };
+    let mut sources = serde_json::Map::new();
+    for source in ["hook", "protocol", "screen", "operator", "process"] {
+        let last: Vec<Value> = events
+            .iter()
+            .rev()
+            .filter(|e| e["source"] == source)
+            .take(FACTS_PER_SOURCE)
+            .map(fact)
+            .collect();
+        if !last.is_empty() {
+            sources.insert(source.into(), last.into());
+        }
+    }
+    let decided = events
+        .iter()
+        .rev()
+        .find(|e| e.get("to").is_some() && e.get("from").is_some())
+        .map(|e| {
+            json!({"seq": e["seq"], "kind": e["kind"], "to": e["to"],
+                        "source": e["source"], "evidence": e["evidence"]})
+        });
+    json!({"sources": sources, "state_decided_by": decided})
 }
 
 pub fn run_explain(
@@ -102,6 +144,7 @@ pub fn run_explain(
     agent: &str,
     snap: &clawpool_pty::ScreenSnapshot,
     screen: &str,
+    lane_facts: Option<Value>,
     format: OutputFormat,
 ) -> Result<ExitCode, CommandError> {
     let profile = profiles
@@ -109,10 +152,13 @@ pub fn run_explain(
         .map_err(|e| CommandError::invalid("unknown_agent", e.to_string()))?;
     let explanation = explain(profile, snap);
     match format {
-        OutputFormat::Json => println!(
-            "{}",
-            json!({"agent": agent, "screen": screen, "explanation": explanation})
-        ),
+        OutputFormat::Json => {
+            let mut doc = json!({"agent": agent, "screen": screen, "explanation": explanation});
+            if let Some(facts) = &lane_facts {
+                doc["facts"] = facts.clone();
+            }
+            println!("{doc}");
+        }
         OutputFormat::Text => {
             let obs = &explanation.observation;
             println!("screen: {} ({}x{})", screen, snap.size.cols, snap.size.rows);
@@ -141,9 +187,47 @@ pub fn run_explain(
                     e.priority, e.what, e.rule, e.means, e.region
                 );
             }
+            if let Some(facts) = &lane_facts {
+                print_facts(facts);
+            }
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The text of [`facts_by_source`].
+fn print_facts(facts: &Value) {
+    let text = |v: &Value| v.as_str().unwrap_or("-").to_owned();
+    let decided = &facts["state_decided_by"];
+    if decided.is_object() {
+        println!(
+            "\nstate {} decided by #{} {} (source {}): {} in {}: {:?}",
+            text(&decided["to"]["status"]),
+            decided["seq"],
+            text(&decided["kind"]),
+            text(&decided["source"]),
+            text(&decided["evidence"]["rule"]),
+            text(&decided["evidence"]["region"]),
+            text(&decided["evidence"]["matched"]),
+        );
+    }
+    println!("\nlast facts by source (newest first):");
+    if let Some(sources) = facts["sources"].as_object() {
+        for (source, last) in sources {
+            for fact in last.as_array().into_iter().flatten() {
+                let what = match (fact["event"].as_str(), fact["means"].as_str()) {
+                    (Some(event), Some(means)) if means != event => format!("{event} ({means})"),
+                    (Some(event), None) => event.to_owned(),
+                    _ => text(&fact["evidence"]["rule"]),
+                };
+                println!(
+                    "  {source:<9} #{:<5} {:<28} {what}",
+                    fact["seq"],
+                    text(&fact["kind"])
+                );
+            }
+        }
+    }
 }
 
 /// A problem for each lane that names an agent no profile is known for, at the lane's
@@ -273,6 +357,7 @@ pub fn run_doctor(loaded: &Loaded, args: &DoctorArgs) -> Result<ExitCode, Comman
         checks.push(root_check(&warning, lanes_root.as_deref(), &own_config));
     }
     checks.extend(state_folder_checks(repo));
+    checks.extend(channel_checks(repo));
     let failed_errors = checks.iter().any(|c| !c.ok && c.severity == "error");
     match format {
         OutputFormat::Json => println!(
@@ -483,6 +568,62 @@ fn root_check(warning: &TrustWarning, lanes_root: Option<&Path>, own_config: &st
     }
 }
 
+/// The agents' own channels of the repository's lanes (`hooks` in each state file): one
+/// warning per lane whose channel lost reports (a hook that could not deliver, the app server
+/// gone or never up), so the screen decided alone; one ok line when none did. Nothing when no
+/// lane has a channel (or outside a repository).
+fn channel_checks(repo: &Path) -> Vec<Check> {
+    let Ok(repo) = clawpool_worktree::Repo::open(repo) else {
+        return Vec::new();
+    };
+    let now = clawpool_lanes::state_file::now_secs();
+    let lanes: Vec<Value> = clawpool_lane::registry::registered_names(&repo)
+        .into_iter()
+        .map(|name| crate::board::board_lane(&repo, &name, now))
+        .filter(|lane| lane["hooks"]["channel"].is_string() || lane["hooks"]["failed"] != 0)
+        .collect();
+    let failing: Vec<Check> = lanes
+        .iter()
+        .filter(|lane| lane["hooks"]["degraded"] == true)
+        .map(|lane| {
+            let name = lane["lane"].as_str().unwrap_or("?");
+            let worktree = lane["worktree"].as_str().unwrap_or("");
+            Check {
+                name: format!("lane {name} channel"),
+                ok: false,
+                severity: "warning",
+                detail: format!(
+                    "{} failed {} time(s) after {} report(s); the screen decided alone from \
+                     then (its lane.channel.degraded events say why)",
+                    lane["hooks"]["channel"]
+                        .as_str()
+                        .unwrap_or("the agent's channel"),
+                    lane["hooks"]["failed"],
+                    lane["hooks"]["received"],
+                ),
+                fix: Some(format!(
+                    "see `clawpool events {name}` and {worktree}/.claw/hook-failures.jsonl \
+                     (Claude Code's hooks) or {worktree}/.claw/codex-app-server.log (Codex's \
+                     app server)"
+                )),
+            }
+        })
+        .collect();
+    if lanes.is_empty() || !failing.is_empty() {
+        return failing;
+    }
+    vec![Check {
+        name: "agent channels".into(),
+        ok: true,
+        severity: "info",
+        detail: format!(
+            "{} lane(s) with an agent channel, none lost a report",
+            lanes.len()
+        ),
+        fix: None,
+    }]
+}
+
 /// The folders lanes write to, checked without creating anything (a doctor that leaves folders
 /// behind would hide the very problem it looks for): the repository's `clawpool/` folder in
 /// its common git dir (registry, events, locks) and the default lanes root, where `spawn`
@@ -633,6 +774,25 @@ pub fn run_state(lane_dir: &Path, format: OutputFormat) -> Result<ExitCode, Comm
             println!("worktree  {}", field("worktree"));
             if let Some(branch) = json["branch"].as_str() {
                 println!("branch    {branch}");
+            }
+            if let Some(channel) = json["hooks"]["channel"].as_str() {
+                let degraded = if json["hooks"]["degraded"] == true {
+                    " (degraded: the screen decides)"
+                } else {
+                    ""
+                };
+                println!("channel   {channel}{degraded}");
+            }
+            let usage = &json["usage"];
+            if usage.is_object() {
+                println!(
+                    "tokens    {} in total over {} turns (last turn {}/{}), from {}",
+                    crate::board::tokens_cell(usage),
+                    usage["turns"],
+                    usage["last_turn"]["input"],
+                    usage["last_turn"]["output"],
+                    usage["source"].as_str().unwrap_or("")
+                );
             }
             if let Some(event) = json["lane_event"].as_object() {
                 println!(

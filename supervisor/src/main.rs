@@ -117,6 +117,7 @@ fn main() -> ExitCode {
                         args.agent.as_deref().unwrap_or_default(),
                         &inspect::load_screen(screen, args.size)?,
                         &screen.display().to_string(),
+                        None,
                         args.output_format,
                     ),
                     (None, None) => Err(CommandError::invalid(

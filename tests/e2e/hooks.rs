@@ -127,6 +127,22 @@ fn claude_hooks_decide_prompt_acceptance_and_the_finish() {
     let received = events.iter().filter(|e| e["kind"] == "lane.hook").count();
     assert_eq!(hooks["received"], received as u64, "{hooks}");
     assert_eq!(hooks["failed"], 0, "{hooks}");
+    assert_eq!(hooks["channel"], "claude_hooks", "{hooks}");
+    // The turn's tokens, from the last assistant message of the transcript the Stop hook named.
+    let usage = events
+        .iter()
+        .find(|e| e["kind"] == "lane.usage")
+        .unwrap_or_else(|| panic!("no lane.usage: {}", run.report()));
+    assert_eq!(
+        usage["detail"]["transcript_path"],
+        hooks_named(&events, "Stop")[0]["detail"]["transcript_path"]
+    );
+    let output = &usage["detail"]["usage"]["output_tokens"];
+    assert!(output.as_u64() > Some(0), "{usage}");
+    let state = &state_file(&lane)["usage"];
+    assert_eq!(state["source"], "claude_transcript", "{state}");
+    assert_eq!(state["turns"], 1, "{state}");
+    assert_eq!(&state["total"]["output"], output, "{state}");
 
     drop(run);
     server.stop();

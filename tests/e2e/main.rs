@@ -2,6 +2,7 @@
 //! private tmux servers and real git repositories made in the test.
 
 mod claw_compat;
+mod codex_channel;
 mod crashes;
 mod freshness;
 mod handshake;

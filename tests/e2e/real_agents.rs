@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 const PATIENCE: Duration = Duration::from_secs(60);
 
 /// The prompt given to the agents.
-const PROMPT: &str = "create a file named hello.txt containing hi";
+pub(crate) const PROMPT: &str = "create a file named hello.txt containing hi";
 
 /// The sandbox's lanes folder (canonical, as clawpool and the agents see it), made on demand.
 pub(crate) fn lanes_dir(sandbox: &Sandbox) -> PathBuf {
@@ -157,7 +157,7 @@ pub(crate) fn escalated_to_trust_then_quiet(
 }
 
 /// Waits for the next event of `kind` (from now on).
-fn wait_kind(run: &mut LaneRun, lane: &Path, kind: &str) -> Value {
+pub(crate) fn wait_kind(run: &mut LaneRun, lane: &Path, kind: &str) -> Value {
     run.wait_for(
         kind,
         PATIENCE,
@@ -190,7 +190,7 @@ pub(crate) fn count_kind(events: &[Value], kind: &str) -> usize {
     events.iter().filter(|e| e["kind"] == kind).count()
 }
 
-fn at_ms(event: &Value) -> u64 {
+pub(crate) fn at_ms(event: &Value) -> u64 {
     event["at_ms"].as_u64().expect("at_ms")
 }
 
@@ -900,11 +900,13 @@ fn codex_trust_dialog_and_a_working_codex_is_not_ready() {
         &json!([{"text": "Hello from the scripted model.", "delay_ms": 8000}]),
     );
     seed_codex_home(&sandbox, &server.url(), "sk-fake");
+    // The TUI on its own: attached to the lane's app server (the profile's default), 0.169.0
+    // shows no trust dialog (`codex_channel.rs`).
     let config = write_config(
         &sandbox,
         Some(&lanes_dir(&sandbox)),
         "codex",
-        "trust_store = \"none\"\n",
+        "trust_store = \"none\"\nhooks = \"none\"\n",
     );
 
     let mut run = start_lane(
@@ -1200,7 +1202,7 @@ fn claude_with_a_provider_down_then_back_resumes_and_finishes() {
 }
 
 /// A linked worktree of `repo` at `<sandbox>/lanes/<name>` on a branch of its own (canonical).
-fn worktree_lane(sandbox: &Sandbox, repo: &Path, name: &str) -> PathBuf {
+pub(crate) fn worktree_lane(sandbox: &Sandbox, repo: &Path, name: &str) -> PathBuf {
     let lane = lanes_dir(sandbox).join(name);
     let status = std::process::Command::new("git")
         .args(["worktree", "add", "-q", "-b", name])
@@ -1231,7 +1233,7 @@ fn revoked_projects(events: &[Value]) -> std::collections::BTreeSet<&str> {
 }
 
 /// `clawpool trust LANE`, which must succeed.
-fn trust_lane(sandbox: &Sandbox, lane: &Path) {
+pub(crate) fn trust_lane(sandbox: &Sandbox, lane: &Path) {
     let out = sandbox
         .clawpool_clean_env()
         .arg("trust")
@@ -1282,13 +1284,15 @@ fn claude_trusting_one_worktree_lane_opens_no_other_lane() {
     assert_eq!(code, 0, "{}\n{}", run.report(), screen_report(&first));
     assert_eq!(outcome["state"]["status"], "finished");
     let events = run.events();
-    // Claude Code writes the record when the dialog is answered and again, from memory, when
-    // it exits: withdrawn each time, and never anything but the main folder.
+    // Claude Code writes the record soon after the dialog is answered and again, from memory,
+    // when it exits: withdrawn each time, and never anything but the main folder. (Once, on a
+    // loaded machine, it was stopped at the lane's finish before writing it at all; the store
+    // checks below hold either way.)
     let main_folder = repo.display().to_string();
-    assert_eq!(
-        revoked_projects(&events),
-        [main_folder.as_str()].into(),
-        "Claude Code recorded trust for the main folder, and clawpool withdrew it: {}",
+    let revoked = revoked_projects(&events);
+    assert!(
+        revoked.iter().all(|project| *project == main_folder),
+        "clawpool withdrew only what Claude Code recorded for the main folder: {revoked:?}\n{}",
         run.report()
     );
     assert!(
@@ -1396,7 +1400,8 @@ fn codex_trust_answered_for_one_worktree_lane_stays_with_that_lane() {
         &json!([{"text": "Done."}]),
     );
     seed_codex_home(&sandbox, &server.url(), "sk-fake");
-    let config = write_config(&sandbox, None, "codex", "");
+    // The TUI on its own, which asks (attached to the lane's app server it does not).
+    let config = write_config(&sandbox, None, "codex", "hooks = \"none\"\n");
 
     let mut run = start_lane(
         &sandbox,

@@ -78,6 +78,9 @@ pub enum AgentHooks {
     None,
     /// Claude Code's hooks, declared in a per-lane `--settings` file (`docs/events.md`).
     Claude,
+    /// Codex's app server, owned by the lane on a private Unix socket, the TUI attached to it
+    /// with `--remote` and the lane a second client of it (`docs/events.md`).
+    CodexAppServer,
 }
 
 /// An agent's own record of trusted folders.

@@ -30,6 +30,7 @@ use super::delivery::{self, PromptPlan, Receipt};
 use super::unknown::UnknownScreen;
 use super::verdict::{OperatorRequest, SendFate, Verdict, VerdictReply};
 use super::{LaneContext, Next, OperatorCommand, RestartRequest, Settings, TrustGate};
+use crate::app_server::ProtocolFact;
 use crate::channel::{HookEvent, HookFact};
 use crate::permission_gate::PermissionAnswer;
 use clawpool_agents::detect::{Observation, Seen, observe};
@@ -85,6 +86,13 @@ pub enum Input {
         /// The hook event.
         event: String,
         /// Why, in the hook's words.
+        error: String,
+    },
+    /// The agent reported a fact through its app server's protocol.
+    Protocol(ProtocolFact),
+    /// The connection to the agent's app server ended: the channel is not to be relied on.
+    ProtocolLost {
+        /// Why.
         error: String,
     },
 }
@@ -326,9 +334,29 @@ pub const HOOK_PERMISSION_GRACE: Duration =
 /// agent interrupted in the middle of it) is left to the screen after this.
 pub const TOOL_RUNNING_BOUND: Duration = Duration::from_secs(600);
 
+/// How long a reported finish (`Stop`, the thread idle) waits for a screen that still shows
+/// the agent working to stop showing it; past it the contradiction is recorded and the
+/// report wins (`docs/events.md`, "Contradictions").
+pub const CONTRADICTION_BOUND: Duration = Duration::from_secs(5);
+
+/// A reported finish the screen contradicted when it came.
+#[derive(Debug)]
+struct HeldStop {
+    /// When it came.
+    at: Instant,
+    /// Its evidence.
+    evidence: Evidence,
+    /// Its channel.
+    source: Option<EventSource>,
+}
+
 /// What the agent's hook reports told the machine (`docs/events.md`, "Hook facts").
 #[derive(Debug, Default)]
 struct HookState {
+    /// The last look's working indicator, when it showed one.
+    screen_working: Option<Evidence>,
+    /// A reported finish waiting for the screen to stop showing work.
+    held_stop: Option<HeldStop>,
     /// The channel proved to work in this run (a SessionStart reached the lane).
     live: bool,
     /// Since when the screen has shown the prompt taken while the hook had not said so.
@@ -523,6 +551,9 @@ impl<'a> Machine<'a> {
             Input::Hook(_) | Input::HookFailed { .. } | Input::HookPermissionDecided(_) => {
                 self.source = Some(EventSource::Hook)
             }
+            Input::Protocol(_) | Input::ProtocolLost { .. } => {
+                self.source = Some(EventSource::Protocol);
+            }
             // An effect's result goes on with the decision that asked for it.
             _ => {}
         }
@@ -560,7 +591,13 @@ impl<'a> Machine<'a> {
             Input::PermissionDecided(answer) => self.permission_decided(answer),
             Input::Hook(fact) => self.on_hook(fact),
             Input::HookPermissionDecided(answer) => self.hook_permission_decided(answer),
-            Input::HookFailed { event, error } => self.on_hook_failed(event, error),
+            Input::HookFailed { event, error } => {
+                self.on_channel_failed("claude_hooks", event, error);
+            }
+            Input::Protocol(fact) => self.on_protocol(fact),
+            Input::ProtocolLost { error } => {
+                self.on_channel_failed("codex_app_server", "connection".into(), error);
+            }
         }
         std::mem::take(&mut self.out)
     }
@@ -640,6 +677,12 @@ impl<'a> Machine<'a> {
                 .filter(|_| self.hooks.decides())
                 .map(|since| since + HOOK_PERMISSION_GRACE),
         );
+        consider(
+            self.hooks
+                .held_stop
+                .as_ref()
+                .map(|held| held.at + CONTRADICTION_BOUND),
+        );
         let without_progress = self.progress.idle_for(self.wall_secs_at(now));
         consider(
             self.unknown_screen
@@ -673,6 +716,20 @@ impl<'a> Machine<'a> {
     fn look(&mut self, screen: &ScreenSnapshot, external: Option<(u64, ProgressSource)>) {
         self.external = external;
         let seen = observe(self.profile, screen);
+        self.hooks.screen_working = matches!(
+            seen.seen,
+            Seen::Signal {
+                signal: Signal::Working
+            }
+        )
+        .then(|| Evidence {
+            rule: seen.rule.clone(),
+            region: seen.region.clone(),
+            matched: seen.evidence.clone(),
+        });
+        if self.settle_held_stop() {
+            return;
+        }
         let unrecognised = seen.seen == Seen::Unknown;
         self.step(seen, screen);
         self.check_stall(&screen.rows);
@@ -809,6 +866,50 @@ impl<'a> Machine<'a> {
             }
             _ => {}
         }
+    }
+
+    /// A reported finish held while the screen showed the agent working: finished as soon as
+    /// the screen stops showing it, or once it has shown it for [`CONTRADICTION_BOUND`] after
+    /// the report, with a `lane.channel.contradiction` carrying both evidences. Whether the
+    /// lane finished.
+    fn settle_held_stop(&mut self) -> bool {
+        let Some(held) = self.hooks.held_stop.take() else {
+            return false;
+        };
+        let still_working = matches!(
+            self.state.status,
+            LaneStatus::PromptAccepted
+                | LaneStatus::Running
+                | LaneStatus::ToolPermissionRequired
+                | LaneStatus::Blocked
+        );
+        if !still_working || !self.followups.is_empty() {
+            return false;
+        }
+        let held_for = self.now.duration_since(held.at);
+        if let Some(screen) = self.hooks.screen_working.clone() {
+            if held_for < CONTRADICTION_BOUND {
+                self.hooks.held_stop = Some(held);
+                return false;
+            }
+            // The decision is the channel's, the screen's evidence its contradiction.
+            self.source = held.source;
+            self.event(
+                LaneEventKind::ChannelContradiction,
+                None,
+                None,
+                None,
+                serde_json::json!({
+                    "channel": held.evidence,
+                    "screen": screen,
+                    "for_ms": held_for.as_millis() as u64,
+                    "resolved": "finished",
+                }),
+            );
+        }
+        self.source = held.source;
+        self.transition(LaneState::plain(LaneStatus::Finished), Some(held.evidence));
+        true
     }
 
     /// Reacts to one observation of the screen.
@@ -1173,9 +1274,6 @@ impl<'a> Machine<'a> {
     /// once, and what it says is newer than anything the screen showed before it.
     fn on_hook(&mut self, fact: HookFact) {
         self.event(LaneEventKind::Hook, None, None, None, fact.detail());
-        if self.hooks.degraded() || self.state.status.is_terminal() {
-            return;
-        }
         let evidence = Evidence {
             rule: fact.name().to_owned(),
             region: "hook".into(),
@@ -1187,12 +1285,42 @@ impl<'a> Machine<'a> {
                 _ => format!("the agent's {} hook", fact.name()),
             },
         };
+        self.agent_fact(fact.event, evidence);
+    }
+
+    /// One message from the agent's app server (`docs/events.md`, "Protocol facts"): recorded
+    /// (`lane.protocol`), then decided as the agent fact it means, with the message as its
+    /// evidence.
+    fn on_protocol(&mut self, protocol: ProtocolFact) {
+        self.event(LaneEventKind::Protocol, None, None, None, protocol.detail());
+        let status = protocol.fields["status"].as_str().unwrap_or_default();
+        let evidence = Evidence {
+            rule: protocol.message.clone(),
+            region: "protocol".into(),
+            matched: match &protocol.fact.event {
+                HookEvent::PreToolUse { tool_name, .. }
+                | HookEvent::PostToolUse { tool_name }
+                | HookEvent::PermissionRequest { tool_name, .. } => tool_name.clone(),
+                _ if status.is_empty() => protocol.message.clone(),
+                _ => format!("thread {status}"),
+            },
+        };
+        self.agent_fact(protocol.fact.event, evidence);
+    }
+
+    /// What an agent-reported fact decides, whichever channel reported it: nothing once the
+    /// channel is degraded or the lane is over.
+    fn agent_fact(&mut self, event: HookEvent, evidence: Evidence) {
+        if self.hooks.degraded() || self.state.status.is_terminal() {
+            return;
+        }
         let wall = self.wall_secs();
-        match fact.event {
+        match event {
             HookEvent::UserPromptSubmit { .. } => {
                 // A new turn: whatever the last one left unreported is over.
                 self.hooks.tools_done();
                 self.hooks.permission = None;
+                self.hooks.held_stop = None;
                 self.hooks.turn_open = true;
                 self.idle_since = None;
                 self.progress.note(wall, ProgressSource::AgentEvent);
@@ -1213,7 +1341,7 @@ impl<'a> Machine<'a> {
             | HookEvent::PermissionRequest { .. } => {
                 // A new tool, its end, or a new question: an earlier answer is not this one's.
                 self.hooks.permission = None;
-                match fact.event {
+                match event {
                     HookEvent::PreToolUse { .. } => {
                         self.hooks.tools_running += 1;
                         self.hooks.tool_started_at = Some(self.now);
@@ -1249,7 +1377,17 @@ impl<'a> Machine<'a> {
                     && self.receipt.accepted_at.is_some()
                     && self.followups.is_empty()
                 {
-                    self.transition(LaneState::plain(LaneStatus::Finished), Some(evidence));
+                    if self.hooks.screen_working.is_some() {
+                        // The screen still shows the agent working: it gets a bound to catch
+                        // up (a redraw late by a few ms is no contradiction).
+                        self.hooks.held_stop = Some(HeldStop {
+                            at: self.now,
+                            evidence,
+                            source: self.source,
+                        });
+                    } else {
+                        self.transition(LaneState::plain(LaneStatus::Finished), Some(evidence));
+                    }
                 }
             }
             HookEvent::SessionEnd { .. } => self.hooks.tools_done(),
@@ -1258,20 +1396,22 @@ impl<'a> Machine<'a> {
         }
     }
 
-    /// A hook could not deliver its report: from the first failure the channel is degraded
-    /// (each failure a `lane.channel.degraded` with the count so far), what it had said about
-    /// running tools or an open turn no longer holds, and the screen decides alone.
-    fn on_hook_failed(&mut self, event: String, error: String) {
+    /// A hook could not deliver its report, or the app server's connection ended: from the
+    /// first failure the channel is degraded (each failure a `lane.channel.degraded` with the
+    /// count so far), what it had said about running tools or an open turn no longer holds,
+    /// and the screen decides alone.
+    fn on_channel_failed(&mut self, channel: &str, event: String, error: String) {
         self.hooks.failures += 1;
         self.hooks.tools_done();
         self.hooks.turn_open = false;
+        self.hooks.held_stop = None;
         self.event(
             LaneEventKind::ChannelDegraded,
             None,
             None,
             None,
             serde_json::json!({
-                "channel": "claude_hooks",
+                "channel": channel,
                 "event": event,
                 "error": error,
                 "failed": self.hooks.failures,
@@ -1455,6 +1595,22 @@ impl<'a> Machine<'a> {
                         }),
                     );
                 } else {
+                    if self.hooks.decides() && self.hooks.turn_open {
+                        // The channel opened the turn and never said it ended.
+                        self.event(
+                            LaneEventKind::ChannelContradiction,
+                            None,
+                            None,
+                            None,
+                            serde_json::json!({
+                                "channel": {"rule": "turn_open", "region": "channel",
+                                            "matched": "no finish reported since the turn opened"},
+                                "screen": evidence,
+                                "for_ms": idle_for.as_millis() as u64,
+                                "resolved": "finished",
+                            }),
+                        );
+                    }
                     self.transition(LaneState::plain(LaneStatus::Finished), Some(evidence));
                 }
             }

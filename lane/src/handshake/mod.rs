@@ -423,6 +423,12 @@ impl<'a> Handshake<'a> {
                         Some(ChannelMessage::Failed { event, error }) => {
                             self.input(Input::HookFailed { event, error }).await;
                         }
+                        Some(ChannelMessage::Protocol(fact)) => {
+                            self.input(Input::Protocol(fact)).await;
+                        }
+                        Some(ChannelMessage::ProtocolLost { error }) => {
+                            self.input(Input::ProtocolLost { error }).await;
+                        }
                         // Every sender is gone: the lane's channel is closed for good.
                         None => self.hooks = None,
                     }

@@ -122,6 +122,9 @@ pub struct WorkerStateDoc {
     /// for an agent without one, and in files written before clawpool had it.
     #[serde(default)]
     pub hooks: super::HookChannel,
+    /// The tokens the agent reported using (`usage`): absent while it reported none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<super::Usage>,
     /// Fields written by a newer writer of the same schema version that this version does not
     /// know: kept so that reading and printing a file loses nothing. Never written by this
     /// version itself.
@@ -523,6 +526,7 @@ impl WorkerStateDoc {
             outcome: None,
             permissions: super::PermissionDecisions::default(),
             hooks: super::HookChannel::default(),
+            usage: None,
             extra: Map::new(),
         }
     }
@@ -683,6 +687,12 @@ impl WorkerStateDoc {
             }
             LaneEventKind::PermissionDecided => self.permissions.record(detail, at),
             LaneEventKind::Hook => self.hooks.received(detail, at),
+            LaneEventKind::Usage => super::usage::from_transcript(&mut self.usage, detail, at),
+            LaneEventKind::Protocol => {
+                self.hooks.received(detail, at);
+                super::usage::from_protocol(&mut self.usage, detail, at);
+            }
+            LaneEventKind::ChannelOpened => self.hooks.opened(detail),
             LaneEventKind::ChannelDegraded => self.hooks.degraded(detail),
             LaneEventKind::Outcome => {
                 self.outcome = detail

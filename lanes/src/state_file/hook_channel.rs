@@ -1,6 +1,7 @@
-//! The state file's `hooks` section: what the agent's hook channel delivered to the lane
-//! (`lane.hook` events) and how often a delivery failed (`lane.channel.degraded`), so that a
-//! channel that does not work is visible without reading the event log.
+//! The state file's `hooks` section: which channel of its own the agent reports through
+//! (`lane.channel.opened`), what it delivered to the lane (`lane.hook` and `lane.protocol`
+//! events) and how often a delivery failed (`lane.channel.degraded`), so that a channel that
+//! does not work is visible without reading the event log.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -8,6 +9,9 @@ use serde_json::Value;
 /// The lane's hook channel, as its events recorded it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct HookChannel {
+    /// The agent's channel (`claude_hooks`, `codex_app_server`), or null: the screen alone.
+    #[serde(default)]
+    pub channel: Option<String>,
     /// Hook reports the lane received.
     pub received: u32,
     /// Hook reports that never reached the lane (the hook said so), or that it refused.
@@ -21,7 +25,15 @@ pub struct HookChannel {
 }
 
 impl HookChannel {
-    /// Counts a `lane.hook` event.
+    /// Notes a `lane.channel.opened` event (`detail.channel`).
+    pub fn opened(&mut self, detail: &Value) {
+        self.channel = detail
+            .get("channel")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+    }
+
+    /// Counts a `lane.hook` or `lane.protocol` event.
     pub fn received(&mut self, detail: &Value, at: u64) {
         self.received += 1;
         self.last_event = detail

@@ -19,6 +19,7 @@ pub mod liveness;
 mod permissions;
 mod read;
 mod recovery;
+mod usage;
 mod verification;
 mod view;
 mod write;
@@ -38,6 +39,7 @@ pub use permissions::{
 };
 pub use read::{StateFileError, parse_state, read_lane_state, read_state_file};
 pub use recovery::{AttemptOrigin, AttemptState, LedgerEntry, RecoveryLedger, RestartRecord};
+pub use usage::{Tokens, Usage};
 pub use verification::{
     CommandOutcome, CommandResult, Freshness, FreshnessState, GitOperation, GreenLevel, HeadState,
     MergeOutcome, Verification, VerifyResult,

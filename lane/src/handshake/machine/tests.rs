@@ -22,6 +22,8 @@ use crate::handshake::{
 };
 use clawpool_agents::profiles::{Profile, ProfileSet};
 
+mod protocol;
+
 const PROMPT: &str = "create a file named hello.txt containing hi";
 
 fn profile(name: &str) -> &'static Profile {

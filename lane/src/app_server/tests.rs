@@ -1,0 +1,156 @@
+//! What the app server's messages mean to the lane, on the message shapes Codex 0.169.0 sends
+//! (recorded from a real `codex app-server` with its TUI attached).
+
+use super::*;
+
+const MAIN: &str = "01a20fe9-7ef8-7e01-a4f7-c6baf854d016";
+const TITLE: &str = "01a20fe9-90b8-7372-bb8e-7313bf1934a9";
+
+fn thread_started(id: &str, ephemeral: bool) -> Value {
+    json!({"method": "thread/started", "params": {"thread": {
+        "id": id, "ephemeral": ephemeral, "parentThreadId": null, "preview": ""}}})
+}
+
+fn status(thread: &str, kind: &str, flags: &[&str]) -> Value {
+    let status = if kind == "active" {
+        json!({"type": kind, "activeFlags": flags})
+    } else {
+        json!({"type": kind})
+    };
+    json!({"method": "thread/status/changed", "params": {"threadId": thread, "status": status}})
+}
+
+fn item(method: &str, kind: &str) -> Value {
+    json!({"method": method, "params": {"threadId": MAIN, "turnId": "t1",
+        "item": {"type": kind, "id": "i1", "command": "sleep 8"}}})
+}
+
+fn means(observer: &mut Observer, message: &Value) -> Option<String> {
+    observer
+        .on_message(message)
+        .0
+        .map(|fact| fact.fact.name().to_owned())
+}
+
+#[test]
+fn a_turn_of_the_tuis_thread_reads_as_prompt_tool_and_stop() {
+    let mut observer = Observer::default();
+    let (started, request) = observer.on_message(&thread_started(MAIN, false));
+    let started = started.expect("the TUI's thread is a fact");
+    assert_eq!(started.fact.name(), "SessionStart");
+    assert_eq!(started.fact.session_id.as_deref(), Some(MAIN));
+    assert_eq!(request, None);
+
+    // The thread turns active: a prompt taken, and the lane rejoins the thread to hear its
+    // turns and items.
+    let (active, resume) = observer.on_message(&status(MAIN, "active", &[]));
+    assert_eq!(
+        active.expect("a fact").fact.event,
+        HookEvent::UserPromptSubmit {
+            prompt: String::new()
+        }
+    );
+    let resume = resume.expect("the lane rejoins the thread");
+    assert_eq!(resume["method"], "thread/resume");
+    assert_eq!(resume["params"]["threadId"], MAIN);
+    // Rejoined: no second request on the next turn.
+    let (_, none) = observer.on_message(&json!({"id": resume["id"], "result": {"thread": {}}}));
+    assert_eq!(none, None);
+
+    let tool = observer
+        .on_message(&item("item/started", "commandExecution"))
+        .0
+        .expect("a tool item");
+    assert_eq!(
+        tool.fact.event,
+        HookEvent::PreToolUse {
+            tool_name: "commandExecution".into(),
+            tool_input: json!("sleep 8"),
+        }
+    );
+    assert_eq!(tool.detail()["command"], "sleep 8");
+    assert_eq!(
+        means(&mut observer, &item("item/completed", "commandExecution")).as_deref(),
+        Some("PostToolUse")
+    );
+    // A message is not a tool: recorded, decides nothing.
+    assert_eq!(
+        means(&mut observer, &item("item/completed", "agentMessage")).as_deref(),
+        Some("item/completed")
+    );
+    assert_eq!(
+        means(&mut observer, &status(MAIN, "idle", &[])).as_deref(),
+        Some("Stop")
+    );
+    // The next turn: no new rejoining.
+    assert_eq!(observer.on_message(&status(MAIN, "active", &[])).1, None);
+}
+
+#[test]
+fn approval_is_a_permission_request_once_and_side_threads_are_not_the_lanes() {
+    let mut observer = Observer::default();
+    observer.on_message(&thread_started(MAIN, false));
+    observer.on_message(&status(MAIN, "active", &[]));
+    assert_eq!(
+        means(
+            &mut observer,
+            &status(MAIN, "active", &["waitingOnApproval"])
+        )
+        .as_deref(),
+        Some("PermissionRequest")
+    );
+    // The same flag again, then the approval answered: recorded, no new request, no new turn.
+    assert_eq!(
+        means(
+            &mut observer,
+            &status(MAIN, "active", &["waitingOnApproval"])
+        )
+        .as_deref(),
+        Some("thread/status/changed")
+    );
+    assert_eq!(
+        means(&mut observer, &status(MAIN, "active", &[])).as_deref(),
+        Some("thread/status/changed")
+    );
+    // Codex's title thread (ephemeral) and its status say nothing about the lane's turn.
+    assert_eq!(means(&mut observer, &thread_started(TITLE, true)), None);
+    assert_eq!(means(&mut observer, &status(TITLE, "idle", &[])), None);
+    // The turn ends once: a second idle status is no second stop.
+    assert_eq!(
+        means(&mut observer, &status(MAIN, "idle", &[])).as_deref(),
+        Some("Stop")
+    );
+    assert_eq!(
+        means(&mut observer, &status(MAIN, "idle", &[])).as_deref(),
+        Some("thread/status/changed")
+    );
+}
+
+#[test]
+fn a_refused_rejoining_is_asked_again_at_the_next_turn_and_usage_is_kept() {
+    let mut observer = Observer::default();
+    observer.on_message(&thread_started(MAIN, false));
+    let (_, first) = observer.on_message(&status(MAIN, "active", &[]));
+    let first = first.expect("rejoining");
+    observer.on_message(&json!({"id": first["id"],
+        "error": {"code": -32600, "message": "no rollout found"}}));
+    observer.on_message(&status(MAIN, "idle", &[]));
+    let (_, second) = observer.on_message(&status(MAIN, "active", &[]));
+    assert_ne!(second.expect("asked again")["id"], first["id"]);
+
+    let usage = observer
+        .on_message(&json!({"method": "thread/tokenUsage/updated", "params": {
+            "threadId": MAIN, "turnId": "t2", "tokenUsage": {
+                "total": {"inputTokens": 20, "cachedInputTokens": 4, "outputTokens": 10},
+                "last": {"inputTokens": 10, "cachedInputTokens": 2, "outputTokens": 5}}}}))
+        .0
+        .expect("usage is a fact");
+    let detail = usage.detail();
+    assert_eq!(detail["event"], "thread/tokenUsage/updated");
+    assert_eq!(detail["usage"]["last"]["inputTokens"], 10);
+    assert_eq!(detail["usage"]["total"]["outputTokens"], 10);
+    // A request meant for the TUI (an approval) is never the lane's to answer.
+    let request = json!({"id": 7, "method": "item/commandExecution/requestApproval",
+        "params": {"threadId": MAIN}});
+    assert_eq!(observer.on_message(&request), (None, None));
+}

@@ -1,0 +1,191 @@
+//! The state file's `usage` section: the tokens the lane's agent reported using, per turn and
+//! in total, from what its channel carries (`docs/state-file.md`): Codex's
+//! `thread/tokenUsage/updated` (`lane.protocol` events) and the usage of the turn's last
+//! assistant message in Claude Code's transcript, read after its `Stop` hook (`lane.usage`
+//! events). Absent while the agent reported none: unknown is not zero.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Tokens of one turn, or of all of them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tokens {
+    /// Input tokens (cache reads included, as the agents count them).
+    pub input: u64,
+    /// Input tokens read from the provider's cache, where the agent reports them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_input: Option<u64>,
+    /// Output tokens.
+    pub output: u64,
+}
+
+impl Tokens {
+    /// The tokens in `usage`, whose keys are `input`, `cached` and `output` (each agent's
+    /// own names); `None` without input and output counts.
+    fn read(usage: &Value, input: &str, cached: &str, output: &str) -> Option<Self> {
+        Some(Self {
+            input: usage.get(input)?.as_u64()?,
+            cached_input: usage.get(cached).and_then(Value::as_u64),
+            output: usage.get(output)?.as_u64()?,
+        })
+    }
+
+    fn plus(self, other: Self) -> Self {
+        Self {
+            input: self.input + other.input,
+            cached_input: match (self.cached_input, other.cached_input) {
+                (None, None) => None,
+                (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+            },
+            output: self.output + other.output,
+        }
+    }
+
+    fn minus(self, other: Self) -> Self {
+        Self {
+            input: self.input.saturating_sub(other.input),
+            cached_input: self
+                .cached_input
+                .map(|c| c.saturating_sub(other.cached_input.unwrap_or(0))),
+            output: self.output.saturating_sub(other.output),
+        }
+    }
+}
+
+/// The lane's token usage, as its agent reported it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Where it comes from: `codex_app_server` or `claude_transcript`.
+    pub source: String,
+    /// Turns reported.
+    pub turns: u32,
+    /// The latest turn's tokens.
+    pub last_turn: Tokens,
+    /// Every turn's, summed.
+    pub total: Tokens,
+    /// When it was last reported (epoch s).
+    pub at: u64,
+    /// The latest turn's id, where the agent names its turns (Codex reports running totals
+    /// per update; an update of the same turn grows it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_id: Option<String>,
+}
+
+/// Applies a `lane.protocol` event to `usage`: Codex's running totals for its thread.
+pub fn from_protocol(usage: &mut Option<Usage>, detail: &Value, at: u64) {
+    if detail.get("event").and_then(Value::as_str) != Some("thread/tokenUsage/updated") {
+        return;
+    }
+    let read = |key: &str| {
+        Tokens::read(
+            &detail["usage"][key],
+            "inputTokens",
+            "cachedInputTokens",
+            "outputTokens",
+        )
+    };
+    let Some(total) = read("total") else {
+        return;
+    };
+    let turn_id = detail["turn_id"].as_str().unwrap_or_default().to_owned();
+    let (turns, start) = match usage.take() {
+        Some(before) if before.turn_id.as_deref() == Some(turn_id.as_str()) => {
+            (before.turns, before.total.minus(before.last_turn))
+        }
+        Some(before) => (before.turns + 1, before.total),
+        None => (1, Tokens::default()),
+    };
+    *usage = Some(Usage {
+        source: "codex_app_server".into(),
+        turns,
+        last_turn: total.minus(start),
+        total,
+        at,
+        turn_id: Some(turn_id),
+    });
+}
+
+/// Applies a `lane.usage` event to `usage`: the usage of a turn's last assistant message in
+/// Claude Code's transcript.
+pub fn from_transcript(usage: &mut Option<Usage>, detail: &Value, at: u64) {
+    let Some(turn) = Tokens::read(
+        &detail["usage"],
+        "input_tokens",
+        "cache_read_input_tokens",
+        "output_tokens",
+    ) else {
+        return;
+    };
+    let (turns, total) = usage
+        .as_ref()
+        .map_or((0, Tokens::default()), |u| (u.turns, u.total));
+    *usage = Some(Usage {
+        source: "claude_transcript".into(),
+        turns: turns + 1,
+        last_turn: turn,
+        total: total.plus(turn),
+        at,
+        turn_id: None,
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn codex(turn: &str, input: u64, cached: u64, output: u64) -> Value {
+        json!({"event": "thread/tokenUsage/updated", "turn_id": turn, "usage": {
+            "last": {"inputTokens": 1, "cachedInputTokens": 0, "outputTokens": 1},
+            "total": {"inputTokens": input, "cachedInputTokens": cached, "outputTokens": output}}})
+    }
+
+    #[test]
+    fn codex_running_totals_become_turns() {
+        let mut usage = None;
+        from_protocol(&mut usage, &json!({"event": "turn/completed"}), 1);
+        assert_eq!(usage, None, "nothing reported is absent, not zero");
+        from_protocol(&mut usage, &codex("t1", 10, 0, 5), 1);
+        // A second update in the same turn (another model call) grows that turn.
+        from_protocol(&mut usage, &codex("t1", 25, 4, 9), 2);
+        from_protocol(&mut usage, &codex("t2", 40, 10, 12), 3);
+        let usage = usage.expect("usage");
+        assert_eq!(usage.source, "codex_app_server");
+        assert_eq!(usage.turns, 2);
+        assert_eq!(
+            usage.last_turn,
+            Tokens {
+                input: 15,
+                cached_input: Some(6),
+                output: 3
+            }
+        );
+        assert_eq!(usage.total.input, 40);
+        assert_eq!(usage.at, 3);
+    }
+
+    #[test]
+    fn claude_turns_add_up() {
+        let mut usage = None;
+        from_transcript(&mut usage, &json!({"source": "claude_transcript"}), 1);
+        assert_eq!(usage, None);
+        let turn = |input: u64, output: u64| {
+            json!({"source": "claude_transcript", "usage": {"input_tokens": input,
+                   "output_tokens": output, "cache_read_input_tokens": 100}})
+        };
+        from_transcript(&mut usage, &turn(3, 7), 1);
+        from_transcript(&mut usage, &turn(4, 2), 2);
+        let usage = usage.expect("usage");
+        assert_eq!(usage.source, "claude_transcript");
+        assert_eq!(usage.turns, 2);
+        assert_eq!(usage.last_turn.output, 2);
+        assert_eq!(
+            usage.total,
+            Tokens {
+                input: 7,
+                cached_input: Some(200),
+                output: 9
+            }
+        );
+    }
+}

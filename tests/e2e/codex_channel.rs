@@ -1,0 +1,431 @@
+//! Codex's app server as the lane's channel (`docs/events.md`, "Protocol facts"), with the
+//! real Codex 0.169.0 against the scripted model server, offline, as in `real_agents.rs`: the
+//! protocol decides prompt acceptance and the finish (the event's `source` says so), two
+//! lanes' servers never cross, and the channel's first run loses no prompt — attached to its
+//! app server the TUI shows no trust dialog, so clawpool's own trust gate is what holds an
+//! untrusted lane, and its first prompt goes in once an operator trusts it.
+
+use std::path::Path;
+
+use clawpool_tests::{ModelServer, Sandbox, git_repo, real_agent, seed_codex_home};
+use serde_json::{Value, json};
+
+use crate::real_agents::{
+    PROMPT, assert_nothing_left, at_ms, codex_env, finish, lanes_dir, screen_report, start_lane,
+    trust_lane, wait_kind, write_config,
+};
+
+/// The lane's state file.
+fn state_file(lane: &Path) -> Value {
+    serde_json::from_str(
+        &std::fs::read_to_string(lane.join(".claw/worker-state.json")).expect("state file"),
+    )
+    .expect("JSON")
+}
+
+/// The transition to `status` (the first).
+fn transition_to<'a>(events: &'a [Value], status: &str) -> &'a Value {
+    events
+        .iter()
+        .find(|e| e["to"]["status"] == status && e.get("from").is_some())
+        .unwrap_or_else(|| panic!("no transition to {status} in {events:#?}"))
+}
+
+/// The `lane.protocol` events.
+fn protocol(events: &[Value]) -> Vec<&Value> {
+    events
+        .iter()
+        .filter(|e| e["kind"] == "lane.protocol")
+        .collect()
+}
+
+/// Acceptance and finish came from the protocol: the thread turning active, then idle.
+fn assert_decided_by_the_protocol(events: &[Value], report: &str) {
+    let accepted = transition_to(events, "prompt_accepted");
+    assert_eq!(accepted["source"], "protocol", "{report}");
+    assert_eq!(accepted["evidence"]["region"], "protocol", "{report}");
+    assert_eq!(accepted["evidence"]["matched"], "thread active", "{report}");
+    let finished = transition_to(events, "finished");
+    assert_eq!(finished["source"], "protocol", "{report}");
+    assert_eq!(
+        finished["evidence"]["rule"], "thread/status/changed",
+        "{report}"
+    );
+    assert_eq!(finished["evidence"]["matched"], "thread idle", "{report}");
+}
+
+/// The thread ids the lane's protocol events name.
+fn threads(events: &[Value]) -> std::collections::BTreeSet<String> {
+    protocol(events)
+        .iter()
+        .filter_map(|e| e["detail"]["thread_id"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[test]
+fn codex_protocol_decides_acceptance_and_the_finish() {
+    real_agent("codex");
+    let sandbox = Sandbox::new();
+    let lane = git_repo(&lanes_dir(&sandbox), "repo");
+    let mut server = ModelServer::start(
+        &sandbox.dir.path().join("model"),
+        &json!([{"text": "Hello from the scripted model.", "delay_ms": 3000}]),
+    );
+    seed_codex_home(&sandbox, &server.url(), "sk-fake");
+    let config = write_config(&sandbox, Some(&lanes_dir(&sandbox)), "codex", "");
+    let mut run = start_lane(
+        &sandbox,
+        &config,
+        "codex",
+        &lane,
+        &codex_env(&sandbox),
+        "pty",
+    );
+    let (code, outcome) = finish(&mut run, &lane);
+    let events = run.events();
+    let report = format!("{}\n{}", run.report(), screen_report(&lane));
+    assert_eq!(code, 0, "{report}");
+    assert_eq!(outcome["state"]["status"], "finished", "{report}");
+
+    // The channel was up before the agent started, and decided what it covers.
+    let opened = events
+        .iter()
+        .position(|e| e["kind"] == "lane.channel.opened")
+        .expect("lane.channel.opened");
+    let started = events
+        .iter()
+        .position(|e| e["kind"] == "lane.started")
+        .expect("lane.started");
+    assert!(opened < started, "{report}");
+    assert_eq!(events[opened]["detail"]["channel"], "codex_app_server");
+    assert_decided_by_the_protocol(&events, &report);
+    let stops = protocol(&events)
+        .into_iter()
+        .filter(|e| e["detail"]["means"] == "Stop")
+        .count();
+    assert_eq!(stops, 1, "{report}");
+    // The lane rejoined the thread at its first turn: its items and usage came too.
+    let usage = protocol(&events)
+        .into_iter()
+        .find(|e| e["detail"]["event"] == "thread/tokenUsage/updated")
+        .unwrap_or_else(|| panic!("no token usage: {report}"));
+    assert!(
+        usage["detail"]["usage"]["total"]["outputTokens"].as_u64() > Some(0),
+        "{usage}"
+    );
+    assert_eq!(threads(&events).len(), 1, "one thread: {report}");
+
+    // Nothing of the first prompt was lost on the way: the model got it, once.
+    let main = server.main_requests();
+    assert_eq!(main.len(), 1, "{main:#?}");
+    assert!(main[0]["body"].to_string().contains(PROMPT), "{main:#?}");
+
+    let state = state_file(&lane);
+    assert_eq!(state["hooks"]["channel"], "codex_app_server", "{state}");
+    assert_eq!(state["hooks"]["degraded"], false, "{state}");
+    assert_eq!(
+        state["hooks"]["received"].as_u64(),
+        Some(protocol(&events).len() as u64),
+        "{state}"
+    );
+    // The turn's tokens, from Codex's running totals; `clawpool state` shows them.
+    let usage = &state["usage"];
+    assert_eq!(usage["source"], "codex_app_server", "{usage}");
+    assert_eq!(usage["turns"], 1, "{usage}");
+    assert_eq!(
+        usage["total"]["output"], usage["last_turn"]["output"],
+        "{usage}"
+    );
+    assert!(usage["total"]["output"].as_u64() > Some(0), "{usage}");
+    let shown = sandbox
+        .clawpool_clean_env()
+        .arg("state")
+        .arg(&lane)
+        .output()
+        .expect("clawpool state");
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(shown.contains("channel   codex_app_server"), "{shown}");
+    assert!(shown.contains("tokens    "), "{shown}");
+    // `clawpool explain` says which source decided, and what each said last.
+    let explained = sandbox
+        .clawpool_clean_env()
+        .args(["explain", "--output-format", "json"])
+        .arg(&lane)
+        .output()
+        .expect("clawpool explain");
+    let explained: Value = serde_json::from_slice(&explained.stdout).expect("explain's JSON");
+    let facts = &explained["facts"];
+    assert_eq!(
+        facts["state_decided_by"]["kind"], "lane.finished",
+        "{facts}"
+    );
+    assert_eq!(facts["state_decided_by"]["source"], "protocol", "{facts}");
+    assert_eq!(
+        facts["sources"]["protocol"][0]["kind"], "lane.finished",
+        "{facts}"
+    );
+    assert!(facts["sources"]["screen"].is_array(), "{facts}");
+    // The lane's server went with the lane, its socket too.
+    assert!(
+        std::fs::symlink_metadata(lane.join(".claw/codex-app-server.sock")).is_err(),
+        "the app server's socket is left"
+    );
+    drop(run);
+    server.stop();
+    assert_nothing_left(&sandbox);
+}
+
+/// Two Codex lanes at once, each with its own app server and model: the quick one finishes
+/// while the slow one still works, and each hears only its own thread.
+#[test]
+fn two_codex_lanes_hear_only_their_own_app_server() {
+    real_agent("codex");
+    let start = |name: &str, delay_ms: u64| {
+        let sandbox = Sandbox::new();
+        let lane = git_repo(&lanes_dir(&sandbox), name);
+        let server = ModelServer::start(
+            &sandbox.dir.path().join("model"),
+            &json!([{"text": format!("Reply for {name}."), "delay_ms": delay_ms}]),
+        );
+        seed_codex_home(&sandbox, &server.url(), "sk-fake");
+        let config = write_config(&sandbox, Some(&lanes_dir(&sandbox)), "codex", "");
+        let run = start_lane(
+            &sandbox,
+            &config,
+            "codex",
+            &lane,
+            &codex_env(&sandbox),
+            "pty",
+        );
+        (sandbox, lane, server, run)
+    };
+    let (slow_sandbox, slow, mut slow_server, mut slow_run) = start("slow", 10_000);
+    let (quick_sandbox, quick, mut quick_server, mut quick_run) = start("quick", 0);
+    // The slow lane's turn is under way before the quick one finishes.
+    wait_kind(&mut slow_run, &slow, "lane.prompt_accepted");
+    let (code, _) = finish(&mut quick_run, &quick);
+    assert_eq!(code, 0, "{}", quick_run.report());
+    let (code, _) = finish(&mut slow_run, &slow);
+    assert_eq!(code, 0, "{}", slow_run.report());
+
+    let quick_events = quick_run.events();
+    let slow_events = slow_run.events();
+    let reports = format!("{}\n{}", quick_run.report(), slow_run.report());
+    assert_decided_by_the_protocol(&quick_events, &reports);
+    assert_decided_by_the_protocol(&slow_events, &reports);
+    // The quick lane's idle thread did not finish the slow lane: it finished after its own
+    // model's reply, which came 10 s after its prompt.
+    let slow_finished = transition_to(&slow_events, "finished");
+    let slow_accepted = transition_to(&slow_events, "prompt_accepted");
+    assert!(
+        at_ms(slow_finished) - at_ms(slow_accepted) >= 9_000,
+        "{reports}"
+    );
+    assert!(
+        at_ms(slow_finished) > at_ms(transition_to(&quick_events, "finished")),
+        "{reports}"
+    );
+    // One thread each, not the same.
+    let (quick_threads, slow_threads) = (threads(&quick_events), threads(&slow_events));
+    assert_eq!(quick_threads.len(), 1, "{reports}");
+    assert_eq!(slow_threads.len(), 1, "{reports}");
+    assert!(quick_threads.is_disjoint(&slow_threads), "{reports}");
+    for lane in [&quick, &slow] {
+        let events = if lane == &quick {
+            &quick_events
+        } else {
+            &slow_events
+        };
+        assert_eq!(
+            state_file(lane)["hooks"]["received"].as_u64(),
+            Some(protocol(events).len() as u64),
+            "{reports}"
+        );
+    }
+    drop((quick_run, slow_run));
+    quick_server.stop();
+    slow_server.stop();
+    assert_nothing_left(&quick_sandbox);
+    assert_nothing_left(&slow_sandbox);
+}
+
+/// A Codex lane outside the trusted roots: attached to its app server Codex 0.169.0 asks
+/// nothing, so clawpool's own trust gate holds it — nothing typed, nothing reaches the model
+/// — and once an operator trusts it the first prompt goes in, once, and the protocol reports
+/// its turn. (Which side accepts and finishes it is not fixed: the escalation's watch is a run
+/// of the handshake of its own, and the run after it did not see the thread start, so the
+/// screen decides beside the channel there, as "Hook facts" says.)
+#[test]
+fn an_untrusted_codex_lane_is_held_at_the_gate_and_loses_no_prompt() {
+    real_agent("codex");
+    let sandbox = Sandbox::new();
+    let lane = git_repo(&lanes_dir(&sandbox), "repo");
+    let mut server = ModelServer::start(
+        &sandbox.dir.path().join("model"),
+        &json!([{"text": "Done."}]),
+    );
+    seed_codex_home(&sandbox, &server.url(), "sk-fake");
+    let config = write_config(&sandbox, None, "codex", "");
+    let mut run = start_lane(
+        &sandbox,
+        &config,
+        "codex",
+        &lane,
+        &codex_env(&sandbox),
+        "pty",
+    );
+    let blocked = wait_kind(&mut run, &lane, "lane.blocked");
+    assert_eq!(blocked["to"]["subphase"], "trust_prompt", "{blocked}");
+    assert_eq!(
+        blocked["evidence"]["rule"], "trust_gate",
+        "the agent asked nothing; clawpool's gate held it: {blocked}"
+    );
+    let events = run.events();
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e["kind"] == "lane.prompt_typed")
+            .count(),
+        0,
+        "{}",
+        run.report()
+    );
+    assert!(server.main_requests().is_empty());
+
+    trust_lane(&sandbox, &lane);
+    let (code, outcome) = finish(&mut run, &lane);
+    let events = run.events();
+    let report = format!("{}\n{}", run.report(), screen_report(&lane));
+    assert_eq!(code, 0, "{report}");
+    assert_eq!(outcome["state"]["status"], "finished", "{report}");
+    let trusted = events
+        .iter()
+        .position(|e| e["kind"] == "lane.trust_resolved")
+        .expect("lane.trust_resolved");
+    let reported: Vec<&Value> = events[trusted..]
+        .iter()
+        .filter(|e| e["kind"] == "lane.protocol")
+        .map(|e| &e["detail"]["means"])
+        .collect();
+    for means in ["UserPromptSubmit", "Stop"] {
+        assert!(reported.contains(&&json!(means)), "{means}: {report}");
+    }
+    let main = server.main_requests();
+    assert_eq!(main.len(), 1, "{main:#?}");
+    assert!(main[0]["body"].to_string().contains(PROMPT), "{main:#?}");
+    drop(run);
+    server.stop();
+    assert_nothing_left(&sandbox);
+}
+
+/// With the channel off (`hooks = "none"`), the same lane is the screen's alone: no channel,
+/// no protocol events, and the finish waits for the idle screen.
+#[test]
+fn codex_with_the_channel_off_is_decided_by_its_screen() {
+    real_agent("codex");
+    let sandbox = Sandbox::new();
+    let lane = git_repo(&lanes_dir(&sandbox), "repo");
+    let mut server = ModelServer::start(
+        &sandbox.dir.path().join("model"),
+        &json!([{"text": "Done."}]),
+    );
+    seed_codex_home(&sandbox, &server.url(), "sk-fake");
+    let config = write_config(
+        &sandbox,
+        Some(&lanes_dir(&sandbox)),
+        "codex",
+        "hooks = \"none\"\n",
+    );
+    let mut run = start_lane(
+        &sandbox,
+        &config,
+        "codex",
+        &lane,
+        &codex_env(&sandbox),
+        "pty",
+    );
+    let (code, _) = finish(&mut run, &lane);
+    let events = run.events();
+    assert_eq!(code, 0, "{}", run.report());
+    assert!(protocol(&events).is_empty(), "{}", run.report());
+    assert_eq!(transition_to(&events, "finished")["source"], "screen");
+    let state = state_file(&lane);
+    assert_eq!(state["hooks"]["channel"], Value::Null);
+    assert!(state.get("usage").is_none(), "unknown is absent: {state}");
+    assert!(std::fs::symlink_metadata(lane.join(".claw/codex-app-server.sock")).is_err());
+    drop(run);
+    server.stop();
+    assert_nothing_left(&sandbox);
+}
+
+/// An app server that does not start (here: an agent without one, the scripted agent, given
+/// the channel): the lane says so before its agent starts, runs the agent on its own, is
+/// decided by its screen and finishes; `clawpool doctor` names the lane and where to look.
+#[test]
+fn an_app_server_that_does_not_start_leaves_the_screen_and_doctor_says_so() {
+    let s = crate::spawn::setup();
+    let config = std::fs::read_to_string(&s.config).expect("config");
+    // The config ends in the scripted agent's launch table.
+    std::fs::write(&s.config, format!("{config}hooks = \"codex_app_server\"\n")).expect("config");
+    let out = s.spawn(
+        r#"{"lanes": [{"name": "solo", "agent": "scripted", "prompt": "x"}]}"#,
+        &["--output-format", "json"],
+    );
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let events: Vec<Value> =
+        std::fs::read_to_string(s.repo.join(".git/clawpool/lanes/solo/events.jsonl"))
+            .expect("events")
+            .lines()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect();
+    let degraded = events
+        .iter()
+        .position(|e| e["kind"] == "lane.channel.degraded")
+        .unwrap_or_else(|| panic!("no lane.channel.degraded: {events:#?}"));
+    let detail = &events[degraded]["detail"];
+    assert_eq!(detail["channel"], "codex_app_server", "{detail}");
+    assert_eq!(detail["event"], "start", "{detail}");
+    assert!(
+        detail["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("exited")),
+        "{detail}"
+    );
+    let started = events
+        .iter()
+        .position(|e| e["kind"] == "lane.started")
+        .expect("lane.started");
+    assert!(degraded < started, "{events:#?}");
+    assert!(protocol(&events).is_empty());
+    assert_eq!(transition_to(&events, "finished")["source"], "screen");
+
+    let doctor = s
+        .sandbox
+        .clawpool()
+        .args(["doctor", "--output-format", "json", "--config"])
+        .arg(&s.config)
+        .arg("--repo")
+        .arg(&s.repo)
+        .output()
+        .expect("clawpool doctor");
+    let report: Value = serde_json::from_slice(&doctor.stdout).expect("doctor's JSON");
+    let check = report["checks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["name"] == "lane solo channel")
+        .unwrap_or_else(|| panic!("no check for the lane's channel: {report:#}"));
+    assert_eq!(check["ok"], false, "{check}");
+    assert_eq!(check["severity"], "warning", "{check}");
+    assert!(
+        check["fix"]
+            .as_str()
+            .is_some_and(|f| f.contains("codex-app-server.log")),
+        "{check}"
+    );
+}
