@@ -255,6 +255,9 @@ pub struct Machine<'a> {
     finish_wait: Duration,
     /// When the provider retry text first showed in the current spell.
     provider_since: Option<Instant>,
+    /// Since when a lane blocked on its provider has shown no provider-retry text: the agent
+    /// counts as back only once that held for [`PROVIDER_BACK_HOLD`].
+    provider_clear_since: Option<Instant>,
     boot_deadline: Instant,
     /// Each dialog's answer attempts, so a dialog that will not go away ends up blocked.
     answer_attempts: HashMap<String, u32>,
@@ -322,6 +325,12 @@ pub struct Machine<'a> {
 /// (UserPromptSubmit) once the agent's hooks are known to work: the hook decides what it
 /// covers, and the screen decides after this when the report does not come.
 pub const HOOK_GRACE: Duration = Duration::from_secs(2);
+
+/// How long a lane blocked on its provider must show the agent working without any
+/// provider-retry text before it counts as running again. An agent's retry loop shows its
+/// working indicator for each attempt (aider's `Waiting for <model>` between `Retrying in N
+/// seconds...` lines): a glimpse of it between two failures is not the provider back.
+pub const PROVIDER_BACK_HOLD: Duration = Duration::from_secs(3);
 
 /// How long a tool-permission dialog waits for the PermissionRequest hook's decision once the
 /// agent's hooks are known to work, before the screen's gate decides it: the hook's whole
@@ -426,6 +435,7 @@ impl<'a> Machine<'a> {
             idle_since: None,
             finish_wait: settings.finish_idle,
             provider_since: None,
+            provider_clear_since: None,
             boot_deadline: now + settings.boot_timeout,
             answer_attempts: HashMap::new(),
             decides_permissions: false,
@@ -662,6 +672,9 @@ impl<'a> Machine<'a> {
             self.provider_since
                 .map(|t| t + self.settings.provider_block),
         );
+        if self.state == LaneState::blocked(BlockedSubphase::Provider) {
+            consider(self.provider_clear_since.map(|t| t + PROVIDER_BACK_HOLD));
+        }
         consider(self.receipt.retry_at());
         consider(self.receipt.submit_at());
         consider(self.held_until);
@@ -837,10 +850,14 @@ impl<'a> Machine<'a> {
         let now = self.now;
         let wall_ms = self.wall_ms_at(now);
         let external = self.external;
+        // What an agent prints while it retries its provider (each failure, each wait) is the
+        // retry loop, not the agent getting on: a lane blocked on its provider progresses when
+        // it is running again.
+        let retrying = self.state == LaneState::blocked(BlockedSubphase::Provider);
         let Some(check) = self.check.as_mut() else {
             return;
         };
-        let progress = new_lines.iter().find(|line| {
+        let progress = new_lines.iter().filter(|_| !retrying).find(|line| {
             let words = line.trim_start_matches(|c: char| !c.is_alphanumeric());
             !words.is_empty() && !check.delivered.iter().any(|d| d.contains(words))
         });
@@ -926,6 +943,11 @@ impl<'a> Machine<'a> {
             }
         ) {
             self.provider_since = None;
+            if self.state == LaneState::blocked(BlockedSubphase::Provider) {
+                self.provider_clear_since.get_or_insert(self.now);
+            }
+        } else {
+            self.provider_clear_since = None;
         }
         if !matches!(seen.seen, Seen::Idle) {
             self.idle_since = None;
@@ -1467,6 +1489,14 @@ impl<'a> Machine<'a> {
                     && self.state.subphase == Some(BlockedSubphase::Stalled) =>
             {
                 // Still working on screen is what it was stalled at; only progress unblocks.
+            }
+            LaneStatus::Blocked
+                if self.state.subphase == Some(BlockedSubphase::Provider)
+                    && self.provider_clear_since.is_none_or(|since| {
+                        self.now.duration_since(since) < PROVIDER_BACK_HOLD
+                    }) =>
+            {
+                // Not back yet: the retry text may come again (deadline at the hold's end).
             }
             LaneStatus::PromptAccepted
             | LaneStatus::ToolPermissionRequired

@@ -519,6 +519,41 @@ async fn provider_retries_block_the_lane_after_provider_block_and_go_to_recovery
     assert_eq!(ended.next, Next::Recover(Trigger::ProviderDown));
 }
 
+/// An agent's retry loop shows its working indicator for each attempt (aider's `Waiting for
+/// <model>` between `Retrying in N seconds...`): a lane blocked on its provider is running
+/// again only once the agent has worked without retry text for `PROVIDER_BACK_HOLD`.
+#[tokio::test(start_paused = true)]
+async fn a_lane_blocked_on_its_provider_runs_again_only_after_working_for_the_hold() {
+    let mut lane = Lane::claude(Some(PROMPT));
+    lane.drive_to_running().await;
+    let block = Settings::default().provider_block;
+    let retry = claude("14-provider_retry-120x40");
+    let working = claude("07-running-120x40");
+    lane.look(&retry);
+    lane.after(block, &retry).await;
+    assert_eq!(lane.state(), LaneState::blocked(BlockedSubphase::Provider));
+    // A glimpse of work between two failures.
+    lane.after(Duration::from_secs(1), &working).await;
+    assert_eq!(lane.deadline(), super::PROVIDER_BACK_HOLD);
+    lane.after(
+        super::PROVIDER_BACK_HOLD - Duration::from_millis(1),
+        &working,
+    )
+    .await;
+    lane.after(Duration::ZERO, &retry).await;
+    assert_eq!(lane.state(), LaneState::blocked(BlockedSubphase::Provider));
+    // Back for good: running once the work held without retry text.
+    lane.after(Duration::from_secs(1), &working).await;
+    lane.after(
+        super::PROVIDER_BACK_HOLD - Duration::from_millis(1),
+        &working,
+    )
+    .await;
+    assert_eq!(lane.state(), LaneState::blocked(BlockedSubphase::Provider));
+    lane.after(Duration::from_millis(1), &working).await;
+    assert_eq!(lane.state(), plain(LaneStatus::Running));
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_retry_spell_broken_by_work_counts_again_from_its_start() {
     let mut lane = Lane::claude(Some(PROMPT));
