@@ -393,10 +393,18 @@ fn claude_lane(
     clawpool_tests::ModelServer,
     clawpool_tests::LaneRun,
 ) {
-    use crate::real_agents::{claude_env, lanes_dir, plain_lane, start_lane, write_config};
-    clawpool_tests::real_agent("claude");
+    use crate::real_agents::plain_lane;
     let lane = plain_lane(sandbox, "alpha");
-    let server = clawpool_tests::ModelServer::start(&sandbox.dir.path().join("model"), script);
+    let config = claude_config(sandbox, policy);
+    let (server, run) = start_claude(sandbox, &config, &lane, script);
+    (lane, server, run)
+}
+
+/// A `--config` for the real Claude Code in its default permission mode, every lane under the
+/// sandbox's `lanes` folder trusted, with `policy` (a policy file's text) when given.
+fn claude_config(sandbox: &clawpool_tests::Sandbox, policy: Option<&str>) -> std::path::PathBuf {
+    use crate::real_agents::{lanes_dir, write_config};
+    clawpool_tests::real_agent("claude");
     clawpool_tests::seed_claude_home(&sandbox.home(), serde_json::json!({}));
     let config = write_config(
         sandbox,
@@ -411,15 +419,32 @@ fn claude_lane(
         let text = format!("policy = {:?}\n{text}", file.display().to_string());
         std::fs::write(&config, text).expect("config");
     }
+    config
+}
+
+/// Starts `clawpool run` of the real Claude Code in `lane`, offline against a scripted model
+/// server of its own serving `script`.
+fn start_claude(
+    sandbox: &clawpool_tests::Sandbox,
+    config: &std::path::Path,
+    lane: &std::path::Path,
+    script: &Value,
+) -> (clawpool_tests::ModelServer, clawpool_tests::LaneRun) {
+    use crate::real_agents::{claude_env, start_lane};
+    let name = lane.file_name().and_then(|n| n.to_str()).unwrap_or("lane");
+    let server = clawpool_tests::ModelServer::start(
+        &sandbox.dir.path().join(format!("model-{name}")),
+        script,
+    );
     let run = start_lane(
         sandbox,
-        &config,
+        config,
         "claude",
-        &lane,
+        lane,
         &claude_env(sandbox, &server.url()),
         "pty",
     );
-    (lane, server, run)
+    (server, run)
 }
 
 /// The lane's first `lane.permission.decided` event.
@@ -806,6 +831,167 @@ fn an_always_here_grant_is_used_by_the_repositorys_other_lanes_only() {
         decisions[0]["detail"]["rule"], "grant:always#1",
         "{decisions:#?}"
     );
+}
+
+/// Claude Code asks to run `ln -s notes.txt link.txt` in its worktree: `ln` is neither a
+/// default-safe nor a file-writing verb, so the default policy leaves it to a person, though
+/// every path stays inside the lane's worktree — what a grant covers.
+fn asks_to_link() -> Value {
+    serde_json::json!([
+        {"tool_use": {"name": "Bash", "input": {
+            "command": "ln -s notes.txt link.txt",
+            "description": "Link the notes"
+        }}},
+        {"text": "Done."}
+    ])
+}
+
+/// Issue 15, with the real Claude Code 2.1.330 in its default permission mode, hooks on: an
+/// operator's `always here` grant, made on one lane's question, allows the same question of the
+/// repository's second lane through the hook without a person; a lane of another repository
+/// is still asked.
+#[test]
+fn claude_codes_always_here_grant_is_used_by_the_repositorys_other_lane_only() {
+    use crate::real_agents::{assert_nothing_left, count_kind, finish, lanes_dir, screen_report};
+    let sandbox = clawpool_tests::Sandbox::new();
+    let lanes = lanes_dir(&sandbox);
+    let repo = clawpool_tests::git_repo(&lanes, "app");
+    let second = lanes.join("second");
+    let added = std::process::Command::new("git")
+        .arg("-C")
+        .arg(&repo)
+        .args(["worktree", "add", "-q", "-b", "second"])
+        .arg(&second)
+        .status()
+        .expect("git worktree add");
+    assert!(added.success());
+    let other = clawpool_tests::git_repo(&lanes, "other");
+    let config = claude_config(&sandbox, None);
+
+    // The first lane's question goes to a person, who answers yes, always here.
+    let (mut first_server, mut first_run) = start_claude(&sandbox, &config, &repo, &asks_to_link());
+    let decision = first_decision(&mut first_run, &repo);
+    let detail = &decision["detail"];
+    assert_eq!(
+        (
+            &decision["source"],
+            &detail["decision"],
+            &detail["rule"],
+            &detail["verb"]
+        ),
+        (
+            &Value::from("hook"),
+            &Value::from("ask"),
+            &Value::from("no_rule"),
+            &Value::from("ln")
+        ),
+        "{decision:#}"
+    );
+    let blocked = first_run.wait_for(
+        "blocked",
+        std::time::Duration::from_secs(60),
+        |e| e["kind"] == "lane.blocked",
+        || screen_report(&repo),
+    );
+    assert_eq!(blocked["to"]["subphase"], "tool_permission");
+    let (code, answered) = answer(
+        &sandbox,
+        &repo,
+        &["--choice", "yes", "--remember", "repository"],
+    );
+    assert_eq!(code, 0, "{answered:#}");
+    let grant = &answered["grant"];
+    assert_eq!(
+        (&grant["id"], &grant["tool"], &grant["verb"]),
+        (
+            &Value::from("repository#1"),
+            &Value::from("bash"),
+            &Value::from("ln")
+        ),
+        "{answered:#}"
+    );
+    assert_eq!(
+        answered["store"],
+        repo.join(".git/clawpool/permission-grants.json")
+            .display()
+            .to_string()
+    );
+
+    // The repository's second lane and the other repository's lane ask the same question, at
+    // the same time, while the first lane finishes.
+    let (mut second_server, mut second_run) =
+        start_claude(&sandbox, &config, &second, &asks_to_link());
+    let (mut other_server, mut other_run) =
+        start_claude(&sandbox, &config, &other, &asks_to_link());
+    let (code, _) = finish(&mut first_run, &repo);
+    assert_eq!(code, 0, "{}\n{}", first_run.report(), screen_report(&repo));
+    assert!(
+        repo.join("link.txt").is_symlink(),
+        "the answered command ran"
+    );
+
+    // The other repository's lane: the grant is not its; its question waits for a person.
+    let decision = first_decision(&mut other_run, &other);
+    assert_eq!(decision["source"], "hook", "{decision:#}");
+    assert_eq!(decision["detail"]["decision"], "ask");
+    assert_eq!(decision["detail"]["rule"], "no_rule");
+    a_person_says_no(&sandbox, &mut other_run, &other);
+    assert!(
+        !other.join("link.txt").exists(),
+        "nothing ran in the other repository"
+    );
+
+    // The second lane: allowed by the grant through the hook, no person, no keystroke.
+    let decision = first_decision(&mut second_run, &second);
+    assert_eq!(
+        decision["detail"]["rule"], "grant:repository#1",
+        "{decision:#}"
+    );
+    let (code, outcome) = finish(&mut second_run, &second);
+    let events = second_run.events();
+    assert_eq!(
+        code,
+        0,
+        "{}\n{}",
+        second_run.report(),
+        screen_report(&second)
+    );
+    assert_eq!(outcome["state"]["status"], "finished");
+    let detail = &answered_through_the_hook(&events, &second_run)["detail"];
+    assert_eq!(
+        (&detail["decision"], &detail["rule"], &detail["verb"]),
+        (
+            &Value::from("allow"),
+            &Value::from("grant:repository#1"),
+            &Value::from("ln")
+        ),
+        "{detail:#}"
+    );
+    assert_eq!(
+        count_kind(&events, "lane.blocked"),
+        0,
+        "{}",
+        second_run.report()
+    );
+    assert!(
+        second.join("link.txt").is_symlink(),
+        "the granted command ran"
+    );
+    let permissions = state_permissions(&second);
+    assert_eq!(
+        (
+            &permissions["grants"][0]["grant"],
+            &permissions["grants"][0]["allowed"]
+        ),
+        (&Value::from("repository#1"), &Value::from(1)),
+        "{permissions:#}"
+    );
+
+    drop((first_run, second_run, other_run));
+    for server in [&mut first_server, &mut second_server, &mut other_server] {
+        server.stop();
+    }
+    assert_nothing_left(&sandbox);
 }
 
 #[test]
