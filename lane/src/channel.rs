@@ -42,6 +42,9 @@ pub const FAILURES_ENV: &str = "CLAWPOOL_HOOK_FAILURES";
 pub const SETTINGS_FILE: &str = "hooks.json";
 /// The failures file, in the lane's `.claw/`.
 pub const FAILURES_FILE: &str = "hook-failures.jsonl";
+/// The lane's hook token, in its `.claw/` (owner-only): a supervisor that adopts the lane's
+/// running agent accepts the hooks that agent was started with.
+pub const TOKEN_FILE: &str = "hook-token";
 /// How long one delivery may take, reading the payload included.
 pub const DELIVERY_TIMEOUT: Duration = Duration::from_secs(2);
 /// The largest payload delivered (a tool's input can be big; the lane needs only its head).
@@ -391,6 +394,7 @@ pub fn set_up_claude(dir: &Path, socket: &Path, program: &Path) -> std::io::Resu
     // A file left by an earlier run counts that run's failures, not this one's.
     let _ = std::fs::remove_file(&failures);
     let token = new_token()?;
+    write_private(&state_dir.join(TOKEN_FILE), token.as_bytes())?;
     Ok(ChannelSetup {
         args: vec!["--settings".into(), settings.display().to_string()],
         env: vec![
@@ -401,6 +405,35 @@ pub fn set_up_claude(dir: &Path, socket: &Path, program: &Path) -> std::io::Resu
         token,
         failures,
     })
+}
+
+/// The hook channel of a lane in `dir` whose Claude Code was started by an earlier supervisor:
+/// its token, kept in the lane's `.claw/` at spawn, so that the agent's hooks (still carrying
+/// that token and this lane's control socket) reach the adopting supervisor. `None` when the
+/// lane has no token (started without hooks, or before tokens were kept).
+pub fn resume_claude(dir: &Path) -> Option<ChannelSetup> {
+    let state_dir = dir.join(clawpool_worktree::layout::LANE_DIR);
+    let token = std::fs::read_to_string(state_dir.join(TOKEN_FILE)).ok()?;
+    let token = token.trim();
+    (!token.is_empty()).then(|| ChannelSetup {
+        token: token.to_owned(),
+        args: Vec::new(),
+        env: Vec::new(),
+        failures: state_dir.join(FAILURES_FILE),
+    })
+}
+
+/// Writes `bytes` to `path`, readable and writable by its owner only.
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all(bytes)
 }
 
 /// Claude Code settings declaring a `PROGRAM hook EVENT` command hook for every

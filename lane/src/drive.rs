@@ -284,9 +284,22 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, LaneError> 
     .map_err(|e| LaneError::io("writing .claw/task.md", e))?;
     let socket = clawpool_worktree::layout::control_socket(&job.dir);
     // The agent's own reports, for an agent that makes them; a worker adopted from an earlier
-    // supervisor keeps the screen alone (its hooks carry that supervisor's token).
+    // supervisor keeps reporting with the token it was started with, kept in the lane.
     let (hook_tx, mut hook_rx) = mpsc::channel(64);
     let hook_channel = match (job.profile.manifest.launch.hooks, &adopt) {
+        (AgentHooks::Claude, Some(_)) => {
+            let setup = channel::resume_claude(&job.dir);
+            if setup.is_some() {
+                let _ = events.record(
+                    LaneEventKind::ChannelOpened,
+                    None,
+                    None,
+                    None,
+                    json!({"channel": "claude_hooks", "adopted": true}),
+                );
+            }
+            setup
+        }
         (AgentHooks::Claude, None) => {
             let program = std::env::current_exe().map_err(|e| {
                 LaneError::io("finding the clawpool binary for the agent's hooks", e)

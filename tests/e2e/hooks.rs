@@ -295,3 +295,103 @@ fn a_lane_whose_hook_endpoint_is_gone_degrades_to_the_screen_and_finishes() {
     server.stop();
     assert_nothing_left(&sandbox);
 }
+
+/// A supervisor SIGKILLed while Claude Code runs a tool, and `clawpool adopt`: the running agent
+/// keeps reporting with the token it was started with (kept in the lane's `.claw/`, owner
+/// only), and its reports after the adoption reach the adopting supervisor — the tool's end
+/// and the turn's Stop are in the lane's log after `lane.adopted`, none of them failed.
+#[test]
+fn an_adopted_claude_lane_keeps_its_hook_channel() {
+    let sandbox = Sandbox::new();
+    seed(&sandbox);
+    let repo = clawpool_tests::git_repo(sandbox.dir.path(), "repo");
+    let mut server = ModelServer::start(
+        &sandbox.dir.path().join("model"),
+        &json!([
+            {"tool_use": {"name": "Bash", "input": {"command": "sleep 8", "description": "Wait"}}},
+            {"text": "Done waiting."}
+        ]),
+    );
+    let env: Vec<String> = claude_env(&sandbox, &server.url())
+        .into_iter()
+        .filter(|var| !var.starts_with("HOME="))
+        .map(|var| {
+            let (key, value) = var.split_once('=').expect("KEY=VALUE");
+            format!("{key} = {value:?}")
+        })
+        .collect();
+    let config = sandbox.dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "trusted_roots = [{:?}]\n[profiles.claude.launch]\ncommand = {:?}\nargs = [\"--allowedTools\", \"Bash(sleep 8)\"]\nenv = {{ {} }}\n",
+            sandbox.dir.path().display().to_string(),
+            real_agent("claude").display().to_string(),
+            env.join(", ")
+        ),
+    )
+    .expect("config");
+    let packet = sandbox.dir.path().join("packet.json");
+    std::fs::write(
+        &packet,
+        r#"{"defaults": {"agent": "claude"}, "lanes": [{"name": "alpha", "prompt": "wait a little"}]}"#,
+    )
+    .expect("packet");
+    let mut spawn = sandbox.clawpool();
+    spawn
+        .arg("spawn")
+        .arg(&packet)
+        .args(["--output-format", "json", "--transport", "tmux", "--config"])
+        .arg(&config)
+        .arg("--repo")
+        .arg(&repo);
+    let mut run = LaneRun::start(spawn, &sandbox.dir.path().join("spawn.stderr"));
+    run.wait_for(
+        "the tool reported started",
+        PATIENCE,
+        |e| e["kind"] == "lane.hook" && e["detail"]["event"] == "PreToolUse",
+        String::new,
+    );
+    run.signal(libc::SIGKILL);
+    run.wait_exit(PATIENCE);
+
+    let adopt = sandbox
+        .clawpool()
+        .args(["adopt", "--output-format", "json", "--config"])
+        .arg(&config)
+        .arg("--repo")
+        .arg(&repo)
+        .output()
+        .expect("clawpool adopt");
+    let log = std::fs::read_to_string(repo.join(".git/clawpool/lanes/alpha/events.jsonl"))
+        .expect("the lane's events");
+    let events: Vec<Value> = log
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect();
+    assert!(
+        adopt.status.success(),
+        "{}\n{log}",
+        String::from_utf8_lossy(&adopt.stderr)
+    );
+    // The adopter opens the channel, then takes the lane over.
+    let reopened = events
+        .iter()
+        .position(|e| e["kind"] == "lane.channel.opened" && e["detail"]["adopted"] == true)
+        .unwrap_or_else(|| panic!("the channel was not kept: {log}"));
+    let after = &events[reopened..];
+    assert_eq!(after[1]["kind"], "lane.adopted", "{log}");
+    for name in ["PostToolUse", "Stop"] {
+        assert_eq!(hooks_named(after, name).len(), 1, "{name}: {log}");
+    }
+    assert!(after.iter().any(|e| e["kind"] == "lane.finished"), "{log}");
+    let lane = repo.with_extension("lanes").join("alpha");
+    let failures =
+        std::fs::read_to_string(lane.join(".claw/hook-failures.jsonl")).unwrap_or_default();
+    assert!(failures.is_empty(), "{failures}");
+    use std::os::unix::fs::PermissionsExt;
+    let token = std::fs::metadata(lane.join(".claw/hook-token")).expect("the token file");
+    assert_eq!(token.permissions().mode() & 0o777, 0o600);
+    server.stop();
+    assert_nothing_left(&sandbox);
+}
