@@ -15,6 +15,37 @@ use crate::real_agents::{
     trust_lane, wait_kind, write_config,
 };
 
+/// A Codex lane `name` in a new sandbox whose model serves `script`: trusted when
+/// `trusted` (its lanes folder a trusted root), with `launch_extra` in its launch table.
+fn start_codex(
+    name: &str,
+    script: Value,
+    trusted: bool,
+    launch_extra: &str,
+) -> (
+    Sandbox,
+    std::path::PathBuf,
+    ModelServer,
+    clawpool_tests::LaneRun,
+) {
+    real_agent("codex");
+    let sandbox = Sandbox::new();
+    let lane = git_repo(&lanes_dir(&sandbox), name);
+    let server = ModelServer::start(&sandbox.dir.path().join("model"), &script);
+    seed_codex_home(&sandbox, &server.url(), "sk-fake");
+    let root = trusted.then(|| lanes_dir(&sandbox));
+    let config = write_config(&sandbox, root.as_deref(), "codex", launch_extra);
+    let run = start_lane(
+        &sandbox,
+        &config,
+        "codex",
+        &lane,
+        &codex_env(&sandbox),
+        "pty",
+    );
+    (sandbox, lane, server, run)
+}
+
 /// The lane's state file.
 fn state_file(lane: &Path) -> Value {
     serde_json::from_str(
@@ -64,22 +95,11 @@ fn threads(events: &[Value]) -> std::collections::BTreeSet<String> {
 
 #[test]
 fn codex_protocol_decides_acceptance_and_the_finish() {
-    real_agent("codex");
-    let sandbox = Sandbox::new();
-    let lane = git_repo(&lanes_dir(&sandbox), "repo");
-    let mut server = ModelServer::start(
-        &sandbox.dir.path().join("model"),
-        &json!([{"text": "Hello from the scripted model.", "delay_ms": 3000}]),
-    );
-    seed_codex_home(&sandbox, &server.url(), "sk-fake");
-    let config = write_config(&sandbox, Some(&lanes_dir(&sandbox)), "codex", "");
-    let mut run = start_lane(
-        &sandbox,
-        &config,
-        "codex",
-        &lane,
-        &codex_env(&sandbox),
-        "pty",
+    let (sandbox, lane, mut server, mut run) = start_codex(
+        "repo",
+        json!([{"text": "Hello from the scripted model.", "delay_ms": 3000}]),
+        true,
+        "",
     );
     let (code, outcome) = finish(&mut run, &lane);
     let events = run.events();
@@ -179,25 +199,13 @@ fn codex_protocol_decides_acceptance_and_the_finish() {
 /// while the slow one still works, and each hears only its own thread.
 #[test]
 fn two_codex_lanes_hear_only_their_own_app_server() {
-    real_agent("codex");
     let start = |name: &str, delay_ms: u64| {
-        let sandbox = Sandbox::new();
-        let lane = git_repo(&lanes_dir(&sandbox), name);
-        let server = ModelServer::start(
-            &sandbox.dir.path().join("model"),
-            &json!([{"text": format!("Reply for {name}."), "delay_ms": delay_ms}]),
-        );
-        seed_codex_home(&sandbox, &server.url(), "sk-fake");
-        let config = write_config(&sandbox, Some(&lanes_dir(&sandbox)), "codex", "");
-        let run = start_lane(
-            &sandbox,
-            &config,
-            "codex",
-            &lane,
-            &codex_env(&sandbox),
-            "pty",
-        );
-        (sandbox, lane, server, run)
+        start_codex(
+            name,
+            json!([{"text": format!("Reply for {name}."), "delay_ms": delay_ms}]),
+            true,
+            "",
+        )
     };
     let (slow_sandbox, slow, mut slow_server, mut slow_run) = start("slow", 10_000);
     let (quick_sandbox, quick, mut quick_server, mut quick_run) = start("quick", 0);
@@ -257,23 +265,8 @@ fn two_codex_lanes_hear_only_their_own_app_server() {
 /// screen decides beside the channel there, as "Hook facts" says.)
 #[test]
 fn an_untrusted_codex_lane_is_held_at_the_gate_and_loses_no_prompt() {
-    real_agent("codex");
-    let sandbox = Sandbox::new();
-    let lane = git_repo(&lanes_dir(&sandbox), "repo");
-    let mut server = ModelServer::start(
-        &sandbox.dir.path().join("model"),
-        &json!([{"text": "Done."}]),
-    );
-    seed_codex_home(&sandbox, &server.url(), "sk-fake");
-    let config = write_config(&sandbox, None, "codex", "");
-    let mut run = start_lane(
-        &sandbox,
-        &config,
-        "codex",
-        &lane,
-        &codex_env(&sandbox),
-        "pty",
-    );
+    let (sandbox, lane, mut server, mut run) =
+        start_codex("repo", json!([{"text": "Done."}]), false, "");
     let blocked = wait_kind(&mut run, &lane, "lane.blocked");
     assert_eq!(blocked["to"]["subphase"], "trust_prompt", "{blocked}");
     assert_eq!(
@@ -322,27 +315,11 @@ fn an_untrusted_codex_lane_is_held_at_the_gate_and_loses_no_prompt() {
 /// no protocol events, and the finish waits for the idle screen.
 #[test]
 fn codex_with_the_channel_off_is_decided_by_its_screen() {
-    real_agent("codex");
-    let sandbox = Sandbox::new();
-    let lane = git_repo(&lanes_dir(&sandbox), "repo");
-    let mut server = ModelServer::start(
-        &sandbox.dir.path().join("model"),
-        &json!([{"text": "Done."}]),
-    );
-    seed_codex_home(&sandbox, &server.url(), "sk-fake");
-    let config = write_config(
-        &sandbox,
-        Some(&lanes_dir(&sandbox)),
-        "codex",
+    let (sandbox, lane, mut server, mut run) = start_codex(
+        "repo",
+        json!([{"text": "Done."}]),
+        true,
         "hooks = \"none\"\n",
-    );
-    let mut run = start_lane(
-        &sandbox,
-        &config,
-        "codex",
-        &lane,
-        &codex_env(&sandbox),
-        "pty",
     );
     let (code, _) = finish(&mut run, &lane);
     let events = run.events();
