@@ -5,11 +5,10 @@
 //! app server the TUI shows no trust dialog, so clawpool's own trust gate is what holds an
 //! untrusted lane, and its first prompt goes in once an operator trusts it.
 
-use std::path::Path;
-
 use clawpool_tests::{ModelServer, Sandbox, git_repo, real_agent, seed_codex_home};
 use serde_json::{Value, json};
 
+use crate::hooks::{state_file, transition_to};
 use crate::real_agents::{
     PROMPT, assert_nothing_left, at_ms, codex_env, finish, lanes_dir, screen_report, start_lane,
     trust_lane, wait_kind, write_config,
@@ -44,22 +43,6 @@ fn start_codex(
         "pty",
     );
     (sandbox, lane, server, run)
-}
-
-/// The lane's state file.
-fn state_file(lane: &Path) -> Value {
-    serde_json::from_str(
-        &std::fs::read_to_string(lane.join(".claw/worker-state.json")).expect("state file"),
-    )
-    .expect("JSON")
-}
-
-/// The transition to `status` (the first).
-fn transition_to<'a>(events: &'a [Value], status: &str) -> &'a Value {
-    events
-        .iter()
-        .find(|e| e["to"]["status"] == status && e.get("from").is_some())
-        .unwrap_or_else(|| panic!("no transition to {status} in {events:#?}"))
 }
 
 /// The `lane.protocol` events.

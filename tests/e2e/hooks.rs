@@ -53,7 +53,7 @@ fn seed(sandbox: &Sandbox) {
 }
 
 /// The lane's state file.
-fn state_file(lane: &Path) -> Value {
+pub(crate) fn state_file(lane: &Path) -> Value {
     serde_json::from_str(
         &std::fs::read_to_string(lane.join(".claw/worker-state.json")).expect("state file"),
     )
@@ -61,7 +61,7 @@ fn state_file(lane: &Path) -> Value {
 }
 
 /// The transition to `status` (the first).
-fn transition_to<'a>(events: &'a [Value], status: &str) -> &'a Value {
+pub(crate) fn transition_to<'a>(events: &'a [Value], status: &str) -> &'a Value {
     events
         .iter()
         .find(|e| e["to"]["status"] == status && e.get("from").is_some())

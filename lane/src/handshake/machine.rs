@@ -1843,15 +1843,7 @@ impl<'a> Machine<'a> {
             resume: false,
             redeliver: false,
         };
-        self.event(
-            LaneEventKind::RestartRequested,
-            None,
-            None,
-            Some(evidence.clone()),
-            serde_json::to_value(&request).unwrap_or_default(),
-        );
-        self.out.push(Effect::StopWorker);
-        self.next = Some(Next::Restart(request));
+        self.restart(request, Some(evidence.clone()));
     }
 
     fn on_unrecognised(&mut self, evidence: Evidence, screen: &ScreenSnapshot) {
@@ -1885,16 +1877,21 @@ impl<'a> Machine<'a> {
         // An agent that gives up on its provider and exits with an error code (claw 0.1.3)
         // leaves the failure on its last screen: the lane failed on the provider, not in the
         // agent. A worker killed by a signal crashed, whatever its screen shows.
-        let seen = observe(self.profile, screen);
-        let gave_up = matches!(status, ExitStatus::Exited(code) if code != 0)
-            && seen.seen
-                == Seen::Signal {
-                    signal: Signal::ProviderRetry,
-                };
+        let gave_up = match status {
+            ExitStatus::Exited(code) if code != 0 => {
+                Some(observe(self.profile, screen)).filter(|seen| {
+                    seen.seen
+                        == Seen::Signal {
+                            signal: Signal::ProviderRetry,
+                        }
+                })
+            }
+            _ => None,
+        };
         let state = match status {
             ExitStatus::Exited(0) => LaneState::plain(LaneStatus::Finished),
             ExitStatus::Lost => LaneState::failed(FailureClass::WorkerLost),
-            _ if gave_up => {
+            _ if let Some(seen) = gave_up => {
                 evidence = Evidence {
                     rule: seen.rule,
                     region: seen.region,
@@ -1935,7 +1932,7 @@ impl<'a> Machine<'a> {
             OperatorCommand::Send { text } => return self.queue_followup(text.clone(), reply),
             OperatorCommand::Stop => self.stop_by_operator(),
             OperatorCommand::Restart(restart) => {
-                self.restart(restart.clone());
+                self.restart(restart.clone(), None);
                 self.restart_reply = Some(reply);
                 return;
             }
@@ -2166,12 +2163,13 @@ impl<'a> Machine<'a> {
         Verdict::done(format!("stopped: the worker ended and the lane is {to}"))
     }
 
-    fn restart(&mut self, request: RestartRequest) {
+    /// Ends the run with a new worker asked for, recorded with what asked for it.
+    fn restart(&mut self, request: RestartRequest, evidence: Option<Evidence>) {
         self.event(
             LaneEventKind::RestartRequested,
             None,
             None,
-            None,
+            evidence,
             serde_json::to_value(&request).unwrap_or_default(),
         );
         self.out.push(Effect::StopWorker);

@@ -1232,8 +1232,8 @@ async fn an_idle_screen_does_not_overrule_a_tool_reported_running() {
     assert_eq!(finished.source, Some(clawpool_lanes::EventSource::Screen));
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_failed_delivery_degrades_the_channel_and_the_screen_decides() {
+/// A lane running its prompt, with the turn and a Bash tool reported by the agent's hooks.
+async fn running_with_a_reported_tool() -> Lane {
     let mut lane = Lane::claude(Some(PROMPT));
     lane.drive_to_running().await;
     lane.input(hook(
@@ -1241,6 +1241,12 @@ async fn a_failed_delivery_degrades_the_channel_and_the_screen_decides() {
         serde_json::json!({"prompt": PROMPT}),
     ));
     lane.input(hook("PreToolUse", serde_json::json!({"tool_name": "Bash"})));
+    lane
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_delivery_degrades_the_channel_and_the_screen_decides() {
+    let mut lane = running_with_a_reported_tool().await;
     lane.input(Input::HookFailed {
         event: "PostToolUse".into(),
         error: "connecting to /lane/.claw/control.sock: No such file".into(),
@@ -1320,13 +1326,7 @@ async fn with_a_silent_hook_the_screen_accepts_after_the_grace() {
 
 #[tokio::test(start_paused = true)]
 async fn a_tool_that_asks_permission_is_not_running_and_the_idle_screen_finishes_the_turn() {
-    let mut lane = Lane::claude(Some(PROMPT));
-    lane.drive_to_running().await;
-    lane.input(hook(
-        "UserPromptSubmit",
-        serde_json::json!({"prompt": PROMPT}),
-    ));
-    lane.input(hook("PreToolUse", serde_json::json!({"tool_name": "Bash"})));
+    let mut lane = running_with_a_reported_tool().await;
     lane.input(hook(
         "PermissionRequest",
         serde_json::json!({"tool_name": "Bash"}),
