@@ -164,7 +164,7 @@ impl LaneChecks {
         };
         if let Some(reason) = &problem {
             let current = recorder.doc().lane_state();
-            let blocked = LaneState::blocked(BlockedSubphase::BranchFreshness);
+            let blocked = LaneState::Blocked(BlockedSubphase::BranchFreshness);
             let to = (transition && current != blocked).then_some(blocked);
             let mut detail = detail;
             // `message` is what the state file shows as the failure's detail.

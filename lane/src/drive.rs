@@ -23,7 +23,7 @@ use clawpool_agents::trust::{
 use clawpool_lanes::LaneEventKind;
 use clawpool_lanes::state_file::{self, Base, SupervisorLock};
 use clawpool_lanes::{
-    EventLog, FailureClass, LaneEvent, LaneState, LaneStatus, StateFileWriter, WorkerStateDoc,
+    EventLog, FailureClass, LaneEvent, LaneState, StateFileWriter, WorkerStateDoc,
 };
 use clawpool_pty::{RawLogConfig, SpawnSpec, TmuxServer, Worker};
 use serde_json::json;
@@ -546,7 +546,7 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, LaneError> 
                     // A restarted worker starts its own handshake; the same one carries on.
                     carry = (!fresh).then(|| Resumed {
                         state: if resubmitted {
-                            LaneState::plain(LaneStatus::ReadyForPrompt)
+                            LaneState::ReadyForPrompt
                         } else {
                             recorder.doc().lane_state()
                         },
@@ -611,7 +611,7 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, LaneError> 
                 }
                 Plan::CloseOut { rule } => {
                     worker.stop(std::time::Duration::from_secs(5)).await;
-                    let state = LaneState::plain(LaneStatus::Finished);
+                    let state = LaneState::Finished;
                     let _ = events.record(
                         LaneEventKind::ClosedOut,
                         Some(recorder.doc().lane_state()),
@@ -696,14 +696,14 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, LaneError> 
         Err(interrupted) => (None, Some(interrupted)),
     };
     if let (Some(checks), Some(finished)) = (&job.checks, outcome.as_mut())
-        && finished.state.status == LaneStatus::Finished
+        && finished.state == LaneState::Finished
     {
         if let Some(level) = checks.spec.on_finish {
             checks.verify(level, &events, &recorder, true).await;
         }
         finish_by_policy(checks, &mut recovery, &events, &recorder).await;
         finished.state = recorder.doc().lane_state();
-        if finished.state.status == LaneStatus::Finished {
+        if finished.state == LaneState::Finished {
             let base_sha = job.base.as_ref().map(|(_, sha)| sha.clone());
             checks.record_outcome(base_sha, &events).await;
         }
@@ -800,12 +800,7 @@ async fn interrupted(
 ) -> (StopSignal, LaneState) {
     worker.stop(std::time::Duration::from_secs(5)).await;
     let from = recorder.doc().lane_state();
-    let to = match from.subphase {
-        Some(subphase) if from.status == LaneStatus::Blocked => {
-            LaneState::failed(subphase.failure_class())
-        }
-        _ => LaneState::failed(FailureClass::Infra),
-    };
+    let to = from.stopped_unfinished();
     let _ = events.record(
         LaneEventKind::Failed,
         Some(from),
@@ -925,17 +920,16 @@ impl Rig<'_> {
         // A turn the agent was in is dropped with its worker unless its prompt goes in again;
         // one dropped earlier stays dropped while the lane sits idle.
         let mid_turn = matches!(
-            outcome.state.status,
-            LaneStatus::PromptAccepted
-                | LaneStatus::Running
-                | LaneStatus::Blocked
-                | LaneStatus::ToolPermissionRequired
+            outcome.state,
+            LaneState::PromptAccepted
+                | LaneState::Running
+                | LaneState::Blocked(_)
+                | LaneState::ToolPermissionRequired
         );
         let redelivered = !matches!(self.lane.prompt, PromptPlan::None);
         self.dropped_turn = !redelivered
             && accepted
-            && (mid_turn
-                || (self.dropped_turn && outcome.state.status == LaneStatus::ReadyForPrompt));
+            && (mid_turn || (self.dropped_turn && outcome.state == LaneState::ReadyForPrompt));
         let mut spec = with_prompt(self.base_spec.clone(), self.profile, &self.lane.prompt);
         let resume_args = &self.profile.manifest.launch.resume_args;
         let resume = request.resume && !resume_args.is_empty();
@@ -965,12 +959,12 @@ impl Rig<'_> {
                 let _ = self.events.record(
                     LaneEventKind::Failed,
                     Some(outcome.state),
-                    Some(LaneState::failed(FailureClass::WorkerCrashed)),
+                    Some(LaneState::Failed(FailureClass::WorkerCrashed)),
                     None,
                     json!({"error": format!("the worker could not be started again: {err}")}),
                 );
                 Err(Outcome {
-                    state: LaneState::failed(FailureClass::WorkerCrashed),
+                    state: LaneState::Failed(FailureClass::WorkerCrashed),
                     next: Next::Done,
                     ..outcome.clone()
                 })

@@ -12,7 +12,7 @@ use serde_json::Value;
 pub fn lane_facts(doc: &WorkerStateDoc, events: &Path, now: u64) -> LaneFacts {
     let state = doc.lane_state();
     let mut facts = LaneFacts::new(&doc.lane, doc.status);
-    facts.subphase = state.subphase;
+    facts.subphase = state.subphase();
     facts.failure = doc
         .failure
         .as_ref()

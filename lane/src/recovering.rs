@@ -349,12 +349,12 @@ impl Recovery {
         if trigger.is_none() && outcome.next != Next::Blocked {
             return self.after_escalation();
         }
-        let mut facts = LaneFacts::new(&self.lane, outcome.state.status);
-        facts.subphase = outcome.state.subphase;
+        let mut facts = LaneFacts::new(&self.lane, outcome.state.status());
+        facts.subphase = outcome.state.subphase();
         facts.failure = outcome
             .state
-            .failure
-            .or_else(|| outcome.state.subphase.map(BlockedSubphase::failure_class));
+            .failure()
+            .or_else(|| outcome.state.subphase().map(BlockedSubphase::failure_class));
         facts.trigger = trigger;
         facts.attempts = self.ledger.attempt_counts();
         facts.recovery = self.ledger.status();
@@ -530,7 +530,7 @@ impl Recovery {
     /// Whether the last run left the worker running (only a recovery or a check ended it).
     fn worker_alive(&self) -> bool {
         self.last.as_ref().is_some_and(|o| {
-            !o.state.status.is_terminal()
+            !o.state.is_terminal()
                 && matches!(
                     o.next,
                     Next::Recover(_) | Next::Progressed(_) | Next::NoProgress | Next::Blocked
@@ -557,16 +557,16 @@ impl Recovery {
             return;
         };
         match recipe.escalation.outcome {
-            EscalationOutcome::Block if outcome.state.status != LaneStatus::Failed => {
+            EscalationOutcome::Block if !matches!(outcome.state, LaneState::Failed(_)) => {
                 let subphase = recipe
                     .trigger
                     .subphase()
-                    .or(outcome.state.subphase)
+                    .or(outcome.state.subphase())
                     .unwrap_or(BlockedSubphase::Stalled);
                 let _ = events.record(
                     LaneEventKind::Blocked,
                     Some(outcome.state),
-                    Some(LaneState::blocked(subphase)),
+                    Some(LaneState::Blocked(subphase)),
                     None,
                     json!({"reason": recipe.escalation.reason, "next_action": next_action,
                            "recipe": recipe.name}),
@@ -599,7 +599,7 @@ fn carry_on(watch: Watch) -> Plan {
 
 /// The lane finished its work.
 fn is_healed(outcome: &Outcome) -> bool {
-    outcome.state.status == LaneStatus::Finished
+    outcome.state == LaneState::Finished
 }
 
 /// `lane.escalated`: a person must act; the lane keeps its state.

@@ -209,7 +209,7 @@ impl EventLog {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{LaneState, LaneStatus};
+    use crate::LaneState;
 
     #[test]
     fn seq_increases_and_survives_reopening() {
@@ -219,8 +219,8 @@ mod tests {
         let first = log
             .record(
                 LaneEventKind::Ready,
-                Some(LaneState::plain(LaneStatus::Spawning)),
-                Some(LaneState::plain(LaneStatus::ReadyForPrompt)),
+                Some(LaneState::Spawning),
+                Some(LaneState::ReadyForPrompt),
                 None,
                 serde_json::Value::Null,
             )

@@ -2,8 +2,8 @@
 //!
 //! A lane is one agent working in one git worktree. A task packet ([`parse_packet`]) says
 //! which lanes to run; every problem in it is reported at once with its JSON path. A lane's
-//! lifecycle is [`LaneStatus`] (with a [`BlockedSubphase`] while blocked and a
-//! [`FailureClass`] once failed); every change of state is a [`LaneEvent`] with a per-lane,
+//! state is a [`LaneState`]: its [`LaneStatus`] with the data only that status has (the
+//! [`BlockedSubphase`] of a blocked lane, the [`FailureClass`] of a failed one); every change of state is a [`LaneEvent`] with a per-lane,
 //! strictly increasing `seq`, appended to the lane's [`EventLog`] (JSON lines). The lane's
 //! public state is the [`WorkerStateDoc`] in `<worktree>/.claw/worker-state.json`, written
 //! atomically ([`StateFileWriter`]) and read with ages recomputed ([`with_ages`]).

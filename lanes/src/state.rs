@@ -29,7 +29,7 @@ pub enum LaneStatus {
 
 impl LaneStatus {
     /// Finished or failed: nothing more will happen to the lane by itself.
-    pub fn is_terminal(self) -> bool {
+    pub const fn is_terminal(self) -> bool {
         matches!(self, LaneStatus::Finished | LaneStatus::Failed)
     }
 
@@ -75,7 +75,7 @@ pub enum BlockedSubphase {
 
 impl BlockedSubphase {
     /// The failure class a lane blocked this way is heading for: every blocked lane has one.
-    pub fn failure_class(self) -> FailureClass {
+    pub const fn failure_class(self) -> FailureClass {
         match self {
             BlockedSubphase::TrustPrompt => FailureClass::TrustGate,
             BlockedSubphase::ToolPermission => FailureClass::ToolPermission,
@@ -123,58 +123,143 @@ pub enum FailureClass {
     Infra,
 }
 
-/// A lane status with the detail that belongs to it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LaneState {
-    /// The status.
-    pub status: LaneStatus,
-    /// Set exactly when `status` is `blocked`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub subphase: Option<BlockedSubphase>,
-    /// Set exactly when `status` is `failed`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub failure: Option<FailureClass>,
+/// A lane's state: its status with the data that belongs to that status and to no other.
+///
+/// On the wire it is `{"status": …}`, with `subphase` exactly when blocked and `failure`
+/// exactly when failed (`docs/events.md`); a document that pairs them otherwise is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(into = "WireState", try_from = "WireState")]
+pub enum LaneState {
+    /// See [`LaneStatus::Spawning`].
+    Spawning,
+    /// See [`LaneStatus::TrustRequired`].
+    TrustRequired,
+    /// See [`LaneStatus::ToolPermissionRequired`].
+    ToolPermissionRequired,
+    /// See [`LaneStatus::ReadyForPrompt`].
+    ReadyForPrompt,
+    /// See [`LaneStatus::PromptAccepted`].
+    PromptAccepted,
+    /// See [`LaneStatus::Running`].
+    Running,
+    /// Waiting for something outside the agent, and what.
+    Blocked(BlockedSubphase),
+    /// See [`LaneStatus::Finished`].
+    Finished,
+    /// Ended in failure, and of which kind.
+    Failed(FailureClass),
 }
 
 impl LaneState {
-    /// A state without subphase or failure class.
-    pub const fn plain(status: LaneStatus) -> Self {
-        Self {
-            status,
-            subphase: None,
-            failure: None,
+    /// The status, without its data.
+    pub const fn status(self) -> LaneStatus {
+        match self {
+            LaneState::Spawning => LaneStatus::Spawning,
+            LaneState::TrustRequired => LaneStatus::TrustRequired,
+            LaneState::ToolPermissionRequired => LaneStatus::ToolPermissionRequired,
+            LaneState::ReadyForPrompt => LaneStatus::ReadyForPrompt,
+            LaneState::PromptAccepted => LaneStatus::PromptAccepted,
+            LaneState::Running => LaneStatus::Running,
+            LaneState::Blocked(_) => LaneStatus::Blocked,
+            LaneState::Finished => LaneStatus::Finished,
+            LaneState::Failed(_) => LaneStatus::Failed,
         }
     }
 
-    /// `blocked{subphase}`.
-    pub const fn blocked(subphase: BlockedSubphase) -> Self {
-        Self {
-            status: LaneStatus::Blocked,
-            subphase: Some(subphase),
-            failure: None,
+    /// Why the lane is blocked, when it is.
+    pub const fn subphase(self) -> Option<BlockedSubphase> {
+        match self {
+            LaneState::Blocked(subphase) => Some(subphase),
+            _ => None,
         }
     }
 
-    /// `failed{class}`.
-    pub const fn failed(class: FailureClass) -> Self {
-        Self {
-            status: LaneStatus::Failed,
-            subphase: None,
-            failure: Some(class),
+    /// Why the lane failed, when it did.
+    pub const fn failure(self) -> Option<FailureClass> {
+        match self {
+            LaneState::Failed(class) => Some(class),
+            _ => None,
+        }
+    }
+
+    /// Finished or failed: nothing more will happen to the lane by itself.
+    pub const fn is_terminal(self) -> bool {
+        self.status().is_terminal()
+    }
+
+    /// The state a lane ends in when it is stopped before it finished: a blocked lane fails
+    /// for what blocked it (a stall, the provider…), any other for the infrastructure.
+    pub const fn stopped_unfinished(self) -> Self {
+        match self {
+            LaneState::Blocked(subphase) => LaneState::Failed(subphase.failure_class()),
+            _ => LaneState::Failed(FailureClass::Infra),
+        }
+    }
+
+    /// The state of a status that carries no data; `None` for blocked and failed, which do.
+    pub const fn of_plain(status: LaneStatus) -> Option<Self> {
+        Some(match status {
+            LaneStatus::Spawning => LaneState::Spawning,
+            LaneStatus::TrustRequired => LaneState::TrustRequired,
+            LaneStatus::ToolPermissionRequired => LaneState::ToolPermissionRequired,
+            LaneStatus::ReadyForPrompt => LaneState::ReadyForPrompt,
+            LaneStatus::PromptAccepted => LaneState::PromptAccepted,
+            LaneStatus::Running => LaneState::Running,
+            LaneStatus::Finished => LaneState::Finished,
+            LaneStatus::Blocked | LaneStatus::Failed => return None,
+        })
+    }
+}
+
+/// [`LaneState`] as it is written: a status and the optional fields beside it.
+#[derive(Serialize, Deserialize)]
+struct WireState {
+    status: LaneStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    subphase: Option<BlockedSubphase>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    failure: Option<FailureClass>,
+}
+
+impl From<LaneState> for WireState {
+    fn from(state: LaneState) -> Self {
+        WireState {
+            status: state.status(),
+            subphase: state.subphase(),
+            failure: state.failure(),
+        }
+    }
+}
+
+impl TryFrom<WireState> for LaneState {
+    type Error = String;
+
+    fn try_from(wire: WireState) -> Result<Self, String> {
+        let status = wire_name(&wire.status);
+        match (wire.status, wire.subphase, wire.failure) {
+            (LaneStatus::Blocked, Some(subphase), None) => Ok(LaneState::Blocked(subphase)),
+            (LaneStatus::Failed, None, Some(class)) => Ok(LaneState::Failed(class)),
+            (LaneStatus::Blocked, None, _) => Err("a blocked state needs its subphase".into()),
+            (LaneStatus::Failed, _, None) => Err("a failed state needs its failure".into()),
+            (LaneStatus::Blocked, _, Some(_)) => Err("a blocked state has no failure".into()),
+            (LaneStatus::Failed, Some(_), _) => Err("a failed state has no subphase".into()),
+            (_, Some(_), _) => Err(format!("a {status} state has no subphase")),
+            (_, _, Some(_)) => Err(format!("a {status} state has no failure")),
+            (plain, None, None) => {
+                Ok(LaneState::of_plain(plain).expect("neither blocked nor failed"))
+            }
         }
     }
 }
 
 impl std::fmt::Display for LaneState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", wire_name(&self.status))?;
-        if let Some(subphase) = &self.subphase {
-            write!(f, "{{{}}}", wire_name(subphase))?;
+        write!(f, "{}", wire_name(&self.status()))?;
+        match self {
+            LaneState::Blocked(subphase) => write!(f, "{{{}}}", wire_name(subphase)),
+            LaneState::Failed(class) => write!(f, "{{{}}}", wire_name(class)),
+            _ => Ok(()),
         }
-        if let Some(class) = &self.failure {
-            write!(f, "{{{}}}", wire_name(class))?;
-        }
-        Ok(())
     }
 }
 
@@ -192,23 +277,51 @@ mod tests {
 
     #[test]
     fn states_read_as_on_the_wire() {
+        assert_eq!(LaneState::ReadyForPrompt.to_string(), "ready_for_prompt");
         assert_eq!(
-            LaneState::plain(LaneStatus::ReadyForPrompt).to_string(),
-            "ready_for_prompt"
-        );
-        assert_eq!(
-            LaneState::blocked(BlockedSubphase::TrustPrompt).to_string(),
+            LaneState::Blocked(BlockedSubphase::TrustPrompt).to_string(),
             "blocked{trust_prompt}"
         );
         assert_eq!(
-            LaneState::failed(FailureClass::WorkerCrashed).to_string(),
+            LaneState::Failed(FailureClass::WorkerCrashed).to_string(),
             "failed{worker_crashed}"
         );
-        let json = serde_json::to_value(LaneState::blocked(BlockedSubphase::Provider))
+        let json = serde_json::to_value(LaneState::Blocked(BlockedSubphase::Provider))
             .expect("serialises");
         assert_eq!(
             json,
             serde_json::json!({"status": "blocked", "subphase": "provider"})
         );
+        let read: LaneState = serde_json::from_value(json).expect("reads back");
+        assert_eq!(read, LaneState::Blocked(BlockedSubphase::Provider));
+    }
+
+    #[test]
+    fn a_state_whose_data_does_not_fit_its_status_is_refused() {
+        for (wire, why) in [
+            (
+                serde_json::json!({"status": "blocked"}),
+                "a blocked state needs its subphase",
+            ),
+            (
+                serde_json::json!({"status": "failed", "subphase": "provider"}),
+                "a failed state needs its failure",
+            ),
+            (
+                serde_json::json!({"status": "running", "subphase": "provider"}),
+                "a running state has no subphase",
+            ),
+            (
+                serde_json::json!({"status": "finished", "failure": "test"}),
+                "a finished state has no failure",
+            ),
+            (
+                serde_json::json!({"status": "blocked", "subphase": "provider", "failure": "provider"}),
+                "a blocked state has no failure",
+            ),
+        ] {
+            let error = serde_json::from_value::<LaneState>(wire.clone()).expect_err(why);
+            assert!(error.to_string().contains(why), "{wire}: {error}");
+        }
     }
 }

@@ -18,7 +18,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use clawpool_lanes::{BlockedSubphase, FailureClass, LaneState, LaneStatus};
+use clawpool_lanes::{BlockedSubphase, FailureClass, LaneState};
 use serde::{Deserialize, Serialize};
 
 use crate::duration::format_duration;
@@ -119,15 +119,12 @@ impl Trigger {
     /// A running lane that stalls is `stalled` too, though not (yet) blocked: the handshake
     /// names that one itself, when it sees no progress.
     pub fn of(state: LaneState, prompt_sent: bool) -> Option<Trigger> {
-        match state.status {
-            LaneStatus::Failed => match state.failure? {
-                FailureClass::WorkerCrashed | FailureClass::WorkerLost => {
-                    Some(Trigger::WorkerExited)
-                }
-                FailureClass::PromptDelivery => Some(Trigger::PromptMisdelivered),
-                _ => None,
-            },
-            LaneStatus::Blocked => match state.subphase? {
+        match state {
+            LaneState::Failed(FailureClass::WorkerCrashed | FailureClass::WorkerLost) => {
+                Some(Trigger::WorkerExited)
+            }
+            LaneState::Failed(FailureClass::PromptDelivery) => Some(Trigger::PromptMisdelivered),
+            LaneState::Blocked(subphase) => match subphase {
                 BlockedSubphase::Stalled => Some(Trigger::Stalled),
                 BlockedSubphase::UnknownDialog => Some(Trigger::UnknownDialog),
                 BlockedSubphase::Provider => Some(Trigger::ProviderDown),
@@ -813,13 +810,9 @@ mod tests {
     fn what_recovery_can_heal_in_every_state() {
         use crate::facts::{ALL_FAILURE_CLASSES, ALL_STATUSES, ALL_SUBPHASES};
         for status in ALL_STATUSES {
-            if !matches!(status, LaneStatus::Blocked | LaneStatus::Failed) {
+            if let Some(state) = LaneState::of_plain(status) {
                 for sent in [false, true] {
-                    assert_eq!(
-                        Trigger::of(LaneState::plain(status), sent),
-                        None,
-                        "{status:?}"
-                    );
+                    assert_eq!(Trigger::of(state, sent), None, "{status:?}");
                 }
             }
         }
@@ -832,7 +825,7 @@ mod tests {
                 _ => None,
             };
             assert_eq!(
-                Trigger::of(LaneState::failed(class), true),
+                Trigger::of(LaneState::Failed(class), true),
                 expected,
                 "{class:?}"
             );
@@ -852,7 +845,7 @@ mod tests {
                 BlockedSubphase::PromptDelivery => (None, Some(Trigger::PromptNotAccepted)),
                 _ => (None, None),
             };
-            let state = LaneState::blocked(subphase);
+            let state = LaneState::Blocked(subphase);
             assert_eq!(
                 Trigger::of(state, false),
                 before,

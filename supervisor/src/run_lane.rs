@@ -13,7 +13,7 @@ use clawpool_lane::drive::{
 };
 use clawpool_lane::handshake::{OperatorCommand, Settings, Verdict, check_prompt};
 use clawpool_lane::interrupt::Interrupt;
-use clawpool_lanes::{LaneEvent, LaneStatus};
+use clawpool_lanes::{LaneEvent, LaneState};
 use clawpool_pty::{TmuxConfig, TmuxServer};
 use serde_json::json;
 
@@ -146,7 +146,7 @@ pub async fn run(request: RunRequest) -> Result<ExitCode, CommandError> {
             json!({"outcome": outcome, "state_file_degraded": result.degraded})
         ),
     }
-    Ok(if outcome.state.status == LaneStatus::Finished {
+    Ok(if outcome.state == LaneState::Finished {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)

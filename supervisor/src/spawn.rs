@@ -323,7 +323,7 @@ pub async fn run(args: &SpawnArgs, loaded: Loaded) -> Result<Spawned, CommandErr
     terminal.close_if_unused().await;
     let all_finished = results
         .values()
-        .all(|s| s.is_some_and(|s| s.status == clawpool_lanes::LaneStatus::Finished));
+        .all(|s| s.is_some_and(|s| s == LaneState::Finished));
     let unpersisted = unpersisted_outcomes(&repo, results.keys());
     let interrupted = interrupt.received();
     match args.output_format {
@@ -1070,7 +1070,7 @@ pub async fn adopt(args: AdoptArgs, loaded: Loaded) -> Result<ExitCode, CommandE
     board.paint_final();
     let all_finished = adopted
         .values()
-        .all(|s| s.is_some_and(|s| s.status == clawpool_lanes::LaneStatus::Finished));
+        .all(|s| s.is_some_and(|s| s == LaneState::Finished));
     let interrupted = interrupt.received();
     match args.output_format {
         OutputFormat::Json => println!(
@@ -1353,7 +1353,7 @@ fn record_lost(
     let events = clawpool_lanes::EventLog::open(name, events_path)
         .map_err(|e| CommandError::io("opening the lane's event log", e.source))?
         .observe(Box::new(move |event| recorder.on_event(event)));
-    let lost = LaneState::failed(clawpool_lanes::FailureClass::WorkerLost);
+    let lost = LaneState::Failed(clawpool_lanes::FailureClass::WorkerLost);
     let _ = events.record(
         LaneEventKind::Failed,
         None,

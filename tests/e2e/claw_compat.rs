@@ -15,7 +15,7 @@ use std::process::Command;
 
 use clawpool_lanes::state_file::{Transport, TransportKind};
 use clawpool_lanes::{
-    EventLog, Evidence, LaneEventKind, LaneState, LaneStatus, StateFileWriter, WorkerStateDoc,
+    EventLog, Evidence, LaneEventKind, LaneState, StateFileWriter, WorkerStateDoc,
 };
 use clawpool_recovery::facts::{ALL_FAILURE_CLASSES, ALL_STATUSES, ALL_SUBPHASES};
 
@@ -167,11 +167,10 @@ fn claw_codes_own_types_read_the_state_file_in_every_state() {
     let dir = tempfile::tempdir().expect("scratch");
     let mut states: Vec<LaneState> = ALL_STATUSES
         .iter()
-        .filter(|s| !matches!(s, LaneStatus::Blocked | LaneStatus::Failed))
-        .map(|s| LaneState::plain(*s))
+        .filter_map(|s| LaneState::of_plain(*s))
         .collect();
-    states.extend(ALL_SUBPHASES.iter().map(|s| LaneState::blocked(*s)));
-    states.extend(ALL_FAILURE_CLASSES.iter().map(|c| LaneState::failed(*c)));
+    states.extend(ALL_SUBPHASES.iter().map(|s| LaneState::Blocked(*s)));
+    states.extend(ALL_FAILURE_CLASSES.iter().map(|c| LaneState::Failed(*c)));
     let mut files = Vec::new();
     for (i, state) in states.iter().enumerate() {
         // Each state reached before and after a prompt was sent, and followed by events
@@ -182,11 +181,8 @@ fn claw_codes_own_types_read_the_state_file_in_every_state() {
             dir.path(),
             &before,
             &[
-                (
-                    LaneEventKind::Started,
-                    Some(LaneState::plain(LaneStatus::Spawning)),
-                ),
-                (state.status.transition_kind(), to),
+                (LaneEventKind::Started, Some(LaneState::Spawning)),
+                (state.status().transition_kind(), to),
             ],
         ));
         let after = format!("lane-{i}-after");
@@ -194,17 +190,11 @@ fn claw_codes_own_types_read_the_state_file_in_every_state() {
             dir.path(),
             &after,
             &[
-                (
-                    LaneEventKind::Started,
-                    Some(LaneState::plain(LaneStatus::Spawning)),
-                ),
+                (LaneEventKind::Started, Some(LaneState::Spawning)),
                 (LaneEventKind::TrustResolved, None),
-                (
-                    LaneEventKind::Ready,
-                    Some(LaneState::plain(LaneStatus::ReadyForPrompt)),
-                ),
+                (LaneEventKind::Ready, Some(LaneState::ReadyForPrompt)),
                 (LaneEventKind::PromptSent, None),
-                (state.status.transition_kind(), to),
+                (state.status().transition_kind(), to),
                 (LaneEventKind::CommitCreated, None),
             ],
         ));

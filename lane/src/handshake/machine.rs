@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clawpool_lanes::LaneEventKind;
-use clawpool_lanes::{BlockedSubphase, EventSource, Evidence, FailureClass, LaneState, LaneStatus};
+use clawpool_lanes::{BlockedSubphase, EventSource, Evidence, FailureClass, LaneState};
 use clawpool_pty::{ExitStatus, ScreenSnapshot};
 use clawpool_recovery::{ProgressSource, ProgressTracker, Trigger};
 use clawpool_worktree::GitOperation;
@@ -427,7 +427,7 @@ impl<'a> Machine<'a> {
             profile,
             lane,
             settings,
-            state: LaneState::plain(LaneStatus::Spawning),
+            state: LaneState::Spawning,
             receipt,
             now,
             anchor: (now, wall_ms),
@@ -523,10 +523,7 @@ impl<'a> Machine<'a> {
         self.state = from.state;
         self.receipt
             .resume(from.attempts, from.sent_at, from.accepted_at, retry_after);
-        self.reached_ready = !matches!(
-            from.state.status,
-            LaneStatus::Spawning | LaneStatus::TrustRequired
-        );
+        self.reached_ready = !matches!(from.state, LaneState::Spawning | LaneState::TrustRequired);
     }
 
     /// The event that opens a run (`lane.started`, `lane.adopted`).
@@ -548,7 +545,7 @@ impl<'a> Machine<'a> {
 
     /// Whether the run is over: the lane ended, or something ends the run.
     pub fn is_over(&self) -> bool {
-        self.state.status.is_terminal() || self.next.is_some()
+        self.state.is_terminal() || self.next.is_some()
     }
 
     /// Handles one input at `now`; the effects to carry out, in order.
@@ -572,9 +569,9 @@ impl<'a> Machine<'a> {
             Input::Exited(status, screen) => self.on_exit(status, &screen),
             Input::Operator { request, screen } => self.on_operator(request, &screen),
             Input::SendFailed { error, fatal } => {
-                if fatal && !self.state.status.is_terminal() {
+                if fatal && !self.state.is_terminal() {
                     self.transition(
-                        LaneState::failed(FailureClass::PromptDelivery),
+                        LaneState::Failed(FailureClass::PromptDelivery),
                         Some(Evidence {
                             rule: "send".into(),
                             region: "terminal".into(),
@@ -660,10 +657,7 @@ impl<'a> Machine<'a> {
                 wake = wake.min(at);
             }
         };
-        if matches!(
-            self.state.status,
-            LaneStatus::Spawning | LaneStatus::TrustRequired
-        ) {
+        if matches!(self.state, LaneState::Spawning | LaneState::TrustRequired) {
             consider(Some(self.boot_deadline));
             consider(self.trust_due);
         }
@@ -672,7 +666,7 @@ impl<'a> Machine<'a> {
             self.provider_since
                 .map(|t| t + self.settings.provider_block),
         );
-        if self.state == LaneState::blocked(BlockedSubphase::Provider) {
+        if self.state == LaneState::Blocked(BlockedSubphase::Provider) {
             consider(self.provider_clear_since.map(|t| t + PROVIDER_BACK_HOLD));
         }
         consider(self.receipt.retry_at());
@@ -703,7 +697,7 @@ impl<'a> Machine<'a> {
         );
         if let Some(check) = &self.check {
             consider(check.within.map(|within| check.started + within));
-        } else if let (Some(after), LaneStatus::Running) = (self.stall_after, self.state.status) {
+        } else if let (Some(after), LaneState::Running) = (self.stall_after, self.state) {
             consider(Some(
                 now + after.saturating_sub(without_progress) + Duration::from_secs(1),
             ));
@@ -796,7 +790,7 @@ impl<'a> Machine<'a> {
         let Some(after) = self.stall_after else {
             return;
         };
-        if self.state.status == LaneStatus::Running && self.progress.is_stalled(now, after) {
+        if self.state == LaneState::Running && self.progress.is_stalled(now, after) {
             self.event(
                 LaneEventKind::Stalled,
                 None,
@@ -816,7 +810,7 @@ impl<'a> Machine<'a> {
     /// pressed. A known screen afterwards moves it on as usual.
     fn check_unknown_screen(&mut self, unrecognised: bool, screen: &ScreenSnapshot) {
         let now = self.now;
-        let running = self.state.status == LaneStatus::Running;
+        let running = self.state == LaneState::Running;
         self.unknown_screen.observe(unrecognised && running, now);
         let without_progress = self.progress.idle_for(self.wall_secs());
         if running
@@ -830,7 +824,7 @@ impl<'a> Machine<'a> {
                 matched: screen_excerpt(&screen.text()),
             };
             self.transition(
-                LaneState::blocked(BlockedSubphase::UnknownDialog),
+                LaneState::Blocked(BlockedSubphase::UnknownDialog),
                 Some(evidence),
             );
         }
@@ -841,11 +835,11 @@ impl<'a> Machine<'a> {
         let taken = self.followups.is_empty()
             && (self.receipt.method == "none" || self.receipt.accepted_at.is_some());
         let working = matches!(
-            self.state.status,
-            LaneStatus::PromptAccepted
-                | LaneStatus::Running
-                | LaneStatus::Blocked
-                | LaneStatus::ToolPermissionRequired
+            self.state,
+            LaneState::PromptAccepted
+                | LaneState::Running
+                | LaneState::Blocked(_)
+                | LaneState::ToolPermissionRequired
         );
         let now = self.now;
         let wall_ms = self.wall_ms_at(now);
@@ -853,7 +847,7 @@ impl<'a> Machine<'a> {
         // What an agent prints while it retries its provider (each failure, each wait) is the
         // retry loop, not the agent getting on: a lane blocked on its provider progresses when
         // it is running again.
-        let retrying = self.state == LaneState::blocked(BlockedSubphase::Provider);
+        let retrying = self.state == LaneState::Blocked(BlockedSubphase::Provider);
         let Some(check) = self.check.as_mut() else {
             return;
         };
@@ -894,11 +888,11 @@ impl<'a> Machine<'a> {
             return false;
         };
         let still_working = matches!(
-            self.state.status,
-            LaneStatus::PromptAccepted
-                | LaneStatus::Running
-                | LaneStatus::ToolPermissionRequired
-                | LaneStatus::Blocked
+            self.state,
+            LaneState::PromptAccepted
+                | LaneState::Running
+                | LaneState::ToolPermissionRequired
+                | LaneState::Blocked(_)
         );
         if !still_working || !self.followups.is_empty() {
             return false;
@@ -925,7 +919,7 @@ impl<'a> Machine<'a> {
             );
         }
         self.source = held.source;
-        self.transition(LaneState::plain(LaneStatus::Finished), Some(held.evidence));
+        self.transition(LaneState::Finished, Some(held.evidence));
         true
     }
 
@@ -943,7 +937,7 @@ impl<'a> Machine<'a> {
             }
         ) {
             self.provider_since = None;
-            if self.state == LaneState::blocked(BlockedSubphase::Provider) {
+            if self.state == LaneState::Blocked(BlockedSubphase::Provider) {
                 self.provider_clear_since.get_or_insert(self.now);
             }
         } else {
@@ -1020,12 +1014,9 @@ impl<'a> Machine<'a> {
             self.hooks.tools_done();
         }
         let (pending, subphase) = match kind {
-            DialogKind::Trust => (
-                LaneState::plain(LaneStatus::TrustRequired),
-                BlockedSubphase::TrustPrompt,
-            ),
+            DialogKind::Trust => (LaneState::TrustRequired, BlockedSubphase::TrustPrompt),
             DialogKind::ToolPermission => (
-                LaneState::plain(LaneStatus::ToolPermissionRequired),
+                LaneState::ToolPermissionRequired,
                 BlockedSubphase::ToolPermission,
             ),
             DialogKind::Boot => (self.state, BlockedSubphase::BootDialog),
@@ -1048,7 +1039,7 @@ impl<'a> Machine<'a> {
             _ => dialog.policy == Policy::Auto && dialog.answer.is_some(),
         };
         let answers = self.answer_attempts.get(name).copied().unwrap_or(0);
-        if self.state == LaneState::blocked(subphase)
+        if self.state == LaneState::Blocked(subphase)
             && (!answerable || answers >= MAX_ANSWERS_PER_DIALOG)
         {
             // Already blocked on it when this run began (the same worker, carried on after
@@ -1059,11 +1050,8 @@ impl<'a> Machine<'a> {
         if kind == DialogKind::ToolPermission && self.receipt.submitted() {
             // Asking for a tool means the agent took the prompt and is working on it.
             self.accept(evidence.clone());
-            if self.state.status == LaneStatus::PromptAccepted {
-                self.transition(
-                    LaneState::plain(LaneStatus::Running),
-                    Some(evidence.clone()),
-                );
+            if self.state == LaneState::PromptAccepted {
+                self.transition(LaneState::Running, Some(evidence.clone()));
             }
         }
         if pending != self.state && kind != DialogKind::Boot {
@@ -1117,7 +1105,7 @@ impl<'a> Machine<'a> {
             }
             _ => {
                 self.waiting_dialog = Some(name.to_owned());
-                self.transition(LaneState::blocked(subphase), Some(evidence));
+                self.transition(LaneState::Blocked(subphase), Some(evidence));
             }
         }
     }
@@ -1203,7 +1191,7 @@ impl<'a> Machine<'a> {
             _ => {
                 self.waiting_dialog = Some(name);
                 self.transition(
-                    LaneState::blocked(BlockedSubphase::ToolPermission),
+                    LaneState::Blocked(BlockedSubphase::ToolPermission),
                     Some(evidence),
                 );
             }
@@ -1275,14 +1263,10 @@ impl<'a> Machine<'a> {
                 // Back to the state the dialog interrupted; the next observation moves on
                 // from there.
                 let resumed = match kind {
-                    DialogKind::Trust => LaneState::plain(LaneStatus::TrustRequired),
-                    DialogKind::ToolPermission => {
-                        LaneState::plain(LaneStatus::ToolPermissionRequired)
-                    }
-                    DialogKind::Boot if self.receipt.accepted_at.is_some() => {
-                        LaneState::plain(LaneStatus::Running)
-                    }
-                    DialogKind::Boot => LaneState::plain(LaneStatus::Spawning),
+                    DialogKind::Trust => LaneState::TrustRequired,
+                    DialogKind::ToolPermission => LaneState::ToolPermissionRequired,
+                    DialogKind::Boot if self.receipt.accepted_at.is_some() => LaneState::Running,
+                    DialogKind::Boot => LaneState::Spawning,
                 };
                 self.transition(resumed, None);
                 self.reply(reply, verdict);
@@ -1333,7 +1317,7 @@ impl<'a> Machine<'a> {
     /// What an agent-reported fact decides, whichever channel reported it: nothing once the
     /// channel is degraded or the lane is over.
     fn agent_fact(&mut self, event: HookEvent, evidence: Evidence) {
-        if self.hooks.degraded() || self.state.status.is_terminal() {
+        if self.hooks.degraded() || self.state.is_terminal() {
             return;
         }
         let wall = self.wall_secs();
@@ -1347,8 +1331,8 @@ impl<'a> Machine<'a> {
                 self.idle_since = None;
                 self.progress.note(wall, ProgressSource::AgentEvent);
                 let before_acceptance = matches!(
-                    self.state.status,
-                    LaneStatus::Spawning | LaneStatus::TrustRequired | LaneStatus::ReadyForPrompt
+                    self.state,
+                    LaneState::Spawning | LaneState::TrustRequired | LaneState::ReadyForPrompt
                 );
                 if before_acceptance
                     && self.lane.trust.is_open()
@@ -1377,8 +1361,8 @@ impl<'a> Machine<'a> {
                 }
                 self.idle_since = None;
                 self.progress.note(wall, ProgressSource::AgentEvent);
-                if self.state.status == LaneStatus::PromptAccepted {
-                    self.transition(LaneState::plain(LaneStatus::Running), Some(evidence));
+                if self.state == LaneState::PromptAccepted {
+                    self.transition(LaneState::Running, Some(evidence));
                 }
             }
             HookEvent::Stop => {
@@ -1386,11 +1370,11 @@ impl<'a> Machine<'a> {
                 self.hooks.permission = None;
                 let turn_was_open = std::mem::replace(&mut self.hooks.turn_open, false);
                 let working = matches!(
-                    self.state.status,
-                    LaneStatus::PromptAccepted
-                        | LaneStatus::Running
-                        | LaneStatus::ToolPermissionRequired
-                        | LaneStatus::Blocked
+                    self.state,
+                    LaneState::PromptAccepted
+                        | LaneState::Running
+                        | LaneState::ToolPermissionRequired
+                        | LaneState::Blocked(_)
                 );
                 // A Stop for a turn this lane saw start, with nothing more to say: finished. With
                 // texts queued, the idle screen delivers the next one as before.
@@ -1408,7 +1392,7 @@ impl<'a> Machine<'a> {
                             source: self.source,
                         });
                     } else {
-                        self.transition(LaneState::plain(LaneStatus::Finished), Some(evidence));
+                        self.transition(LaneState::Finished, Some(evidence));
                     }
                 }
             }
@@ -1452,28 +1436,25 @@ impl<'a> Machine<'a> {
             serde_json::json!({"target": target, "prompt_sent": self.receipt.submitted()}),
         );
         self.transition(
-            LaneState::failed(FailureClass::PromptDelivery),
+            LaneState::Failed(FailureClass::PromptDelivery),
             Some(evidence),
         );
     }
 
     fn on_provider_retry(&mut self, evidence: Evidence) {
         let since = *self.provider_since.get_or_insert(self.now);
-        if self.state.status == LaneStatus::ReadyForPrompt && self.receipt.submitted() {
+        if self.state == LaneState::ReadyForPrompt && self.receipt.submitted() {
             // The agent took the prompt and is trying to reach its provider with it.
             self.accept(evidence.clone());
         }
-        if self.state.status == LaneStatus::PromptAccepted {
-            self.transition(
-                LaneState::plain(LaneStatus::Running),
-                Some(evidence.clone()),
-            );
+        if self.state == LaneState::PromptAccepted {
+            self.transition(LaneState::Running, Some(evidence.clone()));
         }
         if self.now.duration_since(since) >= self.settings.provider_block
-            && self.state != LaneState::blocked(BlockedSubphase::Provider)
+            && self.state != LaneState::Blocked(BlockedSubphase::Provider)
         {
             self.transition(
-                LaneState::blocked(BlockedSubphase::Provider),
+                LaneState::Blocked(BlockedSubphase::Provider),
                 Some(evidence),
             );
         }
@@ -1483,29 +1464,25 @@ impl<'a> Machine<'a> {
         self.waiting_dialog = None;
         self.permission_answers.clear();
         self.hooks.permission_dialog_since = None;
-        match self.state.status {
-            LaneStatus::Blocked
-                if self.check.is_some()
-                    && self.state.subphase == Some(BlockedSubphase::Stalled) =>
-            {
+        match self.state {
+            LaneState::Blocked(BlockedSubphase::Stalled) if self.check.is_some() => {
                 // Still working on screen is what it was stalled at; only progress unblocks.
             }
-            LaneStatus::Blocked
-                if self.state.subphase == Some(BlockedSubphase::Provider)
-                    && self.provider_clear_since.is_none_or(|since| {
-                        self.now.duration_since(since) < PROVIDER_BACK_HOLD
-                    }) =>
+            LaneState::Blocked(BlockedSubphase::Provider)
+                if self
+                    .provider_clear_since
+                    .is_none_or(|since| self.now.duration_since(since) < PROVIDER_BACK_HOLD) =>
             {
                 // Not back yet: the retry text may come again (deadline at the hold's end).
             }
-            LaneStatus::PromptAccepted
-            | LaneStatus::ToolPermissionRequired
-            | LaneStatus::Blocked => {
+            LaneState::PromptAccepted
+            | LaneState::ToolPermissionRequired
+            | LaneState::Blocked(_) => {
                 if self.receipt.accepted_at.is_some() {
-                    self.transition(LaneState::plain(LaneStatus::Running), Some(evidence));
+                    self.transition(LaneState::Running, Some(evidence));
                 }
             }
-            LaneStatus::Spawning | LaneStatus::TrustRequired | LaneStatus::ReadyForPrompt => {
+            LaneState::Spawning | LaneState::TrustRequired | LaneState::ReadyForPrompt => {
                 if (self.receipt.awaiting_launch_prompt() || self.receipt.submitted())
                     && !self.screen_may_accept()
                 {
@@ -1514,11 +1491,8 @@ impl<'a> Machine<'a> {
                 // Working before anything was typed: the prompt went in at launch.
                 if self.receipt.awaiting_launch_prompt() {
                     self.receipt.accept("(launch argument)");
-                    self.transition(
-                        LaneState::plain(LaneStatus::PromptAccepted),
-                        Some(evidence.clone()),
-                    );
-                    self.transition(LaneState::plain(LaneStatus::Running), Some(evidence));
+                    self.transition(LaneState::PromptAccepted, Some(evidence.clone()));
+                    self.transition(LaneState::Running, Some(evidence));
                 } else if self.receipt.submitted() {
                     let echo = delivery::echoed(screen, self.profile, &self.receipt);
                     self.accept(match echo {
@@ -1529,11 +1503,10 @@ impl<'a> Machine<'a> {
                         },
                         None => evidence.clone(),
                     });
-                    self.transition(LaneState::plain(LaneStatus::Running), Some(evidence));
+                    self.transition(LaneState::Running, Some(evidence));
                 }
             }
-            LaneStatus::Running => {}
-            LaneStatus::Finished | LaneStatus::Failed => {}
+            LaneState::Running | LaneState::Finished | LaneState::Failed(_) => {}
         }
     }
 
@@ -1551,9 +1524,9 @@ impl<'a> Machine<'a> {
             });
         }
         self.waiting_dialog = None;
-        match self.state.status {
-            LaneStatus::Spawning | LaneStatus::TrustRequired => {
-                self.transition(LaneState::plain(LaneStatus::ReadyForPrompt), Some(evidence));
+        match self.state {
+            LaneState::Spawning | LaneState::TrustRequired => {
+                self.transition(LaneState::ReadyForPrompt, Some(evidence));
                 if self.receipt.awaiting_launch_prompt() {
                     // The prompt went in at launch; the agent shows its input before it starts
                     // (or after it already finished with it).
@@ -1562,7 +1535,7 @@ impl<'a> Machine<'a> {
                     self.deliver();
                 }
             }
-            LaneStatus::ReadyForPrompt => {
+            LaneState::ReadyForPrompt => {
                 if self.receipt.submitted() {
                     // Enter was pressed and the input is empty: accepted if the prompt shows.
                     self.check_launch_echo(screen);
@@ -1572,20 +1545,17 @@ impl<'a> Machine<'a> {
                     self.deliver();
                 }
             }
-            LaneStatus::PromptAccepted
-            | LaneStatus::Running
-            | LaneStatus::Blocked
-            | LaneStatus::ToolPermissionRequired => {
-                if self.state.status == LaneStatus::ToolPermissionRequired {
+            LaneState::PromptAccepted
+            | LaneState::Running
+            | LaneState::Blocked(_)
+            | LaneState::ToolPermissionRequired => {
+                if self.state == LaneState::ToolPermissionRequired {
                     // The permission was answered and the agent carried on.
-                    self.transition(
-                        LaneState::plain(LaneStatus::Running),
-                        Some(evidence.clone()),
-                    );
+                    self.transition(LaneState::Running, Some(evidence.clone()));
                 }
                 if !self.followups.is_empty() {
                     // Idle with more to say: the next text, instead of finishing.
-                    self.transition(LaneState::plain(LaneStatus::ReadyForPrompt), Some(evidence));
+                    self.transition(LaneState::ReadyForPrompt, Some(evidence));
                     self.deliver();
                     return;
                 }
@@ -1599,7 +1569,7 @@ impl<'a> Machine<'a> {
                 // turn never seen working and without a reply under the echo has not started
                 // (an agent starting among many on few cores draws its spinner seconds after
                 // the echo): it is never finished, and past `start_timeout` it is blocked.
-                let unstarted = self.state.status == LaneStatus::PromptAccepted
+                let unstarted = self.state == LaneState::PromptAccepted
                     && !delivery::replied(screen, self.profile, &self.receipt);
                 self.finish_wait = if unstarted {
                     self.settings.start_timeout
@@ -1613,7 +1583,7 @@ impl<'a> Machine<'a> {
                 }
                 if unstarted {
                     self.transition(
-                        LaneState::blocked(BlockedSubphase::PromptDelivery),
+                        LaneState::Blocked(BlockedSubphase::PromptDelivery),
                         Some(Evidence {
                             rule: "turn_not_started".into(),
                             region: "screen".into(),
@@ -1641,10 +1611,10 @@ impl<'a> Machine<'a> {
                             }),
                         );
                     }
-                    self.transition(LaneState::plain(LaneStatus::Finished), Some(evidence));
+                    self.transition(LaneState::Finished, Some(evidence));
                 }
             }
-            LaneStatus::Finished | LaneStatus::Failed => {}
+            LaneState::Finished | LaneState::Failed(_) => {}
         }
     }
 
@@ -1666,19 +1636,17 @@ impl<'a> Machine<'a> {
 
     fn on_draft(&mut self, text: &str, evidence: Evidence) {
         self.reached_ready = true;
-        if self.state.status == LaneStatus::Spawning
-            || self.state.status == LaneStatus::TrustRequired
-        {
+        if self.state == LaneState::Spawning || self.state == LaneState::TrustRequired {
             // A draft nobody here typed: the input is not free, so the lane is not ready.
             if self.now >= self.boot_deadline {
                 self.transition(
-                    LaneState::blocked(BlockedSubphase::PromptDelivery),
+                    LaneState::Blocked(BlockedSubphase::PromptDelivery),
                     Some(evidence),
                 );
             }
             return;
         }
-        if self.state.status != LaneStatus::ReadyForPrompt {
+        if self.state != LaneState::ReadyForPrompt {
             // More to say, and the line holds text (one the agent put back after an interrupt,
             // or anything else): it is emptied first, so nothing is typed on top of it.
             if !self.followups.is_empty() && self.receipt.accepted_at.is_some() {
@@ -1711,7 +1679,7 @@ impl<'a> Machine<'a> {
         } else if self.receipt.retry_due() {
             if self.receipt.submits() >= self.settings.max_submit_attempts {
                 self.transition(
-                    LaneState::blocked(BlockedSubphase::PromptDelivery),
+                    LaneState::Blocked(BlockedSubphase::PromptDelivery),
                     Some(evidence),
                 );
             } else {
@@ -1770,7 +1738,7 @@ impl<'a> Machine<'a> {
             );
         }
         self.transition(
-            LaneState::blocked(BlockedSubphase::PromptDelivery),
+            LaneState::Blocked(BlockedSubphase::PromptDelivery),
             Some(evidence),
         );
     }
@@ -1830,10 +1798,7 @@ impl<'a> Machine<'a> {
     /// trusted from the store: restarted once, before anything was typed.
     fn restart_if_trust_not_applied(&mut self, evidence: &Evidence) {
         let due = self.trust_due.is_some_and(|due| self.now >= due);
-        let booting = matches!(
-            self.state.status,
-            LaneStatus::Spawning | LaneStatus::TrustRequired
-        );
+        let booting = matches!(self.state, LaneState::Spawning | LaneState::TrustRequired);
         if !due || !booting || self.receipt.submitted() || self.lane.restarted_to_apply_trust {
             return;
         }
@@ -1847,10 +1812,8 @@ impl<'a> Machine<'a> {
     }
 
     fn on_unrecognised(&mut self, evidence: Evidence, screen: &ScreenSnapshot) {
-        if matches!(
-            self.state.status,
-            LaneStatus::Spawning | LaneStatus::TrustRequired
-        ) && self.now >= self.boot_deadline
+        if matches!(self.state, LaneState::Spawning | LaneState::TrustRequired)
+            && self.now >= self.boot_deadline
         {
             let text = screen.text();
             let subphase = if text.trim().is_empty() {
@@ -1859,7 +1822,7 @@ impl<'a> Machine<'a> {
                 BlockedSubphase::UnknownDialog
             };
             self.transition(
-                LaneState::blocked(subphase),
+                LaneState::Blocked(subphase),
                 Some(Evidence {
                     matched: screen_excerpt(&text),
                     ..evidence
@@ -1889,15 +1852,15 @@ impl<'a> Machine<'a> {
             _ => None,
         };
         let state = match status {
-            ExitStatus::Exited(0) => LaneState::plain(LaneStatus::Finished),
-            ExitStatus::Lost => LaneState::failed(FailureClass::WorkerLost),
+            ExitStatus::Exited(0) => LaneState::Finished,
+            ExitStatus::Lost => LaneState::Failed(FailureClass::WorkerLost),
             _ if let Some(seen) = gave_up => {
                 evidence = Evidence {
                     rule: seen.rule,
                     region: seen.region,
                     matched: format!("{} (the agent exited: {status})", seen.evidence),
                 };
-                LaneState::failed(FailureClass::Provider)
+                LaneState::Failed(FailureClass::Provider)
             }
             _ if self.receipt.submitted() && self.receipt.accepted_at.is_none() => {
                 self.event(
@@ -1907,11 +1870,11 @@ impl<'a> Machine<'a> {
                     Some(evidence.clone()),
                     serde_json::json!({"target": "shell", "reason": "the agent process is gone"}),
                 );
-                LaneState::failed(FailureClass::PromptDelivery)
+                LaneState::Failed(FailureClass::PromptDelivery)
             }
-            _ => LaneState::failed(FailureClass::WorkerCrashed),
+            _ => LaneState::Failed(FailureClass::WorkerCrashed),
         };
-        if !self.state.status.is_terminal() {
+        if !self.state.is_terminal() {
             self.transition(state, Some(evidence));
         }
     }
@@ -2082,8 +2045,8 @@ impl<'a> Machine<'a> {
                 matched: "clawpool trust".into(),
             },
         );
-        if self.state == LaneState::blocked(BlockedSubphase::TrustPrompt) {
-            self.transition(LaneState::plain(LaneStatus::TrustRequired), None);
+        if self.state == LaneState::Blocked(BlockedSubphase::TrustPrompt) {
+            self.transition(LaneState::TrustRequired, None);
         }
         Verdict::done(format!(
             "trusted lane {}: clawpool drives it from now on",
@@ -2094,15 +2057,12 @@ impl<'a> Machine<'a> {
     /// Holds a lane nobody trusted where clawpool would otherwise type or answer:
     /// `blocked{trust_prompt}`, waiting for `clawpool trust`.
     fn hold_at_gate(&mut self, evidence: Evidence) {
-        let held = LaneState::blocked(BlockedSubphase::TrustPrompt);
+        let held = LaneState::Blocked(BlockedSubphase::TrustPrompt);
         if self.state == held {
             return;
         }
-        if matches!(
-            self.state.status,
-            LaneStatus::Spawning | LaneStatus::ReadyForPrompt
-        ) {
-            self.transition(LaneState::plain(LaneStatus::TrustRequired), None);
+        if matches!(self.state, LaneState::Spawning | LaneState::ReadyForPrompt) {
+            self.transition(LaneState::TrustRequired, None);
         }
         self.transition(
             held,
@@ -2131,8 +2091,8 @@ impl<'a> Machine<'a> {
     /// Whether the agent has nothing left to do: its prompt (if any) was taken and it is idle.
     fn is_idle_and_done(&self) -> bool {
         let prompt_done = self.receipt.method == "none" || self.receipt.accepted_at.is_some();
-        let idle = self.state.status == LaneStatus::ReadyForPrompt
-            || (self.idle_since.is_some() && self.state.status != LaneStatus::Blocked);
+        let idle = self.state == LaneState::ReadyForPrompt
+            || (self.idle_since.is_some() && !matches!(self.state, LaneState::Blocked(_)));
         prompt_done && idle && self.followups.is_empty()
     }
 
@@ -2150,13 +2110,10 @@ impl<'a> Machine<'a> {
                 format!("clawpool stop while {}", self.state)
             },
         };
-        let to = match self.state.subphase {
-            _ if done => LaneState::plain(LaneStatus::Finished),
-            // Stopped while blocked: it failed for what blocked it (a stall, the provider…).
-            Some(subphase) if self.state.status == LaneStatus::Blocked => {
-                LaneState::failed(subphase.failure_class())
-            }
-            _ => LaneState::failed(FailureClass::Infra),
+        let to = if done {
+            LaneState::Finished
+        } else {
+            self.state.stopped_unfinished()
         };
         self.transition(to, Some(evidence));
         self.next = Some(Next::Done);
@@ -2373,7 +2330,7 @@ impl<'a> Machine<'a> {
         self.hooks.screen_accept_since = None;
         self.receipt.accept(&evidence.matched);
         self.dropped_turn = false;
-        self.transition(LaneState::plain(LaneStatus::PromptAccepted), Some(evidence));
+        self.transition(LaneState::PromptAccepted, Some(evidence));
     }
 
     /// clawpool's answer resolved the trust dialog: recorded, and the agent has
@@ -2407,13 +2364,13 @@ impl<'a> Machine<'a> {
         }
         let from = self.state;
         self.state = to;
-        let kind = to.status.transition_kind();
-        let detail = match to.status {
-            LaneStatus::PromptAccepted => serde_json::to_value(&self.receipt).unwrap_or_default(),
+        let kind = to.status().transition_kind();
+        let detail = match to {
+            LaneState::PromptAccepted => serde_json::to_value(&self.receipt).unwrap_or_default(),
             _ => serde_json::Value::Null,
         };
         self.event(kind, Some(from), Some(to), evidence, detail);
-        if to.status == LaneStatus::Blocked
+        if let LaneState::Blocked(subphase) = to
             && self.recover_blocked
             && self.check.is_none()
             && self.next.is_none()
@@ -2422,12 +2379,10 @@ impl<'a> Machine<'a> {
             // explain` and `recover` alike; a question for a person goes to the policy as is.
             self.next = match Trigger::of(to, self.receipt.submitted()) {
                 Some(trigger) => Some(Next::Recover(trigger)),
-                None => match to.subphase {
-                    Some(
-                        BlockedSubphase::TrustPrompt
-                        | BlockedSubphase::ToolPermission
-                        | BlockedSubphase::BootDialog,
-                    ) => Some(Next::Blocked),
+                None => match subphase {
+                    BlockedSubphase::TrustPrompt
+                    | BlockedSubphase::ToolPermission
+                    | BlockedSubphase::BootDialog => Some(Next::Blocked),
                     _ => None,
                 },
             };

@@ -32,7 +32,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clawpool_lanes::LaneEventKind;
-use clawpool_lanes::{EventLog, LaneState, LaneStatus};
+use clawpool_lanes::{EventLog, LaneState};
 use clawpool_pty::Worker;
 use clawpool_recovery::Trigger;
 use serde::{Deserialize, Serialize};
@@ -439,9 +439,7 @@ impl<'a> Handshake<'a> {
                 _ = tokio::time::sleep_until(wake) => {}
             }
         }
-        if self.machine.state().status == LaneStatus::Finished
-            && self.worker.exit_status().is_none()
-        {
+        if self.machine.state() == LaneState::Finished && self.worker.exit_status().is_none() {
             // The agent is idle with the work done; the lane is over, so is the worker.
             self.worker.stop(STOP_GRACE).await;
         }

@@ -22,7 +22,7 @@ use clawpool_lanes::state_file::{
     CommandOutcome, CommandResult, Freshness, GitOperation, GreenLevel, HeadState, MergeOutcome,
     Verification, VerifyResult, now_secs,
 };
-use clawpool_lanes::{BlockedSubphase, EventLog, FailureClass, LaneSpec, LaneState, LaneStatus};
+use clawpool_lanes::{BlockedSubphase, EventLog, FailureClass, LaneSpec, LaneState};
 use clawpool_worktree::{
     FetchOptions, FreshnessOptions, FreshnessState, MergePolicy, Repo, check_freshness,
     git_operation, head_state, merge_forward,
@@ -370,20 +370,22 @@ pub async fn verify(
     let lane_state = match result {
         // A green proves the work: a lane verification had failed or held is finished again.
         VerifyResult::Green
-            if current.status == LaneStatus::Failed
-                || matches!(
-                    current.subphase,
-                    Some(BlockedSubphase::BranchFreshness | BlockedSubphase::TestHang)
-                ) =>
+            if matches!(
+                current,
+                LaneState::Failed(_)
+                    | LaneState::Blocked(
+                        BlockedSubphase::BranchFreshness | BlockedSubphase::TestHang
+                    )
+            ) =>
         {
-            LaneState::plain(LaneStatus::Finished)
+            LaneState::Finished
         }
         VerifyResult::Green => current,
-        VerifyResult::Red => LaneState::failed(class.unwrap_or(FailureClass::Test)),
+        VerifyResult::Red => LaneState::Failed(class.unwrap_or(FailureClass::Test)),
         VerifyResult::StaleRed | VerifyResult::Blocked => {
-            LaneState::blocked(BlockedSubphase::BranchFreshness)
+            LaneState::Blocked(BlockedSubphase::BranchFreshness)
         }
-        VerifyResult::Hung => LaneState::blocked(BlockedSubphase::TestHang),
+        VerifyResult::Hung => LaneState::Blocked(BlockedSubphase::TestHang),
     };
     let to = (transition && lane_state != current).then_some(lane_state);
     let _ = events.record(
@@ -787,7 +789,7 @@ mod tests {
         let (repo, lane) = unfetchable_lane(&tmp);
         let log = tmp.join("events.jsonl");
         let events = EventLog::open("a", &log).expect("event log");
-        let finished = LaneState::plain(LaneStatus::Finished);
+        let finished = LaneState::Finished;
 
         let red = verify(
             &repo,
@@ -808,7 +810,7 @@ mod tests {
             "{freshness:?}"
         );
         assert_eq!(red.verification.result, VerifyResult::Red);
-        assert_eq!(red.lane_state, LaneState::failed(FailureClass::Test));
+        assert_eq!(red.lane_state, LaneState::Failed(FailureClass::Test));
         let kinds: Vec<String> = read_events(&log)
             .iter()
             .map(|e| e["kind"].as_str().unwrap_or_default().to_owned())
@@ -857,7 +859,7 @@ mod tests {
                 tmp.path().join("logs"),
             ),
             &events,
-            LaneState::plain(LaneStatus::Finished),
+            LaneState::Finished,
             true,
         )
         .await;

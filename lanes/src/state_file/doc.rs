@@ -237,7 +237,7 @@ pub fn claw_event_kind(kind: &LaneEventKind, to: Option<LaneState>) -> Option<Cl
         LaneEventKind::PromptAccepted | LaneEventKind::Running => ClawEventKind::Running,
         LaneEventKind::Finished | LaneEventKind::ClosedOut => ClawEventKind::Finished,
         LaneEventKind::Failed => ClawEventKind::Failed,
-        LaneEventKind::Blocked => match to.and_then(|to| to.subphase) {
+        LaneEventKind::Blocked => match to.and_then(LaneState::subphase) {
             Some(BlockedSubphase::TrustPrompt) => ClawEventKind::TrustRequired,
             Some(BlockedSubphase::ToolPermission) => ClawEventKind::ToolPermissionRequired,
             _ => return None,
@@ -532,15 +532,35 @@ impl WorkerStateDoc {
     }
 
     /// The lane state (`status` with its subphase or failure class).
+    ///
+    /// A file read through [`super::parse_state`] is coherent (a blocked lane has `blocked`, a
+    /// failed one `failure`); a document built by hand without them reads as blocked on an
+    /// unknown dialog, or failed on infrastructure: the least that can be said.
     pub fn lane_state(&self) -> LaneState {
-        LaneState {
-            status: self.status,
-            subphase: self.blocked.map(|b| b.subphase),
-            failure: self
-                .failure
-                .as_ref()
-                .filter(|_| self.status == LaneStatus::Failed)
-                .map(|f| f.class),
+        match self.status {
+            LaneStatus::Blocked => LaneState::Blocked(
+                self.blocked
+                    .map_or(BlockedSubphase::UnknownDialog, |b| b.subphase),
+            ),
+            LaneStatus::Failed => LaneState::Failed(
+                self.failure
+                    .as_ref()
+                    .map_or(FailureClass::Infra, |f| f.class),
+            ),
+            plain => LaneState::of_plain(plain).expect("neither blocked nor failed"),
+        }
+    }
+
+    /// Whether `status`, `blocked` and `failure` fit together: `blocked` exactly when
+    /// blocked, `failure` when blocked or failed. `None` when they do, else what is wrong.
+    pub(super) fn incoherence(&self) -> Option<String> {
+        let status = crate::state::wire_name(&self.status);
+        match (self.status, &self.blocked, &self.failure) {
+            (LaneStatus::Blocked, None, _) => Some("lane_status blocked without `blocked`".into()),
+            (LaneStatus::Failed, _, None) => Some("lane_status failed without `failure`".into()),
+            (LaneStatus::Blocked | LaneStatus::Failed, _, _) | (_, None, None) => None,
+            (_, Some(_), _) => Some(format!("lane_status {status} with `blocked`")),
+            (_, _, Some(_)) => Some(format!("lane_status {status} with `failure`")),
         }
     }
 
@@ -548,46 +568,40 @@ impl WorkerStateDoc {
     /// the subphase is unchanged) and `failure` (with `detail`). Does not touch `updated_at`.
     pub fn set_state(&mut self, state: LaneState, at: u64, failure_detail: Option<String>) {
         let was_blocked = self.blocked;
-        if !matches!(state.status, LaneStatus::Blocked | LaneStatus::Failed) {
+        let status = state.status();
+        if !matches!(status, LaneStatus::Blocked | LaneStatus::Failed) {
             // The lane moved on: whatever a person was asked to do is past.
             self.escalation = None;
         }
-        if state.status != LaneStatus::Finished {
+        if status != LaneStatus::Finished {
             self.outcome = None;
         }
-        self.status = state.status;
-        self.blocked = match (state.status, state.subphase) {
-            (LaneStatus::Blocked, Some(subphase)) => Some(Blocked {
-                subphase,
-                since: match was_blocked {
-                    Some(b) if b.subphase == subphase => b.since,
-                    _ => at,
-                },
-            }),
-            _ => None,
-        };
-        self.failure = match (state.status, state.failure, state.subphase) {
-            (LaneStatus::Failed, Some(class), _) => Some(Failure {
+        self.status = status;
+        self.blocked = state.subphase().map(|subphase| Blocked {
+            subphase,
+            since: match was_blocked {
+                Some(b) if b.subphase == subphase => b.since,
+                _ => at,
+            },
+        });
+        self.failure = state
+            .failure()
+            .or(state.subphase().map(BlockedSubphase::failure_class))
+            .map(|class| Failure {
                 class,
                 detail: failure_detail,
-            }),
-            (LaneStatus::Blocked, class, Some(subphase)) => Some(Failure {
-                class: class.unwrap_or(subphase.failure_class()),
-                detail: failure_detail,
-            }),
-            _ => None,
-        };
-        match state.status {
-            LaneStatus::ReadyForPrompt | LaneStatus::PromptAccepted | LaneStatus::Running => {
+            });
+        match state {
+            LaneState::ReadyForPrompt | LaneState::PromptAccepted | LaneState::Running => {
                 self.trust_gate_cleared = true;
             }
             _ => {}
         }
-        if state.status == LaneStatus::PromptAccepted {
+        if state == LaneState::PromptAccepted {
             self.prompt_in_flight = false;
             self.prompt.accepted_at.get_or_insert(at);
         }
-        if state.status.is_terminal() {
+        if state.is_terminal() {
             self.prompt_in_flight = false;
         }
         self.refresh_derived();
@@ -810,7 +824,7 @@ mod tests {
             1,
             1_000_000,
             "lane.started",
-            Some(LaneState::plain(LaneStatus::Spawning)),
+            Some(LaneState::Spawning),
             json!({"agent": "claude", "pid": 4242}),
         ));
         assert_eq!(doc.pid, Some(4242));
@@ -818,7 +832,7 @@ mod tests {
             2,
             1_002_000,
             "lane.trust_required",
-            Some(LaneState::plain(LaneStatus::TrustRequired)),
+            Some(LaneState::TrustRequired),
             Value::Null,
         ));
         assert!(!doc.trust_gate_cleared);
@@ -834,7 +848,7 @@ mod tests {
             4,
             1_004_000,
             "lane.ready",
-            Some(LaneState::plain(LaneStatus::ReadyForPrompt)),
+            Some(LaneState::ReadyForPrompt),
             Value::Null,
         ));
         assert!(doc.is_ready);
@@ -852,7 +866,7 @@ mod tests {
             6,
             1_006_500,
             "lane.prompt_accepted",
-            Some(LaneState::plain(LaneStatus::PromptAccepted)),
+            Some(LaneState::PromptAccepted),
             json!({"method": "typed", "attempts": 2, "sent_at": 1_005_100u64,
                    "accepted_at": 1_006_400u64, "observed_prompt_preview": "❯ fix it"}),
         ));
@@ -888,18 +902,18 @@ mod tests {
     #[test]
     fn blocked_keeps_since_and_maps_to_claw_code() {
         let mut doc = doc();
-        doc.set_state(LaneState::blocked(BlockedSubphase::UnknownDialog), 10, None);
+        doc.set_state(LaneState::Blocked(BlockedSubphase::UnknownDialog), 10, None);
         assert_eq!(doc.claw_status, ClawStatus::Spawning);
-        doc.set_state(LaneState::blocked(BlockedSubphase::UnknownDialog), 20, None);
+        doc.set_state(LaneState::Blocked(BlockedSubphase::UnknownDialog), 20, None);
         assert_eq!(doc.blocked.map(|b| b.since), Some(10));
-        doc.set_state(LaneState::blocked(BlockedSubphase::TrustPrompt), 30, None);
+        doc.set_state(LaneState::Blocked(BlockedSubphase::TrustPrompt), 30, None);
         assert_eq!(doc.blocked.map(|b| b.since), Some(30));
         assert_eq!(doc.claw_status, ClawStatus::TrustRequired);
         doc.prompt.sent_at = Some(31);
-        doc.set_state(LaneState::blocked(BlockedSubphase::Provider), 40, None);
+        doc.set_state(LaneState::Blocked(BlockedSubphase::Provider), 40, None);
         assert_eq!(doc.claw_status, ClawStatus::Running);
         doc.set_state(
-            LaneState::failed(FailureClass::WorkerCrashed),
+            LaneState::Failed(FailureClass::WorkerCrashed),
             50,
             Some("process_exit (process): exit 3".into()),
         );
@@ -914,7 +928,7 @@ mod tests {
     #[test]
     fn a_finished_lanes_outcome_is_kept_until_it_is_anything_but_finished() {
         let mut doc = doc();
-        let finished = Some(LaneState::plain(LaneStatus::Finished));
+        let finished = Some(LaneState::Finished);
         doc.apply_event(&event(1, 1_000_000, "lane.finished", finished, Value::Null));
         assert_eq!(doc.outcome, None);
         doc.apply_event(&event(
@@ -926,7 +940,7 @@ mod tests {
         ));
         assert_eq!(doc.outcome, Some(LaneOutcome::NoChanges));
         assert_eq!(to_value(&doc)["outcome"], "no_changes");
-        doc.set_state(LaneState::failed(FailureClass::Test), 1_002, None);
+        doc.set_state(LaneState::Failed(FailureClass::Test), 1_002, None);
         assert_eq!(doc.outcome, None);
         // A file written before the field existed reads as no outcome.
         let mut old = to_value(&doc);

@@ -187,7 +187,12 @@ pub fn parse_state(path: &Path, bytes: &[u8]) -> Result<WorkerStateDoc, StateFil
     if version_1 {
         migrate_v1(&mut value).map_err(|e| invalid(format!("wrong shape: {e}")))?;
     }
-    serde_json::from_value(value).map_err(|e| invalid(format!("wrong shape: {e}")))
+    let doc: WorkerStateDoc =
+        serde_json::from_value(value).map_err(|e| invalid(format!("wrong shape: {e}")))?;
+    match doc.incoherence() {
+        Some(wrong) => Err(invalid(format!("wrong shape: {wrong}"))),
+        None => Ok(doc),
+    }
 }
 
 /// A version 1 document as version 2: `status` (clawpool's vocabulary then) becomes

@@ -33,8 +33,8 @@ fn sample(now: u64) -> WorkerStateDoc {
         at_ms: now * 1000 + 250,
         kind: "lane.ready".into(),
         lane: "fix-login".into(),
-        from: Some(LaneState::plain(LaneStatus::Spawning)),
-        to: Some(LaneState::plain(LaneStatus::ReadyForPrompt)),
+        from: Some(LaneState::Spawning),
+        to: Some(LaneState::ReadyForPrompt),
         evidence: Some(crate::Evidence {
             rule: "input_line".into(),
             region: "input".into(),
@@ -172,7 +172,7 @@ fn readers_never_see_a_partial_file() {
     let doc_for = |i: u64| {
         let mut doc = sample(1_000 + i);
         doc.set_state(
-            LaneState::failed(FailureClass::Test),
+            LaneState::Failed(FailureClass::Test),
             1_000 + i,
             Some("x".repeat(((i * 7919) % 97 * 113) as usize)),
         );
@@ -278,7 +278,7 @@ fn a_read_only_folder_fails_the_write_and_keeps_the_previous_file() {
         return;
     };
     let mut next = previous.clone();
-    next.set_state(LaneState::plain(LaneStatus::Running), 101, None);
+    next.set_state(LaneState::Running, 101, None);
     next.stamp(101);
     let err = writer.write(&next).expect_err("the folder is read-only");
     assert_eq!(err.kind(), "state_file_write_failed");
@@ -312,7 +312,7 @@ fn a_full_disk_fails_the_write_and_keeps_the_previous_file() {
         let writer = StateFileWriter::for_worktree(Path::new(&dir));
         let mut big = sample(200);
         big.set_state(
-            LaneState::failed(FailureClass::Infra),
+            LaneState::Failed(FailureClass::Infra),
             200,
             Some("y".repeat(64 * 1024)),
         );
@@ -462,6 +462,27 @@ fn a_corrupted_file_is_invalid_state_file() {
 }
 
 #[test]
+fn a_lane_status_without_the_data_it_needs_is_invalid() {
+    let mut blocked = sample(100);
+    blocked.set_state(LaneState::Blocked(BlockedSubphase::Provider), 100, None);
+    let coherent = serde_json::to_value(&blocked).expect("json");
+    let mut no_subphase = coherent.clone();
+    no_subphase.as_object_mut().expect("object").remove("blocked");
+    let reason = invalid_reason(no_subphase.to_string().as_bytes());
+    assert!(reason.contains("lane_status blocked without `blocked`"), "{reason}");
+    let mut running_but_blocked = coherent;
+    running_but_blocked["lane_status"] = json!("running");
+    let reason = invalid_reason(running_but_blocked.to_string().as_bytes());
+    assert!(reason.contains("lane_status running with `blocked`"), "{reason}");
+    let mut failed = sample(100);
+    failed.set_state(LaneState::Failed(FailureClass::Test), 100, None);
+    let mut no_class = serde_json::to_value(&failed).expect("json");
+    no_class.as_object_mut().expect("object").remove("failure");
+    let reason = invalid_reason(no_class.to_string().as_bytes());
+    assert!(reason.contains("lane_status failed without `failure`"), "{reason}");
+}
+
+#[test]
 fn a_newer_schema_is_refused() {
     let mut newer = serde_json::to_value(sample(100)).expect("json");
     newer["schema_version"] = json!(SCHEMA_VERSION + 1);
@@ -509,7 +530,7 @@ fn ages_are_recomputed_from_progress() {
 #[test]
 fn a_silent_supervisor_is_lost_after_fifteen_seconds() {
     let mut doc = sample(1_000);
-    doc.set_state(LaneState::blocked(BlockedSubphase::Provider), 1_000, None);
+    doc.set_state(LaneState::Blocked(BlockedSubphase::Provider), 1_000, None);
     doc.stamp(1_000);
     let at_15 = with_ages(&doc, 1_015);
     assert!(!at_15.supervisor_lost);
@@ -539,7 +560,7 @@ fn a_silent_supervisor_is_lost_after_fifteen_seconds() {
 
     // Finished and failed lanes keep their status: nothing more was going to happen.
     let mut finished = sample(1_000);
-    finished.set_state(LaneState::plain(LaneStatus::Finished), 1_000, None);
+    finished.set_state(LaneState::Finished, 1_000, None);
     finished.stamp(1_000);
     let view = with_ages(&finished, 2_000);
     assert!(view.supervisor_lost);
@@ -602,26 +623,17 @@ fn a_state_file_behind_its_event_log_catches_up_with_the_events_after_its_last_o
         detail: Value::Null,
         source: None,
     };
-    let finished = event(9, "lane.finished", LaneState::plain(LaneStatus::Finished));
+    let finished = event(9, "lane.finished", LaneState::Finished);
     let log = [
         serde_json::to_string(&event(
             6,
             "lane.failed",
-            LaneState::failed(FailureClass::Infra),
+            LaneState::Failed(FailureClass::Infra),
         ))
         .expect("event JSON"),
-        serde_json::to_string(&event(
-            7,
-            "lane.ready",
-            LaneState::plain(LaneStatus::ReadyForPrompt),
-        ))
-        .expect("event JSON"),
-        serde_json::to_string(&event(
-            8,
-            "lane.running",
-            LaneState::plain(LaneStatus::Running),
-        ))
-        .expect("event JSON"),
+        serde_json::to_string(&event(7, "lane.ready", LaneState::ReadyForPrompt))
+            .expect("event JSON"),
+        serde_json::to_string(&event(8, "lane.running", LaneState::Running)).expect("event JSON"),
         serde_json::to_string(&finished).expect("event JSON"),
         "{\"seq\": 10, \"kind\": \"lane.fai".to_owned(),
     ]

@@ -287,12 +287,8 @@ impl Lane {
         }
         assert_eq!(self.enters(), 1, "{:?}", self.kinds());
         self.look(&claude("06-running-120x40"));
-        assert_eq!(self.state(), LaneState::plain(LaneStatus::Running));
+        assert_eq!(self.state(), LaneState::Running);
     }
-}
-
-fn plain(status: LaneStatus) -> LaneState {
-    LaneState::plain(status)
 }
 
 /// Real screens in order, and the states they lead to: the handshake read off a recording.
@@ -300,11 +296,8 @@ fn plain(status: LaneStatus) -> LaneState {
 async fn claude_code_recorded_session_walks_the_handshake() {
     let mut lane = Lane::claude(Some(PROMPT));
     let table: &[(&str, LaneState)] = &[
-        ("01-booting-120x40", plain(LaneStatus::Spawning)),
-        (
-            "04-ready_for_prompt-120x40",
-            plain(LaneStatus::ReadyForPrompt),
-        ),
+        ("01-booting-120x40", LaneState::Spawning),
+        ("04-ready_for_prompt-120x40", LaneState::ReadyForPrompt),
     ];
     for (screen, state) in table {
         lane.look(&claude(screen));
@@ -320,11 +313,11 @@ async fn claude_code_recorded_session_walks_the_handshake() {
     let sent = lane.kinds().iter().position(|k| *k == "lane.prompt_sent");
     assert!(sent.is_some(), "{:?}", lane.kinds());
     lane.look(&claude("06-running-120x40"));
-    assert_eq!(lane.state(), plain(LaneStatus::Running));
+    assert_eq!(lane.state(), LaneState::Running);
     let accepted = lane
         .records
         .iter()
-        .find(|r| r.to == Some(plain(LaneStatus::PromptAccepted)))
+        .find(|r| r.to == Some(LaneState::PromptAccepted))
         .expect("prompt_accepted recorded");
     assert_eq!(
         accepted.evidence.as_ref().map(|e| e.rule.as_str()),
@@ -342,17 +335,17 @@ async fn finished_only_after_the_idle_input_stays_idle_for_finish_idle() {
     lane.drive_to_running().await;
     let finish_idle = Settings::default().finish_idle;
     lane.look(&claude("08-finished-120x40"));
-    assert_eq!(lane.state(), plain(LaneStatus::Running));
+    assert_eq!(lane.state(), LaneState::Running);
     assert_eq!(lane.deadline(), finish_idle, "woken when finish_idle is up");
     lane.after(
         finish_idle - Duration::from_millis(1),
         &claude("08-finished-120x40"),
     )
     .await;
-    assert_eq!(lane.state(), plain(LaneStatus::Running));
+    assert_eq!(lane.state(), LaneState::Running);
     lane.after(Duration::from_millis(1), &claude("08-finished-120x40"))
         .await;
-    assert_eq!(lane.state(), plain(LaneStatus::Finished));
+    assert_eq!(lane.state(), LaneState::Finished);
     assert!(lane.machine.is_over());
 }
 
@@ -397,10 +390,10 @@ async fn a_turn_never_seen_working_and_without_a_reply_is_not_finished_by_finish
     let settings = Settings::default();
     let echo_only = claude_echo_only();
     lane.look(&echo_only);
-    assert_eq!(lane.state(), plain(LaneStatus::PromptAccepted));
+    assert_eq!(lane.state(), LaneState::PromptAccepted);
     // The old rule ended the turn here, before the agent had started it.
     lane.after(settings.finish_idle * 2, &echo_only).await;
-    assert_eq!(lane.state(), plain(LaneStatus::PromptAccepted));
+    assert_eq!(lane.state(), LaneState::PromptAccepted);
     assert_eq!(
         lane.deadline(),
         settings.start_timeout - settings.finish_idle * 2,
@@ -409,12 +402,12 @@ async fn a_turn_never_seen_working_and_without_a_reply_is_not_finished_by_finish
     // The spinner shows late: the turn is seen, and its end is the ordinary one.
     lane.after(Duration::from_secs(5), &claude("06-running-120x40"))
         .await;
-    assert_eq!(lane.state(), plain(LaneStatus::Running));
+    assert_eq!(lane.state(), LaneState::Running);
     lane.after(Duration::from_secs(1), &claude("08-finished-120x40"))
         .await;
     lane.after(settings.finish_idle, &claude("08-finished-120x40"))
         .await;
-    assert_eq!(lane.state(), plain(LaneStatus::Finished));
+    assert_eq!(lane.state(), LaneState::Finished);
 }
 
 #[tokio::test(start_paused = true)]
@@ -430,12 +423,12 @@ async fn a_turn_that_never_starts_blocks_on_prompt_delivery_after_start_timeout(
         &echo_only,
     )
     .await;
-    assert_eq!(lane.state(), plain(LaneStatus::PromptAccepted));
+    assert_eq!(lane.state(), LaneState::PromptAccepted);
     lane.after(Duration::from_millis(1), &echo_only).await;
     // Never finished without a sign of work: blocked, and recovery may press Enter again.
     assert_eq!(
         lane.state(),
-        LaneState::blocked(BlockedSubphase::PromptDelivery)
+        LaneState::Blocked(BlockedSubphase::PromptDelivery)
     );
     let blocked = lane.records.last().expect("a record");
     assert_eq!(
@@ -453,9 +446,9 @@ async fn a_reply_drawn_between_two_looks_finishes_after_finish_idle() {
     let finish_idle = Settings::default().finish_idle;
     // The agent worked and answered between two looks: no spinner seen, the reply is there.
     lane.look(&claude("08-finished-120x40"));
-    assert_eq!(lane.state(), plain(LaneStatus::PromptAccepted));
+    assert_eq!(lane.state(), LaneState::PromptAccepted);
     lane.after(finish_idle, &claude("08-finished-120x40")).await;
-    assert_eq!(lane.state(), plain(LaneStatus::Finished));
+    assert_eq!(lane.state(), LaneState::Finished);
 }
 
 #[tokio::test(start_paused = true)]
@@ -468,9 +461,9 @@ async fn working_again_restarts_the_finish_idle_time() {
         .await;
     lane.after(finish_idle / 2, &claude("08-finished-120x40"))
         .await;
-    assert_eq!(lane.state(), plain(LaneStatus::Running));
+    assert_eq!(lane.state(), LaneState::Running);
     lane.after(finish_idle, &claude("08-finished-120x40")).await;
-    assert_eq!(lane.state(), plain(LaneStatus::Finished));
+    assert_eq!(lane.state(), LaneState::Finished);
 }
 
 #[tokio::test(start_paused = true)]
@@ -481,11 +474,11 @@ async fn a_screen_no_rule_knows_past_the_boot_timeout_blocks_on_an_unknown_dialo
     lane.look(&odd);
     assert_eq!(lane.deadline(), boot);
     lane.after(boot - Duration::from_millis(1), &odd).await;
-    assert_eq!(lane.state(), plain(LaneStatus::Spawning));
+    assert_eq!(lane.state(), LaneState::Spawning);
     lane.after(Duration::from_millis(1), &odd).await;
     assert_eq!(
         lane.state(),
-        LaneState::blocked(BlockedSubphase::UnknownDialog)
+        LaneState::Blocked(BlockedSubphase::UnknownDialog)
     );
     assert!(lane.sent.is_empty(), "nothing pressed: {:?}", lane.sent);
 }
@@ -497,7 +490,7 @@ async fn a_blank_screen_past_the_boot_timeout_blocks_on_prompt_delivery() {
     lane.after(Settings::default().boot_timeout, &blank()).await;
     assert_eq!(
         lane.state(),
-        LaneState::blocked(BlockedSubphase::PromptDelivery)
+        LaneState::Blocked(BlockedSubphase::PromptDelivery)
     );
 }
 
@@ -511,10 +504,10 @@ async fn provider_retries_block_the_lane_after_provider_block_and_go_to_recovery
     lane.look(&retry);
     assert_eq!(lane.deadline(), block);
     lane.after(block - Duration::from_millis(1), &retry).await;
-    assert_eq!(lane.state(), plain(LaneStatus::Running));
+    assert_eq!(lane.state(), LaneState::Running);
     assert!(!lane.machine.is_over());
     lane.after(Duration::from_millis(1), &retry).await;
-    assert_eq!(lane.state(), LaneState::blocked(BlockedSubphase::Provider));
+    assert_eq!(lane.state(), LaneState::Blocked(BlockedSubphase::Provider));
     let (_, ended) = lane.machine.finish();
     assert_eq!(ended.next, Next::Recover(Trigger::ProviderDown));
 }
@@ -531,7 +524,7 @@ async fn a_lane_blocked_on_its_provider_runs_again_only_after_working_for_the_ho
     let working = claude("07-running-120x40");
     lane.look(&retry);
     lane.after(block, &retry).await;
-    assert_eq!(lane.state(), LaneState::blocked(BlockedSubphase::Provider));
+    assert_eq!(lane.state(), LaneState::Blocked(BlockedSubphase::Provider));
     // A glimpse of work between two failures.
     lane.after(Duration::from_secs(1), &working).await;
     assert_eq!(lane.deadline(), super::PROVIDER_BACK_HOLD);
@@ -541,7 +534,7 @@ async fn a_lane_blocked_on_its_provider_runs_again_only_after_working_for_the_ho
     )
     .await;
     lane.after(Duration::ZERO, &retry).await;
-    assert_eq!(lane.state(), LaneState::blocked(BlockedSubphase::Provider));
+    assert_eq!(lane.state(), LaneState::Blocked(BlockedSubphase::Provider));
     // Back for good: running once the work held without retry text.
     lane.after(Duration::from_secs(1), &working).await;
     lane.after(
@@ -549,9 +542,9 @@ async fn a_lane_blocked_on_its_provider_runs_again_only_after_working_for_the_ho
         &working,
     )
     .await;
-    assert_eq!(lane.state(), LaneState::blocked(BlockedSubphase::Provider));
+    assert_eq!(lane.state(), LaneState::Blocked(BlockedSubphase::Provider));
     lane.after(Duration::from_millis(1), &working).await;
-    assert_eq!(lane.state(), plain(LaneStatus::Running));
+    assert_eq!(lane.state(), LaneState::Running);
 }
 
 #[tokio::test(start_paused = true)]
@@ -565,9 +558,9 @@ async fn a_retry_spell_broken_by_work_counts_again_from_its_start() {
         .await;
     lane.after(Duration::from_secs(1), &retry).await;
     lane.after(block - Duration::from_secs(1), &retry).await;
-    assert_eq!(lane.state(), plain(LaneStatus::Running));
+    assert_eq!(lane.state(), LaneState::Running);
     lane.after(Duration::from_secs(1), &retry).await;
-    assert_eq!(lane.state(), LaneState::blocked(BlockedSubphase::Provider));
+    assert_eq!(lane.state(), LaneState::Blocked(BlockedSubphase::Provider));
 }
 
 #[tokio::test(start_paused = true)]
@@ -589,12 +582,12 @@ async fn a_draft_left_in_the_input_gets_enter_again_then_blocks_after_max_submit
         lane.after(retry, &draft).await;
         assert_eq!(lane.enters() as u32, attempt);
     }
-    assert_eq!(lane.state(), plain(LaneStatus::ReadyForPrompt));
+    assert_eq!(lane.state(), LaneState::ReadyForPrompt);
     lane.after(retry, &draft).await;
     assert_eq!(lane.enters() as u32, settings.max_submit_attempts);
     assert_eq!(
         lane.state(),
-        LaneState::blocked(BlockedSubphase::PromptDelivery)
+        LaneState::Blocked(BlockedSubphase::PromptDelivery)
     );
     let (_, ended) = lane.machine.finish();
     assert_eq!(ended.next, Next::Recover(Trigger::PromptNotAccepted));
@@ -693,11 +686,11 @@ async fn an_unknown_screen_while_running_blocks_after_unknown_screen_without_pro
     let odd = notice();
     lane.look(&odd);
     lane.after(bound - Duration::from_millis(1), &odd).await;
-    assert_eq!(lane.state(), plain(LaneStatus::Running));
+    assert_eq!(lane.state(), LaneState::Running);
     lane.after(Duration::from_millis(1), &odd).await;
     assert_eq!(
         lane.state(),
-        LaneState::blocked(BlockedSubphase::UnknownDialog)
+        LaneState::Blocked(BlockedSubphase::UnknownDialog)
     );
     let blocked = lane.records.last().expect("the transition");
     assert_eq!(
@@ -712,12 +705,12 @@ async fn a_lane_outside_the_trusted_roots_gets_no_keystroke_even_when_the_agent_
     lane.look(&claude("02-trust_required-120x40"));
     assert_eq!(
         lane.state(),
-        LaneState::blocked(BlockedSubphase::TrustPrompt)
+        LaneState::Blocked(BlockedSubphase::TrustPrompt)
     );
     lane.look(&claude("04-ready_for_prompt-120x40"));
     assert_eq!(
         lane.state(),
-        LaneState::blocked(BlockedSubphase::TrustPrompt)
+        LaneState::Blocked(BlockedSubphase::TrustPrompt)
     );
     assert!(lane.sent.is_empty(), "{:?}", lane.sent);
     assert!(lane.answers.is_empty());
@@ -760,7 +753,7 @@ async fn an_allow_listed_lane_answers_its_trust_dialog_with_the_store_noted_firs
         "the store is noted before the answer: {effects:?}"
     );
     lane.carry_out(effects);
-    assert_eq!(lane.state(), plain(LaneStatus::TrustRequired));
+    assert_eq!(lane.state(), LaneState::TrustRequired);
     assert_eq!(lane.count("lane.dialog_answered"), 1);
     assert_eq!(lane.count("lane.trust_resolved"), 1);
     // Once the dialog is gone, the store is confined to the lane.
@@ -788,7 +781,7 @@ async fn a_dialog_that_does_not_go_away_is_answered_three_times_then_blocks() {
     assert_eq!(lane.answers.len(), 3, "{:?}", lane.answers);
     assert_eq!(
         lane.state(),
-        LaneState::blocked(BlockedSubphase::TrustPrompt)
+        LaneState::Blocked(BlockedSubphase::TrustPrompt)
     );
 }
 
@@ -799,7 +792,7 @@ async fn a_failed_write_of_the_prompt_fails_the_lane_and_records_no_typing() {
     lane.look(&claude("04-ready_for_prompt-120x40"));
     assert_eq!(
         lane.state(),
-        LaneState::failed(FailureClass::PromptDelivery)
+        LaneState::Failed(FailureClass::PromptDelivery)
     );
     assert_eq!(lane.count("lane.prompt_typed"), 0);
 }
@@ -857,17 +850,14 @@ async fn a_git_operation_paused_in_the_worktree_holds_delivery_until_it_is_gone(
 #[tokio::test(start_paused = true)]
 async fn how_the_worker_exits_decides_how_the_lane_ends() {
     let cases = [
-        (
-            ExitStatus::Exited(0),
-            LaneState::plain(LaneStatus::Finished),
-        ),
+        (ExitStatus::Exited(0), LaneState::Finished),
         (
             ExitStatus::Exited(3),
-            LaneState::failed(FailureClass::WorkerCrashed),
+            LaneState::Failed(FailureClass::WorkerCrashed),
         ),
         (
             ExitStatus::Lost,
-            LaneState::failed(FailureClass::WorkerLost),
+            LaneState::Failed(FailureClass::WorkerLost),
         ),
     ];
     for (exit, state) in cases {
@@ -889,7 +879,7 @@ async fn how_the_worker_exits_decides_how_the_lane_ends() {
     ));
     assert_eq!(
         lane.state(),
-        LaneState::failed(FailureClass::PromptDelivery)
+        LaneState::Failed(FailureClass::PromptDelivery)
     );
     assert_eq!(lane.count("lane.prompt_misdelivery"), 1);
 }
@@ -900,13 +890,13 @@ async fn an_operator_stop_finishes_a_lane_done_with_its_work_and_fails_a_working
     idle.look(&claude("04-ready_for_prompt-120x40"));
     let verdict = idle.operator(OperatorCommand::Stop, &claude("04-ready_for_prompt-120x40"));
     assert!(verdict.is_done());
-    assert_eq!(idle.state(), plain(LaneStatus::Finished));
+    assert_eq!(idle.state(), LaneState::Finished);
     assert_eq!(idle.stops, 1);
 
     let mut working = Lane::claude(Some(PROMPT));
     working.drive_to_running().await;
     working.operator(OperatorCommand::Stop, &claude("06-running-120x40"));
-    assert_eq!(working.state(), LaneState::failed(FailureClass::Infra));
+    assert_eq!(working.state(), LaneState::Failed(FailureClass::Infra));
     assert_eq!(working.stops, 1);
 }
 
@@ -928,7 +918,7 @@ async fn a_text_sent_while_the_agent_works_is_queued_and_typed_when_it_is_idle()
         lane.texts_typed(),
         vec![PROMPT.to_owned(), "and a second file".to_owned()]
     );
-    assert_eq!(lane.state(), plain(LaneStatus::ReadyForPrompt));
+    assert_eq!(lane.state(), LaneState::ReadyForPrompt);
 }
 
 #[tokio::test(start_paused = true)]
@@ -1010,7 +1000,7 @@ async fn a_permission_the_policy_allows_is_answered_yes_and_an_ask_waits_for_a_p
     assert!(lane.answers.is_empty(), "{:?}", lane.answers);
     assert_eq!(
         lane.state(),
-        LaneState::blocked(BlockedSubphase::ToolPermission)
+        LaneState::Blocked(BlockedSubphase::ToolPermission)
     );
     assert_eq!(lane.count("lane.permission.decided"), 1);
     // Looking again while it waits asks nothing more.
@@ -1077,7 +1067,7 @@ async fn a_question_the_permission_hook_decided_is_not_answered_again_on_screen(
     assert!(lane.answers.is_empty(), "{:?}", lane.answers);
     assert_eq!(
         lane.state(),
-        LaneState::blocked(BlockedSubphase::ToolPermission)
+        LaneState::Blocked(BlockedSubphase::ToolPermission)
     );
     assert_eq!(lane.count("lane.permission.decided"), 1);
 
@@ -1109,7 +1099,7 @@ impl Lane {
     fn transitions_to(&self, status: LaneStatus) -> Vec<&Record> {
         self.records
             .iter()
-            .filter(|r| r.to.map(|to| to.status) == Some(status) && r.from.is_some())
+            .filter(|r| r.to.map(|to| to.status()) == Some(status) && r.from.is_some())
             .collect()
     }
 }
@@ -1128,7 +1118,7 @@ async fn user_prompt_submit_decides_acceptance_before_the_screen_shows_it() {
         "UserPromptSubmit",
         serde_json::json!({"session_id": "s1", "prompt": PROMPT}),
     ));
-    assert_eq!(lane.state(), plain(LaneStatus::PromptAccepted));
+    assert_eq!(lane.state(), LaneState::PromptAccepted);
     let accepted = lane.transitions_to(LaneStatus::PromptAccepted)[0];
     assert_eq!(accepted.source, Some(clawpool_lanes::EventSource::Hook));
     let evidence = accepted.evidence.as_ref().expect("evidence");
@@ -1153,13 +1143,9 @@ async fn stop_finishes_at_once_and_duplicates_collapse_to_one_finished() {
         serde_json::json!({"prompt": PROMPT}),
     ));
     lane.look(&claude("08-finished-120x40"));
-    assert_eq!(
-        lane.state(),
-        plain(LaneStatus::Running),
-        "not yet finish_idle"
-    );
+    assert_eq!(lane.state(), LaneState::Running, "not yet finish_idle");
     lane.input(hook("Stop", serde_json::json!({"session_id": "s1"})));
-    assert_eq!(lane.state(), plain(LaneStatus::Finished));
+    assert_eq!(lane.state(), LaneState::Finished);
     let finished = lane.transitions_to(LaneStatus::Finished)[0];
     assert_eq!(finished.source, Some(clawpool_lanes::EventSource::Hook));
     assert_eq!(
@@ -1181,7 +1167,7 @@ async fn a_stop_for_no_turn_the_lane_saw_start_decides_nothing() {
     let mut lane = Lane::claude(Some(PROMPT));
     lane.drive_to_running().await;
     lane.input(hook("Stop", serde_json::json!({})));
-    assert_eq!(lane.state(), plain(LaneStatus::Running));
+    assert_eq!(lane.state(), LaneState::Running);
     assert_eq!(lane.count("lane.hook"), 1);
 }
 
@@ -1219,7 +1205,7 @@ async fn an_idle_screen_does_not_overrule_a_tool_reported_running() {
     let idle = claude("08-finished-120x40");
     lane.look(&idle);
     lane.after(Settings::default().finish_idle * 3, &idle).await;
-    assert_eq!(lane.state(), plain(LaneStatus::Running));
+    assert_eq!(lane.state(), LaneState::Running);
     // Reported done: the screen's idle counts again, from then.
     lane.input(hook(
         "PostToolUse",
@@ -1227,7 +1213,7 @@ async fn an_idle_screen_does_not_overrule_a_tool_reported_running() {
     ));
     lane.look(&idle);
     lane.after(Settings::default().finish_idle, &idle).await;
-    assert_eq!(lane.state(), plain(LaneStatus::Finished));
+    assert_eq!(lane.state(), LaneState::Finished);
     let finished = lane.transitions_to(LaneStatus::Finished)[0];
     assert_eq!(finished.source, Some(clawpool_lanes::EventSource::Screen));
 }
@@ -1261,11 +1247,11 @@ async fn a_failed_delivery_degrades_the_channel_and_the_screen_decides() {
     // What the channel said no longer holds (the tool's end was lost), and what it says now
     // decides nothing: the screen's idle finishes the lane after finish_idle.
     lane.input(hook("Stop", serde_json::json!({})));
-    assert_eq!(lane.state(), plain(LaneStatus::Running));
+    assert_eq!(lane.state(), LaneState::Running);
     let idle = claude("08-finished-120x40");
     lane.look(&idle);
     lane.after(Settings::default().finish_idle, &idle).await;
-    assert_eq!(lane.state(), plain(LaneStatus::Finished));
+    assert_eq!(lane.state(), LaneState::Finished);
     assert_eq!(lane.count("lane.finished"), 1);
 }
 
@@ -1289,7 +1275,7 @@ async fn hooked_lane_to_enter() -> Lane {
 async fn with_working_hooks_the_screen_waits_for_user_prompt_submit() {
     let mut lane = hooked_lane_to_enter().await;
     lane.look(&claude("06-running-120x40"));
-    assert_eq!(lane.state(), plain(LaneStatus::ReadyForPrompt));
+    assert_eq!(lane.state(), LaneState::ReadyForPrompt);
     assert_eq!(
         lane.deadline(),
         super::HOOK_GRACE,
@@ -1304,7 +1290,7 @@ async fn with_working_hooks_the_screen_waits_for_user_prompt_submit() {
     let accepted = lane.transitions_to(LaneStatus::PromptAccepted)[0];
     assert_eq!(accepted.source, Some(clawpool_lanes::EventSource::Hook));
     lane.look(&claude("06-running-120x40"));
-    assert_eq!(lane.state(), plain(LaneStatus::Running));
+    assert_eq!(lane.state(), LaneState::Running);
 }
 
 #[tokio::test(start_paused = true)]
@@ -1316,10 +1302,10 @@ async fn with_a_silent_hook_the_screen_accepts_after_the_grace() {
         &claude("06-running-120x40"),
     )
     .await;
-    assert_eq!(lane.state(), plain(LaneStatus::ReadyForPrompt));
+    assert_eq!(lane.state(), LaneState::ReadyForPrompt);
     lane.after(Duration::from_millis(1), &claude("06-running-120x40"))
         .await;
-    assert_eq!(lane.state(), plain(LaneStatus::Running));
+    assert_eq!(lane.state(), LaneState::Running);
     let accepted = lane.transitions_to(LaneStatus::PromptAccepted)[0];
     assert_eq!(accepted.source, Some(clawpool_lanes::EventSource::Screen));
 }
@@ -1335,7 +1321,7 @@ async fn a_tool_that_asks_permission_is_not_running_and_the_idle_screen_finishes
     let idle = claude("08-finished-120x40");
     lane.look(&idle);
     lane.after(Settings::default().finish_idle, &idle).await;
-    assert_eq!(lane.state(), plain(LaneStatus::Finished));
+    assert_eq!(lane.state(), LaneState::Finished);
 }
 
 #[tokio::test(start_paused = true)]
@@ -1444,7 +1430,7 @@ async fn an_agent_restarted_once_to_apply_trust_is_not_restarted_again() {
     lane.after(settings.boot_timeout, &gemini("25-booting-120x40"))
         .await;
     assert_eq!(lane.stops, 0);
-    assert_eq!(lane.state().status, LaneStatus::Blocked);
+    assert_eq!(lane.state().status(), LaneStatus::Blocked);
 }
 
 /// Under load the answer's expected highlight can come after its check gave up while its keys
@@ -1482,12 +1468,12 @@ async fn an_agent_that_exits_after_giving_up_on_its_provider_failed_on_the_provi
     let cases = [
         (
             ExitStatus::Exited(1),
-            LaneState::failed(FailureClass::Provider),
+            LaneState::Failed(FailureClass::Provider),
             "request_failed",
         ),
         (
             ExitStatus::Signaled(9),
-            LaneState::failed(FailureClass::WorkerCrashed),
+            LaneState::Failed(FailureClass::WorkerCrashed),
             "process_exit",
         ),
     ];

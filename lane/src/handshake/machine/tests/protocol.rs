@@ -59,10 +59,10 @@ impl CodexLane {
 async fn the_thread_turning_active_accepts_and_idle_again_finishes() {
     let mut codex_lane = CodexLane::new();
     codex_lane.submitted().await;
-    assert_eq!(codex_lane.lane.state(), plain(LaneStatus::ReadyForPrompt));
+    assert_eq!(codex_lane.lane.state(), LaneState::ReadyForPrompt);
     codex_lane.status(json!({"type": "active", "activeFlags": []}));
     let lane = &mut codex_lane.lane;
-    assert_eq!(lane.state(), plain(LaneStatus::PromptAccepted));
+    assert_eq!(lane.state(), LaneState::PromptAccepted);
     let accepted = lane.transitions_to(LaneStatus::PromptAccepted)[0];
     assert_eq!(accepted.source, Some(clawpool_lanes::EventSource::Protocol));
     let evidence = accepted.evidence.as_ref().expect("evidence");
@@ -71,13 +71,13 @@ async fn the_thread_turning_active_accepts_and_idle_again_finishes() {
         ("thread/status/changed", "protocol")
     );
     lane.look(&codex("05-running-120x40"));
-    assert_eq!(lane.state(), plain(LaneStatus::Running));
+    assert_eq!(lane.state(), LaneState::Running);
     // The screen idle, not yet for finish_idle: the protocol's idle finishes at once.
     lane.look(&codex("06-finished-120x40"));
-    assert_eq!(lane.state(), plain(LaneStatus::Running));
+    assert_eq!(lane.state(), LaneState::Running);
     codex_lane.status(json!({"type": "idle"}));
     let lane = &mut codex_lane.lane;
-    assert_eq!(lane.state(), plain(LaneStatus::Finished));
+    assert_eq!(lane.state(), LaneState::Finished);
     let finished = lane.transitions_to(LaneStatus::Finished)[0];
     assert_eq!(finished.source, Some(clawpool_lanes::EventSource::Protocol));
     // The screen's late idle adds no second finish.
@@ -107,12 +107,7 @@ async fn a_command_item_running_is_no_stall_and_no_idle() {
         codex_lane.lane.after(stall, &idle).await;
     }
     let lane = &codex_lane.lane;
-    assert_eq!(
-        lane.state(),
-        plain(LaneStatus::Running),
-        "{:?}",
-        lane.kinds()
-    );
+    assert_eq!(lane.state(), LaneState::Running, "{:?}", lane.kinds());
     assert_eq!(lane.count("lane.stalled"), 0, "{:?}", lane.kinds());
 }
 
@@ -136,11 +131,11 @@ async fn a_lost_connection_leaves_the_lane_to_its_screen() {
     // What it says after that decides nothing; the screen's idle does, after finish_idle.
     codex_lane.status(json!({"type": "idle"}));
     let lane = &mut codex_lane.lane;
-    assert_eq!(lane.state(), plain(LaneStatus::Running));
+    assert_eq!(lane.state(), LaneState::Running);
     let idle = codex("06-finished-120x40");
     lane.look(&idle);
     lane.after(Settings::default().finish_idle, &idle).await;
-    assert_eq!(lane.state(), plain(LaneStatus::Finished));
+    assert_eq!(lane.state(), LaneState::Finished);
     let finished = lane.transitions_to(LaneStatus::Finished)[0];
     assert_eq!(finished.source, Some(clawpool_lanes::EventSource::Screen));
 }
@@ -151,7 +146,7 @@ async fn working_codex_lane() -> CodexLane {
     codex_lane.submitted().await;
     codex_lane.status(json!({"type": "active", "activeFlags": []}));
     codex_lane.lane.look(&codex("05-running-120x40"));
-    assert_eq!(codex_lane.lane.state(), plain(LaneStatus::Running));
+    assert_eq!(codex_lane.lane.state(), LaneState::Running);
     codex_lane
 }
 
@@ -168,18 +163,14 @@ async fn a_finish_reported_under_a_working_screen_waits_for_it_and_a_late_redraw
     let mut codex_lane = working_codex_lane().await;
     codex_lane.status(json!({"type": "idle"}));
     let lane = &mut codex_lane.lane;
-    assert_eq!(
-        lane.state(),
-        plain(LaneStatus::Running),
-        "held for the screen"
-    );
+    assert_eq!(lane.state(), LaneState::Running, "held for the screen");
     let working = codex("05-running-120x40");
     lane.after(crate::handshake::machine::CONTRADICTION_BOUND / 2, &working)
         .await;
-    assert_eq!(lane.state(), plain(LaneStatus::Running));
+    assert_eq!(lane.state(), LaneState::Running);
     // The screen catches up: finished at once, as the channel said, no contradiction.
     lane.look(&codex("06-finished-120x40"));
-    assert_eq!(lane.state(), plain(LaneStatus::Finished));
+    assert_eq!(lane.state(), LaneState::Finished);
     let finished = lane.transitions_to(LaneStatus::Finished)[0];
     assert_eq!(finished.source, Some(clawpool_lanes::EventSource::Protocol));
     assert_eq!(
@@ -197,7 +188,7 @@ async fn a_finish_the_screen_contradicts_past_the_bound_is_recorded_and_the_repo
     let working = codex("05-running-120x40");
     lane.after(crate::handshake::machine::CONTRADICTION_BOUND, &working)
         .await;
-    assert_eq!(lane.state(), plain(LaneStatus::Finished));
+    assert_eq!(lane.state(), LaneState::Finished);
     let found = contradictions(lane);
     assert_eq!(found.len(), 1, "{:?}", lane.kinds());
     let detail = &found[0].detail;
@@ -224,7 +215,7 @@ async fn an_idle_screen_for_finish_idle_in_a_turn_the_channel_left_open_is_a_con
     let idle = codex("06-finished-120x40");
     lane.look(&idle);
     lane.after(Settings::default().finish_idle, &idle).await;
-    assert_eq!(lane.state(), plain(LaneStatus::Finished));
+    assert_eq!(lane.state(), LaneState::Finished);
     let finished = lane.transitions_to(LaneStatus::Finished)[0];
     assert_eq!(finished.source, Some(clawpool_lanes::EventSource::Screen));
     let found = contradictions(lane);
