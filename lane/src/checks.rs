@@ -15,6 +15,7 @@ use crate::verify::{
 use clawpool_lanes::LaneEventKind;
 use clawpool_lanes::state_file::{GreenLevel, LaneOutcome};
 use clawpool_lanes::{BlockedSubphase, EventLog, LaneState, LaneStatus};
+use clawpool_lanes::{Payload, payload::OutcomeReported};
 use clawpool_worktree::{Repo, merge_forward};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -231,13 +232,12 @@ impl LaneChecks {
         } else {
             LaneOutcome::Changed
         };
-        let _ = events.record(
-            LaneEventKind::Outcome,
-            None,
-            None,
-            None,
-            json!({"outcome": outcome, "commits": commits, "dirty": dirty}),
-        );
+        let reported = Payload::Outcome(OutcomeReported {
+            outcome,
+            commits,
+            dirty,
+        });
+        let _ = events.report(reported, None, None, None);
     }
 
     /// Serves branch requests for a lane being driven: each waits for the agent to be idle

@@ -25,6 +25,7 @@ use clawpool_lanes::state_file::{self, Base, SupervisorLock};
 use clawpool_lanes::{
     EventLog, FailureClass, LaneEvent, LaneState, StateFileWriter, WorkerStateDoc,
 };
+use clawpool_lanes::{Payload, payload::PromptSent};
 use clawpool_pty::{RawLogConfig, SpawnSpec, TmuxServer, Worker};
 use serde_json::json;
 use tokio::sync::mpsc;
@@ -583,13 +584,11 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, LaneError> 
                     let attempt = outcome.receipt.attempts + 1;
                     // Recorded before the press, as the handshake does: an adopter of a lane
                     // whose supervisor was killed in between presses Enter, never retypes.
-                    let _ = events.record(
-                        LaneEventKind::PromptSent,
-                        None,
-                        None,
-                        None,
-                        json!({"attempt": attempt, "by": "resubmit_prompt"}),
-                    );
+                    let sent = Payload::PromptSent(PromptSent {
+                        attempt,
+                        by: Some("resubmit_prompt".into()),
+                    });
+                    let _ = events.report(sent, None, None, None);
                     let step = match worker
                         .send(&clawpool_pty::Input::Key(clawpool_pty::Key::Enter))
                         .await

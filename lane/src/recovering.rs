@@ -22,15 +22,14 @@ use std::time::Duration;
 
 use crate::handshake::{Next, Outcome};
 use crate::lane_state::StateRecorder;
-use clawpool_lanes::LaneEventKind;
 use clawpool_lanes::state_file::{GreenLevel, now_secs};
 use clawpool_lanes::{BlockedSubphase, EventLog, LaneState, LaneStatus};
+use clawpool_lanes::{Payload, payload::Escalated};
 use clawpool_recovery::{
     Action, AttemptEnd, AttemptId, AttemptOrigin, AttemptState, EscalationOutcome, LaneFacts,
     Ledger, Policy, Queued, Recipe, RecipeRun, RestartDecision, RestartTracker, RunState, Step,
     StepOutcome, Trigger,
 };
-use serde_json::json;
 
 /// What the driver does next.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -563,14 +562,13 @@ impl Recovery {
                     .subphase()
                     .or(outcome.state.subphase())
                     .unwrap_or(BlockedSubphase::Stalled);
-                let _ = events.record(
-                    LaneEventKind::Blocked,
-                    Some(outcome.state),
-                    Some(LaneState::Blocked(subphase)),
-                    None,
-                    json!({"reason": recipe.escalation.reason, "next_action": next_action,
-                           "recipe": recipe.name}),
-                );
+                let escalated = Payload::BlockedEscalated(Escalated {
+                    reason: recipe.escalation.reason.clone(),
+                    next_action,
+                    recipe: Some(recipe.name.clone()),
+                });
+                let blocked = Some(LaneState::Blocked(subphase));
+                let _ = events.report(escalated, Some(outcome.state), blocked, None);
             }
             _ => escalate(events, &recipe.escalation.reason, &next_action),
         }
@@ -604,13 +602,12 @@ fn is_healed(outcome: &Outcome) -> bool {
 
 /// `lane.escalated`: a person must act; the lane keeps its state.
 fn escalate(events: &EventLog, reason: &str, next_action: &str) {
-    let _ = events.record(
-        LaneEventKind::Escalated,
-        None,
-        None,
-        None,
-        json!({"reason": reason, "next_action": next_action}),
-    );
+    let escalated = Payload::Escalated(Escalated {
+        reason: reason.to_owned(),
+        next_action: next_action.to_owned(),
+        recipe: None,
+    });
+    let _ = events.report(escalated, None, None, None);
 }
 
 /// What a recipe could heal in how the run ended: what the handshake named when it ended the

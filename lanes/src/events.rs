@@ -7,7 +7,7 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{LaneEventKind, LaneState};
+use crate::{LaneEventKind, LaneState, Payload};
 
 /// What a rule saw that justified a transition.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -158,6 +158,17 @@ impl EventLog {
         detail: serde_json::Value,
     ) -> Result<LaneEvent, EventLogError> {
         self.record_from(None, kind, from, to, evidence, detail)
+    }
+
+    /// [`EventLog::record`] of an event with typed fields: its kind is the payload's.
+    pub fn report(
+        &self,
+        payload: Payload,
+        from: Option<LaneState>,
+        to: Option<LaneState>,
+        evidence: Option<Evidence>,
+    ) -> Result<LaneEvent, EventLogError> {
+        self.record(payload.kind(), from, to, evidence, payload.detail())
     }
 
     /// [`EventLog::record`], with the source of the fact behind the event.

@@ -14,8 +14,10 @@
 mod event_kind;
 mod events;
 mod packet;
+pub mod payload;
 mod state;
 pub mod state_file;
+mod verification;
 
 pub use event_kind::LaneEventKind;
 pub use events::{
@@ -26,6 +28,7 @@ pub use packet::{
     PacketErrors, PacketForm, TaskResource, TaskScope, check_packet, is_valid_lane_name,
     parse_packet,
 };
+pub use payload::Payload;
 pub use state::{BlockedSubphase, FailureClass, LaneState, LaneStatus};
 pub use state_file::{
     StateFileError, StateFileWriter, StateView, WorkerStateDoc, read_lane_state, read_state_file,

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clawpool_lanes::now_ms;
+use clawpool_lanes::payload::PromptAccepted;
 use clawpool_pty::ScreenSnapshot;
 use serde::Serialize;
 use tokio::time::Instant;
@@ -169,6 +170,17 @@ pub struct Receipt {
 }
 
 impl Receipt {
+    /// What `lane.prompt_accepted` records of it.
+    pub fn as_payload(&self) -> PromptAccepted {
+        PromptAccepted {
+            method: self.method.to_owned(),
+            attempts: self.attempts,
+            sent_at: self.sent_at,
+            accepted_at: self.accepted_at,
+            observed_prompt_preview: self.observed_prompt_preview.clone(),
+        }
+    }
+
     /// A receipt for a plan, before anything was sent.
     pub fn new(plan: &PromptPlan) -> Self {
         let (method, text, echo) = match plan {

@@ -20,6 +20,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clawpool_lanes::LaneEventKind;
+use clawpool_lanes::payload::{Payload, PromptSent, TrustResolved, WorkerStarted};
 use clawpool_lanes::{BlockedSubphase, EventSource, Evidence, FailureClass, LaneState};
 use clawpool_pty::{ExitStatus, ScreenSnapshot};
 use clawpool_recovery::{ProgressSource, ProgressTracker, Trigger};
@@ -527,14 +528,17 @@ impl<'a> Machine<'a> {
     }
 
     /// The event that opens a run (`lane.started`, `lane.adopted`).
-    pub fn open(&mut self, kind: LaneEventKind, pid: Option<u32>) -> Vec<Effect> {
-        self.event(
-            kind,
-            None,
-            Some(self.state),
-            None,
-            serde_json::json!({"agent": self.profile.name(), "pid": pid}),
-        );
+    pub fn open(&mut self, adopted: bool, pid: Option<u32>) -> Vec<Effect> {
+        let worker = WorkerStarted {
+            agent: self.profile.name().to_owned(),
+            pid,
+        };
+        let payload = if adopted {
+            Payload::Adopted(worker)
+        } else {
+            Payload::Started(worker)
+        };
+        self.report(payload, None, Some(self.state), None);
         std::mem::take(&mut self.out)
     }
 
@@ -2286,13 +2290,11 @@ impl<'a> Machine<'a> {
     fn submit(&mut self, evidence: Evidence) {
         self.receipt
             .submitted_now(self.settings.accept_timeout / self.settings.max_submit_attempts.max(1));
-        self.event(
-            LaneEventKind::PromptSent,
-            None,
-            None,
-            Some(evidence),
-            serde_json::json!({"attempt": self.receipt.attempts}),
-        );
+        let sent = PromptSent {
+            attempt: self.receipt.attempts,
+            by: None,
+        };
+        self.report(Payload::PromptSent(sent), None, None, Some(evidence));
         let mut on_sent = Vec::new();
         if let Some(reply) = self.round_reply.take() {
             on_sent.push(Effect::Reply {
@@ -2348,13 +2350,9 @@ impl<'a> Machine<'a> {
         if std::mem::replace(&mut self.trust_recorded, true) {
             return;
         }
-        self.event(
-            LaneEventKind::TrustResolved,
-            None,
-            None,
-            Some(evidence),
-            serde_json::json!({"method": method}),
-        );
+        let method = method.to_owned();
+        let resolved = Payload::TrustResolved(TrustResolved { method });
+        self.report(resolved, None, None, Some(evidence));
     }
 
     /// The one place a lane's state changes.
@@ -2364,12 +2362,22 @@ impl<'a> Machine<'a> {
         }
         let from = self.state;
         self.state = to;
-        let kind = to.status().transition_kind();
-        let detail = match to {
-            LaneState::PromptAccepted => serde_json::to_value(&self.receipt).unwrap_or_default(),
-            _ => serde_json::Value::Null,
-        };
-        self.event(kind, Some(from), Some(to), evidence, detail);
+        match to {
+            LaneState::PromptAccepted => {
+                let receipt = Payload::PromptAccepted(self.receipt.as_payload());
+                self.report(receipt, Some(from), Some(to), evidence);
+            }
+            _ => {
+                let kind = to.status().transition_kind();
+                self.event(
+                    kind,
+                    Some(from),
+                    Some(to),
+                    evidence,
+                    serde_json::Value::Null,
+                );
+            }
+        }
         if let LaneState::Blocked(subphase) = to
             && self.recover_blocked
             && self.check.is_none()
@@ -2405,6 +2413,17 @@ impl<'a> Machine<'a> {
             detail,
             source: self.source,
         }));
+    }
+
+    /// Records an event with typed fields.
+    fn report(
+        &mut self,
+        payload: Payload,
+        from: Option<LaneState>,
+        to: Option<LaneState>,
+        evidence: Option<Evidence>,
+    ) {
+        self.event(payload.kind(), from, to, evidence, payload.detail());
     }
 
     fn reply(&mut self, to: VerdictReply, verdict: Verdict) {

@@ -383,7 +383,8 @@ impl<'a> Handshake<'a> {
     /// Drives the lane until it is finished or failed, or something ends the run.
     pub async fn run(mut self) -> Outcome {
         if let Some(kind) = self.opening.take() {
-            let effects = self.machine.open(kind, self.worker.pid());
+            let adopted = kind == LaneEventKind::Adopted;
+            let effects = self.machine.open(adopted, self.worker.pid());
             self.carry_out(effects).await;
         }
         let mut changes = self.worker.changes();

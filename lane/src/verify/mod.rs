@@ -23,6 +23,7 @@ use clawpool_lanes::state_file::{
     Verification, VerifyResult, now_secs,
 };
 use clawpool_lanes::{BlockedSubphase, EventLog, FailureClass, LaneSpec, LaneState};
+use clawpool_lanes::{Payload, payload};
 use clawpool_worktree::{
     FetchOptions, FreshnessOptions, FreshnessState, MergePolicy, Repo, check_freshness,
     git_operation, head_state, merge_forward,
@@ -388,17 +389,13 @@ pub async fn verify(
         VerifyResult::Hung => LaneState::Blocked(BlockedSubphase::TestHang),
     };
     let to = (transition && lane_state != current).then_some(lane_state);
-    let _ = events.record(
-        LaneEventKind::Verified,
-        to.map(|_| current),
-        to,
-        None,
-        // `message` is what the state file shows as the failure's detail when `to` is set.
-        json!({
-            "verification": verification, "green_level": green_level,
-            "message": verification.reason,
-        }),
-    );
+    let verified = Payload::Verified(Box::new(payload::Verified {
+        verification: verification.clone(),
+        green_level,
+        // What the state file shows as the failure's detail when `to` is set.
+        message: verification.reason.clone(),
+    }));
+    let _ = events.report(verified, to.map(|_| current), to, None);
     Verified {
         verification,
         green_level,

@@ -4,10 +4,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::LaneEventKind;
+use crate::payload::{LaneOutcome, Payload, TrustResolved};
 use crate::{BlockedSubphase, Evidence, FailureClass, LaneEvent, LaneState, LaneStatus};
 
 use super::recovery::RecoveryLedger;
-use super::verification::{Freshness, GitOperation, GreenLevel, HeadState, Verification};
+use crate::verification::{Freshness, GitOperation, GreenLevel, HeadState, Verification};
 
 use super::SCHEMA_VERSION;
 
@@ -432,18 +433,6 @@ pub struct Blocked {
     pub since: u64,
 }
 
-/// What a finished lane's work came to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LaneOutcome {
-    /// The lane's branch has commits of its own since its base, or its worktree has
-    /// uncommitted work.
-    Changed,
-    /// Nothing changed: no commits of its own since its base and a clean worktree. Its
-    /// passing tests prove only the unchanged code, so it is never merge-ready.
-    NoChanges,
-}
-
 /// A lane handed to a person: why, and what to do.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Escalation {
@@ -643,62 +632,57 @@ impl WorkerStateDoc {
             self.set_state(to, at, detail);
         }
         let detail = &event.detail;
-        let secs = |key: &str| detail.get(key).and_then(Value::as_u64).map(|ms| ms / 1000);
+        match event.payload() {
+            Some(Payload::Started(started)) => self.pid = started.pid,
+            Some(Payload::TrustResolved(trust)) => {
+                self.trusted_by_operator |= trust.method == TrustResolved::MANUAL;
+            }
+            Some(Payload::PromptSent(sent)) => {
+                self.prompt.attempts = self.prompt.attempts.max(sent.attempt);
+            }
+            Some(Payload::PromptAccepted(receipt)) => {
+                self.prompt.attempts = self.prompt.attempts.max(receipt.attempts);
+                if let Some(sent) = receipt.sent_at {
+                    self.prompt.sent_at.get_or_insert(sent / 1000);
+                }
+                if let Some(accepted) = receipt.accepted_at {
+                    self.prompt.accepted_at = Some(accepted / 1000);
+                }
+                self.prompt.receipt = Some(PromptReceipt {
+                    method: receipt.method,
+                    observed_prompt_preview: receipt.observed_prompt_preview,
+                });
+            }
+            Some(Payload::Escalated(escalated) | Payload::BlockedEscalated(escalated)) => {
+                self.escalation = Some(Escalation {
+                    reason: escalated.reason,
+                    next_action: escalated.next_action,
+                    recipe: escalated.recipe,
+                    at,
+                });
+            }
+            Some(Payload::Outcome(reported)) => self.outcome = Some(reported.outcome),
+            Some(Payload::Verified(verified)) => {
+                let verified = *verified;
+                self.green_level = verified.green_level;
+                self.verification = Some(verified.verification);
+            }
+            Some(Payload::Adopted(_)) | None => {}
+        }
         match &event.kind {
-            LaneEventKind::Started => {
-                if let Some(pid) = detail.get("pid").and_then(Value::as_u64) {
-                    self.pid = u32::try_from(pid).ok();
-                }
-            }
-            LaneEventKind::TrustResolved => {
-                self.trust_gate_cleared = true;
-                if detail.get("method").and_then(Value::as_str) == Some("manual") {
-                    self.trusted_by_operator = true;
-                }
-            }
+            LaneEventKind::TrustResolved => self.trust_gate_cleared = true,
             LaneEventKind::PromptSent => {
                 self.prompt_in_flight = true;
-                if let Some(attempt) = detail.get("attempt").and_then(Value::as_u64) {
-                    let attempt = u32::try_from(attempt).unwrap_or(u32::MAX);
-                    self.prompt.attempts = self.prompt.attempts.max(attempt);
-                } else {
+                if event.payload().is_none() {
                     self.prompt.attempts = self.prompt.attempts.saturating_add(1);
                 }
                 self.prompt.sent_at.get_or_insert(at);
             }
             LaneEventKind::PromptAccepted => {
                 self.prompt_in_flight = false;
-                if let Some(attempts) = detail.get("attempts").and_then(Value::as_u64) {
-                    let attempts = u32::try_from(attempts).unwrap_or(u32::MAX);
-                    self.prompt.attempts = self.prompt.attempts.max(attempts);
-                }
-                if let Some(sent) = secs("sent_at") {
-                    self.prompt.sent_at.get_or_insert(sent);
-                }
-                self.prompt.accepted_at = secs("accepted_at").or(self.prompt.accepted_at);
                 self.prompt.accepted_at.get_or_insert(at);
-                if let Some(method) = detail.get("method").and_then(Value::as_str) {
-                    self.prompt.receipt = Some(PromptReceipt {
-                        method: method.to_owned(),
-                        observed_prompt_preview: detail
-                            .get("observed_prompt_preview")
-                            .and_then(Value::as_str)
-                            .map(str::to_owned),
-                    });
-                }
             }
             LaneEventKind::PromptMisdelivery => self.prompt_in_flight = false,
-            LaneEventKind::Escalated | LaneEventKind::Blocked => {
-                let text = |key: &str| detail.get(key).and_then(Value::as_str).map(str::to_owned);
-                if let (Some(reason), Some(next_action)) = (text("reason"), text("next_action")) {
-                    self.escalation = Some(Escalation {
-                        reason,
-                        next_action,
-                        recipe: text("recipe"),
-                        at,
-                    });
-                }
-            }
             LaneEventKind::PermissionDecided => self.permissions.record(detail, at),
             LaneEventKind::Hook => self.hooks.received(detail, at),
             LaneEventKind::Usage => super::usage::from_transcript(&mut self.usage, detail, at),
@@ -708,21 +692,6 @@ impl WorkerStateDoc {
             }
             LaneEventKind::ChannelOpened => self.hooks.opened(detail),
             LaneEventKind::ChannelDegraded => self.hooks.degraded(detail),
-            LaneEventKind::Outcome => {
-                self.outcome = detail
-                    .get("outcome")
-                    .and_then(|o| serde_json::from_value(o.clone()).ok());
-            }
-            LaneEventKind::Verified => {
-                if let Ok(verification) =
-                    serde_json::from_value::<Verification>(detail["verification"].clone())
-                {
-                    self.green_level = detail
-                        .get("green_level")
-                        .and_then(|l| serde_json::from_value(l.clone()).ok());
-                    self.verification = Some(verification);
-                }
-            }
             LaneEventKind::PromptRound => {
                 self.prompt = Prompt {
                     followups: self.prompt.followups + 1,
@@ -815,6 +784,29 @@ mod tests {
             },
             1_000,
         )
+    }
+
+    #[test]
+    fn a_new_worker_whose_pid_is_unknown_shows_no_pid_not_the_last_ones() {
+        let mut doc = doc();
+        let started = |pid: Value| json!({"agent": "claude", "pid": pid});
+        let spawning = Some(LaneState::Spawning);
+        doc.apply_event(&event(
+            1,
+            1_000,
+            "lane.started",
+            spawning,
+            started(json!(4242)),
+        ));
+        assert_eq!(doc.pid, Some(4242));
+        doc.apply_event(&event(
+            2,
+            2_000,
+            "lane.started",
+            spawning,
+            started(Value::Null),
+        ));
+        assert_eq!(doc.pid, None);
     }
 
     #[test]

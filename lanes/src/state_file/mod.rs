@@ -20,17 +20,21 @@ mod permissions;
 mod read;
 mod recovery;
 mod usage;
-mod verification;
 mod view;
 mod write;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub use crate::payload::LaneOutcome;
+pub use crate::verification::{
+    CommandOutcome, CommandResult, Freshness, FreshnessState, GitOperation, GreenLevel, HeadState,
+    MergeOutcome, Verification, VerifyResult,
+};
 pub use doc::{
-    Base, Blocked, ClawEvent, ClawEventKind, ClawStatus, Escalation, Failure, LaneOutcome,
-    LastEvent, Prompt, PromptReceipt, Supervisor, Transport, TransportKind, WorkerStateDoc,
-    claw_event_kind, claw_status,
+    Base, Blocked, ClawEvent, ClawEventKind, ClawStatus, Escalation, Failure, LastEvent, Prompt,
+    PromptReceipt, Supervisor, Transport, TransportKind, WorkerStateDoc, claw_event_kind,
+    claw_status,
 };
 pub use hook_channel::HookChannel;
 pub use liveness::{Liveness, SupervisorLock, probe};
@@ -40,10 +44,6 @@ pub use permissions::{
 pub use read::{StateFileError, parse_state, read_lane_state, read_state_file};
 pub use recovery::{AttemptOrigin, AttemptState, LedgerEntry, RecoveryLedger, RestartRecord};
 pub use usage::{Tokens, Usage};
-pub use verification::{
-    CommandOutcome, CommandResult, Freshness, FreshnessState, GitOperation, GreenLevel, HeadState,
-    MergeOutcome, Verification, VerifyResult,
-};
 pub use view::{ShownStatus, StateView, with_ages};
 pub use write::StateFileWriter;
 

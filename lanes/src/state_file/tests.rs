@@ -467,19 +467,31 @@ fn a_lane_status_without_the_data_it_needs_is_invalid() {
     blocked.set_state(LaneState::Blocked(BlockedSubphase::Provider), 100, None);
     let coherent = serde_json::to_value(&blocked).expect("json");
     let mut no_subphase = coherent.clone();
-    no_subphase.as_object_mut().expect("object").remove("blocked");
+    no_subphase
+        .as_object_mut()
+        .expect("object")
+        .remove("blocked");
     let reason = invalid_reason(no_subphase.to_string().as_bytes());
-    assert!(reason.contains("lane_status blocked without `blocked`"), "{reason}");
+    assert!(
+        reason.contains("lane_status blocked without `blocked`"),
+        "{reason}"
+    );
     let mut running_but_blocked = coherent;
     running_but_blocked["lane_status"] = json!("running");
     let reason = invalid_reason(running_but_blocked.to_string().as_bytes());
-    assert!(reason.contains("lane_status running with `blocked`"), "{reason}");
+    assert!(
+        reason.contains("lane_status running with `blocked`"),
+        "{reason}"
+    );
     let mut failed = sample(100);
     failed.set_state(LaneState::Failed(FailureClass::Test), 100, None);
     let mut no_class = serde_json::to_value(&failed).expect("json");
     no_class.as_object_mut().expect("object").remove("failure");
     let reason = invalid_reason(no_class.to_string().as_bytes());
-    assert!(reason.contains("lane_status failed without `failure`"), "{reason}");
+    assert!(
+        reason.contains("lane_status failed without `failure`"),
+        "{reason}"
+    );
 }
 
 #[test]

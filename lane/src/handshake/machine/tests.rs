@@ -129,7 +129,7 @@ impl Lane {
             Instant::now(),
             1_800_000_000_000,
         );
-        let opening = machine.open(LaneEventKind::Started, Some(42));
+        let opening = machine.open(false, Some(42));
         let mut lane = Self {
             machine,
             records: Vec::new(),

@@ -1,5 +1,6 @@
-//! The state file's record of a lane's branch and its verification: freshness against the
-//! base, the HEAD, a paused git operation, and the last verification with its green level.
+//! A lane's branch and its verification, as the state file and `lane.verified` events carry
+//! them: freshness against the base, the HEAD, a paused git operation, and the last
+//! verification with its green level.
 
 use serde::{Deserialize, Serialize};
 

@@ -1,0 +1,301 @@
+//! The typed fields of the lane events whose fields other code reads: one struct per kind,
+//! written and read through [`Payload`], so a writer and its readers cannot disagree on a key.
+//!
+//! On the wire the fields stay where they always were, in the event's `detail` object
+//! (`docs/events.md`); [`LaneEvent::payload`] reads them back as the variant of the event's
+//! kind. A field a writer leaves out reads as absent, and an event whose detail does not have
+//! its kind's shape (a log written by another version) reads as no payload: reading a log never
+//! fails on it.
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::verification::{GreenLevel, Verification};
+use crate::{LaneEvent, LaneEventKind};
+
+/// `lane.started`, `lane.adopted`: the worker the run drives.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerStarted {
+    /// The profile's name.
+    pub agent: String,
+    /// The worker's process id, when the transport knows it.
+    pub pid: Option<u32>,
+}
+
+/// `lane.trust_resolved`: how the folder came to be trusted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TrustResolved {
+    /// `allowlist` (clawpool answered for an allow-listed root), `manual` (`clawpool trust`),
+    /// `preseeded`, `policy`, … (`docs/events.md`).
+    pub method: String,
+}
+
+impl TrustResolved {
+    /// The method of an operator's `clawpool trust`, which outlives the supervisor.
+    pub const MANUAL: &str = "manual";
+}
+
+/// `lane.prompt_sent`: Enter is about to be pressed on the draft.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PromptSent {
+    /// Which press of Enter this is, counting every worker of the lane.
+    pub attempt: u32,
+    /// What pressed it, when not the handshake (`resubmit_prompt`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+}
+
+/// `lane.prompt_accepted`: the delivery receipt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PromptAccepted {
+    /// `typed`, `task_file`, `launch_arg` or `none`.
+    pub method: String,
+    /// How many times Enter was pressed for the draft.
+    pub attempts: u32,
+    /// When Enter was first pressed (epoch ms).
+    pub sent_at: Option<u64>,
+    /// When acceptance was seen (epoch ms).
+    pub accepted_at: Option<u64>,
+    /// The evidence of acceptance (the echoed prompt or the working indicator).
+    pub observed_prompt_preview: Option<String>,
+}
+
+/// `lane.escalated`, and the `lane.blocked` of a recipe that escalates by blocking: a person
+/// must act.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Escalated {
+    /// Why clawpool could not go on by itself.
+    pub reason: String,
+    /// The recommended next action (commands name the lane).
+    pub next_action: String,
+    /// The recovery recipe that escalated, if one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recipe: Option<String>,
+}
+
+/// What a finished lane's work came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LaneOutcome {
+    /// The lane's branch has commits of its own since its base, or its worktree has
+    /// uncommitted work.
+    Changed,
+    /// Nothing changed: no commits of its own since its base and a clean worktree. Its
+    /// passing tests prove only the unchanged code, so it is never merge-ready.
+    NoChanges,
+}
+
+/// `lane.outcome`: what a finished lane's work came to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutcomeReported {
+    /// Changed or not.
+    pub outcome: LaneOutcome,
+    /// Commits of the lane's own since its base.
+    pub commits: u64,
+    /// Whether the worktree has uncommitted work.
+    pub dirty: bool,
+}
+
+/// `lane.verified`: a verification's result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Verified {
+    /// What ran and how it ended.
+    pub verification: Verification,
+    /// The green level the lane reached, if any.
+    pub green_level: Option<GreenLevel>,
+    /// Why it is not green (the state file's failure detail when the lane's state moved).
+    pub message: Option<String>,
+}
+
+/// The typed fields of an event, as the variant of its kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Payload {
+    /// `lane.started`.
+    Started(WorkerStarted),
+    /// `lane.adopted`.
+    Adopted(WorkerStarted),
+    /// `lane.trust_resolved`.
+    TrustResolved(TrustResolved),
+    /// `lane.prompt_sent`.
+    PromptSent(PromptSent),
+    /// `lane.prompt_accepted`.
+    PromptAccepted(PromptAccepted),
+    /// `lane.escalated`.
+    Escalated(Escalated),
+    /// `lane.blocked` by a recipe's escalation (other `lane.blocked` events have no payload).
+    BlockedEscalated(Escalated),
+    /// `lane.outcome`.
+    Outcome(OutcomeReported),
+    /// `lane.verified` (boxed: a verification with its commands is large).
+    Verified(Box<Verified>),
+}
+
+impl Payload {
+    /// The kind of event that carries it.
+    pub fn kind(&self) -> LaneEventKind {
+        match self {
+            Payload::Started(_) => LaneEventKind::Started,
+            Payload::Adopted(_) => LaneEventKind::Adopted,
+            Payload::TrustResolved(_) => LaneEventKind::TrustResolved,
+            Payload::PromptSent(_) => LaneEventKind::PromptSent,
+            Payload::PromptAccepted(_) => LaneEventKind::PromptAccepted,
+            Payload::Escalated(_) => LaneEventKind::Escalated,
+            Payload::BlockedEscalated(_) => LaneEventKind::Blocked,
+            Payload::Outcome(_) => LaneEventKind::Outcome,
+            Payload::Verified(_) => LaneEventKind::Verified,
+        }
+    }
+
+    /// Its fields as the event's `detail`.
+    pub fn detail(&self) -> Value {
+        let value = match self {
+            Payload::Started(p) | Payload::Adopted(p) => serde_json::to_value(p),
+            Payload::TrustResolved(p) => serde_json::to_value(p),
+            Payload::PromptSent(p) => serde_json::to_value(p),
+            Payload::PromptAccepted(p) => serde_json::to_value(p),
+            Payload::Escalated(p) | Payload::BlockedEscalated(p) => serde_json::to_value(p),
+            Payload::Outcome(p) => serde_json::to_value(p),
+            Payload::Verified(p) => serde_json::to_value(p),
+        };
+        value.expect("payloads are plain data")
+    }
+
+    /// The payload of an event of `kind` with this `detail`; `None` for a kind without one or a
+    /// detail that does not have its kind's shape.
+    pub fn read(kind: &LaneEventKind, detail: &Value) -> Option<Payload> {
+        fn typed<T: DeserializeOwned>(detail: &Value) -> Option<T> {
+            T::deserialize(detail).ok()
+        }
+        Some(match kind {
+            LaneEventKind::Started => Payload::Started(typed(detail)?),
+            LaneEventKind::Adopted => Payload::Adopted(typed(detail)?),
+            LaneEventKind::TrustResolved => Payload::TrustResolved(typed(detail)?),
+            LaneEventKind::PromptSent => Payload::PromptSent(typed(detail)?),
+            LaneEventKind::PromptAccepted => Payload::PromptAccepted(typed(detail)?),
+            LaneEventKind::Escalated => Payload::Escalated(typed(detail)?),
+            LaneEventKind::Blocked => Payload::BlockedEscalated(typed(detail)?),
+            LaneEventKind::Outcome => Payload::Outcome(typed(detail)?),
+            LaneEventKind::Verified => Payload::Verified(Box::new(typed(detail)?)),
+            _ => return None,
+        })
+    }
+}
+
+impl LaneEvent {
+    /// The event's typed fields, for the kinds that have them ([`Payload::read`]).
+    pub fn payload(&self) -> Option<Payload> {
+        Payload::read(&self.kind, &self.detail)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::verification::VerifyResult;
+
+    fn every_payload() -> Vec<Payload> {
+        let started = WorkerStarted {
+            agent: "claude".into(),
+            pid: Some(42),
+        };
+        let escalated = Escalated {
+            reason: "stalled twice".into(),
+            next_action: "clawpool attach a".into(),
+            recipe: Some("interrupt_and_nudge".into()),
+        };
+        vec![
+            Payload::Started(started.clone()),
+            Payload::Adopted(WorkerStarted {
+                pid: None,
+                ..started
+            }),
+            Payload::TrustResolved(TrustResolved {
+                method: TrustResolved::MANUAL.into(),
+            }),
+            Payload::PromptSent(PromptSent {
+                attempt: 2,
+                by: Some("resubmit_prompt".into()),
+            }),
+            Payload::PromptAccepted(PromptAccepted {
+                method: "typed".into(),
+                attempts: 1,
+                sent_at: Some(1_000),
+                accepted_at: Some(2_000),
+                observed_prompt_preview: Some("fix the bug".into()),
+            }),
+            Payload::Escalated(Escalated {
+                recipe: None,
+                ..escalated.clone()
+            }),
+            Payload::BlockedEscalated(escalated),
+            Payload::Outcome(OutcomeReported {
+                outcome: LaneOutcome::NoChanges,
+                commits: 0,
+                dirty: false,
+            }),
+            Payload::Verified(Box::new(Verified {
+                verification: Verification {
+                    level: GreenLevel::Targeted,
+                    result: VerifyResult::Green,
+                    class: None,
+                    commands: Vec::new(),
+                    merge: None,
+                    freshness: None,
+                    reason: None,
+                    head: Some("abc123".into()),
+                    started_at: 1,
+                    finished_at: 2,
+                },
+                green_level: Some(GreenLevel::Targeted),
+                message: None,
+            })),
+        ]
+    }
+
+    #[test]
+    fn every_payload_reads_back_as_written_under_its_kind() {
+        for payload in every_payload() {
+            let read = Payload::read(&payload.kind(), &payload.detail());
+            assert_eq!(read.as_ref(), Some(&payload), "{}", payload.kind());
+        }
+    }
+
+    #[test]
+    fn the_documented_example_event_reads_as_its_payload() {
+        let doc = include_str!("../../docs/events.md");
+        let example = doc
+            .split("```json\n")
+            .nth(1)
+            .and_then(|rest| rest.split("\n```").next())
+            .expect("docs/events.md opens with an example event");
+        let event: LaneEvent = serde_json::from_str(example).expect("the example is an event");
+        assert_eq!(
+            event.payload(),
+            Some(Payload::PromptAccepted(PromptAccepted {
+                method: "typed".into(),
+                attempts: 1,
+                sent_at: Some(1_795_266_696_326),
+                accepted_at: Some(1_795_266_696_338),
+                observed_prompt_preview: Some("❯ fix the login bug".into()),
+            }))
+        );
+    }
+
+    #[test]
+    fn a_detail_without_its_kinds_shape_has_no_payload() {
+        assert_eq!(
+            Payload::read(
+                &LaneEventKind::PromptSent,
+                &serde_json::json!({"attempt": "one"})
+            ),
+            None
+        );
+        // A transition to blocked that no escalation made.
+        assert_eq!(Payload::read(&LaneEventKind::Blocked, &Value::Null), None);
+        assert_eq!(
+            Payload::read(&LaneEventKind::Running, &serde_json::json!({})),
+            None
+        );
+    }
+}
