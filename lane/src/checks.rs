@@ -23,6 +23,9 @@ use tokio::sync::mpsc;
 use crate::control::{LaneOp, OpRequest};
 use crate::registry::{RegistryEntry, RegistryFolder};
 
+/// The state a lane whose base could not be brought in is held in.
+pub const HELD: LaneState = LaneState::Blocked(BlockedSubphase::BranchFreshness);
+
 /// What a lane's branch work needs.
 #[derive(Clone)]
 pub struct LaneChecks {
@@ -104,16 +107,16 @@ impl LaneChecks {
 
     /// Brings the base in (`merge_forward`, or `rebase` when that is the lane's policy).
     /// When it could not (a dirty worktree, a conflict — aborted —, a detached HEAD, unrelated
-    /// histories, a paused git operation, git failing) the lane is held as
-    /// `blocked{branch_freshness}` with the reason, through `lane.branch_blocked`; the state
-    /// changes only with `transition` (no worker driven any more), as for `verify`.
+    /// histories, a paused git operation, git failing) the lane is held as [`HELD`] with the
+    /// reason, through `lane.branch_blocked`; the state changes only when the caller owns it
+    /// (`owned`: the lane's state now, no worker driven any more), as for `verify`.
     pub async fn merge_forward(
         &self,
         events: &EventLog,
         recorder: &StateRecorder,
-        transition: bool,
+        owned: Option<LaneState>,
     ) -> Value {
-        self.bring_base_in(events, recorder, transition).await.0
+        self.bring_base_in(events, recorder, owned).await.0
     }
 
     /// [`LaneChecks::merge_forward`], with why it did not bring the base in, if it did not.
@@ -121,7 +124,7 @@ impl LaneChecks {
         &self,
         events: &EventLog,
         recorder: &StateRecorder,
-        transition: bool,
+        owned: Option<LaneState>,
     ) -> (Value, Option<String>) {
         let policy = match self.spec.merge_policy {
             clawpool_worktree::MergePolicy::Rebase => clawpool_worktree::MergePolicy::Rebase,
@@ -164,46 +167,41 @@ impl LaneChecks {
             ),
         };
         if let Some(reason) = &problem {
-            let current = recorder.doc().lane_state();
-            let blocked = LaneState::Blocked(BlockedSubphase::BranchFreshness);
-            let to = (transition && current != blocked).then_some(blocked);
+            let from = owned.filter(|current| *current != HELD);
             let mut detail = detail;
             // `message` is what the state file shows as the failure's detail.
             detail["message"] = json!(reason);
-            let _ = events.record(
-                LaneEventKind::BranchBlocked,
-                to.map(|_| current),
-                to,
-                None,
-                detail,
-            );
+            let to = from.map(|_| HELD);
+            let _ = events.record(LaneEventKind::BranchBlocked, from, to, None, detail);
         }
         self.check(events, recorder).await;
         (reply, problem)
     }
 
-    /// Verifies `level`; `transition` when no worker is driven any more.
+    /// Verifies `level`. `owned` is the lane's state when the caller owns it (no worker driven
+    /// any more): the result may then move it. While a worker is driven (`None`) the state is
+    /// its machine's and the verification leaves it as it is.
     pub async fn verify(
         &self,
         level: GreenLevel,
         events: &EventLog,
         recorder: &StateRecorder,
-        transition: bool,
+        owned: Option<LaneState>,
     ) -> Verified {
         let mut plan = self
             .spec
             .plan(level, &self.base, self.log_dir.clone(), self.freshness);
         let doc = recorder.doc();
+        let current = owned.unwrap_or_else(|| doc.lane_state());
         plan.last_freshness = doc.freshness.map(|f| f.state);
         plan.held = doc.green_level.zip(doc.verification.and_then(|v| v.head));
-        let current = recorder.doc().lane_state();
         let verified = verify::verify(
             &self.repo_root,
             &self.dir,
             &plan,
             events,
             current,
-            transition,
+            owned.is_some(),
         )
         .await;
         if let Some(branch) = &verified.branch {
@@ -255,9 +253,9 @@ impl LaneChecks {
                     .wait_for(|s| matches!(s, LaneStatus::ReadyForPrompt | LaneStatus::Finished))
                     .await;
                 let result = match op {
-                    LaneOp::MergeForward => self.merge_forward(&events, &recorder, false).await,
+                    LaneOp::MergeForward => self.merge_forward(&events, &recorder, None).await,
                     LaneOp::Verify { level } => {
-                        let verified = self.verify(level, &events, &recorder, false).await;
+                        let verified = self.verify(level, &events, &recorder, None).await;
                         verified_json(&verified)
                     }
                 };

@@ -32,12 +32,14 @@
 //! command (an `mpsc` channel from the control socket), and the machine's deadline. Each
 //! wake-up becomes one input; the effects are carried out in the order given.
 //!
-//! Around it, [`drive::drive`] runs the lane: the handshake, then [`recovering::Recovery`]
-//! (the recovery policy of `clawpool-recovery` applied to the lane's facts, its recipe carried
-//! out step by step: keys, waits, restarts with backoff or the profile's resume arguments,
-//! progress checks, escalation), then the finishing stage (merge-forward, verification and
-//! close-out as the policy says, [`checks::LaneChecks`]), starting the handshake again on the
-//! same or a new worker as the recipe needs.
+//! Around it, [`drive::drive`] runs the lane in three calls: it opens the lane (lock, state
+//! file, event log, watches, the agent's channel, control socket, worker), runs it — the
+//! handshake, then [`recovering::Recovery`] (the recovery policy of `clawpool-recovery` applied
+//! to the lane's facts, its recipe carried out step by step: keys, waits, restarts with backoff
+//! or the profile's resume arguments, progress checks, escalation), starting the handshake
+//! again on the same or a new worker as the recipe needs — and closes it: the worker stopped,
+//! then the finishing stage (merge-forward, verification and close-out as the policy says,
+//! [`checks::LaneChecks`]) and the last write.
 //!
 //! ## Tasks and channels per lane
 //!
@@ -83,8 +85,15 @@
 //! - **Bounded.** Every wait has a deadline from the lane's settings; a lane always ends
 //!   `finished` or `failed`, or stays `blocked` with an escalation naming the next action.
 //!
+//! - **One owner of the lane's state at a time.** During a run, the machine; between runs,
+//!   recovery (the last run's state, moved only by an escalation that blocks); once no worker
+//!   is driven, the finishing stage, which hands each check the state it may move and takes
+//!   back where it leads ([`checks::LaneChecks::verify`], `owned`). None of them reads the
+//!   state back from the state file; the one exception is an interrupt, which drops the run
+//!   that owned the state and records the failure from the state document.
+//!
 //! What is not yet in the machine: recovery and the finishing stage decide in
-//! [`recovering`] and [`checks`], around the machine's runs, and read the lane's state back
+//! [`recovering`] and [`checks`], around the machine's runs, and the policy's facts are read
 //! from the [`lane_state::StateRecorder`]'s document.
 
 pub mod app_server;

@@ -171,6 +171,12 @@ impl Recovery {
         recovery
     }
 
+    /// The lane's state as the last run left it and recovery moved it since (a recipe that
+    /// escalates by blocking blocks the lane); `None` before the first run ended.
+    pub fn lane_state(&self) -> Option<LaneState> {
+        self.last.as_ref().map(|outcome| outcome.state)
+    }
+
     /// The stall time of the policy.
     pub fn stall_after(&self) -> Duration {
         self.policy.stall_after()
@@ -550,9 +556,9 @@ impl Recovery {
         }
     }
 
-    fn escalate_recipe(&self, recipe: &Recipe, events: &EventLog) {
+    fn escalate_recipe(&mut self, recipe: &Recipe, events: &EventLog) {
         let next_action = self.with_dialog_choices(recipe.escalation.next_action_for(&self.lane));
-        let Some(outcome) = &self.last else {
+        let Some(outcome) = self.last.as_mut() else {
             return;
         };
         match recipe.escalation.outcome {
@@ -567,8 +573,9 @@ impl Recovery {
                     next_action,
                     recipe: Some(recipe.name.clone()),
                 });
-                let blocked = Some(LaneState::Blocked(subphase));
-                let _ = events.report(escalated, Some(outcome.state), blocked, None);
+                let blocked = LaneState::Blocked(subphase);
+                let _ = events.report(escalated, Some(outcome.state), Some(blocked), None);
+                outcome.state = blocked;
             }
             _ => escalate(events, &recipe.escalation.reason, &next_action),
         }

@@ -67,15 +67,17 @@ async fn directly(lane: &LaneOnDisk, op: &LaneOp) -> Result<Value, CommandError>
         message: e.to_string(),
         exit: crate::output::EXIT_FAILURE,
     })?;
+    // Nobody else drives the lane: its state is this process's to change, from its file.
+    let owned = Some(doc.lane_state());
     let recorder = StateRecorder::new(doc, StateFileWriter::for_worktree(&lane.checks.dir));
     let on_state = recorder.clone();
     let events = EventLog::open(&lane.name, &lane.events)
         .map_err(|e| CommandError::io("opening the lane's event log", e.source))?
         .observe(Box::new(move |event| on_state.on_event(event)));
     Ok(match op {
-        LaneOp::MergeForward => lane.checks.merge_forward(&events, &recorder, true).await,
+        LaneOp::MergeForward => lane.checks.merge_forward(&events, &recorder, owned).await,
         LaneOp::Verify { level } => {
-            verified_json(&lane.checks.verify(*level, &events, &recorder, true).await)
+            verified_json(&lane.checks.verify(*level, &events, &recorder, owned).await)
         }
     })
 }

@@ -1,0 +1,174 @@
+//! Closing a lane once its runs ended: its worker stopped and its terminal gone, its trust
+//! store confined, then for a finished lane the finishing stage (verification on finish, and
+//! what the policy asks: merge-forward, verify, close-out), its last commits reported, and its
+//! last state written.
+//!
+//! From here no worker is driven: the lane's state is the finishing stage's to change, and it
+//! is carried from step to step (each check is given the state it may move and says where it
+//! leads), not read back from the state file.
+
+use clawpool_lanes::{EventLog, LaneEventKind, LaneState};
+use clawpool_recovery::StepOutcome;
+use serde_json::json;
+
+use super::commits::Look;
+use super::open::OpenLane;
+use super::runs::{Interrupted, STOP_GRACE};
+use super::{FINAL_WRITE_BACKOFF, FINAL_WRITE_TRIES, LaneResult, Terminal};
+use crate::checks::{HELD, LaneChecks};
+use crate::handshake::{Outcome, confine_trust_store};
+use crate::lane_state::StateRecorder;
+use crate::recovering::{Finishing, Plan, Recovery};
+
+impl OpenLane {
+    /// Closes the lane after its runs `ended`.
+    pub(super) async fn close(
+        self,
+        ended: Result<Outcome, Interrupted>,
+        recovery: &mut Recovery,
+    ) -> LaneResult {
+        let OpenLane {
+            job,
+            events,
+            recorder,
+            rig,
+            worker,
+            screen,
+            operator_rx,
+            socket,
+            listener,
+            commits,
+            commit_task,
+            branch_tasks,
+            supervisor_lock,
+            ..
+        } = self;
+        // Commands still waiting are told the lane ended; every verdict is written before the
+        // process may exit.
+        drop(operator_rx);
+        // The agent rewrites its trust store from memory when it exits: confine it once it is
+        // gone.
+        worker.stop(STOP_GRACE).await;
+        // The lane's terminal is over: its screen model goes now, not after the verification
+        // and close-out that may follow for minutes (a `screen` request is answered that it
+        // ended).
+        screen.clear();
+        drop(worker);
+        if let Some(store) = &rig.lane.store {
+            confine_trust_store(store, &events);
+        }
+        if let Some((watch, serve)) = branch_tasks {
+            watch.abort();
+            serve.abort();
+        }
+        listener.close().await;
+        let (mut outcome, interrupted) = match ended {
+            Ok(outcome) => (Some(outcome), None),
+            Err(interrupted) => (None, Some(interrupted)),
+        };
+        if let (Some(checks), Some(finished)) = (&job.checks, outcome.as_mut())
+            && finished.state == LaneState::Finished
+        {
+            let mut state = finished.state;
+            if let Some(level) = checks.spec.on_finish {
+                state = checks
+                    .verify(level, &events, &recorder, Some(state))
+                    .await
+                    .lane_state;
+            }
+            state = finish_by_policy(checks, recovery, &events, &recorder, state).await;
+            finished.state = state;
+            if state == LaneState::Finished {
+                let base_sha = job.base.as_ref().map(|(_, sha)| sha.clone());
+                checks.record_outcome(base_sha, &events).await;
+            }
+        }
+        if let (Some(task), Some(commits)) = (commit_task, &commits) {
+            task.abort();
+            // A commit made just before the lane finished is still reported.
+            commits.check(Look::Last).await;
+        }
+        if let Terminal::Tmux(server) = &job.terminal {
+            let _ = server.kill_session(&rig.session).await;
+        }
+        write_last(&recorder).await;
+        drop(supervisor_lock);
+        let _ = std::fs::remove_file(&socket);
+        LaneResult {
+            outcome,
+            interrupted,
+            degraded: recorder.degraded(),
+        }
+    }
+}
+
+/// A recipe's `merge_forward` step: the base brought in, or why not. `owned` is the lane's
+/// state when no worker is driven any more: a base that cannot be brought in then holds the
+/// lane as [`HELD`].
+pub(super) async fn merge_step(
+    checks: &LaneChecks,
+    events: &EventLog,
+    recorder: &StateRecorder,
+    owned: Option<LaneState>,
+) -> StepOutcome {
+    match checks.bring_base_in(events, recorder, owned).await {
+        (_, None) => StepOutcome::Done,
+        (_, Some(problem)) => StepOutcome::Failed(problem),
+    }
+}
+
+/// Takes a finished lane on as the policy says (`Recovery::finishing`): merge its base forward,
+/// verify it, close it out — each at most once, with fresh facts after each. Returns the state
+/// the lane is left in.
+async fn finish_by_policy(
+    checks: &LaneChecks,
+    recovery: &mut Recovery,
+    events: &EventLog,
+    recorder: &StateRecorder,
+    mut state: LaneState,
+) -> LaneState {
+    let has_commands = |level| checks.spec.commands.contains_key(&level);
+    // The policy decides on the branch as it is now, not as the last periodic check saw it.
+    checks.check(events, recorder).await;
+    loop {
+        match recovery.finishing(has_commands, events, recorder) {
+            Finishing::Steps(mut plan) => {
+                // A finished lane has no worker: merging forward is the only step it can take.
+                while plan == Plan::MergeForward {
+                    let step = merge_step(checks, events, recorder, Some(state)).await;
+                    if let StepOutcome::Failed(_) = step {
+                        state = HELD;
+                    }
+                    plan = recovery.step_done(step, events, recorder);
+                }
+            }
+            Finishing::Verify(level) => {
+                let verified = checks.verify(level, events, recorder, Some(state)).await;
+                state = verified.lane_state;
+            }
+            Finishing::CloseOut { rule } => {
+                let _ = events.record(
+                    LaneEventKind::ClosedOut,
+                    None,
+                    None,
+                    None,
+                    json!({"rule": rule}),
+                );
+                return state;
+            }
+            Finishing::Nothing => return state,
+        }
+    }
+}
+
+/// The lane's last write, tried again a few times when it fails: the lane's outcome is already
+/// in its event log, and this is what puts it in its state file.
+async fn write_last(recorder: &StateRecorder) {
+    for attempt in 1..=FINAL_WRITE_TRIES {
+        recorder.update(|_| {});
+        if recorder.degraded().is_none() || attempt == FINAL_WRITE_TRIES {
+            return;
+        }
+        tokio::time::sleep(FINAL_WRITE_BACKOFF).await;
+    }
+}

@@ -1,0 +1,340 @@
+//! Opening a lane: everything it runs with, in the order a crash anywhere leaves something
+//! `clawpool adopt` can find — the supervisor lock, the state file with the terminal target,
+//! the event log, the watches, the agent's own channel, the control socket, then the worker.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clawpool_agents::profiles::{AgentHooks, DialogKind, Policy as DialogPolicy};
+use clawpool_agents::trust::StoreGuard;
+use clawpool_lanes::state_file::{self, Base, SupervisorLock};
+use clawpool_lanes::{EventLog, LaneEventKind, StateFileWriter, WorkerStateDoc};
+use clawpool_pty::Worker;
+use serde_json::json;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use super::commits::CommitWatch;
+use super::trust_store::{seed_trust_store, trust_store_file};
+use super::worker::{Rig, replace_leftover_session, start_worker, with_prompt};
+use super::{LaneJob, STATE_DIR, Start, session_name, spawn_spec, transport_of};
+use crate::app_server::AppServer;
+use crate::channel::{self, ChannelMessage, FailureWatch, HookInbox};
+use crate::control::{self, ControlSocket, ScreenSource};
+use crate::error::LaneError;
+use crate::handshake::OperatorRequest;
+use crate::handshake::{ExternalProgress, LaneContext, Resumed, TrustGate, plan_prompt};
+use crate::lane_state::StateRecorder;
+use crate::permission_gate::PermissionGate;
+use crate::worktree_watch::{BranchWatch, LaneWatch};
+
+/// A lane with everything it runs with: what [`super::runs`] drives and [`super::finish`]
+/// closes. Dropping it stops the watches and tasks it holds.
+pub(super) struct OpenLane {
+    pub(super) job: LaneJob,
+    pub(super) events: Arc<EventLog>,
+    pub(super) recorder: StateRecorder,
+    pub(super) rig: Rig,
+    pub(super) worker: Worker,
+    /// The state an adopted worker was left in by the supervisor that died.
+    pub(super) resumed: Option<Resumed>,
+    pub(super) external: ExternalProgress,
+    pub(super) permission_gate: PermissionGate,
+    pub(super) screen: ScreenSource,
+    pub(super) operator_rx: mpsc::Receiver<OperatorRequest>,
+    /// The agent's reports (hooks, protocol), when the lane has a channel for them.
+    pub(super) hook_rx: Option<mpsc::Receiver<ChannelMessage>>,
+    pub(super) socket: PathBuf,
+    pub(super) listener: ControlSocket,
+    pub(super) commits: Option<CommitWatch>,
+    pub(super) commit_task: Option<JoinHandle<()>>,
+    /// The freshness watch and the branch requests' server.
+    pub(super) branch_tasks: Option<(JoinHandle<()>, JoinHandle<()>)>,
+    pub(super) supervisor_lock: SupervisorLock,
+    /// Held for the lane's life: the lane's subscription to its repository's watcher.
+    pub(super) _lane_watch: LaneWatch,
+    /// Held for the lane's life: the lane's own Codex app server.
+    pub(super) _app_server: Option<AppServer>,
+    /// Held for the lane's life: the hooks' failed deliveries, watched.
+    pub(super) _failure_watch: Option<FailureWatch>,
+}
+
+/// Opens the lane and starts (or adopts) its worker.
+pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, LaneError> {
+    let mut spec = spawn_spec(&job)?;
+    // Tool-permission questions go to the policy's `[permissions]` before a person.
+    let permissions = job.policy.permissions();
+    let permission_gate =
+        PermissionGate::for_worktree(permissions.policy.clone(), &job.dir, permissions)?;
+    let state_dir = job.dir.join(STATE_DIR);
+    std::fs::create_dir_all(&state_dir)
+        .map_err(|e| LaneError::io("creating the lane's .claw folder", e))?;
+    // Held until the lane's last write: readers probe it to tell a live supervisor from a
+    // lost one, so nothing has to rewrite the state file while nothing happens.
+    let supervisor_lock = SupervisorLock::hold(&job.dir).map_err(|e| match e.kind() {
+        std::io::ErrorKind::WouldBlock => LaneError::invalid("lane_busy", e.to_string()),
+        _ => LaneError::io("taking the lane's supervisor lock", e),
+    })?;
+    let session = session_name(&job.name);
+    // The tmux target is in the state file before the agent starts: a supervisor killed at any
+    // moment after that leaves a lane `clawpool adopt` looks for in the right place.
+    let transport = transport_of(&job.terminal, &session);
+    // An operator's trust outlives the supervisor that received it.
+    let operator_trusted = matches!(&start, Start::Adopt { doc, .. } if doc.trusted_by_operator);
+    let (doc, adopt) = match start {
+        Start::Spawn => {
+            let mut doc = WorkerStateDoc::new(
+                format!("{}-{}", job.name, std::process::id()),
+                &job.name,
+                job.profile.name(),
+                job.dir.display().to_string(),
+                transport,
+                state_file::now_secs(),
+            );
+            doc.branch = job.branch.clone();
+            doc.base = job.base.clone().map(|(git_ref, sha)| Base { git_ref, sha });
+            (doc, None)
+        }
+        Start::Adopt { worker, mut doc } => {
+            let resumed = Resumed {
+                state: doc.lane_state(),
+                attempts: doc.prompt.attempts,
+                sent_at: doc.prompt.sent_at,
+                accepted_at: doc.prompt.accepted_at,
+            };
+            doc.supervisor.pid = std::process::id();
+            (*doc, Some((worker, resumed)))
+        }
+    };
+    // A mark left by an earlier run stays until a write succeeds.
+    let marker = job
+        .events_path
+        .parent()
+        .map(|registry| registry.join(crate::lane_state::DEGRADED_MARKER));
+    let recorder = StateRecorder::with_marker(doc, StateFileWriter::for_worktree(&job.dir), marker);
+    let on_state = recorder.clone();
+    // The event log's observer calls the job's `on_event` from now on.
+    let on_event = std::mem::replace(&mut job.on_event, Box::new(|_| {}));
+    let on_event = crate::hooks::with_hooks(on_event, Arc::clone(&job.policy), &job.events_path);
+    let external = ExternalProgress::new();
+    let on_commit = external.clone();
+    let events = Arc::new(
+        EventLog::open(&job.name, &job.events_path)
+            .map_err(|e| LaneError::io("opening the lane's event log", e.source))?
+            .observe(Box::new(move |event| {
+                on_state.on_event(event);
+                if event.kind == LaneEventKind::CommitCreated {
+                    on_commit.record(clawpool_recovery::ProgressSource::Commit);
+                }
+                on_event(event);
+            })),
+    );
+    // The lane's files, and for a lane with a branch its HEAD, branch and base ref, watched
+    // with the other lanes of its repository (one inotify instance for them all). Adding
+    // watches waits for the shared watcher's thread, which may be busy with other lanes'
+    // events: not on the runtime's threads.
+    let branch_watch = job.branch.as_ref().map(|_| BranchWatch {
+        base: job
+            .base
+            .as_ref()
+            .map(|(git_ref, _)| git_ref.clone())
+            .or_else(|| job.checks.as_ref().map(|checks| checks.base.clone())),
+    });
+    let lane_watch = {
+        let (dir, progress) = (job.dir.clone(), external.clone());
+        tokio::task::spawn_blocking(move || LaneWatch::start(&dir, progress, branch_watch))
+            .await
+            .map_err(|e| LaneError::io("watching the lane's folder", std::io::Error::other(e)))?
+    };
+
+    if job.trusted && adopt.is_none() {
+        seed_trust_store(&job.profile, &job.dir, &spec, &events);
+    }
+    let trust = TrustGate::of(job.trusted, operator_trusted);
+    let plan = plan_prompt(
+        job.prompt.as_deref(),
+        &job.settings,
+        &job.profile,
+        &job.dir,
+        trust.is_open(),
+    )
+    .map_err(|e| LaneError::io("writing .claw/task.md", e))?;
+    let socket = clawpool_worktree::layout::control_socket(&job.dir);
+    // The agent's own reports, for an agent that makes them; a worker adopted from an earlier
+    // supervisor keeps reporting with the token it was started with, kept in the lane.
+    let (hook_tx, hook_rx) = mpsc::channel(64);
+    let hook_channel = match (job.profile.manifest.launch.hooks, &adopt) {
+        (AgentHooks::Claude, Some(_)) => {
+            let setup = channel::resume_claude(&job.dir);
+            if setup.is_some() {
+                let _ = events.record(
+                    LaneEventKind::ChannelOpened,
+                    None,
+                    None,
+                    None,
+                    json!({"channel": "claude_hooks", "adopted": true}),
+                );
+            }
+            setup
+        }
+        (AgentHooks::Claude, None) => {
+            let program = std::env::current_exe().map_err(|e| {
+                LaneError::io("finding the clawpool binary for the agent's hooks", e)
+            })?;
+            let setup = channel::set_up_claude(&job.dir, &socket, &program)
+                .map_err(|e| LaneError::io("writing the lane's hook settings", e))?;
+            spec = spec.args(setup.args.iter());
+            for (key, value) in &setup.env {
+                spec = spec.env(key, value);
+            }
+            let _ = events.record(
+                LaneEventKind::ChannelOpened,
+                None,
+                None,
+                None,
+                json!({"channel": "claude_hooks", "settings": setup.args.last()}),
+            );
+            Some(setup)
+        }
+        _ => None,
+    };
+    // Codex's app server, owned by the lane, with the TUI attached to it; when it does not
+    // start, the TUI runs on its own and the screen decides.
+    let app_server = match (job.profile.manifest.launch.hooks, &adopt) {
+        (AgentHooks::CodexAppServer, None) => {
+            match AppServer::start(&spec, &job.dir, hook_tx.clone()).await {
+                Ok(server) => {
+                    // 0.169.0 refuses `--remote` with `--no-daemon`: the lane's own server
+                    // stands in for the shared one that flag keeps away.
+                    spec.args.retain(|arg| arg != "--no-daemon");
+                    spec = spec.args(server.tui_args());
+                    let _ = events.record(
+                        LaneEventKind::ChannelOpened,
+                        None,
+                        None,
+                        None,
+                        json!({"channel": "codex_app_server",
+                               "socket": server.socket().display().to_string()}),
+                    );
+                    Some(server)
+                }
+                Err(error) => {
+                    let _ = events.record(
+                        LaneEventKind::ChannelDegraded,
+                        None,
+                        None,
+                        None,
+                        json!({"channel": "codex_app_server", "event": "start", "error": error,
+                               "failed": 1, "decides": "screen"}),
+                    );
+                    None
+                }
+            }
+        }
+        _ => None,
+    };
+    let failure_watch = hook_channel
+        .as_ref()
+        .and_then(|setup| FailureWatch::start(&setup.failures, hook_tx.clone()));
+    // The hook answers permission questions when the policy decides them on screen too.
+    let policy_decides_permissions = job.profile.dialogs.iter().any(|dialog| {
+        dialog.kind == DialogKind::ToolPermission && dialog.policy == DialogPolicy::Ask
+    });
+    let has_channel = hook_channel.is_some() || app_server.is_some();
+    let hook_inbox = hook_channel.as_ref().map(|setup| HookInbox {
+        token: setup.token.clone(),
+        sender: hook_tx,
+        permissions: policy_decides_permissions.then(|| permission_gate.clone()),
+        usage_log: Some(Arc::clone(&events)),
+    });
+    let base_spec = spec.clone();
+    spec = with_prompt(spec, &job.profile, &plan);
+
+    let (operator_tx, operator_rx) = mpsc::channel(8);
+    let (ops_tx, ops_rx) = mpsc::channel(4);
+    let screen = ScreenSource::default();
+    let listener = control::listen(&socket, operator_tx, ops_tx, screen.clone(), hook_inbox)
+        .map_err(|e| LaneError::io("opening the lane's control socket", e))?;
+
+    let (worker, resumed) = match adopt {
+        Some((worker, resumed)) => (Ok(worker), Some(resumed)),
+        None => {
+            replace_leftover_session(&job.terminal, &session, &events).await;
+            (
+                start_worker(&job.terminal, &session, spec.clone()).await,
+                None,
+            )
+        }
+    };
+    let worker = match worker {
+        Ok(worker) => worker,
+        Err(err) => {
+            drop(operator_rx);
+            listener.close().await;
+            let _ = std::fs::remove_file(&socket);
+            return Err(err.into());
+        }
+    };
+    let commits = job.branch.as_ref().map(|_| {
+        CommitWatch::start(
+            job.dir.clone(),
+            Arc::clone(&events),
+            &job.events_path,
+            job.base.clone(),
+        )
+    });
+    let commit_task = commits
+        .as_ref()
+        .map(|commits| commits.spawn(lane_watch.moves()));
+    let branch_tasks = job.checks.clone().map(|checks| {
+        (
+            checks
+                .clone()
+                .watch(Arc::clone(&events), recorder.clone(), lane_watch.moves()),
+            checks.serve(ops_rx, Arc::clone(&events), recorder.clone()),
+        )
+    });
+    let rig = Rig {
+        name: job.name.clone(),
+        profile: Arc::clone(&job.profile),
+        terminal: job.terminal.clone(),
+        lane: LaneContext {
+            name: job.name.clone(),
+            cwd: job.dir.clone(),
+            trust,
+            store: trust_store_file(&job.profile, &spec)
+                .and_then(|(kind, file)| StoreGuard::new(kind, file, job.dir.clone())),
+            prompt: plan.clone(),
+            restarted_to_apply_trust: false,
+        },
+        plan,
+        base_spec,
+        session,
+        events: Arc::clone(&events),
+        recorder: recorder.clone(),
+        restarts: 0,
+        dropped_turn: false,
+    };
+    Ok(OpenLane {
+        job,
+        events,
+        recorder,
+        rig,
+        worker,
+        resumed,
+        external,
+        permission_gate,
+        screen,
+        operator_rx,
+        hook_rx: has_channel.then_some(hook_rx),
+        socket,
+        listener,
+        commits,
+        commit_task,
+        branch_tasks,
+        supervisor_lock,
+        _lane_watch: lane_watch,
+        _app_server: app_server,
+        _failure_watch: failure_watch,
+    })
+}
