@@ -354,6 +354,10 @@ pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, LaneError> 
                 }
             }
         }
+        // The TUI an earlier supervisor started stays attached to that supervisor's server.
+        (AgentHooks::CodexAppServer, Some(_)) => {
+            AppServer::adopt(&job.dir, hook_tx.clone(), &events).await
+        }
         _ => None,
     };
     let _failure_watch = hook_channel

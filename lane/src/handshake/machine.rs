@@ -366,7 +366,8 @@ struct HookState {
     screen_working: Option<Evidence>,
     /// A reported finish waiting for the screen to stop showing work.
     held_stop: Option<HeldStop>,
-    /// The channel proved to work in this run (a SessionStart reached the lane).
+    /// The channel proved to work in this run: a report reached the lane (a started agent's
+    /// first is its SessionStart; an adopted one's, whatever it reports next).
     live: bool,
     /// Since when the screen has shown the prompt taken while the hook had not said so.
     screen_accept_since: Option<Instant>,
@@ -527,6 +528,9 @@ impl<'a> Machine<'a> {
             from.state.status,
             LaneStatus::Spawning | LaneStatus::TrustRequired
         );
+        // A prompt the earlier supervisor saw taken opened a turn that no report closed: the
+        // agent's Stop finishes it, though no UserPromptSubmit reaches this supervisor.
+        self.hooks.turn_open = from.accepted_at.is_some();
     }
 
     /// The event that opens a run (`lane.started`, `lane.adopted`).
@@ -1336,6 +1340,7 @@ impl<'a> Machine<'a> {
         if self.hooks.degraded() || self.state.status.is_terminal() {
             return;
         }
+        self.hooks.live = true;
         let wall = self.wall_secs();
         match event {
             HookEvent::UserPromptSubmit { .. } => {
@@ -1413,8 +1418,9 @@ impl<'a> Machine<'a> {
                 }
             }
             HookEvent::SessionEnd { .. } => self.hooks.tools_done(),
-            HookEvent::SessionStart { .. } => self.hooks.live = true,
-            HookEvent::Notification { .. } | HookEvent::Other { .. } => {}
+            HookEvent::SessionStart { .. }
+            | HookEvent::Notification { .. }
+            | HookEvent::Other { .. } => {}
         }
     }
 
