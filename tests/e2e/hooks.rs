@@ -384,7 +384,11 @@ fn an_adopted_claude_lane_keeps_its_hook_channel() {
     for name in ["PostToolUse", "Stop"] {
         assert_eq!(hooks_named(after, name).len(), 1, "{name}: {log}");
     }
-    assert!(after.iter().any(|e| e["kind"] == "lane.finished"), "{log}");
+    // No SessionStart and no UserPromptSubmit reach the adopter: the first report proves the
+    // channel, and the Stop ends the turn the earlier supervisor saw accepted.
+    let finished = transition_to(after, "finished");
+    assert_eq!(finished["source"], "hook", "{log}");
+    assert_eq!(finished["evidence"]["rule"], "Stop", "{log}");
     let lane = repo.with_extension("lanes").join("alpha");
     let failures =
         std::fs::read_to_string(lane.join(".claw/hook-failures.jsonl")).unwrap_or_default();
