@@ -19,6 +19,10 @@
 //! turn's stop) and the message's own detail. A connection that closes while the lane runs
 //! is [`ChannelMessage::ProtocolLost`]: the screen decides from then on. The server lives as
 //! long as the lane's driver holds its [`AppServer`] (its process group is ended on drop).
+//!
+//! A supervisor that dies leaves the server running, the TUI attached to it; the supervisor
+//! adopting the lane reconnects to it ([`AppServer::adopt`]), rejoins the TUI's thread
+//! ([`Observer::reconnecting`]) and ends the server with the lane as if it had started it.
 
 pub mod websocket;
 
