@@ -299,7 +299,8 @@ fn a_lane_whose_hook_endpoint_is_gone_degrades_to_the_screen_and_finishes() {
 /// A supervisor SIGKILLed while Claude Code runs a tool, and `clawpool adopt`: the running agent
 /// keeps reporting with the token it was started with (kept in the lane's `.claw/`, owner
 /// only), and its reports after the adoption reach the adopting supervisor — the tool's end
-/// and the turn's Stop are in the lane's log after `lane.adopted`, none of them failed.
+/// and the turn's Stop are in the lane's log after `lane.adopted`, none of them failed, and
+/// the Stop finishes the lane.
 #[test]
 fn an_adopted_claude_lane_keeps_its_hook_channel() {
     let sandbox = Sandbox::new();
