@@ -19,6 +19,10 @@
 //! turn's stop) and the message's own detail. A connection that closes while the lane runs
 //! is [`ChannelMessage::ProtocolLost`]: the screen decides from then on. The server lives as
 //! long as the lane's driver holds its [`AppServer`] (its process group is ended on drop).
+//!
+//! A supervisor that dies leaves the server running, the TUI attached to it; the supervisor
+//! adopting the lane reconnects to it ([`AppServer::adopt`]), rejoins the TUI's thread
+//! ([`Observer::reconnecting`]) and ends the server with the lane as if it had started it.
 
 pub mod websocket;
 
@@ -115,24 +119,44 @@ pub struct Observer {
     active: bool,
     /// The thread waits for an approval.
     waiting_on_approval: bool,
-    /// A `thread/resume` is sent and not answered.
-    resume_pending: bool,
+    /// The request sent and not answered yet: its id, and what it asked.
+    asked: Option<(u64, Asked)>,
+    /// The loaded threads of a server the lane reconnected to, not tried yet as the TUI's.
+    candidates: Vec<String>,
     /// The lane receives the thread's turns and items.
     subscribed: bool,
     /// The last request id used.
     last_id: u64,
 }
 
+/// What a request the lane sent asked.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Asked {
+    /// `thread/resume` of the TUI's thread: to hear its turns and items.
+    Rejoin,
+    /// `thread/loaded/list`: the threads of a server the lane reconnected to.
+    LoadedThreads,
+    /// `thread/resume` of one of those: whether it is the TUI's thread, and its status now.
+    Adopt,
+}
+
 impl Observer {
+    /// An observer for a server the lane reconnects to, whose TUI's thread started long ago:
+    /// nothing tells a new client of it, and nothing is replayed. It asks which threads the
+    /// server has loaded (`thread/loaded/list`), rejoins them one by one (`thread/resume`,
+    /// which answers with the thread and its status now, and subscribes the connection to its
+    /// turns and items) until one is the TUI's, and reports that thread's status as its first
+    /// fact. Returns the observer and its first request.
+    pub fn reconnecting() -> (Self, Value) {
+        let mut observer = Self::default();
+        let request = observer.request("thread/loaded/list", json!({}), Asked::LoadedThreads);
+        (observer, request)
+    }
+
     /// What one message from the server means: a fact for the lane, and a request to send.
     pub fn on_message(&mut self, message: &Value) -> (Option<ProtocolFact>, Option<Value>) {
         let Some(method) = message.get("method").and_then(Value::as_str) else {
-            // A reply: only the thread's rejoining is ever asked for.
-            if self.resume_pending {
-                self.resume_pending = false;
-                self.subscribed = message.get("result").is_some();
-            }
-            return (None, None);
+            return self.on_reply(message);
         };
         if message.get("id").is_some() {
             // A request for the TUI (an approval); the lane never answers one.
@@ -142,7 +166,7 @@ impl Observer {
         let text = |value: &Value| value.as_str().map(str::to_owned);
         if method == "thread/started" {
             let thread = &params["thread"];
-            let side = thread["ephemeral"] == true || !thread["parentThreadId"].is_null();
+            let side = is_side_thread(thread);
             let Some(id) = thread["id"].as_str().filter(|_| !side) else {
                 return (None, None);
             };
@@ -238,17 +262,13 @@ impl Observer {
             "idle" if was_active => HookEvent::Stop,
             _ => other(method),
         };
-        let mut request = None;
-        if kind == "active" && !self.subscribed && !self.resume_pending {
-            self.resume_pending = true;
-            self.last_id += 1;
-            request = Some(json!({
-                "jsonrpc": "2.0",
-                "id": self.last_id,
-                "method": "thread/resume",
-                "params": {"threadId": thread, "excludeTurns": true},
-            }));
-        }
+        let request = (kind == "active" && !self.subscribed && self.asked.is_none()).then(|| {
+            self.request(
+                "thread/resume",
+                json!({"threadId": thread, "excludeTurns": true}),
+                Asked::Rejoin,
+            )
+        });
         let fact = ProtocolFact::new(
             method,
             thread,
@@ -257,6 +277,71 @@ impl Observer {
         );
         (Some(fact), request)
     }
+
+    /// A reply to the lane's request: rejoined or not, the threads loaded, or whether the
+    /// thread tried is the TUI's (then its status now is the fact).
+    fn on_reply(&mut self, reply: &Value) -> (Option<ProtocolFact>, Option<Value>) {
+        let Some((_, asked)) = self.asked.filter(|(id, _)| reply["id"] == *id) else {
+            return (None, None);
+        };
+        self.asked = None;
+        let result = reply.get("result");
+        match asked {
+            Asked::Rejoin => {
+                self.subscribed = result.is_some();
+                (None, None)
+            }
+            Asked::LoadedThreads => {
+                let loaded = result.and_then(|r| r["data"].as_array());
+                // Tried in the server's order, taken from the end.
+                self.candidates = loaded
+                    .into_iter()
+                    .flatten()
+                    .rev()
+                    .filter_map(|thread| thread.as_str().map(str::to_owned))
+                    .collect();
+                (None, self.try_next_candidate())
+            }
+            Asked::Adopt => {
+                let thread = result
+                    .map(|result| &result["thread"])
+                    .filter(|thread| !is_side_thread(thread));
+                let Some((id, status)) =
+                    thread.and_then(|t| Some((t["id"].as_str()?.to_owned(), &t["status"])))
+                else {
+                    // Refused (a thread with no rollout yet, like Codex's title thread), or
+                    // a side thread: the next one.
+                    return (None, self.try_next_candidate());
+                };
+                self.candidates.clear();
+                self.thread = Some(id.clone());
+                self.subscribed = true;
+                self.status_changed("thread/resume", Some(&id), status)
+            }
+        }
+    }
+
+    /// Rejoins the next loaded thread, if one is left.
+    fn try_next_candidate(&mut self) -> Option<Value> {
+        let thread = self.candidates.pop()?;
+        Some(self.request(
+            "thread/resume",
+            json!({"threadId": thread, "excludeTurns": true}),
+            Asked::Adopt,
+        ))
+    }
+
+    /// A request with the next id, remembered as what is asked.
+    fn request(&mut self, method: &str, params: Value, asked: Asked) -> Value {
+        self.last_id += 1;
+        self.asked = Some((self.last_id, asked));
+        json!({"jsonrpc": "2.0", "id": self.last_id, "method": method, "params": params})
+    }
+}
+
+/// Whether `thread` is not a TUI's own: an ephemeral side thread, or a sub-agent's.
+fn is_side_thread(thread: &Value) -> bool {
+    thread["ephemeral"] == true || !thread["parentThreadId"].is_null()
 }
 
 fn other(method: &str) -> HookEvent {
@@ -268,9 +353,32 @@ fn other(method: &str) -> HookEvent {
 /// The lane's app server: its process and the lane's connection to it.
 pub struct AppServer {
     socket: PathBuf,
-    /// Dropped without waiting: tokio reaps it once the signal on drop ended it.
-    process: tokio::process::Child,
+    process: ServerProcess,
     observer: JoinHandle<()>,
+}
+
+/// The app server's process, which ends with the lane.
+enum ServerProcess {
+    /// Started by this lane's driver. Dropped without waiting: tokio reaps it once the signal
+    /// on drop ended it.
+    Started(tokio::process::Child),
+    /// Started by the supervisor the lane was adopted from, and left running when it died (in
+    /// a process group of its own, with the TUI still attached): that group, found from the
+    /// socket's other end.
+    Adopted {
+        /// The server's process group.
+        group: i32,
+    },
+}
+
+impl ServerProcess {
+    /// The process group the server and what it started run in.
+    fn group(&self) -> Option<i32> {
+        match self {
+            Self::Started(child) => child.id().and_then(|pid| i32::try_from(pid).ok()),
+            Self::Adopted { group } => Some(*group),
+        }
+    }
 }
 
 impl AppServer {
@@ -338,12 +446,83 @@ impl AppServer {
         tokio::time::timeout(START_TIMEOUT, initialize(&mut connection))
             .await
             .map_err(|_| "the app server did not answer `initialize`".to_owned())??;
-        let observer = tokio::spawn(observe(connection, sender));
+        let observer = tokio::spawn(observe(connection, sender, Observer::default()));
         Ok(Self {
             socket,
-            process,
+            process: ServerProcess::Started(process),
             observer,
         })
+    }
+
+    /// Reconnects to the app server an earlier supervisor started for the lane in `dir`: a
+    /// supervisor that dies, even by SIGKILL, leaves it listening on
+    /// `.claw/codex-app-server.sock` (its own process group) with the TUI still attached. The
+    /// lane rejoins the TUI's thread ([`Observer::reconnecting`]), its facts go to `sender`,
+    /// and the server ends with the lane as one it started would. An error says why in words
+    /// (the server is gone: the screen decides).
+    pub async fn reconnect(
+        dir: &Path,
+        sender: mpsc::Sender<ChannelMessage>,
+    ) -> Result<Self, String> {
+        let socket = dir
+            .join(clawpool_worktree::layout::LANE_DIR)
+            .join(SOCKET_FILE);
+        let mut connection = WebSocket::connect(&socket)
+            .await
+            .map_err(|e| format!("connecting to .claw/{SOCKET_FILE}: {e}"))?;
+        let pid = connection
+            .peer_pid()
+            .map_err(|e| format!("finding the app server's process: {e}"))?;
+        // SAFETY: getpgid and getpgrp only read the process table.
+        let (group, own_group) = unsafe { (libc::getpgid(pid), libc::getpgrp()) };
+        if group <= 1 || group == own_group {
+            // Never signalled as a group: that would reach this supervisor, or everything.
+            return Err(format!(
+                "the app server (pid {pid}) is not in a process group of its own"
+            ));
+        }
+        tokio::time::timeout(START_TIMEOUT, initialize(&mut connection))
+            .await
+            .map_err(|_| "the app server did not answer `initialize`".to_owned())??;
+        let (observer, first_request) = Observer::reconnecting();
+        connection
+            .send_text(&first_request.to_string())
+            .await
+            .map_err(|e| format!("talking to the app server: {e}"))?;
+        let observer = tokio::spawn(observe(connection, sender, observer));
+        Ok(Self {
+            socket,
+            process: ServerProcess::Adopted { group },
+            observer,
+        })
+    }
+
+    /// [`AppServer::reconnect`] for a lane being adopted, recorded in its `events`: the channel
+    /// opened again (`lane.channel.opened` with `adopted: true`), or the server gone and the
+    /// screen deciding (`lane.channel.degraded`, `event: adopt`, with the error).
+    pub async fn adopt(
+        dir: &Path,
+        sender: mpsc::Sender<ChannelMessage>,
+        events: &clawpool_lanes::EventLog,
+    ) -> Option<Self> {
+        let (server, kind, detail) = match Self::reconnect(dir, sender).await {
+            Ok(server) => {
+                let detail = json!({"channel": "codex_app_server", "adopted": true,
+                                    "socket": server.socket.display().to_string()});
+                (
+                    Some(server),
+                    clawpool_lanes::LaneEventKind::ChannelOpened,
+                    detail,
+                )
+            }
+            Err(error) => {
+                let detail = json!({"channel": "codex_app_server", "event": "adopt",
+                                    "error": error, "failed": 1, "decides": "screen"});
+                (None, clawpool_lanes::LaneEventKind::ChannelDegraded, detail)
+            }
+        };
+        let _ = events.record(kind, None, None, None, detail);
+        server
     }
 
     /// The arguments that attach the agent's TUI to this server.
@@ -364,12 +543,12 @@ impl Drop for AppServer {
     fn drop(&mut self) {
         // The lane is over: its end is no lost connection.
         self.observer.abort();
-        if let Some(pid) = self.process.id().and_then(|pid| i32::try_from(pid).ok()) {
+        if let Some(group) = self.process.group() {
             // SIGTERM, not SIGKILL: on it the server removes its socket (and the one it
             // binds under /tmp/codex-daemon-UID/ for paths too long for a socket address).
-            // SAFETY: killpg only sends a signal to the group this lane started.
+            // SAFETY: killpg only sends a signal to the server's own group.
             unsafe {
-                libc::killpg(pid, libc::SIGTERM);
+                libc::killpg(group, libc::SIGTERM);
             }
         }
     }
@@ -410,10 +589,15 @@ async fn initialize(connection: &mut WebSocket) -> Result<(), String> {
         .map_err(lost)
 }
 
-/// Reads the server's messages for the lane until the connection ends, which it reports.
-async fn observe(mut connection: WebSocket, sender: mpsc::Sender<ChannelMessage>) {
-    // Connected before the TUI starts, the lane hears of its thread from the start: the
-    // channel works from now on.
+/// Reads the server's messages for the lane, as `observer` makes them out, until the connection
+/// ends, which it reports.
+async fn observe(
+    mut connection: WebSocket,
+    sender: mpsc::Sender<ChannelMessage>,
+    mut observer: Observer,
+) {
+    // Connected before the TUI starts, the lane hears of its thread from the start; reconnected,
+    // it rejoins the thread: the channel works from now on.
     let connected = ProtocolFact::new(
         "initialize",
         None,
@@ -429,7 +613,6 @@ async fn observe(mut connection: WebSocket, sender: mpsc::Sender<ChannelMessage>
     {
         return;
     }
-    let mut observer = Observer::default();
     let error = loop {
         let text = match connection.next_text().await {
             Ok(Some(text)) => text,

@@ -3,7 +3,9 @@
 //! protocol decides prompt acceptance and the finish (the event's `source` says so), two
 //! lanes' servers never cross, and the channel's first run loses no prompt — attached to its
 //! app server the TUI shows no trust dialog, so clawpool's own trust gate is what holds an
-//! untrusted lane, and its first prompt goes in once an operator trusts it.
+//! untrusted lane, and its first prompt goes in once an operator trusts it. A lane adopted
+//! after its supervisor was SIGKILLed reconnects to the app server that outlived it, and says
+//! so when that server is gone.
 
 use clawpool_tests::{ModelServer, Sandbox, git_repo, real_agent, seed_codex_home};
 use serde_json::{Value, json};
@@ -388,4 +390,221 @@ fn an_app_server_that_does_not_start_leaves_the_screen_and_doctor_says_so() {
             .is_some_and(|f| f.contains("codex-app-server.log")),
         "{check}"
     );
+}
+
+/// The pids of the `codex app-server` processes listening on `lane`'s socket (Codex's Node
+/// launcher and the server it runs).
+fn app_servers_of(lane: &std::path::Path) -> Vec<u32> {
+    let socket = lane.join(".claw/codex-app-server.sock");
+    let socket = socket.display().to_string();
+    std::fs::read_dir("/proc")
+        .expect("/proc")
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+            args.contains(&&b"app-server"[..])
+                && args
+                    .iter()
+                    .any(|arg| String::from_utf8_lossy(arg).ends_with(&socket))
+        })
+        .collect()
+}
+
+/// A Codex lane `alpha` spawned in tmux from a new sandbox's repository, its model answering
+/// after `delay_ms`, and its supervisor SIGKILLed once the thread turned active: the sandbox,
+/// the repository, the lane's folder, the model and the config to adopt it with.
+fn codex_lane_whose_supervisor_died_mid_turn(
+    delay_ms: u64,
+) -> (
+    Sandbox,
+    std::path::PathBuf,
+    std::path::PathBuf,
+    ModelServer,
+    std::path::PathBuf,
+) {
+    real_agent("codex");
+    let sandbox = Sandbox::new();
+    let repo = git_repo(sandbox.dir.path(), "repo");
+    let server = ModelServer::start(
+        &sandbox.dir.path().join("model"),
+        &json!([{"text": "Hello after the adoption.", "delay_ms": delay_ms}]),
+    );
+    seed_codex_home(&sandbox, &server.url(), "sk-fake");
+    let env: Vec<String> = codex_env(&sandbox)
+        .into_iter()
+        .filter(|var| !var.starts_with("HOME="))
+        .map(|var| {
+            let (key, value) = var.split_once('=').expect("KEY=VALUE");
+            format!("{key} = {value:?}")
+        })
+        .collect();
+    let config = sandbox.dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "trusted_roots = [{:?}]\n[profiles.codex.launch]\ncommand = {:?}\nenv = {{ {} }}\n",
+            sandbox.dir.path().display().to_string(),
+            real_agent("codex").display().to_string(),
+            env.join(", ")
+        ),
+    )
+    .expect("config");
+    let packet = sandbox.dir.path().join("packet.json");
+    std::fs::write(
+        &packet,
+        r#"{"defaults": {"agent": "codex"}, "lanes": [{"name": "alpha", "prompt": "say hello"}]}"#,
+    )
+    .expect("packet");
+    let mut spawn = sandbox.clawpool();
+    spawn
+        .arg("spawn")
+        .arg(&packet)
+        .args(["--output-format", "json", "--transport", "tmux", "--config"])
+        .arg(&config)
+        .arg("--repo")
+        .arg(&repo);
+    let lane = repo.with_extension("lanes").join("alpha");
+    let mut run = clawpool_tests::LaneRun::start(spawn, &sandbox.dir.path().join("spawn.stderr"));
+    run.wait_for(
+        "the thread turning active",
+        std::time::Duration::from_secs(60),
+        |e| e["kind"] == "lane.protocol" && e["detail"]["means"] == "UserPromptSubmit",
+        || screen_report(&lane),
+    );
+    run.signal(libc::SIGKILL);
+    run.wait_exit(std::time::Duration::from_secs(60));
+    (sandbox, repo, lane, server, config)
+}
+
+/// Runs `clawpool adopt` on `repo` to its end: its output, the lane's events and a report of
+/// them with its stderr and the lane's screen.
+fn adopt(
+    sandbox: &Sandbox,
+    config: &std::path::Path,
+    repo: &std::path::Path,
+    lane: &std::path::Path,
+) -> (std::process::Output, Vec<Value>, String) {
+    let adopt = sandbox
+        .clawpool()
+        .args(["adopt", "--output-format", "json", "--config"])
+        .arg(config)
+        .arg("--repo")
+        .arg(repo)
+        .output()
+        .expect("clawpool adopt");
+    let log = std::fs::read_to_string(repo.join(".git/clawpool/lanes/alpha/events.jsonl"))
+        .expect("the lane's events");
+    let events: Vec<Value> = log
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect();
+    let report = format!(
+        "{}\n{log}\n{}",
+        String::from_utf8_lossy(&adopt.stderr),
+        screen_report(lane)
+    );
+    (adopt, events, report)
+}
+
+/// A supervisor SIGKILLed while Codex works on its turn leaves the lane's app server running
+/// (its own process group) with the TUI attached in tmux; `clawpool adopt` reconnects to it,
+/// rejoins the TUI's thread (still active), and the turn's end reaches the adopter through
+/// the protocol: the lane's finish is the protocol's. Once the lane is over, no app server of
+/// the lane is left.
+#[test]
+fn an_adopted_codex_lane_reconnects_to_its_app_server() {
+    // Long enough for the supervisor to be killed and the adopter to reconnect mid-turn.
+    let (sandbox, repo, lane, mut server, config) =
+        codex_lane_whose_supervisor_died_mid_turn(10_000);
+    assert!(
+        !app_servers_of(&lane).is_empty(),
+        "the app server outlives its supervisor"
+    );
+
+    let (adopt, events, report) = adopt(&sandbox, &config, &repo, &lane);
+    assert!(adopt.status.success(), "{report}");
+    // The adopter reconnects, then takes the lane over.
+    let reopened = events
+        .iter()
+        .position(|e| {
+            e["kind"] == "lane.channel.opened"
+                && e["detail"]["channel"] == "codex_app_server"
+                && e["detail"]["adopted"] == true
+        })
+        .unwrap_or_else(|| panic!("the channel was not reopened: {report}"));
+    let after = &events[reopened..];
+    assert_eq!(after[1]["kind"], "lane.adopted", "{report}");
+    // The TUI's thread, rejoined mid-turn, and its end heard through the protocol.
+    let rejoined = protocol(after)
+        .into_iter()
+        .find(|e| e["detail"]["event"] == "thread/resume")
+        .unwrap_or_else(|| panic!("the thread was not rejoined: {report}"));
+    assert_eq!(rejoined["detail"]["status"], "active", "{report}");
+    assert_eq!(
+        threads(&events).len(),
+        1,
+        "the same thread before and after: {report}"
+    );
+    let finished = transition_to(after, "finished");
+    assert_eq!(finished["source"], "protocol", "{report}");
+    assert_eq!(finished["evidence"]["matched"], "thread idle", "{report}");
+    assert!(
+        !after.iter().any(|e| e["kind"] == "lane.channel.degraded"),
+        "{report}"
+    );
+    // Nothing was asked of the model again.
+    assert_eq!(server.main_requests().len(), 1, "{report}");
+    // Signalled as the lane ended, the server exits on its own time: a few seconds for it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let mut left = app_servers_of(&lane);
+    while !left.is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        left = app_servers_of(&lane);
+    }
+    assert!(left.is_empty(), "app servers left: {left:?}");
+    server.stop();
+    assert_nothing_left(&sandbox);
+}
+
+/// The app server gone too when the lane is adopted: the adopter says so before it takes the
+/// lane over (`lane.channel.degraded`, `event: adopt`, the screen deciding), and the lane is
+/// driven on its screen alone. (How it ends is not asserted: the TUI of a dead server shows
+/// "Reconnecting to server… (Ns)" over its input line, which Codex's profile does not read as
+/// work yet.)
+#[test]
+fn an_adopted_codex_lane_whose_app_server_is_gone_runs_on_its_screen() {
+    let (sandbox, repo, lane, mut server, config) =
+        codex_lane_whose_supervisor_died_mid_turn(3_000);
+    for pid in app_servers_of(&lane) {
+        // SAFETY: kill(2) on a process of this test's sandbox; no memory is involved.
+        unsafe {
+            libc::kill(pid as libc::pid_t, libc::SIGKILL);
+        }
+    }
+
+    let (_, events, report) = adopt(&sandbox, &config, &repo, &lane);
+    let lost = events
+        .iter()
+        .position(|e| e["kind"] == "lane.channel.degraded")
+        .unwrap_or_else(|| panic!("no lane.channel.degraded: {report}"));
+    let detail = &events[lost]["detail"];
+    assert_eq!(detail["channel"], "codex_app_server", "{report}");
+    assert_eq!(detail["event"], "adopt", "{report}");
+    assert_eq!(detail["decides"], "screen", "{report}");
+    assert!(
+        detail["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("codex-app-server.sock")),
+        "{report}"
+    );
+    assert_eq!(events[lost + 1]["kind"], "lane.adopted", "{report}");
+    assert!(
+        !events
+            .iter()
+            .any(|e| e["kind"] == "lane.channel.opened" && e["detail"]["adopted"] == true),
+        "{report}"
+    );
+    server.stop();
+    assert_nothing_left(&sandbox);
 }

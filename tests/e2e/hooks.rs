@@ -299,7 +299,8 @@ fn a_lane_whose_hook_endpoint_is_gone_degrades_to_the_screen_and_finishes() {
 /// A supervisor SIGKILLed while Claude Code runs a tool, and `clawpool adopt`: the running agent
 /// keeps reporting with the token it was started with (kept in the lane's `.claw/`, owner
 /// only), and its reports after the adoption reach the adopting supervisor — the tool's end
-/// and the turn's Stop are in the lane's log after `lane.adopted`, none of them failed.
+/// and the turn's Stop are in the lane's log after `lane.adopted`, none of them failed, and
+/// the Stop finishes the lane.
 #[test]
 fn an_adopted_claude_lane_keeps_its_hook_channel() {
     let sandbox = Sandbox::new();
@@ -384,7 +385,11 @@ fn an_adopted_claude_lane_keeps_its_hook_channel() {
     for name in ["PostToolUse", "Stop"] {
         assert_eq!(hooks_named(after, name).len(), 1, "{name}: {log}");
     }
-    assert!(after.iter().any(|e| e["kind"] == "lane.finished"), "{log}");
+    // No SessionStart and no UserPromptSubmit reach the adopter: the first report proves the
+    // channel, and the Stop ends the turn the earlier supervisor saw accepted.
+    let finished = transition_to(after, "finished");
+    assert_eq!(finished["source"], "hook", "{log}");
+    assert_eq!(finished["evidence"]["rule"], "Stop", "{log}");
     let lane = repo.with_extension("lanes").join("alpha");
     let failures =
         std::fs::read_to_string(lane.join(".claw/hook-failures.jsonl")).unwrap_or_default();

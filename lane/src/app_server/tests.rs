@@ -154,3 +154,83 @@ fn a_refused_rejoining_is_asked_again_at_the_next_turn_and_usage_is_kept() {
         "params": {"threadId": MAIN}});
     assert_eq!(observer.on_message(&request), (None, None));
 }
+
+/// Reconnected to a server whose TUI's thread is mid-turn (as after `clawpool adopt`): the
+/// lane lists the loaded threads, rejoins them in order until one is the TUI's (Codex's title
+/// thread has no rollout and is refused), and that thread's status is its first fact — active,
+/// a turn running — then the turn's messages reach it, and the thread idle again is the Stop.
+#[test]
+fn a_reconnecting_observer_rejoins_the_tuis_thread_and_reports_its_status() {
+    let (mut observer, list) = Observer::reconnecting();
+    assert_eq!(list["method"], "thread/loaded/list");
+    // A message of the thread before the lane knows it is the TUI's decides nothing.
+    assert_eq!(
+        observer.on_message(&status(MAIN, "active", &[])),
+        (None, None)
+    );
+    // Another reply than the one asked for is not the list.
+    assert_eq!(
+        observer.on_message(&json!({"id": 99, "result": {"data": [MAIN]}})),
+        (None, None)
+    );
+    let (none, title) =
+        observer.on_message(&json!({"id": list["id"], "result": {"data": [TITLE, MAIN]}}));
+    assert_eq!(none, None);
+    let title = title.expect("the first loaded thread is tried");
+    assert_eq!(title["method"], "thread/resume");
+    assert_eq!(title["params"]["threadId"], TITLE);
+    let (none, main) = observer.on_message(&json!({"id": title["id"],
+        "error": {"code": -32600, "message": format!("no rollout found for thread id {TITLE}")}}));
+    assert_eq!(none, None);
+    let main = main.expect("then the next");
+    assert_eq!(main["params"]["threadId"], MAIN);
+    let (rejoined, request) = observer.on_message(&json!({"id": main["id"], "result": {"thread": {
+        "id": MAIN, "ephemeral": false, "parentThreadId": null,
+        "status": {"type": "active", "activeFlags": []}}}}));
+    assert_eq!(request, None, "rejoined: nothing more to ask");
+    let rejoined = rejoined.expect("the thread's status is a fact");
+    assert_eq!(rejoined.message, "thread/resume");
+    assert_eq!(rejoined.fact.session_id.as_deref(), Some(MAIN));
+    assert_eq!(
+        rejoined.fact.event,
+        HookEvent::UserPromptSubmit {
+            prompt: String::new()
+        }
+    );
+    assert_eq!(rejoined.detail()["status"], "active");
+    assert_eq!(
+        means(&mut observer, &item("item/completed", "commandExecution")).as_deref(),
+        Some("PostToolUse")
+    );
+    assert_eq!(
+        means(&mut observer, &status(MAIN, "idle", &[])).as_deref(),
+        Some("Stop")
+    );
+}
+
+/// A thread already idle when the lane rejoins it is recorded and ends no turn (the screen
+/// decides a turn that ended while no supervisor listened); a server with no thread of the
+/// TUI's leaves the lane waiting for one to start.
+#[test]
+fn a_reconnecting_observer_reports_an_idle_thread_as_no_stop() {
+    let (mut observer, list) = Observer::reconnecting();
+    let (_, main) = observer.on_message(&json!({"id": list["id"], "result": {"data": [MAIN]}}));
+    let main = main.expect("rejoined");
+    let rejoined = observer
+        .on_message(&json!({"id": main["id"], "result": {"thread": {
+            "id": MAIN, "ephemeral": false, "parentThreadId": null, "status": {"type": "idle"}}}}))
+        .0
+        .expect("a fact");
+    assert_eq!(rejoined.fact.name(), "thread/resume");
+    assert_eq!(rejoined.detail()["status"], "idle");
+
+    let (mut observer, list) = Observer::reconnecting();
+    assert_eq!(
+        observer.on_message(&json!({"id": list["id"], "result": {"data": []}})),
+        (None, None)
+    );
+    assert_eq!(
+        means(&mut observer, &thread_started(MAIN, false)).as_deref(),
+        Some("SessionStart")
+    );
+}

@@ -59,6 +59,15 @@ impl WebSocket {
         }
     }
 
+    /// The process at the other end of the socket (the server that listens on it).
+    pub fn peer_pid(&self) -> std::io::Result<i32> {
+        self.stream
+            .get_ref()
+            .peer_cred()?
+            .pid()
+            .ok_or_else(|| std::io::Error::other("the socket's peer has no process id"))
+    }
+
     /// Sends `text` as one text frame.
     pub async fn send_text(&mut self, text: &str) -> std::io::Result<()> {
         self.send_frame(OP_TEXT, text.as_bytes()).await

@@ -231,6 +231,10 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
                 }
             }
         }
+        // The TUI an earlier supervisor started stays attached to that supervisor's server.
+        (AgentHooks::CodexAppServer, Some(_)) => {
+            AppServer::adopt(&job.dir, hook_tx.clone(), &events).await
+        }
         _ => None,
     };
     let failure_watch = hook_channel

@@ -367,7 +367,8 @@ struct HookState {
     screen_working: Option<Evidence>,
     /// A reported finish waiting for the screen to stop showing work.
     held_stop: Option<HeldStop>,
-    /// The channel proved to work in this run (a SessionStart reached the lane).
+    /// The channel proved to work in this run: a report reached the lane (a started agent's
+    /// first is its SessionStart; an adopted one's, whatever it reports next).
     live: bool,
     /// Since when the screen has shown the prompt taken while the hook had not said so.
     screen_accept_since: Option<Instant>,
@@ -525,6 +526,9 @@ impl<'a> Machine<'a> {
         self.receipt
             .resume(from.attempts, from.sent_at, from.accepted_at, retry_after);
         self.reached_ready = !matches!(from.state, LaneState::Spawning | LaneState::TrustRequired);
+        // A prompt the earlier supervisor saw taken opened a turn that no report closed: the
+        // agent's Stop finishes it, though no UserPromptSubmit reaches this supervisor.
+        self.hooks.turn_open = from.accepted_at.is_some();
     }
 
     /// The event that opens a run (`lane.started`, `lane.adopted`).
@@ -1324,6 +1328,7 @@ impl<'a> Machine<'a> {
         if self.hooks.degraded() || self.state.is_terminal() {
             return;
         }
+        self.hooks.live = true;
         let wall = self.wall_secs();
         match event {
             HookEvent::UserPromptSubmit { .. } => {
@@ -1401,8 +1406,9 @@ impl<'a> Machine<'a> {
                 }
             }
             HookEvent::SessionEnd { .. } => self.hooks.tools_done(),
-            HookEvent::SessionStart { .. } => self.hooks.live = true,
-            HookEvent::Notification { .. } | HookEvent::Other { .. } => {}
+            HookEvent::SessionStart { .. }
+            | HookEvent::Notification { .. }
+            | HookEvent::Other { .. } => {}
         }
     }
 

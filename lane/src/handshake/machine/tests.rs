@@ -22,6 +22,7 @@ use crate::handshake::{
 };
 use clawpool_agents::profiles::{Profile, ProfileSet};
 
+mod adopted;
 mod protocol;
 
 const PROMPT: &str = "create a file named hello.txt containing hi";
