@@ -398,6 +398,80 @@ fn stop_and_send_from_the_dashboard_do_what_the_cli_does_on_tmux_lanes() {
     term.wait_for("the shell again", |screen| screen.contains("PRIOR-CONTENT"));
 }
 
+/// The state letter of process `pid` (`R`, `S`, `T` stopped, `Z`, …), `None` once it is gone.
+fn process_state(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit(')')
+        .next()?
+        .split_whitespace()
+        .next()?
+        .chars()
+        .next()
+}
+
+/// Sends `signal` to process `pid`.
+fn signal(pid: i32, signal: i32) {
+    // SAFETY: kill has no memory preconditions.
+    let rc = unsafe { libc::kill(pid, signal) };
+    assert_eq!(rc, 0, "signal {signal} to {pid}");
+}
+
+/// A key typed while the dashboard is not yet back from an attach is the dashboard's: made
+/// certain here by holding the dashboard up, as a busy machine sometimes did (the dashboard
+/// then came back and never read the `q`).
+#[test]
+fn q_typed_while_the_dashboard_comes_back_from_an_attach_quits_it() {
+    let s = setup();
+    let _run = spawn_two(&s, "tmux");
+    // The shell runs the dashboard without job control: a stopped dashboard is then not a
+    // stopped job the shell takes the terminal back from (and tmux, which continues a pane's
+    // own process when it stops, sees only the shell).
+    let term = Term::start_command(
+        &s,
+        "ui-typeahead",
+        &format!(
+            "set +m; {:?} ui --config {:?}; echo \"ui exited with $?\"",
+            clawpool_tests::workspace_bin("clawpool")
+                .display()
+                .to_string(),
+            s.config.display().to_string()
+        ),
+    );
+    term.wait_for("alpha's screen", |screen| {
+        screen.contains("alpha · screen") && screen.contains("❯ do alpha")
+    });
+    let shell = term.tmux(&["display-message", "-p", "-t", "ui-test", "#{pane_pid}"]);
+    let shell = shell.trim();
+    let dashboard: i32 = std::fs::read_to_string(format!("/proc/{shell}/task/{shell}/children"))
+        .expect("the shell's children")
+        .trim()
+        .parse()
+        .expect("one child: the dashboard");
+    term.keys(&["Enter"]);
+    term.wait_for("alpha's own session", |screen| {
+        screen
+            .lines()
+            .next()
+            .is_some_and(|top| top.ends_with(" Scripted Agent v0.1"))
+    });
+    // The person detaches and presses q at once, before the dashboard is back on the screen:
+    // it is held up (as on a busy machine) from before the detach until after the q.
+    signal(dashboard, libc::SIGSTOP);
+    let deadline = Instant::now() + PATIENCE;
+    while process_state(dashboard) != Some('T') {
+        assert!(Instant::now() < deadline, "the dashboard never stopped");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    term.keys(&["C-b", "d"]);
+    term.wait_for("tmux detached", |screen| screen.contains("[detached"));
+    term.keys(&["q"]);
+    signal(dashboard, libc::SIGCONT);
+    // The q typed ahead is taken: the dashboard ends, as after a q pressed on it.
+    term.wait_for("the dashboard's exit", |screen| {
+        screen.contains("ui exited with 0")
+    });
+}
+
 #[test]
 fn a_dialog_is_answered_from_the_dashboard_with_one_of_its_choices() {
     let s = setup();

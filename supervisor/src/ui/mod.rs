@@ -243,11 +243,18 @@ async fn event_loop(
                                 show_screen_of(app, watch);
                             }
                             Next::Run(action) => start(app, action, &outcomes_tx),
-                            Next::Attach => {
-                                drop(input);
-                                attach(app, terminal).await?;
-                                input = EventStream::new();
-                            }
+                            // The input stream is kept across the attach, not dropped and
+                            // made again: dropping a crossterm `EventStream` wakes crossterm's
+                            // one (process-wide) reader, and with nobody polling then, the wake
+                            // waits for the next stream's first poll. That poll got the wake and
+                            // the terminal's readiness together, returned at the wake, and the
+                            // readiness (edge-triggered) was not reported again: a key already
+                            // typed when the dashboard came back (`q` right after detaching, on
+                            // a busy machine) stayed unread until another key came. Nothing
+                            // reads the terminal during the attach: the stream reads only when
+                            // polled (its thread only for a poll that found no input), the poll
+                            // that gave this key found one, and the next comes after the attach.
+                            Next::Attach => attach(app, terminal).await?,
                         }
                     }
                     Some(Ok(_)) => {}
@@ -616,8 +623,8 @@ async fn attach(app: &mut App, terminal: &mut Screen) -> std::io::Result<()> {
             .map(|status| status.success()),
         Err(err) => Err(err),
     };
-    // A new screen, drawn whole (ratatui's `clear` would ask the terminal where its cursor is,
-    // and the answer is lost to the input reader that was just stopped).
+    // A new screen, drawn whole (ratatui's `clear` would ask the terminal where its cursor is:
+    // a round trip through the input a new screen does not need).
     *terminal = enter()?;
     if !matches!(status, Ok(true)) {
         app.status = Some((false, "attach did not work (see above)".into()));
