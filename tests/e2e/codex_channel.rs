@@ -7,7 +7,7 @@
 //! after its supervisor was SIGKILLed reconnects to the app server that outlived it, and says
 //! so when that server is gone.
 
-use clawpool_tests::{ModelServer, Sandbox, git_repo, real_agent, seed_codex_home};
+use clawpool_tests::{LaneRun, ModelServer, Sandbox, git_repo, real_agent, seed_codex_home};
 use serde_json::{Value, json};
 
 use crate::hooks::{state_file, transition_to};
@@ -23,12 +23,7 @@ fn start_codex(
     script: Value,
     trusted: bool,
     launch_extra: &str,
-) -> (
-    Sandbox,
-    std::path::PathBuf,
-    ModelServer,
-    clawpool_tests::LaneRun,
-) {
+) -> (Sandbox, std::path::PathBuf, ModelServer, LaneRun) {
     real_agent("codex");
     let sandbox = Sandbox::new();
     let lane = git_repo(&lanes_dir(&sandbox), name);
@@ -465,7 +460,7 @@ fn codex_lane_whose_supervisor_died_mid_turn(
         .arg("--repo")
         .arg(&repo);
     let lane = repo.with_extension("lanes").join("alpha");
-    let mut run = clawpool_tests::LaneRun::start(spawn, &sandbox.dir.path().join("spawn.stderr"));
+    let mut run = LaneRun::start(spawn, &sandbox.dir.path().join("spawn.stderr"));
     run.wait_for(
         "the thread turning active",
         std::time::Duration::from_secs(60),
@@ -569,11 +564,11 @@ fn an_adopted_codex_lane_reconnects_to_its_app_server() {
 
 /// The app server gone too when the lane is adopted: the adopter says so before it takes the
 /// lane over (`lane.channel.degraded`, `event: adopt`, the screen deciding), and the lane is
-/// driven on its screen alone. (How it ends is not asserted: the TUI of a dead server shows
-/// "Reconnecting to server… (Ns)" over its input line, which Codex's profile does not read as
-/// work yet.)
+/// driven on its screen alone. The TUI of a dead server counts its attempts to reconnect over
+/// an idle input line: the lane is blocked on its provider (rule `server_lost`), never
+/// finished, until a person stops it.
 #[test]
-fn an_adopted_codex_lane_whose_app_server_is_gone_runs_on_its_screen() {
+fn an_adopted_codex_lane_whose_app_server_is_gone_is_blocked_not_finished() {
     let (sandbox, repo, lane, mut server, config) =
         codex_lane_whose_supervisor_died_mid_turn(3_000);
     for pid in app_servers_of(&lane) {
@@ -583,7 +578,49 @@ fn an_adopted_codex_lane_whose_app_server_is_gone_runs_on_its_screen() {
         }
     }
 
-    let (_, events, report) = adopt(&sandbox, &config, &repo, &lane);
+    let mut adopt = sandbox.clawpool();
+    adopt
+        .args(["adopt", "--output-format", "json", "--config"])
+        .arg(&config)
+        .arg("--repo")
+        .arg(&repo);
+    let mut run = LaneRun::start(adopt, &sandbox.dir.path().join("adopt.err"));
+    let screen = || screen_report(&lane);
+    let blocked = run.wait_for(
+        "the lane blocked on its lost server",
+        std::time::Duration::from_secs(60),
+        |e| e["kind"] == "lane.blocked" && e["to"]["subphase"] == "provider",
+        screen,
+    );
+    assert_eq!(
+        blocked["evidence"]["rule"],
+        "server_lost",
+        "{}",
+        run.report()
+    );
+    let stop = sandbox
+        .clawpool()
+        .args(["stop", "--output-format", "json"])
+        .arg(&lane)
+        .output()
+        .expect("clawpool stop");
+    assert_eq!(stop.status.code(), Some(0), "{}", run.report());
+    let failed = run.wait_for(
+        "the stopped lane's end",
+        std::time::Duration::from_secs(30),
+        |e| e["kind"] == "lane.failed",
+        screen,
+    );
+    assert_eq!(failed["to"]["failure"], "provider", "{}", run.report());
+    run.wait_exit(std::time::Duration::from_secs(30));
+
+    let log = std::fs::read_to_string(repo.join(".git/clawpool/lanes/alpha/events.jsonl"))
+        .expect("the lane's events");
+    let events: Vec<Value> = log
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect();
+    let report = format!("{log}\n{}", screen_report(&lane));
     let lost = events
         .iter()
         .position(|e| e["kind"] == "lane.channel.degraded")
@@ -600,9 +637,8 @@ fn an_adopted_codex_lane_whose_app_server_is_gone_runs_on_its_screen() {
     );
     assert_eq!(events[lost + 1]["kind"], "lane.adopted", "{report}");
     assert!(
-        !events
-            .iter()
-            .any(|e| e["kind"] == "lane.channel.opened" && e["detail"]["adopted"] == true),
+        !events.iter().any(|e| e["kind"] == "lane.finished"
+            || (e["kind"] == "lane.channel.opened" && e["detail"]["adopted"] == true)),
         "{report}"
     );
     server.stop();
