@@ -35,7 +35,12 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::channel::{ChannelMessage, HookEvent, HookFact};
+use clawpool_lanes::Payload;
+use clawpool_lanes::payload::{ChannelDegraded, ChannelOpened};
 use websocket::WebSocket;
+
+/// The channel's name in `lane.channel.*` events and the state file's `hooks.channel`.
+pub const CHANNEL: &str = "codex_app_server";
 
 /// The app server's socket, in the lane's `.claw/`.
 pub const SOCKET_FILE: &str = "codex-app-server.sock";
@@ -505,23 +510,28 @@ impl AppServer {
         sender: mpsc::Sender<ChannelMessage>,
         events: &clawpool_lanes::EventLog,
     ) -> Option<Self> {
-        let (server, kind, detail) = match Self::reconnect(dir, sender).await {
+        let (server, payload) = match Self::reconnect(dir, sender).await {
             Ok(server) => {
-                let detail = json!({"channel": "codex_app_server", "adopted": true,
-                                    "socket": server.socket.display().to_string()});
-                (
-                    Some(server),
-                    clawpool_lanes::LaneEventKind::ChannelOpened,
-                    detail,
-                )
+                let opened = Payload::ChannelOpened(ChannelOpened {
+                    channel: CHANNEL.into(),
+                    settings: None,
+                    socket: Some(server.socket.display().to_string()),
+                    adopted: true,
+                });
+                (Some(server), opened)
             }
             Err(error) => {
-                let detail = json!({"channel": "codex_app_server", "event": "adopt",
-                                    "error": error, "failed": 1, "decides": "screen"});
-                (None, clawpool_lanes::LaneEventKind::ChannelDegraded, detail)
+                let degraded = Payload::ChannelDegraded(ChannelDegraded {
+                    channel: CHANNEL.into(),
+                    event: "adopt".into(),
+                    error,
+                    failed: 1,
+                    decides: ChannelDegraded::SCREEN.into(),
+                });
+                (None, degraded)
             }
         };
-        let _ = events.record(kind, None, None, None, detail);
+        let _ = events.report(payload, None, None, None);
         server
     }
 

@@ -32,6 +32,8 @@ use tokio::sync::mpsc;
 use crate::permission_gate::{PermissionAnswer, PermissionGate};
 use clawpool_recovery::permissions::Verdict;
 
+/// The channel's name in `lane.channel.*` events and the state file's `hooks.channel`.
+pub const CLAUDE_HOOKS: &str = "claude_hooks";
 /// The environment variable naming the lane's control socket.
 pub const SOCKET_ENV: &str = "CLAWPOOL_LANE_SOCKET";
 /// The environment variable holding the lane's hook token.

@@ -108,6 +108,42 @@ pub struct Verified {
     pub message: Option<String>,
 }
 
+/// `lane.channel.opened`: the agent's own channel is set up.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChannelOpened {
+    /// `claude_hooks` or `codex_app_server`.
+    pub channel: String,
+    /// Claude Code's: the lane's settings file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settings: Option<String>,
+    /// The app server's: its socket.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket: Option<String>,
+    /// Set up again by a supervisor adopting the lane.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub adopted: bool,
+}
+
+/// `lane.channel.degraded`: the agent's channel failed; the screen decides from now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChannelDegraded {
+    /// `claude_hooks` or `codex_app_server`.
+    pub channel: String,
+    /// The hook whose report was lost, or for the app server `connection`, `start`, `adopt`.
+    pub event: String,
+    /// Why, in the failing side's words.
+    pub error: String,
+    /// Failures so far.
+    pub failed: u32,
+    /// What decides from now: `screen`.
+    pub decides: String,
+}
+
+impl ChannelDegraded {
+    /// What decides once the channel is degraded.
+    pub const SCREEN: &str = "screen";
+}
+
 /// The typed fields of an event, as the variant of its kind.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Payload {
@@ -127,6 +163,10 @@ pub enum Payload {
     BlockedEscalated(Escalated),
     /// `lane.outcome`.
     Outcome(OutcomeReported),
+    /// `lane.channel.opened`.
+    ChannelOpened(ChannelOpened),
+    /// `lane.channel.degraded`.
+    ChannelDegraded(ChannelDegraded),
     /// `lane.verified` (boxed: a verification with its commands is large).
     Verified(Box<Verified>),
 }
@@ -143,6 +183,8 @@ impl Payload {
             Payload::Escalated(_) => LaneEventKind::Escalated,
             Payload::BlockedEscalated(_) => LaneEventKind::Blocked,
             Payload::Outcome(_) => LaneEventKind::Outcome,
+            Payload::ChannelOpened(_) => LaneEventKind::ChannelOpened,
+            Payload::ChannelDegraded(_) => LaneEventKind::ChannelDegraded,
             Payload::Verified(_) => LaneEventKind::Verified,
         }
     }
@@ -156,6 +198,8 @@ impl Payload {
             Payload::PromptAccepted(p) => serde_json::to_value(p),
             Payload::Escalated(p) | Payload::BlockedEscalated(p) => serde_json::to_value(p),
             Payload::Outcome(p) => serde_json::to_value(p),
+            Payload::ChannelOpened(p) => serde_json::to_value(p),
+            Payload::ChannelDegraded(p) => serde_json::to_value(p),
             Payload::Verified(p) => serde_json::to_value(p),
         };
         value.expect("payloads are plain data")
@@ -176,6 +220,8 @@ impl Payload {
             LaneEventKind::Escalated => Payload::Escalated(typed(detail)?),
             LaneEventKind::Blocked => Payload::BlockedEscalated(typed(detail)?),
             LaneEventKind::Outcome => Payload::Outcome(typed(detail)?),
+            LaneEventKind::ChannelOpened => Payload::ChannelOpened(typed(detail)?),
+            LaneEventKind::ChannelDegraded => Payload::ChannelDegraded(typed(detail)?),
             LaneEventKind::Verified => Payload::Verified(Box::new(typed(detail)?)),
             _ => return None,
         })
@@ -233,6 +279,19 @@ mod tests {
                 outcome: LaneOutcome::NoChanges,
                 commits: 0,
                 dirty: false,
+            }),
+            Payload::ChannelOpened(ChannelOpened {
+                channel: "codex_app_server".into(),
+                settings: None,
+                socket: Some(".claw/codex-app-server.sock".into()),
+                adopted: true,
+            }),
+            Payload::ChannelDegraded(ChannelDegraded {
+                channel: "claude_hooks".into(),
+                event: "Stop".into(),
+                error: "the control socket is gone".into(),
+                failed: 2,
+                decides: ChannelDegraded::SCREEN.into(),
             }),
             Payload::Verified(Box::new(Verified {
                 verification: Verification {

@@ -7,10 +7,10 @@ use std::sync::Arc;
 
 use clawpool_agents::profiles::{AgentHooks, DialogKind, Policy as DialogPolicy};
 use clawpool_agents::trust::StoreGuard;
+use clawpool_lanes::payload::{ChannelDegraded, ChannelOpened};
 use clawpool_lanes::state_file::{self, Base, SupervisorLock};
-use clawpool_lanes::{EventLog, LaneEventKind, StateFileWriter, WorkerStateDoc};
+use clawpool_lanes::{EventLog, LaneEventKind, Payload, StateFileWriter, WorkerStateDoc};
 use clawpool_pty::Worker;
-use serde_json::json;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -18,7 +18,7 @@ use super::commits::CommitWatch;
 use super::trust_store::{seed_trust_store, trust_store_file};
 use super::worker::{Rig, replace_leftover_session, start_worker, with_prompt};
 use super::{LaneJob, STATE_DIR, Start, session_name, spawn_spec, transport_of};
-use crate::app_server::AppServer;
+use crate::app_server::{self, AppServer};
 use crate::channel::{self, ChannelMessage, FailureWatch, HookInbox};
 use crate::control::{self, ControlSocket, ScreenSource};
 use crate::error::LaneError;
@@ -167,13 +167,13 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
         (AgentHooks::Claude, Some(_)) => {
             let setup = channel::resume_claude(&job.dir);
             if setup.is_some() {
-                let _ = events.record(
-                    LaneEventKind::ChannelOpened,
-                    None,
-                    None,
-                    None,
-                    json!({"channel": "claude_hooks", "adopted": true}),
-                );
+                let opened = Payload::ChannelOpened(ChannelOpened {
+                    channel: channel::CLAUDE_HOOKS.into(),
+                    settings: None,
+                    socket: None,
+                    adopted: true,
+                });
+                let _ = events.report(opened, None, None, None);
             }
             setup
         }
@@ -187,13 +187,13 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
             for (key, value) in &setup.env {
                 spec = spec.env(key, value);
             }
-            let _ = events.record(
-                LaneEventKind::ChannelOpened,
-                None,
-                None,
-                None,
-                json!({"channel": "claude_hooks", "settings": setup.args.last()}),
-            );
+            let opened = Payload::ChannelOpened(ChannelOpened {
+                channel: channel::CLAUDE_HOOKS.into(),
+                settings: setup.args.last().cloned(),
+                socket: None,
+                adopted: false,
+            });
+            let _ = events.report(opened, None, None, None);
             Some(setup)
         }
         _ => None,
@@ -208,25 +208,24 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
                     // stands in for the shared one that flag keeps away.
                     spec.args.retain(|arg| arg != "--no-daemon");
                     spec = spec.args(server.tui_args());
-                    let _ = events.record(
-                        LaneEventKind::ChannelOpened,
-                        None,
-                        None,
-                        None,
-                        json!({"channel": "codex_app_server",
-                               "socket": server.socket().display().to_string()}),
-                    );
+                    let opened = Payload::ChannelOpened(ChannelOpened {
+                        channel: app_server::CHANNEL.into(),
+                        settings: None,
+                        socket: Some(server.socket().display().to_string()),
+                        adopted: false,
+                    });
+                    let _ = events.report(opened, None, None, None);
                     Some(server)
                 }
                 Err(error) => {
-                    let _ = events.record(
-                        LaneEventKind::ChannelDegraded,
-                        None,
-                        None,
-                        None,
-                        json!({"channel": "codex_app_server", "event": "start", "error": error,
-                               "failed": 1, "decides": "screen"}),
-                    );
+                    let degraded = Payload::ChannelDegraded(ChannelDegraded {
+                        channel: app_server::CHANNEL.into(),
+                        event: "start".into(),
+                        error,
+                        failed: 1,
+                        decides: ChannelDegraded::SCREEN.into(),
+                    });
+                    let _ = events.report(degraded, None, None, None);
                     None
                 }
             }

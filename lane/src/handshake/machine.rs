@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clawpool_lanes::LaneEventKind;
-use clawpool_lanes::payload::{Payload, PromptSent, TrustResolved, WorkerStarted};
+use clawpool_lanes::payload::{ChannelDegraded, Payload, PromptSent, TrustResolved, WorkerStarted};
 use clawpool_lanes::{BlockedSubphase, EventSource, Evidence, FailureClass, LaneState};
 use clawpool_pty::{ExitStatus, ScreenSnapshot};
 use clawpool_recovery::{ProgressSource, ProgressTracker, Trigger};
@@ -607,11 +607,11 @@ impl<'a> Machine<'a> {
             Input::Hook(fact) => self.on_hook(fact),
             Input::HookPermissionDecided(answer) => self.hook_permission_decided(answer),
             Input::HookFailed { event, error } => {
-                self.on_channel_failed("claude_hooks", event, error);
+                self.on_channel_failed(crate::channel::CLAUDE_HOOKS, event, error);
             }
             Input::Protocol(fact) => self.on_protocol(fact),
             Input::ProtocolLost { error } => {
-                self.on_channel_failed("codex_app_server", "connection".into(), error);
+                self.on_channel_failed(crate::app_server::CHANNEL, "connection".into(), error);
             }
         }
         std::mem::take(&mut self.out)
@@ -1421,19 +1421,14 @@ impl<'a> Machine<'a> {
         self.hooks.tools_done();
         self.hooks.turn_open = false;
         self.hooks.held_stop = None;
-        self.event(
-            LaneEventKind::ChannelDegraded,
-            None,
-            None,
-            None,
-            serde_json::json!({
-                "channel": channel,
-                "event": event,
-                "error": error,
-                "failed": self.hooks.failures,
-                "decides": "screen",
-            }),
-        );
+        let degraded = Payload::ChannelDegraded(ChannelDegraded {
+            channel: channel.to_owned(),
+            event,
+            error,
+            failed: self.hooks.failures,
+            decides: ChannelDegraded::SCREEN.into(),
+        });
+        self.report(degraded, None, None, None);
     }
 
     fn on_shell(&mut self, evidence: Evidence) {

@@ -662,6 +662,8 @@ impl WorkerStateDoc {
                 });
             }
             Some(Payload::Outcome(reported)) => self.outcome = Some(reported.outcome),
+            Some(Payload::ChannelOpened(opened)) => self.hooks.opened(opened),
+            Some(Payload::ChannelDegraded(degraded)) => self.hooks.degraded(&degraded),
             Some(Payload::Verified(verified)) => {
                 let verified = *verified;
                 self.green_level = verified.green_level;
@@ -690,8 +692,6 @@ impl WorkerStateDoc {
                 self.hooks.received(detail, at);
                 super::usage::from_protocol(&mut self.usage, detail, at);
             }
-            LaneEventKind::ChannelOpened => self.hooks.opened(detail),
-            LaneEventKind::ChannelDegraded => self.hooks.degraded(detail),
             LaneEventKind::PromptRound => {
                 self.prompt = Prompt {
                     followups: self.prompt.followups + 1,

@@ -6,6 +6,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::payload::{ChannelDegraded, ChannelOpened};
+
 /// The lane's hook channel, as its events recorded it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct HookChannel {
@@ -25,12 +27,9 @@ pub struct HookChannel {
 }
 
 impl HookChannel {
-    /// Notes a `lane.channel.opened` event (`detail.channel`).
-    pub fn opened(&mut self, detail: &Value) {
-        self.channel = detail
-            .get("channel")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
+    /// Notes a `lane.channel.opened` event.
+    pub fn opened(&mut self, opened: ChannelOpened) {
+        self.channel = Some(opened.channel);
     }
 
     /// Counts a `lane.hook` or `lane.protocol` event.
@@ -43,10 +42,9 @@ impl HookChannel {
         self.last_at = Some(at);
     }
 
-    /// Counts a `lane.channel.degraded` event (`detail.failed`: failures so far).
-    pub fn degraded(&mut self, detail: &Value) {
+    /// Counts a `lane.channel.degraded` event.
+    pub fn degraded(&mut self, degraded: &ChannelDegraded) {
         self.degraded = true;
-        let failed = detail.get("failed").and_then(Value::as_u64).unwrap_or(1);
-        self.failed = self.failed.max(u32::try_from(failed).unwrap_or(u32::MAX));
+        self.failed = self.failed.max(degraded.failed);
     }
 }
