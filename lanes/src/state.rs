@@ -187,6 +187,18 @@ impl LaneState {
         self.status().is_terminal()
     }
 
+    /// In a turn: the agent took a prompt and has not come back to its input (accepted,
+    /// running, asking for a tool's permission, or blocked while at it).
+    pub const fn in_turn(self) -> bool {
+        matches!(
+            self,
+            LaneState::PromptAccepted
+                | LaneState::Running
+                | LaneState::ToolPermissionRequired
+                | LaneState::Blocked(_)
+        )
+    }
+
     /// The state a lane ends in when it is stopped before it finished: a blocked lane fails
     /// for what blocked it (a stall, the provider…), any other for the infrastructure.
     pub const fn stopped_unfinished(self) -> Self {

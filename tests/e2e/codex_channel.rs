@@ -474,6 +474,17 @@ fn codex_lane_whose_supervisor_died_mid_turn(
 
 /// Runs `clawpool adopt` on `repo` to its end: its output, the lane's events and a report of
 /// them with its stderr and the lane's screen.
+/// The event log of the lane `alpha` spawned in `repo`: its events, and its text for reports.
+fn alpha_events(repo: &std::path::Path) -> (Vec<Value>, String) {
+    let log = std::fs::read_to_string(repo.join(".git/clawpool/lanes/alpha/events.jsonl"))
+        .expect("the lane's events");
+    let events = log
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect();
+    (events, log)
+}
+
 fn adopt(
     sandbox: &Sandbox,
     config: &std::path::Path,
@@ -488,12 +499,7 @@ fn adopt(
         .arg(repo)
         .output()
         .expect("clawpool adopt");
-    let log = std::fs::read_to_string(repo.join(".git/clawpool/lanes/alpha/events.jsonl"))
-        .expect("the lane's events");
-    let events: Vec<Value> = log
-        .lines()
-        .filter_map(|line| serde_json::from_str(line).ok())
-        .collect();
+    let (events, log) = alpha_events(repo);
     let report = format!(
         "{}\n{log}\n{}",
         String::from_utf8_lossy(&adopt.stderr),
@@ -614,12 +620,7 @@ fn an_adopted_codex_lane_whose_app_server_is_gone_is_blocked_not_finished() {
     assert_eq!(failed["to"]["failure"], "provider", "{}", run.report());
     run.wait_exit(std::time::Duration::from_secs(30));
 
-    let log = std::fs::read_to_string(repo.join(".git/clawpool/lanes/alpha/events.jsonl"))
-        .expect("the lane's events");
-    let events: Vec<Value> = log
-        .lines()
-        .filter_map(|line| serde_json::from_str(line).ok())
-        .collect();
+    let (events, log) = alpha_events(&repo);
     let report = format!("{log}\n{}", screen_report(&lane));
     let lost = events
         .iter()

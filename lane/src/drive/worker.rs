@@ -65,13 +65,7 @@ impl Rig {
         };
         // A turn the agent was in is dropped with its worker unless its prompt goes in again;
         // one dropped earlier stays dropped while the lane sits idle.
-        let mid_turn = matches!(
-            outcome.state,
-            LaneState::PromptAccepted
-                | LaneState::Running
-                | LaneState::Blocked(_)
-                | LaneState::ToolPermissionRequired
-        );
+        let mid_turn = outcome.state.in_turn();
         let redelivered = !matches!(self.lane.prompt, PromptPlan::None);
         self.dropped_turn = !redelivered
             && accepted

@@ -842,13 +842,7 @@ impl<'a> Machine<'a> {
     fn run_check(&mut self, new_lines: &[String]) {
         let taken = self.followups.is_empty()
             && (self.receipt.method == "none" || self.receipt.accepted_at.is_some());
-        let working = matches!(
-            self.state,
-            LaneState::PromptAccepted
-                | LaneState::Running
-                | LaneState::Blocked(_)
-                | LaneState::ToolPermissionRequired
-        );
+        let working = self.state.in_turn();
         let now = self.now;
         let wall_ms = self.wall_ms_at(now);
         let external = self.external;
@@ -895,13 +889,7 @@ impl<'a> Machine<'a> {
         let Some(held) = self.hooks.held_stop.take() else {
             return false;
         };
-        let still_working = matches!(
-            self.state,
-            LaneState::PromptAccepted
-                | LaneState::Running
-                | LaneState::ToolPermissionRequired
-                | LaneState::Blocked(_)
-        );
+        let still_working = self.state.in_turn();
         if !still_working || !self.followups.is_empty() {
             return false;
         }
@@ -1378,13 +1366,7 @@ impl<'a> Machine<'a> {
                 self.hooks.tools_done();
                 self.hooks.permission = None;
                 let turn_was_open = std::mem::replace(&mut self.hooks.turn_open, false);
-                let working = matches!(
-                    self.state,
-                    LaneState::PromptAccepted
-                        | LaneState::Running
-                        | LaneState::ToolPermissionRequired
-                        | LaneState::Blocked(_)
-                );
+                let working = self.state.in_turn();
                 // A Stop for a turn this lane saw start, with nothing more to say: finished. With
                 // texts queued, the idle screen delivers the next one as before.
                 if turn_was_open
