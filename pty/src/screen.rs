@@ -24,8 +24,17 @@ const TERMINAL_VERSION: &str = concat!("clawpool(", env!("CARGO_PKG_VERSION"), "
 /// A terminal screen fed with a worker's raw output.
 pub struct ScreenModel {
     parser: vt100::Parser<Observer>,
-    /// The visible rows as the last snapshot read them (see [`RowText`]).
-    rows: RefCell<Vec<RowText>>,
+    /// The visible rows as the last snapshot read them.
+    rows: RefCell<VisibleRows>,
+}
+
+/// The visible rows as the last snapshot read them.
+struct VisibleRows {
+    texts: Vec<RowText>,
+    /// Whether output was fed (or the screen resized) since they were read; until then they
+    /// are read from here, not from vt100 (a lane also looks when a timer or the agent's
+    /// hooks wake it).
+    stale: bool,
 }
 
 /// One visible row's text, with the key it was read for.
@@ -149,7 +158,10 @@ impl ScreenModel {
         // which is all a detector reads and a fraction of the memory.
         Self {
             parser: vt100::Parser::new_with_callbacks(rows, cols, 0, observer),
-            rows: RefCell::new(Vec::new()),
+            rows: RefCell::new(VisibleRows {
+                texts: Vec::new(),
+                stale: true,
+            }),
         }
     }
 
@@ -157,6 +169,7 @@ impl ScreenModel {
     /// reply to queries found in `bytes` (empty when there were none or queries are not
     /// answered).
     pub fn feed(&mut self, bytes: &[u8]) -> Vec<u8> {
+        self.rows.get_mut().stale = true;
         self.parser.process(bytes);
         std::mem::take(&mut self.parser.callbacks_mut().replies)
     }
@@ -164,6 +177,7 @@ impl ScreenModel {
     /// Changes the visible size.
     pub fn resize(&mut self, size: TermSize) {
         let (rows, cols) = size.non_zero();
+        self.rows.get_mut().stale = true;
         self.parser.set_size(rows, cols);
     }
 
@@ -196,22 +210,11 @@ impl ScreenModel {
         let screen = self.parser.screen();
         let (rows, cols) = screen.size();
         let (cursor_row, cursor_col) = screen.cursor_position();
-        let mut texts = self.rows.borrow_mut();
-        if texts.len() != usize::from(rows.get()) {
-            // A new size (or the first snapshot): every row is read.
-            *texts = (0..rows.get()).map(|_| RowText::unread()).collect();
+        let mut visible = self.rows.borrow_mut();
+        if visible.stale {
+            visible.read_changed_rows(screen);
         }
-        for (row, (formatted, known)) in screen
-            .rows_formatted(0, cols.get())
-            .zip(texts.iter_mut())
-            .enumerate()
-        {
-            if formatted != known.formatted {
-                // `rows_formatted` yields one row per visible row, at most u16::MAX of them.
-                let row = u16::try_from(row).unwrap_or(u16::MAX);
-                *known = RowText::read(screen, row, formatted);
-            }
-        }
+        let texts = &visible.texts;
         ScreenSnapshot {
             size: TermSize {
                 rows: rows.get(),
@@ -270,6 +273,29 @@ impl ScreenSnapshot {
     /// Whether any visible row contains `needle`.
     pub fn contains(&self, needle: &str) -> bool {
         self.rows.iter().any(|row| row.contains(needle))
+    }
+}
+
+impl VisibleRows {
+    /// Reads again the rows of `screen` whose rendering changed.
+    fn read_changed_rows(&mut self, screen: &vt100::Screen) {
+        let (rows, cols) = screen.size();
+        if self.texts.len() != usize::from(rows.get()) {
+            // A new size (or the first snapshot): every row is read.
+            self.texts = (0..rows.get()).map(|_| RowText::unread()).collect();
+        }
+        for (row, (formatted, known)) in screen
+            .rows_formatted(0, cols.get())
+            .zip(self.texts.iter_mut())
+            .enumerate()
+        {
+            if formatted != known.formatted {
+                // `rows_formatted` yields one row per visible row, at most u16::MAX of them.
+                let row = u16::try_from(row).unwrap_or(u16::MAX);
+                *known = RowText::read(screen, row, formatted);
+            }
+        }
+        self.stale = false;
     }
 }
 
