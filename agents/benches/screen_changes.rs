@@ -55,17 +55,18 @@ fn main() {
     let profiles = ProfileSet::builtin().expect("the built-in profiles compile");
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/recordings");
     println!(
-        "| Recording | changes | bytes per change | µs per change (median of {BATCHES}) | feed | snapshot | detection | progress |"
+        "| Recording | changes | of them leaving the rows as they were | bytes per change | µs per change (median of {BATCHES}) | feed | snapshot | detection | progress |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (folder, agent) in RECORDINGS {
         let stream = std::fs::read(root.join(folder).join("stream.bin")).expect("recording");
         let changes = split_into_changes(&stream);
         let profile = profiles.get(agent).expect("a built-in profile");
         let measured = measure(profile, &changes, batch);
         println!(
-            "| {folder} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |",
+            "| {folder} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |",
             changes.len(),
+            rows_left_as_they_were(&changes),
             stream.len() / changes.len(),
             measured.total(),
             measured.feed,
@@ -103,6 +104,24 @@ fn split_into_changes(stream: &[u8]) -> Vec<&[u8]> {
         changes.push(&stream[start..]);
     }
     changes
+}
+
+/// How many changes leave every visible row (text and undimmed text) as it was: cursor moves,
+/// mode switches, a title, a redraw of the same text.
+fn rows_left_as_they_were(changes: &[&[u8]]) -> usize {
+    let mut model = ScreenModel::new(ScreenOptions::new(TermSize {
+        rows: 40,
+        cols: 120,
+    }));
+    let mut before = model.snapshot();
+    let mut same = 0;
+    for change in changes {
+        model.feed(change);
+        let after = model.snapshot();
+        same += usize::from(after.rows == before.rows && after.undimmed == before.undimmed);
+        before = after;
+    }
+    same
 }
 
 /// CPU µs per change, per step.
