@@ -455,10 +455,14 @@ mod tests {
         let snap = s.snapshot();
         assert_eq!(snap.rows[0], "Ask anything");
         assert_eq!(snap.undimmed[0], "Ask anything");
-        // A block cursor drawn on it, then moved off: only inverse changes.
-        s.feed(b"\r\x1b[7mA\x1b[0m");
-        s.feed(b"\r\x1b[2mA\x1b[0m");
-        assert_eq!(s.snapshot().undimmed[0], " sk anything");
+        // A block cursor on a dim placeholder, then the same letter drawn plain: only its
+        // inverse attribute changes.
+        s.feed(b"\r\n\x1b[7mX\x1b[0;2mhint\x1b[0m");
+        assert_eq!(s.snapshot().undimmed[1], "");
+        s.feed(b"\rX");
+        let snap = s.snapshot();
+        assert_eq!(snap.rows[1], "Xhint");
+        assert_eq!(snap.undimmed[1], "X");
     }
 
     #[test]
