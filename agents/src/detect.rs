@@ -6,10 +6,12 @@
 //! wins; dialogs win ties. [`explain`] evaluates every rule and dialog and reports each with
 //! its evidence, and the near misses, for `clawpool explain`.
 
+use std::borrow::Cow;
+
 use clawpool_pty::ScreenSnapshot;
 use serde::Serialize;
 
-use crate::profiles::{DialogKind, InputFinder, Matcher, Profile, Region, Signal};
+use crate::profiles::{Dialog, DialogKind, InputFinder, Matcher, Profile, Region, Rule, Signal};
 
 /// What the screen shows, as far as the profile can tell.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -53,23 +55,27 @@ pub struct Observation {
 
 /// The rows of `region` on `snap`.
 pub fn region_rows(snap: &ScreenSnapshot, input: &InputFinder, region: Region) -> Vec<String> {
-    let layout = Layout::of(snap, input);
+    rows_in(snap, &Layout::of(snap, input), region).into_owned()
+}
+
+/// The rows of `region` on `snap`, whose input box is at `layout`: borrowed where they are a
+/// run of the screen's rows.
+fn rows_in<'s>(snap: &'s ScreenSnapshot, layout: &Layout, region: Region) -> Cow<'s, [String]> {
     match region {
-        Region::Screen => snap.rows.clone(),
-        Region::Title => vec![snap.title.clone()],
-        Region::InputLine => layout
-            .input
-            .map(|(start, end)| snap.rows[start..end].to_vec())
-            .unwrap_or_default(),
+        Region::Screen => Cow::Borrowed(&snap.rows),
+        Region::Title => Cow::Owned(vec![snap.title.clone()]),
+        Region::InputLine => layout.input.map_or(Cow::Owned(Vec::new()), |(start, end)| {
+            Cow::Borrowed(&snap.rows[start..end])
+        }),
         Region::AboveInput(n) => {
             let top = layout.box_top.unwrap_or(snap.rows.len());
-            last_non_empty(&snap.rows[..top], n)
+            Cow::Owned(last_non_empty(&snap.rows[..top], n))
         }
         Region::BelowInput => match layout.box_bottom {
-            Some(bottom) => snap.rows[bottom.min(snap.rows.len())..].to_vec(),
-            None => Vec::new(),
+            Some(bottom) => Cow::Borrowed(&snap.rows[bottom.min(snap.rows.len())..]),
+            None => Cow::Owned(Vec::new()),
         },
-        Region::LastLines(n) => last_non_empty(&snap.rows, n),
+        Region::LastLines(n) => Cow::Owned(last_non_empty(&snap.rows, n)),
     }
 }
 
@@ -186,7 +192,12 @@ impl Layout {
 /// The text in the input line, without its prefix, placeholder or dim hint text; `None` when
 /// the screen has no input line.
 pub fn draft(snap: &ScreenSnapshot, input: &InputFinder) -> Option<String> {
-    let (start, end) = Layout::of(snap, input).input?;
+    draft_in(snap, input, &Layout::of(snap, input))
+}
+
+/// As [`draft`], for a screen whose input box is at `layout`.
+fn draft_in(snap: &ScreenSnapshot, input: &InputFinder, layout: &Layout) -> Option<String> {
+    let (start, end) = layout.input?;
     let rows = if snap.undimmed.len() == snap.rows.len() {
         &snap.undimmed
     } else {
@@ -249,9 +260,113 @@ pub struct Explanation {
     pub evaluations: Vec<Evaluation>,
 }
 
-/// What the screen shows.
+/// What the screen shows: what [`explain`] would say wins, found without evaluating the rules
+/// and dialogs below the winner or looking for near misses (a lane observes every screen
+/// change).
 pub fn observe(profile: &Profile, snap: &ScreenSnapshot) -> Observation {
-    explain(profile, snap).observation
+    let input = &profile.input;
+    let layout = Layout::of(snap, input);
+    let mut candidates: Vec<Candidate<'_>> = profile
+        .dialogs
+        .iter()
+        .map(Candidate::Dialog)
+        .chain(profile.rules.iter().map(Candidate::Rule))
+        .collect();
+    // The order explain ranks them in: highest priority first; among equals, dialogs before
+    // rules, then file order (the sort is stable).
+    candidates.sort_by_key(|c| (std::cmp::Reverse(c.priority()), !c.is_dialog()));
+    let winner = candidates.into_iter().find_map(|candidate| {
+        let (region, matcher) = candidate.looks_for();
+        let rows = rows_in(snap, &layout, region);
+        matcher.find(&rows).map(|evidence| Observation {
+            seen: candidate.seen(),
+            rule: candidate.name().to_owned(),
+            region: region.name(),
+            evidence,
+        })
+    });
+    winner.unwrap_or_else(|| {
+        input_line_observation(draft_in(snap, input, &layout).as_deref(), || {
+            rows_in(snap, &layout, Region::InputLine).join("\n")
+        })
+    })
+}
+
+/// A dialog or rule as [`observe`] tries it.
+#[derive(Clone, Copy)]
+enum Candidate<'p> {
+    Dialog(&'p Dialog),
+    Rule(&'p Rule),
+}
+
+impl Candidate<'_> {
+    fn name(&self) -> &str {
+        match self {
+            Candidate::Dialog(dialog) => &dialog.name,
+            Candidate::Rule(rule) => &rule.name,
+        }
+    }
+
+    fn priority(&self) -> i32 {
+        match self {
+            Candidate::Dialog(dialog) => dialog.priority,
+            Candidate::Rule(rule) => rule.priority,
+        }
+    }
+
+    fn is_dialog(&self) -> bool {
+        matches!(self, Candidate::Dialog(_))
+    }
+
+    fn looks_for(&self) -> (Region, &Matcher) {
+        match self {
+            Candidate::Dialog(dialog) => (dialog.region, &dialog.matcher),
+            Candidate::Rule(rule) => (rule.region, &rule.matcher),
+        }
+    }
+
+    /// What a match means.
+    fn seen(&self) -> Seen {
+        match self {
+            Candidate::Dialog(dialog) => Seen::Dialog {
+                name: dialog.name.clone(),
+                dialog: dialog.kind,
+            },
+            Candidate::Rule(rule) => Seen::Signal {
+                signal: rule.signal,
+            },
+        }
+    }
+}
+
+/// What the input line says when no rule or dialog matched: idle (its rows as evidence),
+/// a draft, or, with no input line, nothing recognisable.
+fn input_line_observation(
+    input_line: Option<&str>,
+    input_rows: impl FnOnce() -> String,
+) -> Observation {
+    match input_line {
+        Some("") => Observation {
+            seen: Seen::Idle,
+            rule: "input_line".into(),
+            region: "input_line".into(),
+            evidence: input_rows(),
+        },
+        Some(text) => Observation {
+            seen: Seen::Draft {
+                text: text.to_owned(),
+            },
+            rule: "input_line".into(),
+            region: "input_line".into(),
+            evidence: text.to_owned(),
+        },
+        None => Observation {
+            seen: Seen::Unknown,
+            rule: "none".into(),
+            region: "screen".into(),
+            evidence: String::new(),
+        },
+    }
 }
 
 /// Every rule and dialog evaluated, the winner, and the near misses.
@@ -328,25 +443,10 @@ pub fn explain(profile: &Profile, snap: &ScreenSnapshot) -> Explanation {
             region: e.region.clone(),
             evidence: e.matched.clone().unwrap_or_default(),
         });
-    let observation = winner.unwrap_or_else(|| match &input_line {
-        Some(text) if text.is_empty() => Observation {
-            seen: Seen::Idle,
-            rule: "input_line".into(),
-            region: "input_line".into(),
-            evidence: region_rows(snap, input, Region::InputLine).join("\n"),
-        },
-        Some(text) => Observation {
-            seen: Seen::Draft { text: text.clone() },
-            rule: "input_line".into(),
-            region: "input_line".into(),
-            evidence: text.clone(),
-        },
-        None => Observation {
-            seen: Seen::Unknown,
-            rule: "none".into(),
-            region: "screen".into(),
-            evidence: String::new(),
-        },
+    let observation = winner.unwrap_or_else(|| {
+        input_line_observation(input_line.as_deref(), || {
+            region_rows(snap, input, Region::InputLine).join("\n")
+        })
     });
     Explanation {
         observation,
@@ -380,4 +480,54 @@ fn wire(value: &impl Serialize) -> String {
         .ok()
         .and_then(|v| v.as_str().map(str::to_owned))
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use clawpool_pty::{ScreenModel, ScreenOptions, TermSize};
+
+    use super::*;
+    use crate::profiles::ProfileSet;
+
+    /// `observe` skips what `explain` evaluates below the winner; on every screen of every
+    /// recorded session (each replayed change by change) it must still say what `explain`
+    /// says wins.
+    #[test]
+    fn observe_agrees_with_explain_on_every_recorded_screen() {
+        let profiles = ProfileSet::builtin().expect("profiles");
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/recordings");
+        let mut screens = 0;
+        for entry in std::fs::read_dir(&root).expect("recordings").flatten() {
+            let folder = entry.file_name().to_string_lossy().into_owned();
+            let agent = folder.split('-').next().unwrap_or_default();
+            let size = folder.rsplit('-').next().unwrap_or_default();
+            let (Some((cols, rows)), Ok(stream)) = (
+                size.split_once('x'),
+                std::fs::read(entry.path().join("stream.bin")),
+            ) else {
+                continue;
+            };
+            let profile = profiles
+                .get(agent)
+                .expect("a profile for every recorded agent");
+            let mut model = ScreenModel::new(ScreenOptions::new(TermSize {
+                rows: rows.parse().expect("rows"),
+                cols: cols.parse().expect("cols"),
+            }));
+            for change in stream.chunks(421) {
+                model.feed(change);
+                let snap = model.snapshot();
+                assert_eq!(
+                    observe(profile, &snap),
+                    explain(profile, &snap).observation,
+                    "{folder}:\n{}",
+                    snap.text()
+                );
+                screens += 1;
+            }
+        }
+        assert!(screens > 1_000, "only {screens} screens replayed");
+    }
 }

@@ -3,7 +3,13 @@
 //! The VT parsing is vt100's. This module adds what a supervisor needs on top: the window
 //! title, a bounded text scrollback, plain-text snapshots, and the replies a real terminal gives
 //! to the queries agents send while they start (without them, crossterm-based agents abort).
+//!
+//! A snapshot is taken on every screen change, and an agent redrawing its spinner changes one
+//! or two rows of forty: each row's text is kept with the row as vt100 renders it (its
+//! contents with attributes), and only the rows whose rendering changed are read again cell
+//! by cell.
 
+use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::num::NonZeroU16;
 
@@ -18,6 +24,29 @@ const TERMINAL_VERSION: &str = concat!("clawpool(", env!("CARGO_PKG_VERSION"), "
 /// A terminal screen fed with a worker's raw output.
 pub struct ScreenModel {
     parser: vt100::Parser<Observer>,
+    /// The visible rows as the last snapshot read them.
+    rows: RefCell<VisibleRows>,
+}
+
+/// The visible rows as the last snapshot read them.
+struct VisibleRows {
+    texts: Vec<RowText>,
+    /// Whether output was fed (or the screen resized) since they were read; until then they
+    /// are read from here, not from vt100 (a lane also looks when a timer or the agent's
+    /// hooks wake it).
+    stale: bool,
+}
+
+/// One visible row's text, with the key it was read for.
+#[derive(Default)]
+struct RowText {
+    /// The row as `vt100::Screen::rows_formatted` renders it: every cell's contents and
+    /// attributes (dim, inverse) are in it, so while it is the same, so are the texts below.
+    formatted: String,
+    /// Trailing blanks removed, as [`ScreenSnapshot::rows`].
+    text: String,
+    /// As [`ScreenSnapshot::undimmed`].
+    undimmed: String,
 }
 
 /// What the parser reports besides the grid: title changes, scrolled-off rows, and terminal
@@ -129,6 +158,10 @@ impl ScreenModel {
         // which is all a detector reads and a fraction of the memory.
         Self {
             parser: vt100::Parser::new_with_callbacks(rows, cols, 0, observer),
+            rows: RefCell::new(VisibleRows {
+                texts: Vec::new(),
+                stale: true,
+            }),
         }
     }
 
@@ -136,6 +169,7 @@ impl ScreenModel {
     /// reply to queries found in `bytes` (empty when there were none or queries are not
     /// answered).
     pub fn feed(&mut self, bytes: &[u8]) -> Vec<u8> {
+        self.rows.get_mut().stale = true;
         self.parser.process(bytes);
         std::mem::take(&mut self.parser.callbacks_mut().replies)
     }
@@ -143,6 +177,7 @@ impl ScreenModel {
     /// Changes the visible size.
     pub fn resize(&mut self, size: TermSize) {
         let (rows, cols) = size.non_zero();
+        self.rows.get_mut().stale = true;
         self.parser.set_size(rows, cols);
     }
 
@@ -175,16 +210,18 @@ impl ScreenModel {
         let screen = self.parser.screen();
         let (rows, cols) = screen.size();
         let (cursor_row, cursor_col) = screen.cursor_position();
+        let mut visible = self.rows.borrow_mut();
+        if visible.stale {
+            visible.read_changed_rows(screen);
+        }
+        let texts = &visible.texts;
         ScreenSnapshot {
             size: TermSize {
                 rows: rows.get(),
                 cols: cols.get(),
             },
-            rows: screen
-                .rows(0, cols.get())
-                .map(|row| row.trim_end().to_owned())
-                .collect(),
-            undimmed: undimmed_rows(screen),
+            rows: texts.iter().map(|row| row.text.clone()).collect(),
+            undimmed: texts.iter().map(|row| row.undimmed.clone()).collect(),
             cursor: (cursor_row, cursor_col),
             alternate_screen: screen.alternate_screen(),
             title: self.parser.callbacks().title.clone(),
@@ -239,27 +276,97 @@ impl ScreenSnapshot {
     }
 }
 
-fn undimmed_rows(screen: &vt100::Screen) -> Vec<String> {
-    let (rows, cols) = screen.size();
-    (0..rows.get())
-        .map(|row| {
-            let mut text = String::new();
-            for col in 0..cols.get() {
-                let dim = |col: u16| screen.cell(row, col).is_some_and(|c| c.dim());
-                match screen.cell(row, col) {
-                    Some(cell) if cell.is_wide_continuation() => {}
-                    Some(cell) if cell.dim() || !cell.has_contents() => text.push(' '),
-                    // An inverse cell right before dim text is a block cursor an application
-                    // drew on its own placeholder: it belongs to the placeholder.
-                    Some(cell) if cell.inverse() && dim(col + 1) => text.push(' '),
-                    Some(cell) => text.push_str(cell.contents()),
-                    None => {}
-                }
+impl VisibleRows {
+    /// Reads again the rows of `screen` whose rendering changed.
+    fn read_changed_rows(&mut self, screen: &vt100::Screen) {
+        let (rows, cols) = screen.size();
+        if self.texts.len() != usize::from(rows.get()) {
+            // A new size (or the first snapshot): every row is read.
+            self.texts = (0..rows.get()).map(|_| RowText::unread()).collect();
+        }
+        for (row, (formatted, known)) in screen
+            .rows_formatted(0, cols.get())
+            .zip(self.texts.iter_mut())
+            .enumerate()
+        {
+            if formatted != known.formatted {
+                // `rows_formatted` yields one row per visible row, at most u16::MAX of them.
+                let row = u16::try_from(row).unwrap_or(u16::MAX);
+                *known = RowText::read(screen, row, formatted);
             }
-            text.truncate(text.trim_end().len());
-            text
-        })
-        .collect()
+        }
+        self.stale = false;
+    }
+}
+
+impl RowText {
+    /// A row not read yet: its key matches no rendering (a rendering never starts with NUL).
+    fn unread() -> Self {
+        Self {
+            formatted: "\0".to_owned(),
+            ..Self::default()
+        }
+    }
+
+    /// Reads row `row` of `screen`, rendered as `formatted`.
+    fn read(screen: &vt100::Screen, row: u16, formatted: String) -> Self {
+        let (_, cols) = screen.size();
+        // One lookup per cell: vt100 finds a cell's row again on every lookup.
+        let cells: Vec<Option<&vt100::Cell>> =
+            (0..cols.get()).map(|col| screen.cell(row, col)).collect();
+        Self {
+            formatted,
+            text: plain_text(&cells),
+            undimmed: undimmed_text(&cells),
+        }
+    }
+}
+
+/// A row's text as vt100 writes it (`Screen::rows`), trailing blanks removed: blank cells
+/// between contents are spaces, the cell after a wide one is its continuation.
+fn plain_text(cells: &[Option<&vt100::Cell>]) -> String {
+    let mut text = String::new();
+    let mut written_to = 0;
+    let mut continuation = false;
+    for (col, cell) in cells.iter().enumerate() {
+        let Some(cell) = cell else { continue };
+        if std::mem::take(&mut continuation) {
+            continue;
+        }
+        continuation = cell.is_wide();
+        if cell.has_contents() {
+            text.extend(std::iter::repeat_n(' ', col - written_to));
+            text.push_str(cell.contents());
+            written_to = col + if cell.is_wide() { 2 } else { 1 };
+        }
+    }
+    text.truncate(text.trim_end().len());
+    text
+}
+
+/// A row's text with dim (faint) cells blanked, trailing blanks removed.
+fn undimmed_text(cells: &[Option<&vt100::Cell>]) -> String {
+    let dim = |col: usize| {
+        cells
+            .get(col)
+            .copied()
+            .flatten()
+            .is_some_and(|cell| cell.dim())
+    };
+    let mut text = String::new();
+    for (col, cell) in cells.iter().enumerate() {
+        match cell {
+            Some(cell) if cell.is_wide_continuation() => {}
+            Some(cell) if cell.dim() || !cell.has_contents() => text.push(' '),
+            // An inverse cell right before dim text is a block cursor an application
+            // drew on its own placeholder: it belongs to the placeholder.
+            Some(cell) if cell.inverse() && dim(col + 1) => text.push(' '),
+            Some(cell) => text.push_str(cell.contents()),
+            None => {}
+        }
+    }
+    text.truncate(text.trim_end().len());
+    text
 }
 
 impl TermSize {
@@ -336,6 +443,68 @@ mod tests {
         }
         assert_eq!(s.scrollback(), vec!["line6", "line7", "line8"]);
         assert_eq!(s.snapshot().rows, vec!["line9", ""]);
+    }
+
+    #[test]
+    fn a_row_whose_attributes_alone_change_is_read_again() {
+        let mut s = screen(3, 20);
+        s.feed(b"\x1b[2mAsk anything\x1b[0m");
+        assert_eq!(s.snapshot().undimmed[0], "");
+        // The same text redrawn without dim: a draft that happens to read like the hint.
+        s.feed(b"\r\x1b[0mAsk anything");
+        let snap = s.snapshot();
+        assert_eq!(snap.rows[0], "Ask anything");
+        assert_eq!(snap.undimmed[0], "Ask anything");
+        // A block cursor on a dim placeholder, then the same letter drawn plain: only its
+        // inverse attribute changes.
+        s.feed(b"\r\n\x1b[7mX\x1b[0;2mhint\x1b[0m");
+        assert_eq!(s.snapshot().undimmed[1], "");
+        s.feed(b"\rX");
+        let snap = s.snapshot();
+        assert_eq!(snap.rows[1], "Xhint");
+        assert_eq!(snap.undimmed[1], "X");
+    }
+
+    #[test]
+    fn snapshots_after_every_change_equal_a_snapshot_of_a_fresh_screen() {
+        let root =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/recordings");
+        let size = TermSize {
+            rows: 40,
+            cols: 120,
+        };
+        for recording in [
+            "claude-2.1.330-120x40",
+            "claude-2.1.330-provider-down-120x40",
+            "codex-0.169.0-120x40",
+        ] {
+            let stream = std::fs::read(root.join(recording).join("stream.bin")).expect("recording");
+            let mut incremental = ScreenModel::new(ScreenOptions::new(size));
+            let mut fed = 0;
+            for (i, change) in stream.chunks(97).enumerate() {
+                incremental.feed(change);
+                fed += change.len();
+                let kept = incremental.snapshot();
+                // Every few changes (a fresh screen replays the whole prefix), compare with a
+                // screen that never took a snapshot before.
+                if i % 7 == 0 || fed == stream.len() {
+                    let mut fresh = ScreenModel::new(ScreenOptions::new(size));
+                    fresh.feed(&stream[..fed]);
+                    assert_eq!(kept, fresh.snapshot(), "{recording} after {fed} bytes");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_resized_screen_is_read_whole() {
+        let mut s = screen(3, 10);
+        s.feed(b"abcdefghij\r\nline two");
+        s.snapshot();
+        s.resize(TermSize { rows: 4, cols: 5 });
+        let snap = s.snapshot();
+        assert_eq!(snap.rows, ["abcde", "line", "", ""]);
+        assert_eq!(snap.rows.len(), snap.undimmed.len());
     }
 
     #[test]

@@ -10,7 +10,7 @@
 //!
 //! Times are Unix epoch seconds, passed in by the caller, so tests control the clock.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::LazyLock;
 use std::time::Duration;
 
@@ -51,6 +51,9 @@ pub struct ProgressTracker {
     memory: usize,
     last_progress_at: u64,
     last_source: Option<ProgressSource>,
+    /// The last screen's rows, each with its normalised line: a screen change redraws a few
+    /// rows, and the others (wherever they moved) are not normalised again.
+    normalised: HashMap<String, String>,
 }
 
 impl ProgressTracker {
@@ -68,6 +71,7 @@ impl ProgressTracker {
             memory: memory.max(1),
             last_progress_at: now,
             last_source: None,
+            normalised: HashMap::new(),
         }
     }
 
@@ -76,11 +80,19 @@ impl ProgressTracker {
     /// nothing). Any new line is progress, recorded at `now`.
     pub fn observe_screen(&mut self, now: u64, rows: &[String]) -> Vec<String> {
         let mut new_lines = Vec::new();
+        let mut last_screen = std::mem::take(&mut self.normalised);
         for row in rows {
-            let line = normalize_line(row);
-            if line.is_empty() || self.seen.contains(&line) {
+            let line = match last_screen.remove_entry(row) {
+                Some((row, line)) => self.normalised.entry(row).or_insert(line),
+                None => self
+                    .normalised
+                    .entry(row.clone())
+                    .or_insert_with(|| normalize_line(row)),
+            };
+            if line.is_empty() || self.seen.contains(line.as_str()) {
                 continue;
             }
+            let line = line.clone();
             self.remember(line.clone());
             new_lines.push(line);
         }
@@ -309,6 +321,26 @@ mod tests {
         assert_eq!(
             normalize_line("last update 12:34:56, 1.2k tokens"),
             normalize_line("last update 12:35:02, 1.3k tokens")
+        );
+    }
+
+    #[test]
+    fn rows_left_on_screen_are_judged_again_not_skipped() {
+        // Normalisation is reused for rows the last screen showed, not the verdict: with room
+        // for one line, each of two rows pushes the other out, so both are new every time.
+        let mut tracker = ProgressTracker::with_memory(0, 1);
+        let screen = rows("● Write(a.txt)\n● Write(b.txt)");
+        assert_eq!(tracker.observe_screen(1, &screen).len(), 2);
+        assert_eq!(
+            tracker.observe_screen(2, &screen),
+            ["Write(a.txt)", "Write(b.txt)"]
+        );
+        // A row that scrolled up one line is the same line, not progress.
+        let mut tracker = ProgressTracker::new(0);
+        tracker.observe_screen(1, &rows("one\ntwo\n✻ Onioning… (2s)"));
+        assert_eq!(
+            tracker.observe_screen(2, &rows("two\n✻ Onioning… (3s)\nthree")),
+            ["three"]
         );
     }
 
