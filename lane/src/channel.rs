@@ -359,8 +359,8 @@ fn hook_decision(answer: &PermissionAnswer) -> Option<Value> {
             "behavior": "deny",
             "message": format!(
                 "clawpool's permission policy denies this ({}): {}",
-                answer.detail["rule"].as_str().unwrap_or_default(),
-                answer.detail["reason"].as_str().unwrap_or_default()
+                answer.decided.rule,
+                answer.decided.reason
             ),
         }),
         Verdict::Ask => return None,

@@ -17,6 +17,8 @@ use clawpool_worktree::layout::StateDir;
 
 use crate::error::LaneError;
 use crate::registry::{lane_registry, registered_names};
+use clawpool_lanes::payload::PermissionDecided;
+use clawpool_lanes::wire_name;
 use serde_json::{Value, json};
 
 /// Longest argument, and most arguments, recorded in an event (the decision saw them all).
@@ -110,8 +112,8 @@ pub struct PermissionAnswer {
     /// The question in one line (tool and command or file): the same question asked again
     /// after it was answered is this same text.
     pub question: String,
-    /// The `lane.permission.decided` event's detail.
-    pub detail: Value,
+    /// What the `lane.permission.decided` event records.
+    pub decided: PermissionDecided,
 }
 
 impl PermissionGate {
@@ -148,12 +150,13 @@ impl PermissionGate {
             return PermissionAnswer {
                 verdict: Verdict::Ask,
                 question: String::new(),
-                detail: json!({
-                    "tool": null, "verb": null, "args": [], "cwd": self.lane.worktree,
-                    "rule": "unreadable_dialog", "decision": "ask",
-                    "reason": "the dialog's tool and command could not be read whole",
-                    "profile": self.lane.profile,
-                }),
+                decided: unread(
+                    None,
+                    Some(&self.lane.worktree.display().to_string()),
+                    "unreadable_dialog",
+                    "the dialog's tool and command could not be read whole".into(),
+                    &self.lane,
+                ),
             };
         };
         self.decide_request(&request)
@@ -192,12 +195,13 @@ impl PermissionGate {
             None => PermissionAnswer {
                 verdict: Verdict::Ask,
                 question: format!("{tool_name}: {}", tool_input),
-                detail: json!({
-                    "tool": tool_name, "verb": null, "args": [], "cwd": cwd,
-                    "rule": "unreadable_request", "decision": "ask",
-                    "reason": format!("no policy reads the {tool_name} tool's input"),
-                    "profile": self.lane.profile,
-                }),
+                decided: unread(
+                    Some(tool_name),
+                    cwd,
+                    "unreadable_request",
+                    format!("no policy reads the {tool_name} tool's input"),
+                    &self.lane,
+                ),
             },
         }
     }
@@ -220,14 +224,12 @@ impl PermissionGate {
             Request::Command { command, .. } => ("bash", command.clone()),
             Request::File { tool, path } => (tool.name(), path.display().to_string()),
         };
-        let mut detail = event_detail(tool, &question, &decision, &self.lane);
-        if !store_notes.is_empty() {
-            detail["grant_stores"] = Value::from(store_notes);
-        }
+        let mut decided = recorded(tool, &question, &decision, &self.lane);
+        decided.grant_stores = store_notes;
         PermissionAnswer {
             verdict: decision.verdict,
             question: format!("{tool}: {question}"),
-            detail,
+            decided,
         }
     }
 }
@@ -266,7 +268,12 @@ impl PermissionGate {
 /// `tool`, `verb`, `args` (truncated) and `cwd` of the part that decided (the first part when
 /// every part was allowed), `rule`, `decision`, `reason`, and the whole `command` (truncated)
 /// with its number of `parts`.
-fn event_detail(tool: &str, question: &str, decision: &Decision, lane: &LaneContext) -> Value {
+fn recorded(
+    tool: &str,
+    question: &str,
+    decision: &Decision,
+    lane: &LaneContext,
+) -> PermissionDecided {
     let deciding: Option<&PartDecision> = decision
         .parts
         .iter()
@@ -281,18 +288,47 @@ fn event_detail(tool: &str, question: &str, decision: &Decision, lane: &LaneCont
                 .collect()
         })
         .unwrap_or_default();
-    json!({
-        "tool": tool,
-        "verb": deciding.map(|part| part.verb.clone()),
-        "args": args,
-        "cwd": deciding.map_or(&lane.worktree, |part| &part.cwd),
-        "rule": decision.rule,
-        "decision": decision.verdict,
-        "reason": decision.reason,
-        "command": truncated(question, MAX_COMMAND_CHARS),
-        "parts": decision.parts.len(),
-        "profile": lane.profile,
-    })
+    PermissionDecided {
+        tool: Some(tool.to_owned()),
+        verb: deciding.map(|part| part.verb.clone()),
+        args,
+        cwd: Some(
+            deciding
+                .map_or(&lane.worktree, |part| &part.cwd)
+                .display()
+                .to_string(),
+        ),
+        rule: decision.rule.to_string(),
+        decision: wire_name(&decision.verdict),
+        reason: decision.reason.clone(),
+        command: Some(truncated(question, MAX_COMMAND_CHARS)),
+        parts: Some(decision.parts.len()),
+        profile: wire_name(&lane.profile),
+        grant_stores: Vec::new(),
+    }
+}
+
+/// An ask for a question no policy could read.
+fn unread(
+    tool: Option<&str>,
+    cwd: Option<&str>,
+    rule: &str,
+    reason: String,
+    lane: &LaneContext,
+) -> PermissionDecided {
+    PermissionDecided {
+        tool: tool.map(str::to_owned),
+        verb: None,
+        args: Vec::new(),
+        cwd: cwd.map(str::to_owned),
+        rule: rule.to_owned(),
+        decision: wire_name(&Verdict::Ask),
+        reason,
+        command: None,
+        parts: None,
+        profile: wire_name(&lane.profile),
+        grant_stores: Vec::new(),
+    }
 }
 
 fn truncated(text: &str, max: usize) -> String {

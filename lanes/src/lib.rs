@@ -29,7 +29,7 @@ pub use packet::{
     parse_packet,
 };
 pub use payload::Payload;
-pub use state::{BlockedSubphase, FailureClass, LaneState, LaneStatus};
+pub use state::{BlockedSubphase, FailureClass, LaneState, LaneStatus, wire_name};
 pub use state_file::{
     StateFileError, StateFileWriter, StateView, WorkerStateDoc, read_lane_state, read_state_file,
     state_file_path, with_ages,

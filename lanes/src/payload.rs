@@ -144,6 +144,44 @@ impl ChannelDegraded {
     pub const SCREEN: &str = "screen";
 }
 
+/// `lane.permission.decided`: the permission policy decided a tool-permission question.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PermissionDecided {
+    /// `bash`, `write`, `edit` (or the hook's tool name); null when the question could not be
+    /// read.
+    pub tool: Option<String>,
+    /// The verb of the part that decided.
+    pub verb: Option<String>,
+    /// Its arguments (truncated).
+    pub args: Vec<String>,
+    /// The folder it runs in.
+    pub cwd: Option<String>,
+    /// The rule that decided (`grant:<id>` for a remembered answer).
+    pub rule: String,
+    /// `allow`, `deny` or `ask`.
+    pub decision: String,
+    /// Why, in one line.
+    pub reason: String,
+    /// The whole command or path (truncated); absent when the question could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// How many parts the command has.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parts: Option<usize>,
+    /// The lane's permission profile.
+    pub profile: String,
+    /// Grant stores set aside or unreadable this time.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub grant_stores: Vec<Value>,
+}
+
+impl PermissionDecided {
+    /// The grant a remembered answer came from, when one did.
+    pub fn grant(&self) -> Option<&str> {
+        self.rule.strip_prefix("grant:")
+    }
+}
+
 /// The typed fields of an event, as the variant of its kind.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Payload {
@@ -163,6 +201,8 @@ pub enum Payload {
     BlockedEscalated(Escalated),
     /// `lane.outcome`.
     Outcome(OutcomeReported),
+    /// `lane.permission.decided`.
+    PermissionDecided(PermissionDecided),
     /// `lane.channel.opened`.
     ChannelOpened(ChannelOpened),
     /// `lane.channel.degraded`.
@@ -183,6 +223,7 @@ impl Payload {
             Payload::Escalated(_) => LaneEventKind::Escalated,
             Payload::BlockedEscalated(_) => LaneEventKind::Blocked,
             Payload::Outcome(_) => LaneEventKind::Outcome,
+            Payload::PermissionDecided(_) => LaneEventKind::PermissionDecided,
             Payload::ChannelOpened(_) => LaneEventKind::ChannelOpened,
             Payload::ChannelDegraded(_) => LaneEventKind::ChannelDegraded,
             Payload::Verified(_) => LaneEventKind::Verified,
@@ -198,6 +239,7 @@ impl Payload {
             Payload::PromptAccepted(p) => serde_json::to_value(p),
             Payload::Escalated(p) | Payload::BlockedEscalated(p) => serde_json::to_value(p),
             Payload::Outcome(p) => serde_json::to_value(p),
+            Payload::PermissionDecided(p) => serde_json::to_value(p),
             Payload::ChannelOpened(p) => serde_json::to_value(p),
             Payload::ChannelDegraded(p) => serde_json::to_value(p),
             Payload::Verified(p) => serde_json::to_value(p),
@@ -220,6 +262,7 @@ impl Payload {
             LaneEventKind::Escalated => Payload::Escalated(typed(detail)?),
             LaneEventKind::Blocked => Payload::BlockedEscalated(typed(detail)?),
             LaneEventKind::Outcome => Payload::Outcome(typed(detail)?),
+            LaneEventKind::PermissionDecided => Payload::PermissionDecided(typed(detail)?),
             LaneEventKind::ChannelOpened => Payload::ChannelOpened(typed(detail)?),
             LaneEventKind::ChannelDegraded => Payload::ChannelDegraded(typed(detail)?),
             LaneEventKind::Verified => Payload::Verified(Box::new(typed(detail)?)),
@@ -279,6 +322,19 @@ mod tests {
                 outcome: LaneOutcome::NoChanges,
                 commits: 0,
                 dirty: false,
+            }),
+            Payload::PermissionDecided(PermissionDecided {
+                tool: Some("bash".into()),
+                verb: Some("cargo".into()),
+                args: vec!["test".into()],
+                cwd: Some("/work/lanes/a".into()),
+                rule: "grant:g1".into(),
+                decision: "allow".into(),
+                reason: "granted for this repository".into(),
+                command: Some("cargo test".into()),
+                parts: Some(1),
+                profile: "workspace-write".into(),
+                grant_stores: vec![serde_json::json!({"store": "x", "set_aside": true})],
             }),
             Payload::ChannelOpened(ChannelOpened {
                 channel: "codex_app_server".into(),

@@ -275,8 +275,8 @@ impl std::fmt::Display for LaneState {
     }
 }
 
-/// The snake_case name a unit variant has on the wire.
-pub(crate) fn wire_name(value: &impl Serialize) -> String {
+/// The name a unit variant has on the wire (its serialised string; empty for anything else).
+pub fn wire_name(value: &impl Serialize) -> String {
     serde_json::to_value(value)
         .ok()
         .and_then(|v| v.as_str().map(str::to_owned))

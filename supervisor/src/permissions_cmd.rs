@@ -8,6 +8,8 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use clawpool_lanes::payload::PermissionDecided;
+use clawpool_lanes::{EventSource, LaneEvent, LaneEventKind, Payload};
 use clawpool_recovery::permissions::{
     Decision, Grant, GrantScope, GrantStore, LaneContext, Profile, Request, Tool,
 };
@@ -258,17 +260,11 @@ fn grant_for_waiting_question(
     lane: &str,
 ) -> Result<Grant, CommandError> {
     let events = read_events(events);
-    let asked = events
-        .iter()
-        .rposition(|event| event["kind"] == "lane.permission.decided")
-        .filter(|&at| {
-            events[at]["detail"]["decision"] == "ask"
-                && !events[at..].iter().any(|event| {
-                    event["kind"] == "lane.dialog_answered"
-                        && event["detail"]["dialog"] == "tool_permission"
-                })
-        })
-        .map(|at| &events[at]["detail"])
+    let decided = permission_questions(&events);
+    let asked = decided
+        .last()
+        .filter(|(at, asked)| asked.decision == "ask" && !answered(&events[*at..]))
+        .map(|(_, asked)| asked)
         .ok_or_else(|| {
             CommandError::invalid(
                 "no_permission_question",
@@ -282,17 +278,19 @@ fn grant_for_waiting_question(
             "not_grantable",
             format!(
                 "the question of lane {lane} ({}) cannot be kept as a grant: {why}; nothing was                  answered (answer without --remember)",
-                asked["command"].as_str().unwrap_or_default()
+                asked.command.as_deref().unwrap_or_default()
             ),
         )
     };
-    let tool = asked["tool"]
-        .as_str()
+    let tool = asked
+        .tool
+        .as_deref()
         .and_then(Tool::parse)
         .ok_or_else(|| not_grantable("its tool could not be read"))?;
     let verb = match tool {
-        Tool::Bash => asked["verb"]
-            .as_str()
+        Tool::Bash => asked
+            .verb
+            .as_deref()
             .filter(|verb| !verb.is_empty())
             .ok_or_else(|| not_grantable("the command could not be read into verbs"))?,
         Tool::Write | Tool::Edit => "*",
@@ -304,18 +302,43 @@ fn grant_for_waiting_question(
         verb: verb.to_owned(),
         worktree: worktree.to_path_buf(),
         lane: lane.to_owned(),
-        question: asked["command"].as_str().unwrap_or_default().to_owned(),
+        question: asked.command.clone().unwrap_or_default(),
         granted_at_ms: clawpool_lanes::now_ms(),
     })
 }
 
 /// A lane's events, as its log holds them (none when it has no log yet).
-fn read_events(file: &Path) -> Vec<serde_json::Value> {
+fn read_events(file: &Path) -> Vec<LaneEvent> {
     std::fs::read_to_string(file)
         .unwrap_or_default()
         .lines()
         .filter_map(|line| serde_json::from_str(line).ok())
         .collect()
+}
+
+/// The lane's permission questions: where each `lane.permission.decided` is in `events`, and
+/// what it recorded.
+fn permission_questions(events: &[LaneEvent]) -> Vec<(usize, PermissionDecided)> {
+    events
+        .iter()
+        .enumerate()
+        .filter_map(|(at, event)| match event.payload() {
+            Some(Payload::PermissionDecided(decided)) => Some((at, decided)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Whether a tool-permission dialog was answered among `events`.
+fn answered(events: &[LaneEvent]) -> bool {
+    dialog_answer(events).is_some()
+}
+
+/// The first answer to a tool-permission dialog among `events`.
+fn dialog_answer(events: &[LaneEvent]) -> Option<&LaneEvent> {
+    events.iter().find(|event| {
+        event.kind == LaneEventKind::DialogAnswered && event.detail["dialog"] == "tool_permission"
+    })
 }
 
 /// `clawpool permissions explain LANE`: the lane's last `--last` permission questions, oldest
@@ -325,16 +348,11 @@ fn read_events(file: &Path) -> Vec<serde_json::Value> {
 pub fn run_explain(args: &PermissionsExplainArgs) -> Result<ExitCode, CommandError> {
     let lane = crate::board::find_lane(&args.lane)?;
     let events = read_events(&lane.events);
-    let decided: Vec<usize> = events
-        .iter()
-        .enumerate()
-        .filter(|(_, event)| event["kind"] == "lane.permission.decided")
-        .map(|(at, _)| at)
-        .collect();
+    let decided = permission_questions(&events);
     let count = |verdict: &str| {
         decided
             .iter()
-            .filter(|&&at| events[at]["detail"]["decision"] == verdict)
+            .filter(|(_, decided)| decided.decision == verdict)
             .count()
     };
     let counts = json!({"allowed": count("allow"), "denied": count("deny"), "asked": count("ask")});
@@ -342,9 +360,11 @@ pub fn run_explain(args: &PermissionsExplainArgs) -> Result<ExitCode, CommandErr
         .iter()
         .enumerate()
         .skip(decided.len().saturating_sub(args.last))
-        .map(|(index, &at)| {
-            let until = decided.get(index + 1).copied().unwrap_or(events.len());
-            explained(&events[at], &events[at..until])
+        .map(|(index, (at, question))| {
+            let until = decided
+                .get(index + 1)
+                .map_or(events.len(), |(next, _)| *next);
+            explained(&events[*at], question, &events[*at..until])
         })
         .collect();
     let name = args.lane.display().to_string();
@@ -380,38 +400,37 @@ pub fn run_explain(args: &PermissionsExplainArgs) -> Result<ExitCode, CommandErr
     Ok(ExitCode::SUCCESS)
 }
 
-/// One question (`decided`, its `lane.permission.decided` event) with what followed it until
-/// the next question (`after`): who answered, and how.
-fn explained(decided: &serde_json::Value, after: &[serde_json::Value]) -> serde_json::Value {
-    let detail = &decided["detail"];
-    let source = decided["source"].as_str().unwrap_or("screen");
-    let dialog_answer = after.iter().find(|event| {
-        event["kind"] == "lane.dialog_answered" && event["detail"]["dialog"] == "tool_permission"
-    });
-    let answered = match (dialog_answer, detail["decision"].as_str(), source) {
-        (Some(event), _, _) => format!(
+/// One question (`event`, its `lane.permission.decided`, which recorded `decided`) with what
+/// followed it until the next question (`after`): who answered, and how.
+fn explained(
+    event: &LaneEvent,
+    decided: &PermissionDecided,
+    after: &[LaneEvent],
+) -> serde_json::Value {
+    let source = event.source.unwrap_or(EventSource::Screen);
+    let answered = match (dialog_answer(after), decided.decision.as_str(), source) {
+        (Some(answer), _, _) => format!(
             "answered {} by {}",
-            event["detail"]["choice"].as_str().unwrap_or("?"),
-            event["detail"]["by"].as_str().unwrap_or("?")
+            answer.detail["choice"].as_str().unwrap_or("?"),
+            answer.detail["by"].as_str().unwrap_or("?")
         ),
-        (None, Some("allow" | "deny"), "hook") => "answered through the hook".to_owned(),
-        (None, Some("ask"), _) => "left to a person; not answered yet".to_owned(),
+        (None, "allow" | "deny", EventSource::Hook) => "answered through the hook".to_owned(),
+        (None, "ask", _) => "left to a person; not answered yet".to_owned(),
         (None, _, _) => "not answered".to_owned(),
     };
-    let rule = detail["rule"].as_str().unwrap_or_default();
     json!({
-        "at_ms": decided["at_ms"],
+        "at_ms": event.at_ms,
         "source": source,
-        "tool": detail["tool"],
-        "command": detail["command"],
-        "verb": detail["verb"],
-        "args": detail["args"],
-        "cwd": detail["cwd"],
-        "decision": detail["decision"],
-        "rule": detail["rule"],
-        "grant": rule.strip_prefix("grant:"),
-        "reason": detail["reason"],
-        "profile": detail["profile"],
+        "tool": decided.tool,
+        "command": decided.command,
+        "verb": decided.verb,
+        "args": decided.args,
+        "cwd": decided.cwd,
+        "decision": decided.decision,
+        "rule": decided.rule,
+        "grant": decided.grant(),
+        "reason": decided.reason,
+        "profile": decided.profile,
         "answered": answered,
     })
 }

@@ -1131,13 +1131,8 @@ impl<'a> Machine<'a> {
             region: "hook".into(),
             matched: answer.question.chars().take(120).collect(),
         };
-        self.event(
-            LaneEventKind::PermissionDecided,
-            None,
-            None,
-            Some(evidence),
-            answer.detail,
-        );
+        let decided = Payload::PermissionDecided(answer.decided);
+        self.report(decided, None, None, Some(evidence));
         self.hooks.permission = Some(answer.verdict);
         self.hooks.permission_dialog_since = None;
     }
@@ -1153,13 +1148,8 @@ impl<'a> Machine<'a> {
         else {
             return;
         };
-        self.event(
-            LaneEventKind::PermissionDecided,
-            None,
-            None,
-            Some(evidence.clone()),
-            answer.detail,
-        );
+        let decided = Payload::PermissionDecided(answer.decided);
+        self.report(decided, None, None, Some(evidence.clone()));
         let choice = match answer.verdict {
             PermissionVerdict::Allow => Some("yes"),
             PermissionVerdict::Deny => Some("no"),

@@ -662,6 +662,7 @@ impl WorkerStateDoc {
                 });
             }
             Some(Payload::Outcome(reported)) => self.outcome = Some(reported.outcome),
+            Some(Payload::PermissionDecided(decided)) => self.permissions.record(decided, at),
             Some(Payload::ChannelOpened(opened)) => self.hooks.opened(opened),
             Some(Payload::ChannelDegraded(degraded)) => self.hooks.degraded(&degraded),
             Some(Payload::Verified(verified)) => {
@@ -685,7 +686,6 @@ impl WorkerStateDoc {
                 self.prompt.accepted_at.get_or_insert(at);
             }
             LaneEventKind::PromptMisdelivery => self.prompt_in_flight = false,
-            LaneEventKind::PermissionDecided => self.permissions.record(detail, at),
             LaneEventKind::Hook => self.hooks.received(detail, at),
             LaneEventKind::Usage => super::usage::from_transcript(&mut self.usage, detail, at),
             LaneEventKind::Protocol => {

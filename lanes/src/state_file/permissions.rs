@@ -3,8 +3,8 @@
 //! were allowed, denied and left to a person, the latest ones, and the operators' grants that
 //! decided any.
 
+use crate::payload::PermissionDecided;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 /// How many of the latest decisions the state file keeps.
 pub const RECENT_PERMISSION_DECISIONS: usize = 20;
@@ -57,29 +57,14 @@ pub struct PermissionDecision {
 }
 
 impl PermissionDecisions {
-    /// Counts and keeps the decision a `lane.permission.decided` event's `detail` records.
-    pub fn record(&mut self, detail: &Value, at: u64) {
-        let text = |key: &str| detail.get(key).and_then(Value::as_str).map(str::to_owned);
-        let decision = text("decision").unwrap_or_default();
-        match decision.as_str() {
+    /// Counts and keeps the decision a `lane.permission.decided` event records.
+    pub fn record(&mut self, decided: PermissionDecided, at: u64) {
+        match decided.decision.as_str() {
             "allow" => self.allowed += 1,
             "deny" => self.denied += 1,
             _ => self.asked += 1,
         }
-        let args = detail
-            .get("args")
-            .and_then(Value::as_array)
-            .map(|args| {
-                args.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_owned)
-                    .collect()
-            })
-            .unwrap_or_default();
-        if let Some(grant) = text("rule")
-            .as_deref()
-            .and_then(|rule| rule.strip_prefix("grant:"))
-        {
+        if let Some(grant) = decided.grant() {
             match self.grants.iter_mut().find(|used| used.grant == grant) {
                 Some(used) => {
                     used.allowed += 1;
@@ -93,12 +78,12 @@ impl PermissionDecisions {
             }
         }
         self.recent.push(PermissionDecision {
-            tool: text("tool"),
-            verb: text("verb"),
-            args,
-            cwd: text("cwd"),
-            rule: text("rule").unwrap_or_default(),
-            decision,
+            tool: decided.tool,
+            verb: decided.verb,
+            args: decided.args,
+            cwd: decided.cwd,
+            rule: decided.rule,
+            decision: decided.decision,
             at,
         });
         let excess = self

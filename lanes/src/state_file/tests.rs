@@ -682,7 +682,8 @@ fn permission_decisions_are_counted_and_the_latest_kept() {
     for (seq, decision) in (1..).zip(["allow", "deny", "ask"].iter().cycle().take(25)) {
         let detail = serde_json::json!({
             "tool": "bash", "verb": "ls", "args": ["-la"], "cwd": "/w",
-            "rule": "default_safe", "decision": decision,
+            "rule": "default_safe", "decision": decision, "reason": "a read",
+            "profile": "workspace-write",
         });
         doc.apply_event(&LaneEvent {
             seq,
