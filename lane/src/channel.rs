@@ -14,6 +14,9 @@
 //! ([`last_turn_usage`]), in a task of its own: Claude Code writes the turn's last assistant
 //! message to its transcript after the hook, so the finish never waits for it.
 //!
+//! Codex, when its app server does not start, reports its turns' ends through its `notify`
+//! program instead ([`codex_notify`]): the same command, token and control socket, one event.
+//!
 //! A hook never blocks or breaks the agent: delivery is bounded ([`DELIVERY_TIMEOUT`]), the
 //! command always exits 0, and a delivery that fails is appended to the lane's failures file
 //! ([`FAILURES_ENV`]), which the lane watches ([`FailureWatch`]) and counts.
@@ -31,6 +34,8 @@ use tokio::sync::mpsc;
 
 use crate::permission_gate::{PermissionAnswer, PermissionGate};
 use clawpool_recovery::permissions::Verdict;
+
+pub mod codex_notify;
 
 /// The channel's name in `lane.channel.*` events and the state file's `hooks.channel`.
 pub const CLAUDE_HOOKS: &str = "claude_hooks";
@@ -147,6 +152,14 @@ pub enum HookEvent {
         /// Why.
         reason: Option<String>,
     },
+    /// Codex's `notify` program was told a turn is complete ([`codex_notify::EVENT`]); the
+    /// channel reports nothing else.
+    TurnComplete {
+        /// Codex's id of the turn.
+        turn_id: Option<String>,
+        /// The turn's last assistant message.
+        last_message: Option<String>,
+    },
     /// An event the lane does not declare (a newer agent's): recorded, decides nothing.
     Other {
         /// Its name.
@@ -186,12 +199,17 @@ impl HookFact {
             "SessionEnd" => HookEvent::SessionEnd {
                 reason: text("reason"),
             },
+            codex_notify::EVENT => HookEvent::TurnComplete {
+                turn_id: text("turn-id"),
+                last_message: text("last-assistant-message"),
+            },
             other => HookEvent::Other {
                 name: other.to_owned(),
             },
         };
         Self {
-            session_id: text("session_id"),
+            // Codex names its session a thread, in kebab case.
+            session_id: text("session_id").or_else(|| text("thread-id")),
             transcript_path: text("transcript_path"),
             event,
         }
@@ -208,6 +226,7 @@ impl HookFact {
             HookEvent::Notification { .. } => "Notification",
             HookEvent::Stop => "Stop",
             HookEvent::SessionEnd { .. } => "SessionEnd",
+            HookEvent::TurnComplete { .. } => codex_notify::EVENT,
             HookEvent::Other { name } => name,
         }
     }
@@ -238,6 +257,15 @@ impl HookFact {
                 message,
             } => json!({"notification_type": notification_type, "message": message}),
             HookEvent::SessionEnd { reason } => json!({"reason": reason}),
+            HookEvent::TurnComplete {
+                turn_id,
+                last_message,
+            } => json!({
+                "turn_id": turn_id,
+                "last_assistant_message": last_message
+                    .as_ref()
+                    .map(|text| text.chars().take(120).collect::<String>()),
+            }),
             HookEvent::Stop | HookEvent::Other { .. } => json!({}),
         };
         if let (Some(detail), Value::Object(extra)) = (detail.as_object_mut(), extra) {
@@ -392,13 +420,28 @@ pub fn set_up_claude(dir: &Path, socket: &Path, program: &Path) -> std::io::Resu
         &settings,
         serde_json::to_vec_pretty(&claude_settings(program))?,
     )?;
+    bind_to_lane(
+        &state_dir,
+        socket,
+        vec!["--settings".into(), settings.display().to_string()],
+    )
+}
+
+/// A new token for the lane whose `.claw/` is `state_dir` (kept there for an adopter) and the
+/// environment that binds the agent's reports to the lane's control socket `socket`, with
+/// `args` for the agent; the failures file of an earlier run is removed.
+fn bind_to_lane(
+    state_dir: &Path,
+    socket: &Path,
+    args: Vec<String>,
+) -> std::io::Result<ChannelSetup> {
     let failures = state_dir.join(FAILURES_FILE);
     // A file left by an earlier run counts that run's failures, not this one's.
     let _ = std::fs::remove_file(&failures);
     let token = new_token()?;
     write_private(&state_dir.join(TOKEN_FILE), token.as_bytes())?;
     Ok(ChannelSetup {
-        args: vec!["--settings".into(), settings.display().to_string()],
+        args,
         env: vec![
             (SOCKET_ENV.into(), socket.display().to_string()),
             (TOKEN_ENV.into(), token.clone()),

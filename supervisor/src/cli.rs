@@ -68,9 +68,9 @@ pub enum Command {
     Ui(UiArgs),
     /// Print a lane's events (JSON lines), and with --follow keep printing new ones.
     Events(EventsArgs),
-    /// Deliver an agent's hook report (JSON on stdin) to the lane that started the agent, named
-    /// by the environment it was given (`CLAWPOOL_LANE_SOCKET`, `CLAWPOOL_LANE_TOKEN`); always
-    /// exits 0, within 2 s. Run by the agent's hooks, not by people (`docs/cli.md`).
+    /// Deliver an agent's hook report (JSON on stdin, or as the argument after EVENT) to the
+    /// lane that started the agent, named by the environment it was given
+    /// (`CLAWPOOL_LANE_SOCKET`, `CLAWPOOL_LANE_TOKEN`); always exits 0, within 2 s. Run by the agent's hooks, not by people (`docs/cli.md`).
     #[command(hide = true)]
     Hook(HookArgs),
     /// Watch a lane: attach to its tmux session (and take over), or mirror a PTY lane
@@ -352,8 +352,12 @@ pub struct RunArgs {
 #[derive(Debug, Args)]
 pub struct HookArgs {
     /// The hook event (`SessionStart`, `UserPromptSubmit`, `PreToolUse`, `PostToolUse`,
-    /// `PermissionRequest`, `Notification`, `Stop`, `SessionEnd`).
+    /// `PermissionRequest`, `Notification`, `Stop`, `SessionEnd`; Codex's notify program:
+    /// `agent-turn-complete`).
     pub event: String,
+    /// The payload, when the agent passes it as an argument (Codex's notify program) rather
+    /// than on stdin; stdin is then not read.
+    pub payload: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -165,11 +165,17 @@ fn main() -> ExitCode {
             Command::Hook(args) => {
                 // A hook must never break the agent: a failure is recorded for the lane (when
                 // its environment names where) and said on stderr, and the exit is 0.
-                let delivered =
-                    clawpool_lane::channel::deliver(&args.event, tokio::io::stdin(), |key| {
-                        std::env::var(key).ok()
-                    })
-                    .await;
+                let env = |key: &str| std::env::var(key).ok();
+                let delivered = match &args.payload {
+                    // Codex's notify program runs with the TUI's terminal as its stdin: an
+                    // argument payload leaves it alone.
+                    Some(payload) => {
+                        clawpool_lane::channel::deliver(&args.event, payload.as_bytes(), env).await
+                    }
+                    None => {
+                        clawpool_lane::channel::deliver(&args.event, tokio::io::stdin(), env).await
+                    }
+                };
                 match delivered {
                     // The agent reads its answer (a PermissionRequest's decision) on stdout.
                     Ok(Some(answer)) => println!("{answer}"),

@@ -199,7 +199,9 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
         _ => None,
     };
     // Codex's app server, owned by the lane, with the TUI attached to it; when it does not
-    // start, the TUI runs on its own and the screen decides.
+    // start, the TUI runs on its own, reporting its turns' ends through its notify program,
+    // and the screen decides the rest.
+    let mut notify_channel = None;
     let app_server = match (job.profile.manifest.launch.hooks, &adopt) {
         (AgentHooks::CodexAppServer, None) => {
             match AppServer::start(&spec, &job.dir, hook_tx.clone()).await {
@@ -226,6 +228,23 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
                         decides: ChannelDegraded::SCREEN.into(),
                     });
                     let _ = events.report(degraded, None, None, None);
+                    let program = std::env::current_exe().map_err(|e| {
+                        LaneError::io("finding the clawpool binary for Codex's notify", e)
+                    })?;
+                    let setup = channel::codex_notify::set_up(&job.dir, &socket, &program)
+                        .map_err(|e| LaneError::io("setting up Codex's notify channel", e))?;
+                    spec = spec.args(setup.args.iter());
+                    for (key, value) in &setup.env {
+                        spec = spec.env(key, value);
+                    }
+                    let opened = Payload::ChannelOpened(ChannelOpened {
+                        channel: channel::codex_notify::CHANNEL.into(),
+                        settings: setup.args.last().cloned(),
+                        socket: None,
+                        adopted: false,
+                    });
+                    let _ = events.report(opened, None, None, None);
+                    notify_channel = Some(setup);
                     None
                 }
             }
@@ -236,6 +255,7 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
         }
         _ => None,
     };
+    let hook_channel = hook_channel.or(notify_channel);
     let failure_watch = hook_channel
         .as_ref()
         .and_then(|setup| FailureWatch::start(&setup.failures, hook_tx.clone()));

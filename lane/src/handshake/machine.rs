@@ -607,7 +607,13 @@ impl<'a> Machine<'a> {
             Input::Hook(fact) => self.on_hook(fact),
             Input::HookPermissionDecided(answer) => self.hook_permission_decided(answer),
             Input::HookFailed { event, error } => {
-                self.on_channel_failed(crate::channel::CLAUDE_HOOKS, event, error);
+                // Codex's notify program shares the hooks' command and failures file.
+                let channel = if event == crate::channel::codex_notify::EVENT {
+                    crate::channel::codex_notify::CHANNEL
+                } else {
+                    crate::channel::CLAUDE_HOOKS
+                };
+                self.on_channel_failed(channel, event, error);
             }
             Input::Protocol(fact) => self.on_protocol(fact),
             Input::ProtocolLost { error } => {
@@ -1306,6 +1312,16 @@ impl<'a> Machine<'a> {
         if self.hooks.degraded() || self.state.is_terminal() {
             return;
         }
+        if let HookEvent::TurnComplete { .. } = event {
+            // Codex's notify program reports turn ends and nothing else: the screen, which
+            // saw the turn accepted, still decides what the channel does not report, so the
+            // channel is never made the lane's decider (`live`).
+            self.hooks.tools_done();
+            if self.state.in_turn() && self.receipt.accepted_at.is_some() {
+                self.reported_finish(evidence);
+            }
+            return;
+        }
         self.hooks.live = true;
         let wall = self.wall_secs();
         match event {
@@ -1356,31 +1372,35 @@ impl<'a> Machine<'a> {
                 self.hooks.tools_done();
                 self.hooks.permission = None;
                 let turn_was_open = std::mem::replace(&mut self.hooks.turn_open, false);
-                let working = self.state.in_turn();
-                // A Stop for a turn this lane saw start, with nothing more to say: finished. With
-                // texts queued, the idle screen delivers the next one as before.
-                if turn_was_open
-                    && working
-                    && self.receipt.accepted_at.is_some()
-                    && self.followups.is_empty()
-                {
-                    if self.hooks.screen_working.is_some() {
-                        // The screen still shows the agent working: it gets a bound to catch
-                        // up (a redraw late by a few ms is no contradiction).
-                        self.hooks.held_stop = Some(HeldStop {
-                            at: self.now,
-                            evidence,
-                            source: self.source,
-                        });
-                    } else {
-                        self.transition(LaneState::Finished, Some(evidence));
-                    }
+                // A Stop for a turn this lane saw start.
+                if turn_was_open && self.state.in_turn() && self.receipt.accepted_at.is_some() {
+                    self.reported_finish(evidence);
                 }
             }
             HookEvent::SessionEnd { .. } => self.hooks.tools_done(),
             HookEvent::SessionStart { .. }
             | HookEvent::Notification { .. }
+            | HookEvent::TurnComplete { .. }
             | HookEvent::Other { .. } => {}
+        }
+    }
+
+    /// The agent reported the end of the turn the lane is in: with nothing more to say, the
+    /// lane is finished. With texts queued, the idle screen delivers the next one as before.
+    fn reported_finish(&mut self, evidence: Evidence) {
+        if !self.followups.is_empty() {
+            return;
+        }
+        if self.hooks.screen_working.is_some() {
+            // The screen still shows the agent working: it gets a bound to catch up (a redraw
+            // late by a few ms is no contradiction).
+            self.hooks.held_stop = Some(HeldStop {
+                at: self.now,
+                evidence,
+                source: self.source,
+            });
+        } else {
+            self.transition(LaneState::Finished, Some(evidence));
         }
     }
 

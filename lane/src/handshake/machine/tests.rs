@@ -23,6 +23,7 @@ use crate::handshake::{
 use clawpool_agents::profiles::{Profile, ProfileSet};
 
 mod adopted;
+mod codex_notify;
 mod protocol;
 
 const PROMPT: &str = "create a file named hello.txt containing hi";
