@@ -157,6 +157,9 @@ pub enum HookEvent {
     TurnComplete {
         /// Codex's id of the turn.
         turn_id: Option<String>,
+        /// The turn's user input, as Codex took it: a side turn of Codex's own (its title
+        /// generation) quotes the lane's prompt inside a text of its own.
+        input_messages: Vec<String>,
         /// The turn's last assistant message.
         last_message: Option<String>,
     },
@@ -201,6 +204,13 @@ impl HookFact {
             },
             codex_notify::EVENT => HookEvent::TurnComplete {
                 turn_id: text("turn-id"),
+                input_messages: payload
+                    .get("input-messages")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|message| message.as_str().map(str::to_owned))
+                    .collect(),
                 last_message: text("last-assistant-message"),
             },
             other => HookEvent::Other {
@@ -259,9 +269,14 @@ impl HookFact {
             HookEvent::SessionEnd { reason } => json!({"reason": reason}),
             HookEvent::TurnComplete {
                 turn_id,
+                input_messages,
                 last_message,
             } => json!({
                 "turn_id": turn_id,
+                "input_messages": input_messages
+                    .iter()
+                    .map(|text| text.chars().take(120).collect::<String>())
+                    .collect::<Vec<_>>(),
                 "last_assistant_message": last_message
                     .as_ref()
                     .map(|text| text.chars().take(120).collect::<String>()),

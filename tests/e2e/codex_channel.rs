@@ -5,7 +5,8 @@
 //! app server the TUI shows no trust dialog, so clawpool's own trust gate is what holds an
 //! untrusted lane, and its first prompt goes in once an operator trusts it. A lane adopted
 //! after its supervisor was SIGKILLed reconnects to the app server that outlived it, and says
-//! so when that server is gone.
+//! so when that server is gone. A lane whose app server does not start falls back to Codex's
+//! notify program.
 
 use clawpool_tests::{LaneRun, ModelServer, Sandbox, git_repo, real_agent, seed_codex_home};
 use serde_json::{Value, json};
@@ -315,35 +316,99 @@ fn codex_with_the_channel_off_is_decided_by_its_screen() {
     assert_nothing_left(&sandbox);
 }
 
-/// An app server that does not start (here: an agent without one, the scripted agent, given
-/// the channel): the lane says so before its agent starts, runs the agent on its own, is
-/// decided by its screen and finishes; `clawpool doctor` names the lane and where to look.
+/// The `lane.hook` events.
+fn hook_reports(events: &[Value]) -> Vec<&Value> {
+    events.iter().filter(|e| e["kind"] == "lane.hook").collect()
+}
+
+/// An app server that does not start (here: a Codex install whose `app-server` refuses to run,
+/// a wrapper in front of the real 0.169.0): the lane says so before its agent starts and runs
+/// the TUI on its own with its notify program, so the lane's channel is `codex_notify`; the
+/// screen accepts the prompt, delivered once, and Codex's `agent-turn-complete` reaches the
+/// lane and finishes it (`source: hook`) before the screen's idle could. `clawpool doctor`
+/// names the lane and where to look.
 #[test]
-fn an_app_server_that_does_not_start_leaves_the_screen_and_doctor_says_so() {
-    let s = crate::spawn::setup();
-    let config = std::fs::read_to_string(&s.config).expect("config");
-    // The config ends in the scripted agent's launch table.
-    std::fs::write(&s.config, format!("{config}hooks = \"codex_app_server\"\n")).expect("config");
-    let out = s.spawn(
-        r#"{"lanes": [{"name": "solo", "agent": "scripted", "prompt": "x"}]}"#,
-        &["--output-format", "json"],
+fn an_app_server_that_does_not_start_falls_back_to_codex_notify() {
+    let codex = real_agent("codex");
+    let sandbox = Sandbox::new();
+    let repo = git_repo(sandbox.dir.path(), "repo");
+    let mut server = ModelServer::start(
+        &sandbox.dir.path().join("model"),
+        &json!([{"text": "Hello from the scripted model.", "delay_ms": 3000}]),
     );
-    assert!(
-        out.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    seed_codex_home(&sandbox, &server.url(), "sk-fake");
+    let without_app_server = sandbox.dir.path().join("codex-without-app-server");
+    std::fs::write(
+        &without_app_server,
+        format!(
+            "#!/bin/sh\nif [ \"$1\" = app-server ]; then\n  echo 'no app server on this install' >&2\n  \
+             exit 1\nfi\nexec {:?} \"$@\"\n",
+            codex.display().to_string()
+        ),
+    )
+    .expect("wrapper");
+    std::fs::set_permissions(
+        &without_app_server,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .expect("wrapper mode");
+    let env: Vec<String> = codex_env(&sandbox)
+        .into_iter()
+        .filter(|var| !var.starts_with("HOME="))
+        .map(|var| {
+            let (key, value) = var.split_once('=').expect("KEY=VALUE");
+            format!("{key} = {value:?}")
+        })
+        .collect();
+    let config = sandbox.dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "trusted_roots = [{:?}]\n[profiles.codex.launch]\ncommand = {:?}\nenv = {{ {} }}\n",
+            sandbox.dir.path().display().to_string(),
+            without_app_server.display().to_string(),
+            env.join(", ")
+        ),
+    )
+    .expect("config");
+    let packet = sandbox.dir.path().join("packet.json");
+    std::fs::write(
+        &packet,
+        format!(r#"{{"lanes": [{{"name": "alpha", "agent": "codex", "prompt": {PROMPT:?}}}]}}"#),
+    )
+    .expect("packet");
+    let spawn = sandbox
+        .clawpool()
+        .arg("spawn")
+        .arg(&packet)
+        .args(["--output-format", "json", "--config"])
+        .arg(&config)
+        .arg("--repo")
+        .arg(&repo)
+        .output()
+        .expect("clawpool spawn");
+    let lane = repo.with_extension("lanes").join("alpha");
+    let (events, log) = alpha_events(&repo);
+    let report = format!(
+        "{}{}\n{log}\n{}",
+        String::from_utf8_lossy(&spawn.stdout),
+        String::from_utf8_lossy(&spawn.stderr),
+        screen_report(&lane)
     );
-    let events: Vec<Value> =
-        std::fs::read_to_string(s.repo.join(".git/clawpool/lanes/solo/events.jsonl"))
-            .expect("events")
-            .lines()
-            .filter_map(|line| serde_json::from_str(line).ok())
-            .collect();
-    let degraded = events
-        .iter()
-        .position(|e| e["kind"] == "lane.channel.degraded")
-        .unwrap_or_else(|| panic!("no lane.channel.degraded: {events:#?}"));
+    assert!(spawn.status.success(), "{report}");
+
+    // The app server's failure, then the fallback channel, both before the agent started.
+    let position = |kind: &str| {
+        events
+            .iter()
+            .position(|e| e["kind"] == kind)
+            .unwrap_or_else(|| panic!("no {kind}: {report}"))
+    };
+    let (degraded, opened, started) = (
+        position("lane.channel.degraded"),
+        position("lane.channel.opened"),
+        position("lane.started"),
+    );
     let detail = &events[degraded]["detail"];
     assert_eq!(detail["channel"], "codex_app_server", "{detail}");
     assert_eq!(detail["event"], "start", "{detail}");
@@ -353,38 +418,99 @@ fn an_app_server_that_does_not_start_leaves_the_screen_and_doctor_says_so() {
             .is_some_and(|e| e.contains("exited")),
         "{detail}"
     );
-    let started = events
-        .iter()
-        .position(|e| e["kind"] == "lane.started")
-        .expect("lane.started");
-    assert!(degraded < started, "{events:#?}");
-    assert!(protocol(&events).is_empty());
-    assert_eq!(transition_to(&events, "finished")["source"], "screen");
+    assert!(degraded < opened && opened < started, "{report}");
+    assert_eq!(
+        events[opened]["detail"]["channel"], "codex_notify",
+        "{report}"
+    );
+    assert!(protocol(&events).is_empty(), "{report}");
 
-    let doctor = s
-        .sandbox
+    // The screen accepted; Codex's notification finished the turn.
+    assert_eq!(
+        transition_to(&events, "prompt_accepted")["source"],
+        "screen",
+        "{report}"
+    );
+    let finished = transition_to(&events, "finished");
+    assert_eq!(finished["source"], "hook", "{report}");
+    assert_eq!(
+        finished["evidence"]["rule"], "agent-turn-complete",
+        "{report}"
+    );
+    // Codex 0.169.0 notifies the end of its side turn naming the thread too, while the
+    // lane's turn runs: quoting the prompt in a text of its own, it finished nothing.
+    let reports = hook_reports(&events);
+    assert_eq!(reports.len(), 2, "{report}");
+    assert!(
+        reports
+            .iter()
+            .all(|r| r["detail"]["event"] == "agent-turn-complete"),
+        "{report}"
+    );
+    assert_ne!(
+        reports[0]["detail"]["input_messages"],
+        json!([PROMPT]),
+        "{report}"
+    );
+    assert_eq!(
+        reports[1]["detail"]["input_messages"],
+        json!([PROMPT]),
+        "{report}"
+    );
+    assert_eq!(
+        reports[1]["detail"]["last_assistant_message"], "Hello from the scripted model.",
+        "{report}"
+    );
+    assert!(at_ms(reports[0]) < at_ms(reports[1]), "{report}");
+    assert_eq!(
+        finished["seq"].as_u64(),
+        reports[1]["seq"].as_u64().map(|seq| seq + 1),
+        "{report}"
+    );
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e["kind"] == "lane.finished")
+            .count(),
+        1,
+        "{report}"
+    );
+    let main = server.main_requests();
+    assert_eq!(main.len(), 1, "{main:#?}");
+    assert!(main[0]["body"].to_string().contains(PROMPT), "{main:#?}");
+
+    // The lane says which channel it uses, and that the app server did not start.
+    let state = state_file(&lane);
+    assert_eq!(state["hooks"]["channel"], "codex_notify", "{state}");
+    assert_eq!(state["hooks"]["received"], 2, "{state}");
+    assert_eq!(
+        state["hooks"]["last_event"], "agent-turn-complete",
+        "{state}"
+    );
+    let doctor = sandbox
         .clawpool()
         .args(["doctor", "--output-format", "json", "--config"])
-        .arg(&s.config)
+        .arg(&config)
         .arg("--repo")
-        .arg(&s.repo)
+        .arg(&repo)
         .output()
         .expect("clawpool doctor");
-    let report: Value = serde_json::from_slice(&doctor.stdout).expect("doctor's JSON");
-    let check = report["checks"]
+    let doctor: Value = serde_json::from_slice(&doctor.stdout).expect("doctor's JSON");
+    let check = doctor["checks"]
         .as_array()
         .into_iter()
         .flatten()
-        .find(|c| c["name"] == "lane solo channel")
-        .unwrap_or_else(|| panic!("no check for the lane's channel: {report:#}"));
+        .find(|c| c["name"] == "lane alpha channel")
+        .unwrap_or_else(|| panic!("no check for the lane's channel: {doctor:#}"));
     assert_eq!(check["ok"], false, "{check}");
-    assert_eq!(check["severity"], "warning", "{check}");
     assert!(
         check["fix"]
             .as_str()
             .is_some_and(|f| f.contains("codex-app-server.log")),
         "{check}"
     );
+    server.stop();
+    assert_nothing_left(&sandbox);
 }
 
 /// The pids of the `codex app-server` processes listening on `lane`'s socket (Codex's Node

@@ -83,6 +83,7 @@ mod tests {
             fact.event,
             HookEvent::TurnComplete {
                 turn_id: Some("7".into()),
+                input_messages: vec!["say hello".into()],
                 last_message: Some("Hello.".into())
             }
         );

@@ -237,6 +237,14 @@ impl Receipt {
         self.attempts = attempts;
     }
 
+    /// Whether `message`, a user message the agent reports it took, is the text this receipt
+    /// delivered (its whitespace aside).
+    pub(super) fn delivered(&self, message: &str) -> bool {
+        self.echo
+            .as_ref()
+            .is_some_and(|echo| squash(echo) == squash(message))
+    }
+
     /// The text still to be typed (nothing once it was typed, or for other methods).
     pub(super) fn text_to_type(&self) -> Option<String> {
         (!self.typed).then(|| self.text.clone()).flatten()

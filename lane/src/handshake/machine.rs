@@ -1280,6 +1280,10 @@ impl<'a> Machine<'a> {
                 HookEvent::PreToolUse { tool_name, .. }
                 | HookEvent::PostToolUse { tool_name }
                 | HookEvent::PermissionRequest { tool_name, .. } => tool_name.clone(),
+                HookEvent::TurnComplete {
+                    turn_id: Some(turn_id),
+                    ..
+                } => format!("turn {turn_id} complete"),
                 _ => format!("the agent's {} hook", fact.name()),
             },
         };
@@ -1312,12 +1316,16 @@ impl<'a> Machine<'a> {
         if self.hooks.degraded() || self.state.is_terminal() {
             return;
         }
-        if let HookEvent::TurnComplete { .. } = event {
+        if let HookEvent::TurnComplete { input_messages, .. } = &event {
             // Codex's notify program reports turn ends and nothing else: the screen, which
             // saw the turn accepted, still decides what the channel does not report, so the
-            // channel is never made the lane's decider (`live`).
-            self.hooks.tools_done();
-            if self.state.in_turn() && self.receipt.accepted_at.is_some() {
+            // channel is never made the lane's decider (`live`). Only the end of the turn of
+            // the text the lane delivered counts: Codex notifies its own side turns too.
+            let ours = input_messages
+                .iter()
+                .any(|message| self.receipt.delivered(message));
+            if ours && self.state.in_turn() && self.receipt.accepted_at.is_some() {
+                self.hooks.tools_done();
                 self.reported_finish(evidence);
             }
             return;

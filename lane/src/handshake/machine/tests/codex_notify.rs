@@ -1,6 +1,6 @@
 //! Codex's notify program as the machine's input (`docs/events.md`, "Channels"): the channel
-//! reports turn ends only, so the screen accepts the prompt, and a turn-complete finishes the
-//! turn the screen saw accepted. The screens are the corpus's.
+//! reports turn ends only, so the screen accepts the prompt, and a turn-complete of the text
+//! the lane delivered finishes the turn the screen saw accepted. The screens are the corpus's.
 
 use super::*;
 use crate::handshake::machine::CONTRADICTION_BOUND;
@@ -10,13 +10,28 @@ fn codex(file: &str) -> ScreenSnapshot {
     corpus("codex-0.169.0", file)
 }
 
-/// The notification Codex 0.169.0 hands its notify program at the end of a turn.
-fn turn_complete() -> Input {
+/// The notification Codex 0.169.0 hands its notify program at the end of a turn whose user
+/// input was `input`.
+fn turn_ended(input: &str, last_message: &str) -> Input {
     hook(
         crate::channel::codex_notify::EVENT,
         json!({"type": "agent-turn-complete", "thread-id": "01a20fe9", "turn-id": "1",
-               "cwd": "/lane", "input-messages": [PROMPT],
-               "last-assistant-message": "Done."}),
+               "cwd": "/lane", "client": "codex-tui", "input-messages": [input],
+               "last-assistant-message": last_message}),
+    )
+}
+
+/// The end of the lane's turn.
+fn turn_complete() -> Input {
+    turn_ended(PROMPT, "Done.")
+}
+
+/// The end of Codex's side turn naming the thread, which 0.169.0 notifies while the lane's
+/// turn still runs.
+fn title_turn_complete() -> Input {
+    turn_ended(
+        &format!("Generate a concise, single-line task title.\n\nUser prompt:\n{PROMPT}"),
+        r#"{"title":"Create hello file"}"#,
     )
 }
 
@@ -49,9 +64,11 @@ async fn a_turn_complete_finishes_the_turn_the_screen_saw_accepted() {
     assert_eq!(lane.state(), LaneState::Running, "{:?}", lane.kinds());
     let accepted = lane.transitions_to(LaneStatus::PromptAccepted)[0];
     assert_eq!(accepted.source, Some(clawpool_lanes::EventSource::Screen));
-    // The screen idle, not yet for finish_idle: the notification finishes at once.
+    // The screen idle, not yet for finish_idle: Codex's side turn ending is not the lane's,
+    // and the lane's own notification finishes it at once.
     lane.look(&codex("06-finished-120x40"));
-    assert_eq!(lane.state(), LaneState::Running);
+    lane.input(title_turn_complete());
+    assert_eq!(lane.state(), LaneState::Running, "{:?}", lane.kinds());
     lane.input(turn_complete());
     assert_eq!(lane.state(), LaneState::Finished, "{:?}", lane.kinds());
     let finished = lane.transitions_to(LaneStatus::Finished)[0];
@@ -69,7 +86,7 @@ async fn a_turn_complete_finishes_the_turn_the_screen_saw_accepted() {
     )
     .await;
     assert_eq!(lane.count("lane.finished"), 1, "{:?}", lane.kinds());
-    assert_eq!(lane.count("lane.hook"), 3, "{:?}", lane.kinds());
+    assert_eq!(lane.count("lane.hook"), 4, "{:?}", lane.kinds());
 }
 
 #[tokio::test(start_paused = true)]
