@@ -467,11 +467,12 @@ fn bind_to_lane(
     })
 }
 
-/// The hook channel of a lane in `dir` whose Claude Code was started by an earlier supervisor:
-/// its token, kept in the lane's `.claw/` at spawn, so that the agent's hooks (still carrying
-/// that token and this lane's control socket) reach the adopting supervisor. `None` when the
-/// lane has no token (started without hooks, or before tokens were kept).
-pub fn resume_claude(dir: &Path) -> Option<ChannelSetup> {
+/// The report channel of a lane in `dir` whose agent was started by an earlier supervisor with
+/// a hook command (Claude Code's hooks, Codex's notify program): its token, kept in the lane's
+/// `.claw/` at spawn, so that the agent's reports (still carrying that token and this lane's
+/// control socket) reach the adopting supervisor. `None` when the lane has no token (started
+/// without one, or before tokens were kept).
+pub fn resume_reports(dir: &Path) -> Option<ChannelSetup> {
     let state_dir = dir.join(clawpool_worktree::layout::LANE_DIR);
     let token = std::fs::read_to_string(state_dir.join(TOKEN_FILE)).ok()?;
     let token = token.trim();

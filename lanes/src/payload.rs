@@ -111,7 +111,7 @@ pub struct Verified {
 /// `lane.channel.opened`: the agent's own channel is set up.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChannelOpened {
-    /// `claude_hooks` or `codex_app_server`.
+    /// `claude_hooks`, `codex_app_server` or `codex_notify`.
     pub channel: String,
     /// Claude Code's: the lane's settings file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -127,7 +127,7 @@ pub struct ChannelOpened {
 /// `lane.channel.degraded`: the agent's channel failed; the screen decides from now.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChannelDegraded {
-    /// `claude_hooks` or `codex_app_server`.
+    /// `claude_hooks`, `codex_app_server` or `codex_notify`.
     pub channel: String,
     /// The hook whose report was lost, or for the app server `connection`, `start`, `adopt`.
     pub event: String,

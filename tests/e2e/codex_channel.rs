@@ -337,40 +337,7 @@ fn an_app_server_that_does_not_start_falls_back_to_codex_notify() {
         &json!([{"text": "Hello from the scripted model.", "delay_ms": 3000}]),
     );
     seed_codex_home(&sandbox, &server.url(), "sk-fake");
-    let without_app_server = sandbox.dir.path().join("codex-without-app-server");
-    std::fs::write(
-        &without_app_server,
-        format!(
-            "#!/bin/sh\nif [ \"$1\" = app-server ]; then\n  echo 'no app server on this install' >&2\n  \
-             exit 1\nfi\nexec {:?} \"$@\"\n",
-            codex.display().to_string()
-        ),
-    )
-    .expect("wrapper");
-    std::fs::set_permissions(
-        &without_app_server,
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .expect("wrapper mode");
-    let env: Vec<String> = codex_env(&sandbox)
-        .into_iter()
-        .filter(|var| !var.starts_with("HOME="))
-        .map(|var| {
-            let (key, value) = var.split_once('=').expect("KEY=VALUE");
-            format!("{key} = {value:?}")
-        })
-        .collect();
-    let config = sandbox.dir.path().join("config.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "trusted_roots = [{:?}]\n[profiles.codex.launch]\ncommand = {:?}\nenv = {{ {} }}\n",
-            sandbox.dir.path().display().to_string(),
-            without_app_server.display().to_string(),
-            env.join(", ")
-        ),
-    )
-    .expect("config");
+    let config = codex_config(&sandbox, &codex_without_app_server(&sandbox, &codex));
     let packet = sandbox.dir.path().join("packet.json");
     std::fs::write(
         &packet,
@@ -532,27 +499,19 @@ fn app_servers_of(lane: &std::path::Path) -> Vec<u32> {
         .collect()
 }
 
-/// A Codex lane `alpha` spawned in tmux from a new sandbox's repository, its model answering
-/// after `delay_ms`, and its supervisor SIGKILLed once the thread turned active: the sandbox,
-/// the repository, the lane's folder, the model and the config to adopt it with.
-fn codex_lane_whose_supervisor_died_mid_turn(
-    delay_ms: u64,
-) -> (
-    Sandbox,
-    std::path::PathBuf,
-    std::path::PathBuf,
-    ModelServer,
-    std::path::PathBuf,
-) {
-    real_agent("codex");
-    let sandbox = Sandbox::new();
-    let repo = git_repo(sandbox.dir.path(), "repo");
-    let server = ModelServer::start(
-        &sandbox.dir.path().join("model"),
-        &json!([{"text": "Hello after the adoption.", "delay_ms": delay_ms}]),
-    );
-    seed_codex_home(&sandbox, &server.url(), "sk-fake");
-    let env: Vec<String> = codex_env(&sandbox)
+/// The channel a Codex lane reports on.
+#[derive(Clone, Copy)]
+enum CodexChannel {
+    /// The lane's own app server.
+    AppServer,
+    /// The notify program, on an install whose app server does not start.
+    Notify,
+}
+
+/// A `--config` file for Codex lanes in `sandbox`: its folder trusted, Codex started as
+/// `command` with the sandbox's environment.
+fn codex_config(sandbox: &Sandbox, command: &std::path::Path) -> std::path::PathBuf {
+    let env: Vec<String> = codex_env(sandbox)
         .into_iter()
         .filter(|var| !var.starts_with("HOME="))
         .map(|var| {
@@ -566,11 +525,60 @@ fn codex_lane_whose_supervisor_died_mid_turn(
         format!(
             "trusted_roots = [{:?}]\n[profiles.codex.launch]\ncommand = {:?}\nenv = {{ {} }}\n",
             sandbox.dir.path().display().to_string(),
-            real_agent("codex").display().to_string(),
+            command.display().to_string(),
             env.join(", ")
         ),
     )
     .expect("config");
+    config
+}
+
+/// A wrapper of `codex` whose `app-server` fails to start, as on an install without one.
+fn codex_without_app_server(sandbox: &Sandbox, codex: &std::path::Path) -> std::path::PathBuf {
+    let wrapper = sandbox.dir.path().join("codex-without-app-server");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nif [ \"$1\" = app-server ]; then\n  echo 'no app server on this install' >&2\n  \
+             exit 1\nfi\nexec {:?} \"$@\"\n",
+            codex.display().to_string()
+        ),
+    )
+    .expect("wrapper");
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .expect("wrapper mode");
+    wrapper
+}
+
+/// A Codex lane `alpha` on `channel`, spawned in tmux from a new sandbox's repository, its
+/// model answering after `delay_ms`, and its supervisor SIGKILLed once the turn is under way
+/// (the app server's thread active, or the screen working): the sandbox, the repository, the
+/// lane's folder, the model and the config to adopt it with.
+fn codex_lane_whose_supervisor_died_mid_turn(
+    delay_ms: u64,
+    channel: CodexChannel,
+) -> (
+    Sandbox,
+    std::path::PathBuf,
+    std::path::PathBuf,
+    ModelServer,
+    std::path::PathBuf,
+) {
+    let codex = real_agent("codex");
+    let sandbox = Sandbox::new();
+    let repo = git_repo(sandbox.dir.path(), "repo");
+    let server = ModelServer::start(
+        &sandbox.dir.path().join("model"),
+        &json!([{"text": "Hello after the adoption.", "delay_ms": delay_ms}]),
+    );
+    seed_codex_home(&sandbox, &server.url(), "sk-fake");
+    let config = match channel {
+        CodexChannel::AppServer => codex_config(&sandbox, &codex),
+        CodexChannel::Notify => codex_config(&sandbox, &codex_without_app_server(&sandbox, &codex)),
+    };
     let packet = sandbox.dir.path().join("packet.json");
     std::fs::write(
         &packet,
@@ -588,9 +596,14 @@ fn codex_lane_whose_supervisor_died_mid_turn(
     let lane = repo.with_extension("lanes").join("alpha");
     let mut run = LaneRun::start(spawn, &sandbox.dir.path().join("spawn.stderr"));
     run.wait_for(
-        "the thread turning active",
+        "the turn under way",
         std::time::Duration::from_secs(60),
-        |e| e["kind"] == "lane.protocol" && e["detail"]["means"] == "UserPromptSubmit",
+        |e| match channel {
+            CodexChannel::AppServer => {
+                e["kind"] == "lane.protocol" && e["detail"]["means"] == "UserPromptSubmit"
+            }
+            CodexChannel::Notify => e["kind"] == "lane.running",
+        },
         || screen_report(&lane),
     );
     run.signal(libc::SIGKILL);
@@ -598,8 +611,6 @@ fn codex_lane_whose_supervisor_died_mid_turn(
     (sandbox, repo, lane, server, config)
 }
 
-/// Runs `clawpool adopt` on `repo` to its end: its output, the lane's events and a report of
-/// them with its stderr and the lane's screen.
 /// The event log of the lane `alpha` spawned in `repo`: its events, and its text for reports.
 fn alpha_events(repo: &std::path::Path) -> (Vec<Value>, String) {
     let log = std::fs::read_to_string(repo.join(".git/clawpool/lanes/alpha/events.jsonl"))
@@ -611,6 +622,8 @@ fn alpha_events(repo: &std::path::Path) -> (Vec<Value>, String) {
     (events, log)
 }
 
+/// Runs `clawpool adopt` on `repo` to its end: its output, the lane's events and a report of
+/// them with its stderr and the lane's screen.
 fn adopt(
     sandbox: &Sandbox,
     config: &std::path::Path,
@@ -643,7 +656,7 @@ fn adopt(
 fn an_adopted_codex_lane_reconnects_to_its_app_server() {
     // Long enough for the supervisor to be killed and the adopter to reconnect mid-turn.
     let (sandbox, repo, lane, mut server, config) =
-        codex_lane_whose_supervisor_died_mid_turn(10_000);
+        codex_lane_whose_supervisor_died_mid_turn(10_000, CodexChannel::AppServer);
     assert!(
         !app_servers_of(&lane).is_empty(),
         "the app server outlives its supervisor"
@@ -702,7 +715,7 @@ fn an_adopted_codex_lane_reconnects_to_its_app_server() {
 #[test]
 fn an_adopted_codex_lane_whose_app_server_is_gone_is_blocked_not_finished() {
     let (sandbox, repo, lane, mut server, config) =
-        codex_lane_whose_supervisor_died_mid_turn(3_000);
+        codex_lane_whose_supervisor_died_mid_turn(3_000, CodexChannel::AppServer);
     for pid in app_servers_of(&lane) {
         // SAFETY: kill(2) on a process of this test's sandbox; no memory is involved.
         unsafe {
@@ -766,6 +779,49 @@ fn an_adopted_codex_lane_whose_app_server_is_gone_is_blocked_not_finished() {
     assert!(
         !events.iter().any(|e| e["kind"] == "lane.finished"
             || (e["kind"] == "lane.channel.opened" && e["detail"]["adopted"] == true)),
+        "{report}"
+    );
+    server.stop();
+    assert_nothing_left(&sandbox);
+}
+
+/// A Codex lane on its notify channel whose supervisor was SIGKILLed mid-turn keeps the
+/// channel when adopted: the TUI notifies with the token kept in the lane, the adopter records
+/// the channel opened again (`adopted: true`, before `lane.adopted`) instead of looking for an
+/// app server, and the turn's end finishes the lane (`source: hook`).
+#[test]
+fn an_adopted_codex_notify_lane_keeps_its_channel() {
+    let (sandbox, repo, lane, mut server, config) =
+        codex_lane_whose_supervisor_died_mid_turn(10_000, CodexChannel::Notify);
+    let (adopt, events, report) = adopt(&sandbox, &config, &repo, &lane);
+    assert!(adopt.status.success(), "{report}");
+    let adopted = events
+        .iter()
+        .position(|e| e["kind"] == "lane.adopted")
+        .unwrap_or_else(|| panic!("no lane.adopted: {report}"));
+    let reopened = events
+        .iter()
+        .position(|e| e["kind"] == "lane.channel.opened" && e["detail"]["adopted"] == true)
+        .unwrap_or_else(|| panic!("the channel was not opened again: {report}"));
+    assert!(reopened < adopted, "{report}");
+    assert_eq!(
+        events[reopened]["detail"]["channel"], "codex_notify",
+        "{report}"
+    );
+    assert!(
+        !events
+            .iter()
+            .any(|e| e["kind"] == "lane.channel.degraded" && e["detail"]["event"] == "adopt"),
+        "{report}"
+    );
+    let finished: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["kind"] == "lane.finished")
+        .collect();
+    assert_eq!(finished.len(), 1, "{report}");
+    assert_eq!(finished[0]["source"], "hook", "{report}");
+    assert_eq!(
+        finished[0]["evidence"]["rule"], "agent-turn-complete",
         "{report}"
     );
     server.stop();

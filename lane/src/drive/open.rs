@@ -2,7 +2,7 @@
 //! `clawpool adopt` can find — the supervisor lock, the state file with the terminal target,
 //! the event log, the watches, the agent's own channel, the control socket, then the worker.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use clawpool_agents::profiles::{AgentHooks, DialogKind, Policy as DialogPolicy};
@@ -19,7 +19,7 @@ use super::trust_store::{seed_trust_store, trust_store_file};
 use super::worker::{Rig, replace_leftover_session, start_worker, with_prompt};
 use super::{LaneJob, STATE_DIR, Start, session_name, spawn_spec, transport_of};
 use crate::app_server::{self, AppServer};
-use crate::channel::{self, ChannelMessage, FailureWatch, HookInbox};
+use crate::channel::{self, ChannelMessage, ChannelSetup, FailureWatch, HookInbox};
 use crate::control::{self, ControlSocket, ScreenSource};
 use crate::error::LaneError;
 use crate::handshake::OperatorRequest;
@@ -81,6 +81,11 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
     let transport = transport_of(&job.terminal, &session);
     // An operator's trust outlives the supervisor that received it.
     let operator_trusted = matches!(&start, Start::Adopt { doc, .. } if doc.trusted_by_operator);
+    // The channel an adopted worker was started with is the one it reports on.
+    let adopted_channel = match &start {
+        Start::Adopt { doc, .. } => doc.hooks.channel.clone(),
+        Start::Spawn => None,
+    };
     let (doc, adopt) = match start {
         Start::Spawn => {
             let mut doc = WorkerStateDoc::new(
@@ -164,19 +169,7 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
     // supervisor keeps reporting with the token it was started with, kept in the lane.
     let (hook_tx, hook_rx) = mpsc::channel(64);
     let hook_channel = match (job.profile.manifest.launch.hooks, &adopt) {
-        (AgentHooks::Claude, Some(_)) => {
-            let setup = channel::resume_claude(&job.dir);
-            if setup.is_some() {
-                let opened = Payload::ChannelOpened(ChannelOpened {
-                    channel: channel::CLAUDE_HOOKS.into(),
-                    settings: None,
-                    socket: None,
-                    adopted: true,
-                });
-                let _ = events.report(opened, None, None, None);
-            }
-            setup
-        }
+        (AgentHooks::Claude, Some(_)) => resume_reports(&job.dir, channel::CLAUDE_HOOKS, &events),
         (AgentHooks::Claude, None) => {
             let program = std::env::current_exe().map_err(|e| {
                 LaneError::io("finding the clawpool binary for the agent's hooks", e)
@@ -248,6 +241,14 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
                     None
                 }
             }
+        }
+        // A TUI an earlier supervisor started with its notify program notifies with the token
+        // kept in the lane.
+        (AgentHooks::CodexAppServer, Some(_))
+            if adopted_channel.as_deref() == Some(channel::codex_notify::CHANNEL) =>
+        {
+            notify_channel = resume_reports(&job.dir, channel::codex_notify::CHANNEL, &events);
+            None
         }
         // The TUI an earlier supervisor started stays attached to that supervisor's server.
         (AgentHooks::CodexAppServer, Some(_)) => {
@@ -360,4 +361,18 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
         _app_server: app_server,
         _failure_watch: failure_watch,
     })
+}
+
+/// The report channel (named `name`) of an adopted worker, which reports with the token kept
+/// in the lane: recorded as opened again (`adopted: true`) when there is one.
+fn resume_reports(dir: &Path, name: &str, events: &EventLog) -> Option<ChannelSetup> {
+    let setup = channel::resume_reports(dir)?;
+    let opened = Payload::ChannelOpened(ChannelOpened {
+        channel: name.into(),
+        settings: None,
+        socket: None,
+        adopted: true,
+    });
+    let _ = events.report(opened, None, None, None);
+    Some(setup)
 }
