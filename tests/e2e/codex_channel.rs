@@ -13,8 +13,8 @@ use serde_json::{Value, json};
 
 use crate::hooks::{state_file, transition_to};
 use crate::real_agents::{
-    PROMPT, assert_nothing_left, at_ms, codex_env, finish, lanes_dir, screen_report, start_lane,
-    trust_lane, wait_kind, write_config,
+    PROMPT, assert_nothing_left, at_ms, codex_env, count_kind, finish, lanes_dir, launch_env,
+    screen_report, start_lane, trust_lane, wait_kind, write_config, write_config_running,
 };
 
 /// A Codex lane `name` in a new sandbox whose model serves `script`: trusted when
@@ -256,10 +256,7 @@ fn an_untrusted_codex_lane_is_held_at_the_gate_and_loses_no_prompt() {
     );
     let events = run.events();
     assert_eq!(
-        events
-            .iter()
-            .filter(|e| e["kind"] == "lane.prompt_typed")
-            .count(),
+        count_kind(&events, "lane.prompt_typed"),
         0,
         "{}",
         run.report()
@@ -434,14 +431,7 @@ fn an_app_server_that_does_not_start_falls_back_to_codex_notify() {
         reports[1]["seq"].as_u64().map(|seq| seq + 1),
         "{report}"
     );
-    assert_eq!(
-        events
-            .iter()
-            .filter(|e| e["kind"] == "lane.finished")
-            .count(),
-        1,
-        "{report}"
-    );
+    assert_eq!(count_kind(&events, "lane.finished"), 1, "{report}");
     let main = server.main_requests();
     assert_eq!(main.len(), 1, "{main:#?}");
     assert!(main[0]["body"].to_string().contains(PROMPT), "{main:#?}");
@@ -511,26 +501,13 @@ enum CodexChannel {
 /// A `--config` file for Codex lanes in `sandbox`: its folder trusted, Codex started as
 /// `command` with the sandbox's environment.
 fn codex_config(sandbox: &Sandbox, command: &std::path::Path) -> std::path::PathBuf {
-    let env: Vec<String> = codex_env(sandbox)
-        .into_iter()
-        .filter(|var| !var.starts_with("HOME="))
-        .map(|var| {
-            let (key, value) = var.split_once('=').expect("KEY=VALUE");
-            format!("{key} = {value:?}")
-        })
-        .collect();
-    let config = sandbox.dir.path().join("config.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "trusted_roots = [{:?}]\n[profiles.codex.launch]\ncommand = {:?}\nenv = {{ {} }}\n",
-            sandbox.dir.path().display().to_string(),
-            command.display().to_string(),
-            env.join(", ")
-        ),
+    write_config_running(
+        sandbox,
+        Some(sandbox.dir.path()),
+        "codex",
+        command,
+        &launch_env(&codex_env(sandbox)),
     )
-    .expect("config");
-    config
 }
 
 /// A wrapper of `codex` whose `app-server` fails to start, as on an install without one.

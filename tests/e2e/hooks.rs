@@ -11,8 +11,8 @@ use clawpool_tests::{LaneRun, ModelServer, Sandbox, real_agent, seed_claude_home
 use serde_json::{Value, json};
 
 use crate::real_agents::{
-    assert_nothing_left, claude_env, finish, lanes_dir, plain_lane, screen_report, start_lane,
-    write_config,
+    assert_nothing_left, claude_env, finish, lanes_dir, launch_env, plain_lane, screen_report,
+    start_lane, write_config,
 };
 
 /// How long any one awaited event may take (real agents on two shared cores).
@@ -313,25 +313,15 @@ fn an_adopted_claude_lane_keeps_its_hook_channel() {
             {"text": "Done waiting."}
         ]),
     );
-    let env: Vec<String> = claude_env(&sandbox, &server.url())
-        .into_iter()
-        .filter(|var| !var.starts_with("HOME="))
-        .map(|var| {
-            let (key, value) = var.split_once('=').expect("KEY=VALUE");
-            format!("{key} = {value:?}")
-        })
-        .collect();
-    let config = sandbox.dir.path().join("config.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "trusted_roots = [{:?}]\n[profiles.claude.launch]\ncommand = {:?}\nargs = [\"--allowedTools\", \"Bash(sleep 8)\"]\nenv = {{ {} }}\n",
-            sandbox.dir.path().display().to_string(),
-            real_agent("claude").display().to_string(),
-            env.join(", ")
+    let config = write_config(
+        &sandbox,
+        Some(sandbox.dir.path()),
+        "claude",
+        &format!(
+            "args = [\"--allowedTools\", \"Bash(sleep 8)\"]\n{}",
+            launch_env(&claude_env(&sandbox, &server.url()))
         ),
-    )
-    .expect("config");
+    );
     let packet = sandbox.dir.path().join("packet.json");
     std::fs::write(
         &packet,

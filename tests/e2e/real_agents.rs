@@ -46,16 +46,48 @@ pub(crate) fn write_config(
     agent: &str,
     launch_extra: &str,
 ) -> PathBuf {
+    write_config_running(
+        sandbox,
+        trusted_root,
+        agent,
+        &real_agent(agent),
+        launch_extra,
+    )
+}
+
+/// [`write_config`] with the agent started as `command` (a wrapper of it, say).
+pub(crate) fn write_config_running(
+    sandbox: &Sandbox,
+    trusted_root: Option<&Path>,
+    agent: &str,
+    command: &Path,
+    launch_extra: &str,
+) -> PathBuf {
     let roots = trusted_root
         .map(|root| format!("trusted_roots = [{:?}]\n", root.display().to_string()))
         .unwrap_or_default();
     let text = format!(
         "{roots}\n[profiles.{agent}.launch]\ncommand = {:?}\n{launch_extra}",
-        real_agent(agent).display().to_string()
+        command.display().to_string()
     );
     let path = sandbox.dir.path().join("config.toml");
     std::fs::write(&path, text).expect("config file");
     path
+}
+
+/// A launch table's `env` line with `vars` (`KEY=VALUE`; the sandbox's `HOME` left to
+/// clawpool): for lanes that `clawpool spawn` starts, which take their environment from the
+/// config.
+pub(crate) fn launch_env(vars: &[String]) -> String {
+    let pairs: Vec<String> = vars
+        .iter()
+        .filter(|var| !var.starts_with("HOME="))
+        .map(|var| {
+            let (key, value) = var.split_once('=').expect("KEY=VALUE");
+            format!("{key} = {value:?}")
+        })
+        .collect();
+    format!("env = {{ {} }}\n", pairs.join(", "))
 }
 
 /// The environment Claude Code runs offline with (docs/real-agents.md).

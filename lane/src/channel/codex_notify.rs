@@ -1,5 +1,5 @@
 //! Codex's `notify` program as a lane's channel: the fallback when the lane's app server does
-//! not start (`docs/events.md`, "Channels").
+//! not start (`docs/events.md`, "Codex's notify program").
 //!
 //! The TUI is started with `-c notify=[PROGRAM, "hook", "agent-turn-complete"]`; at the end of
 //! each turn Codex runs that command with one more argument, the notification's JSON

@@ -907,18 +907,7 @@ impl<'a> Machine<'a> {
             }
             // The decision is the channel's, the screen's evidence its contradiction.
             self.source = held.source;
-            self.event(
-                LaneEventKind::ChannelContradiction,
-                None,
-                None,
-                None,
-                serde_json::json!({
-                    "channel": held.evidence,
-                    "screen": screen,
-                    "for_ms": held_for.as_millis() as u64,
-                    "resolved": "finished",
-                }),
-            );
+            self.contradiction(held.evidence.clone(), screen, held_for);
         }
         self.source = held.source;
         self.transition(LaneState::Finished, Some(held.evidence));
@@ -1602,19 +1591,12 @@ impl<'a> Machine<'a> {
                 } else {
                     if self.hooks.decides() && self.hooks.turn_open {
                         // The channel opened the turn and never said it ended.
-                        self.event(
-                            LaneEventKind::ChannelContradiction,
-                            None,
-                            None,
-                            None,
-                            serde_json::json!({
-                                "channel": {"rule": "turn_open", "region": "channel",
-                                            "matched": "no finish reported since the turn opened"},
-                                "screen": evidence,
-                                "for_ms": idle_for.as_millis() as u64,
-                                "resolved": "finished",
-                            }),
-                        );
+                        let channel = Evidence {
+                            rule: "turn_open".into(),
+                            region: "channel".into(),
+                            matched: "no finish reported since the turn opened".into(),
+                        };
+                        self.contradiction(channel, evidence.clone(), idle_for);
                     }
                     self.transition(LaneState::Finished, Some(evidence));
                 }
@@ -2414,6 +2396,23 @@ impl<'a> Machine<'a> {
             detail,
             source: self.source,
         }));
+    }
+
+    /// `lane.channel.contradiction`: the channel and the screen disagreed for `lasted`, each
+    /// with its evidence; the lane is finished by the rule of `docs/events.md`.
+    fn contradiction(&mut self, channel: Evidence, screen: Evidence, lasted: Duration) {
+        self.event(
+            LaneEventKind::ChannelContradiction,
+            None,
+            None,
+            None,
+            serde_json::json!({
+                "channel": channel,
+                "screen": screen,
+                "for_ms": lasted.as_millis() as u64,
+                "resolved": "finished",
+            }),
+        );
     }
 
     /// Records an event with typed fields.

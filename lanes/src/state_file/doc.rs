@@ -670,15 +670,16 @@ impl WorkerStateDoc {
                 self.green_level = verified.green_level;
                 self.verification = Some(verified.verification);
             }
+            // A prompt_sent from a log without its attempt counts as one more.
+            None if event.kind == LaneEventKind::PromptSent => {
+                self.prompt.attempts = self.prompt.attempts.saturating_add(1);
+            }
             Some(Payload::Adopted(_)) | None => {}
         }
         match &event.kind {
             LaneEventKind::TrustResolved => self.trust_gate_cleared = true,
             LaneEventKind::PromptSent => {
                 self.prompt_in_flight = true;
-                if event.payload().is_none() {
-                    self.prompt.attempts = self.prompt.attempts.saturating_add(1);
-                }
                 self.prompt.sent_at.get_or_insert(at);
             }
             LaneEventKind::PromptAccepted => {

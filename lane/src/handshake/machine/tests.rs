@@ -124,14 +124,20 @@ impl Lane {
             restarted_to_apply_trust: false,
         };
         edit(&mut lane);
-        let mut machine = Machine::new(
+        let machine = Machine::new(
             profile(agent),
             lane,
             Settings::default(),
             Instant::now(),
             1_800_000_000_000,
         );
-        let opening = machine.open(false, Some(42));
+        Self::opened(machine, false)
+    }
+
+    /// Drives `machine` from its opening event (`lane.adopted` when `adopted`, else
+    /// `lane.started`).
+    fn opened(mut machine: Machine<'static>, adopted: bool) -> Self {
+        let opening = machine.open(adopted, Some(42));
         let mut lane = Self {
             machine,
             records: Vec::new(),

@@ -33,19 +33,7 @@ fn adopted_claude_lane() -> Lane {
         },
         None,
     );
-    let opening = machine.open(true, Some(42));
-    let mut lane = Lane {
-        machine,
-        records: Vec::new(),
-        sent: Vec::new(),
-        stops: 0,
-        answers: Vec::new(),
-        fail_next_write: None,
-        gate: None,
-        fail_next_answer: None,
-    };
-    lane.carry_out(opening);
-    lane
+    Lane::opened(machine, true)
 }
 
 #[tokio::test(start_paused = true)]
