@@ -92,9 +92,22 @@
 //!   state back from the state file; the one exception is an interrupt, which drops the run
 //!   that owned the state and records the failure from the state document.
 //!
-//! What is not yet in the machine: recovery and the finishing stage decide in
-//! [`recovering`] and [`checks`], around the machine's runs, and the policy's facts are read
-//! from the [`lane_state::StateRecorder`]'s document.
+//! ## Recovery's decisions: a second core without I/O
+//!
+//! Between runs and in the finishing stage, [`recovering::Recovery`] decides: given how a run
+//! ended ([`recovering::RunEnd`]), how a step went, or the state the finishing stage holds —
+//! each with the time and the lane's facts as the driver read them (green level, freshness,
+//! times: [`facts::lane_facts`]) — it returns the next step ([`recovering::Plan`],
+//! [`recovering::Finishing`]) and [`recovering::Effect`]s (an escalation or ledger event to
+//! record, the ledger to save, a `notify` hook to run), which the driver carries out in order
+//! (`drive/recovery_effects.rs`). What recovery owns it puts over the facts it is given: the
+//! lane's state as the last run and its escalations left it, and its ledger. Its rules
+//! (limits, restart backoff and intensity, escalation, `notify` once per situation, each
+//! finishing action once) are tested with no process and no clock (`recovering/tests.rs`).
+//!
+//! What is not yet in the machine: recovery is a core of its own beside it, not inputs and
+//! effects of the handshake's machine; the finishing stage's checks ([`checks`]) do their
+//! git and verification work themselves.
 
 pub mod app_server;
 pub mod channel;

@@ -1,4 +1,5 @@
-//! Automatic recovery of one lane, in the process that drives it.
+//! Automatic recovery of one lane, in the process that drives it: a core that decides and does
+//! no I/O.
 //!
 //! After every run of the handshake, the lane's facts go through the recovery policy; a
 //! `recover` decision is limited by the lane's ledger (and, for restarts, by the restart
@@ -6,30 +7,108 @@
 //! Each step is a [`Plan`] the driver carries out against the worker and reports back
 //! ([`Recovery::step_done`]), or, for a `wait_for_progress` check, a run of the handshake
 //! whose outcome says whether the agent made progress ([`Recovery::after_run`]). Every ledger
-//! change is written to the state file (`recovery`) and recorded as a `lane.recovery.*`
+//! change is to be written to the state file (`recovery`) and recorded as a `lane.recovery.*`
 //! event; a recipe that escalates or is used up raises its escalation with its reason and
 //! next action, and a lane whose worker is still alive stays supervised (blocked, watched for
 //! progress) so a person can still save it.
+//!
+//! Everything recovery decides besides the plan is an [`Effect`] the driver carries out in
+//! order (an event, the ledger saved, a `notify` hook run): recovery is given the time and
+//! what the driver read of the lane (its facts: green level, freshness, times) with each call,
+//! and puts over them what it owns (the lane's state as the last run and its escalations left
+//! it, the ledger), so every rule here — limits, backoff, escalation, `notify` once per
+//! situation — is decided the same for the same inputs (`recovering/tests.rs`).
 //!
 //! Not carried out here: answering a trust dialog again (the handshake answers a trusted lane's
 //! dialog up to three times itself, then the policy hands it to a person). A recipe that
 //! reaches that step fails its attempt naming the step; nothing is pretended.
 
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::handshake::{Next, Outcome};
-use crate::lane_state::StateRecorder;
-use clawpool_lanes::state_file::{GreenLevel, now_secs};
-use clawpool_lanes::{BlockedSubphase, EventLog, LaneState, LaneStatus};
+use crate::handshake::{Next, Outcome, WaitingDialog};
+use clawpool_lanes::state_file::GreenLevel;
+use clawpool_lanes::{BlockedSubphase, LaneEventKind, LaneState, LaneStatus};
 use clawpool_lanes::{Payload, payload::Escalated};
 use clawpool_recovery::{
     Action, AttemptEnd, AttemptId, AttemptOrigin, AttemptState, EscalationOutcome, LaneFacts,
-    Ledger, Policy, Queued, Recipe, RecipeRun, RestartDecision, RestartTracker, RunState, Step,
-    StepOutcome, Trigger,
+    Ledger, Policy, Queued, Recipe, RecipeRun, RecoveryLedger, RestartDecision, RestartTracker,
+    RunState, Step, StepOutcome, Trigger,
 };
+use serde_json::Value;
+
+#[cfg(test)]
+mod tests;
+
+/// What recovery asks the driver to do besides its [`Plan`], in the order given.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    /// Record an escalation: `lane.escalated`, or a `lane.blocked` from `from` to `to` when
+    /// the escalation blocks the lane.
+    Report {
+        /// The escalation.
+        payload: Payload,
+        /// The lane's state before, when the escalation moves it.
+        from: Option<LaneState>,
+        /// The lane's state after, when the escalation moves it.
+        to: Option<LaneState>,
+    },
+    /// Record a ledger change: a `lane.recovery.*` event with the attempt as its detail.
+    Record {
+        /// The event's kind.
+        kind: LaneEventKind,
+        /// The attempt.
+        detail: Value,
+    },
+    /// Write the ledger (with the restart record) to the lane's state file, `recovery`.
+    Save(RecoveryLedger),
+    /// Run the hook of a `notify` rule, with the facts it matched.
+    Notify {
+        /// The hook's name in the policy.
+        hook: String,
+        /// The rule.
+        rule: String,
+        /// The facts the rule matched (boxed: they are large).
+        facts: Box<LaneFacts>,
+    },
+}
+
+/// What recovery decided: the driver's next step, and what to carry out first.
+#[derive(Debug)]
+pub struct Decision<T> {
+    /// The next step.
+    pub next: T,
+    /// What to carry out before it, in order.
+    pub effects: Vec<Effect>,
+}
+
+/// How a run of the handshake ended, as far as recovery decides on it.
+#[derive(Debug, Clone)]
+pub struct RunEnd {
+    /// The lane's state (moved by recovery when an escalation blocks the lane).
+    pub state: LaneState,
+    /// What the run asked for.
+    pub next: Next,
+    /// Whether the worker ever showed its idle input.
+    pub reached_ready: bool,
+    /// Whether Enter was pressed on the prompt.
+    pub submitted: bool,
+    /// The dialog the lane was left waiting on for an operator.
+    pub dialog: Option<WaitingDialog>,
+}
+
+impl From<&Outcome> for RunEnd {
+    fn from(outcome: &Outcome) -> Self {
+        Self {
+            state: outcome.state,
+            next: outcome.next.clone(),
+            reached_ready: outcome.reached_ready,
+            submitted: outcome.receipt.submitted(),
+            dialog: outcome.dialog.clone(),
+        }
+    }
+}
 
 /// What the driver does next.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -116,19 +195,23 @@ pub struct Recovery {
     restarts: RestartTracker,
     current: Option<Attempt>,
     /// How the last run of the handshake ended: what a failed attempt is decided again on.
-    last: Option<Outcome>,
+    last: Option<RunEnd>,
     lane: String,
-    /// The lane's event log file (facts for `notify` rules are read beside it).
-    events_path: PathBuf,
     /// `notify` rules already run, each with the lane's situation it ran for: a rule runs its
     /// hook once per situation, not after every run of the handshake.
     notified: HashSet<String>,
     /// The kinds of action taken for the finished lane: each at most once, so finishing ends.
     finishing_done: HashSet<&'static str>,
+    /// The call being decided: when (epoch s), what the driver read of the lane, and what
+    /// recovery asks to be carried out so far.
+    now: u64,
+    read: LaneFacts,
+    effects: Vec<Effect>,
 }
 
 impl Recovery {
-    /// Recovery for `lane`, continuing the ledger its state file holds.
+    /// Recovery for `lane` at `now` (epoch s), continuing the ledger its state file holds,
+    /// and what to carry out first.
     ///
     /// An attempt a dead supervisor was carrying out is closed as failed (its steps may have
     /// half happened, so none is replayed; it counts against the recipe's limit), and
@@ -137,11 +220,9 @@ impl Recovery {
     pub fn new(
         policy: Arc<Policy>,
         lane: &str,
-        events_path: &Path,
-        events: &EventLog,
-        recorder: &StateRecorder,
-    ) -> Self {
-        let record = recorder.doc().recovery;
+        record: RecoveryLedger,
+        now: u64,
+    ) -> (Self, Vec<Effect>) {
         let restarts =
             RestartTracker::from_record(policy.restart_policy().clone(), record.restart.clone());
         let mut ledger = Ledger::from_record(record);
@@ -153,28 +234,31 @@ impl Recovery {
                     .is_some_and(|e| e.state == AttemptState::Running)
             })
             .collect();
-        ledger.adopt(now_secs());
-        let recovery = Self {
+        ledger.adopt(now);
+        let mut recovery = Self {
             policy,
             ledger,
             restarts,
             current: None,
             last: None,
             lane: lane.to_owned(),
-            events_path: events_path.to_owned(),
             notified: HashSet::new(),
             finishing_done: HashSet::new(),
+            now,
+            read: LaneFacts::new(lane, LaneStatus::Spawning),
+            effects: Vec::new(),
         };
         for id in running {
-            recovery.publish(id, events, recorder);
+            recovery.publish(id);
         }
-        recovery
+        let effects = std::mem::take(&mut recovery.effects);
+        (recovery, effects)
     }
 
     /// The lane's state as the last run left it and recovery moved it since (a recipe that
     /// escalates by blocking blocks the lane); `None` before the first run ended.
     pub fn lane_state(&self) -> Option<LaneState> {
-        self.last.as_ref().map(|outcome| outcome.state)
+        self.last.as_ref().map(|run| run.state)
     }
 
     /// The stall time of the policy.
@@ -182,87 +266,93 @@ impl Recovery {
         self.policy.stall_after()
     }
 
-    /// Decides what follows a run of the handshake that started at `run_started` (epoch s).
+    /// Decides what follows a run of the handshake that started at `run_started` (epoch s)
+    /// and ended as `run` at `now`, the lane read as `read`.
     pub fn after_run(
         &mut self,
-        outcome: &Outcome,
+        run: RunEnd,
         run_started: u64,
-        events: &EventLog,
-        recorder: &StateRecorder,
-    ) -> Plan {
-        if outcome.reached_ready {
+        read: LaneFacts,
+        now: u64,
+    ) -> Decision<Plan> {
+        self.begin(read, now);
+        if run.reached_ready {
             self.restarts.on_healthy(run_started);
         }
-        self.last = Some(outcome.clone());
-        self.notify(recorder);
-        if self.current.is_some() {
-            let step = match &outcome.next {
-                Next::Progressed(what) => StepOutcome::Progress(what.clone()),
+        let healed = run.state == LaneState::Finished;
+        let next = run.next.clone();
+        let describe = describe(&run);
+        self.last = Some(run);
+        self.notify();
+        let plan = if self.current.is_some() {
+            let step = match next {
+                Next::Progressed(what) => StepOutcome::Progress(what),
                 Next::NoProgress => StepOutcome::NoProgress,
-                _ if is_healed(outcome) => StepOutcome::Progress("the lane finished".to_owned()),
-                _ => StepOutcome::Failed(format!("the lane ended {}", describe(outcome))),
+                _ if healed => StepOutcome::Progress("the lane finished".to_owned()),
+                _ => StepOutcome::Failed(format!("the lane ended {describe}")),
             };
-            return self.step_done(step, events, recorder);
-        }
-        if is_healed(outcome) {
-            return Plan::Done;
-        }
-        if let Next::Progressed(_) = outcome.next {
+            self.advance(step)
+        } else if healed {
+            Plan::Done
+        } else if let Next::Progressed(_) = next {
             // An escalated lane moved again: back to watching it for troubles.
-            return carry_on(Watch::Troubles);
-        }
-        self.decide(events, recorder)
-    }
-
-    /// Reports how the step the last [`Plan`] asked for went, and says what comes next.
-    pub fn step_done(
-        &mut self,
-        step: StepOutcome,
-        events: &EventLog,
-        recorder: &StateRecorder,
-    ) -> Plan {
-        let Some(attempt) = self.current.as_mut() else {
-            return Plan::Done;
+            carry_on(Watch::Troubles)
+        } else {
+            self.decide()
         };
-        match attempt.run.advance(step) {
-            RunState::Continue => self.next_step(events, recorder),
-            RunState::Succeeded(result) => {
-                self.end_attempt(AttemptEnd::Succeeded, result, events, recorder);
-                if self.worker_alive() {
-                    carry_on(Watch::Troubles)
-                } else {
-                    Plan::Done
-                }
-            }
-            RunState::Failed(result) => {
-                self.end_attempt(AttemptEnd::Failed, result, events, recorder);
-                self.decide(events, recorder)
-            }
-            RunState::Escalated(result) => {
-                let recipe = attempt.run.recipe().clone();
-                self.end_attempt(AttemptEnd::Failed, result, events, recorder);
-                self.escalate_recipe(&recipe, events);
-                self.after_escalation()
-            }
-        }
+        self.decided(plan)
     }
 
-    /// What the policy asks next for the finished lane, as its state file has it now (fresh
-    /// facts after each action): merge its base forward (the recipe, within the ledger's
-    /// limits), verify it (only to a level it has commands for), close it out. Each kind of
-    /// action is taken at most once.
+    /// Reports how the step the last [`Plan`] asked for went (at `now`, the lane read as
+    /// `read`), and says what comes next.
+    pub fn step_done(&mut self, step: StepOutcome, read: LaneFacts, now: u64) -> Decision<Plan> {
+        self.begin(read, now);
+        let plan = self.advance(step);
+        self.decided(plan)
+    }
+
+    /// What the policy asks next for the lane the finishing stage holds in `state` (fresh
+    /// facts after each action, `read` at `now`): merge its base forward (the recipe, within
+    /// the ledger's limits), verify it (only to a level it has commands for), close it out.
+    /// Each kind of action is taken at most once.
     pub fn finishing(
         &mut self,
+        state: LaneState,
         has_commands: impl Fn(GreenLevel) -> bool,
-        events: &EventLog,
-        recorder: &StateRecorder,
-    ) -> Finishing {
-        self.notify(recorder);
-        let doc = recorder.doc();
-        if doc.status != LaneStatus::Finished {
-            return Finishing::Nothing;
+        read: LaneFacts,
+        now: u64,
+    ) -> Decision<Finishing> {
+        self.begin(read, now);
+        self.notify();
+        let finishing = if state == LaneState::Finished {
+            self.finish(state, has_commands)
+        } else {
+            Finishing::Nothing
+        };
+        self.decided(finishing)
+    }
+
+    /// The worker was started again by a recovery restart: the restart record to save.
+    pub fn restarted(&mut self) -> Vec<Effect> {
+        self.restarts.on_restarted();
+        self.save();
+        std::mem::take(&mut self.effects)
+    }
+
+    fn begin(&mut self, read: LaneFacts, now: u64) {
+        self.read = read;
+        self.now = now;
+    }
+
+    fn decided<T>(&mut self, next: T) -> Decision<T> {
+        Decision {
+            next,
+            effects: std::mem::take(&mut self.effects),
         }
-        let facts = crate::facts::lane_facts(&doc, &self.events_path, now_secs());
+    }
+
+    fn finish(&mut self, state: LaneState, has_commands: impl Fn(GreenLevel) -> bool) -> Finishing {
+        let facts = self.facts(state);
         let Some(decision) = self.policy.decide(&facts) else {
             return Finishing::Nothing;
         };
@@ -277,11 +367,10 @@ impl Recovery {
                 if !self.finishing_done.insert("merge_forward") {
                     return Finishing::Nothing;
                 }
-                let Some(outcome) = self.last.clone() else {
+                let Some(run) = self.last.clone() else {
                     return Finishing::Nothing;
                 };
-                let plan = self.attempt(&recipe, recipe.trigger, &outcome, events, recorder);
-                return Finishing::Steps(plan);
+                return Finishing::Steps(self.attempt(&recipe, recipe.trigger, &run));
             }
             Action::Verify { level } if has_commands(level) => ("verify", Finishing::Verify(level)),
             Action::Verify { .. } => return Finishing::Nothing,
@@ -300,35 +389,43 @@ impl Recovery {
         }
     }
 
-    /// The worker was started again by a recovery restart.
-    pub fn restarted(&mut self, recorder: &StateRecorder) {
-        self.restarts.on_restarted();
-        self.save(recorder);
+    /// The lane's facts as recovery decides on them: what the driver read of the lane, with
+    /// what recovery owns put over it — the lane in `state`, and the ledger.
+    fn facts(&self, state: LaneState) -> LaneFacts {
+        let mut facts = self.read.clone();
+        if (facts.status, facts.subphase) != (state.status(), state.subphase()) {
+            // Moved by recovery since the driver read the lane: it entered the state now.
+            facts.seconds_in_state = 0;
+        }
+        facts.status = state.status();
+        facts.subphase = state.subphase();
+        facts.failure = state
+            .failure()
+            .or(state.subphase().map(BlockedSubphase::failure_class));
+        facts.attempts = self.ledger.attempt_counts();
+        facts.recovery = self.ledger.status();
+        facts
     }
 
     /// Puts the lane's facts, as the last run left them, through the policy, then runs the
     /// `notify` rules that match where that left the lane.
-    fn decide(&mut self, events: &EventLog, recorder: &StateRecorder) -> Plan {
-        let plan = self.decide_action(events, recorder);
-        self.notify(recorder);
+    fn decide(&mut self) -> Plan {
+        let plan = self.decide_action();
+        self.notify();
         plan
     }
 
-    /// Runs the hooks of the `notify` rules that match the lane's facts as its state file has
-    /// them, once per situation.
-    fn notify(&mut self, recorder: &StateRecorder) {
-        let doc = recorder.doc();
-        let mut facts = crate::facts::lane_facts(&doc, &self.events_path, now_secs());
+    /// Runs the hooks of the `notify` rules that match the lane's facts, once per situation.
+    fn notify(&mut self) {
+        let mut facts = match self.lane_state() {
+            Some(state) => self.facts(state),
+            None => self.read.clone(),
+        };
         if let Some(trigger) = self.last.as_ref().and_then(trigger_of) {
             facts.trigger = Some(trigger);
         }
-        let log = self
-            .events_path
-            .parent()
-            .map(|dir| dir.join(crate::hooks::HOOKS_LOG))
-            .unwrap_or_else(|| PathBuf::from(crate::hooks::HOOKS_LOG));
         for decision in self.policy.evaluate(&facts) {
-            let Action::Notify { hook } = &decision.action else {
+            let Action::Notify { hook } = decision.action else {
                 continue;
             };
             let situation = format!(
@@ -341,25 +438,29 @@ impl Recovery {
                 facts.recovery
             );
             if self.notified.insert(situation) {
-                crate::hooks::notify(&self.policy, hook, &decision.rule, &facts, &log);
+                self.effects.push(Effect::Notify {
+                    hook,
+                    rule: decision.rule,
+                    facts: Box::new(facts.clone()),
+                });
             }
         }
     }
 
-    fn decide_action(&mut self, events: &EventLog, recorder: &StateRecorder) -> Plan {
-        let Some(outcome) = self.last.clone() else {
+    fn decide_action(&mut self) -> Plan {
+        let Some(run) = self.last.clone() else {
             return Plan::Done;
         };
-        let trigger = trigger_of(&outcome);
-        if trigger.is_none() && outcome.next != Next::Blocked {
+        let trigger = trigger_of(&run);
+        if trigger.is_none() && run.next != Next::Blocked {
             return self.after_escalation();
         }
-        let mut facts = LaneFacts::new(&self.lane, outcome.state.status());
-        facts.subphase = outcome.state.subphase();
-        facts.failure = outcome
+        let mut facts = LaneFacts::new(&self.lane, run.state.status());
+        facts.subphase = run.state.subphase();
+        facts.failure = run
             .state
             .failure()
-            .or_else(|| outcome.state.subphase().map(BlockedSubphase::failure_class));
+            .or_else(|| run.state.subphase().map(BlockedSubphase::failure_class));
         facts.trigger = trigger;
         facts.attempts = self.ledger.attempt_counts();
         facts.recovery = self.ledger.status();
@@ -371,7 +472,7 @@ impl Recovery {
                 Ok(recipe) => {
                     let recipe = recipe.clone();
                     let trigger = trigger.unwrap_or(recipe.trigger);
-                    self.attempt(&recipe, trigger, &outcome, events, recorder)
+                    self.attempt(&recipe, trigger, &run)
                 }
                 Err(_) => self.after_escalation(),
             },
@@ -381,7 +482,7 @@ impl Recovery {
             } => {
                 let next_action =
                     self.with_dialog_choices(next_action.replace("{lane}", &self.lane));
-                escalate(events, &reason, &next_action);
+                self.escalate(&reason, &next_action);
                 self.after_escalation()
             }
             Action::CloseOut if self.worker_alive() => Plan::CloseOut {
@@ -392,15 +493,8 @@ impl Recovery {
         }
     }
 
-    fn attempt(
-        &mut self,
-        recipe: &Recipe,
-        trigger: Trigger,
-        outcome: &Outcome,
-        events: &EventLog,
-        recorder: &StateRecorder,
-    ) -> Plan {
-        let now = now_secs();
+    fn attempt(&mut self, recipe: &Recipe, trigger: Trigger, run: &RunEnd) -> Plan {
+        let now = self.now;
         let queued = self
             .ledger
             .queue(recipe, &trigger.to_string(), AttemptOrigin::Policy, now);
@@ -416,27 +510,27 @@ impl Recovery {
             }
             Queued::Busy { .. } => return self.after_escalation(),
             Queued::Exhausted { id, newly } => {
-                self.publish(id, events, recorder);
+                self.publish(id);
                 if newly {
-                    self.escalate_recipe(recipe, events);
+                    self.escalate_recipe(recipe);
                 }
                 return self.after_escalation();
             }
         };
-        self.publish(id, events, recorder);
+        self.publish(id);
         let delay = if recipe.backoff {
-            match self.restarts.on_exit(now, outcome.reached_ready) {
+            match self.restarts.on_exit(now, run.reached_ready) {
                 RestartDecision::RestartAfter { delay, .. } => Some(delay),
                 exhausted => {
                     let why = exhausted.describe(self.restarts.policy());
                     let _ = self.ledger.start(id, now);
                     let _ = self.ledger.finish(id, AttemptEnd::Failed, now, why.clone());
-                    self.publish(id, events, recorder);
+                    self.publish(id);
                     let exhausted =
                         self.ledger
                             .record_exhausted(recipe, &trigger.to_string(), now, why);
-                    self.publish(exhausted, events, recorder);
-                    self.escalate_recipe(recipe, events);
+                    self.publish(exhausted);
+                    self.escalate_recipe(recipe);
                     return self.after_escalation();
                 }
             }
@@ -444,18 +538,46 @@ impl Recovery {
             None
         };
         let _ = self.ledger.start(id, now);
-        self.publish(id, events, recorder);
+        self.publish(id);
         self.current = Some(Attempt {
             id,
             run: RecipeRun::new(recipe.clone()),
             trigger,
             delay,
         });
-        self.next_step(events, recorder)
+        self.next_step()
+    }
+
+    /// Advances the attempt by how its step went.
+    fn advance(&mut self, step: StepOutcome) -> Plan {
+        let Some(attempt) = self.current.as_mut() else {
+            return Plan::Done;
+        };
+        match attempt.run.advance(step) {
+            RunState::Continue => self.next_step(),
+            RunState::Succeeded(result) => {
+                self.end_attempt(AttemptEnd::Succeeded, result);
+                if self.worker_alive() {
+                    carry_on(Watch::Troubles)
+                } else {
+                    Plan::Done
+                }
+            }
+            RunState::Failed(result) => {
+                self.end_attempt(AttemptEnd::Failed, result);
+                self.decide()
+            }
+            RunState::Escalated(result) => {
+                let recipe = attempt.run.recipe().clone();
+                self.end_attempt(AttemptEnd::Failed, result);
+                self.escalate_recipe(&recipe);
+                self.after_escalation()
+            }
+        }
     }
 
     /// The plan for the attempt's current step; steps that need no worker are done here.
-    fn next_step(&mut self, events: &EventLog, recorder: &StateRecorder) -> Plan {
+    fn next_step(&mut self) -> Plan {
         let Some(attempt) = self.current.as_mut() else {
             return Plan::Done;
         };
@@ -472,7 +594,7 @@ impl Recovery {
                 let watch = match attempt.run.advance(StepOutcome::Done) {
                     RunState::Continue => match attempt.run.current() {
                         Some((_, Step::WaitForProgress(within))) => Watch::Check(*within),
-                        _ => return self.step_done(StepOutcome::Done, events, recorder),
+                        _ => return self.advance(StepOutcome::Done),
                     },
                     _ => Watch::Troubles,
                 };
@@ -490,29 +612,19 @@ impl Recovery {
                 redeliver: redeliver_prompt,
                 by: attempt.run.recipe().name.clone(),
             },
-            Step::Escalate => self.step_done(StepOutcome::Done, events, recorder),
+            Step::Escalate => self.advance(StepOutcome::Done),
             Step::MergeForward => Plan::MergeForward,
             Step::Resubmit => Plan::Resubmit,
-            Step::AnswerTrust => self.step_done(
-                StepOutcome::Failed(
-                    "answer_trust is not a step this supervisor carries out in a recipe".into(),
-                ),
-                events,
-                recorder,
-            ),
+            Step::AnswerTrust => self.advance(StepOutcome::Failed(
+                "answer_trust is not a step this supervisor carries out in a recipe".into(),
+            )),
         }
     }
 
-    fn end_attempt(
-        &mut self,
-        end: AttemptEnd,
-        result: String,
-        events: &EventLog,
-        recorder: &StateRecorder,
-    ) {
+    fn end_attempt(&mut self, end: AttemptEnd, result: String) {
         if let Some(attempt) = self.current.take() {
-            let _ = self.ledger.finish(attempt.id, end, now_secs(), result);
-            self.publish(attempt.id, events, recorder);
+            let _ = self.ledger.finish(attempt.id, end, self.now, result);
+            self.publish(attempt.id);
             if end == AttemptEnd::Failed
                 && let Some(last) = self.last.as_mut()
                 && last.next == Next::NoProgress
@@ -534,10 +646,10 @@ impl Recovery {
 
     /// Whether the last run left the worker running (only a recovery or a check ended it).
     fn worker_alive(&self) -> bool {
-        self.last.as_ref().is_some_and(|o| {
-            !o.state.is_terminal()
+        self.last.as_ref().is_some_and(|run| {
+            !run.state.is_terminal()
                 && matches!(
-                    o.next,
+                    run.next,
                     Next::Recover(_) | Next::Progressed(_) | Next::NoProgress | Next::Blocked
                 )
         })
@@ -546,27 +658,23 @@ impl Recovery {
     /// A next action for a lane waiting on a dialog names the dialog and its choices, so the
     /// person knows what `clawpool answer` takes.
     fn with_dialog_choices(&self, next_action: String) -> String {
-        match self
-            .last
-            .as_ref()
-            .and_then(|outcome| outcome.dialog.as_ref())
-        {
+        match self.last.as_ref().and_then(|run| run.dialog.as_ref()) {
             Some(dialog) => format!("{next_action} ({})", dialog.hint()),
             None => next_action,
         }
     }
 
-    fn escalate_recipe(&mut self, recipe: &Recipe, events: &EventLog) {
+    fn escalate_recipe(&mut self, recipe: &Recipe) {
         let next_action = self.with_dialog_choices(recipe.escalation.next_action_for(&self.lane));
-        let Some(outcome) = self.last.as_mut() else {
+        let Some(run) = self.last.as_mut() else {
             return;
         };
         match recipe.escalation.outcome {
-            EscalationOutcome::Block if !matches!(outcome.state, LaneState::Failed(_)) => {
+            EscalationOutcome::Block if !matches!(run.state, LaneState::Failed(_)) => {
                 let subphase = recipe
                     .trigger
                     .subphase()
-                    .or(outcome.state.subphase())
+                    .or(run.state.subphase())
                     .unwrap_or(BlockedSubphase::Stalled);
                 let escalated = Payload::BlockedEscalated(Escalated {
                     reason: recipe.escalation.reason.clone(),
@@ -574,24 +682,42 @@ impl Recovery {
                     recipe: Some(recipe.name.clone()),
                 });
                 let blocked = LaneState::Blocked(subphase);
-                let _ = events.report(escalated, Some(outcome.state), Some(blocked), None);
-                outcome.state = blocked;
+                self.effects.push(Effect::Report {
+                    payload: escalated,
+                    from: Some(run.state),
+                    to: Some(blocked),
+                });
+                run.state = blocked;
             }
-            _ => escalate(events, &recipe.escalation.reason, &next_action),
+            _ => self.escalate(&recipe.escalation.reason, &next_action),
         }
     }
 
-    fn publish(&self, id: AttemptId, events: &EventLog, recorder: &StateRecorder) {
-        self.save(recorder);
+    /// `lane.escalated`: a person must act; the lane keeps its state.
+    fn escalate(&mut self, reason: &str, next_action: &str) {
+        let escalated = Payload::Escalated(Escalated {
+            reason: reason.to_owned(),
+            next_action: next_action.to_owned(),
+            recipe: None,
+        });
+        self.effects.push(Effect::Report {
+            payload: escalated,
+            from: None,
+            to: None,
+        });
+    }
+
+    fn publish(&mut self, id: AttemptId) {
+        self.save();
         if let Some((kind, detail)) = self.ledger.event(id) {
-            let _ = events.record(kind, None, None, None, detail);
+            self.effects.push(Effect::Record { kind, detail });
         }
     }
 
-    fn save(&self, recorder: &StateRecorder) {
+    fn save(&mut self) {
         let mut record = self.ledger.record().clone();
         record.restart = self.restarts.record().clone();
-        recorder.update(|doc| doc.recovery = record);
+        self.effects.push(Effect::Save(record));
     }
 }
 
@@ -602,33 +728,18 @@ fn carry_on(watch: Watch) -> Plan {
     }
 }
 
-/// The lane finished its work.
-fn is_healed(outcome: &Outcome) -> bool {
-    outcome.state == LaneState::Finished
-}
-
-/// `lane.escalated`: a person must act; the lane keeps its state.
-fn escalate(events: &EventLog, reason: &str, next_action: &str) {
-    let escalated = Payload::Escalated(Escalated {
-        reason: reason.to_owned(),
-        next_action: next_action.to_owned(),
-        recipe: None,
-    });
-    let _ = events.report(escalated, None, None, None);
-}
-
 /// What a recipe could heal in how the run ended: what the handshake named when it ended the
 /// run for recovery, else what the lane's state says ([`Trigger::of`]).
-fn trigger_of(outcome: &Outcome) -> Option<Trigger> {
-    match &outcome.next {
+fn trigger_of(run: &RunEnd) -> Option<Trigger> {
+    match &run.next {
         Next::Recover(trigger) => Some(*trigger),
-        _ => Trigger::of(outcome.state, outcome.receipt.submitted()),
+        _ => Trigger::of(run.state, run.submitted),
     }
 }
 
-fn describe(outcome: &Outcome) -> String {
-    match &outcome.next {
-        Next::Recover(trigger) => format!("{} ({trigger})", outcome.state),
-        _ => outcome.state.to_string(),
+fn describe(run: &RunEnd) -> String {
+    match &run.next {
+        Next::Recover(trigger) => format!("{} ({trigger})", run.state),
+        _ => run.state.to_string(),
     }
 }

@@ -13,8 +13,9 @@ use serde_json::json;
 
 use super::commits::Look;
 use super::open::OpenLane;
+use super::recovery_effects::{apply, read_lane};
 use super::runs::{Interrupted, STOP_GRACE};
-use super::{FINAL_WRITE_BACKOFF, FINAL_WRITE_TRIES, LaneResult, Terminal};
+use super::{FINAL_WRITE_BACKOFF, FINAL_WRITE_TRIES, LaneJob, LaneResult, Terminal};
 use crate::checks::{HELD, LaneChecks};
 use crate::handshake::{Outcome, confine_trust_store};
 use crate::lane_state::StateRecorder;
@@ -76,7 +77,7 @@ impl OpenLane {
                     .await
                     .lane_state;
             }
-            state = finish_by_policy(checks, recovery, &events, &recorder, state).await;
+            state = finish_by_policy(checks, recovery, (&job, &events, &recorder), state).await;
             finished.state = state;
             if state == LaneState::Finished {
                 let base_sha = job.base.as_ref().map(|(_, sha)| sha.clone());
@@ -123,15 +124,16 @@ pub(super) async fn merge_step(
 async fn finish_by_policy(
     checks: &LaneChecks,
     recovery: &mut Recovery,
-    events: &EventLog,
-    recorder: &StateRecorder,
+    (job, events, recorder): (&LaneJob, &EventLog, &StateRecorder),
     mut state: LaneState,
 ) -> LaneState {
     let has_commands = |level| checks.spec.commands.contains_key(&level);
     // The policy decides on the branch as it is now, not as the last periodic check saw it.
     checks.check(events, recorder).await;
     loop {
-        match recovery.finishing(has_commands, events, recorder) {
+        let (read, now) = read_lane(job, recorder);
+        let decision = recovery.finishing(state, has_commands, read, now);
+        match apply(decision, job, events, recorder) {
             Finishing::Steps(mut plan) => {
                 // A finished lane has no worker: merging forward is the only step it can take.
                 while plan == Plan::MergeForward {
@@ -139,7 +141,8 @@ async fn finish_by_policy(
                     if let StepOutcome::Failed(_) = step {
                         state = HELD;
                     }
-                    plan = recovery.step_done(step, events, recorder);
+                    let (read, now) = read_lane(job, recorder);
+                    plan = apply(recovery.step_done(step, read, now), job, events, recorder);
                 }
             }
             Finishing::Verify(level) => {

@@ -6,7 +6,8 @@
 //! [`drive`] is three calls: `open` (everything the lane runs with, then its worker), `runs`
 //! (the handshake, then what recovery asks for, until the lane ends), `finish` (the worker
 //! stopped, the finishing stage, the last write). The worker itself is `worker`'s; the commit
-//! watch `commits`'; the agent's trust store `trust_store`'s.
+//! watch `commits`'; the agent's trust store `trust_store`'s; what recovery decides is
+//! carried out by `recovery_effects`.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -25,6 +26,7 @@ use crate::recovering::Recovery;
 mod commits;
 mod finish;
 mod open;
+mod recovery_effects;
 mod runs;
 mod trust_store;
 mod worker;
@@ -176,13 +178,13 @@ pub enum Start {
 /// Drives one lane to finished or failed (or until Ctrl-C).
 pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, LaneError> {
     let mut lane = open::open(job, start).await?;
-    let mut recovery = Recovery::new(
+    let (mut recovery, effects) = Recovery::new(
         Arc::clone(&lane.job.policy),
         &lane.job.name,
-        &lane.job.events_path,
-        &lane.events,
-        &lane.recorder,
+        lane.recorder.doc().recovery,
+        state_file::now_secs(),
     );
+    recovery_effects::carry_out(effects, &lane.job, &lane.events, &lane.recorder);
     let ended = lane.run(&mut recovery).await;
     Ok(lane.close(ended, &mut recovery).await)
 }

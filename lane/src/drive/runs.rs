@@ -19,12 +19,13 @@ use serde_json::json;
 
 use super::finish::merge_step;
 use super::open::OpenLane;
+use super::recovery_effects::{apply, carry_out, read_lane};
 use crate::handshake::{
     Handshake, Next, Outcome, PromptPlan, RestartRequest, Resumed, TRUST_NOT_APPLIED, Verdict,
 };
 use crate::interrupt::StopSignal;
 use crate::lane_state::StateRecorder;
-use crate::recovering::{Plan, Recovery, Watch};
+use crate::recovering::{Plan, Recovery, RunEnd, Watch};
 
 /// How long a worker stopped by clawpool gets before it is killed.
 pub(super) const STOP_GRACE: Duration = Duration::from_secs(5);
@@ -99,7 +100,9 @@ impl OpenLane {
                 };
                 continue;
             }
-            let mut plan = recovery.after_run(&outcome, run_started, &self.events, &self.recorder);
+            let (read, now) = read_lane(&self.job, &self.recorder);
+            let decision = recovery.after_run(RunEnd::from(&outcome), run_started, read, now);
+            let mut plan = apply(decision, &self.job, &self.events, &self.recorder);
             next = loop {
                 plan = match self
                     .carry_out(plan, &outcome, recovery, &mut carried)
@@ -320,7 +323,8 @@ impl OpenLane {
                     Ok(worker) => {
                         self.worker = worker;
                         carried.prior_attempts = outcome.receipt.attempts;
-                        recovery.restarted(recorder);
+                        let saved = recovery.restarted();
+                        carry_out(saved, &self.job, events, recorder);
                         carried.fresh = true;
                         StepOutcome::Done
                     }
@@ -328,7 +332,9 @@ impl OpenLane {
                 }
             }
         };
-        Ok(Flow::Next(recovery.step_done(step, events, recorder)))
+        let (read, now) = read_lane(&self.job, recorder);
+        let decision = recovery.step_done(step, read, now);
+        Ok(Flow::Next(apply(decision, &self.job, events, recorder)))
     }
 
     /// Waits `wait`, or stops the lane on an interrupt.
