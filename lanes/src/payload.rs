@@ -182,6 +182,64 @@ impl PermissionDecided {
     }
 }
 
+/// `lane.dialog_answered`: a dialog on screen answered with keys.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DialogAnswered {
+    /// The dialog's name in the profile.
+    pub dialog: String,
+    /// The choice pressed.
+    pub choice: String,
+    /// `policy` (the lane's dialog policy or permission policy) or `operator`.
+    pub by: String,
+    /// Which answer to this dialog it is (a trust dialog is answered up to three times).
+    pub attempt: u32,
+    /// Whether the keys were sent and the dialog went.
+    pub completed: bool,
+    /// Why not, when it did not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl DialogAnswered {
+    /// The answer `by` the lane's policy.
+    pub const BY_POLICY: &str = "policy";
+    /// The answer `by` an operator's `clawpool answer` or `clawpool trust`.
+    pub const BY_OPERATOR: &str = "operator";
+    /// The dialog name of a tool-permission question.
+    pub const TOOL_PERMISSION: &str = "tool_permission";
+}
+
+/// `lane.commit.created`: the lane's branch gained a commit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommitCreated {
+    /// The commit.
+    pub sha: String,
+    /// Its subject line.
+    pub subject: String,
+    /// Which look noticed it: `start`, `watch`, `sweep` or `last`.
+    pub look: String,
+}
+
+/// `lane.commits.skipped`: more new commits in one look than are reported one by one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommitsSkipped {
+    /// How many older ones are summed up here.
+    pub count: usize,
+    /// The oldest of them.
+    pub oldest: Option<String>,
+    /// The newest commit that is reported on its own.
+    pub newest_reported: Option<String>,
+    /// Which look noticed them.
+    pub look: String,
+}
+
+/// `lane.closed_out`: the policy's `close_out` ended the lane.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClosedOut {
+    /// The rule that decided it.
+    pub rule: String,
+}
+
 /// The typed fields of an event, as the variant of its kind.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Payload {
@@ -209,6 +267,14 @@ pub enum Payload {
     ChannelDegraded(ChannelDegraded),
     /// `lane.verified` (boxed: a verification with its commands is large).
     Verified(Box<Verified>),
+    /// `lane.dialog_answered`.
+    DialogAnswered(DialogAnswered),
+    /// `lane.commit.created`.
+    CommitCreated(CommitCreated),
+    /// `lane.commits.skipped`.
+    CommitsSkipped(CommitsSkipped),
+    /// `lane.closed_out`.
+    ClosedOut(ClosedOut),
 }
 
 impl Payload {
@@ -227,6 +293,10 @@ impl Payload {
             Payload::ChannelOpened(_) => LaneEventKind::ChannelOpened,
             Payload::ChannelDegraded(_) => LaneEventKind::ChannelDegraded,
             Payload::Verified(_) => LaneEventKind::Verified,
+            Payload::DialogAnswered(_) => LaneEventKind::DialogAnswered,
+            Payload::CommitCreated(_) => LaneEventKind::CommitCreated,
+            Payload::CommitsSkipped(_) => LaneEventKind::CommitsSkipped,
+            Payload::ClosedOut(_) => LaneEventKind::ClosedOut,
         }
     }
 
@@ -243,6 +313,10 @@ impl Payload {
             Payload::ChannelOpened(p) => serde_json::to_value(p),
             Payload::ChannelDegraded(p) => serde_json::to_value(p),
             Payload::Verified(p) => serde_json::to_value(p),
+            Payload::DialogAnswered(p) => serde_json::to_value(p),
+            Payload::CommitCreated(p) => serde_json::to_value(p),
+            Payload::CommitsSkipped(p) => serde_json::to_value(p),
+            Payload::ClosedOut(p) => serde_json::to_value(p),
         };
         value.expect("payloads are plain data")
     }
@@ -266,6 +340,10 @@ impl Payload {
             LaneEventKind::ChannelOpened => Payload::ChannelOpened(typed(detail)?),
             LaneEventKind::ChannelDegraded => Payload::ChannelDegraded(typed(detail)?),
             LaneEventKind::Verified => Payload::Verified(Box::new(typed(detail)?)),
+            LaneEventKind::DialogAnswered => Payload::DialogAnswered(typed(detail)?),
+            LaneEventKind::CommitCreated => Payload::CommitCreated(typed(detail)?),
+            LaneEventKind::CommitsSkipped => Payload::CommitsSkipped(typed(detail)?),
+            LaneEventKind::ClosedOut => Payload::ClosedOut(typed(detail)?),
             _ => return None,
         })
     }
@@ -365,6 +443,28 @@ mod tests {
                 green_level: Some(GreenLevel::Targeted),
                 message: None,
             })),
+            Payload::DialogAnswered(DialogAnswered {
+                dialog: DialogAnswered::TOOL_PERMISSION.into(),
+                choice: "no".into(),
+                by: DialogAnswered::BY_OPERATOR.into(),
+                attempt: 1,
+                completed: false,
+                error: Some("the dialog did not go".into()),
+            }),
+            Payload::CommitCreated(CommitCreated {
+                sha: "abc123".into(),
+                subject: "Fix the login bug".into(),
+                look: "watch".into(),
+            }),
+            Payload::CommitsSkipped(CommitsSkipped {
+                count: 3,
+                oldest: Some("aaa111".into()),
+                newest_reported: Some("bbb222".into()),
+                look: "start".into(),
+            }),
+            Payload::ClosedOut(ClosedOut {
+                rule: "close-out-merge-ready".into(),
+            }),
         ]
     }
 

@@ -8,8 +8,8 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clawpool_lanes::payload::PermissionDecided;
-use clawpool_lanes::{EventSource, LaneEvent, LaneEventKind, Payload};
+use clawpool_lanes::payload::{DialogAnswered, PermissionDecided};
+use clawpool_lanes::{EventSource, LaneEvent, Payload};
 use clawpool_recovery::permissions::{
     Decision, Grant, GrantScope, GrantStore, LaneContext, Profile, Request, Tool,
 };
@@ -335,9 +335,14 @@ fn answered(events: &[LaneEvent]) -> bool {
 }
 
 /// The first answer to a tool-permission dialog among `events`.
-fn dialog_answer(events: &[LaneEvent]) -> Option<&LaneEvent> {
-    events.iter().find(|event| {
-        event.kind == LaneEventKind::DialogAnswered && event.detail["dialog"] == "tool_permission"
+fn dialog_answer(events: &[LaneEvent]) -> Option<DialogAnswered> {
+    events.iter().find_map(|event| match event.payload() {
+        Some(Payload::DialogAnswered(answer))
+            if answer.dialog == DialogAnswered::TOOL_PERMISSION =>
+        {
+            Some(answer)
+        }
+        _ => None,
     })
 }
 
@@ -409,11 +414,7 @@ fn explained(
 ) -> serde_json::Value {
     let source = event.source.unwrap_or(EventSource::Screen);
     let answered = match (dialog_answer(after), decided.decision.as_str(), source) {
-        (Some(answer), _, _) => format!(
-            "answered {} by {}",
-            answer.detail["choice"].as_str().unwrap_or("?"),
-            answer.detail["by"].as_str().unwrap_or("?")
-        ),
+        (Some(answer), _, _) => format!("answered {} by {}", answer.choice, answer.by),
         (None, "allow" | "deny", EventSource::Hook) => "answered through the hook".to_owned(),
         (None, "ask", _) => "left to a person; not answered yet".to_owned(),
         (None, _, _) => "not answered".to_owned(),

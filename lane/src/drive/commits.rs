@@ -5,8 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use clawpool_lanes::{EventLog, LaneEvent, LaneEventKind};
-use serde_json::json;
+use clawpool_lanes::payload::{CommitCreated, CommitsSkipped, Payload};
+use clawpool_lanes::{EventLog, LaneEvent};
 
 /// How often a spawned lane's branch is looked at when nothing told it that it moved: a
 /// safety sweep for what the repository's watch can miss (an inotify queue that overflowed, a
@@ -95,27 +95,21 @@ impl CommitWatch {
             return;
         };
         if new.left_out > 0 {
-            let _ = self.events.record(
-                LaneEventKind::CommitsSkipped,
-                None,
-                None,
-                None,
-                json!({
-                    "count": new.left_out,
-                    "oldest": new.oldest_left_out,
-                    "newest_reported": new.commits.first().map(|c| &c.sha),
-                    "look": look.name(),
-                }),
-            );
+            let skipped = Payload::CommitsSkipped(CommitsSkipped {
+                count: new.left_out,
+                oldest: new.oldest_left_out.clone(),
+                newest_reported: new.commits.first().map(|c| c.sha.clone()),
+                look: look.name().to_owned(),
+            });
+            let _ = self.events.report(skipped, None, None, None);
         }
         for commit in &new.commits {
-            let _ = self.events.record(
-                LaneEventKind::CommitCreated,
-                None,
-                None,
-                None,
-                json!({"sha": commit.sha, "subject": commit.subject, "look": look.name()}),
-            );
+            let created = Payload::CommitCreated(CommitCreated {
+                sha: commit.sha.clone(),
+                subject: commit.subject.clone(),
+                look: look.name().to_owned(),
+            });
+            let _ = self.events.report(created, None, None, None);
         }
         *last = Some(new.head);
     }
@@ -156,6 +150,8 @@ fn last_reported_commit(events_path: &Path) -> Option<String> {
         .lines()
         .rev()
         .filter_map(|line| serde_json::from_str::<LaneEvent>(line).ok())
-        .filter(|event| event.kind == LaneEventKind::CommitCreated)
-        .find_map(|event| event.detail["sha"].as_str().map(str::to_owned))
+        .find_map(|event| match event.payload() {
+            Some(Payload::CommitCreated(commit)) => Some(commit.sha),
+            _ => None,
+        })
 }

@@ -7,9 +7,9 @@
 //! is carried from step to step (each check is given the state it may move and says where it
 //! leads), not read back from the state file.
 
-use clawpool_lanes::{EventLog, LaneEventKind, LaneState};
+use clawpool_lanes::payload::{ClosedOut, Payload};
+use clawpool_lanes::{EventLog, LaneState};
 use clawpool_recovery::StepOutcome;
-use serde_json::json;
 
 use super::commits::Look;
 use super::open::OpenLane;
@@ -150,13 +150,8 @@ async fn finish_by_policy(
                 state = verified.lane_state;
             }
             Finishing::CloseOut { rule } => {
-                let _ = events.record(
-                    LaneEventKind::ClosedOut,
-                    None,
-                    None,
-                    None,
-                    json!({"rule": rule}),
-                );
+                let closed = Payload::ClosedOut(ClosedOut { rule });
+                let _ = events.report(closed, None, None, None);
                 return state;
             }
             Finishing::Nothing => return state,

@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use clawpool_lanes::payload::PromptSent;
+use clawpool_lanes::payload::{ClosedOut, PromptSent};
 use clawpool_lanes::state_file::now_secs;
 use clawpool_lanes::{EventLog, LaneEventKind, LaneState, Payload};
 use clawpool_pty::{Input, Key, Worker};
@@ -281,13 +281,8 @@ impl OpenLane {
             },
             Plan::CloseOut { rule } => {
                 self.worker.stop(STOP_GRACE).await;
-                let _ = events.record(
-                    LaneEventKind::ClosedOut,
-                    Some(state),
-                    Some(LaneState::Finished),
-                    None,
-                    json!({"rule": rule}),
-                );
+                let closed = Payload::ClosedOut(ClosedOut { rule });
+                let _ = events.report(closed, Some(state), Some(LaneState::Finished), None);
                 return Ok(Flow::Ended(Box::new(Outcome {
                     state: LaneState::Finished,
                     next: Next::Done,

@@ -20,7 +20,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clawpool_lanes::LaneEventKind;
-use clawpool_lanes::payload::{ChannelDegraded, Payload, PromptSent, TrustResolved, WorkerStarted};
+use clawpool_lanes::payload::{
+    ChannelDegraded, DialogAnswered, Payload, PromptSent, TrustResolved, WorkerStarted,
+};
 use clawpool_lanes::{BlockedSubphase, EventSource, Evidence, FailureClass, LaneState};
 use clawpool_pty::{ExitStatus, ScreenSnapshot};
 use clawpool_recovery::{ProgressSource, ProgressTracker, Trigger};
@@ -1190,12 +1192,11 @@ impl<'a> Machine<'a> {
                 evidence,
             }) => {
                 let ok = answered.is_ok();
-                self.event(
-                    LaneEventKind::DialogAnswered,
+                self.report(
+                    answer_of(&name, &choice, DialogAnswered::BY_POLICY, attempt, answered),
                     None,
                     None,
                     Some(evidence.clone()),
-                    answered_detail(&name, &choice, "policy", attempt, answered),
                 );
                 if kind == DialogKind::Trust {
                     let method = match self.lane.trust {
@@ -1225,12 +1226,11 @@ impl<'a> Machine<'a> {
                 if resolved && !self.lane.trust.is_open() {
                     self.lane.trust = TrustGate::ByOperator;
                 }
-                self.event(
-                    LaneEventKind::DialogAnswered,
+                self.report(
+                    answer_of(&name, &choice, DialogAnswered::BY_OPERATOR, 1, answered),
                     None,
                     None,
                     None,
-                    answered_detail(&name, &choice, "operator", 1, answered),
                 );
                 self.waiting_dialog = None;
                 if resolved {
@@ -2481,21 +2481,21 @@ fn screen_excerpt(text: &str) -> String {
     lines.join("\n")
 }
 
-fn answered_detail(
+fn answer_of(
     dialog: &str,
     choice: &str,
     by: &str,
     attempt: u32,
     answered: Result<(), String>,
-) -> serde_json::Value {
-    let mut detail = serde_json::json!({
-        "dialog": dialog, "choice": choice, "by": by, "attempt": attempt,
-        "completed": answered.is_ok(),
-    });
-    if let Err(error) = answered {
-        detail["error"] = error.into();
-    }
-    detail
+) -> Payload {
+    Payload::DialogAnswered(DialogAnswered {
+        dialog: dialog.to_owned(),
+        choice: choice.to_owned(),
+        by: by.to_owned(),
+        attempt,
+        completed: answered.is_ok(),
+        error: answered.err(),
+    })
 }
 
 #[cfg(test)]

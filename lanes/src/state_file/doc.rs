@@ -674,7 +674,14 @@ impl WorkerStateDoc {
             None if event.kind == LaneEventKind::PromptSent => {
                 self.prompt.attempts = self.prompt.attempts.saturating_add(1);
             }
-            Some(Payload::Adopted(_)) | None => {}
+            Some(
+                Payload::Adopted(_)
+                | Payload::DialogAnswered(_)
+                | Payload::CommitCreated(_)
+                | Payload::CommitsSkipped(_)
+                | Payload::ClosedOut(_),
+            )
+            | None => {}
         }
         match &event.kind {
             LaneEventKind::TrustResolved => self.trust_gate_cleared = true,
