@@ -97,10 +97,14 @@
 //! Between runs and in the finishing stage, [`recovering::Recovery`] decides: given how a run
 //! ended ([`recovering::RunEnd`]), how a step went, or the state the finishing stage holds —
 //! each with the time and the lane's facts as the driver read them (green level, freshness,
-//! times: [`facts::lane_facts`]) — it returns the next step ([`recovering::Plan`],
-//! [`recovering::Finishing`]) and [`recovering::Effect`]s (an escalation or ledger event to
-//! record, the ledger to save, a `notify` hook to run), which the driver carries out in order
-//! (`drive/recovery_effects.rs`). What recovery owns it puts over the facts it is given: the
+//! times: [`facts::lane_facts`]) — it returns the next step ([`recovering::Plan`]: a key,
+//! Enter again, a wait, a restart with its request, a merge-forward, the worker stopped, the
+//! next run of the handshake with what it carries on from, or the lane's end in its state;
+//! [`recovering::Finishing`]) and [`recovering::Effect`]s (an escalation, ledger, prompt or
+//! close-out event to record, the ledger to save, a `notify` hook to run), which the driver
+//! carries out in order (`drive/recovery_effects.rs`). What the lane cannot do (a key for a
+//! lane nobody trusted, a resume its profile has no arguments for, a merge without a branch)
+//! recovery refuses itself, failing the step. What recovery owns it puts over the facts it is given: the
 //! lane's state as the last run and its escalations left it, and its ledger. Its rules
 //! (limits, restart backoff and intensity, escalation, `notify` once per situation, each
 //! finishing action once) are tested with no process and no clock (`recovering/tests.rs`).

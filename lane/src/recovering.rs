@@ -27,10 +27,12 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::handshake::{Next, Outcome, WaitingDialog};
+use crate::handshake::{Next, Outcome, RestartRequest, Resumed, WaitingDialog};
+use clawpool_lanes::payload::{ClosedOut, PromptSent};
 use clawpool_lanes::state_file::GreenLevel;
 use clawpool_lanes::{BlockedSubphase, LaneEventKind, LaneState, LaneStatus};
 use clawpool_lanes::{Payload, payload::Escalated};
+use clawpool_pty::Key;
 use clawpool_recovery::{
     Action, AttemptEnd, AttemptId, AttemptOrigin, AttemptState, EscalationOutcome, LaneFacts,
     Ledger, Policy, Queued, Recipe, RecipeRun, RecoveryLedger, RestartDecision, RestartTracker,
@@ -92,8 +94,18 @@ pub struct RunEnd {
     pub next: Next,
     /// Whether the worker ever showed its idle input.
     pub reached_ready: bool,
-    /// Whether Enter was pressed on the prompt.
+    /// Whether Enter was pressed on the prompt by this worker.
     pub submitted: bool,
+    /// Enter presses for the prompt, counting every worker of the lane.
+    pub attempts: u32,
+    /// When the prompt was first sent (epoch s).
+    pub sent_at: Option<u64>,
+    /// When it was seen accepted (epoch s).
+    pub accepted_at: Option<u64>,
+    /// Texts still queued for the agent: the next run on the same lane delivers them first.
+    pub unsent: Vec<String>,
+    /// Whether clawpool may type into the lane (its trust gate as the run left it).
+    pub trust_open: bool,
     /// The dialog the lane was left waiting on for an operator.
     pub dialog: Option<WaitingDialog>,
 }
@@ -105,6 +117,11 @@ impl From<&Outcome> for RunEnd {
             next: outcome.next.clone(),
             reached_ready: outcome.reached_ready,
             submitted: outcome.receipt.submitted(),
+            attempts: outcome.receipt.attempts,
+            sent_at: outcome.receipt.sent_at.map(|ms| ms / 1000),
+            accepted_at: outcome.receipt.accepted_at.map(|ms| ms / 1000),
+            unsent: outcome.unsent.clone(),
+            trust_open: outcome.trust.is_open(),
             dialog: outcome.dialog.clone(),
         }
     }
@@ -113,42 +130,89 @@ impl From<&Outcome> for RunEnd {
 /// What the driver does next.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Plan {
-    /// Run the handshake on with the same worker.
-    CarryOn {
-        /// Texts to deliver first, by the prompt's rules (a recipe's nudge).
-        followups: Vec<String>,
-        /// What ends the run besides the lane ending.
-        watch: Watch,
-    },
-    /// Send this key (the profile's key names) to the worker, then [`Recovery::step_done`].
-    SendKey(String),
+    /// Run the handshake again.
+    Run(NextRun),
+    /// Send this key to the worker, then [`Recovery::step_done`].
+    SendKey(Key),
     /// Press Enter once more on the draft still in the input line (never retyping it), then
-    /// [`Recovery::step_done`]; the next run watches for the prompt being taken.
-    Resubmit,
+    /// [`Recovery::step_done`]. Its `lane.prompt_sent` is among the effects before it: an
+    /// adopter of a lane whose supervisor was killed in between presses Enter, never retypes.
+    PressEnter,
     /// Wait this long, then [`Recovery::step_done`].
     Wait(Duration),
-    /// Start the worker again after `delay`, then [`Recovery::step_done`]; the next run of
-    /// the handshake is a new worker's.
+    /// Stop the worker, wait `delay` (the restart backoff), and start it again as `request`
+    /// says; then [`Recovery::step_done`], or the lane ends with the failed start.
     Restart {
-        /// The wait first (restart backoff).
+        /// The wait between the stop and the start.
         delay: Duration,
-        /// With the profile's resume arguments (the step fails when it has none).
-        resume: bool,
-        /// Deliver the prompt again.
-        redeliver: bool,
-        /// The recipe.
-        by: String,
+        /// How the new worker starts.
+        request: RestartRequest,
     },
     /// Merge the lane's base into its branch (the lane's branch checks), then
     /// [`Recovery::step_done`].
     MergeForward,
-    /// Close the lane out, as the policy's `rule` says: stop its worker and mark it done.
+    /// Stop the worker, then [`Recovery::step_done`]: the policy closes the lane out.
+    StopWorker,
+    /// The lane ended, in this state.
+    End(LaneState),
+}
+
+/// How the next run of the handshake starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NextRun {
+    /// Carry on with the same worker, in this state and with this receipt (after a recovery
+    /// step); `None` for a new worker, whose handshake starts its own.
+    pub carry: Option<Resumed>,
+    /// Texts to deliver first: what the last run did not deliver, then a recipe's nudge.
+    pub followups: Vec<String>,
+    /// What ends the run besides the lane ending.
+    pub watch: Watch,
+}
+
+/// What recovery decided to do, before it is made a [`Plan`] the driver can carry out (which
+/// may refuse it: a key for a lane nobody trusted, a resume the profile cannot do).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Intent {
+    CarryOn {
+        followups: Vec<String>,
+        watch: Watch,
+    },
+    SendKey(String),
+    Resubmit,
+    Wait(Duration),
+    Restart {
+        delay: Duration,
+        resume: bool,
+        redeliver: bool,
+        by: String,
+    },
+    MergeForward,
     CloseOut {
-        /// The rule that decided it.
         rule: String,
     },
-    /// Nothing more: the lane ends as it is.
     Done,
+}
+
+/// The plan the driver is carrying out, where its report means more than the step's outcome.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Pending {
+    /// Enter pressed again: the next run watches the prompt being taken.
+    Enter,
+    /// A new worker: the next run is its handshake.
+    Restart,
+    /// The worker stopped for the policy's close-out rule.
+    CloseOut(String),
+}
+
+/// What recovery knows of the lane that does not change while it is driven.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaneAbilities {
+    /// The agent's profile (its name, in a refusal).
+    pub profile: String,
+    /// The profile has resume arguments.
+    pub resumable: bool,
+    /// The lane has a branch of its own to merge forward.
+    pub has_branch: bool,
 }
 
 /// What the policy asks for a finished lane ([`Recovery::finishing`]).
@@ -202,6 +266,14 @@ pub struct Recovery {
     notified: HashSet<String>,
     /// The kinds of action taken for the finished lane: each at most once, so finishing ends.
     finishing_done: HashSet<&'static str>,
+    abilities: LaneAbilities,
+    /// The plan being carried out, when its report means more than how the step went.
+    pending: Option<Pending>,
+    /// A recovery step started a new worker since the last run: the next run is its own.
+    fresh: bool,
+    /// Enter was pressed again on the draft since the last run: the next run carries on as
+    /// `ready_for_prompt`, where the handshake sees the prompt being taken.
+    resubmitted: bool,
     /// The call being decided: when (epoch s), what the driver read of the lane, and what
     /// recovery asks to be carried out so far.
     now: u64,
@@ -220,6 +292,7 @@ impl Recovery {
     pub fn new(
         policy: Arc<Policy>,
         lane: &str,
+        abilities: LaneAbilities,
         record: RecoveryLedger,
         now: u64,
     ) -> (Self, Vec<Effect>) {
@@ -244,6 +317,10 @@ impl Recovery {
             lane: lane.to_owned(),
             notified: HashSet::new(),
             finishing_done: HashSet::new(),
+            abilities,
+            pending: None,
+            fresh: false,
+            resubmitted: false,
             now,
             read: LaneFacts::new(lane, LaneStatus::Spawning),
             effects: Vec::new(),
@@ -276,6 +353,7 @@ impl Recovery {
         now: u64,
     ) -> Decision<Plan> {
         self.begin(read, now);
+        self.fresh = false;
         if run.reached_ready {
             self.restarts.on_healthy(run_started);
         }
@@ -293,21 +371,37 @@ impl Recovery {
             };
             self.advance(step)
         } else if healed {
-            Plan::Done
+            Intent::Done
         } else if let Next::Progressed(_) = next {
             // An escalated lane moved again: back to watching it for troubles.
             carry_on(Watch::Troubles)
         } else {
             self.decide()
         };
+        let plan = self.act(plan);
         self.decided(plan)
     }
 
     /// Reports how the step the last [`Plan`] asked for went (at `now`, the lane read as
-    /// `read`), and says what comes next.
+    /// `read`), and says what comes next. A [`Plan::Restart`] reported done started a new
+    /// worker; a [`Plan::StopWorker`] reported ends the lane closed out.
     pub fn step_done(&mut self, step: StepOutcome, read: LaneFacts, now: u64) -> Decision<Plan> {
         self.begin(read, now);
-        let plan = self.advance(step);
+        let done = step == StepOutcome::Done;
+        let plan = match self.pending.take() {
+            Some(Pending::CloseOut(rule)) => self.closed_out(rule),
+            Some(Pending::Restart) if done => {
+                self.restarts.on_restarted();
+                self.save();
+                self.fresh = true;
+                self.advance_to_plan(step)
+            }
+            Some(Pending::Enter) if done => {
+                self.resubmitted = true;
+                self.advance_to_plan(step)
+            }
+            _ => self.advance_to_plan(step),
+        };
         self.decided(plan)
     }
 
@@ -332,11 +426,121 @@ impl Recovery {
         self.decided(finishing)
     }
 
-    /// The worker was started again by a recovery restart: the restart record to save.
-    pub fn restarted(&mut self) -> Vec<Effect> {
-        self.restarts.on_restarted();
-        self.save();
-        std::mem::take(&mut self.effects)
+    fn advance_to_plan(&mut self, step: StepOutcome) -> Plan {
+        let intent = self.advance(step);
+        self.act(intent)
+    }
+
+    /// Makes what recovery decided a plan the driver can carry out; what the lane cannot do
+    /// fails the step at once, and the attempt goes on from there.
+    fn act(&mut self, mut intent: Intent) -> Plan {
+        loop {
+            let refused = match intent {
+                Intent::Done => return Plan::End(self.state()),
+                Intent::CarryOn { followups, watch } => {
+                    return Plan::Run(self.next_run(followups, watch));
+                }
+                Intent::SendKey(_) | Intent::Resubmit if !self.trust_open() => {
+                    "nothing is typed into a lane nobody trusted (`clawpool trust`)".to_owned()
+                }
+                Intent::SendKey(name) => match name.parse::<Key>() {
+                    Ok(key) => return Plan::SendKey(key),
+                    Err(e) => format!("sending {name}: {e}"),
+                },
+                Intent::Resubmit => {
+                    let attempt = self.last.as_ref().map_or(0, |run| run.attempts) + 1;
+                    let sent = Payload::PromptSent(PromptSent {
+                        attempt,
+                        by: Some("resubmit_prompt".into()),
+                    });
+                    self.effects.push(Effect::Report {
+                        payload: sent,
+                        from: None,
+                        to: None,
+                    });
+                    self.pending = Some(Pending::Enter);
+                    return Plan::PressEnter;
+                }
+                Intent::Wait(wait) => return Plan::Wait(wait),
+                Intent::MergeForward if !self.abilities.has_branch => {
+                    "the lane has no branch of its own".to_owned()
+                }
+                Intent::MergeForward => return Plan::MergeForward,
+                Intent::Restart { resume: true, .. } if !self.abilities.resumable => format!(
+                    "the {} profile has no resume arguments; the worker was left as it is",
+                    self.abilities.profile
+                ),
+                Intent::Restart {
+                    delay,
+                    resume,
+                    redeliver,
+                    by,
+                } => {
+                    self.pending = Some(Pending::Restart);
+                    let request = RestartRequest {
+                        by,
+                        resume,
+                        redeliver,
+                    };
+                    return Plan::Restart { delay, request };
+                }
+                Intent::CloseOut { rule } => {
+                    self.pending = Some(Pending::CloseOut(rule));
+                    return Plan::StopWorker;
+                }
+            };
+            intent = self.advance(StepOutcome::Failed(refused));
+        }
+    }
+
+    /// The lane's state now: the last run's, or what an escalation moved it to.
+    fn state(&self) -> LaneState {
+        self.lane_state().unwrap_or(LaneState::Spawning)
+    }
+
+    fn trust_open(&self) -> bool {
+        self.last.as_ref().is_some_and(|run| run.trust_open)
+    }
+
+    /// How the next run starts: a restarted worker starts its own handshake, the same one
+    /// carries on; what the last run did not deliver goes first.
+    fn next_run(&mut self, followups: Vec<String>, watch: Watch) -> NextRun {
+        let resubmitted = std::mem::take(&mut self.resubmitted);
+        let last = self.last.as_ref();
+        let carry = match last {
+            Some(run) if !self.fresh => Some(Resumed {
+                state: if resubmitted {
+                    LaneState::ReadyForPrompt
+                } else {
+                    run.state
+                },
+                attempts: run.attempts + u32::from(resubmitted),
+                sent_at: run.sent_at,
+                accepted_at: run.accepted_at,
+            }),
+            _ => None,
+        };
+        let mut texts = last.map(|run| run.unsent.clone()).unwrap_or_default();
+        texts.extend(followups);
+        NextRun {
+            carry,
+            followups: texts,
+            watch,
+        }
+    }
+
+    /// The worker stopped for the policy's close-out: the lane is done.
+    fn closed_out(&mut self, rule: String) -> Plan {
+        let from = self.state();
+        self.effects.push(Effect::Report {
+            payload: Payload::ClosedOut(ClosedOut { rule }),
+            from: Some(from),
+            to: Some(LaneState::Finished),
+        });
+        if let Some(run) = self.last.as_mut() {
+            run.state = LaneState::Finished;
+        }
+        Plan::End(LaneState::Finished)
     }
 
     fn begin(&mut self, read: LaneFacts, now: u64) {
@@ -370,7 +574,8 @@ impl Recovery {
                 let Some(run) = self.last.clone() else {
                     return Finishing::Nothing;
                 };
-                return Finishing::Steps(self.attempt(&recipe, recipe.trigger, &run));
+                let intent = self.attempt(&recipe, recipe.trigger, &run);
+                return Finishing::Steps(self.act(intent));
             }
             Action::Verify { level } if has_commands(level) => ("verify", Finishing::Verify(level)),
             Action::Verify { .. } => return Finishing::Nothing,
@@ -409,7 +614,7 @@ impl Recovery {
 
     /// Puts the lane's facts, as the last run left them, through the policy, then runs the
     /// `notify` rules that match where that left the lane.
-    fn decide(&mut self) -> Plan {
+    fn decide(&mut self) -> Intent {
         let plan = self.decide_action();
         self.notify();
         plan
@@ -447,9 +652,9 @@ impl Recovery {
         }
     }
 
-    fn decide_action(&mut self) -> Plan {
+    fn decide_action(&mut self) -> Intent {
         let Some(run) = self.last.clone() else {
-            return Plan::Done;
+            return Intent::Done;
         };
         let trigger = trigger_of(&run);
         if trigger.is_none() && run.next != Next::Blocked {
@@ -485,7 +690,7 @@ impl Recovery {
                 self.escalate(&reason, &next_action);
                 self.after_escalation()
             }
-            Action::CloseOut if self.worker_alive() => Plan::CloseOut {
+            Action::CloseOut if self.worker_alive() => Intent::CloseOut {
                 rule: decision.rule,
             },
             // Verifying and merging forward are for a finished lane (`finishing`).
@@ -493,7 +698,7 @@ impl Recovery {
         }
     }
 
-    fn attempt(&mut self, recipe: &Recipe, trigger: Trigger, run: &RunEnd) -> Plan {
+    fn attempt(&mut self, recipe: &Recipe, trigger: Trigger, run: &RunEnd) -> Intent {
         let now = self.now;
         let queued = self
             .ledger
@@ -549,9 +754,9 @@ impl Recovery {
     }
 
     /// Advances the attempt by how its step went.
-    fn advance(&mut self, step: StepOutcome) -> Plan {
+    fn advance(&mut self, step: StepOutcome) -> Intent {
         let Some(attempt) = self.current.as_mut() else {
-            return Plan::Done;
+            return Intent::Done;
         };
         match attempt.run.advance(step) {
             RunState::Continue => self.next_step(),
@@ -560,7 +765,7 @@ impl Recovery {
                 if self.worker_alive() {
                     carry_on(Watch::Troubles)
                 } else {
-                    Plan::Done
+                    Intent::Done
                 }
             }
             RunState::Failed(result) => {
@@ -577,16 +782,16 @@ impl Recovery {
     }
 
     /// The plan for the attempt's current step; steps that need no worker are done here.
-    fn next_step(&mut self) -> Plan {
+    fn next_step(&mut self) -> Intent {
         let Some(attempt) = self.current.as_mut() else {
-            return Plan::Done;
+            return Intent::Done;
         };
         let Some((_, step)) = attempt.run.current() else {
-            return Plan::Done;
+            return Intent::Done;
         };
         match step.clone() {
-            Step::SendKey(key) => Plan::SendKey(key),
-            Step::Wait(wait) => Plan::Wait(wait),
+            Step::SendKey(key) => Intent::SendKey(key),
+            Step::Wait(wait) => Intent::Wait(wait),
             Step::WaitForProgress(within) => carry_on(Watch::Check(within)),
             Step::SendText(text) => {
                 // Queued for the handshake, which types it by the prompt's rules; a check
@@ -598,7 +803,7 @@ impl Recovery {
                     },
                     _ => Watch::Troubles,
                 };
-                Plan::CarryOn {
+                Intent::CarryOn {
                     followups: vec![text],
                     watch,
                 }
@@ -606,15 +811,15 @@ impl Recovery {
             Step::Restart {
                 resume,
                 redeliver_prompt,
-            } => Plan::Restart {
+            } => Intent::Restart {
                 delay: attempt.delay.take().unwrap_or_default(),
                 resume,
                 redeliver: redeliver_prompt,
                 by: attempt.run.recipe().name.clone(),
             },
             Step::Escalate => self.advance(StepOutcome::Done),
-            Step::MergeForward => Plan::MergeForward,
-            Step::Resubmit => Plan::Resubmit,
+            Step::MergeForward => Intent::MergeForward,
+            Step::Resubmit => Intent::Resubmit,
             Step::AnswerTrust => self.advance(StepOutcome::Failed(
                 "answer_trust is not a step this supervisor carries out in a recipe".into(),
             )),
@@ -636,11 +841,11 @@ impl Recovery {
     }
 
     /// An escalated (or undecidable) lane: watched until it moves if its worker is alive.
-    fn after_escalation(&self) -> Plan {
+    fn after_escalation(&self) -> Intent {
         if self.worker_alive() {
             carry_on(Watch::Escalated)
         } else {
-            Plan::Done
+            Intent::Done
         }
     }
 
@@ -721,8 +926,8 @@ impl Recovery {
     }
 }
 
-fn carry_on(watch: Watch) -> Plan {
-    Plan::CarryOn {
+fn carry_on(watch: Watch) -> Intent {
+    Intent::CarryOn {
         followups: Vec::new(),
         watch,
     }

@@ -21,7 +21,7 @@ use crate::checks::LaneChecks;
 use crate::error::LaneError;
 use crate::handshake::{Outcome, Settings, check_prompt};
 use crate::interrupt::{Interrupt, StopSignal};
-use crate::recovering::Recovery;
+use crate::recovering::{LaneAbilities, Recovery};
 
 mod commits;
 mod finish;
@@ -178,9 +178,15 @@ pub enum Start {
 /// Drives one lane to finished or failed (or until Ctrl-C).
 pub async fn drive(job: LaneJob, start: Start) -> Result<LaneResult, LaneError> {
     let mut lane = open::open(job, start).await?;
+    let abilities = LaneAbilities {
+        profile: lane.job.profile.name().to_owned(),
+        resumable: !lane.job.profile.manifest.launch.resume_args.is_empty(),
+        has_branch: lane.job.checks.is_some(),
+    };
     let (mut recovery, effects) = Recovery::new(
         Arc::clone(&lane.job.policy),
         &lane.job.name,
+        abilities,
         lane.recorder.doc().recovery,
         state_file::now_secs(),
     );

@@ -213,7 +213,7 @@ impl WaitingDialog {
 }
 
 /// What a new supervisor knows of a lane it adopts, from the lane's state file.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Resumed {
     /// The lane's last recorded state.
     pub state: LaneState,

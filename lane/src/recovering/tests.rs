@@ -7,8 +7,23 @@ use clawpool_recovery::{DEFAULT_INTERRUPT_KEY, DEFAULT_NUDGE, Freshness, Green};
 
 const T0: u64 = 1_800_000_000;
 
+/// A lane whose profile can resume and which has a branch of its own.
+fn abilities() -> LaneAbilities {
+    LaneAbilities {
+        profile: "claude".into(),
+        resumable: true,
+        has_branch: true,
+    }
+}
+
 fn recovery_with(policy: Policy) -> Recovery {
-    let (recovery, effects) = Recovery::new(Arc::new(policy), "l1", RecoveryLedger::default(), T0);
+    let (recovery, effects) = Recovery::new(
+        Arc::new(policy),
+        "l1",
+        abilities(),
+        RecoveryLedger::default(),
+        T0,
+    );
     assert!(effects.is_empty(), "{effects:?}");
     recovery
 }
@@ -23,8 +38,37 @@ fn ended(state: LaneState, next: Next) -> RunEnd {
         next,
         reached_ready: true,
         submitted: true,
+        attempts: 1,
+        sent_at: Some(T0),
+        accepted_at: None,
+        unsent: Vec::new(),
+        trust_open: true,
         dialog: None,
     }
+}
+
+/// The next run on the same worker, carrying on from `state` with the prompt's receipt
+/// of [`ended`], delivering `followups` first and watching for `watch`.
+fn carrying_on(state: LaneState, followups: Vec<String>, watch: Watch) -> Plan {
+    Plan::Run(NextRun {
+        carry: Some(Resumed {
+            state,
+            attempts: 1,
+            sent_at: Some(T0),
+            accepted_at: None,
+        }),
+        followups,
+        watch,
+    })
+}
+
+/// The first run of a new worker.
+fn new_worker_run(watch: Watch) -> Plan {
+    Plan::Run(NextRun {
+        carry: None,
+        followups: Vec::new(),
+        watch,
+    })
 }
 
 /// The lane as the driver reads it after a run that left it in `state`.
@@ -72,23 +116,22 @@ fn a_crash_loop_backs_off_then_escalates_when_the_intensity_is_used_up() {
     let mut plan = recovery
         .after_run(ended(crashed, Next::Done), now, read(crashed), now)
         .next;
-    while let Plan::Restart {
-        delay,
-        resume,
-        redeliver,
-        by,
-    } = plan.clone()
-    {
-        assert!(!resume && redeliver, "{plan:?}");
-        assert_eq!(by, "restart_crashed_worker");
+    while let Plan::Restart { delay, request } = plan.clone() {
+        assert!(!request.resume && request.redeliver, "{plan:?}");
+        assert_eq!(request.by, "restart_crashed_worker");
         delays.push(delay.as_secs());
         now += delay.as_secs();
-        let saved = recovery.restarted();
-        assert!(matches!(saved.as_slice(), [Effect::Save(r)] if !r.restart.restarts.is_empty()));
-        let check = recovery
-            .step_done(StepOutcome::Done, read(crashed), now)
-            .next;
-        assert_eq!(check, carry_on(Watch::Check(Duration::from_secs(120))));
+        // The new worker started: the restart is saved, and the check runs on its handshake.
+        let check = recovery.step_done(StepOutcome::Done, read(crashed), now);
+        assert!(
+            matches!(check.effects.as_slice(), [Effect::Save(r)] if !r.restart.restarts.is_empty()),
+            "{:?}",
+            check.effects
+        );
+        assert_eq!(
+            check.next,
+            new_worker_run(Watch::Check(Duration::from_secs(120)))
+        );
         // The new worker crashes again within the check.
         now += 5;
         plan = recovery
@@ -97,7 +140,11 @@ fn a_crash_loop_backs_off_then_escalates_when_the_intensity_is_used_up() {
         assert!(delays.len() < 10, "no end to the restarts: {delays:?}");
     }
     assert_eq!(delays, [2, 4, 8]);
-    assert_eq!(plan, Plan::Done, "a failed lane has no worker to watch");
+    assert_eq!(
+        plan,
+        Plan::End(crashed),
+        "a failed lane has no worker to watch"
+    );
 }
 
 /// The whole crash loop's effects: queued, running, then failed for each restart that did not
@@ -116,7 +163,6 @@ fn a_used_up_restart_recipe_records_each_attempt_and_escalates_once() {
             break;
         };
         now += delay.as_secs();
-        effects.extend(recovery.restarted());
         let check = recovery.step_done(StepOutcome::Done, read(crashed), now);
         effects.extend(check.effects);
         now += 5;
@@ -158,7 +204,6 @@ fn a_worker_healthy_long_enough_restarts_with_the_first_delay_again() {
         .after_run(ended(crashed, Next::Done), T0, read(crashed), T0)
         .next;
     assert!(matches!(first, Plan::Restart { delay, .. } if delay.as_secs() == 2));
-    let _ = recovery.restarted();
     let _ = recovery.step_done(StepOutcome::Done, read(crashed), T0 + 2);
     // The new worker ran healthy for the whole check and made progress: the attempt succeeded.
     let running = LaneState::Running;
@@ -168,7 +213,12 @@ fn a_worker_healthy_long_enough_restarts_with_the_first_delay_again() {
         read(running),
         T0 + 60,
     );
-    assert_eq!(healed.next, carry_on(Watch::Troubles));
+    // The same worker carries on, watched for troubles again.
+    assert!(
+        matches!(&healed.next, Plan::Run(NextRun { carry: Some(carry), watch: Watch::Troubles, .. }) if carry.state == running),
+        "{:?}",
+        healed.next
+    );
     assert_eq!(
         recorded(&healed.effects),
         ["lane.recovery.succeeded"],
@@ -199,7 +249,10 @@ fn a_lane_still_stalled_after_its_recipe_is_blocked_and_watched() {
     let plan = recovery
         .after_run(ended(running, stalled.clone()), now, read(running), now)
         .next;
-    assert_eq!(plan, Plan::SendKey(DEFAULT_INTERRUPT_KEY.into()));
+    assert_eq!(
+        plan,
+        Plan::SendKey(DEFAULT_INTERRUPT_KEY.parse().expect("a key"))
+    );
     let plan = recovery
         .step_done(StepOutcome::Done, read(running), now)
         .next;
@@ -210,41 +263,39 @@ fn a_lane_still_stalled_after_its_recipe_is_blocked_and_watched() {
         .next;
     assert_eq!(
         plan,
-        Plan::CarryOn {
-            followups: vec![DEFAULT_NUDGE.into()],
-            watch: Watch::Check(Duration::from_secs(120)),
-        }
+        carrying_on(
+            running,
+            vec![DEFAULT_NUDGE.into()],
+            Watch::Check(Duration::from_secs(120))
+        )
     );
     now += 120;
     let plan = recovery
         .after_run(ended(running, Next::NoProgress), now, read(running), now)
         .next;
     assert!(
-        matches!(
-            plan,
-            Plan::Restart {
-                resume: true,
-                redeliver: false,
-                ..
-            }
-        ),
+        matches!(&plan, Plan::Restart { request, .. } if request.resume && !request.redeliver),
         "{plan:?}"
     );
-    let _ = recovery.restarted();
     let plan = recovery
         .step_done(StepOutcome::Done, read(running), now)
         .next;
+    // The restarted worker's own handshake delivers the nudge.
     assert_eq!(
         plan,
-        Plan::CarryOn {
+        Plan::Run(NextRun {
+            carry: None,
             followups: vec![DEFAULT_NUDGE.into()],
             watch: Watch::Check(Duration::from_secs(180)),
-        }
+        })
     );
     now += 180;
     let last = recovery.after_run(ended(running, Next::NoProgress), now, read(running), now);
-    assert_eq!(last.next, carry_on(Watch::Escalated));
     let blocked = LaneState::Blocked(BlockedSubphase::Stalled);
+    assert_eq!(
+        last.next,
+        carrying_on(blocked, Vec::new(), Watch::Escalated)
+    );
     let moved: Vec<_> = last
         .effects
         .iter()
@@ -286,7 +337,10 @@ fn a_blocked_question_is_escalated_with_its_dialogs_choices() {
         choices: vec!["yes".into(), "no".into()],
     });
     let decision = recovery.after_run(run, T0, read(blocked), T0);
-    assert_eq!(decision.next, carry_on(Watch::Escalated));
+    assert_eq!(
+        decision.next,
+        carrying_on(blocked, Vec::new(), Watch::Escalated)
+    );
     let next_actions: Vec<_> = decision
         .effects
         .iter()
@@ -426,8 +480,13 @@ fn an_attempt_left_running_by_a_dead_supervisor_is_closed_as_failed() {
         panic!("not queued");
     };
     ledger.start(id, T0).expect("a queued attempt starts");
-    let (recovery, effects) =
-        Recovery::new(Arc::new(policy), "l1", ledger.record().clone(), T0 + 10);
+    let (recovery, effects) = Recovery::new(
+        Arc::new(policy),
+        "l1",
+        abilities(),
+        ledger.record().clone(),
+        T0 + 10,
+    );
     assert_eq!(recorded(&effects), ["lane.recovery.failed"]);
     let Some(Effect::Save(saved)) = effects.first() else {
         panic!("{effects:?}");
@@ -436,5 +495,210 @@ fn an_attempt_left_running_by_a_dead_supervisor_is_closed_as_failed() {
     assert_eq!(
         recovery.ledger.attempt_counts()["restart_crashed_worker"],
         1
+    );
+}
+
+/// A recipe's key is not typed into a lane nobody trusted: the step fails at once, the
+/// attempt with it, and the lane is handed to a person — no key reaches the driver.
+#[test]
+fn a_key_for_a_lane_nobody_trusted_fails_its_step_and_nothing_is_typed() {
+    let mut recovery = defaults();
+    let running = LaneState::Running;
+    let mut run = ended(running, Next::Recover(Trigger::Stalled));
+    run.trust_open = false;
+    let decision = recovery.after_run(run, T0, read(running), T0);
+    let blocked = LaneState::Blocked(BlockedSubphase::Stalled);
+    assert_eq!(
+        decision.next,
+        carrying_on(blocked, Vec::new(), Watch::Escalated)
+    );
+    let failed = decision.effects.iter().find_map(|effect| match effect {
+        Effect::Record {
+            kind: LaneEventKind::RecoveryFailed,
+            detail,
+        } => detail["result"].as_str().map(str::to_owned),
+        _ => None,
+    });
+    assert!(
+        failed
+            .as_deref()
+            .is_some_and(|result| result.contains("nobody trusted")),
+        "{:?}",
+        decision.effects
+    );
+}
+
+/// A restart with resume arguments the profile does not have fails its step; the worker is
+/// left as it is.
+#[test]
+fn a_resume_the_profile_cannot_do_fails_its_step() {
+    let (mut recovery, _) = Recovery::new(
+        Arc::new(Policy::defaults().expect("the shipped policy")),
+        "l1",
+        LaneAbilities {
+            resumable: false,
+            ..abilities()
+        },
+        RecoveryLedger::default(),
+        T0,
+    );
+    let running = LaneState::Running;
+    let _ = recovery.after_run(
+        ended(running, Next::Recover(Trigger::Stalled)),
+        T0,
+        read(running),
+        T0,
+    );
+    let _ = recovery.step_done(StepOutcome::Done, read(running), T0);
+    let _ = recovery.step_done(StepOutcome::Done, read(running), T0 + 3);
+    // Still stalled after the nudge: the recipe's next step is a restart with resume.
+    let decision = recovery.after_run(
+        ended(running, Next::NoProgress),
+        T0 + 3,
+        read(running),
+        T0 + 123,
+    );
+    assert!(
+        !matches!(decision.next, Plan::Restart { .. }),
+        "{:?}",
+        decision.next
+    );
+    assert!(
+        decision.effects.iter().any(|effect| matches!(effect,
+            Effect::Record { kind: LaneEventKind::RecoveryFailed, detail }
+                if detail["result"].as_str().is_some_and(|r| r.contains("the claude profile has no resume arguments")))),
+        "{:?}",
+        decision.effects
+    );
+}
+
+/// A draft the agent did not take gets Enter once more: its `lane.prompt_sent` (the next
+/// attempt, by the recipe) comes before the press, and the next run carries on as ready for
+/// the prompt, watching it being taken.
+#[test]
+fn a_resubmitted_prompt_is_recorded_before_enter_and_watched_taken() {
+    let mut recovery = defaults();
+    let stuck = LaneState::Blocked(BlockedSubphase::PromptDelivery);
+    let decision = recovery.after_run(
+        ended(stuck, Next::Recover(Trigger::PromptNotAccepted)),
+        T0,
+        read(stuck),
+        T0,
+    );
+    assert_eq!(decision.next, Plan::PressEnter);
+    let sent = decision.effects.iter().find_map(|effect| match effect {
+        Effect::Report {
+            payload: Payload::PromptSent(sent),
+            ..
+        } => Some(sent.clone()),
+        _ => None,
+    });
+    assert_eq!(
+        sent,
+        Some(PromptSent {
+            attempt: 2,
+            by: Some("resubmit_prompt".into())
+        })
+    );
+    let next = recovery.step_done(StepOutcome::Done, read(stuck), T0).next;
+    assert_eq!(
+        next,
+        Plan::Run(NextRun {
+            carry: Some(Resumed {
+                state: LaneState::ReadyForPrompt,
+                attempts: 2,
+                sent_at: Some(T0),
+                accepted_at: None,
+            }),
+            followups: Vec::new(),
+            watch: Watch::Check(Duration::from_secs(30)),
+        })
+    );
+}
+
+/// The policy's close-out of a lane whose worker is alive: the worker stopped first, then
+/// `lane.closed_out` from the lane's state to finished, and the lane ends finished.
+#[test]
+fn a_close_out_stops_the_worker_then_records_it_and_ends_the_lane_finished() {
+    let policy = Policy::from_toml(
+        r#"
+[[rules]]
+name = "close-questions"
+when = { status = "blocked", subphase = "tool_permission" }
+then = { action = "close_out" }
+"#,
+        "test.toml",
+    )
+    .expect("a valid policy");
+    let mut recovery = recovery_with(policy);
+    let question = LaneState::Blocked(BlockedSubphase::ToolPermission);
+    let stop = recovery.after_run(ended(question, Next::Blocked), T0, read(question), T0);
+    assert_eq!(stop.next, Plan::StopWorker);
+    assert!(stop.effects.is_empty(), "{:?}", stop.effects);
+    let ended_lane = recovery.step_done(StepOutcome::Done, read(question), T0);
+    assert_eq!(ended_lane.next, Plan::End(LaneState::Finished));
+    assert_eq!(
+        ended_lane.effects,
+        [Effect::Report {
+            payload: Payload::ClosedOut(ClosedOut {
+                rule: "close-questions".into()
+            }),
+            from: Some(question),
+            to: Some(LaneState::Finished),
+        }]
+    );
+    assert_eq!(recovery.lane_state(), Some(LaneState::Finished));
+}
+
+/// What the last run did not deliver (an operator's queued text) goes before a recipe's
+/// nudge.
+#[test]
+fn texts_the_last_run_did_not_deliver_go_before_the_nudge() {
+    let mut recovery = defaults();
+    let running = LaneState::Running;
+    let mut run = ended(running, Next::Recover(Trigger::Stalled));
+    run.unsent = vec!["also fix the docs".into()];
+    let _ = recovery.after_run(run, T0, read(running), T0);
+    let _ = recovery.step_done(StepOutcome::Done, read(running), T0);
+    let nudge = recovery
+        .step_done(StepOutcome::Done, read(running), T0 + 3)
+        .next;
+    assert_eq!(
+        nudge,
+        carrying_on(
+            running,
+            vec!["also fix the docs".into(), DEFAULT_NUDGE.into()],
+            Watch::Check(Duration::from_secs(120))
+        )
+    );
+}
+
+/// A merge-forward for a lane without a branch of its own fails its step.
+#[test]
+fn a_merge_forward_for_a_lane_without_a_branch_fails_its_step() {
+    let (mut recovery, _) = Recovery::new(
+        Arc::new(Policy::defaults().expect("the shipped policy")),
+        "l1",
+        LaneAbilities {
+            has_branch: false,
+            ..abilities()
+        },
+        RecoveryLedger::default(),
+        T0,
+    );
+    let stale = LaneState::Blocked(BlockedSubphase::BranchFreshness);
+    let decision = recovery.after_run(
+        ended(stale, Next::Recover(Trigger::StaleBranch)),
+        T0,
+        read(stale),
+        T0,
+    );
+    assert_ne!(decision.next, Plan::MergeForward);
+    assert!(
+        decision.effects.iter().any(|effect| matches!(effect,
+            Effect::Record { kind: LaneEventKind::RecoveryFailed, detail }
+                if detail["result"].as_str().is_some_and(|r| r.contains("no branch of its own")))),
+        "{:?}",
+        decision.effects
     );
 }
