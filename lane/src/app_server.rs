@@ -36,7 +36,7 @@ use tokio::task::JoinHandle;
 
 use crate::channel::{ChannelMessage, HookEvent, HookFact};
 use clawpool_lanes::Payload;
-use clawpool_lanes::payload::{ChannelDegraded, ChannelOpened};
+use clawpool_lanes::payload::{ChannelDegraded, ChannelOpened, ProtocolReported};
 use websocket::WebSocket;
 
 /// The channel's name in `lane.channel.*` events and the state file's `hooks.channel`.
@@ -100,17 +100,19 @@ impl ProtocolFact {
         }
     }
 
-    /// The `lane.protocol` event's detail: the message, what it means, its thread and fields.
-    pub fn detail(&self) -> Value {
-        let mut detail = json!({
-            "event": self.message,
-            "means": self.fact.name(),
-            "thread_id": self.fact.session_id,
-        });
-        if let (Some(detail), Some(fields)) = (detail.as_object_mut(), self.fields.as_object()) {
-            detail.extend(fields.clone());
+    /// The `lane.protocol` event's payload: the message, what it means, its thread and fields.
+    pub fn report(&self) -> ProtocolReported {
+        ProtocolReported {
+            event: self.message.clone(),
+            means: self.fact.name().to_owned(),
+            thread_id: self.fact.session_id.clone(),
+            fields: self.fields.as_object().cloned().unwrap_or_default(),
         }
-        detail
+    }
+
+    /// The `lane.protocol` event's detail.
+    pub fn detail(&self) -> Value {
+        Payload::Protocol(self.report()).detail()
     }
 }
 

@@ -26,8 +26,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use clawpool_lanes::Payload;
+use clawpool_lanes::payload::{HookReported, UsageReported};
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 use tokio::sync::mpsc;
@@ -241,14 +243,9 @@ impl HookFact {
         }
     }
 
-    /// The `lane.hook` event's detail: the event and the payload fields it carried.
-    pub fn detail(&self) -> Value {
-        let mut detail = json!({
-            "event": self.name(),
-            "session_id": self.session_id,
-            "transcript_path": self.transcript_path,
-        });
-        let extra = match &self.event {
+    /// The `lane.hook` event's payload: the event and the fields it carried.
+    pub fn report(&self) -> HookReported {
+        let fields = match &self.event {
             HookEvent::SessionStart { source } => json!({"source": source}),
             HookEvent::UserPromptSubmit { prompt } => {
                 json!({"prompt": prompt.chars().take(120).collect::<String>()})
@@ -283,10 +280,20 @@ impl HookFact {
             }),
             HookEvent::Stop | HookEvent::Other { .. } => json!({}),
         };
-        if let (Some(detail), Value::Object(extra)) = (detail.as_object_mut(), extra) {
-            detail.extend(extra);
+        HookReported {
+            event: self.name().to_owned(),
+            session_id: self.session_id.clone(),
+            transcript_path: self.transcript_path.clone(),
+            fields: match fields {
+                Value::Object(fields) => fields,
+                _ => Map::new(),
+            },
         }
-        detail
+    }
+
+    /// The `lane.hook` event's detail.
+    pub fn detail(&self) -> Value {
+        Payload::Hook(self.report()).detail()
     }
 }
 
@@ -618,14 +625,12 @@ async fn record_turn_usage(transcript: PathBuf, log: Arc<clawpool_lanes::EventLo
     let deadline = tokio::time::Instant::now() + TRANSCRIPT_WAIT;
     while tokio::time::Instant::now() < deadline {
         if let Some(usage) = last_turn_usage(&transcript) {
-            let _ = log.record(
-                clawpool_lanes::LaneEventKind::Usage,
-                None,
-                None,
-                None,
-                json!({"source": "claude_transcript", "usage": usage,
-                       "transcript_path": transcript.display().to_string()}),
-            );
+            let reported = Payload::Usage(UsageReported {
+                source: "claude_transcript".into(),
+                usage,
+                transcript_path: Some(transcript.display().to_string()),
+            });
+            let _ = log.report(reported, None, None, None);
             return;
         }
         tokio::time::sleep(TRANSCRIPT_POLL).await;

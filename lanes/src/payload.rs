@@ -9,7 +9,7 @@
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::verification::{GreenLevel, Verification};
 use crate::{LaneEvent, LaneEventKind};
@@ -240,6 +240,51 @@ pub struct ClosedOut {
     pub rule: String,
 }
 
+/// `lane.hook`: a fact the agent reported through its hook channel.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HookReported {
+    /// The hook event (`SessionStart`, `Stop`, …; Codex's notify type).
+    pub event: String,
+    /// The agent's session, when it named one.
+    pub session_id: Option<String>,
+    /// The agent's transcript, when it named one.
+    pub transcript_path: Option<String>,
+    /// The event's own fields (`prompt`, `tool`, …: `docs/events.md`), cut to size.
+    #[serde(flatten)]
+    pub fields: Map<String, Value>,
+}
+
+/// `lane.protocol`: a message of the agent's own protocol (Codex's app server).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProtocolReported {
+    /// The message's method (`turn/completed`, `thread/tokenUsage/updated`, …).
+    pub event: String,
+    /// The agent fact it means (`Stop`, `PreToolUse`, …).
+    pub means: String,
+    /// The thread it concerns.
+    pub thread_id: Option<String>,
+    /// The message's fields, in the agent's vocabulary.
+    #[serde(flatten)]
+    pub fields: Map<String, Value>,
+}
+
+impl ProtocolReported {
+    /// The method of Codex's running token totals for a thread.
+    pub const TOKEN_USAGE: &str = "thread/tokenUsage/updated";
+}
+
+/// `lane.usage`: a turn's token usage, as the agent wrote it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UsageReported {
+    /// Where it was read (`claude_transcript`).
+    pub source: String,
+    /// The usage object, in the agent's vocabulary.
+    pub usage: Value,
+    /// The transcript it was read from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcript_path: Option<String>,
+}
+
 /// The typed fields of an event, as the variant of its kind.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Payload {
@@ -275,6 +320,12 @@ pub enum Payload {
     CommitsSkipped(CommitsSkipped),
     /// `lane.closed_out`.
     ClosedOut(ClosedOut),
+    /// `lane.hook`.
+    Hook(HookReported),
+    /// `lane.protocol`.
+    Protocol(ProtocolReported),
+    /// `lane.usage`.
+    Usage(UsageReported),
 }
 
 impl Payload {
@@ -297,6 +348,9 @@ impl Payload {
             Payload::CommitCreated(_) => LaneEventKind::CommitCreated,
             Payload::CommitsSkipped(_) => LaneEventKind::CommitsSkipped,
             Payload::ClosedOut(_) => LaneEventKind::ClosedOut,
+            Payload::Hook(_) => LaneEventKind::Hook,
+            Payload::Protocol(_) => LaneEventKind::Protocol,
+            Payload::Usage(_) => LaneEventKind::Usage,
         }
     }
 
@@ -317,6 +371,9 @@ impl Payload {
             Payload::CommitCreated(p) => serde_json::to_value(p),
             Payload::CommitsSkipped(p) => serde_json::to_value(p),
             Payload::ClosedOut(p) => serde_json::to_value(p),
+            Payload::Hook(p) => serde_json::to_value(p),
+            Payload::Protocol(p) => serde_json::to_value(p),
+            Payload::Usage(p) => serde_json::to_value(p),
         };
         value.expect("payloads are plain data")
     }
@@ -344,6 +401,9 @@ impl Payload {
             LaneEventKind::CommitCreated => Payload::CommitCreated(typed(detail)?),
             LaneEventKind::CommitsSkipped => Payload::CommitsSkipped(typed(detail)?),
             LaneEventKind::ClosedOut => Payload::ClosedOut(typed(detail)?),
+            LaneEventKind::Hook => Payload::Hook(typed(detail)?),
+            LaneEventKind::Protocol => Payload::Protocol(typed(detail)?),
+            LaneEventKind::Usage => Payload::Usage(typed(detail)?),
             _ => return None,
         })
     }
@@ -464,6 +524,29 @@ mod tests {
             }),
             Payload::ClosedOut(ClosedOut {
                 rule: "close-out-merge-ready".into(),
+            }),
+            Payload::Hook(HookReported {
+                event: "PreToolUse".into(),
+                session_id: Some("s1".into()),
+                transcript_path: None,
+                fields: serde_json::json!({"tool": "Bash", "tool_input": {"command": "ls"}})
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default(),
+            }),
+            Payload::Protocol(ProtocolReported {
+                event: ProtocolReported::TOKEN_USAGE.into(),
+                means: "Usage".into(),
+                thread_id: Some("t1".into()),
+                fields: serde_json::json!({"turn_id": "7", "usage": {"total": {"inputTokens": 3}}})
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default(),
+            }),
+            Payload::Usage(UsageReported {
+                source: "claude_transcript".into(),
+                usage: serde_json::json!({"input_tokens": 3, "output_tokens": 5}),
+                transcript_path: Some("/tmp/t.jsonl".into()),
             }),
         ]
     }

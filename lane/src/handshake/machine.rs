@@ -1260,7 +1260,7 @@ impl<'a> Machine<'a> {
     /// "Hook facts"). Every report is recorded (`lane.hook`); what it decides, it decides at
     /// once, and what it says is newer than anything the screen showed before it.
     fn on_hook(&mut self, fact: HookFact) {
-        self.event(LaneEventKind::Hook, None, None, None, fact.detail());
+        self.report(Payload::Hook(fact.report()), None, None, None);
         let evidence = Evidence {
             rule: fact.name().to_owned(),
             region: "hook".into(),
@@ -1283,7 +1283,7 @@ impl<'a> Machine<'a> {
     /// (`lane.protocol`), then decided as the agent fact it means, with the message as its
     /// evidence.
     fn on_protocol(&mut self, protocol: ProtocolFact) {
-        self.event(LaneEventKind::Protocol, None, None, None, protocol.detail());
+        self.report(Payload::Protocol(protocol.report()), None, None, None);
         let status = protocol.fields["status"].as_str().unwrap_or_default();
         let evidence = Evidence {
             rule: protocol.message.clone(),

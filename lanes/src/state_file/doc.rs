@@ -631,7 +631,6 @@ impl WorkerStateDoc {
             });
             self.set_state(to, at, detail);
         }
-        let detail = &event.detail;
         match event.payload() {
             Some(Payload::Started(started)) => self.pid = started.pid,
             Some(Payload::TrustResolved(trust)) => {
@@ -665,6 +664,14 @@ impl WorkerStateDoc {
             Some(Payload::PermissionDecided(decided)) => self.permissions.record(decided, at),
             Some(Payload::ChannelOpened(opened)) => self.hooks.opened(opened),
             Some(Payload::ChannelDegraded(degraded)) => self.hooks.degraded(&degraded),
+            Some(Payload::Hook(hook)) => self.hooks.received(&hook.event, at),
+            Some(Payload::Usage(reported)) => {
+                super::usage::from_transcript(&mut self.usage, &reported, at);
+            }
+            Some(Payload::Protocol(message)) => {
+                self.hooks.received(&message.event, at);
+                super::usage::from_protocol(&mut self.usage, &message, at);
+            }
             Some(Payload::Verified(verified)) => {
                 let verified = *verified;
                 self.green_level = verified.green_level;
@@ -694,12 +701,6 @@ impl WorkerStateDoc {
                 self.prompt.accepted_at.get_or_insert(at);
             }
             LaneEventKind::PromptMisdelivery => self.prompt_in_flight = false,
-            LaneEventKind::Hook => self.hooks.received(detail, at),
-            LaneEventKind::Usage => super::usage::from_transcript(&mut self.usage, detail, at),
-            LaneEventKind::Protocol => {
-                self.hooks.received(detail, at);
-                super::usage::from_protocol(&mut self.usage, detail, at);
-            }
             LaneEventKind::PromptRound => {
                 self.prompt = Prompt {
                     followups: self.prompt.followups + 1,

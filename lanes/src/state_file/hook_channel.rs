@@ -4,7 +4,6 @@
 //! does not work is visible without reading the event log.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use crate::payload::{ChannelDegraded, ChannelOpened};
 
@@ -33,12 +32,9 @@ impl HookChannel {
     }
 
     /// Counts a `lane.hook` or `lane.protocol` event.
-    pub fn received(&mut self, detail: &Value, at: u64) {
+    pub fn received(&mut self, event: &str, at: u64) {
         self.received += 1;
-        self.last_event = detail
-            .get("event")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
+        self.last_event = Some(event.to_owned());
         self.last_at = Some(at);
     }
 

@@ -7,6 +7,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::payload::{ProtocolReported, UsageReported};
+
 /// Tokens of one turn, or of all of them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Tokens {
@@ -72,13 +74,14 @@ pub struct Usage {
 }
 
 /// Applies a `lane.protocol` event to `usage`: Codex's running totals for its thread.
-pub fn from_protocol(usage: &mut Option<Usage>, detail: &Value, at: u64) {
-    if detail.get("event").and_then(Value::as_str) != Some("thread/tokenUsage/updated") {
+pub fn from_protocol(usage: &mut Option<Usage>, message: &ProtocolReported, at: u64) {
+    if message.event != ProtocolReported::TOKEN_USAGE {
         return;
     }
+    let field = |key: &str| message.fields.get(key).unwrap_or(&Value::Null);
     let read = |key: &str| {
         Tokens::read(
-            &detail["usage"][key],
+            &field("usage")[key],
             "inputTokens",
             "cachedInputTokens",
             "outputTokens",
@@ -87,7 +90,7 @@ pub fn from_protocol(usage: &mut Option<Usage>, detail: &Value, at: u64) {
     let Some(total) = read("total") else {
         return;
     };
-    let turn_id = detail["turn_id"].as_str().unwrap_or_default().to_owned();
+    let turn_id = field("turn_id").as_str().unwrap_or_default().to_owned();
     let (turns, start) = match usage.take() {
         Some(before) if before.turn_id.as_deref() == Some(turn_id.as_str()) => {
             (before.turns, before.total.minus(before.last_turn))
@@ -107,9 +110,9 @@ pub fn from_protocol(usage: &mut Option<Usage>, detail: &Value, at: u64) {
 
 /// Applies a `lane.usage` event to `usage`: the usage of a turn's last assistant message in
 /// Claude Code's transcript.
-pub fn from_transcript(usage: &mut Option<Usage>, detail: &Value, at: u64) {
+pub fn from_transcript(usage: &mut Option<Usage>, reported: &UsageReported, at: u64) {
     let Some(turn) = Tokens::read(
-        &detail["usage"],
+        &reported.usage,
         "input_tokens",
         "cache_read_input_tokens",
         "output_tokens",
@@ -134,16 +137,25 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn codex(turn: &str, input: u64, cached: u64, output: u64) -> Value {
-        json!({"event": "thread/tokenUsage/updated", "turn_id": turn, "usage": {
+    /// A `lane.protocol` event's payload as its detail has it.
+    fn message(detail: Value) -> ProtocolReported {
+        serde_json::from_value(detail).expect("a lane.protocol detail")
+    }
+
+    fn codex(turn: &str, input: u64, cached: u64, output: u64) -> ProtocolReported {
+        message(
+            json!({"event": "thread/tokenUsage/updated", "means": "Usage",
+            "thread_id": "th1", "turn_id": turn, "usage": {
             "last": {"inputTokens": 1, "cachedInputTokens": 0, "outputTokens": 1},
-            "total": {"inputTokens": input, "cachedInputTokens": cached, "outputTokens": output}}})
+            "total": {"inputTokens": input, "cachedInputTokens": cached, "outputTokens": output}}}),
+        )
     }
 
     #[test]
     fn codex_running_totals_become_turns() {
         let mut usage = None;
-        from_protocol(&mut usage, &json!({"event": "turn/completed"}), 1);
+        let completed = json!({"event": "turn/completed", "means": "Stop", "thread_id": "th1"});
+        from_protocol(&mut usage, &message(completed), 1);
         assert_eq!(usage, None, "nothing reported is absent, not zero");
         from_protocol(&mut usage, &codex("t1", 10, 0, 5), 1);
         // A second update in the same turn (another model call) grows that turn.
@@ -167,11 +179,16 @@ mod tests {
     #[test]
     fn claude_turns_add_up() {
         let mut usage = None;
-        from_transcript(&mut usage, &json!({"source": "claude_transcript"}), 1);
+        let turn = |usage: Value| UsageReported {
+            source: "claude_transcript".into(),
+            usage,
+            transcript_path: None,
+        };
+        from_transcript(&mut usage, &turn(json!({})), 1);
         assert_eq!(usage, None);
         let turn = |input: u64, output: u64| {
-            json!({"source": "claude_transcript", "usage": {"input_tokens": input,
-                   "output_tokens": output, "cache_read_input_tokens": 100}})
+            turn(json!({"input_tokens": input, "output_tokens": output,
+                        "cache_read_input_tokens": 100}))
         };
         from_transcript(&mut usage, &turn(3, 7), 1);
         from_transcript(&mut usage, &turn(4, 2), 2);
