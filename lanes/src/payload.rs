@@ -34,6 +34,8 @@ pub struct TrustResolved {
 impl TrustResolved {
     /// The method of an operator's `clawpool trust`, which outlives the supervisor.
     pub const MANUAL: &str = "manual";
+    /// The method of a dialog clawpool answered for a lane under a trusted root.
+    pub const AUTO_ALLOWLISTED: &str = "auto_allowlisted";
 }
 
 /// `lane.prompt_sent`: Enter is about to be pressed on the draft.

@@ -9,6 +9,7 @@ use std::time::Duration;
 use clawpool_agents::detect::explain;
 use clawpool_agents::profiles::ProfileSet;
 use clawpool_agents::trust::{RootKind, TrustWarning};
+use clawpool_lanes::{LaneEvent, Payload};
 use clawpool_pty::{ScreenModel, ScreenOptions, TermSize};
 use serde_json::{Value, json};
 
@@ -111,9 +112,17 @@ fn facts_by_source(events: &str) -> Value {
         .filter_map(|line| serde_json::from_str(line).ok())
         .collect();
     let fact = |e: &Value| {
+        // What the agent itself named: a hook's event, a protocol message and what it means.
+        let reported = serde_json::from_value::<LaneEvent>(e.clone())
+            .ok()
+            .and_then(|event| event.payload());
+        let (event, means) = match reported {
+            Some(Payload::Hook(hook)) => (Some(hook.event), None),
+            Some(Payload::Protocol(message)) => (Some(message.event), Some(message.means)),
+            _ => (None, None),
+        };
         json!({"seq": e["seq"], "at_ms": e["at_ms"], "kind": e["kind"], "to": e["to"],
-               "evidence": e["evidence"],
-               "event": e["detail"]["event"], "means": e["detail"]["means"]})
+               "evidence": e["evidence"], "event": event, "means": means})
     };
     let mut sources = serde_json::Map::new();
     for source in ["hook", "protocol", "screen", "operator", "process"] {

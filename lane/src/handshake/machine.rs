@@ -1201,7 +1201,7 @@ impl<'a> Machine<'a> {
                 if kind == DialogKind::Trust {
                     let method = match self.lane.trust {
                         TrustGate::ByOperator => "operator_earlier",
-                        _ => "auto_allowlisted",
+                        _ => TrustResolved::AUTO_ALLOWLISTED,
                     };
                     if ok {
                         self.trust_answered(method, evidence);

@@ -281,14 +281,14 @@ impl ClawEvent {
                 "cwd": cwd,
             })),
             ClawEventKind::TrustResolved => {
-                let method = event
-                    .payload
-                    .as_ref()
-                    .and_then(|p| p.get("detail"))
-                    .and_then(|d| d.get("method"))
-                    .and_then(Value::as_str);
-                let resolution = match method {
-                    Some("auto_allowlisted") => "auto_allowlisted",
+                let detail = event.payload.as_ref().and_then(|p| p.get("detail"));
+                let resolved = detail.and_then(|d| Payload::read(&LaneEventKind::TrustResolved, d));
+                let resolution = match resolved {
+                    Some(Payload::TrustResolved(trust))
+                        if trust.method == TrustResolved::AUTO_ALLOWLISTED =>
+                    {
+                        TrustResolved::AUTO_ALLOWLISTED
+                    }
                     _ => "manual_approval",
                 };
                 Some(serde_json::json!({
