@@ -13,7 +13,7 @@
 //! [`handshake::machine::Machine`] decides everything about the worker: it takes one typed
 //! [`handshake::machine::Input`] at a time, with the time it is handled at — a look at the
 //! screen (with the latest off-screen progress), the worker's exit, an operator's command,
-//! or the result of an effect it asked for — and returns typed
+//! the supervisor's interrupt, or the result of an effect it asked for — and returns typed
 //! [`handshake::machine::Effect`]s: text or keys to send, a dialog to answer, an event to
 //! record, a verdict to reply, the worker to stop, the trust store to guard or confine, the
 //! task file to write, the worktree's git operation to look up, a tool-permission question to
@@ -29,8 +29,9 @@
 //! [`handshake::Handshake::run`] is the machine's driver for one run of the handshake. It
 //! waits, in one `select!`, for: the screen changing (a `watch` channel fed by the worker's
 //! transport, coalesced to at most one wake-up per 10 ms), the worker's exit, an operator's
-//! command (an `mpsc` channel from the control socket), and the machine's deadline. Each
-//! wake-up becomes one input; the effects are carried out in the order given.
+//! command (an `mpsc` channel from the control socket), the supervisor's interrupt, and the
+//! machine's deadline. Each wake-up becomes one input; the effects are carried out in the
+//! order given.
 //!
 //! Around it, [`drive::drive`] runs the lane in three calls: it opens the lane (lock, state
 //! file, event log, watches, the agent's channel, control socket, worker), runs it — the
@@ -89,8 +90,10 @@
 //!   recovery (the last run's state, moved only by an escalation that blocks); once no worker
 //!   is driven, the finishing stage, which hands each check the state it may move and takes
 //!   back where it leads ([`checks::LaneChecks::verify`], `owned`). None of them reads the
-//!   state back from the state file; the one exception is an interrupt, which drops the run
-//!   that owned the state and records the failure from the state document.
+//!   state back from the state file. An interrupt (SIGINT, SIGTERM) is an input like any
+//!   other: during a run the machine fails the lane with the signal as evidence
+//!   ([`handshake::machine::Input::Interrupted`]); between runs the driver records the same
+//!   failure from recovery's state ([`handshake::machine::interrupted`]).
 //!
 //! ## Recovery's decisions: a second core without I/O
 //!

@@ -12,20 +12,19 @@
 
 use std::time::Duration;
 
+use clawpool_lanes::LaneState;
 use clawpool_lanes::state_file::now_secs;
-use clawpool_lanes::{EventLog, LaneEventKind, LaneState};
-use clawpool_pty::{Input, Key, Worker};
+use clawpool_pty::{Input, Key};
 use clawpool_recovery::StepOutcome;
-use serde_json::json;
 
 use super::finish::merge_step;
 use super::open::OpenLane;
 use super::recovery_effects::{apply, read_lane};
+use crate::handshake::machine;
 use crate::handshake::{
     Handshake, Next, Outcome, PromptPlan, RestartRequest, TRUST_NOT_APPLIED, Verdict,
 };
 use crate::interrupt::StopSignal;
-use crate::lane_state::StateRecorder;
 use crate::recovering::{NextRun, Plan, Recovery, RunEnd, Watch};
 
 /// How long a worker stopped by clawpool gets before it is killed.
@@ -46,7 +45,10 @@ impl OpenLane {
         };
         loop {
             let run_started = now_secs();
-            let outcome = self.run_handshake(next, recovery, prior_attempts).await?;
+            let outcome = self.run_handshake(next, recovery, prior_attempts).await;
+            if let Some(signal) = outcome.interrupted {
+                return Err((signal, outcome.state));
+            }
             // An operator may have trusted the lane during the run, and clawpool may have
             // answered its trust dialog: later runs keep both.
             self.rig.lane.trust = outcome.trust;
@@ -67,11 +69,13 @@ impl OpenLane {
             let decision = recovery.after_run(RunEnd::from(&outcome), run_started, read, now);
             let mut plan = apply(decision, &self.job, &self.events, &self.recorder);
             next = loop {
+                // The lane's state while no run owns it is recovery's.
+                let state = recovery.lane_state().unwrap_or(outcome.state);
                 let step = match plan {
                     Plan::Run(next) => break next,
                     Plan::End(state) => return Ok(Outcome { state, ..outcome }),
                     Plan::Restart { delay, request } => {
-                        match self.restart_step(&outcome, delay, request).await? {
+                        match self.restart_step(&outcome, delay, request, state).await? {
                             Ok(()) => {
                                 prior_attempts = outcome.receipt.attempts;
                                 StepOutcome::Done
@@ -80,7 +84,7 @@ impl OpenLane {
                         }
                     }
                     Plan::Wait(wait) => {
-                        self.sleep_unless_interrupted(wait).await?;
+                        self.sleep_unless_interrupted(wait, state).await?;
                         StepOutcome::Done
                     }
                     Plan::SendKey(key) => self.press(key, format!("sending {key}")).await,
@@ -104,13 +108,13 @@ impl OpenLane {
         }
     }
 
-    /// One run of the handshake, or the interrupt that stopped it.
+    /// One run of the handshake (which ends the lane itself on an interrupt).
     async fn run_handshake(
         &mut self,
         next: NextRun,
         recovery: &Recovery,
         prior_attempts: u32,
-    ) -> Result<Outcome, Interrupted> {
+    ) -> Outcome {
         self.screen.show(&self.worker);
         let mut handshake = Handshake::new(
             self.worker.clone(),
@@ -124,7 +128,8 @@ impl OpenLane {
         .after_dropped_turn(self.rig.dropped_turn)
         .with_followups(next.followups)
         .with_external_progress(self.external.clone())
-        .with_permissions(self.permission_gate.clone());
+        .with_permissions(self.permission_gate.clone())
+        .with_interrupt(self.job.interrupt.clone());
         if let Some(hook_rx) = self.hook_rx.as_mut() {
             handshake = handshake.with_hook_channel(hook_rx);
         }
@@ -140,12 +145,7 @@ impl OpenLane {
         } else if let Some(resumed) = next.carry {
             handshake = handshake.carry_on(resumed);
         }
-        tokio::select! {
-            outcome = handshake.run() => Ok(outcome),
-            signal = self.job.interrupt.wait() => {
-                Err(interrupted(&self.worker, signal, &self.events, &self.recorder).await)
-            }
-        }
+        handshake.run().await
     }
 
     /// An operator's `clawpool restart`: a new worker, and the operator told how it went. The
@@ -200,9 +200,10 @@ impl OpenLane {
         outcome: &Outcome,
         delay: Duration,
         request: RestartRequest,
+        state: LaneState,
     ) -> Result<Result<(), Outcome>, Interrupted> {
         self.worker.stop(STOP_GRACE).await;
-        self.sleep_unless_interrupted(delay).await?;
+        self.sleep_unless_interrupted(delay, state).await?;
         Ok(match self.rig.restart(outcome, &request).await {
             Ok(worker) => {
                 self.worker = worker;
@@ -212,42 +213,28 @@ impl OpenLane {
         })
     }
 
-    /// Waits `wait`, or stops the lane on an interrupt.
-    async fn sleep_unless_interrupted(&self, wait: Duration) -> Result<(), Interrupted> {
+    /// Waits `wait`, or, on an interrupt, stops the lane in `state` (no run owns it: it is
+    /// recovery's) and records why.
+    async fn sleep_unless_interrupted(
+        &self,
+        wait: Duration,
+        state: LaneState,
+    ) -> Result<(), Interrupted> {
         tokio::select! {
             _ = tokio::time::sleep(wait) => Ok(()),
             signal = self.job.interrupt.wait() => {
-                Err(interrupted(&self.worker, signal, &self.events, &self.recorder).await)
+                self.worker.stop(STOP_GRACE).await;
+                let record = machine::interrupted(state, signal.name());
+                let to = record.to.unwrap_or(state);
+                let _ = self.events.record(
+                    record.kind,
+                    record.from,
+                    record.to,
+                    record.evidence,
+                    record.detail,
+                );
+                Err((signal, to))
             }
         }
     }
-}
-
-/// Stops the lane's worker on SIGINT/SIGTERM to the supervisor and records the lane as failed,
-/// with the signal as evidence: the class its block was heading for when it was blocked,
-/// otherwise `infra` (an interrupted task is not a finished one).
-///
-/// The state it was in is read from the state document: the handshake that owned it was
-/// dropped mid-run by the interrupt.
-async fn interrupted(
-    worker: &Worker,
-    signal: StopSignal,
-    events: &EventLog,
-    recorder: &StateRecorder,
-) -> Interrupted {
-    worker.stop(STOP_GRACE).await;
-    let from = recorder.doc().lane_state();
-    let to = from.stopped_unfinished();
-    let _ = events.record(
-        LaneEventKind::Failed,
-        Some(from),
-        Some(to),
-        Some(clawpool_lanes::Evidence {
-            rule: "supervisor_interrupted".into(),
-            region: "supervisor".into(),
-            matched: format!("interrupted by {} while {from}", signal.name()),
-        }),
-        json!({"signal": signal.name()}),
-    );
-    (signal, to)
 }

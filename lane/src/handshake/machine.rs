@@ -98,6 +98,8 @@ pub enum Input {
         /// Why.
         error: String,
     },
+    /// The supervisor was told to stop (SIGINT, SIGTERM): the signal's name.
+    Interrupted(&'static str),
 }
 
 /// What the driver carries out for the machine.
@@ -571,6 +573,7 @@ impl<'a> Machine<'a> {
             Input::Protocol(_) | Input::ProtocolLost { .. } => {
                 self.source = Some(EventSource::Protocol);
             }
+            Input::Interrupted(_) => self.source = None,
             // An effect's result goes on with the decision that asked for it.
             _ => {}
         }
@@ -591,6 +594,22 @@ impl<'a> Machine<'a> {
                 }
             }
             Input::Answered(result) => self.answered(result),
+            Input::Interrupted(signal) => {
+                // Whatever the run was doing, the lane ends here; an interrupted task is not
+                // a finished one.
+                self.out.push(Effect::StopWorker);
+                let Record {
+                    kind,
+                    from,
+                    to,
+                    evidence,
+                    detail,
+                    ..
+                } = interrupted(self.state, signal);
+                self.event(kind, from, to, evidence, detail);
+                self.state = to.unwrap_or(self.state);
+                self.next = Some(Next::Done);
+            }
             Input::GitOperation(operation) => {
                 if matches!(self.suspended, Some(Suspended::Delivery)) {
                     self.suspended = None;
@@ -2479,6 +2498,25 @@ fn screen_excerpt(text: &str) -> String {
         .collect();
     lines.reverse();
     lines.join("\n")
+}
+
+/// The lane's failure when the supervisor is told to stop by `signal` while the lane is in
+/// `from`: the class its block was heading for when it was blocked, otherwise `infra`, with the
+/// signal as evidence. Recorded by the machine during a run, and by the driver between runs.
+pub fn interrupted(from: LaneState, signal: &str) -> Record {
+    let to = from.stopped_unfinished();
+    Record {
+        kind: LaneEventKind::Failed,
+        from: Some(from),
+        to: Some(to),
+        evidence: Some(Evidence {
+            rule: "supervisor_interrupted".into(),
+            region: "supervisor".into(),
+            matched: format!("interrupted by {signal} while {from}"),
+        }),
+        detail: serde_json::json!({ "signal": signal }),
+        source: None,
+    }
 }
 
 fn answer_of(

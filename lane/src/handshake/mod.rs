@@ -40,6 +40,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::channel::ChannelMessage;
+use crate::interrupt::{Interrupt, StopSignal};
 use crate::permission_gate::PermissionGate;
 use clawpool_agents::profiles::Profile;
 use clawpool_agents::trust::StoreGuard;
@@ -190,6 +191,10 @@ pub struct Outcome {
     /// The dialog the lane was left waiting on for an operator, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dialog: Option<WaitingDialog>,
+    /// The supervisor was told to stop during the run, by this signal: the lane was failed
+    /// for it (`supervisor_interrupted`) and its worker stopped.
+    #[serde(skip)]
+    pub interrupted: Option<StopSignal>,
 }
 
 /// A dialog on screen that waits for an operator's answer.
@@ -248,6 +253,8 @@ pub struct Handshake<'a> {
     external: Option<ExternalProgress>,
     /// The lane's permission gate, when tool-permission dialogs go to its policy first.
     permissions: Option<PermissionGate>,
+    /// The signals that stop the supervisor: the run ends the lane on one.
+    interrupt: Interrupt,
     settings: Settings,
 }
 
@@ -286,8 +293,16 @@ impl<'a> Handshake<'a> {
             opening: Some(LaneEventKind::Started),
             external: None,
             permissions: None,
+            interrupt: Interrupt::never(),
             settings,
         }
+    }
+
+    /// Ends the lane, failed with the signal as evidence, when `interrupt` fires during the
+    /// run ([`Outcome::interrupted`]).
+    pub fn with_interrupt(mut self, interrupt: Interrupt) -> Self {
+        self.interrupt = interrupt;
+        self
     }
 
     /// Counts what `external` records (worktree changes, commits) as progress, for stalls and
@@ -389,6 +404,8 @@ impl<'a> Handshake<'a> {
         }
         let mut changes = self.worker.changes();
         let mut output_open = true;
+        let mut interrupted = None;
+        let interrupt = self.interrupt.clone();
         loop {
             if let Some(status) = self.worker.exit_status() {
                 self.input(Input::Exited(status, self.worker.snapshot()))
@@ -437,6 +454,11 @@ impl<'a> Handshake<'a> {
                         break;
                     }
                 }
+                signal = interrupt.wait() => {
+                    self.input(Input::Interrupted(signal.name())).await;
+                    interrupted = Some(signal);
+                    break;
+                }
                 _ = tokio::time::sleep_until(wake) => {}
             }
         }
@@ -459,6 +481,7 @@ impl<'a> Handshake<'a> {
             restart_reply: ended.restart_reply,
             unsent: ended.unsent,
             dialog: ended.dialog,
+            interrupted,
         }
     }
 

@@ -908,6 +908,39 @@ async fn an_operator_stop_finishes_a_lane_done_with_its_work_and_fails_a_working
     assert_eq!(working.stops, 1);
 }
 
+/// The supervisor told to stop: the machine stops the worker and fails the lane with the
+/// signal as evidence — as what a block was heading for, `infra` for a working lane — and the
+/// run is over.
+#[tokio::test(start_paused = true)]
+async fn an_interrupt_fails_the_lane_as_its_block_was_heading_and_ends_the_run() {
+    let mut working = Lane::claude(Some(PROMPT));
+    working.drive_to_running().await;
+    working.input(Input::Interrupted("SIGTERM"));
+    assert_eq!(working.state(), LaneState::Failed(FailureClass::Infra));
+    assert_eq!(working.stops, 1);
+    assert!(working.machine.is_over());
+    let failed = working.records.last().expect("a record");
+    assert_eq!(failed.kind, LaneEventKind::Failed);
+    assert_eq!(failed.from, Some(LaneState::Running));
+    assert_eq!(failed.detail["signal"], "SIGTERM");
+    let evidence = failed.evidence.as_ref().expect("evidence");
+    assert_eq!(evidence.rule, "supervisor_interrupted");
+    assert_eq!(evidence.matched, "interrupted by SIGTERM while running");
+
+    let mut asking = Lane::claude(Some(PROMPT));
+    asking.drive_to_running().await;
+    asking.look(&claude("19-tool_permission-120x40"));
+    assert_eq!(
+        asking.state(),
+        LaneState::Blocked(BlockedSubphase::ToolPermission)
+    );
+    asking.input(Input::Interrupted("SIGINT"));
+    assert_eq!(
+        asking.state(),
+        LaneState::Failed(FailureClass::ToolPermission)
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_text_sent_while_the_agent_works_is_queued_and_typed_when_it_is_idle() {
     let mut lane = Lane::claude(Some(PROMPT));
