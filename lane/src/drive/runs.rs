@@ -224,15 +224,9 @@ impl OpenLane {
             _ = tokio::time::sleep(wait) => Ok(()),
             signal = self.job.interrupt.wait() => {
                 self.worker.stop(STOP_GRACE).await;
-                let record = machine::interrupted(state, signal.name());
-                let to = record.to.unwrap_or(state);
-                let _ = self.events.record(
-                    record.kind,
-                    record.from,
-                    record.to,
-                    record.evidence,
-                    record.detail,
-                );
+                let failed = machine::interrupted(state, signal.name());
+                let to = failed.to.unwrap_or(state);
+                let _ = failed.append_to(&self.events);
                 Err((signal, to))
             }
         }

@@ -598,16 +598,9 @@ impl<'a> Machine<'a> {
                 // Whatever the run was doing, the lane ends here; an interrupted task is not
                 // a finished one.
                 self.out.push(Effect::StopWorker);
-                let Record {
-                    kind,
-                    from,
-                    to,
-                    evidence,
-                    detail,
-                    ..
-                } = interrupted(self.state, signal);
-                self.event(kind, from, to, evidence, detail);
-                self.state = to.unwrap_or(self.state);
+                let failed = interrupted(self.state, signal);
+                self.state = failed.to.unwrap_or(self.state);
+                self.out.push(Effect::Record(failed));
                 self.next = Some(Next::Done);
             }
             Input::GitOperation(operation) => {

@@ -32,7 +32,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clawpool_lanes::LaneEventKind;
-use clawpool_lanes::{EventLog, LaneState};
+use clawpool_lanes::{EventLog, EventLogError, LaneEvent, LaneState};
 use clawpool_pty::Worker;
 use clawpool_recovery::Trigger;
 use serde::{Deserialize, Serialize};
@@ -555,18 +555,7 @@ impl<'a> Handshake<'a> {
     }
 
     fn record(&self, record: Record) {
-        let Record {
-            kind,
-            from,
-            to,
-            evidence,
-            detail,
-            source,
-        } = record;
-        if let Err(err) = self
-            .events
-            .record_from(source, kind, from, to, evidence, detail)
-        {
+        if let Err(err) = record.append_to(self.events) {
             tracing::warn!(lane = %self.lane_name, error = %err, "could not record a lane event");
         }
     }
@@ -596,6 +585,20 @@ impl<'a> Handshake<'a> {
         if let Some(store) = &self.store {
             confine_trust_store(store, self.events);
         }
+    }
+}
+
+impl Record {
+    /// Appends the event the machine asked for to the lane's event log.
+    pub fn append_to(self, events: &EventLog) -> Result<LaneEvent, EventLogError> {
+        events.record_from(
+            self.source,
+            self.kind,
+            self.from,
+            self.to,
+            self.evidence,
+            self.detail,
+        )
     }
 }
 

@@ -89,6 +89,27 @@ fn recorded(effects: &[Effect]) -> Vec<String> {
         .collect()
 }
 
+/// Whether `effects` record a failed attempt whose result says `why`.
+fn failed_saying(effects: &[Effect], why: &str) -> bool {
+    effects.iter().any(|effect| {
+        matches!(effect, Effect::Record { kind: LaneEventKind::RecoveryFailed, detail }
+            if detail["result"].as_str().is_some_and(|result| result.contains(why)))
+    })
+}
+
+/// Recovery by the shipped policy for a lane that can do what `abilities` say.
+fn able(abilities: LaneAbilities) -> Recovery {
+    let policy = Policy::defaults().expect("the shipped policy");
+    let (recovery, _) = Recovery::new(
+        Arc::new(policy),
+        "l1",
+        abilities,
+        RecoveryLedger::default(),
+        T0,
+    );
+    recovery
+}
+
 /// The escalations among `effects`: the reason, and the state it moved the lane to.
 fn escalations(effects: &[Effect]) -> Vec<(String, Option<LaneState>)> {
     effects
@@ -512,17 +533,8 @@ fn a_key_for_a_lane_nobody_trusted_fails_its_step_and_nothing_is_typed() {
         decision.next,
         carrying_on(blocked, Vec::new(), Watch::Escalated)
     );
-    let failed = decision.effects.iter().find_map(|effect| match effect {
-        Effect::Record {
-            kind: LaneEventKind::RecoveryFailed,
-            detail,
-        } => detail["result"].as_str().map(str::to_owned),
-        _ => None,
-    });
     assert!(
-        failed
-            .as_deref()
-            .is_some_and(|result| result.contains("nobody trusted")),
+        failed_saying(&decision.effects, "nobody trusted"),
         "{:?}",
         decision.effects
     );
@@ -532,16 +544,10 @@ fn a_key_for_a_lane_nobody_trusted_fails_its_step_and_nothing_is_typed() {
 /// left as it is.
 #[test]
 fn a_resume_the_profile_cannot_do_fails_its_step() {
-    let (mut recovery, _) = Recovery::new(
-        Arc::new(Policy::defaults().expect("the shipped policy")),
-        "l1",
-        LaneAbilities {
-            resumable: false,
-            ..abilities()
-        },
-        RecoveryLedger::default(),
-        T0,
-    );
+    let mut recovery = able(LaneAbilities {
+        resumable: false,
+        ..abilities()
+    });
     let running = LaneState::Running;
     let _ = recovery.after_run(
         ended(running, Next::Recover(Trigger::Stalled)),
@@ -564,9 +570,10 @@ fn a_resume_the_profile_cannot_do_fails_its_step() {
         decision.next
     );
     assert!(
-        decision.effects.iter().any(|effect| matches!(effect,
-            Effect::Record { kind: LaneEventKind::RecoveryFailed, detail }
-                if detail["result"].as_str().is_some_and(|r| r.contains("the claude profile has no resume arguments")))),
+        failed_saying(
+            &decision.effects,
+            "the claude profile has no resume arguments"
+        ),
         "{:?}",
         decision.effects
     );
@@ -676,16 +683,10 @@ fn texts_the_last_run_did_not_deliver_go_before_the_nudge() {
 /// A merge-forward for a lane without a branch of its own fails its step.
 #[test]
 fn a_merge_forward_for_a_lane_without_a_branch_fails_its_step() {
-    let (mut recovery, _) = Recovery::new(
-        Arc::new(Policy::defaults().expect("the shipped policy")),
-        "l1",
-        LaneAbilities {
-            has_branch: false,
-            ..abilities()
-        },
-        RecoveryLedger::default(),
-        T0,
-    );
+    let mut recovery = able(LaneAbilities {
+        has_branch: false,
+        ..abilities()
+    });
     let stale = LaneState::Blocked(BlockedSubphase::BranchFreshness);
     let decision = recovery.after_run(
         ended(stale, Next::Recover(Trigger::StaleBranch)),
@@ -695,9 +696,7 @@ fn a_merge_forward_for_a_lane_without_a_branch_fails_its_step() {
     );
     assert_ne!(decision.next, Plan::MergeForward);
     assert!(
-        decision.effects.iter().any(|effect| matches!(effect,
-            Effect::Record { kind: LaneEventKind::RecoveryFailed, detail }
-                if detail["result"].as_str().is_some_and(|r| r.contains("no branch of its own")))),
+        failed_saying(&decision.effects, "no branch of its own"),
         "{:?}",
         decision.effects
     );
