@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::LaneEventKind;
-use crate::payload::{LaneOutcome, Payload, TrustResolved};
+use crate::payload::{GitFailed, LaneOutcome, MergeAttempt, Payload, TrustResolved};
 use crate::{BlockedSubphase, Evidence, FailureClass, LaneEvent, LaneState, LaneStatus};
 
 use super::recovery::RecoveryLedger;
@@ -622,16 +622,16 @@ impl WorkerStateDoc {
     /// and the prompt, `last_event`, `updated_at` and `progress_at`.
     pub fn apply_event(&mut self, event: &LaneEvent) {
         let at = event.at_ms / 1000;
+        let payload = event.payload();
         if let Some(to) = event.to {
-            let detail = event.evidence.as_ref().map(describe_evidence).or_else(|| {
-                ["error", "message"]
-                    .iter()
-                    .find_map(|k| event.detail.get(*k).and_then(Value::as_str))
-                    .map(str::to_owned)
-            });
+            let detail = event
+                .evidence
+                .as_ref()
+                .map(describe_evidence)
+                .or_else(|| payload.as_ref().and_then(stated_reason));
             self.set_state(to, at, detail);
         }
-        match event.payload() {
+        match payload {
             Some(Payload::Started(started)) => self.pid = started.pid,
             Some(Payload::TrustResolved(trust)) => {
                 self.trusted_by_operator |= trust.method == TrustResolved::MANUAL;
@@ -681,14 +681,8 @@ impl WorkerStateDoc {
             None if event.kind == LaneEventKind::PromptSent => {
                 self.prompt.attempts = self.prompt.attempts.saturating_add(1);
             }
-            Some(
-                Payload::Adopted(_)
-                | Payload::DialogAnswered(_)
-                | Payload::CommitCreated(_)
-                | Payload::CommitsSkipped(_)
-                | Payload::ClosedOut(_),
-            )
-            | None => {}
+            // The other kinds tell the state file nothing beyond its `last_event`.
+            _ => {}
         }
         match &event.kind {
             LaneEventKind::TrustResolved => self.trust_gate_cleared = true,
@@ -747,6 +741,21 @@ impl WorkerStateDoc {
             self.blocked.map(|b| b.subphase),
             self.prompt.sent_at.is_some() || self.prompt.attempts > 0,
         );
+    }
+}
+
+/// What a transition without evidence says of the state it leads to, for the failure's
+/// detail: why a worker could not be started again, why a merge-forward did not bring the
+/// base in (git's own words when it failed), why a verification moved the lane.
+fn stated_reason(payload: &Payload) -> Option<String> {
+    match payload {
+        Payload::Failed(failed) => failed.error.clone(),
+        Payload::BranchBlocked(blocked) => Some(match &blocked.merge {
+            MergeAttempt::Failed(GitFailed::Failed { error }) => error.clone(),
+            MergeAttempt::Outcome(_) => blocked.message.clone(),
+        }),
+        Payload::Verified(verified) => verified.message.clone(),
+        _ => None,
     }
 }
 

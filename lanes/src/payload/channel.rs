@@ -1,0 +1,107 @@
+//! The payloads of the agent's own channel: opened, degraded, contradicted by the screen, and
+//! the hook, protocol and usage facts it reported (the agent's fields kept in its vocabulary).
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::Evidence;
+
+/// `lane.channel.opened`: the agent's own channel is set up.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChannelOpened {
+    /// `claude_hooks`, `codex_app_server` or `codex_notify`.
+    pub channel: String,
+    /// Claude Code's: the lane's settings file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settings: Option<String>,
+    /// The app server's: its socket.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket: Option<String>,
+    /// Set up again by a supervisor adopting the lane.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub adopted: bool,
+}
+
+/// `lane.channel.degraded`: the agent's channel failed; the screen decides from now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChannelDegraded {
+    /// `claude_hooks`, `codex_app_server` or `codex_notify`.
+    pub channel: String,
+    /// The hook whose report was lost, or for the app server `connection`, `start`, `adopt`.
+    pub event: String,
+    /// Why, in the failing side's words.
+    pub error: String,
+    /// Failures so far.
+    pub failed: u32,
+    /// What decides from now: `screen`.
+    pub decides: String,
+}
+
+impl ChannelDegraded {
+    /// What decides once the channel is degraded.
+    pub const SCREEN: &str = "screen";
+}
+
+/// `lane.hook`: a fact the agent reported through its hook channel.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HookReported {
+    /// The hook event (`SessionStart`, `Stop`, …; Codex's notify type).
+    pub event: String,
+    /// The agent's session, when it named one.
+    pub session_id: Option<String>,
+    /// The agent's transcript, when it named one.
+    pub transcript_path: Option<String>,
+    /// The event's own fields (`prompt`, `tool`, …: `docs/events.md`), cut to size.
+    #[serde(flatten)]
+    pub fields: Map<String, Value>,
+}
+
+/// `lane.protocol`: a message of the agent's own protocol (Codex's app server).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProtocolReported {
+    /// The message's method (`turn/completed`, `thread/tokenUsage/updated`, …).
+    pub event: String,
+    /// The agent fact it means (`Stop`, `PreToolUse`, …).
+    pub means: String,
+    /// The thread it concerns.
+    pub thread_id: Option<String>,
+    /// The message's fields, in the agent's vocabulary.
+    #[serde(flatten)]
+    pub fields: Map<String, Value>,
+}
+
+impl ProtocolReported {
+    /// The method of Codex's running token totals for a thread.
+    pub const TOKEN_USAGE: &str = "thread/tokenUsage/updated";
+}
+
+/// `lane.usage`: a turn's token usage, as the agent wrote it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UsageReported {
+    /// Where it was read (`claude_transcript`).
+    pub source: String,
+    /// The usage object, in the agent's vocabulary.
+    pub usage: Value,
+    /// The transcript it was read from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcript_path: Option<String>,
+}
+
+/// `lane.channel.contradiction`: the agent's channel and its screen disagreed past a bound,
+/// and the rule of `docs/events.md` decided.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChannelContradiction {
+    /// What the channel said.
+    pub channel: Evidence,
+    /// What the screen showed.
+    pub screen: Evidence,
+    /// How long they disagreed.
+    pub for_ms: u64,
+    /// What the lane became: `finished`.
+    pub resolved: String,
+}
+
+impl ChannelContradiction {
+    /// The only resolution: the lane is finished.
+    pub const FINISHED: &str = "finished";
+}
