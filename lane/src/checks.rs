@@ -12,10 +12,11 @@ use crate::verify::{
     self, BranchCheck, FreshnessSettings, LaneVerifySpec, Verified, check_branch, merge_problem,
     record_branch, record_merge,
 };
-use clawpool_lanes::LaneEventKind;
+use clawpool_lanes::payload::{
+    BranchBlocked, ErrorReport, GitFailed, MergeAttempt, OutcomeReported,
+};
 use clawpool_lanes::state_file::{GreenLevel, LaneOutcome};
-use clawpool_lanes::{BlockedSubphase, EventLog, LaneState, LaneStatus};
-use clawpool_lanes::{Payload, payload::OutcomeReported};
+use clawpool_lanes::{BlockedSubphase, EventLog, LaneState, LaneStatus, Payload};
 use clawpool_worktree::{Repo, merge_forward};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -135,44 +136,38 @@ impl LaneChecks {
             Repo::open(&root).and_then(|repo| merge_forward(&repo, &dir, &base, policy))
         })
         .await;
-        let (reply, problem, detail) = match outcome {
+        let (reply, problem, merge) = match outcome {
             Ok(Ok(outcome)) => {
                 record_merge(events, &outcome);
-                let detail = serde_json::to_value(&outcome).unwrap_or_default();
                 (
                     json!({"ok": true, "merge": outcome}),
                     merge_problem(&outcome),
-                    detail,
+                    Some(MergeAttempt::Outcome(outcome)),
                 )
             }
             Ok(Err(err)) => {
                 let error = err.to_string();
-                let _ = events.record(
-                    LaneEventKind::BranchMergeFailed,
-                    None,
-                    None,
-                    None,
-                    json!({"error": error}),
-                );
+                let failed = ErrorReport {
+                    error: error.clone(),
+                };
+                let _ = events.report(Payload::MergeFailed(failed), None, None, None);
                 (
                     json!({"ok": false, "error": error}),
                     Some(format!("merging the base failed: {error}")),
-                    json!({"outcome": "failed", "error": error}),
+                    Some(MergeAttempt::Failed(GitFailed::Failed { error })),
                 )
             }
-            Err(err) => (
-                json!({"ok": false, "error": err.to_string()}),
-                None,
-                json!({}),
-            ),
+            Err(err) => (json!({"ok": false, "error": err.to_string()}), None, None),
         };
-        if let Some(reason) = &problem {
+        if let (Some(reason), Some(merge)) = (&problem, merge) {
             let from = owned.filter(|current| *current != HELD);
-            let mut detail = detail;
             // `message` is what the state file shows as the failure's detail.
-            detail["message"] = json!(reason);
+            let blocked = BranchBlocked {
+                merge,
+                message: reason.clone(),
+            };
             let to = from.map(|_| HELD);
-            let _ = events.record(LaneEventKind::BranchBlocked, from, to, None, detail);
+            let _ = events.report(Payload::BranchBlocked(blocked), from, to, None);
         }
         self.check(events, recorder).await;
         (reply, problem)

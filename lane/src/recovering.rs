@@ -30,7 +30,7 @@ use std::time::Duration;
 use crate::handshake::{Next, Outcome, RestartRequest, Resumed, WaitingDialog};
 use clawpool_lanes::payload::{ClosedOut, PromptSent};
 use clawpool_lanes::state_file::GreenLevel;
-use clawpool_lanes::{BlockedSubphase, LaneEventKind, LaneState, LaneStatus};
+use clawpool_lanes::{BlockedSubphase, LaneState, LaneStatus};
 use clawpool_lanes::{Payload, payload::Escalated};
 use clawpool_pty::Key;
 use clawpool_recovery::{
@@ -38,7 +38,6 @@ use clawpool_recovery::{
     Ledger, Policy, Queued, Recipe, RecipeRun, RecoveryLedger, RestartDecision, RestartTracker,
     RunState, Step, StepOutcome, Trigger,
 };
-use serde_json::Value;
 
 #[cfg(test)]
 mod tests;
@@ -56,12 +55,10 @@ pub enum Effect {
         /// The lane's state after, when the escalation moves it.
         to: Option<LaneState>,
     },
-    /// Record a ledger change: a `lane.recovery.*` event with the attempt as its detail.
+    /// Record a ledger change: a `lane.recovery.*` event with the attempt.
     Record {
-        /// The event's kind.
-        kind: LaneEventKind,
-        /// The attempt.
-        detail: Value,
+        /// The event.
+        payload: Payload,
     },
     /// Write the ledger (with the restart record) to the lane's state file, `recovery`.
     Save(RecoveryLedger),
@@ -914,8 +911,8 @@ impl Recovery {
 
     fn publish(&mut self, id: AttemptId) {
         self.save();
-        if let Some((kind, detail)) = self.ledger.event(id) {
-            self.effects.push(Effect::Record { kind, detail });
+        if let Some(payload) = self.ledger.event(id) {
+            self.effects.push(Effect::Record { payload });
         }
     }
 

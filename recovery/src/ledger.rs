@@ -24,7 +24,7 @@
 //! Every change is also a lane event: [`Ledger::event`] gives its kind
 //! (`lane.recovery.queued`, …) and detail. Times are Unix epoch seconds.
 
-use clawpool_lanes::LaneEventKind;
+use clawpool_lanes::payload::{Payload, RecoveryAttempt};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -387,15 +387,14 @@ impl Ledger {
         counts
     }
 
-    /// The lane event for entry `id` as it is now: its kind (`lane.recovery.<state>`) and its
-    /// detail (the entry, with `id`).
-    pub fn event(&self, id: AttemptId) -> Option<(LaneEventKind, serde_json::Value)> {
+    /// The lane event for entry `id` as it is now: `lane.recovery.<state>` with the entry
+    /// (and `id`).
+    pub fn event(&self, id: AttemptId) -> Option<Payload> {
         let entry = self.entry(id)?;
-        let mut detail = serde_json::to_value(entry).ok()?;
-        if let Some(map) = detail.as_object_mut() {
-            map.insert("id".to_owned(), id.0.into());
-        }
-        Some((event_kind(entry.state), detail))
+        Some(event_payload(RecoveryAttempt {
+            id: id.0,
+            entry: entry.clone(),
+        }))
     }
 
     fn push(&mut self, entry: LedgerEntry) -> AttemptId {
@@ -449,16 +448,15 @@ impl Ledger {
     }
 }
 
-/// The lane event kind for an entry in `state`: `lane.recovery.queued`,
-/// `lane.recovery.running`, `lane.recovery.succeeded`, `lane.recovery.failed`,
-/// `lane.recovery.exhausted`.
-pub fn event_kind(state: AttemptState) -> LaneEventKind {
-    match state {
-        AttemptState::Queued => LaneEventKind::RecoveryQueued,
-        AttemptState::Running => LaneEventKind::RecoveryRunning,
-        AttemptState::Succeeded => LaneEventKind::RecoverySucceeded,
-        AttemptState::Failed => LaneEventKind::RecoveryFailed,
-        AttemptState::Exhausted => LaneEventKind::RecoveryExhausted,
+/// The lane event of an attempt in its state: `lane.recovery.queued`, `lane.recovery.running`,
+/// `lane.recovery.succeeded`, `lane.recovery.failed`, `lane.recovery.exhausted`.
+pub fn event_payload(attempt: RecoveryAttempt) -> Payload {
+    match attempt.entry.state {
+        AttemptState::Queued => Payload::RecoveryQueued(attempt),
+        AttemptState::Running => Payload::RecoveryRunning(attempt),
+        AttemptState::Succeeded => Payload::RecoverySucceeded(attempt),
+        AttemptState::Failed => Payload::RecoveryFailed(attempt),
+        AttemptState::Exhausted => Payload::RecoveryExhausted(attempt),
     }
 }
 
@@ -479,6 +477,7 @@ fn count(len: usize) -> u32 {
 mod tests {
     use super::*;
     use crate::recipe::RecipeBook;
+    use clawpool_lanes::LaneEventKind;
 
     fn recipe(name: &str) -> Recipe {
         RecipeBook::builtin().get(name).expect("recipe").clone()
@@ -508,14 +507,15 @@ mod tests {
         };
         assert_eq!(attempt, 1);
         assert_eq!(ledger.status(), RecoveryStatus::Active);
-        let (kind, detail) = ledger.event(id).expect("event");
-        assert_eq!(kind, LaneEventKind::RecoveryQueued);
+        let queued = ledger.event(id).expect("event");
+        assert_eq!(queued.kind(), LaneEventKind::RecoveryQueued);
+        let detail = queued.detail();
         assert_eq!(detail["recipe"], "interrupt_and_nudge");
         assert_eq!(detail["trigger"], "stalled");
         assert_eq!(detail["id"], 0);
         ledger.start(id, 1_001).expect("starts");
         assert_eq!(
-            ledger.event(id).map(|e| e.0),
+            ledger.event(id).as_ref().map(Payload::kind),
             Some(LaneEventKind::RecoveryRunning)
         );
         ledger
@@ -527,7 +527,7 @@ mod tests {
             (Some(1_001), Some(1_090), Some("progress: new output"))
         );
         assert_eq!(
-            ledger.event(id).map(|e| e.0),
+            ledger.event(id).as_ref().map(Payload::kind),
             Some(LaneEventKind::RecoverySucceeded)
         );
         assert_eq!(ledger.status(), RecoveryStatus::Succeeded);
@@ -596,7 +596,7 @@ mod tests {
             "{entry:?}"
         );
         assert_eq!(
-            ledger.event(id).map(|e| e.0),
+            ledger.event(id).as_ref().map(Payload::kind),
             Some(LaneEventKind::RecoveryExhausted)
         );
         assert_eq!(

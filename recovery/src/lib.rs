@@ -51,7 +51,7 @@ pub use hooks::{
 };
 pub use ledger::{
     AttemptDecision, AttemptEnd, AttemptId, AttemptOrigin, AttemptState, Ledger, LedgerEntry,
-    LedgerError, Queued, RecoveryLedger, event_kind,
+    LedgerError, Queued, RecoveryLedger, event_payload,
 };
 pub use policy::{
     Action, ConditionCheck, Conditions, DEFAULT_POLICY, Decision, Location, Policy, PolicyError,

@@ -17,9 +17,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use clawpool_lane::handshake::check_prompt;
+use clawpool_lanes::payload::{LaneFailed, Payload, PreviousRun, Rerun};
 use clawpool_lanes::{
-    LaneEvent, LaneEventKind, LaneSpec, LaneState, PacketContext, PacketError, PacketErrors,
-    check_packet,
+    LaneEvent, LaneSpec, LaneState, PacketContext, PacketError, PacketErrors, check_packet,
 };
 use clawpool_pty::{TmuxConfig, TmuxServer};
 use clawpool_worktree::{LaneWorktreeSpec, Repo, prepare_lane_worktree};
@@ -721,14 +721,15 @@ fn record_rerun(
 ) -> Result<(), CommandError> {
     let events = clawpool_lanes::EventLog::open(name, &registry.events())
         .map_err(|e| CommandError::io("opening the lane's event log", e.source))?;
+    let rerun = Rerun {
+        by: "spawn --rerun".into(),
+        previous: match earlier {
+            Skipped::Finished => PreviousRun::Finished,
+            Skipped::RemovedByGc => PreviousRun::RemovedByGc,
+        },
+    };
     let event = events
-        .record(
-            LaneEventKind::Rerun,
-            None,
-            None,
-            None,
-            json!({"by": "spawn --rerun", "previous": earlier}),
-        )
+        .report(Payload::Rerun(rerun), None, None, None)
         .map_err(|e| CommandError::io("writing the lane's event log", e.source))?;
     board.on_event(&event);
     if earlier == Skipped::RemovedByGc {
@@ -1354,8 +1355,8 @@ fn record_lost(
         .map_err(|e| CommandError::io("opening the lane's event log", e.source))?
         .observe(Box::new(move |event| recorder.on_event(event)));
     let lost = LaneState::Failed(clawpool_lanes::FailureClass::WorkerLost);
-    let _ = events.record(
-        LaneEventKind::Failed,
+    let _ = events.report(
+        Payload::Failed(LaneFailed::default()),
         None,
         Some(lost),
         Some(clawpool_lanes::Evidence {
@@ -1363,7 +1364,6 @@ fn record_lost(
             region: "process".into(),
             matched: why,
         }),
-        serde_json::Value::Null,
     );
     Ok(lost)
 }

@@ -43,8 +43,8 @@ pub(super) fn carry_out(
             Effect::Report { payload, from, to } => {
                 let _ = events.report(payload, from, to, None);
             }
-            Effect::Record { kind, detail } => {
-                let _ = events.record(kind, None, None, None, detail);
+            Effect::Record { payload } => {
+                let _ = events.report(payload, None, None, None);
             }
             Effect::Save(record) => recorder.update(|doc| doc.recovery = record),
             Effect::Notify { hook, rule, facts } => {

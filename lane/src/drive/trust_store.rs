@@ -8,9 +8,9 @@ use clawpool_agents::trust::{
     claude_config_file, codex_config_file, gemini_trusted_folders_file, qwen_trusted_folders_file,
     seed_claude_trust, seed_codex_trust, seed_gemini_trust,
 };
-use clawpool_lanes::{EventLog, LaneEventKind};
+use clawpool_lanes::EventLog;
+use clawpool_lanes::payload::{Payload, TrustStoreSeeded};
 use clawpool_pty::SpawnSpec;
-use serde_json::json;
 
 /// The agent's trust store file as the agent will find it (its HOME, `CLAUDE_CONFIG_DIR` or
 /// `CODEX_HOME`, `GEMINI_CLI_HOME` or `GEMINI_CLI_TRUSTED_FOLDERS_PATH`, `QWEN_HOME` or
@@ -66,9 +66,10 @@ pub(super) fn seed_trust_store(profile: &Profile, cwd: &Path, spec: &SpawnSpec, 
         TrustStore::Gemini | TrustStore::Qwen => seed_gemini_trust(&store, cwd),
         TrustStore::None => return,
     };
-    let detail = match &result {
-        Ok(outcome) => json!({"store": store, "outcome": format!("{outcome:?}")}),
-        Err(err) => json!({"store": store, "error": err.to_string()}),
+    let seeded = TrustStoreSeeded {
+        store: store.display().to_string(),
+        outcome: result.as_ref().ok().map(|outcome| format!("{outcome:?}")),
+        error: result.err().map(|err| err.to_string()),
     };
-    let _ = events.record(LaneEventKind::TrustStoreSeeded, None, None, None, detail);
+    let _ = events.report(Payload::TrustStoreSeeded(seeded), None, None, None);
 }

@@ -5,9 +5,9 @@
 use std::sync::Arc;
 
 use clawpool_agents::profiles::Profile;
-use clawpool_lanes::{EventLog, FailureClass, LaneEventKind, LaneState};
+use clawpool_lanes::payload::{LaneFailed, Payload, Restarted, SessionReplaced};
+use clawpool_lanes::{EventLog, FailureClass, LaneState};
 use clawpool_pty::{SpawnSpec, Worker};
-use serde_json::json;
 
 use super::Terminal;
 use crate::handshake::{LaneContext, Next, Outcome, PromptPlan, RestartRequest};
@@ -82,26 +82,30 @@ impl Rig {
         let worker_id = format!("{}-{}-r{}", self.name, std::process::id(), self.restarts);
         self.recorder
             .update(|doc| doc.worker_id = worker_id.clone());
-        let _ = self.events.record(
-            LaneEventKind::Restarted,
-            None,
-            None,
-            None,
-            json!({
-                "by": request.by, "restart": self.restarts, "worker_id": worker_id,
-                "resume": resume, "redeliver_prompt": !matches!(self.lane.prompt, PromptPlan::None),
-                "previous": outcome.state.to_string(), "previous_exit": outcome.exit,
-            }),
-        );
+        let restarted = Restarted {
+            by: request.by.clone(),
+            restart: self.restarts,
+            worker_id,
+            resume,
+            redeliver_prompt: !matches!(self.lane.prompt, PromptPlan::None),
+            previous: outcome.state.to_string(),
+            previous_exit: outcome.exit.clone(),
+        };
+        let _ = self
+            .events
+            .report(Payload::Restarted(restarted), None, None, None);
         match start_worker(&self.terminal, &self.session, spec).await {
             Ok(worker) => Ok(worker),
             Err(err) => {
-                let _ = self.events.record(
-                    LaneEventKind::Failed,
+                let failed = LaneFailed {
+                    signal: None,
+                    error: Some(format!("the worker could not be started again: {err}")),
+                };
+                let _ = self.events.report(
+                    Payload::Failed(failed),
                     Some(outcome.state),
                     Some(LaneState::Failed(FailureClass::WorkerCrashed)),
                     None,
-                    json!({"error": format!("the worker could not be started again: {err}")}),
                 );
                 Err(Outcome {
                     state: LaneState::Failed(FailureClass::WorkerCrashed),
@@ -144,15 +148,10 @@ pub(super) async fn replace_leftover_session(
         return;
     }
     let killed = server.kill_session(session).await;
-    let _ = events.record(
-        LaneEventKind::SessionReplaced,
-        None,
-        None,
-        None,
-        json!({
-            "session": format!("{}:{session}", server.socket_name()),
-            "killed": killed.is_ok(),
-            "error": killed.err().map(|e| e.to_string()),
-        }),
-    );
+    let replaced = SessionReplaced {
+        session: format!("{}:{session}", server.socket_name()),
+        killed: killed.is_ok(),
+        error: killed.err().map(|e| e.to_string()),
+    };
+    let _ = events.report(Payload::SessionReplaced(replaced), None, None, None);
 }

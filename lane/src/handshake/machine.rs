@@ -19,9 +19,10 @@ use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clawpool_lanes::LaneEventKind;
 use clawpool_lanes::payload::{
-    ChannelDegraded, DialogAnswered, Payload, PromptSent, TrustResolved, WorkerStarted,
+    ChannelContradiction, ChannelDegraded, DeliveryHeld, DialogAnswered, ErrorReport, InputCleared,
+    LaneFailed, OperatorDeclined, Payload, PromptMisdelivery, PromptRound, PromptSent, PromptTyped,
+    SendQueued, SendRefused, Stalled, TrustResolved, WorkerStarted,
 };
 use clawpool_lanes::{BlockedSubphase, EventSource, Evidence, FailureClass, LaneState};
 use clawpool_pty::{ExitStatus, ScreenSnapshot};
@@ -157,16 +158,14 @@ pub enum Effect {
 /// A lane event to record (the event log numbers and stamps it).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Record {
-    /// Its kind (`lane.prompt_typed`, …).
-    pub kind: LaneEventKind,
+    /// Its kind and typed fields (`lane.prompt_typed` with its length, …).
+    pub payload: Payload,
     /// The state before, for a transition.
     pub from: Option<LaneState>,
     /// The state after, for a transition (or the state a lane starts in).
     pub to: Option<LaneState>,
     /// What on screen (or elsewhere) decided it.
     pub evidence: Option<Evidence>,
-    /// The event's own fields.
-    pub detail: serde_json::Value,
     /// Where the fact that decided it came from.
     pub source: Option<EventSource>,
 }
@@ -819,16 +818,11 @@ impl<'a> Machine<'a> {
             return;
         };
         if self.state == LaneState::Running && self.progress.is_stalled(now, after) {
-            self.event(
-                LaneEventKind::Stalled,
-                None,
-                None,
-                None,
-                serde_json::json!({
-                    "seconds_without_progress": self.progress.idle_for(now).as_secs(),
-                    "stall_after_secs": after.as_secs(),
-                }),
-            );
+            let stalled = Stalled {
+                seconds_without_progress: self.progress.idle_for(now).as_secs(),
+                stall_after_secs: after.as_secs(),
+            };
+            self.report(Payload::Stalled(stalled), None, None, None);
             self.next = Some(Next::Recover(Trigger::Stalled));
         }
     }
@@ -1434,12 +1428,16 @@ impl<'a> Machine<'a> {
 
     fn on_shell(&mut self, evidence: Evidence) {
         let target = delivery::misdelivery_target(&evidence.matched, &self.lane.cwd);
-        self.event(
-            LaneEventKind::PromptMisdelivery,
+        let misdelivery = PromptMisdelivery {
+            target: target.to_owned(),
+            prompt_sent: Some(self.receipt.submitted()),
+            reason: None,
+        };
+        self.report(
+            Payload::PromptMisdelivery(misdelivery),
             None,
             None,
             Some(evidence.clone()),
-            serde_json::json!({"target": target, "prompt_sent": self.receipt.submitted()}),
         );
         self.transition(
             LaneState::Failed(FailureClass::PromptDelivery),
@@ -1697,13 +1695,12 @@ impl<'a> Machine<'a> {
         }
         let reason = self.uncleared_reason(draft);
         while let Some(Followup { text, reply }) = self.followups.pop_front() {
-            self.event(
-                LaneEventKind::SendRefused,
-                None,
-                None,
-                None,
-                serde_json::json!({"chars": text.chars().count(), "draft": draft, "reason": reason}),
-            );
+            let refused = SendRefused {
+                chars: Some(text.chars().count()),
+                draft: draft.to_owned(),
+                reason: reason.clone(),
+            };
+            self.report(Payload::SendRefused(refused), None, None, None);
             if let Some(reply) = reply {
                 self.reply(
                     reply,
@@ -1720,13 +1717,12 @@ impl<'a> Machine<'a> {
     /// is blocked on delivery with the line's text as evidence.
     fn refuse_round(&mut self, draft: &str, evidence: Evidence) {
         let reason = self.uncleared_reason(draft);
-        self.event(
-            LaneEventKind::SendRefused,
-            None,
-            None,
-            None,
-            serde_json::json!({"draft": draft, "reason": reason}),
-        );
+        let refused = SendRefused {
+            chars: None,
+            draft: draft.to_owned(),
+            reason: reason.clone(),
+        };
+        self.report(Payload::SendRefused(refused), None, None, None);
         if let Some(reply) = self.round_reply.take() {
             self.reply(
                 reply,
@@ -1767,14 +1763,13 @@ impl<'a> Machine<'a> {
         }
         self.input_clears += 1;
         let cleared = Effect::Record(Record {
-            kind: LaneEventKind::InputCleared,
+            payload: Payload::InputCleared(InputCleared {
+                draft: draft.to_owned(),
+                keys: keys.iter().map(ToString::to_string).collect(),
+            }),
             from: None,
             to: None,
             evidence: Some(evidence),
-            detail: serde_json::json!({
-                "draft": draft,
-                "keys": keys.iter().map(ToString::to_string).collect::<Vec<_>>(),
-            }),
             source: self.source,
         });
         // Each key only after the one before it went through; the event once all did.
@@ -1862,12 +1857,16 @@ impl<'a> Machine<'a> {
                 LaneState::Failed(FailureClass::Provider)
             }
             _ if self.receipt.submitted() && self.receipt.accepted_at.is_none() => {
-                self.event(
-                    LaneEventKind::PromptMisdelivery,
+                let misdelivery = PromptMisdelivery {
+                    target: "shell".into(),
+                    prompt_sent: None,
+                    reason: Some("the agent process is gone".into()),
+                };
+                self.report(
+                    Payload::PromptMisdelivery(misdelivery),
                     None,
                     None,
                     Some(evidence.clone()),
-                    serde_json::json!({"target": "shell", "reason": "the agent process is gone"}),
                 );
                 LaneState::Failed(FailureClass::PromptDelivery)
             }
@@ -1911,23 +1910,19 @@ impl<'a> Machine<'a> {
 
     /// Records a command the lane ignored or refused, and sends its verdict.
     fn decided(&mut self, command: &OperatorCommand, verdict: Verdict, reply: VerdictReply) {
-        let kind = match &verdict {
-            Verdict::Ignored { .. } => Some(LaneEventKind::OperatorIgnored),
-            Verdict::Refused { .. } => Some(LaneEventKind::OperatorRefused),
+        let declined = |choices: &[String]| OperatorDeclined {
+            command: command.describe(),
+            reason: verdict.reason().to_owned(),
+            choices: choices.to_vec(),
+        };
+        let payload = match &verdict {
+            Verdict::Ignored { .. } => Some(Payload::OperatorIgnored(declined(&[]))),
+            Verdict::Refused { choices, .. } => Some(Payload::OperatorRefused(declined(choices))),
             // A dialog answered or not is in `lane.dialog_answered`; a stop in the transition.
             Verdict::Done { .. } | Verdict::Failed { .. } => None,
         };
-        if let Some(kind) = kind {
-            let mut detail = serde_json::json!({
-                "command": command.describe(),
-                "reason": verdict.reason(),
-            });
-            if let Verdict::Refused { choices, .. } = &verdict
-                && !choices.is_empty()
-            {
-                detail["choices"] = serde_json::json!(choices);
-            }
-            self.event(kind, None, None, None, detail);
+        if let Some(payload) = payload {
+            self.report(payload, None, None, None);
         }
         self.reply(reply, verdict);
     }
@@ -2078,13 +2073,10 @@ impl<'a> Machine<'a> {
             text,
             reply: Some(reply),
         });
-        self.event(
-            LaneEventKind::SendQueued,
-            None,
-            None,
-            None,
-            serde_json::json!({"queued": self.followups.len()}),
-        );
+        let queued = SendQueued {
+            queued: self.followups.len(),
+        };
+        self.report(Payload::SendQueued(queued), None, None, None);
     }
 
     /// Whether the agent has nothing left to do: its prompt (if any) was taken and it is idle.
@@ -2121,12 +2113,11 @@ impl<'a> Machine<'a> {
 
     /// Ends the run with a new worker asked for, recorded with what asked for it.
     fn restart(&mut self, request: RestartRequest, evidence: Option<Evidence>) {
-        self.event(
-            LaneEventKind::RestartRequested,
+        self.report(
+            Payload::RestartRequested(request.clone()),
             None,
             None,
             evidence,
-            serde_json::to_value(&request).unwrap_or_default(),
         );
         self.out.push(Effect::StopWorker);
         self.next = Some(Next::Restart(request));
@@ -2166,26 +2157,15 @@ impl<'a> Machine<'a> {
         match (paused, self.held_until) {
             (Some(op), held) => {
                 if held.is_none() {
-                    self.event(
-                        LaneEventKind::DeliveryHeld,
-                        None,
-                        None,
-                        None,
-                        serde_json::json!({"operation": op}),
-                    );
+                    let held = DeliveryHeld { operation: op };
+                    self.report(Payload::DeliveryHeld(held), None, None, None);
                 }
                 self.held_until = Some(self.now + HOLD_RECHECK);
                 true
             }
             (None, Some(_)) => {
                 self.held_until = None;
-                self.event(
-                    LaneEventKind::DeliveryResumed,
-                    None,
-                    None,
-                    None,
-                    serde_json::json!({}),
-                );
+                self.report(Payload::DeliveryResumed, None, None, None);
                 false
             }
             (None, None) => false,
@@ -2199,14 +2179,13 @@ impl<'a> Machine<'a> {
         };
         self.receipt.typed();
         let typed = Effect::Record(Record {
-            kind: LaneEventKind::PromptTyped,
+            payload: Payload::PromptTyped(PromptTyped {
+                chars: text.chars().count(),
+                method: self.receipt.method.to_owned(),
+            }),
             from: None,
             to: None,
             evidence: None,
-            detail: serde_json::json!({
-                "chars": text.chars().count(),
-                "method": self.receipt.method,
-            }),
             source: self.source,
         });
         self.out.push(Effect::Send {
@@ -2244,13 +2223,10 @@ impl<'a> Machine<'a> {
             }
             Err(err) => {
                 let error = format!("writing the task file: {err}");
-                self.event(
-                    LaneEventKind::SendFailed,
-                    None,
-                    None,
-                    None,
-                    serde_json::json!({"error": error}),
-                );
+                let failed = ErrorReport {
+                    error: error.clone(),
+                };
+                self.report(Payload::SendFailed(failed), None, None, None);
                 if let Some(reply) = followup.reply {
                     self.reply(reply, Verdict::Failed { reason: error });
                 }
@@ -2269,13 +2245,11 @@ impl<'a> Machine<'a> {
                 .delivered
                 .push(clawpool_recovery::normalize_line(&text));
         }
-        self.event(
-            LaneEventKind::PromptRound,
-            None,
-            None,
-            None,
-            serde_json::json!({"method": self.receipt.method, "chars": text.chars().count()}),
-        );
+        let round = PromptRound {
+            method: self.receipt.method.to_owned(),
+            chars: text.chars().count(),
+        };
+        self.report(Payload::PromptRound(round), None, None, None);
     }
 
     /// Presses Enter on our draft. The press is recorded just before it is made: a supervisor
@@ -2357,22 +2331,9 @@ impl<'a> Machine<'a> {
         }
         let from = self.state;
         self.state = to;
-        match to {
-            LaneState::PromptAccepted => {
-                let receipt = Payload::PromptAccepted(self.receipt.as_payload());
-                self.report(receipt, Some(from), Some(to), evidence);
-            }
-            _ => {
-                let kind = to.status().transition_kind();
-                self.event(
-                    kind,
-                    Some(from),
-                    Some(to),
-                    evidence,
-                    serde_json::Value::Null,
-                );
-            }
-        }
+        let payload = Payload::transition(to.status())
+            .unwrap_or_else(|| Payload::PromptAccepted(self.receipt.as_payload()));
+        self.report(payload, Some(from), Some(to), evidence);
         if let LaneState::Blocked(subphase) = to
             && self.recover_blocked
             && self.check.is_none()
@@ -2392,42 +2353,24 @@ impl<'a> Machine<'a> {
         }
     }
 
-    fn event(
-        &mut self,
-        kind: LaneEventKind,
-        from: Option<LaneState>,
-        to: Option<LaneState>,
-        evidence: Option<Evidence>,
-        detail: serde_json::Value,
-    ) {
-        self.out.push(Effect::Record(Record {
-            kind,
-            from,
-            to,
-            evidence,
-            detail,
-            source: self.source,
-        }));
-    }
-
     /// `lane.channel.contradiction`: the channel and the screen disagreed for `lasted`, each
     /// with its evidence; the lane is finished by the rule of `docs/events.md`.
     fn contradiction(&mut self, channel: Evidence, screen: Evidence, lasted: Duration) {
-        self.event(
-            LaneEventKind::ChannelContradiction,
+        let contradiction = ChannelContradiction {
+            channel,
+            screen,
+            for_ms: lasted.as_millis() as u64,
+            resolved: ChannelContradiction::FINISHED.into(),
+        };
+        self.report(
+            Payload::ChannelContradiction(contradiction),
             None,
             None,
             None,
-            serde_json::json!({
-                "channel": channel,
-                "screen": screen,
-                "for_ms": lasted.as_millis() as u64,
-                "resolved": "finished",
-            }),
         );
     }
 
-    /// Records an event with typed fields.
+    /// Records an event.
     fn report(
         &mut self,
         payload: Payload,
@@ -2435,7 +2378,13 @@ impl<'a> Machine<'a> {
         to: Option<LaneState>,
         evidence: Option<Evidence>,
     ) {
-        self.event(payload.kind(), from, to, evidence, payload.detail());
+        self.out.push(Effect::Record(Record {
+            payload,
+            from,
+            to,
+            evidence,
+            source: self.source,
+        }));
     }
 
     fn reply(&mut self, to: VerdictReply, verdict: Verdict) {
@@ -2499,7 +2448,10 @@ fn screen_excerpt(text: &str) -> String {
 pub fn interrupted(from: LaneState, signal: &str) -> Record {
     let to = from.stopped_unfinished();
     Record {
-        kind: LaneEventKind::Failed,
+        payload: Payload::Failed(LaneFailed {
+            signal: Some(signal.to_owned()),
+            error: None,
+        }),
         from: Some(from),
         to: Some(to),
         evidence: Some(Evidence {
@@ -2507,7 +2459,6 @@ pub fn interrupted(from: LaneState, signal: &str) -> Record {
             region: "supervisor".into(),
             matched: format!("interrupted by {signal} while {from}"),
         }),
-        detail: serde_json::json!({ "signal": signal }),
         source: None,
     }
 }

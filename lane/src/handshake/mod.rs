@@ -31,8 +31,8 @@ use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clawpool_lanes::LaneEventKind;
-use clawpool_lanes::{EventLog, EventLogError, LaneEvent, LaneState};
+use clawpool_lanes::payload::{Payload, TrustStoreConfined};
+use clawpool_lanes::{EventLog, EventLogError, LaneEvent, LaneEventKind, LaneState};
 use clawpool_pty::Worker;
 use clawpool_recovery::Trigger;
 use serde::{Deserialize, Serialize};
@@ -76,18 +76,8 @@ pub enum OperatorCommand {
     Restart(RestartRequest),
 }
 
-/// Why and how a lane's worker is started again.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RestartRequest {
-    /// Who asked, or which recovery recipe (`operator`, `restart_crashed_worker`, …).
-    pub by: String,
-    /// Start the agent with its profile's resume arguments (when it has them).
-    #[serde(default)]
-    pub resume: bool,
-    /// Deliver the lane's prompt again after the restart, whatever happened to it before.
-    #[serde(default)]
-    pub redeliver: bool,
-}
+/// Why and how a lane's worker is started again: what `lane.restart_requested` records.
+pub use clawpool_lanes::payload::RestartRequest;
 
 /// What the lane's driver does once the handshake returns.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -568,14 +558,14 @@ impl<'a> Handshake<'a> {
         match store.before_answer() {
             Ok(()) => true,
             Err(err) => {
-                let file = store.file().display().to_string();
-                let _ = self.events.record(
-                    LaneEventKind::TrustStoreConfined,
-                    None,
-                    None,
-                    None,
-                    serde_json::json!({"store": file, "error": err.to_string()}),
-                );
+                let failed = TrustStoreConfined {
+                    store: store.file().display().to_string(),
+                    revoked: None,
+                    error: Some(err.to_string()),
+                };
+                let _ = self
+                    .events
+                    .report(Payload::TrustStoreConfined(failed), None, None, None);
                 false
             }
         }
@@ -591,14 +581,7 @@ impl<'a> Handshake<'a> {
 impl Record {
     /// Appends the event the machine asked for to the lane's event log.
     pub fn append_to(self, events: &EventLog) -> Result<LaneEvent, EventLogError> {
-        events.record_from(
-            self.source,
-            self.kind,
-            self.from,
-            self.to,
-            self.evidence,
-            self.detail,
-        )
+        events.report_from(self.source, self.payload, self.from, self.to, self.evidence)
     }
 }
 
@@ -619,11 +602,19 @@ pub fn confine_trust_store(store: &StoreGuard, events: &EventLog) {
     if !store.answered() {
         return;
     }
-    let file = store.file().display().to_string();
-    let detail = match store.confine() {
+    let store_file = store.file().display().to_string();
+    let confined = match store.confine() {
         Ok(confined) if !confined.written => return,
-        Ok(confined) => serde_json::json!({"store": file, "revoked": confined.revoked}),
-        Err(err) => serde_json::json!({"store": file, "error": err.to_string()}),
+        Ok(confined) => TrustStoreConfined {
+            store: store_file,
+            revoked: Some(confined.revoked),
+            error: None,
+        },
+        Err(err) => TrustStoreConfined {
+            store: store_file,
+            revoked: None,
+            error: Some(err.to_string()),
+        },
     };
-    let _ = events.record(LaneEventKind::TrustStoreConfined, None, None, None, detail);
+    let _ = events.report(Payload::TrustStoreConfined(confined), None, None, None);
 }

@@ -83,7 +83,7 @@ fn recorded(effects: &[Effect]) -> Vec<String> {
     effects
         .iter()
         .filter_map(|effect| match effect {
-            Effect::Record { kind, .. } => Some(kind.to_string()),
+            Effect::Record { payload } => Some(payload.kind().to_string()),
             _ => None,
         })
         .collect()
@@ -92,8 +92,8 @@ fn recorded(effects: &[Effect]) -> Vec<String> {
 /// Whether `effects` record a failed attempt whose result says `why`.
 fn failed_saying(effects: &[Effect], why: &str) -> bool {
     effects.iter().any(|effect| {
-        matches!(effect, Effect::Record { kind: LaneEventKind::RecoveryFailed, detail }
-            if detail["result"].as_str().is_some_and(|result| result.contains(why)))
+        matches!(effect, Effect::Record { payload: Payload::RecoveryFailed(failed) }
+            if failed.entry.result.as_deref().is_some_and(|result| result.contains(why)))
     })
 }
 

@@ -17,7 +17,6 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use clawpool_lanes::LaneEventKind;
 use clawpool_lanes::state_file::{
     CommandOutcome, CommandResult, Freshness, GitOperation, GreenLevel, HeadState, MergeOutcome,
     Verification, VerifyResult, now_secs,
@@ -91,17 +90,14 @@ pub fn check_branch(dir: &Path, base: &str, settings: &FreshnessSettings) -> Bra
 pub fn record_branch(events: &EventLog, check: &BranchCheck, was: Option<FreshnessState>) {
     let freshness = &check.freshness;
     if freshness.state == FreshnessState::Stale && was != Some(FreshnessState::Stale) {
-        let _ = events.record(
-            LaneEventKind::BranchStaleAgainstMain,
-            None,
-            None,
-            None,
-            json!({
-                "base_ref": freshness.base_ref, "base_sha": freshness.base_sha,
-                "behind": freshness.behind, "ahead": freshness.ahead,
-                "missing": freshness.missing,
-            }),
-        );
+        let stale = payload::BranchStale {
+            base_ref: freshness.base_ref.clone(),
+            base_sha: freshness.base_sha.clone(),
+            behind: freshness.behind,
+            ahead: freshness.ahead,
+            missing: freshness.missing.clone(),
+        };
+        let _ = events.report(Payload::BranchStale(stale), None, None, None);
     }
 }
 
@@ -264,13 +260,12 @@ pub async fn verify(
             ));
             let result = commands::run_command(command, dir, &log, plan.timeout).await;
             if result.outcome == CommandOutcome::Hung {
-                let _ = events.record(
-                    LaneEventKind::TestHung,
-                    None,
-                    None,
-                    None,
-                    json!({"command": command, "timeout_secs": plan.timeout.as_secs(), "log": log}),
-                );
+                let hung = payload::TestHung {
+                    command: command.clone(),
+                    timeout_secs: plan.timeout.as_secs(),
+                    log: log.display().to_string(),
+                };
+                let _ = events.report(Payload::TestHung(hung), None, None, None);
             }
             results.push(result);
         }
@@ -515,13 +510,10 @@ async fn bring_base_in(
             }
         }
         Err(error) => {
-            let _ = events.record(
-                LaneEventKind::BranchMergeFailed,
-                None,
-                None,
-                None,
-                json!({"error": error}),
-            );
+            let failed = payload::ErrorReport {
+                error: error.clone(),
+            };
+            let _ = events.report(Payload::MergeFailed(failed), None, None, None);
             BaseIn {
                 check,
                 merge: None,
@@ -533,19 +525,13 @@ async fn bring_base_in(
 
 /// One event per merge-forward that did something or was refused.
 pub fn record_merge(events: &EventLog, outcome: &MergeOutcome) {
-    let kind = match outcome {
-        MergeOutcome::Merged { .. } => LaneEventKind::BranchMergedForward,
-        MergeOutcome::Conflict { .. } => LaneEventKind::BranchMergeConflict,
+    let payload = match outcome {
+        MergeOutcome::Merged { .. } => Payload::MergedForward(outcome.clone()),
+        MergeOutcome::Conflict { .. } => Payload::MergeConflict(outcome.clone()),
         MergeOutcome::UpToDate { .. } => return,
-        _ => LaneEventKind::BranchMergeRefused,
+        _ => Payload::MergeRefused(outcome.clone()),
     };
-    let _ = events.record(
-        kind,
-        None,
-        None,
-        None,
-        serde_json::to_value(outcome).unwrap_or_default(),
-    );
+    let _ = events.report(payload, None, None, None);
 }
 
 /// Why a merge-forward did not bring the base in, in one line; `None` when it did (merged or
@@ -651,63 +637,63 @@ fn record_result(
     hung: &[&CommandResult],
     verdict: &BranchVerdict,
 ) {
-    let level = verification.level.as_str();
+    let level = verification.level;
     let freshness = verification.freshness.as_ref();
-    let (kind, detail) = match verification.result {
+    let behind = freshness.and_then(|f| f.behind);
+    let missing = freshness.map(|f| f.missing.clone());
+    let reason = verification.reason.clone();
+    let owned = |commands: &[&CommandResult]| commands.iter().map(|&c| c.clone()).collect();
+    let payload = match verification.result {
         // A green says what branch it was on: `stale` (policy warn) and `unknown` greens are
         // not the same promise as a green on a fresh branch.
-        VerifyResult::Green => (
-            LaneEventKind::Green,
-            json!({
-                "level": green_level, "asked": level,
-                "freshness": freshness.map(|f| f.state),
-                "stale": matches!(verdict, BranchVerdict::StaleWarned(_)),
-                "behind": freshness.and_then(|f| f.behind),
-                "missing": freshness.map(|f| &f.missing),
-                "reason": verification.reason,
-            }),
-        ),
-        VerifyResult::Red => (
-            LaneEventKind::Red,
-            json!({
-                "level": level, "class": verification.class, "failed": failed, "hung": hung,
-                "freshness": freshness.map(|f| f.state), "reason": verification.reason,
-            }),
-        ),
-        VerifyResult::StaleRed => (
-            LaneEventKind::StaleRed,
-            json!({
-                "level": level, "class": verification.class, "failed": failed, "hung": hung,
-                "missing": freshness.map(|f| &f.missing),
-                "behind": freshness.and_then(|f| f.behind),
-                "reason": verification.reason,
-            }),
-        ),
-        VerifyResult::Hung => (
-            LaneEventKind::Red,
-            json!({
-                "level": level, "class": "test_hang", "failed": [], "hung": hung,
-                "reason": verification.reason,
-            }),
-        ),
-        VerifyResult::Blocked => (
-            LaneEventKind::VerifyBlocked,
-            json!({
-                "level": level, "reason": verification.reason, "merge": verification.merge,
-                "behind": freshness.and_then(|f| f.behind),
-                "missing": freshness.map(|f| &f.missing),
-            }),
-        ),
+        VerifyResult::Green => Payload::Green(payload::Green {
+            level: green_level,
+            asked: level,
+            freshness: freshness.map(|f| f.state),
+            stale: matches!(verdict, BranchVerdict::StaleWarned(_)),
+            behind,
+            missing,
+            reason,
+        }),
+        VerifyResult::Red => Payload::Red(payload::Red {
+            level,
+            class: verification.class,
+            failed: owned(failed),
+            hung: owned(hung),
+            freshness: Some(freshness.map(|f| f.state)),
+            reason,
+        }),
+        VerifyResult::StaleRed => Payload::StaleRed(payload::StaleRed {
+            level,
+            class: verification.class,
+            failed: owned(failed),
+            hung: owned(hung),
+            missing,
+            behind,
+            reason,
+        }),
+        VerifyResult::Hung => Payload::Red(payload::Red {
+            level,
+            class: Some(FailureClass::TestHang),
+            failed: Vec::new(),
+            hung: owned(hung),
+            freshness: None,
+            reason,
+        }),
+        VerifyResult::Blocked => Payload::VerifyBlocked(payload::VerifyBlocked {
+            level,
+            reason,
+            merge: verification.merge.clone(),
+            behind,
+            missing,
+        }),
     };
-    let _ = events.record(kind, None, None, None, detail);
+    let _ = events.report(payload, None, None, None);
     if green_level == Some(GreenLevel::MergeReady) {
-        let _ = events.record(
-            LaneEventKind::MergeReady,
-            None,
-            None,
-            None,
-            json!({"head": freshness.and_then(|f| f.head.clone())}),
-        );
+        let ready = payload::MergeReady {
+            head: freshness.and_then(|f| f.head.clone()),
+        };
+        let _ = events.report(Payload::MergeReady(ready), None, None, None);
     }
 }
 

@@ -7,7 +7,7 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::PathBuf;
 
 use clawpool_lanes::state_file::now_secs;
-use clawpool_lanes::{read_lane_state, with_ages};
+use clawpool_lanes::{LaneEvent, read_lane_state, with_ages};
 use clawpool_worktree::Repo;
 use serde_json::Value;
 
@@ -40,7 +40,7 @@ pub struct Lanes {
     /// Lanes shown: those whose name, agent or status contains this.
     pub filter: String,
     /// The selected lane's last events, oldest first.
-    pub events: Vec<Value>,
+    pub events: Vec<LaneEvent>,
 }
 
 impl Lanes {
@@ -234,7 +234,7 @@ impl Lanes {
         }
         // Reading from the middle of the log: the first line may be cut, and a line being
         // appended right now is not complete yet; neither parses.
-        let events: Vec<Value> = text
+        let events: Vec<LaneEvent> = text
             .lines()
             .filter_map(|line| serde_json::from_str(line).ok())
             .collect();

@@ -584,7 +584,7 @@ fn dialog_choices(app: &App) -> Vec<String> {
         .events
         .iter()
         .rev()
-        .filter_map(|event| event["evidence"]["rule"].as_str())
+        .filter_map(|event| Some(event.evidence.as_ref()?.rule.as_str()))
         .find_map(|rule| profile.dialogs.iter().find(|dialog| dialog.name == rule))
         .map(|dialog| dialog.choices.keys().cloned().collect())
         .unwrap_or_default()

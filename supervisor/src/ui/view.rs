@@ -4,7 +4,9 @@
 //! finished — and are left out entirely when the dashboard is plain (`NO_COLOR`, a dumb
 //! terminal).
 
+use clawpool_lane::verify::merge_problem;
 use clawpool_lanes::state_file::now_secs;
+use clawpool_lanes::{LaneEvent, Payload, wire_name};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
@@ -266,16 +268,11 @@ fn draw_details(frame: &mut Frame<'_>, app: &App, area: Rect) {
         .events
         .iter()
         .rev()
-        .map(|event| &event["evidence"])
-        .find(|evidence| evidence.is_object());
+        .find_map(|event| event.evidence.as_ref());
     if let (true, Some(evidence)) = (is_waiting(lane), evidence) {
         lines.push(Line::from(vec![
             label("evidence"),
-            Span::raw(format!(
-                "{}: {}",
-                text(&evidence["rule"]),
-                text(&evidence["matched"])
-            )),
+            Span::raw(format!("{}: {}", evidence.rule, evidence.matched)),
         ]));
     }
     if let Some(reason) = lane["escalation"]["reason"].as_str() {
@@ -461,36 +458,72 @@ fn age(since: Option<u64>, now: u64) -> String {
 
 /// `12:04:31 lane.running  prompt_accepted -> running`: the event's time (UTC), kind, and
 /// where it took the lane or its detail.
-fn event_line(event: &Value) -> String {
-    let secs = event["at_ms"].as_u64().unwrap_or_default() / 1000;
+fn event_line(event: &LaneEvent) -> String {
+    let secs = event.at_ms / 1000;
     let clock = format!(
         "{:02}:{:02}:{:02}",
         secs / 3600 % 24,
         secs / 60 % 60,
         secs % 60
     );
-    let kind = text(&event["kind"]);
-    let kind = kind.strip_prefix("lane.").unwrap_or(&kind);
-    let what = match (
-        event["from"]["status"].as_str(),
-        event["to"]["status"].as_str(),
-    ) {
-        (Some(from), Some(to)) => format!("{from} -> {to}"),
-        _ => event["detail"]
-            .as_object()
-            .and_then(|detail| {
-                ["reason", "subject", "outcome", "text", "command"]
-                    .iter()
-                    .find_map(|key| detail.get(*key)?.as_str().map(str::to_owned))
-            })
+    let kind = event.kind.as_str();
+    let kind = kind.strip_prefix("lane.").unwrap_or(kind);
+    let what = match (event.from, event.to) {
+        (Some(from), Some(to)) => {
+            format!(
+                "{} -> {}",
+                wire_name(&from.status()),
+                wire_name(&to.status())
+            )
+        }
+        _ => event
+            .payload()
+            .as_ref()
+            .and_then(headline)
             .unwrap_or_default(),
     };
     format!("{clock} {kind} {what}")
 }
 
+/// What the line of an event that is no transition says after its kind: why, the commit's
+/// subject, what came of it, or the command concerned.
+fn headline(payload: &Payload) -> Option<String> {
+    match payload {
+        Payload::Escalated(escalated) | Payload::BlockedEscalated(escalated) => {
+            Some(escalated.reason.clone())
+        }
+        Payload::OperatorIgnored(declined) | Payload::OperatorRefused(declined) => {
+            Some(declined.reason.clone())
+        }
+        Payload::SendRefused(refused) => Some(refused.reason.clone()),
+        Payload::PermissionDecided(decided) => Some(decided.reason.clone()),
+        Payload::PromptMisdelivery(misdelivery) => misdelivery.reason.clone(),
+        Payload::Green(green) => green.reason.clone(),
+        Payload::Red(red) => red.reason.clone(),
+        Payload::StaleRed(red) => red.reason.clone(),
+        Payload::VerifyBlocked(blocked) => blocked.reason.clone(),
+        Payload::BranchBlocked(blocked) => Some(blocked.message.clone()),
+        Payload::MergeConflict(outcome) | Payload::MergeRefused(outcome) => merge_problem(outcome),
+        Payload::SendFailed(failed) | Payload::MergeFailed(failed) => Some(failed.error.clone()),
+        Payload::CommitCreated(commit) => Some(commit.subject.clone()),
+        Payload::Outcome(reported) => Some(wire_name(&reported.outcome)),
+        Payload::TrustStoreSeeded(seeded) => seeded.outcome.clone(),
+        Payload::TestHung(hung) => Some(hung.command.clone()),
+        // The agent's own fields, in its vocabulary.
+        Payload::Hook(hook) => agent_field(&hook.fields, "reason"),
+        Payload::Protocol(message) => agent_field(&message.fields, "command"),
+        _ => None,
+    }
+}
+
+fn agent_field(fields: &serde_json::Map<String, Value>, key: &str) -> Option<String> {
+    fields.get(key)?.as_str().map(str::to_owned)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clawpool_lanes::payload::Escalated;
 
     #[test]
     fn ages_read_at_a_glance() {
@@ -503,11 +536,33 @@ mod tests {
 
     #[test]
     fn an_event_line_names_its_transition() {
-        let event = serde_json::json!({"at_ms": 3_723_000u64, "kind": "lane.running",
-            "from": {"status": "prompt_accepted"}, "to": {"status": "running"}});
+        let event = serde_json::json!({"seq": 4, "at_ms": 3_723_000u64, "kind": "lane.running",
+            "lane": "a", "from": {"status": "prompt_accepted"}, "to": {"status": "running"}});
+        let event = serde_json::from_value(event).expect("an event");
         assert_eq!(
             event_line(&event),
             "01:02:03 running prompt_accepted -> running"
         );
+    }
+
+    #[test]
+    fn an_event_line_says_why_from_its_payload() {
+        let escalated = Payload::Escalated(Escalated {
+            reason: "stalled twice".into(),
+            next_action: "clawpool attach a".into(),
+            recipe: None,
+        });
+        let event = LaneEvent {
+            seq: 9,
+            at_ms: 3_723_000,
+            kind: escalated.kind(),
+            lane: "a".into(),
+            from: None,
+            to: None,
+            evidence: None,
+            detail: escalated.detail(),
+            source: None,
+        };
+        assert_eq!(event_line(&event), "01:02:03 escalated stalled twice");
     }
 }

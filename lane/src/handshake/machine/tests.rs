@@ -228,14 +228,17 @@ impl Lane {
         self.machine.state()
     }
 
-    fn kinds(&self) -> Vec<&str> {
-        self.records.iter().map(|r| r.kind.as_str()).collect()
+    fn kinds(&self) -> Vec<String> {
+        self.records
+            .iter()
+            .map(|r| r.payload.kind().to_string())
+            .collect()
     }
 
     fn count(&self, kind: &str) -> usize {
         self.records
             .iter()
-            .filter(|r| r.kind.as_str() == kind)
+            .filter(|r| r.payload.kind().as_str() == kind)
             .count()
     }
 
@@ -920,9 +923,9 @@ async fn an_interrupt_fails_the_lane_as_its_block_was_heading_and_ends_the_run()
     assert_eq!(working.stops, 1);
     assert!(working.machine.is_over());
     let failed = working.records.last().expect("a record");
-    assert_eq!(failed.kind, LaneEventKind::Failed);
+    assert_eq!(failed.payload.kind(), LaneEventKind::Failed);
     assert_eq!(failed.from, Some(LaneState::Running));
-    assert_eq!(failed.detail["signal"], "SIGTERM");
+    assert_eq!(failed.payload.detail()["signal"], "SIGTERM");
     let evidence = failed.evidence.as_ref().expect("evidence");
     assert_eq!(evidence.rule, "supervisor_interrupted");
     assert_eq!(evidence.matched, "interrupted by SIGTERM while running");
@@ -1027,11 +1030,11 @@ async fn a_permission_the_policy_allows_is_answered_yes_and_an_ask_waits_for_a_p
     let decided = lane
         .records
         .iter()
-        .find(|r| r.kind == LaneEventKind::PermissionDecided)
+        .find(|r| r.payload.kind() == LaneEventKind::PermissionDecided)
         .expect("the decision is recorded");
-    assert_eq!(decided.detail["tool"], "write");
-    assert_eq!(decided.detail["decision"], "allow");
-    assert_eq!(decided.detail["rule"], "profile:workspace-write");
+    assert_eq!(decided.payload.detail()["tool"], "write");
+    assert_eq!(decided.payload.detail()["decision"], "allow");
+    assert_eq!(decided.payload.detail()["rule"], "profile:workspace-write");
     assert_eq!(lane.count("lane.blocked"), 0, "{:?}", lane.kinds());
 
     // The same question in a read-only lane is a person's to answer: nothing is pressed.
@@ -1089,11 +1092,11 @@ async fn a_question_the_permission_hook_decided_is_not_answered_again_on_screen(
     let decisions: Vec<&Record> = lane
         .records
         .iter()
-        .filter(|r| r.kind == LaneEventKind::PermissionDecided)
+        .filter(|r| r.payload.kind() == LaneEventKind::PermissionDecided)
         .collect();
     assert_eq!(decisions.len(), 1);
     assert_eq!(decisions[0].source, Some(clawpool_lanes::EventSource::Hook));
-    assert_eq!(decisions[0].detail["decision"], "allow");
+    assert_eq!(decisions[0].payload.detail()["decision"], "allow");
 
     // The hook's ask: the dialog waits for a person, decided once.
     let mut lane = lane_with_gate(dir.path(), Permissions::ReadOnly);
@@ -1281,10 +1284,10 @@ async fn a_failed_delivery_degrades_the_channel_and_the_screen_decides() {
     let degraded = lane
         .records
         .iter()
-        .find(|r| r.kind == LaneEventKind::ChannelDegraded)
+        .find(|r| r.payload.kind() == LaneEventKind::ChannelDegraded)
         .expect("lane.channel.degraded");
-    assert_eq!(degraded.detail["failed"], 1);
-    assert_eq!(degraded.detail["event"], "PostToolUse");
+    assert_eq!(degraded.payload.detail()["failed"], 1);
+    assert_eq!(degraded.payload.detail()["event"], "PostToolUse");
     // What the channel said no longer holds (the tool's end was lost), and what it says now
     // decides nothing: the screen's idle finishes the lane after finish_idle.
     lane.input(hook("Stop", serde_json::json!({})));
@@ -1429,9 +1432,12 @@ async fn an_agent_still_untrusted_after_its_trust_answer_is_restarted_after_trus
     let request = lane
         .records
         .iter()
-        .find(|r| r.kind == LaneEventKind::RestartRequested)
+        .find(|r| r.payload.kind() == LaneEventKind::RestartRequested)
         .expect("a restart requested");
-    assert_eq!(request.detail["by"], crate::handshake::TRUST_NOT_APPLIED);
+    assert_eq!(
+        request.payload.detail()["by"],
+        crate::handshake::TRUST_NOT_APPLIED
+    );
     assert_eq!(
         request.evidence.as_ref().map(|e| e.rule.as_str()),
         Some("folder_not_trusted_yet")
@@ -1490,10 +1496,10 @@ async fn a_trust_answer_whose_check_timed_out_is_resolved_once_the_dialog_is_gon
     let resolved: Vec<&Record> = lane
         .records
         .iter()
-        .filter(|r| r.kind == LaneEventKind::TrustResolved)
+        .filter(|r| r.payload.kind() == LaneEventKind::TrustResolved)
         .collect();
     assert_eq!(resolved.len(), 1, "{:?}", lane.kinds());
-    assert_eq!(resolved[0].detail["method"], "auto_allowlisted");
+    assert_eq!(resolved[0].payload.detail()["method"], "auto_allowlisted");
     lane.look(&gemini("27-ready_for_prompt-120x40"));
     assert_eq!(lane.count("lane.trust_resolved"), 1);
     assert_eq!(lane.texts_typed(), [PROMPT]);

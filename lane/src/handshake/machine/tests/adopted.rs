@@ -73,8 +73,11 @@ async fn an_adopted_lanes_first_report_proves_its_channel() {
     let contradiction = lane
         .records
         .iter()
-        .find(|r| r.kind == LaneEventKind::ChannelContradiction)
+        .find(|r| r.payload.kind() == LaneEventKind::ChannelContradiction)
         .unwrap_or_else(|| panic!("no contradiction: {:?}", lane.kinds()));
-    assert_eq!(contradiction.detail["channel"]["rule"], "turn_open");
-    assert_eq!(contradiction.detail["resolved"], "finished");
+    assert_eq!(
+        contradiction.payload.detail()["channel"]["rule"],
+        "turn_open"
+    );
+    assert_eq!(contradiction.payload.detail()["resolved"], "finished");
 }

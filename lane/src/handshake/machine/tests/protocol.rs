@@ -124,10 +124,10 @@ async fn a_lost_connection_leaves_the_lane_to_its_screen() {
         .lane
         .records
         .iter()
-        .find(|r| r.kind == LaneEventKind::ChannelDegraded)
+        .find(|r| r.payload.kind() == LaneEventKind::ChannelDegraded)
         .expect("the loss is recorded");
-    assert_eq!(degraded.detail["channel"], "codex_app_server");
-    assert_eq!(degraded.detail["decides"], "screen");
+    assert_eq!(degraded.payload.detail()["channel"], "codex_app_server");
+    assert_eq!(degraded.payload.detail()["decides"], "screen");
     // What it says after that decides nothing; the screen's idle does, after finish_idle.
     codex_lane.status(json!({"type": "idle"}));
     let lane = &mut codex_lane.lane;
@@ -153,7 +153,7 @@ async fn working_codex_lane() -> CodexLane {
 fn contradictions(lane: &Lane) -> Vec<&Record> {
     lane.records
         .iter()
-        .filter(|r| r.kind == LaneEventKind::ChannelContradiction)
+        .filter(|r| r.payload.kind() == LaneEventKind::ChannelContradiction)
         .collect()
 }
 
@@ -191,7 +191,7 @@ async fn a_finish_the_screen_contradicts_past_the_bound_is_recorded_and_the_repo
     assert_eq!(lane.state(), LaneState::Finished);
     let found = contradictions(lane);
     assert_eq!(found.len(), 1, "{:?}", lane.kinds());
-    let detail = &found[0].detail;
+    let detail = found[0].payload.detail();
     assert_eq!(detail["channel"]["rule"], "thread/status/changed");
     assert_eq!(detail["channel"]["matched"], "thread idle");
     assert_eq!(detail["screen"]["rule"], "working_indicator");
@@ -220,7 +220,7 @@ async fn an_idle_screen_for_finish_idle_in_a_turn_the_channel_left_open_is_a_con
     assert_eq!(finished.source, Some(clawpool_lanes::EventSource::Screen));
     let found = contradictions(lane);
     assert_eq!(found.len(), 1, "{:?}", lane.kinds());
-    assert_eq!(found[0].detail["channel"]["rule"], "turn_open");
-    assert_eq!(found[0].detail["screen"]["rule"], "input_line");
-    assert_eq!(found[0].detail["resolved"], "finished");
+    assert_eq!(found[0].payload.detail()["channel"]["rule"], "turn_open");
+    assert_eq!(found[0].payload.detail()["screen"]["rule"], "input_line");
+    assert_eq!(found[0].payload.detail()["resolved"], "finished");
 }
