@@ -65,6 +65,13 @@ pub struct LaneEvent {
     pub source: Option<EventSource>,
 }
 
+impl LaneEvent {
+    /// The event's typed fields, for the kinds that have them ([`Payload::read`]).
+    pub fn payload(&self) -> Option<Payload> {
+        Payload::read(&self.kind, &self.detail)
+    }
+}
+
 /// Milliseconds since the Unix epoch, now.
 pub fn now_ms() -> u64 {
     std::time::SystemTime::now()

@@ -2,17 +2,17 @@
 //! written and read through [`Payload`], so a writer and its readers cannot disagree on a key.
 //!
 //! On the wire the fields stay where they always were, in the event's `detail` object
-//! (`docs/events.md`); [`LaneEvent::payload`] reads them back as the variant of the event's
-//! kind. A field a writer leaves out reads as absent, and an event whose detail does not have
-//! its kind's shape (a log written by another version) reads as no payload: reading a log never
-//! fails on it.
+//! (`docs/events.md`); [`LaneEvent::payload`](crate::LaneEvent::payload) reads them back as
+//! the variant of the event's kind. A field a writer leaves out reads as absent, and an event
+//! whose detail does not have its kind's shape (a log written by another version) reads as no
+//! payload: reading a log never fails on it.
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::LaneEventKind;
 use crate::verification::{GreenLevel, Verification};
-use crate::{LaneEvent, LaneEventKind};
 
 /// `lane.started`, `lane.adopted`: the worker the run drives.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -411,16 +411,10 @@ impl Payload {
     }
 }
 
-impl LaneEvent {
-    /// The event's typed fields, for the kinds that have them ([`Payload::read`]).
-    pub fn payload(&self) -> Option<Payload> {
-        Payload::read(&self.kind, &self.detail)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::LaneEvent;
     use crate::verification::VerifyResult;
 
     fn every_payload() -> Vec<Payload> {

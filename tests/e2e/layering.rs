@@ -74,16 +74,46 @@ fn module_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
         }
         let text = std::fs::read_to_string(&file).expect("read source");
         let imports = crate_paths(&production_code(&text));
-        graph
-            .entry(top.clone())
-            .or_default()
-            .extend(imports.into_iter().filter(|m| *m != top));
+        graph.entry(top).or_default().extend(imports);
     }
+    // `crate::Worker` is the module that the crate root re-exports it from.
+    let reexports = root_reexports(src);
     let modules: BTreeSet<String> = graph.keys().cloned().collect();
-    for imports in graph.values_mut() {
-        imports.retain(|m| modules.contains(m));
+    for (module, imports) in graph.iter_mut() {
+        *imports = imports
+            .iter()
+            .map(|name| reexports.get(name).unwrap_or(name).clone())
+            .filter(|m| modules.contains(m) && m != module)
+            .collect();
     }
     graph
+}
+
+/// What the crate root re-exports (`pub use module::{Name, …}`), by name: the module.
+fn root_reexports(src: &Path) -> BTreeMap<String, String> {
+    let root = ["lib.rs", "main.rs"]
+        .iter()
+        .find_map(|name| std::fs::read_to_string(src.join(name)).ok())
+        .unwrap_or_default();
+    let code = production_code(&root);
+    let mut names = BTreeMap::new();
+    for statement in code.split(';') {
+        let Some(path) = statement.trim().strip_prefix("pub use ") else {
+            continue;
+        };
+        let Some((module, items)) = path.split_once("::") else {
+            continue;
+        };
+        let items = items.trim().trim_start_matches('{').trim_end_matches('}');
+        for item in items.split(',') {
+            let name = item.rsplit("::").next().unwrap_or_default();
+            let name = name.rsplit(" as ").next().unwrap_or_default().trim();
+            if !name.is_empty() {
+                names.insert(name.to_owned(), module.trim().to_owned());
+            }
+        }
+    }
+    names
 }
 
 fn rust_files(dir: &Path) -> Vec<PathBuf> {
