@@ -13,12 +13,13 @@
 //! (`thread/resume`), which 0.169.0 allows once the thread has a rollout: from its first turn
 //! on ([`Observer`]).
 //!
-//! Each message the lane uses becomes a [`ProtocolFact`]: its meaning among the agent facts
-//! the handshake knows ([`HookEvent`]: the thread turning active is a prompt submitted, a tool
-//! item a tool running, waiting on approval a permission request, the thread idle again the
-//! turn's stop) and the message's own detail. A connection that closes while the lane runs
-//! is [`ChannelMessage::ProtocolLost`]: the screen decides from then on. The server lives as
-//! long as the lane's driver holds its [`AppServer`] (its process group is ended on drop).
+//! Each message the lane uses becomes a [`ProtocolFact`](crate::channel::ProtocolFact): its
+//! meaning among the agent facts the handshake knows ([`HookEvent`]: the thread turning active
+//! is a prompt submitted, a tool item a tool running, waiting on approval a permission
+//! request, the thread idle again the turn's stop) and the message's own detail. A connection
+//! that closes while the lane runs is [`ChannelMessage::ProtocolLost`]: the screen decides from
+//! then on. The server lives as long as the lane's driver holds its [`AppServer`] (its process
+//! group is ended on drop).
 //!
 //! A supervisor that dies leaves the server running, the TUI attached to it; the supervisor
 //! adopting the lane reconnects to it ([`AppServer::adopt`]), rejoins the TUI's thread
@@ -34,9 +35,9 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::channel::{ChannelMessage, HookEvent, HookFact};
+use crate::channel::{ChannelMessage, HookEvent, ProtocolFact};
 use clawpool_lanes::Payload;
-use clawpool_lanes::payload::{ChannelDegraded, ChannelOpened, ProtocolReported};
+use clawpool_lanes::payload::{ChannelDegraded, ChannelOpened};
 use websocket::WebSocket;
 
 /// The channel's name in `lane.channel.*` events and the state file's `hooks.channel`.
@@ -75,46 +76,6 @@ const TOOL_ITEMS: [&str; 8] = [
     "imageView",
     "imageGeneration",
 ];
-
-/// One protocol message the lane uses, typed.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ProtocolFact {
-    /// The message (`thread/status/changed`, `item/started`, …).
-    pub message: String,
-    /// What it means among the agent's facts (its `session_id` is the thread).
-    pub fact: HookFact,
-    /// The message's own fields the lane records (`status`, `item`, `usage`, …).
-    pub fields: Value,
-}
-
-impl ProtocolFact {
-    fn new(message: &str, thread: Option<&str>, event: HookEvent, fields: Value) -> Self {
-        Self {
-            message: message.to_owned(),
-            fact: HookFact {
-                session_id: thread.map(str::to_owned),
-                transcript_path: None,
-                event,
-            },
-            fields,
-        }
-    }
-
-    /// The `lane.protocol` event's payload: the message, what it means, its thread and fields.
-    pub fn report(&self) -> ProtocolReported {
-        ProtocolReported {
-            event: self.message.clone(),
-            means: self.fact.name().to_owned(),
-            thread_id: self.fact.session_id.clone(),
-            fields: self.fields.as_object().cloned().unwrap_or_default(),
-        }
-    }
-
-    /// The `lane.protocol` event's detail.
-    pub fn detail(&self) -> Value {
-        Payload::Protocol(self.report()).detail()
-    }
-}
 
 /// What the lane knows of the TUI's thread, from the messages so far; decides what each new
 /// message means.

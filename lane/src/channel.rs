@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use clawpool_lanes::Payload;
-use clawpool_lanes::payload::{HookReported, UsageReported};
+use clawpool_lanes::payload::{HookReported, ProtocolReported, UsageReported};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -308,6 +308,51 @@ fn truncated(input: &Value) -> Value {
     }
 }
 
+/// One protocol message the lane uses, typed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProtocolFact {
+    /// The message (`thread/status/changed`, `item/started`, …).
+    pub message: String,
+    /// What it means among the agent's facts (its `session_id` is the thread).
+    pub fact: HookFact,
+    /// The message's own fields the lane records (`status`, `item`, `usage`, …).
+    pub fields: Value,
+}
+
+impl ProtocolFact {
+    pub(crate) fn new(
+        message: &str,
+        thread: Option<&str>,
+        event: HookEvent,
+        fields: Value,
+    ) -> Self {
+        Self {
+            message: message.to_owned(),
+            fact: HookFact {
+                session_id: thread.map(str::to_owned),
+                transcript_path: None,
+                event,
+            },
+            fields,
+        }
+    }
+
+    /// The `lane.protocol` event's payload: the message, what it means, its thread and fields.
+    pub fn report(&self) -> ProtocolReported {
+        ProtocolReported {
+            event: self.message.clone(),
+            means: self.fact.name().to_owned(),
+            thread_id: self.fact.session_id.clone(),
+            fields: self.fields.as_object().cloned().unwrap_or_default(),
+        }
+    }
+
+    /// The `lane.protocol` event's detail.
+    pub fn detail(&self) -> Value {
+        Payload::Protocol(self.report()).detail()
+    }
+}
+
 /// What the hook channel hands the handshake.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ChannelMessage {
@@ -325,7 +370,7 @@ pub enum ChannelMessage {
         error: String,
     },
     /// A protocol message from the agent's app server (`crate::app_server`).
-    Protocol(crate::app_server::ProtocolFact),
+    Protocol(ProtocolFact),
     /// The connection to the agent's app server ended while the lane ran.
     ProtocolLost {
         /// Why.

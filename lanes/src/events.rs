@@ -7,18 +7,8 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
+use crate::evidence::Evidence;
 use crate::{LaneEventKind, LaneState, Payload};
-
-/// What a rule saw that justified a transition.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Evidence {
-    /// The rule (or other source, e.g. `process_exit`) that decided.
-    pub rule: String,
-    /// Where it looked (a screen region, or `process`).
-    pub region: String,
-    /// The text it matched (or the exit status).
-    pub matched: String,
-}
 
 /// Where the fact behind an event came from (`docs/events.md`, "Sources").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,6 +53,13 @@ pub struct LaneEvent {
     /// clawpool's own doing (commits seen, verification, recovery) and in older logs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<EventSource>,
+}
+
+impl LaneEvent {
+    /// The event's typed fields ([`Payload::read`]).
+    pub fn payload(&self) -> Option<Payload> {
+        Payload::read(&self.kind, &self.detail)
+    }
 }
 
 /// Milliseconds since the Unix epoch, now.

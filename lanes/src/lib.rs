@@ -13,6 +13,8 @@
 
 mod event_kind;
 mod events;
+mod evidence;
+mod ledger;
 mod packet;
 pub mod payload;
 mod state;
@@ -20,9 +22,8 @@ pub mod state_file;
 mod verification;
 
 pub use event_kind::LaneEventKind;
-pub use events::{
-    EventLog, EventLogError, EventObserver, EventSource, Evidence, LaneEvent, now_ms,
-};
+pub use events::{EventLog, EventLogError, EventObserver, EventSource, LaneEvent, now_ms};
+pub use evidence::Evidence;
 pub use packet::{
     Batch, CheckedPacket, GREEN_LEVELS, LaneSpec, MERGE_POLICIES, PacketContext, PacketError,
     PacketErrors, PacketForm, TaskResource, TaskScope, check_packet, is_valid_lane_name,

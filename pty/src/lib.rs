@@ -25,6 +25,8 @@
 //! published, so whoever awaits the exit sees the final screen. For tmux, one control-mode
 //! client per server reads `%output` for every worker on that server and feeds their hubs.
 
+mod error;
+mod exit;
 mod hub;
 mod keys;
 mod local;
@@ -35,13 +37,15 @@ mod spec;
 pub mod tmux;
 mod worker;
 
+pub use error::{SpawnError, TmuxError, WorkerError};
+pub use exit::ExitStatus;
 pub use hub::{COALESCE_WINDOW, ScreenChanges};
 pub use keys::{Input, KEY_NAMES, Key, UnknownKey, text_bytes};
 pub use rawlog::{RawLog, RawLogConfig};
 pub use screen::{DEFAULT_SCROLLBACK_LINES, ScreenModel, ScreenOptions, ScreenSnapshot};
 pub use spec::{DEFAULT_DRAIN_TIMEOUT, SpawnSpec, resolve_program};
-pub use tmux::{AttachOptions, CONTROL_SESSION, TmuxConfig, TmuxError, TmuxServer};
-pub use worker::{ExitStatus, Worker, WorkerError};
+pub use tmux::{AttachOptions, CONTROL_SESSION, TmuxConfig, TmuxServer};
+pub use worker::Worker;
 
 use hub::ScreenHub;
 
@@ -62,35 +66,4 @@ impl Default for TermSize {
             cols: 120,
         }
     }
-}
-
-/// Why a worker could not be started.
-#[derive(Debug, thiserror::Error)]
-pub enum SpawnError {
-    /// The program is not an executable file, or not found in `PATH`.
-    #[error("program not found or not executable: {}", program.to_string_lossy())]
-    ProgramNotFound {
-        /// The program as given.
-        program: std::ffi::OsString,
-    },
-    /// The working folder does not exist (or is not a folder).
-    #[error("working directory does not exist: {}", cwd.display())]
-    CwdNotFound {
-        /// The folder as given.
-        cwd: std::path::PathBuf,
-    },
-    /// The pseudo-terminal could not be opened or the process not started.
-    #[error("could not start the worker in a pseudo-terminal: {0}")]
-    Pty(String),
-    /// The operating system refused something (pidfd, fd duplication, …).
-    #[error("{what}: {source}")]
-    Io {
-        /// What was being done.
-        what: &'static str,
-        /// The error.
-        source: std::io::Error,
-    },
-    /// tmux failed.
-    #[error(transparent)]
-    Tmux(#[from] TmuxError),
 }

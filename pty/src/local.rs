@@ -18,7 +18,7 @@ use tokio::sync::{oneshot, watch};
 
 use crate::rawlog::RawLog;
 use crate::screen::{ScreenModel, ScreenOptions};
-use crate::worker::Transport;
+use crate::worker::{Transport, TransportFuture};
 use crate::{
     ExitStatus, Input, ScreenHub, SpawnError, SpawnSpec, TermSize, Worker, WorkerError, text_bytes,
 };
@@ -128,39 +128,55 @@ pub(crate) async fn spawn(spec: SpawnSpec) -> Result<Worker, SpawnError> {
 
     Ok(Worker {
         hub,
-        transport: Arc::new(Transport::Pty(PtyTransport {
+        transport: Arc::new(PtyTransport {
             pid,
             master: Mutex::new(pair.master),
             io,
-        })),
+        }),
         exit: exit_rx,
     })
 }
 
-impl PtyTransport {
-    pub(crate) fn pid(&self) -> u32 {
-        self.pid
+impl Worker {
+    /// Starts a worker in a pseudo-terminal owned by this process. It leads its own process
+    /// group; when this process exits, the terminal closes and the worker gets SIGHUP.
+    pub async fn spawn_pty(spec: SpawnSpec) -> Result<Worker, SpawnError> {
+        spawn(spec).await
+    }
+}
+
+impl Transport for PtyTransport {
+    fn pid(&self) -> Option<u32> {
+        Some(self.pid)
     }
 
-    pub(crate) async fn send(&self, hub: &ScreenHub, input: &Input) -> Result<(), WorkerError> {
+    fn send<'a>(
+        &'a self,
+        hub: &'a ScreenHub,
+        input: &'a Input,
+    ) -> TransportFuture<'a, Result<(), WorkerError>> {
         let bytes = match input {
             Input::Text(text) => text_bytes(text, hub.bracketed_paste()),
             Input::Key(key) => key.bytes(hub.application_cursor()),
             Input::Bytes(bytes) => bytes.clone(),
         };
-        self.io.write_all(&bytes).await?;
-        Ok(())
+        Box::pin(async move {
+            self.io.write_all(&bytes).await?;
+            Ok(())
+        })
     }
 
-    pub(crate) fn resize(&self, size: TermSize) -> io::Result<()> {
-        self.master
+    fn resize(&self, size: TermSize) -> TransportFuture<'_, Result<(), WorkerError>> {
+        let resized = self
+            .master
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .resize(pty_size(size))
-            .map_err(|e| io::Error::other(format!("{e:#}")))
+            .map_err(|e| WorkerError::Io(io::Error::other(format!("{e:#}"))));
+        Box::pin(std::future::ready(resized))
     }
 
-    pub(crate) fn signal_group(&self, signal: libc::c_int) {
+    fn signal_group(&self, signal: libc::c_int) {
         kill_group(self.pid, signal);
     }
 }

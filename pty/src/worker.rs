@@ -1,80 +1,42 @@
 //! [`Worker`]: the transport-independent handle to one program in a terminal.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::local::PtyTransport;
-use crate::tmux::TmuxTransport;
-use crate::{
-    Input, ScreenChanges, ScreenHub, ScreenSnapshot, SpawnError, SpawnSpec, TermSize, TmuxError,
-};
+use crate::error::WorkerError;
+use crate::exit::ExitStatus;
+use crate::{Input, ScreenChanges, ScreenHub, ScreenSnapshot, TermSize};
 
-/// How a worker's process ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ExitStatus {
-    /// It exited with this code.
-    Exited(i32),
-    /// It was killed by this signal.
-    Signaled(i32),
-    /// It is gone but its status could not be read: the tmux server went away, or the pane
-    /// never reported its end.
-    Lost,
-}
+/// A future a transport returns (boxed: the worker holds its transport as a trait object).
+pub(crate) type TransportFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-impl ExitStatus {
-    /// Exited with code 0.
-    pub fn success(self) -> bool {
-        self == ExitStatus::Exited(0)
+/// What the worker asks of the transport that runs it (a PTY of this process, a tmux pane).
+/// The transports implement it; the worker does not know which one it holds.
+pub(crate) trait Transport: Send + Sync {
+    /// The worker's process id, while known.
+    fn pid(&self) -> Option<u32>;
+
+    /// The tmux server's socket name and the session name, for a tmux worker.
+    fn tmux_session(&self) -> Option<(&str, &str)> {
+        None
     }
 
-    /// The exit code a shell would report: the code, or 128 plus the signal number.
-    pub fn code(self) -> i32 {
-        match self {
-            ExitStatus::Exited(code) => code,
-            ExitStatus::Signaled(signal) => 128 + signal,
-            ExitStatus::Lost => 255,
-        }
-    }
+    /// Types `input` (the hub tells the terminal modes the application asked for).
+    fn send<'a>(
+        &'a self,
+        hub: &'a ScreenHub,
+        input: &'a Input,
+    ) -> TransportFuture<'a, Result<(), WorkerError>>;
 
-    /// Decodes a `waitpid` status word.
-    pub(crate) fn from_wait_status(status: libc::c_int) -> Self {
-        if libc::WIFSIGNALED(status) {
-            ExitStatus::Signaled(libc::WTERMSIG(status))
-        } else {
-            ExitStatus::Exited(libc::WEXITSTATUS(status))
-        }
-    }
-}
+    /// Resizes the terminal.
+    fn resize(&self, size: TermSize) -> TransportFuture<'_, Result<(), WorkerError>>;
 
-impl std::fmt::Display for ExitStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ExitStatus::Exited(code) => write!(f, "exit code {code}"),
-            ExitStatus::Signaled(signal) => write!(f, "killed by signal {signal}"),
-            ExitStatus::Lost => f.write_str("exit status lost"),
-        }
-    }
-}
-
-/// Why an operation on a running worker failed.
-#[derive(Debug, thiserror::Error)]
-pub enum WorkerError {
-    /// The worker has exited; there is nothing to type into.
-    #[error("the worker has exited ({0})")]
-    Exited(ExitStatus),
-    /// Writing to or resizing the terminal failed.
-    #[error("terminal I/O failed: {0}")]
-    Io(#[from] std::io::Error),
-    /// tmux failed.
-    #[error(transparent)]
-    Tmux(#[from] TmuxError),
-}
-
-pub(crate) enum Transport {
-    Pty(PtyTransport),
-    Tmux(TmuxTransport),
+    /// Sends `signal` to the worker's whole process group.
+    fn signal_group(&self, signal: libc::c_int);
 }
 
 /// One program running in a terminal, with its screen.
@@ -84,33 +46,21 @@ pub(crate) enum Transport {
 #[derive(Clone)]
 pub struct Worker {
     pub(crate) hub: Arc<ScreenHub>,
-    pub(crate) transport: Arc<Transport>,
+    pub(crate) transport: Arc<dyn Transport>,
     /// Set (once) after the process exited and its remaining output was drained.
     pub(crate) exit: watch::Receiver<Option<ExitStatus>>,
 }
 
 impl Worker {
-    /// Starts a worker in a pseudo-terminal owned by this process. It leads its own process
-    /// group; when this process exits, the terminal closes and the worker gets SIGHUP.
-    pub async fn spawn_pty(spec: SpawnSpec) -> Result<Worker, SpawnError> {
-        crate::local::spawn(spec).await
-    }
-
     /// The worker's process id, while known.
     pub fn pid(&self) -> Option<u32> {
-        match self.transport.as_ref() {
-            Transport::Pty(pty) => Some(pty.pid()),
-            Transport::Tmux(tmux) => tmux.pid(),
-        }
+        self.transport.pid()
     }
 
     /// For a tmux worker: the private server's socket name and the session name, which a
     /// person can attach to with `tmux -L <socket> attach -t <session>`.
     pub fn tmux_session(&self) -> Option<(&str, &str)> {
-        match self.transport.as_ref() {
-            Transport::Pty(_) => None,
-            Transport::Tmux(tmux) => Some((tmux.socket_name(), tmux.session_name())),
-        }
+        self.transport.tmux_session()
     }
 
     /// What the screen shows now.
@@ -138,18 +88,12 @@ impl Worker {
         if let Some(status) = self.exit_status() {
             return Err(WorkerError::Exited(status));
         }
-        match self.transport.as_ref() {
-            Transport::Pty(pty) => pty.send(&self.hub, input).await,
-            Transport::Tmux(tmux) => tmux.send(&self.hub, input).await,
-        }
+        self.transport.send(&self.hub, input).await
     }
 
     /// Resizes the terminal (the application gets SIGWINCH).
     pub async fn resize(&self, size: TermSize) -> Result<(), WorkerError> {
-        match self.transport.as_ref() {
-            Transport::Pty(pty) => pty.resize(size)?,
-            Transport::Tmux(tmux) => tmux.resize(size).await?,
-        }
+        self.transport.resize(size).await?;
         self.hub.resize(size);
         Ok(())
     }
@@ -180,17 +124,11 @@ impl Worker {
         if let Some(status) = self.exit_status() {
             return status;
         }
-        match self.transport.as_ref() {
-            Transport::Pty(pty) => pty.signal_group(libc::SIGTERM),
-            Transport::Tmux(tmux) => tmux.signal_group(libc::SIGTERM),
-        }
+        self.transport.signal_group(libc::SIGTERM);
         if let Ok(status) = tokio::time::timeout(grace, self.wait()).await {
             return status;
         }
-        match self.transport.as_ref() {
-            Transport::Pty(pty) => pty.signal_group(libc::SIGKILL),
-            Transport::Tmux(tmux) => tmux.signal_group(libc::SIGKILL),
-        }
+        self.transport.signal_group(libc::SIGKILL);
         self.wait().await
     }
 }

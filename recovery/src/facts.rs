@@ -141,12 +141,7 @@ pub const ALL_FAILURE_CLASSES: [FailureClass; 13] = [
 ];
 
 /// The snake_case name a unit variant has on the wire (`worker_crashed`, `blocked`, …).
-pub fn wire_name(value: &impl Serialize) -> String {
-    serde_json::to_value(value)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_default()
-}
+pub use clawpool_lanes::wire_name;
 
 /// The value whose wire name is `name`, if any.
 pub fn from_wire_name<T: DeserializeOwned>(name: &str) -> Option<T> {

@@ -18,11 +18,10 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use clawpool_lanes::{BlockedSubphase, FailureClass, LaneState};
+use clawpool_lanes::{BlockedSubphase, FailureClass, LaneState, wire_name};
 use serde::{Deserialize, Serialize};
 
 use crate::duration::format_duration;
-use crate::facts::wire_name;
 use crate::restart::RestartPolicy;
 
 /// The nudge typed into a stalled agent after interrupting it.

@@ -1,5 +1,7 @@
 //! Time to create lane worktrees: `prepare_lane_worktree` against `git worktree add` run by
-//! hand, in sequence (50 lanes) and in parallel (16 lanes), on a small and a medium repository.
+//! hand, in sequence (50 lanes) and in parallel (16 lanes), on a small and a medium repository;
+//! then 1,000 lanes in sequence each way, the cost per lane reported by hundreds (whether it
+//! stays flat as worktrees accumulate).
 //!
 //! Run with `cargo bench -p clawpool-worktree --bench create`; it prints a Markdown report on
 //! stdout and progress on stderr. `CLAWPOOL_BENCH_QUICK=1` runs one round instead of three.
@@ -17,6 +19,8 @@ use clawpool_worktree::{LaneWorktreeSpec, Repo, prepare_lane_worktree};
 const SEQUENTIAL_LANES: usize = 50;
 /// Lanes created at once in the parallel runs.
 const PARALLEL_LANES: usize = 16;
+/// Lanes created one after another in the scale run (`CLAWPOOL_BENCH_SCALE` overrides it).
+const SCALE_LANES: usize = 1000;
 
 fn main() {
     // `cargo bench` passes `--bench`; `cargo test --benches` does not.
@@ -148,6 +152,62 @@ fn main() {
             println!("- {count} × `{message}`");
         }
     }
+
+    let scale = std::env::var("CLAWPOOL_BENCH_SCALE")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(SCALE_LANES);
+    by_hundreds(&tmp, scale);
+}
+
+/// `count` lanes in sequence each way in a fresh small repository, nothing else running: the
+/// mean creation cost per lane by hundreds, and the last hundred against the first.
+fn by_hundreds(tmp: &Path, count: usize) {
+    println!("\n## {count} lanes in sequence, by hundreds\n");
+    println!("One round each way, a fresh small repository (6 files) each.\n");
+    eprintln!("scale: {count} × prepare_lane_worktree");
+    let ours_dir = tmp.join("scale-ours");
+    let root = make_repo(&ours_dir, "proj", 5);
+    let mut ours = Vec::new();
+    let ours_total = create_prepared(&root, count, &mut ours);
+    settle(&ours_dir);
+    eprintln!("scale: {count} × git worktree add");
+    let git_dir = tmp.join("scale-git");
+    let root = make_repo(&git_dir, "proj", 5);
+    let mut raw = Vec::new();
+    let raw_total = create_by_git(&root, count, &mut raw);
+    settle(&git_dir);
+    println!("| lanes | `git worktree add` | `prepare_lane_worktree` | ours / git |");
+    println!("|---|---:|---:|---:|");
+    let mean = |lanes: &[Duration]| lanes.iter().sum::<Duration>() / lanes.len().max(1) as u32;
+    let hundreds: Vec<(Duration, Duration)> = raw
+        .chunks(100)
+        .zip(ours.chunks(100))
+        .map(|(raw, ours)| (mean(raw), mean(ours)))
+        .collect();
+    for (i, (raw, ours)) in hundreds.iter().enumerate() {
+        println!(
+            "| {}-{} | {} | {} | {:.2} |",
+            i * 100 + 1,
+            ((i + 1) * 100).min(count),
+            ms(*raw),
+            ms(*ours),
+            ours.as_secs_f64() / raw.as_secs_f64()
+        );
+    }
+    if let (Some(first), Some(last)) = (hundreds.first(), hundreds.last()) {
+        println!(
+            "| last hundred / first hundred | {:.2}x | {:.2}x | |",
+            last.0.as_secs_f64() / first.0.as_secs_f64(),
+            last.1.as_secs_f64() / first.1.as_secs_f64()
+        );
+    }
+    println!(
+        "| all {count} | {} | {} | {:.2} |",
+        ms(raw_total),
+        ms(ours_total),
+        ours_total.as_secs_f64() / raw_total.as_secs_f64()
+    );
 }
 
 /// Removes a finished run's folder and flushes the disk, so that neither the space nor the
@@ -243,25 +303,35 @@ fn git(dir: &Path, args: &[&str]) {
 
 /// Creates the lanes through the crate; returns the total and adds each lane's time.
 fn sequential_prepare(root: &Path, lanes: &mut Vec<Duration>) -> Duration {
+    create_prepared(root, SEQUENTIAL_LANES, lanes)
+}
+
+/// Creates the same lanes (branch, path, no upstream) with plain git.
+fn sequential_git(root: &Path, lanes: &mut Vec<Duration>) -> Duration {
+    create_by_git(root, SEQUENTIAL_LANES, lanes)
+}
+
+/// Creates `count` lanes through the crate; returns the total and adds each lane's time.
+fn create_prepared(root: &Path, count: usize, lanes: &mut Vec<Duration>) -> Duration {
     let repo = Repo::open(root).expect("the bench repository opens");
     let start = Instant::now();
-    for i in 0..SEQUENTIAL_LANES {
+    for i in 0..count {
         let t = Instant::now();
-        let spec = LaneWorktreeSpec::new(&repo, &format!("l{i:02}")).expect("valid lane name");
+        let spec = LaneWorktreeSpec::new(&repo, &format!("l{i:04}")).expect("valid lane name");
         prepare_lane_worktree(&repo, &spec).expect("the lane is prepared");
         lanes.push(t.elapsed());
     }
     start.elapsed()
 }
 
-/// Creates the same lanes (branch, path, no upstream) with plain git.
-fn sequential_git(root: &Path, lanes: &mut Vec<Duration>) -> Duration {
+/// Creates `count` lanes (branch, path, no upstream) with plain `git worktree add`.
+fn create_by_git(root: &Path, count: usize, lanes: &mut Vec<Duration>) -> Duration {
     let lanes_dir = root.with_extension("lanes");
     let start = Instant::now();
-    for i in 0..SEQUENTIAL_LANES {
+    for i in 0..count {
         let t = Instant::now();
-        let path = lanes_dir.join(format!("l{i:02}"));
-        let branch = format!("lanes/l{i:02}");
+        let path = lanes_dir.join(format!("l{i:04}"));
+        let branch = format!("lanes/l{i:04}");
         let path = path.to_str().expect("UTF-8 temp path");
         git(
             root,

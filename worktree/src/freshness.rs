@@ -27,6 +27,7 @@ use serde::{Deserialize, Serialize};
 use crate::fetch::{self, FetchOptions, FetchOutcome};
 use crate::graph::CommitGraph;
 use crate::operation::{self, GitOperation};
+use crate::status::MissingCommit;
 use crate::{WorktreeError, base, git, graph, status};
 
 /// The verdict on a lane's freshness.
@@ -72,15 +73,6 @@ impl std::fmt::Display for FreshnessState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }
-}
-
-/// A commit on the base that the lane does not have.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MissingCommit {
-    /// Its full hex sha.
-    pub sha: String,
-    /// The first line of its message.
-    pub subject: String,
 }
 
 /// A lane's freshness against its base, as checked at `checked_at`.

@@ -59,12 +59,13 @@ mod status;
 pub use base::{BaseRef, resolve_base};
 pub use error::WorktreeError;
 pub use fetch::{FetchOptions, FetchOutcome, fetch_if_due};
-pub use freshness::{Freshness, FreshnessOptions, FreshnessState, MissingCommit, check_freshness};
+pub use freshness::{Freshness, FreshnessOptions, FreshnessState, check_freshness};
 pub use graph::{CommitGraph, commit_graph, ensure_commit_graph, has_commit_graph};
 pub use lane::{LaneWorktreeSpec, Prepared, prepare_lane_worktree, remove_lane_worktree};
 pub use merge::{MergeMethod, MergeOutcome, MergePolicy, merge_forward};
 pub use operation::{GitOperation, GitOperationKind, git_operation};
 pub use repo::Repo;
 pub use status::{
-    HeadState, NewCommits, WorktreeStatus, head_state, new_commits, worktree_head, worktree_status,
+    HeadState, MissingCommit, NewCommits, WorktreeStatus, head_state, new_commits, worktree_head,
+    worktree_status,
 };

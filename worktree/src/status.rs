@@ -143,13 +143,23 @@ pub(crate) fn head_branch(repo: &Repository) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// A commit named by its sha and subject: one the lane does not have from its base
+/// ([`crate::Freshness::missing`]), or one new on the lane ([`NewCommits`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct MissingCommit {
+    /// Its full hex sha.
+    pub sha: String,
+    /// The first line of its message.
+    pub subject: String,
+}
+
 /// The commits a worktree's HEAD gained over what is already known: see [`new_commits`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewCommits {
     /// The HEAD commit walked from, as a full hex sha.
     pub head: String,
     /// The newest `limit` new commits, oldest first.
-    pub commits: Vec<crate::MissingCommit>,
+    pub commits: Vec<MissingCommit>,
     /// How many older new commits were left out of `commits` to keep within `limit`.
     pub left_out: usize,
     /// The oldest commit left out, when any was.
@@ -195,7 +205,7 @@ pub fn new_commits(path: &Path, known: &[&str], limit: usize) -> Result<NewCommi
             .rev()
             .map(|oid| {
                 let commit = repo.find_commit(oid)?;
-                Ok(crate::MissingCommit {
+                Ok(MissingCommit {
                     sha: oid.to_string(),
                     subject: String::from_utf8_lossy(commit.summary_bytes().unwrap_or_default())
                         .into_owned(),

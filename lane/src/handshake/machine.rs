@@ -34,7 +34,7 @@ use super::delivery::{self, PromptPlan, Receipt};
 use super::unknown::UnknownScreen;
 use super::verdict::{OperatorRequest, SendFate, Verdict, VerdictReply};
 use super::{LaneContext, Next, OperatorCommand, RestartRequest, Settings, TrustGate};
-use crate::app_server::ProtocolFact;
+use crate::channel::ProtocolFact;
 use crate::channel::{HookEvent, HookFact};
 use crate::permission_gate::PermissionAnswer;
 use clawpool_agents::detect::{Observation, Seen, observe};

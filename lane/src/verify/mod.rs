@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use clawpool_agents::config::HandshakeSettings;
 use clawpool_lanes::state_file::{
     CommandOutcome, CommandResult, Freshness, GitOperation, GreenLevel, HeadState, MergeOutcome,
     Verification, VerifyResult, now_secs,
@@ -50,8 +51,9 @@ pub struct FreshnessSettings {
     pub fetch_interval: Duration,
 }
 
-impl From<&crate::handshake::Settings> for FreshnessSettings {
-    fn from(settings: &crate::handshake::Settings) -> Self {
+/// The freshness part of the handshake's settings (`[handshake]` in configuration).
+impl From<&HandshakeSettings> for FreshnessSettings {
+    fn from(settings: &HandshakeSettings) -> Self {
         Self {
             check_interval: settings.freshness_check,
             fetch_interval: settings.fetch_interval,

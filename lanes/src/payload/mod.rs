@@ -3,11 +3,11 @@
 //! detail of another shape and a writer and its readers cannot disagree on a key.
 //!
 //! On the wire the fields stay where they always were, in the event's `detail` object;
-//! [`LaneEvent::payload`] reads them back as the variant of the event's kind. A kind with no
-//! fields of its own (most transitions) is a variant without data, written as no `detail`. A
-//! field a writer leaves out reads as absent, and an event whose detail does not have its kind's
-//! shape (a log written by another version) reads as no payload: reading a log never fails on
-//! it.
+//! [`LaneEvent::payload`](crate::LaneEvent::payload) reads them back as the variant of the
+//! event's kind. A kind with no fields of its own (most transitions) is a variant without data,
+//! written as no `detail`. A field a writer leaves out reads as absent, and an event whose
+//! detail does not have its kind's shape (a log written by another version) reads as no
+//! payload: reading a log never fails on it.
 //!
 //! A new kind: its [`LaneEventKind`] variant and wire name, a struct here (in the submodule of
 //! its area) unless it has no fields, and one line in the `payloads!` table below; the tests then
@@ -17,7 +17,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::verification::MergeOutcome;
-use crate::{LaneEvent, LaneEventKind, LaneStatus};
+use crate::{LaneEventKind, LaneStatus};
 
 mod branch;
 mod channel;
@@ -259,16 +259,10 @@ impl Payload {
     }
 }
 
-impl LaneEvent {
-    /// The event's typed fields ([`Payload::read`]).
-    pub fn payload(&self) -> Option<Payload> {
-        Payload::read(&self.kind, &self.detail)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::LaneEvent;
     use crate::state_file::{AttemptOrigin, AttemptState, LedgerEntry};
     use crate::verification::{
         CommandOutcome, CommandResult, FreshnessState, GitOperation, GreenLevel, MergeOutcome,

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::state_file::LedgerEntry;
+use crate::ledger::LedgerEntry;
 
 /// `lane.started`, `lane.adopted`: the worker the run drives.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -7,7 +7,7 @@ use crate::LaneEventKind;
 use crate::payload::{GitFailed, LaneOutcome, MergeAttempt, Payload, TrustResolved};
 use crate::{BlockedSubphase, Evidence, FailureClass, LaneEvent, LaneState, LaneStatus};
 
-use super::recovery::RecoveryLedger;
+use crate::ledger::RecoveryLedger;
 use crate::verification::{Freshness, GitOperation, GreenLevel, HeadState, Verification};
 
 use super::SCHEMA_VERSION;

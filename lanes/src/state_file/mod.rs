@@ -18,7 +18,6 @@ mod hook_channel;
 pub mod liveness;
 mod permissions;
 mod read;
-mod recovery;
 mod usage;
 mod view;
 mod write;
@@ -26,6 +25,7 @@ mod write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub use crate::ledger::{AttemptOrigin, AttemptState, LedgerEntry, RecoveryLedger, RestartRecord};
 pub use crate::payload::LaneOutcome;
 pub use crate::verification::{
     CommandOutcome, CommandResult, Freshness, FreshnessState, GitOperation, GreenLevel, HeadState,
@@ -42,7 +42,6 @@ pub use permissions::{
     GrantUse, PermissionDecision, PermissionDecisions, RECENT_PERMISSION_DECISIONS,
 };
 pub use read::{StateFileError, parse_state, read_lane_state, read_state_file};
-pub use recovery::{AttemptOrigin, AttemptState, LedgerEntry, RecoveryLedger, RestartRecord};
 pub use usage::{Tokens, Usage};
 pub use view::{ShownStatus, StateView, with_ages};
 pub use write::StateFileWriter;

@@ -28,10 +28,10 @@ use crate::local::{kill_group, pidfd_exit_status, pidfd_open, register};
 use crate::rawlog::{RawLog, RawLogConfig};
 use crate::screen::{ScreenModel, ScreenOptions};
 use crate::spec::{DEFAULT_DRAIN_TIMEOUT, resolve_program};
-use crate::worker::Transport;
+use crate::worker::{Transport, TransportFuture};
 use crate::{
     DEFAULT_SCROLLBACK_LINES, ExitStatus, Input, ScreenHub, SpawnError, SpawnSpec, TermSize,
-    Worker, WorkerError,
+    TmuxError, Worker, WorkerError,
 };
 
 /// The hidden session the control client attaches to.
@@ -44,72 +44,6 @@ const SERVER_EXIT_DEADLINE: Duration = Duration::from_secs(1);
 /// How long to wait for tmux to report a pane dead after its process exited, before calling
 /// the exit status lost (a process that escaped the group can keep the terminal open).
 const DEAD_PANE_DEADLINE: Duration = Duration::from_secs(5);
-
-/// Why a tmux operation failed.
-#[derive(Debug, thiserror::Error)]
-pub enum TmuxError {
-    /// No tmux binary where it was looked for.
-    #[error(
-        "tmux is not installed ({program:?} not found); install it, e.g. `apt-get install tmux`"
-    )]
-    NotInstalled {
-        /// The program that was looked for.
-        program: String,
-    },
-    /// A socket or session name tmux cannot use.
-    #[error(
-        "invalid tmux {what} name {name:?}: use letters, digits, `-`, `_` (and `.` for sockets)"
-    )]
-    InvalidName {
-        /// `socket` or `session`.
-        what: &'static str,
-        /// The name given.
-        name: String,
-    },
-    /// The session does not exist on this server.
-    #[error("no tmux session {session:?} on server {socket:?}")]
-    NoSuchSession {
-        /// The socket name.
-        socket: String,
-        /// The session name.
-        session: String,
-    },
-    /// A session of that name already exists.
-    #[error("tmux session {session:?} already exists on server {socket:?}")]
-    SessionExists {
-        /// The socket name.
-        socket: String,
-        /// The session name.
-        session: String,
-    },
-    /// tmux answered a command with an error.
-    #[error("tmux {command} failed: {message}")]
-    Command {
-        /// The command (first word).
-        command: String,
-        /// What tmux said.
-        message: String,
-    },
-    /// tmux printed something this module cannot read.
-    #[error("unexpected tmux reply to {command}: {reply:?}")]
-    Unexpected {
-        /// The command.
-        command: &'static str,
-        /// The reply.
-        reply: String,
-    },
-    /// The control-mode client is gone: the server exited or was killed.
-    #[error("the tmux server went away (control client closed)")]
-    ControlClosed,
-    /// Running tmux failed.
-    #[error("{what}: {source}")]
-    Io {
-        /// What was being done.
-        what: &'static str,
-        /// The error.
-        source: std::io::Error,
-    },
-}
 
 /// Where a private tmux server lives.
 #[derive(Debug, Clone)]
@@ -568,12 +502,12 @@ impl TmuxServer {
         ));
         Worker {
             hub,
-            transport: Arc::new(Transport::Tmux(TmuxTransport {
+            transport: Arc::new(TmuxTransport {
                 server: Arc::clone(&self.inner),
                 session: session.to_owned(),
                 pane,
                 pid,
-            })),
+            }),
             exit: exit_rx,
         }
     }
@@ -586,20 +520,46 @@ pub(crate) struct TmuxTransport {
     pid: Option<u32>,
 }
 
-impl TmuxTransport {
-    pub(crate) fn pid(&self) -> Option<u32> {
+impl Transport for TmuxTransport {
+    fn pid(&self) -> Option<u32> {
         self.pid
     }
 
-    pub(crate) fn socket_name(&self) -> &str {
-        &self.server.config.socket_name
+    fn tmux_session(&self) -> Option<(&str, &str)> {
+        Some((&self.server.config.socket_name, &self.session))
     }
 
-    pub(crate) fn session_name(&self) -> &str {
-        &self.session
+    fn send<'a>(
+        &'a self,
+        hub: &'a ScreenHub,
+        input: &'a Input,
+    ) -> TransportFuture<'a, Result<(), WorkerError>> {
+        Box::pin(self.send_input(hub, input))
     }
 
-    pub(crate) async fn send(&self, hub: &ScreenHub, input: &Input) -> Result<(), WorkerError> {
+    fn resize(&self, size: TermSize) -> TransportFuture<'_, Result<(), WorkerError>> {
+        Box::pin(async move {
+            self.server
+                .control
+                .command(&format!(
+                    "resize-window -t {} -x {} -y {}",
+                    self.pane, size.cols, size.rows
+                ))
+                .await
+                .map(drop)
+                .map_err(WorkerError::from)
+        })
+    }
+
+    fn signal_group(&self, signal: libc::c_int) {
+        if let Some(pid) = self.pid {
+            kill_group(pid, signal);
+        }
+    }
+}
+
+impl TmuxTransport {
+    async fn send_input(&self, hub: &ScreenHub, input: &Input) -> Result<(), WorkerError> {
         let control = &self.server.control;
         let pane = &self.pane;
         match input {
@@ -633,23 +593,6 @@ impl TmuxTransport {
             }
         }
         Ok(())
-    }
-
-    pub(crate) async fn resize(&self, size: TermSize) -> Result<(), TmuxError> {
-        self.server
-            .control
-            .command(&format!(
-                "resize-window -t {} -x {} -y {}",
-                self.pane, size.cols, size.rows
-            ))
-            .await
-            .map(drop)
-    }
-
-    pub(crate) fn signal_group(&self, signal: libc::c_int) {
-        if let Some(pid) = self.pid {
-            kill_group(pid, signal);
-        }
     }
 }
 

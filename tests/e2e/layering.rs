@@ -1,0 +1,221 @@
+//! The workspace's layering, checked from its sources: inside each crate, the top-level modules
+//! must not import each other in circles (`docs/architecture.md`). Cargo already refuses
+//! cycles between crates; this catches them between the modules of one crate, where the
+//! compiler allows them.
+//!
+//! A module's imports are the `crate::NAME` paths in its files outside comments and test code
+//! (`tests.rs`, a `tests/` folder, and what follows `#[cfg(test)]`), grouped imports
+//! (`crate::{a, b::c}`) included.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// The crates whose modules are checked (the test crate itself is a set of tests, not layers).
+const CRATES: [&str; 7] = [
+    "pty",
+    "worktree",
+    "lanes",
+    "recovery",
+    "agents",
+    "lane",
+    "supervisor",
+];
+
+#[test]
+fn no_crate_imports_its_own_modules_in_circles() {
+    let mut found = BTreeMap::new();
+    for krate in CRATES {
+        let graph = module_graph(&workspace().join(krate).join("src"));
+        let cycles = cycles(&graph);
+        if !cycles.is_empty() {
+            found.insert(krate, cycles);
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "module cycles per crate (each the modules that reach each other): {found:?}"
+    );
+}
+
+/// The workspace's top folder (this crate is `tests/` in it).
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ is inside the workspace")
+        .to_owned()
+}
+
+/// The top-level modules of the crate at `src` and the top-level modules each imports.
+fn module_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for file in rust_files(src) {
+        let relative = file.strip_prefix(src).expect("below src");
+        let parts: Vec<String> = relative
+            .with_extension("")
+            .iter()
+            .map(|p| p.to_string_lossy().into_owned())
+            .collect();
+        let top = parts[0].clone();
+        if top == "lib" || top == "main" || parts.iter().any(|p| p == "tests") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).expect("read source");
+        let imports = crate_paths(&production_code(&text));
+        graph.entry(top).or_default().extend(imports);
+    }
+    // `crate::Worker` is the module that the crate root re-exports it from.
+    let reexports = root_reexports(src);
+    let modules: BTreeSet<String> = graph.keys().cloned().collect();
+    for (module, imports) in graph.iter_mut() {
+        *imports = imports
+            .iter()
+            .map(|name| reexports.get(name).unwrap_or(name).clone())
+            .filter(|m| modules.contains(m) && m != module)
+            .collect();
+    }
+    graph
+}
+
+/// What the crate root re-exports (`pub use module::{Name, …}`), by name: the module.
+fn root_reexports(src: &Path) -> BTreeMap<String, String> {
+    let root = ["lib.rs", "main.rs"]
+        .iter()
+        .find_map(|name| std::fs::read_to_string(src.join(name)).ok())
+        .unwrap_or_default();
+    let code = production_code(&root);
+    let mut names = BTreeMap::new();
+    for statement in code.split(';') {
+        let Some(path) = statement.trim().strip_prefix("pub use ") else {
+            continue;
+        };
+        let Some((module, items)) = path.split_once("::") else {
+            continue;
+        };
+        let items = items.trim().trim_start_matches('{').trim_end_matches('}');
+        for item in items.split(',') {
+            let name = item.rsplit("::").next().unwrap_or_default();
+            let name = name.rsplit(" as ").next().unwrap_or_default().trim();
+            if !name.is_empty() {
+                names.insert(name.to_owned(), module.trim().to_owned());
+            }
+        }
+    }
+    names
+}
+
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("read dir").flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(rust_files(&path));
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            files.push(path);
+        }
+    }
+    files
+}
+
+/// The file without comment lines and without what follows its first `#[cfg(test)]`.
+fn production_code(text: &str) -> String {
+    let before_tests = text.split("#[cfg(test)]").next().unwrap_or_default();
+    before_tests
+        .lines()
+        .filter(|line| !line.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The first segment after every `crate::` in `code`, grouped imports included.
+fn crate_paths(code: &str) -> BTreeSet<String> {
+    let mut found = BTreeSet::new();
+    for (at, _) in code.match_indices("crate::") {
+        let rest = &code[at + "crate::".len()..];
+        if let Some(group) = rest.strip_prefix('{') {
+            let group = &group[..group.find('}').unwrap_or(group.len())];
+            found.extend(group.split(',').filter_map(first_ident));
+        } else if let Some(name) = first_ident(rest) {
+            found.insert(name);
+        }
+    }
+    found
+}
+
+fn first_ident(text: &str) -> Option<String> {
+    let ident: String = text
+        .trim_start()
+        .chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_')
+        .collect();
+    (!ident.is_empty()).then_some(ident)
+}
+
+/// The strongly connected components of more than one module, each sorted (Tarjan's).
+fn cycles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+    struct Walk<'a> {
+        graph: &'a BTreeMap<String, BTreeSet<String>>,
+        index: BTreeMap<&'a str, usize>,
+        low: BTreeMap<&'a str, usize>,
+        stack: Vec<&'a str>,
+        found: Vec<Vec<String>>,
+    }
+    impl<'a> Walk<'a> {
+        fn visit(&mut self, module: &'a str) {
+            let n = self.index.len();
+            self.index.insert(module, n);
+            self.low.insert(module, n);
+            self.stack.push(module);
+            for next in &self.graph[module] {
+                let next = next.as_str();
+                if !self.index.contains_key(next) {
+                    self.visit(next);
+                    let low = self.low[module].min(self.low[next]);
+                    self.low.insert(module, low);
+                } else if self.stack.contains(&next) {
+                    let low = self.low[module].min(self.index[next]);
+                    self.low.insert(module, low);
+                }
+            }
+            if self.low[module] == self.index[module] {
+                let mut component = Vec::new();
+                while let Some(top) = self.stack.pop() {
+                    component.push(top.to_owned());
+                    if top == module {
+                        break;
+                    }
+                }
+                if component.len() > 1 {
+                    component.sort();
+                    self.found.push(component);
+                }
+            }
+        }
+    }
+    let mut walk = Walk {
+        graph,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        found: Vec::new(),
+    };
+    for module in graph.keys() {
+        if !walk.index.contains_key(module.as_str()) {
+            walk.visit(module);
+        }
+    }
+    walk.found.sort();
+    walk.found
+}
+
+#[test]
+fn a_cycle_through_a_grouped_import_is_found_and_comments_are_not_imports() {
+    let graph: BTreeMap<String, BTreeSet<String>> = [
+        ("a", "use crate::{b::Thing, c};"),
+        ("b", "fn f() { crate::a::g() }"),
+        ("c", "// crate::a in a comment is no import"),
+    ]
+    .into_iter()
+    .map(|(module, code)| (module.to_owned(), crate_paths(&production_code(code))))
+    .collect();
+    assert_eq!(cycles(&graph), vec![vec!["a".to_owned(), "b".to_owned()]]);
+}
