@@ -7,6 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::finishing;
 use crate::lane_state::StateRecorder;
 use crate::verify::{
     self, BranchCheck, FreshnessSettings, LaneVerifySpec, Verified, check_branch, merge_problem,
@@ -16,16 +17,13 @@ use clawpool_lanes::payload::{
     BranchBlocked, ErrorReport, GitFailed, MergeAttempt, OutcomeReported,
 };
 use clawpool_lanes::state_file::{GreenLevel, LaneOutcome};
-use clawpool_lanes::{BlockedSubphase, EventLog, LaneState, LaneStatus, Payload};
+use clawpool_lanes::{EventLog, LaneState, LaneStatus, Payload};
 use clawpool_worktree::{Repo, merge_forward};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::control::{LaneOp, OpRequest};
 use crate::registry::{RegistryEntry, RegistryFolder};
-
-/// The state a lane whose base could not be brought in is held in.
-pub const HELD: LaneState = LaneState::Blocked(BlockedSubphase::BranchFreshness);
 
 /// What a lane's branch work needs.
 #[derive(Clone)]
@@ -108,7 +106,7 @@ impl LaneChecks {
 
     /// Brings the base in (`merge_forward`, or `rebase` when that is the lane's policy).
     /// When it could not (a dirty worktree, a conflict — aborted —, a detached HEAD, unrelated
-    /// histories, a paused git operation, git failing) the lane is held as [`HELD`] with the
+    /// histories, a paused git operation, git failing) the lane is held as [`HELD`](finishing::HELD) with the
     /// reason, through `lane.branch_blocked`; the state changes only when the caller owns it
     /// (`owned`: the lane's state now, no worker driven any more), as for `verify`.
     pub async fn merge_forward(
@@ -160,13 +158,12 @@ impl LaneChecks {
             Err(err) => (json!({"ok": false, "error": err.to_string()}), None, None),
         };
         if let (Some(reason), Some(merge)) = (&problem, merge) {
-            let from = owned.filter(|current| *current != HELD);
+            let (from, to) = owned.and_then(finishing::after_refused_merge).unzip();
             // `message` is what the state file shows as the failure's detail.
             let blocked = BranchBlocked {
                 merge,
                 message: reason.clone(),
             };
-            let to = from.map(|_| HELD);
             let _ = events.report(Payload::BranchBlocked(blocked), from, to, None);
         }
         self.check(events, recorder).await;

@@ -123,6 +123,7 @@ pub mod control;
 pub mod drive;
 pub mod error;
 pub mod facts;
+pub mod finishing;
 pub mod handshake;
 pub mod hooks;
 pub mod interrupt;

@@ -16,7 +16,8 @@ use super::open::OpenLane;
 use super::recovery_effects::{apply, read_lane};
 use super::runs::{Interrupted, STOP_GRACE};
 use super::{FINAL_WRITE_BACKOFF, FINAL_WRITE_TRIES, LaneJob, LaneResult, Terminal};
-use crate::checks::{HELD, LaneChecks};
+use crate::checks::LaneChecks;
+use crate::finishing;
 use crate::handshake::{Outcome, confine_trust_store};
 use crate::lane_state::StateRecorder;
 use crate::recovering::{Finishing, Plan, Recovery};
@@ -105,7 +106,7 @@ impl OpenLane {
 
 /// A recipe's `merge_forward` step: the base brought in, or why not. `owned` is the lane's
 /// state when no worker is driven any more: a base that cannot be brought in then holds the
-/// lane as [`HELD`].
+/// lane as [`HELD`](finishing::HELD).
 pub(super) async fn merge_step(
     checks: &LaneChecks,
     events: &EventLog,
@@ -138,8 +139,10 @@ async fn finish_by_policy(
                 // A finished lane has no worker: merging forward is the only step it can take.
                 while plan == Plan::MergeForward {
                     let step = merge_step(checks, events, recorder, Some(state)).await;
-                    if let StepOutcome::Failed(_) = step {
-                        state = HELD;
+                    if let StepOutcome::Failed(_) = step
+                        && let Some((_, held)) = finishing::after_refused_merge(state)
+                    {
+                        state = held;
                     }
                     let (read, now) = read_lane(job, recorder);
                     plan = apply(recovery.step_done(step, read, now), job, events, recorder);

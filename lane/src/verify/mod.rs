@@ -22,13 +22,15 @@ use clawpool_lanes::state_file::{
     CommandOutcome, CommandResult, Freshness, GitOperation, GreenLevel, HeadState, MergeOutcome,
     Verification, VerifyResult, now_secs,
 };
-use clawpool_lanes::{BlockedSubphase, EventLog, FailureClass, LaneSpec, LaneState};
+use clawpool_lanes::{EventLog, FailureClass, LaneSpec, LaneState};
 use clawpool_lanes::{Payload, payload};
 use clawpool_worktree::{
     FetchOptions, FreshnessOptions, FreshnessState, MergePolicy, Repo, check_freshness,
     git_operation, head_state, merge_forward,
 };
 use serde::{Deserialize, Serialize};
+
+use crate::finishing;
 use serde_json::json;
 
 /// Where a lane's branch stands.
@@ -365,26 +367,7 @@ pub async fn verify(
         finished_at: now_secs(),
     };
     record_result(events, &verification, reached, &failed, &hung, &verdict);
-    let lane_state = match result {
-        // A green proves the work: a lane verification had failed or held is finished again.
-        VerifyResult::Green
-            if matches!(
-                current,
-                LaneState::Failed(_)
-                    | LaneState::Blocked(
-                        BlockedSubphase::BranchFreshness | BlockedSubphase::TestHang
-                    )
-            ) =>
-        {
-            LaneState::Finished
-        }
-        VerifyResult::Green => current,
-        VerifyResult::Red => LaneState::Failed(class.unwrap_or(FailureClass::Test)),
-        VerifyResult::StaleRed | VerifyResult::Blocked => {
-            LaneState::Blocked(BlockedSubphase::BranchFreshness)
-        }
-        VerifyResult::Hung => LaneState::Blocked(BlockedSubphase::TestHang),
-    };
+    let lane_state = finishing::after_verification(current, result, class);
     let to = (transition && lane_state != current).then_some(lane_state);
     let verified = Payload::Verified(Box::new(payload::Verified {
         verification: verification.clone(),
