@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use clawpool_lane::handshake::check_prompt;
-use clawpool_lanes::payload::{LaneFailed, Payload, PreviousRun, Rerun};
+use clawpool_lanes::payload::{Payload, PreviousRun, Rerun};
 use clawpool_lanes::{
     LaneEvent, LaneSpec, LaneState, PacketContext, PacketError, PacketErrors, check_packet,
 };
@@ -1354,18 +1354,12 @@ fn record_lost(
     let events = clawpool_lanes::EventLog::open(name, events_path)
         .map_err(|e| CommandError::io("opening the lane's event log", e.source))?
         .observe(Box::new(move |event| recorder.on_event(event)));
-    let lost = LaneState::Failed(clawpool_lanes::FailureClass::WorkerLost);
-    let _ = events.report(
-        Payload::Failed(LaneFailed::default()),
-        None,
-        Some(lost),
-        Some(clawpool_lanes::Evidence {
-            rule: "worker_gone".into(),
-            region: "process".into(),
-            matched: why,
-        }),
-    );
-    Ok(lost)
+    let lost = clawpool_lane::handshake::machine::worker_lost(why);
+    let state = lost
+        .to
+        .unwrap_or(LaneState::Failed(clawpool_lanes::FailureClass::WorkerLost));
+    let _ = lost.append_to(&events);
+    Ok(state)
 }
 
 /// Ends the tmux session `target` (`SOCKET:SESSION`) of a lane that has already ended, if it

@@ -5,12 +5,12 @@
 use std::sync::Arc;
 
 use clawpool_agents::profiles::Profile;
-use clawpool_lanes::payload::{LaneFailed, Payload, Restarted, SessionReplaced};
-use clawpool_lanes::{EventLog, FailureClass, LaneState};
+use clawpool_lanes::payload::{Payload, Restarted, SessionReplaced};
+use clawpool_lanes::{EventLog, LaneState};
 use clawpool_pty::{SpawnSpec, Worker};
 
 use super::Terminal;
-use crate::handshake::{LaneContext, Next, Outcome, PromptPlan, RestartRequest};
+use crate::handshake::{LaneContext, Next, Outcome, PromptPlan, RestartRequest, machine};
 use crate::lane_state::StateRecorder;
 
 /// The spawn spec with the prompt passed at launch, when that is how it goes in.
@@ -97,18 +97,11 @@ impl Rig {
         match start_worker(&self.terminal, &self.session, spec).await {
             Ok(worker) => Ok(worker),
             Err(err) => {
-                let failed = LaneFailed {
-                    signal: None,
-                    error: Some(format!("the worker could not be started again: {err}")),
-                };
-                let _ = self.events.report(
-                    Payload::Failed(failed),
-                    Some(outcome.state),
-                    Some(LaneState::Failed(FailureClass::WorkerCrashed)),
-                    None,
-                );
+                let failed = machine::start_failed(outcome.state, err.to_string());
+                let state = failed.to.unwrap_or(outcome.state);
+                let _ = failed.append_to(&self.events);
                 Err(Outcome {
-                    state: LaneState::Failed(FailureClass::WorkerCrashed),
+                    state,
                     next: Next::Done,
                     ..outcome.clone()
                 })

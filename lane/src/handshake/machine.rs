@@ -2463,6 +2463,38 @@ pub fn interrupted(from: LaneState, signal: &str) -> Record {
     }
 }
 
+/// The lane's failure when its worker cannot be started again (a restart's new worker) while
+/// the lane is in `from`: `worker_crashed`, with the start's error. Recorded by the driver,
+/// which has no worker left to run the machine on.
+pub fn start_failed(from: LaneState, error: String) -> Record {
+    Record {
+        payload: Payload::Failed(LaneFailed {
+            signal: None,
+            error: Some(format!("the worker could not be started again: {error}")),
+        }),
+        from: Some(from),
+        to: Some(LaneState::Failed(FailureClass::WorkerCrashed)),
+        evidence: None,
+        source: None,
+    }
+}
+
+/// The lane's failure when a supervisor taking it over finds its worker gone (`why`), its
+/// state before unknown: `worker_lost`, with `why` as evidence.
+pub fn worker_lost(why: String) -> Record {
+    Record {
+        payload: Payload::Failed(LaneFailed::default()),
+        from: None,
+        to: Some(LaneState::Failed(FailureClass::WorkerLost)),
+        evidence: Some(Evidence {
+            rule: "worker_gone".into(),
+            region: "process".into(),
+            matched: why,
+        }),
+        source: None,
+    }
+}
+
 fn answer_of(
     dialog: &str,
     choice: &str,

@@ -10,7 +10,7 @@ use clawpool_lanes::LaneEventKind;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clawpool_lanes::{BlockedSubphase, FailureClass, LaneState, LaneStatus};
+use clawpool_lanes::{BlockedSubphase, FailureClass, LaneState, LaneStatus, Payload};
 use clawpool_pty::{ExitStatus, ScreenModel, ScreenOptions, ScreenSnapshot, TermSize};
 use clawpool_recovery::Trigger;
 use tokio::time::Instant;
@@ -1533,4 +1533,35 @@ async fn an_agent_that_exits_after_giving_up_on_its_provider_failed_on_the_provi
         assert_eq!(evidence.rule, rule, "{exit:?}");
         assert!(evidence.matched.contains(&exit.to_string()), "{evidence:?}");
     }
+}
+
+/// The two ends recorded with no worker to run the machine on: a restart whose new worker
+/// cannot start, and a lane whose worker an adopting supervisor finds gone.
+#[test]
+fn a_lane_without_a_worker_fails_as_its_end_says() {
+    let failed = super::start_failed(LaneState::Running, "no such program".into());
+    assert_eq!(failed.from, Some(LaneState::Running));
+    assert_eq!(
+        failed.to,
+        Some(LaneState::Failed(FailureClass::WorkerCrashed))
+    );
+    let Payload::Failed(detail) = &failed.payload else {
+        panic!("{:?}", failed.payload)
+    };
+    assert!(
+        detail
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("no such program")),
+        "{detail:?}"
+    );
+
+    let lost = super::worker_lost("pid 42 is gone".into());
+    assert_eq!(lost.from, None);
+    assert_eq!(lost.to, Some(LaneState::Failed(FailureClass::WorkerLost)));
+    let evidence = lost.evidence.expect("evidence");
+    assert_eq!(
+        (evidence.rule.as_str(), evidence.matched.as_str()),
+        ("worker_gone", "pid 42 is gone")
+    );
 }
