@@ -16,7 +16,7 @@ use clawpool_worktree::Repo;
 use clawpool_worktree::layout::StateDir;
 
 use crate::error::LaneError;
-use crate::registry::{lane_registry, registered_names};
+use crate::registry::{RegistryEntry, RegistryFolder, lane_registry, registered_names};
 use clawpool_lanes::payload::PermissionDecided;
 use clawpool_lanes::wire_name;
 use serde_json::{Value, json};
@@ -34,24 +34,39 @@ pub fn lane_context(
     worktree: &Path,
     settings: &PermissionSettings,
 ) -> Result<LaneContext, LaneError> {
-    let mut lane = own_context(worktree, settings)?;
+    let mut lane = own_context(worktree, None, settings)?;
     lane.other_lanes = other_lanes(&lane.worktree);
     Ok(lane)
 }
 
-/// [`lane_context`] without the other lanes.
-fn own_context(worktree: &Path, settings: &PermissionSettings) -> Result<LaneContext, LaneError> {
+/// [`lane_context`] without the other lanes. `registry` is the lane's own registry folder when
+/// the caller knows it: its entry is then the only one read, where finding the entry by its
+/// worktree reads every lane's (O(n) for each lane started, O(n²) for a spawn).
+fn own_context(
+    worktree: &Path,
+    registry: Option<&RegistryFolder>,
+    settings: &PermissionSettings,
+) -> Result<LaneContext, LaneError> {
     let worktree = worktree
         .canonicalize()
         .unwrap_or_else(|_| worktree.to_path_buf());
     let repo = Repo::open(&worktree).ok();
-    let packet_profile = repo.as_ref().and_then(|repo| {
-        registered_names(repo).into_iter().find_map(|name| {
-            let entry = lane_registry(repo, &name).entry().ok()?;
-            let lane = entry.worktree.canonicalize().unwrap_or(entry.worktree);
-            (lane == worktree).then_some(entry.permission_profile)?
-        })
-    });
+    let is_this_lane = |entry: &RegistryEntry| {
+        let lane = entry.worktree.canonicalize();
+        lane.as_deref().unwrap_or(&entry.worktree) == worktree
+    };
+    let own_entry = registry
+        .and_then(|folder| folder.entry().ok())
+        .filter(is_this_lane);
+    let packet_profile = match own_entry {
+        Some(entry) => entry.permission_profile,
+        None => repo.as_ref().and_then(|repo| {
+            registered_names(repo).into_iter().find_map(|name| {
+                let entry = lane_registry(repo, &name).entry().ok()?;
+                is_this_lane(&entry).then_some(entry.permission_profile)?
+            })
+        }),
+    };
     let profile = settings
         .profile_for(packet_profile.as_deref())
         .map_err(|message| LaneError::invalid("invalid_permission_profile", message))?;
@@ -127,14 +142,16 @@ impl PermissionGate {
         }
     }
 
-    /// A gate deciding with `policy` for the lane in `worktree` ([`lane_context`]), which reads
-    /// the repository's other lanes when a question comes.
+    /// A gate deciding with `policy` for the lane in `worktree` ([`lane_context`]), whose own
+    /// registry folder is `registry`; it reads the repository's other lanes when a question
+    /// comes.
     pub fn for_worktree(
         policy: PermissionPolicy,
         worktree: &Path,
+        registry: &RegistryFolder,
         settings: &PermissionSettings,
     ) -> Result<Self, LaneError> {
-        let lane = own_context(worktree, settings)?;
+        let lane = own_context(worktree, Some(registry), settings)?;
         Ok(Self {
             policy,
             grant_stores: grant_stores(&lane.worktree),
