@@ -269,23 +269,8 @@ impl LaneChecks {
 /// its base (the ref, and the sha it was made from), and whether the worktree is dirty.
 fn own_work(dir: &Path, base_ref: &str, base_sha: Option<&str>) -> Option<(u64, bool)> {
     let dirty = clawpool_worktree::worktree_status(dir).ok()?.dirty;
-    let out = std::process::Command::new("git")
-        .args([
-            "rev-list",
-            "--count",
-            "--no-merges",
-            "HEAD",
-            "--not",
-            base_ref,
-        ])
-        .args(base_sha)
-        .current_dir(dir)
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    let commits = String::from_utf8_lossy(&out.stdout).trim().parse().ok()?;
+    let hidden: Vec<&str> = std::iter::once(base_ref).chain(base_sha).collect();
+    let commits = clawpool_worktree::own_commit_count(dir, &hidden).ok()?;
     Some((commits, dirty))
 }
 

@@ -438,7 +438,7 @@ fn walk_with_git(
 
 /// A git command whose output is not what it documents (never seen; a check must still not
 /// guess from it).
-fn unexpected(command: &str, output: &str) -> WorktreeError {
+pub(crate) fn unexpected(command: &str, output: &str) -> WorktreeError {
     WorktreeError::Git {
         command: format!("git {command}"),
         stderr: format!("unexpected output {output:?}"),

@@ -23,9 +23,10 @@
 //! # Theory of operation
 //!
 //! Reads go through libgit2 (`git2`, no network features): they are cheap and need no
-//! process. The exception is a freshness check's history walk in a repository whose
-//! commit-graph libgit2 cannot read ([`commit_graph`]): git reads it and is then several times
-//! faster, so the walk runs `git rev-list`, `git merge-base` and `git log` instead. Writes — `git worktree add`, `git worktree remove`, `git branch -D`, `git merge`,
+//! process. The exception is a history walk (a freshness check's, or [`own_commit_count`]'s)
+//! in a repository whose commit-graph libgit2 cannot read ([`commit_graph`]): git reads it and
+//! is then several times faster, so the walk runs `git rev-list`, `git merge-base` and
+//! `git log` instead. Writes — `git worktree add`, `git worktree remove`, `git branch -D`, `git merge`,
 //! `git rebase` — and `git fetch` go through the git CLI, so they run the repository's hooks
 //! and checks exactly as a person's git would. The one exception is the registration of a
 //! lane worktree on a new branch (`register`): its admin files are written with git's layout,
@@ -66,5 +67,6 @@ pub use merge::{MergeMethod, MergeOutcome, MergePolicy, merge_forward};
 pub use operation::{GitOperation, GitOperationKind, git_operation};
 pub use repo::Repo;
 pub use status::{
-    HeadState, NewCommits, WorktreeStatus, head_state, new_commits, worktree_head, worktree_status,
+    HeadState, NewCommits, WorktreeStatus, head_state, new_commits, own_commit_count,
+    worktree_head, worktree_status,
 };

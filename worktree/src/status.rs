@@ -1,12 +1,15 @@
 //! What a worktree has checked out and whether it has uncommitted work: read through libgit2,
 //! never by running git, so asking is cheap enough to do on every state refresh.
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
 use git2::{ErrorCode, Repository, RepositoryOpenFlags, Status, StatusOptions};
 use serde::{Deserialize, Serialize};
 
-use crate::WorktreeError;
+use crate::freshness::unexpected;
+use crate::graph::{CommitGraph, commit_graph};
+use crate::{WorktreeError, git};
 
 /// A worktree's checkout and cleanliness.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -210,4 +213,43 @@ pub fn new_commits(path: &Path, known: &[&str], limit: usize) -> Result<NewCommi
         })
     })();
     walked.map_err(|err| WorktreeError::query("the new commits", path, &err))
+}
+
+/// How many commits the HEAD of the worktree whose top folder is `path` has that none of
+/// `hidden` (revisions, resolved in the worktree as git resolves them there) has, merge commits
+/// left out: what `git rev-list --count --no-merges HEAD --not <hidden>` prints. A revision
+/// that does not resolve is an error, as it is for git.
+///
+/// Counted by libgit2, without a process, except in a repository whose commit-graph libgit2
+/// cannot read, where git counts ([`commit_graph`]): the walk from a hidden base that has
+/// moved far ahead reads every commit on the way, which git does from the graph.
+pub fn own_commit_count(path: &Path, hidden: &[&str]) -> Result<u64, WorktreeError> {
+    let repo = open_worktree(path)?;
+    if commit_graph(repo.commondir()) == CommitGraph::Unreadable {
+        let args: Vec<&OsStr> = ["rev-list", "--count", "--no-merges", "HEAD", "--not"]
+            .iter()
+            .chain(hidden)
+            .map(OsStr::new)
+            .collect();
+        let out = git::read(path, &args, None)?.unwrap_or_default();
+        return out
+            .trim()
+            .parse()
+            .map_err(|_| unexpected("rev-list --count --no-merges", &out));
+    }
+    let counted = (|| -> Result<u64, git2::Error> {
+        let mut walk = repo.revwalk()?;
+        walk.push_head()?;
+        for rev in hidden {
+            walk.hide(repo.revparse_single(rev)?.peel_to_commit()?.id())?;
+        }
+        let mut own = 0;
+        for oid in walk {
+            if repo.find_commit(oid?)?.parent_count() <= 1 {
+                own += 1;
+            }
+        }
+        Ok(own)
+    })();
+    counted.map_err(|err| WorktreeError::query("the branch's own commits", path, &err))
 }

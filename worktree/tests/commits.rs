@@ -114,3 +114,38 @@ fn the_next_look_from_the_last_reported_commit_reports_only_what_came_after() {
     assert_eq!(next.left_out, 0);
     assert_eq!(next.oldest_left_out, None);
 }
+
+#[test]
+fn own_commits_leave_out_merges_and_the_base_and_git_agrees_whoever_counts() {
+    use clawpool_worktree::{CommitGraph, commit_graph, own_commit_count};
+    let sb = Sandbox::new();
+    let (lane, base, _) = lane_with_commits(&sb, 3);
+    // The base brought in by a merge: the merge commit is not the lane's own work.
+    sb.git(
+        &lane,
+        &["merge", "-q", "--no-ff", "-m", "bring main in", "main"],
+    );
+    let root = sb.path().join("proj");
+    let common = open(&root).common_dir().to_path_buf();
+    let by_git = |hidden: &[&str]| {
+        let mut args = vec!["rev-list", "--count", "--no-merges", "HEAD", "--not"];
+        args.extend(hidden);
+        sb.git(&lane, &args).trim().parse::<u64>().expect("a count")
+    };
+
+    assert_eq!(commit_graph(&common), CommitGraph::None);
+    let by_libgit2 = own_commit_count(&lane, &["main", &base]).expect("counted");
+    assert_eq!(by_libgit2, 3);
+    assert_eq!(by_libgit2, by_git(&["main", &base]));
+    // A base that does not resolve is an error, never a count.
+    assert!(own_commit_count(&lane, &["no-such-ref"]).is_err());
+
+    // git's default graph, which libgit2 cannot read: git counts, and says the same.
+    sb.git(&root, &["commit-graph", "write", "--reachable"]);
+    assert_eq!(commit_graph(&common), CommitGraph::Unreadable);
+    assert_eq!(
+        own_commit_count(&lane, &["main", &base]).expect("counted"),
+        3
+    );
+    assert!(own_commit_count(&lane, &["no-such-ref"]).is_err());
+}
