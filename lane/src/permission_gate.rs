@@ -34,19 +34,20 @@ pub fn lane_context(
     worktree: &Path,
     settings: &PermissionSettings,
 ) -> Result<LaneContext, LaneError> {
-    let mut lane = own_context(worktree, None, settings)?;
+    let (mut lane, _) = own_context(worktree, None, settings)?;
     lane.other_lanes = other_lanes(&lane.worktree);
     Ok(lane)
 }
 
-/// [`lane_context`] without the other lanes. `registry` is the lane's own registry folder when
-/// the caller knows it: its entry is then the only one read, where finding the entry by its
-/// worktree reads every lane's (O(n) for each lane started, O(n²) for a spawn).
+/// [`lane_context`] without the other lanes, and the lane's repository (opened once: each open
+/// reads git's configuration). `registry` is the lane's own registry folder when the caller
+/// knows it: its entry is then the only one read, where finding the entry by its worktree
+/// reads every lane's (O(n) for each lane started, O(n²) for a spawn).
 fn own_context(
     worktree: &Path,
     registry: Option<&RegistryFolder>,
     settings: &PermissionSettings,
-) -> Result<LaneContext, LaneError> {
+) -> Result<(LaneContext, Option<Repo>), LaneError> {
     let worktree = worktree
         .canonicalize()
         .unwrap_or_else(|_| worktree.to_path_buf());
@@ -70,13 +71,16 @@ fn own_context(
     let profile = settings
         .profile_for(packet_profile.as_deref())
         .map_err(|message| LaneError::invalid("invalid_permission_profile", message))?;
-    Ok(LaneContext {
-        repository: repo.map_or_else(|| worktree.clone(), |repo| repo.root().to_path_buf()),
+    let lane = LaneContext {
+        repository: repo
+            .as_ref()
+            .map_or_else(|| worktree.clone(), |repo| repo.root().to_path_buf()),
         worktree,
         other_lanes: Vec::new(),
         home: std::env::var_os("HOME").map(PathBuf::from),
         profile,
-    })
+    };
+    Ok((lane, repo))
 }
 
 /// The worktrees of the repository's lanes other than the one in `worktree` (canonical), as
@@ -95,10 +99,8 @@ fn other_lanes(worktree: &Path) -> Vec<PathBuf> {
 
 /// The grant stores a lane's questions read: the repository's (lane and repository grants,
 /// in the common git dir next to the lane registry) and the user's (`always` grants).
-fn grant_stores(worktree: &Path) -> Vec<GrantStore> {
-    let repository = Repo::open(worktree)
-        .ok()
-        .map(|repo| GrantStore::in_folder(StateDir::of(repo.common_dir()).root()));
+fn grant_stores(repo: Option<&Repo>) -> Vec<GrantStore> {
+    let repository = repo.map(|repo| GrantStore::in_folder(StateDir::of(repo.common_dir()).root()));
     repository
         .into_iter()
         .chain(GrantStore::user(|key| std::env::var(key).ok()))
@@ -151,10 +153,10 @@ impl PermissionGate {
         registry: &RegistryFolder,
         settings: &PermissionSettings,
     ) -> Result<Self, LaneError> {
-        let lane = own_context(worktree, Some(registry), settings)?;
+        let (lane, repo) = own_context(worktree, Some(registry), settings)?;
         Ok(Self {
             policy,
-            grant_stores: grant_stores(&lane.worktree),
+            grant_stores: grant_stores(repo.as_ref()),
             lane,
             others_from_registry: true,
         })
