@@ -23,7 +23,7 @@
 //! # Theory of operation
 //!
 //! Reads go through libgit2 (`git2`, no network features): they are cheap and need no
-//! process. The exception is a history walk (a freshness check's, or [`own_commit_count`]'s)
+//! process. The exception is a history walk (a freshness check's, or [`own_work`]'s)
 //! in a repository whose commit-graph libgit2 cannot read ([`commit_graph`]): git reads it and
 //! is then several times faster, so the walk runs `git rev-list`, `git merge-base` and
 //! `git log` instead. Writes — `git worktree add`, `git worktree remove`, `git branch -D`, `git merge`,
@@ -60,13 +60,16 @@ mod status;
 pub use base::{BaseRef, resolve_base};
 pub use error::WorktreeError;
 pub use fetch::{FetchOptions, FetchOutcome, fetch_if_due};
-pub use freshness::{Freshness, FreshnessOptions, FreshnessState, MissingCommit, check_freshness};
+pub use freshness::{
+    BranchState, Freshness, FreshnessOptions, FreshnessState, MissingCommit, check_branch_state,
+    check_freshness,
+};
 pub use graph::{CommitGraph, commit_graph, ensure_commit_graph, has_commit_graph};
 pub use lane::{LaneWorktreeSpec, Prepared, prepare_lane_worktree, remove_lane_worktree};
 pub use merge::{MergeMethod, MergeOutcome, MergePolicy, merge_forward};
 pub use operation::{GitOperation, GitOperationKind, git_operation};
 pub use repo::Repo;
 pub use status::{
-    HeadState, NewCommits, WorktreeStatus, head_state, new_commits, own_commit_count,
+    HeadState, NewCommits, OwnWork, WorktreeStatus, head_state, new_commits, own_work,
     worktree_head, worktree_status,
 };

@@ -215,16 +215,27 @@ pub fn new_commits(path: &Path, known: &[&str], limit: usize) -> Result<NewCommi
     walked.map_err(|err| WorktreeError::query("the new commits", path, &err))
 }
 
-/// How many commits the HEAD of the worktree whose top folder is `path` has that none of
-/// `hidden` (revisions, resolved in the worktree as git resolves them there) has, merge commits
-/// left out: what `git rev-list --count --no-merges HEAD --not <hidden>` prints. A revision
-/// that does not resolve is an error, as it is for git.
+/// What a finished lane's work came to: its own commits and whether it left uncommitted work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OwnWork {
+    /// How many commits HEAD has that none of the hidden revisions has, merge commits left
+    /// out: what `git rev-list --count --no-merges HEAD --not <hidden>` prints.
+    pub commits: u64,
+    /// Whether the worktree is dirty, as [`WorktreeStatus::dirty`] says.
+    pub dirty: bool,
+}
+
+/// The [`OwnWork`] of the worktree whose top folder is `path` against `hidden` (revisions,
+/// resolved in the worktree as git resolves them there), from one opening of the worktree. A
+/// revision that does not resolve is an error, as it is for git.
 ///
-/// Counted by libgit2, without a process, except in a repository whose commit-graph libgit2
-/// cannot read, where git counts ([`commit_graph`]): the walk from a hidden base that has
-/// moved far ahead reads every commit on the way, which git does from the graph.
-pub fn own_commit_count(path: &Path, hidden: &[&str]) -> Result<u64, WorktreeError> {
+/// The commits are counted by libgit2, without a process, except in a repository whose
+/// commit-graph libgit2 cannot read, where git counts ([`commit_graph`]): the walk from a
+/// hidden base that has moved far ahead reads every commit on the way, which git does from the
+/// graph.
+pub fn own_work(path: &Path, hidden: &[&str]) -> Result<OwnWork, WorktreeError> {
     let repo = open_worktree(path)?;
+    let dirty = !dirty_paths(&repo, path)?.is_empty();
     if commit_graph(repo.commondir()) == CommitGraph::Unreadable {
         let args: Vec<&OsStr> = ["rev-list", "--count", "--no-merges", "HEAD", "--not"]
             .iter()
@@ -232,10 +243,11 @@ pub fn own_commit_count(path: &Path, hidden: &[&str]) -> Result<u64, WorktreeErr
             .map(OsStr::new)
             .collect();
         let out = git::read(path, &args, None)?.unwrap_or_default();
-        return out
+        let commits = out
             .trim()
             .parse()
-            .map_err(|_| unexpected("rev-list --count --no-merges", &out));
+            .map_err(|_| unexpected("rev-list --count --no-merges", &out))?;
+        return Ok(OwnWork { commits, dirty });
     }
     let counted = (|| -> Result<u64, git2::Error> {
         let mut walk = repo.revwalk()?;
@@ -251,5 +263,7 @@ pub fn own_commit_count(path: &Path, hidden: &[&str]) -> Result<u64, WorktreeErr
         }
         Ok(own)
     })();
-    counted.map_err(|err| WorktreeError::query("the branch's own commits", path, &err))
+    let commits =
+        counted.map_err(|err| WorktreeError::query("the branch's own commits", path, &err))?;
+    Ok(OwnWork { commits, dirty })
 }
