@@ -422,7 +422,7 @@ fn walk_with_git(
         .trim()
         .split_once('\t')
         .and_then(|(a, b)| Some((a.parse::<usize>().ok()?, b.parse::<usize>().ok()?)))
-        .ok_or_else(|| unexpected("rev-list --left-right --count", &counts))?;
+        .ok_or_else(|| git::unexpected("rev-list --left-right --count", &counts))?;
     let merge_base = match (ahead, behind) {
         (_, 0) => Some(base_hex.clone()),
         (0, _) => Some(head_hex.clone()),
@@ -432,7 +432,7 @@ fn walk_with_git(
             Some(out) => {
                 let sha = out.trim();
                 if Oid::from_str(sha).is_err() {
-                    return Err(unexpected("merge-base", &out));
+                    return Err(git::unexpected("merge-base", &out));
                 }
                 Some(sha.to_owned())
             }
@@ -459,7 +459,7 @@ fn walk_with_git(
             .map(|line| {
                 let (sha, subject) = line
                     .split_once('\0')
-                    .ok_or_else(|| unexpected("log", &out))?;
+                    .ok_or_else(|| git::unexpected("log", &out))?;
                 Ok(MissingCommit {
                     sha: sha.to_owned(),
                     subject: subject.to_owned(),
@@ -478,15 +478,6 @@ fn walk_with_git(
         merge_base,
         missing,
     })
-}
-
-/// A git command whose output is not what it documents (never seen; a check must still not
-/// guess from it).
-pub(crate) fn unexpected(command: &str, output: &str) -> WorktreeError {
-    WorktreeError::Git {
-        command: format!("git {command}"),
-        stderr: format!("unexpected output {output:?}"),
-    }
 }
 
 /// The newest `limit` commits reachable from `base` and not from `head`, newest first, as

@@ -180,6 +180,15 @@ fn finish(
     })
 }
 
+/// A git command whose output is not what it documents (never seen; a check must still not
+/// guess from it).
+pub(crate) fn unexpected(command: &str, output: &str) -> WorktreeError {
+    WorktreeError::Git {
+        command: format!("git {command}"),
+        stderr: format!("unexpected output {output:?}"),
+    }
+}
+
 /// Kills a timed-out git and its process group, and reaps it.
 fn kill(child: &mut Child) {
     #[cfg(unix)]

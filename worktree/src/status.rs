@@ -7,7 +7,6 @@ use std::path::{Path, PathBuf};
 use git2::{ErrorCode, Repository, RepositoryOpenFlags, Status, StatusOptions};
 use serde::{Deserialize, Serialize};
 
-use crate::freshness::unexpected;
 use crate::graph::{CommitGraph, commit_graph};
 use crate::{WorktreeError, git};
 
@@ -246,7 +245,7 @@ pub fn own_work(path: &Path, hidden: &[&str]) -> Result<OwnWork, WorktreeError> 
         let commits = out
             .trim()
             .parse()
-            .map_err(|_| unexpected("rev-list --count --no-merges", &out))?;
+            .map_err(|_| git::unexpected("rev-list --count --no-merges", &out))?;
         return Ok(OwnWork { commits, dirty });
     }
     let counted = (|| -> Result<u64, git2::Error> {
