@@ -82,10 +82,11 @@ async fn clean_environment_has_only_what_was_given() {
 
 #[tokio::test]
 async fn the_worker_leads_its_own_session_on_its_terminal_and_inherits_nothing_else() {
-    // A descriptor this process holds without close-on-exec, which the worker must not get.
-    // SAFETY: duplicates stderr; closed below.
-    let held = unsafe { libc::dup(2) };
-    assert!(held > 2, "dup: {}", std::io::Error::last_os_error());
+    // A descriptor this process holds without close-on-exec, which the worker must not get
+    // (`/dev/null`: a process another test starts meanwhile may inherit it harmlessly).
+    // SAFETY: opens a file by a NUL-terminated path; closed below.
+    let held = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY) };
+    assert!(held > 2, "open: {}", std::io::Error::last_os_error());
     // `/proc/PID/stat` fields 1 and 5-8: pid, process group, session, controlling tty, the
     // tty's foreground group.
     // The signal mask and ignored signals of the shell itself, read as its last command
@@ -99,7 +100,7 @@ async fn the_worker_leads_its_own_session_on_its_terminal_and_inherits_nothing_e
     spec.clean_env = true;
     let worker = spawn(spec).await;
     exited(&worker).await;
-    // SAFETY: closes the duplicate made above, once.
+    // SAFETY: closes the descriptor opened above, once.
     unsafe { libc::close(held) };
     let text = worker.snapshot().text();
     let line = |start: &str| -> Vec<&str> {
