@@ -260,25 +260,9 @@ impl LaneChecks {
 /// The lane worktree `dir`'s own work: its commits that are not merges and not reachable from
 /// its base (the ref, and the sha it was made from), and whether the worktree is dirty.
 fn own_work(dir: &Path, base_ref: &str, base_sha: Option<&str>) -> Option<(u64, bool)> {
-    let dirty = clawpool_worktree::worktree_status(dir).ok()?.dirty;
-    let out = std::process::Command::new("git")
-        .args([
-            "rev-list",
-            "--count",
-            "--no-merges",
-            "HEAD",
-            "--not",
-            base_ref,
-        ])
-        .args(base_sha)
-        .current_dir(dir)
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    let commits = String::from_utf8_lossy(&out.stdout).trim().parse().ok()?;
-    Some((commits, dirty))
+    let hidden: Vec<&str> = std::iter::once(base_ref).chain(base_sha).collect();
+    let work = clawpool_worktree::own_work(dir, &hidden).ok()?;
+    Some((work.commits, work.dirty))
 }
 
 /// A verification's result as the control socket and `clawpool verify --output-format json`

@@ -16,7 +16,7 @@ use clawpool_worktree::Repo;
 use clawpool_worktree::layout::StateDir;
 
 use crate::error::LaneError;
-use crate::registry::{lane_registry, registered_names};
+use crate::registry::{RegistryEntry, RegistryFolder, lane_registry, registered_names};
 use clawpool_lanes::payload::PermissionDecided;
 use clawpool_lanes::wire_name;
 use serde_json::{Value, json};
@@ -34,34 +34,53 @@ pub fn lane_context(
     worktree: &Path,
     settings: &PermissionSettings,
 ) -> Result<LaneContext, LaneError> {
-    let mut lane = own_context(worktree, settings)?;
+    let (mut lane, _) = own_context(worktree, None, settings)?;
     lane.other_lanes = other_lanes(&lane.worktree);
     Ok(lane)
 }
 
-/// [`lane_context`] without the other lanes.
-fn own_context(worktree: &Path, settings: &PermissionSettings) -> Result<LaneContext, LaneError> {
+/// [`lane_context`] without the other lanes, and the lane's repository (opened once: each open
+/// reads git's configuration). `registry` is the lane's own registry folder when the caller
+/// knows it: its entry is then the only one read, where finding the entry by its worktree
+/// reads every lane's (O(n) for each lane started, O(n²) for a spawn).
+fn own_context(
+    worktree: &Path,
+    registry: Option<&RegistryFolder>,
+    settings: &PermissionSettings,
+) -> Result<(LaneContext, Option<Repo>), LaneError> {
     let worktree = worktree
         .canonicalize()
         .unwrap_or_else(|_| worktree.to_path_buf());
     let repo = Repo::open(&worktree).ok();
-    let packet_profile = repo.as_ref().and_then(|repo| {
-        registered_names(repo).into_iter().find_map(|name| {
-            let entry = lane_registry(repo, &name).entry().ok()?;
-            let lane = entry.worktree.canonicalize().unwrap_or(entry.worktree);
-            (lane == worktree).then_some(entry.permission_profile)?
-        })
-    });
+    let is_this_lane = |entry: &RegistryEntry| {
+        let lane = entry.worktree.canonicalize();
+        lane.as_deref().unwrap_or(&entry.worktree) == worktree
+    };
+    let own_entry = registry
+        .and_then(|folder| folder.entry().ok())
+        .filter(is_this_lane);
+    let packet_profile = match own_entry {
+        Some(entry) => entry.permission_profile,
+        None => repo.as_ref().and_then(|repo| {
+            registered_names(repo).into_iter().find_map(|name| {
+                let entry = lane_registry(repo, &name).entry().ok()?;
+                is_this_lane(&entry).then_some(entry.permission_profile)?
+            })
+        }),
+    };
     let profile = settings
         .profile_for(packet_profile.as_deref())
         .map_err(|message| LaneError::invalid("invalid_permission_profile", message))?;
-    Ok(LaneContext {
-        repository: repo.map_or_else(|| worktree.clone(), |repo| repo.root().to_path_buf()),
+    let lane = LaneContext {
+        repository: repo
+            .as_ref()
+            .map_or_else(|| worktree.clone(), |repo| repo.root().to_path_buf()),
         worktree,
         other_lanes: Vec::new(),
         home: std::env::var_os("HOME").map(PathBuf::from),
         profile,
-    })
+    };
+    Ok((lane, repo))
 }
 
 /// The worktrees of the repository's lanes other than the one in `worktree` (canonical), as
@@ -80,10 +99,8 @@ fn other_lanes(worktree: &Path) -> Vec<PathBuf> {
 
 /// The grant stores a lane's questions read: the repository's (lane and repository grants,
 /// in the common git dir next to the lane registry) and the user's (`always` grants).
-fn grant_stores(worktree: &Path) -> Vec<GrantStore> {
-    let repository = Repo::open(worktree)
-        .ok()
-        .map(|repo| GrantStore::in_folder(StateDir::of(repo.common_dir()).root()));
+fn grant_stores(repo: Option<&Repo>) -> Vec<GrantStore> {
+    let repository = repo.map(|repo| GrantStore::in_folder(StateDir::of(repo.common_dir()).root()));
     repository
         .into_iter()
         .chain(GrantStore::user(|key| std::env::var(key).ok()))
@@ -127,17 +144,19 @@ impl PermissionGate {
         }
     }
 
-    /// A gate deciding with `policy` for the lane in `worktree` ([`lane_context`]), which reads
-    /// the repository's other lanes when a question comes.
+    /// A gate deciding with `policy` for the lane in `worktree` ([`lane_context`]), whose own
+    /// registry folder is `registry`; it reads the repository's other lanes when a question
+    /// comes.
     pub fn for_worktree(
         policy: PermissionPolicy,
         worktree: &Path,
+        registry: &RegistryFolder,
         settings: &PermissionSettings,
     ) -> Result<Self, LaneError> {
-        let lane = own_context(worktree, settings)?;
+        let (lane, repo) = own_context(worktree, Some(registry), settings)?;
         Ok(Self {
             policy,
-            grant_stores: grant_stores(&lane.worktree),
+            grant_stores: grant_stores(repo.as_ref()),
             lane,
             others_from_registry: true,
         })

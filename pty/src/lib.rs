@@ -33,6 +33,7 @@ mod local;
 mod rawlog;
 pub mod replay;
 mod screen;
+mod session_child;
 mod spec;
 pub mod tmux;
 mod worker;

@@ -1,23 +1,27 @@
 //! The PTY transport: a worker in a pseudo-terminal this process owns.
 //!
-//! portable-pty opens the terminal and starts the child (as a session and process-group
-//! leader with the terminal as its controlling tty). Everything after that avoids its three
-//! pitfalls: its reader blocks a thread, so the master side is read through a non-blocking
-//! duplicate under `AsyncFd`; dropping its writer types a newline and EOF, so its writer is
-//! never taken and input goes through the same duplicate; its `kill()` reaches only the child,
-//! so signals go to the whole process group with `killpg`.
+//! portable-pty opens the terminal; the child is started without `fork`
+//! ([`crate::session_child`]), as a session and process-group leader with the terminal as its
+//! controlling tty. Everything after that avoids portable-pty's pitfalls: its reader blocks a
+//! thread, so the master side is read through a non-blocking duplicate under `AsyncFd`;
+//! dropping its writer types a newline and EOF, so its writer is never taken and input goes
+//! through the same duplicate; signals go to the whole process group with `killpg`, not to
+//! the child alone.
 
+use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use portable_pty::{CommandBuilder, MasterPty, PtySize, native_pty_system};
+use portable_pty::{MasterPty, PtySize, native_pty_system};
 use tokio::io::unix::AsyncFd;
 use tokio::sync::{oneshot, watch};
 
 use crate::rawlog::RawLog;
 use crate::screen::{ScreenModel, ScreenOptions};
+use crate::session_child::SessionChild;
 use crate::worker::{Transport, TransportFuture};
 use crate::{
     ExitStatus, Input, ScreenHub, SpawnError, SpawnSpec, TermSize, Worker, WorkerError, text_bytes,
@@ -45,19 +49,6 @@ pub(crate) async fn spawn(spec: SpawnSpec) -> Result<Worker, SpawnError> {
         .openpty(size)
         .map_err(|e| SpawnError::Pty(format!("{e:#}")))?;
 
-    let mut cmd = CommandBuilder::new(&program);
-    cmd.args(&spec.args);
-    cmd.cwd(&spec.cwd);
-    if spec.clean_env {
-        cmd.env_clear();
-    }
-    if spec.env_value("TERM").is_none() {
-        cmd.env("TERM", "xterm-256color");
-    }
-    for (key, value) in &spec.env {
-        cmd.env(key, value);
-    }
-
     let raw_log = spec
         .raw_log
         .clone()
@@ -76,18 +67,25 @@ pub(crate) async fn spawn(spec: SpawnSpec) -> Result<Worker, SpawnError> {
         source,
     })?;
 
-    let child = pair
-        .slave
-        .spawn_command(cmd)
-        .map_err(|e| SpawnError::Pty(format!("{e:#}")))?;
-    // The child holds its own copy of the slave side; ours would keep the terminal open
+    let tty = pair
+        .master
+        .tty_name()
+        .ok_or_else(|| SpawnError::Pty("the pty's terminal has no name".into()))?;
+    let pid = SessionChild {
+        program: &program,
+        args: &spec.args,
+        cwd: &spec.cwd,
+        env: worker_env(&spec),
+        tty: &tty,
+    }
+    .spawn()
+    .map_err(|source| SpawnError::Io {
+        what: "starting the worker (posix_spawn)",
+        source,
+    })?;
+    // The child opened its own copy of the slave side; ours would keep the terminal open
     // after every process using it is gone, hiding the end of the stream.
     drop(pair.slave);
-    let pid = child
-        .process_id()
-        .ok_or_else(|| SpawnError::Pty("the child has no process id".into()))?;
-    // Reaping happens through the pidfd below; portable-pty's handle is not needed.
-    drop(child);
 
     let exited = match pidfd_open(pid) {
         Ok(pidfd) => pidfd,
@@ -315,6 +313,21 @@ pub(crate) fn register(fd: OwnedFd) -> io::Result<AsyncFd<OwnedFd>> {
     // SAFETY: `fd` is an open descriptor owned by the AsyncFd from here on, so it stays valid
     // until the AsyncFd (and with it the registration) is dropped.
     unsafe { AsyncFd::register(fd) }.map_err(io::Error::from)
+}
+
+/// The worker's whole environment: this process's (none with `clean_env`), `TERM` when neither
+/// gives one, then the spec's variables, a later one replacing an earlier one of the same name.
+fn worker_env(spec: &SpawnSpec) -> Vec<(OsString, OsString)> {
+    let mut env: BTreeMap<OsString, OsString> = if spec.clean_env {
+        BTreeMap::new()
+    } else {
+        std::env::vars_os().collect()
+    };
+    if spec.env_value("TERM").is_none() {
+        env.insert("TERM".into(), "xterm-256color".into());
+    }
+    env.extend(spec.env.iter().cloned());
+    env.into_iter().collect()
 }
 
 fn pty_size(size: TermSize) -> PtySize {

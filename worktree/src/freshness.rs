@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use crate::fetch::{self, FetchOptions, FetchOutcome};
 use crate::graph::CommitGraph;
 use crate::operation::{self, GitOperation};
-use crate::status::MissingCommit;
+use crate::status::{HeadState, MissingCommit};
 use crate::{WorktreeError, base, git, graph, status};
 
 /// The verdict on a lane's freshness.
@@ -158,6 +158,43 @@ impl Default for FreshnessOptions {
 ///
 /// Never fails and never panics: any error becomes state `unknown` with its message.
 pub fn check_freshness(worktree: &Path, base: &str, options: &FreshnessOptions) -> Freshness {
+    let lane = status::open_worktree(worktree);
+    freshness_in(lane.as_ref(), worktree, base, options)
+}
+
+/// A lane's branch as one look sees it: what [`crate::head_state`], [`crate::git_operation`]
+/// and [`check_freshness`] say, in that order, from one opening of the worktree (each opening
+/// reads git's configuration files, which a supervisor checking hundreds of lanes notices).
+#[derive(Debug, Clone)]
+pub struct BranchState {
+    /// What the worktree has checked out (`None` when it cannot be read).
+    pub head: Option<HeadState>,
+    /// The git operation in progress in it, if any (`None` too when it cannot be read).
+    pub operation: Option<GitOperation>,
+    /// How it stands against its base.
+    pub freshness: Freshness,
+}
+
+/// [`BranchState`] of the worktree whose top folder is `worktree` against `base`, with
+/// `options` for the freshness check. Never fails: what cannot be read is `None`, or for the
+/// freshness state `unknown` with its error.
+pub fn check_branch_state(worktree: &Path, base: &str, options: &FreshnessOptions) -> BranchState {
+    let lane = status::open_worktree(worktree);
+    let opened = lane.as_ref().ok();
+    BranchState {
+        head: opened.and_then(|repo| status::head_state_of(repo, worktree).ok()),
+        operation: opened.and_then(operation::operation_of),
+        freshness: freshness_in(lane.as_ref(), worktree, base, options),
+    }
+}
+
+/// [`check_freshness`] of a worktree already opened (or the error opening it).
+fn freshness_in(
+    lane: Result<&Repository, &WorktreeError>,
+    worktree: &Path,
+    base: &str,
+    options: &FreshnessOptions,
+) -> Freshness {
     let mut freshness = Freshness {
         state: FreshnessState::Unknown,
         ahead: None,
@@ -171,22 +208,28 @@ pub fn check_freshness(worktree: &Path, base: &str, options: &FreshnessOptions) 
         operation: None,
         error: None,
     };
-    if let Err(err) = compare(worktree, base, options, &mut freshness) {
+    let compared = match lane {
+        Ok(lane) => {
+            compare(lane, worktree, base, options, &mut freshness).map_err(|e| e.to_string())
+        }
+        Err(err) => Err(err.to_string()),
+    };
+    if let Err(err) = compared {
         freshness.state = FreshnessState::Unknown;
-        freshness.error = Some(err.to_string());
+        freshness.error = Some(err);
     }
     freshness
 }
 
 /// Fills `out` in; an error leaves what was found so far.
 fn compare(
+    lane: &Repository,
     worktree: &Path,
     base: &str,
     options: &FreshnessOptions,
     out: &mut Freshness,
 ) -> Result<(), WorktreeError> {
-    let lane = status::open_worktree(worktree)?;
-    if let Some(operation) = operation::operation_of(&lane) {
+    if let Some(operation) = operation::operation_of(lane) {
         out.operation = Some(operation);
         out.error = Some(format!(
             "a {} is in progress in {}; no verdict until it is finished or aborted",
@@ -202,9 +245,9 @@ fn compare(
 
     let mut fetch_problem = None;
     if let Some(fetch) = &options.fetch
-        && let Some(tracking) = base::tracking(&lane, base)
+        && let Some(tracking) = base::tracking(lane, base)
     {
-        fetch_problem = match fetch::fetch_if_due_in(&lane, worktree, &tracking.remote, fetch) {
+        fetch_problem = match fetch::fetch_if_due_in(lane, worktree, &tracking.remote, fetch) {
             Ok(FetchOutcome::Skipped {
                 last_error: Some(error),
                 ..
@@ -370,7 +413,7 @@ fn walk_with_git(
         .trim()
         .split_once('\t')
         .and_then(|(a, b)| Some((a.parse::<usize>().ok()?, b.parse::<usize>().ok()?)))
-        .ok_or_else(|| unexpected("rev-list --left-right --count", &counts))?;
+        .ok_or_else(|| git::unexpected("rev-list --left-right --count", &counts))?;
     let merge_base = match (ahead, behind) {
         (_, 0) => Some(base_hex.clone()),
         (0, _) => Some(head_hex.clone()),
@@ -380,7 +423,7 @@ fn walk_with_git(
             Some(out) => {
                 let sha = out.trim();
                 if Oid::from_str(sha).is_err() {
-                    return Err(unexpected("merge-base", &out));
+                    return Err(git::unexpected("merge-base", &out));
                 }
                 Some(sha.to_owned())
             }
@@ -407,7 +450,7 @@ fn walk_with_git(
             .map(|line| {
                 let (sha, subject) = line
                     .split_once('\0')
-                    .ok_or_else(|| unexpected("log", &out))?;
+                    .ok_or_else(|| git::unexpected("log", &out))?;
                 Ok(MissingCommit {
                     sha: sha.to_owned(),
                     subject: subject.to_owned(),
@@ -426,15 +469,6 @@ fn walk_with_git(
         merge_base,
         missing,
     })
-}
-
-/// A git command whose output is not what it documents (never seen; a check must still not
-/// guess from it).
-fn unexpected(command: &str, output: &str) -> WorktreeError {
-    WorktreeError::Git {
-        command: format!("git {command}"),
-        stderr: format!("unexpected output {output:?}"),
-    }
 }
 
 /// The newest `limit` commits reachable from `base` and not from `head`, newest first, as

@@ -1,6 +1,6 @@
 //! Running the git CLI for the writes (`worktree add`, `worktree remove`, `branch -D`, `merge`,
-//! `rebase`), for `fetch`, and for the history walks of a freshness check in a repository
-//! whose commit-graph libgit2 cannot read (see `crate::graph`).
+//! `rebase`), for `fetch`, and for the history walks (a freshness check's, a lane's own-commit
+//! count) in a repository whose commit-graph libgit2 cannot read (see `crate::graph`).
 //!
 //! Writes go through git itself rather than libgit2 so that they behave exactly like a person's
 //! git: the same hooks, the same safety checks (a branch checked out twice, a locked worktree),
@@ -178,6 +178,15 @@ fn finish(
             stderr
         },
     })
+}
+
+/// A git command whose output is not what it documents (never seen; a check must still not
+/// guess from it).
+pub(crate) fn unexpected(command: &str, output: &str) -> WorktreeError {
+    WorktreeError::Git {
+        command: format!("git {command}"),
+        stderr: format!("unexpected output {output:?}"),
+    }
 }
 
 /// Kills a timed-out git and its process group, and reaps it.

@@ -23,9 +23,10 @@
 //! # Theory of operation
 //!
 //! Reads go through libgit2 (`git2`, no network features): they are cheap and need no
-//! process. The exception is a freshness check's history walk in a repository whose
-//! commit-graph libgit2 cannot read ([`commit_graph`]): git reads it and is then several times
-//! faster, so the walk runs `git rev-list`, `git merge-base` and `git log` instead. Writes — `git worktree add`, `git worktree remove`, `git branch -D`, `git merge`,
+//! process. The exception is a history walk (a freshness check's, or [`own_work`]'s)
+//! in a repository whose commit-graph libgit2 cannot read ([`commit_graph`]): git reads it and
+//! is then several times faster, so the walk runs `git rev-list`, `git merge-base` and
+//! `git log` instead. Writes — `git worktree add`, `git worktree remove`, `git branch -D`, `git merge`,
 //! `git rebase` — and `git fetch` go through the git CLI, so they run the repository's hooks
 //! and checks exactly as a person's git would. The one exception is the registration of a
 //! lane worktree on a new branch (`register`): its admin files are written with git's layout,
@@ -59,13 +60,15 @@ mod status;
 pub use base::{BaseRef, resolve_base};
 pub use error::WorktreeError;
 pub use fetch::{FetchOptions, FetchOutcome, fetch_if_due};
-pub use freshness::{Freshness, FreshnessOptions, FreshnessState, check_freshness};
+pub use freshness::{
+    BranchState, Freshness, FreshnessOptions, FreshnessState, check_branch_state, check_freshness,
+};
 pub use graph::{CommitGraph, commit_graph, ensure_commit_graph, has_commit_graph};
 pub use lane::{LaneWorktreeSpec, Prepared, prepare_lane_worktree, remove_lane_worktree};
 pub use merge::{MergeMethod, MergeOutcome, MergePolicy, merge_forward};
 pub use operation::{GitOperation, GitOperationKind, git_operation};
 pub use repo::Repo;
 pub use status::{
-    HeadState, MissingCommit, NewCommits, WorktreeStatus, head_state, new_commits, worktree_head,
-    worktree_status,
+    HeadState, MissingCommit, NewCommits, OwnWork, WorktreeStatus, head_state, new_commits,
+    own_work, worktree_head, worktree_status,
 };

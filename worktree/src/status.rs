@@ -1,12 +1,14 @@
 //! What a worktree has checked out and whether it has uncommitted work: read through libgit2,
 //! never by running git, so asking is cheap enough to do on every state refresh.
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
 use git2::{ErrorCode, Repository, RepositoryOpenFlags, Status, StatusOptions};
 use serde::{Deserialize, Serialize};
 
-use crate::WorktreeError;
+use crate::graph::{CommitGraph, commit_graph};
+use crate::{WorktreeError, git};
 
 /// A worktree's checkout and cleanliness.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -220,4 +222,57 @@ pub fn new_commits(path: &Path, known: &[&str], limit: usize) -> Result<NewCommi
         })
     })();
     walked.map_err(|err| WorktreeError::query("the new commits", path, &err))
+}
+
+/// What a finished lane's work came to: its own commits and whether it left uncommitted work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OwnWork {
+    /// How many commits HEAD has that none of the hidden revisions has, merge commits left
+    /// out: what `git rev-list --count --no-merges HEAD --not <hidden>` prints.
+    pub commits: u64,
+    /// Whether the worktree is dirty, as [`WorktreeStatus::dirty`] says.
+    pub dirty: bool,
+}
+
+/// The [`OwnWork`] of the worktree whose top folder is `path` against `hidden` (revisions,
+/// resolved in the worktree as git resolves them there), from one opening of the worktree. A
+/// revision that does not resolve is an error, as it is for git.
+///
+/// The commits are counted by libgit2, without a process, except in a repository whose
+/// commit-graph libgit2 cannot read, where git counts ([`commit_graph`]): the walk from a
+/// hidden base that has moved far ahead reads every commit on the way, which git does from the
+/// graph.
+pub fn own_work(path: &Path, hidden: &[&str]) -> Result<OwnWork, WorktreeError> {
+    let repo = open_worktree(path)?;
+    let dirty = !dirty_paths(&repo, path)?.is_empty();
+    if commit_graph(repo.commondir()) == CommitGraph::Unreadable {
+        let args: Vec<&OsStr> = ["rev-list", "--count", "--no-merges", "HEAD", "--not"]
+            .iter()
+            .chain(hidden)
+            .map(OsStr::new)
+            .collect();
+        let out = git::read(path, &args, None)?.unwrap_or_default();
+        let commits = out
+            .trim()
+            .parse()
+            .map_err(|_| git::unexpected("rev-list --count --no-merges", &out))?;
+        return Ok(OwnWork { commits, dirty });
+    }
+    let counted = (|| -> Result<u64, git2::Error> {
+        let mut walk = repo.revwalk()?;
+        walk.push_head()?;
+        for rev in hidden {
+            walk.hide(repo.revparse_single(rev)?.peel_to_commit()?.id())?;
+        }
+        let mut own = 0;
+        for oid in walk {
+            if repo.find_commit(oid?)?.parent_count() <= 1 {
+                own += 1;
+            }
+        }
+        Ok(own)
+    })();
+    let commits =
+        counted.map_err(|err| WorktreeError::query("the branch's own commits", path, &err))?;
+    Ok(OwnWork { commits, dirty })
 }

@@ -114,3 +114,47 @@ fn the_next_look_from_the_last_reported_commit_reports_only_what_came_after() {
     assert_eq!(next.left_out, 0);
     assert_eq!(next.oldest_left_out, None);
 }
+
+#[test]
+fn own_work_counts_commits_without_merges_or_the_base_whoever_counts_and_sees_dirt() {
+    use clawpool_worktree::{CommitGraph, OwnWork, commit_graph, own_work};
+    let sb = Sandbox::new();
+    let (lane, base, _) = lane_with_commits(&sb, 3);
+    // The base brought in by a merge: the merge commit is not the lane's own work.
+    sb.git(
+        &lane,
+        &["merge", "-q", "--no-ff", "-m", "bring main in", "main"],
+    );
+    let root = sb.path().join("proj");
+    let common = open(&root).common_dir().to_path_buf();
+    let by_git = |hidden: &[&str]| {
+        let mut args = vec!["rev-list", "--count", "--no-merges", "HEAD", "--not"];
+        args.extend(hidden);
+        sb.git(&lane, &args).trim().parse::<u64>().expect("a count")
+    };
+    let clean = OwnWork {
+        commits: 3,
+        dirty: false,
+    };
+
+    assert_eq!(commit_graph(&common), CommitGraph::None);
+    let by_libgit2 = own_work(&lane, &["main", &base]).expect("looked at");
+    assert_eq!(by_libgit2, clean);
+    assert_eq!(by_libgit2.commits, by_git(&["main", &base]));
+    // A base that does not resolve is an error, never a count.
+    assert!(own_work(&lane, &["no-such-ref"]).is_err());
+
+    // git's default graph, which libgit2 cannot read: git counts, and says the same.
+    sb.git(&root, &["commit-graph", "write", "--reachable"]);
+    assert_eq!(commit_graph(&common), CommitGraph::Unreadable);
+    assert_eq!(own_work(&lane, &["main", &base]).expect("looked at"), clean);
+    assert!(own_work(&lane, &["no-such-ref"]).is_err());
+
+    // Uncommitted work is dirt, whoever counts.
+    std::fs::write(lane.join("notes.txt"), "left behind\n").expect("writable");
+    let dirty = OwnWork {
+        dirty: true,
+        ..clean
+    };
+    assert_eq!(own_work(&lane, &["main", &base]).expect("looked at"), dirty);
+}

@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 use clawpool_worktree::{
     FetchOptions, FetchOutcome, Freshness, FreshnessOptions, FreshnessState, GitOperation,
     GitOperationKind, HeadState, MergeMethod, MergeOutcome, MergePolicy, MissingCommit, Repo,
-    WorktreeError, check_freshness, fetch_if_due, git_operation, head_state, merge_forward,
-    prepare_lane_worktree, resolve_base,
+    WorktreeError, check_branch_state, check_freshness, fetch_if_due, git_operation, head_state,
+    merge_forward, prepare_lane_worktree, resolve_base,
 };
 use support::{Sandbox, open};
 
@@ -796,6 +796,45 @@ fn a_paused_rebase_is_reported_and_blocks_the_verdict_and_the_merge() {
     );
     // Someone else's rebase is left as it was.
     assert_eq!(git_operation(&path).expect("readable"), paused);
+}
+
+#[test]
+fn one_look_at_a_branch_says_what_its_three_separate_looks_say() {
+    let sb = Sandbox::new();
+    let root = sb.repo("proj", "main");
+    let repo = open(&root);
+    let (merge, _) = conflicting_lane(&sb, &root, &repo, "merge");
+    let stale = lane(&repo, "stale");
+    commit(&sb, &root, "m.txt", "m\n", "main moves on");
+    assert!(!sb.git_ok(&merge, &["merge", "main"]));
+
+    for (path, operation) in [(&merge, Some(GitOperationKind::Merge)), (&stale, None)] {
+        let state = check_branch_state(path, "main", &local());
+        assert_eq!(state.head, Some(head_state(path).expect("readable")));
+        assert_eq!(state.operation.map(|op| op.kind), operation);
+        assert_eq!(state.operation, git_operation(path).expect("readable"));
+        let alone = check_freshness(path, "main", &local());
+        assert_eq!(
+            Freshness {
+                checked_at: 0,
+                ..state.freshness
+            },
+            Freshness {
+                checked_at: 0,
+                ..alone
+            }
+        );
+    }
+    let state = check_branch_state(&stale, "main", &local());
+    assert_eq!(state.freshness.state, FreshnessState::Stale);
+
+    // A folder that is no worktree: nothing read, and no verdict, with the reason.
+    let nowhere = sb.path().join("nowhere");
+    fs::create_dir(&nowhere).expect("creatable");
+    let state = check_branch_state(&nowhere, "main", &local());
+    assert_eq!((state.head, state.operation), (None, None));
+    assert_eq!(state.freshness.state, FreshnessState::Unknown);
+    assert!(state.freshness.error.is_some());
 }
 
 #[test]

@@ -26,6 +26,7 @@ use crate::handshake::OperatorRequest;
 use crate::handshake::{ExternalProgress, LaneContext, Resumed, TrustGate, plan_prompt};
 use crate::lane_state::StateRecorder;
 use crate::permission_gate::PermissionGate;
+use crate::registry::RegistryFolder;
 use crate::worktree_watch::{BranchWatch, LaneWatch};
 
 /// A lane with everything it runs with: what [`super::runs`] drives and [`super::finish`]
@@ -64,8 +65,12 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
     let mut spec = spawn_spec(&job)?;
     // Tool-permission questions go to the policy's `[permissions]` before a person.
     let permissions = job.policy.permissions();
-    let permission_gate =
-        PermissionGate::for_worktree(permissions.policy.clone(), &job.dir, permissions)?;
+    let permission_gate = PermissionGate::for_worktree(
+        permissions.policy.clone(),
+        &job.dir,
+        &RegistryFolder::of_events(&job.events_path),
+        permissions,
+    )?;
     let state_dir = job.dir.join(STATE_DIR);
     std::fs::create_dir_all(&state_dir)
         .map_err(|e| LaneError::io("creating the lane's .claw folder", e))?;

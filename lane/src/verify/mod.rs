@@ -25,8 +25,8 @@ use clawpool_lanes::state_file::{
 use clawpool_lanes::{EventLog, FailureClass, LaneSpec, LaneState};
 use clawpool_lanes::{Payload, payload};
 use clawpool_worktree::{
-    FetchOptions, FreshnessOptions, FreshnessState, MergePolicy, Repo, check_freshness,
-    git_operation, head_state, merge_forward,
+    FetchOptions, FreshnessOptions, FreshnessState, MergePolicy, Repo, check_branch_state,
+    head_state, merge_forward,
 };
 use serde::{Deserialize, Serialize};
 
@@ -82,10 +82,11 @@ pub fn check_branch(dir: &Path, base: &str, settings: &FreshnessSettings) -> Bra
         }),
         ..FreshnessOptions::default()
     };
+    let state = check_branch_state(dir, base, &options);
     BranchCheck {
-        head: head_state(dir).ok(),
-        operation: git_operation(dir).ok().flatten(),
-        freshness: check_freshness(dir, base, &options),
+        head: state.head,
+        operation: state.operation,
+        freshness: state.freshness,
     }
 }
 

@@ -81,6 +81,52 @@ async fn clean_environment_has_only_what_was_given() {
 }
 
 #[tokio::test]
+async fn the_worker_leads_its_own_session_on_its_terminal_and_inherits_nothing_else() {
+    // A descriptor this process holds without close-on-exec, which the worker must not get
+    // (`/dev/null`: a process another test starts meanwhile may inherit it harmlessly).
+    // SAFETY: opens a file by a NUL-terminated path; closed below.
+    let held = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY) };
+    assert!(held > 2, "open: {}", std::io::Error::last_os_error());
+    // `/proc/PID/stat` fields 1 and 5-8: pid, process group, session, controlling tty, the
+    // tty's foreground group.
+    // The signal mask and ignored signals of the shell itself, read as its last command
+    // replacing it (while the shell waits for a child it blocks every signal).
+    let script = format!(
+        "cut -d' ' -f1,5-8 /proc/$$/stat; \
+         [ -e /proc/$$/fd/{held} ] && echo held=open || echo held=closed; \
+         echo \"shell=[$SHELL]\"; exec grep -E '^Sig(Blk|Ign)' /proc/self/status"
+    );
+    let mut spec = sh(&script).env("PATH", std::env::var_os("PATH").unwrap_or_default());
+    spec.clean_env = true;
+    let worker = spawn(spec).await;
+    exited(&worker).await;
+    // SAFETY: closes the descriptor opened above, once.
+    unsafe { libc::close(held) };
+    let text = worker.snapshot().text();
+    let line = |start: &str| -> Vec<&str> {
+        let found = text.lines().find(|l| l.starts_with(start));
+        found
+            .unwrap_or_else(|| panic!("no {start} line in {text}"))
+            .split_whitespace()
+            .collect()
+    };
+    let first = text.lines().next().unwrap_or_default();
+    let stat: Vec<&str> = first.split_whitespace().collect();
+    let [pid, group, session, tty, foreground] = stat[..] else {
+        panic!("not a stat line: {text}");
+    };
+    assert_eq!((group, session, foreground), (pid, pid, pid), "{text}");
+    assert_ne!(tty, "0", "no controlling terminal: {text}");
+    // Nothing blocked, nothing ignored (Rust programs ignore SIGPIPE; the worker must not).
+    assert_eq!(line("SigBlk:")[1], "0000000000000000", "{text}");
+    assert_eq!(line("SigIgn:")[1], "0000000000000000", "{text}");
+    assert_eq!(line("held=")[0], "held=closed", "{text}");
+    // A worker whose environment has no SHELL gets the user's login shell.
+    let shell = line("shell=")[0];
+    assert!(shell.len() > "shell=[]".len(), "{text}");
+}
+
+#[tokio::test]
 async fn resize_reaches_the_program() {
     let worker = spawn(sh("read x; stty size")).await;
     assert_resize_reaches(&worker).await;
