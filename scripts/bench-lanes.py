@@ -250,7 +250,10 @@ def main():
             git(["worktree", "add", "-q", "--no-track", "-b", f"plain/{i}", os.path.join(d, "plain", str(i)), "main"], repo)
             plain_costs.append(time.perf_counter() - t0)
         plain = sum(plain_costs)
-        shutil.rmtree(d)
+        # The plain worktrees stay until the end (the whole folder is removed then): on ext4
+        # without a journal the inode allocator skips inodes freed in the last minutes, so
+        # deleting them here made every file the spawn creates next scan past ~10,000 of them
+        # (a 300-lane spawn: 5.95 s of supervisor CPU instead of 4.22 s).
         e = os.path.join(base, "e")
         os.makedirs(e)
         repo = make_repo(e, "repo")
