@@ -452,10 +452,18 @@ def run_clawpool(scratch, n):
         proc.wait()
         sampler.stop()
         per_folder = {f: [] for f in folders}
+        # When clawpool recorded Claude Code's Stop hook, and the lane's finish after it: the
+        # split of the turn end's latency between the agent (running its hook) and clawpool.
+        stop_hook, finished = {}, {}
         for f in folders:
             log = os.path.join(repo, ".git", "clawpool", "lanes", os.path.basename(f), "events.jsonl")
             with open(log) as fh:
                 events = [json.loads(l) for l in fh]
+            for e in events:
+                if e["kind"] == "lane.hook" and (e.get("detail") or {}).get("event") == "Stop":
+                    stop_hook.setdefault(f, e["at_ms"])
+                if e["kind"] == "lane.finished":
+                    finished.setdefault(f, e["at_ms"])
             for e in events:
                 kind = {"lane.prompt_accepted": "working", "lane.running": "working",
                         "lane.finished": "ended", "lane.failed": "failed",
@@ -498,6 +506,16 @@ def run_clawpool(scratch, n):
                             per_folder, sampler, None, rss, clock="model's last byte")
         summary["cpu_idle"] = idle_sampler.cpu(idle_start, idle_end)
         summary["idle_rss_kib"] = idle_rss
+        last = server.last_bytes(folders)
+        to_hook = [stop_hook[f] - last[f] for f in folders if f in stop_hook and f in last]
+        to_finish = [finished[f] - stop_hook[f] for f in folders if f in stop_hook and f in finished]
+        summary["end_split"] = {
+            "last_byte_to_stop_hook_p50": percentile(to_hook, 50),
+            "last_byte_to_stop_hook_p99": percentile(to_hook, 99),
+            "stop_hook_to_finished_p50": percentile(to_finish, 50),
+            "stop_hook_to_finished_p99": percentile(to_finish, 99),
+            "sessions": len(to_finish),
+        }
         return summary
     finally:
         server.stop()
@@ -593,6 +611,22 @@ def main():
               f"{ratio(m['end_p99'] - screen_wait(m), c['end_p99'] - screen_wait(c))} | "
               f"{ratio(m['cpu_active'], c['cpu_active'])} | {cpu_ratio(m['cpu_idle'], c['cpu_idle'], IDLE_WINDOW_S)} | "
               f"{ratio(m['rss_kib'], c['rss_kib'])} |")
+
+
+    print()
+    print("Where clawpool's turn-end latency goes (model's last byte → the Stop hook recorded by "
+          "the lane: Claude Code finishing the turn and running its hook; the Stop hook → "
+          "`lane.finished`: clawpool's own decision):")
+    print()
+    print("| N | last byte → Stop hook: p50 / p99 | Stop hook → finished: p50 / p99 | sessions |")
+    print("|---:|---:|---:|---:|")
+    for r in results:
+        split = r.get("end_split")
+        if split:
+            print(f"| {r['n']} | {split['last_byte_to_stop_hook_p50']:.0f} / "
+                  f"{split['last_byte_to_stop_hook_p99']:.0f} ms | "
+                  f"{split['stop_hook_to_finished_p50']:.0f} / "
+                  f"{split['stop_hook_to_finished_p99']:.0f} ms | {split['sessions']} |")
 
 
 if __name__ == "__main__":
