@@ -106,9 +106,10 @@ impl LaneChecks {
 
     /// Brings the base in (`merge_forward`, or `rebase` when that is the lane's policy).
     /// When it could not (a dirty worktree, a conflict — aborted —, a detached HEAD, unrelated
-    /// histories, a paused git operation, git failing) the lane is held as [`HELD`](finishing::HELD) with the
-    /// reason, through `lane.branch_blocked`; the state changes only when the caller owns it
-    /// (`owned`: the lane's state now, no worker driven any more), as for `verify`.
+    /// histories, a paused git operation, git failing) the lane is held as
+    /// [`HELD`](finishing::HELD) with the reason, through `lane.branch_blocked`; the state
+    /// changes only when the caller owns it (`owned`: the lane's state now, no worker driven any
+    /// more), as for `verify`.
     pub async fn merge_forward(
         &self,
         events: &EventLog,

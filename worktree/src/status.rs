@@ -147,7 +147,7 @@ pub(crate) fn head_branch(repo: &Repository) -> Option<String> {
 
 /// A commit named by its sha and subject: one the lane does not have from its base
 /// ([`crate::Freshness::missing`]), or one new on the lane ([`NewCommits`]).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MissingCommit {
     /// Its full hex sha.
     pub sha: String,

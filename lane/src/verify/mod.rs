@@ -19,8 +19,8 @@ use std::time::Duration;
 
 use clawpool_agents::config::HandshakeSettings;
 use clawpool_lanes::state_file::{
-    CommandOutcome, CommandResult, Freshness, GitOperation, GreenLevel, HeadState, MergeOutcome,
-    Verification, VerifyResult, now_secs,
+    CommandOutcome, CommandResult, Freshness, GreenLevel, MergeOutcome, Verification, VerifyResult,
+    now_secs,
 };
 use clawpool_lanes::{EventLog, FailureClass, LaneSpec, LaneState};
 use clawpool_lanes::{Payload, payload};
@@ -29,20 +29,14 @@ use clawpool_worktree::{
     head_state, merge_forward,
 };
 use serde::{Deserialize, Serialize};
-
-use crate::finishing;
 use serde_json::json;
 
-/// Where a lane's branch stands.
-#[derive(Debug, Clone)]
-pub struct BranchCheck {
-    /// What is checked out, when it could be read.
-    pub head: Option<HeadState>,
-    /// A git operation in progress in the worktree.
-    pub operation: Option<GitOperation>,
-    /// Freshness against the base (`unknown` with the reason while an operation is paused).
-    pub freshness: Freshness,
-}
+use crate::finishing;
+
+/// Where a lane's branch stands: the worktree crate's one look at it (what is checked out, a
+/// git operation in progress, freshness against the base — `unknown` with the reason while an
+/// operation is paused).
+pub type BranchCheck = clawpool_worktree::BranchState;
 
 /// How often the base's remote may be fetched (per repository), from configuration.
 #[derive(Debug, Clone, Copy)]
@@ -82,12 +76,7 @@ pub fn check_branch(dir: &Path, base: &str, settings: &FreshnessSettings) -> Bra
         }),
         ..FreshnessOptions::default()
     };
-    let state = check_branch_state(dir, base, &options);
-    BranchCheck {
-        head: state.head,
-        operation: state.operation,
-        freshness: state.freshness,
-    }
+    check_branch_state(dir, base, &options)
 }
 
 /// Records a branch check on the lane: its state-file fields, and `branch.stale_against_main`
@@ -686,6 +675,7 @@ fn record_result(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clawpool_lanes::state_file::GitOperation;
     use std::process::Command;
 
     fn git(dir: &Path, args: &[&str]) -> String {
