@@ -1,20 +1,25 @@
-//! Keeping a lane's state file in step with its events: every event is applied to the lane's
-//! [`WorkerStateDoc`] and written at once (atomically). Nothing rewrites it while nothing
-//! happens: pollers tell a live supervisor from a lost one by its lock
+//! Keeping a lane's state in step with its events: every event is applied to the lane's
+//! [`WorkerStateDoc`] and written at once (atomically) to the lane's record (`state.json` in its
+//! record folder, which readers believe) and then to its publication in the worktree
+//! (`.claw/worker-state.json`, for claw-code's `claw state`). The publication is only ever
+//! written, never read back as truth: when the lane's repository watcher sees it changed by
+//! anyone else, [`StateRecorder::check_publication`] puts it back. Nothing rewrites either
+//! while nothing happens: pollers tell a live supervisor from a lost one by its lock
 //! ([`clawpool_lanes::state_file::liveness`]).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use clawpool_lanes::state_file::now_secs;
+use clawpool_lanes::payload::{PublicationFound, PublicationRestored};
+use clawpool_lanes::state_file::{now_secs, parse_state};
 use clawpool_lanes::{LaneEvent, LaneStatus, StateFileWriter, WorkerStateDoc};
 use tokio::sync::watch;
 
-/// A lane's state document and the writer of its file.
+/// A lane's state document and the writers of its record and its publication.
 #[derive(Clone)]
 pub struct StateRecorder {
-    inner: Arc<Mutex<(WorkerStateDoc, StateFileWriter)>>,
+    inner: Arc<Mutex<Files>>,
     marker: Option<Arc<PathBuf>>,
     /// Whether the marker may be on disk (left by this or an earlier supervisor of the lane).
     marked: Arc<AtomicBool>,
@@ -22,27 +27,51 @@ pub struct StateRecorder {
     status: Arc<watch::Sender<LaneStatus>>,
 }
 
+struct Files {
+    doc: WorkerStateDoc,
+    record: StateFileWriter,
+    publication: Option<Publication>,
+}
+
+/// The worktree's copy and the bytes last written to it, which tell the recorder's own writes
+/// from anyone else's.
+struct Publication {
+    writer: StateFileWriter,
+    written: Option<Vec<u8>>,
+}
+
 /// The file, in a lane's registry folder, that says its state file could not be written.
 pub use clawpool_worktree::layout::DEGRADED_MARKER;
 
 impl StateRecorder {
-    /// Starts recording `doc` through `writer`, writing it once now.
-    pub fn new(doc: WorkerStateDoc, writer: StateFileWriter) -> Self {
-        Self::with_marker(doc, writer, None)
+    /// Starts recording `doc` in the record folder `record`, published in `worktree` when
+    /// given, writing both once now.
+    pub fn new(doc: WorkerStateDoc, record: &Path, worktree: Option<&Path>) -> Self {
+        Self::with_marker(doc, record, worktree, None)
     }
 
-    /// Like [`new`](Self::new), keeping `marker` present exactly while the lane is degraded: it
-    /// is written when a write fails and removed by the next write that succeeds, whoever left
-    /// it (a supervisor that ended degraded leaves it for the next one to clear).
+    /// Like [`new`](Self::new), keeping `marker` present exactly while the lane is degraded
+    /// (its record cannot be written): it is written when a write fails and removed by the next
+    /// write that succeeds, whoever left it (a supervisor that ended degraded leaves it for the
+    /// next one to clear).
     pub fn with_marker(
         doc: WorkerStateDoc,
-        writer: StateFileWriter,
+        record: &Path,
+        worktree: Option<&Path>,
         marker: Option<PathBuf>,
     ) -> Self {
         let status = Arc::new(watch::Sender::new(doc.status));
         let marked = marker.as_ref().is_some_and(|m| m.exists());
+        let files = Files {
+            doc,
+            record: StateFileWriter::for_record(record),
+            publication: worktree.map(|worktree| Publication {
+                writer: StateFileWriter::for_worktree(worktree),
+                written: None,
+            }),
+        };
         let recorder = Self {
-            inner: Arc::new(Mutex::new((doc, writer))),
+            inner: Arc::new(Mutex::new(files)),
             marker: marker.map(Arc::new),
             marked: Arc::new(AtomicBool::new(marked)),
             status,
@@ -51,26 +80,30 @@ impl StateRecorder {
         recorder
     }
 
-    /// Applies an event and writes the file.
+    /// Applies an event and writes the record and the publication.
     pub fn on_event(&self, event: &LaneEvent) {
         self.update(|doc| doc.apply_event(event));
     }
 
-    /// Changes the document and writes the file.
+    /// Changes the document and writes the record and the publication.
     pub fn update(&self, change: impl FnOnce(&mut WorkerStateDoc)) {
-        let mut guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        let (doc, writer) = &mut *guard;
-        change(doc);
-        doc.stamp(now_secs());
+        let mut guard = self.files();
+        let files = &mut *guard;
+        change(&mut files.doc);
+        files.doc.stamp(now_secs());
         self.status.send_if_modified(|status| {
-            let changed = *status != doc.status;
-            *status = doc.status;
+            let changed = *status != files.doc.status;
+            *status = files.doc.status;
             changed
         });
-        let result = writer.write(doc);
+        let bytes = StateFileWriter::render(&files.doc);
+        let result = files.record.write_rendered(&bytes);
         if let Err(err) = &result {
-            // The previous file stays intact; the lane carries on and is reported degraded.
-            tracing::warn!(error = %err, "could not write the lane's state file");
+            // The previous record stays intact; the lane carries on and is reported degraded.
+            tracing::warn!(error = %err, "could not write the lane's state record");
+        }
+        if let Some(publication) = &mut files.publication {
+            publication.publish(&bytes);
         }
         if let Some(marker) = &self.marker {
             match &result {
@@ -86,10 +119,44 @@ impl StateRecorder {
         }
     }
 
+    /// Looks at the published state file: when it is not what this recorder last wrote (the
+    /// agent, or anyone, rewrote or removed it), writes it again from the record and says what
+    /// was found, for the caller to record as `lane.publication_restored` (not here: recording
+    /// an event updates this recorder). `None` when it is as written, or when nothing was
+    /// published yet.
+    pub fn check_publication(&self) -> Option<PublicationRestored> {
+        let mut guard = self.files();
+        let publication = guard.publication.as_mut()?;
+        let written = publication.written.clone()?;
+        let restored = match std::fs::read(publication.writer.path()) {
+            Ok(found) if found == written => return None,
+            Ok(found) => PublicationRestored {
+                found: PublicationFound::Changed,
+                claimed_status: parse_state(publication.writer.path(), &found)
+                    .ok()
+                    .map(|doc| clawpool_lanes::wire_name(&doc.status)),
+            },
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => PublicationRestored {
+                found: PublicationFound::Removed,
+                claimed_status: None,
+            },
+            // Unreadable (a folder in its place, say): writing replaces what can be replaced.
+            Err(_) => PublicationRestored {
+                found: PublicationFound::Changed,
+                claimed_status: None,
+            },
+        };
+        publication.publish(&written);
+        Some(restored)
+    }
+
+    fn files(&self) -> std::sync::MutexGuard<'_, Files> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// A copy of the document as it is now.
     pub fn doc(&self) -> WorkerStateDoc {
-        let guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        guard.0.clone()
+        self.files().doc.clone()
     }
 
     /// The lane's status, now and after every change.
@@ -97,9 +164,19 @@ impl StateRecorder {
         self.status.subscribe()
     }
 
-    /// The error of the last failed write, if the last write failed.
+    /// The error of the last failed write of the record, if the last write failed.
     pub fn degraded(&self) -> Option<String> {
-        let guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        guard.1.degraded()
+        self.files().record.degraded()
+    }
+}
+
+impl Publication {
+    /// Writes the publication; a failure is logged, never the lane's degradation (the record
+    /// is what clawpool believes, and the watcher tries again on the next change).
+    fn publish(&mut self, bytes: &[u8]) {
+        match self.writer.write_rendered(bytes) {
+            Ok(()) => self.written = Some(bytes.to_vec()),
+            Err(err) => tracing::warn!(error = %err, "could not publish the lane's state file"),
+        }
     }
 }

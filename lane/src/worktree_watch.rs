@@ -10,6 +10,8 @@
 //!   nothing new (`docs/recovery.md`, "Stalls"). Changes under a name starting with `.`
 //!   (`.git/`, `.claw/`, `.pytest_cache/`, an agent's or a test double's own logs) are tools'
 //!   bookkeeping, not the lane's work, and do not count.
+//! - **Its published state file** (`.claw/worker-state.json`) changed or removed: the lane
+//!   checks it is what its supervisor wrote and puts it back otherwise ([`LaneWatch::publication`]).
 //! - **Moves** (lanes with a branch): its worktree's `HEAD` (in `.git/worktrees/<name>/`),
 //!   the loose ref that `HEAD` names, or its base ref changed — git replaces each of these by
 //!   renaming a `.lock` file over it, so one event arrives per update. The lane's commit and
@@ -41,6 +43,7 @@ pub struct LaneWatch {
     id: u64,
     watched: Vec<PathBuf>,
     moves: watch::Receiver<u64>,
+    publication: watch::Receiver<u64>,
 }
 
 impl LaneWatch {
@@ -48,6 +51,7 @@ impl LaneWatch {
     /// with `branch`, its HEAD, branch and base ref.
     pub fn start(dir: &Path, progress: ExternalProgress, branch: Option<BranchWatch>) -> Self {
         let (moved, moves) = watch::channel(0);
+        let (published, publication) = watch::channel(0);
         let git = branch.and_then(|branch| GitPaths::of(dir).map(|paths| (paths, branch)));
         let key = git
             .as_ref()
@@ -58,6 +62,7 @@ impl LaneWatch {
                 id: 0,
                 watched: Vec::new(),
                 moves,
+                publication,
             };
         };
         let mut watched = Vec::new();
@@ -71,6 +76,7 @@ impl LaneWatch {
             branch_ref: None,
             base_refs: Vec::new(),
             moved,
+            published,
         };
         if let Some((paths, branch)) = git {
             shared.watch_refs(&paths.common);
@@ -95,12 +101,19 @@ impl LaneWatch {
             id,
             watched,
             moves,
+            publication,
         }
     }
 
     /// A receiver that changes each time the lane's HEAD, branch or base ref moved.
     pub fn moves(&self) -> watch::Receiver<u64> {
         self.moves.clone()
+    }
+
+    /// A receiver that changes each time something happened to the lane's published state file
+    /// (`.claw/worker-state.json`) or its folder — the supervisor's own writes included.
+    pub fn publication(&self) -> watch::Receiver<u64> {
+        self.publication.clone()
     }
 }
 
@@ -124,6 +137,7 @@ struct WatchedLane {
     /// The names the base ref may resolve to, as git reads a short name.
     base_refs: Vec<String>,
     moved: watch::Sender<u64>,
+    published: watch::Sender<u64>,
 }
 
 impl WatchedLane {
@@ -256,10 +270,12 @@ fn dispatch(common: Option<&Path>, lanes: &mut Lanes, event: &notify::Event) {
             .skip(1)
             .find_map(|folder| lanes.by_worktree.get(folder))
             .and_then(|id| lanes.by_id.get(id));
-        if let Some(lane) = worker
-            && counts(&lane.worktree, path)
-        {
-            lane.progress.record(ProgressSource::WorktreeChange);
+        if let Some(lane) = worker {
+            if counts(&lane.worktree, path) {
+                lane.progress.record(ProgressSource::WorktreeChange);
+            } else if is_publication(&lane.worktree, path) {
+                lane.published.send_modify(|n| *n = n.wrapping_add(1));
+            }
         }
         if let Some(id) = lanes.by_head_file.get(path.as_path()).copied()
             && let Some(lane) = lanes.by_id.get_mut(&id)
@@ -302,6 +318,15 @@ fn counts(root: &Path, path: &Path) -> bool {
             Component::Normal(name) => !name.to_string_lossy().starts_with('.'),
             _ => false,
         })
+}
+
+/// Whether `path` is the published state file of the lane in `root`, or the folder it is in.
+fn is_publication(root: &Path, path: &Path) -> bool {
+    let Ok(relative) = path.strip_prefix(root) else {
+        return false;
+    };
+    relative == Path::new(clawpool_lanes::state_file::STATE_FILE)
+        || relative == Path::new(clawpool_worktree::layout::LANE_DIR)
 }
 
 /// A worktree's own git dir and its repository's common dir, read from its `.git` (a file
@@ -371,6 +396,21 @@ mod tests {
         ));
         assert!(!counts(root, Path::new("/lanes/fix")));
         assert!(!counts(root, Path::new("/lanes/other/src/main.rs")));
+    }
+
+    #[test]
+    fn the_published_state_file_and_its_folder_are_told_apart_from_other_bookkeeping() {
+        let root = Path::new("/lanes/fix");
+        assert!(is_publication(
+            root,
+            Path::new("/lanes/fix/.claw/worker-state.json")
+        ));
+        assert!(is_publication(root, Path::new("/lanes/fix/.claw")));
+        assert!(!is_publication(root, Path::new("/lanes/fix/.claw/task.md")));
+        assert!(!is_publication(
+            root,
+            Path::new("/lanes/other/.claw/worker-state.json")
+        ));
     }
 
     #[test]

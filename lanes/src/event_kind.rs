@@ -134,13 +134,15 @@ pub enum LaneEventKind {
     ClosedOut,
     /// `lane.rerun`: A finished lane was run again (`--rerun`).
     Rerun,
+    /// `lane.publication_restored`: The lane's published state file was changed or removed by someone other than its supervisor, and was written again from the lane's record.
+    PublicationRestored,
     /// A kind this build does not know, as written.
     Other(String),
 }
 
 impl LaneEventKind {
     /// Every kind this build records, in the order `docs/events.md` lists them.
-    pub const ALL: [LaneEventKind; 62] = [
+    pub const ALL: [LaneEventKind; 63] = [
         LaneEventKind::Started,
         LaneEventKind::Adopted,
         LaneEventKind::SessionReplaced,
@@ -203,6 +205,7 @@ impl LaneEventKind {
         LaneEventKind::Outcome,
         LaneEventKind::ClosedOut,
         LaneEventKind::Rerun,
+        LaneEventKind::PublicationRestored,
     ];
 
     /// The wire name.
@@ -270,6 +273,7 @@ impl LaneEventKind {
             LaneEventKind::Outcome => "lane.outcome",
             LaneEventKind::ClosedOut => "lane.closed_out",
             LaneEventKind::Rerun => "lane.rerun",
+            LaneEventKind::PublicationRestored => "lane.publication_restored",
             LaneEventKind::Other(name) => name,
         }
     }

@@ -32,6 +32,6 @@ pub use packet::{
 pub use payload::Payload;
 pub use state::{BlockedSubphase, FailureClass, LaneState, LaneStatus, wire_name};
 pub use state_file::{
-    StateFileError, StateFileWriter, StateView, WorkerStateDoc, read_lane_state, read_state_file,
+    StateFileError, StateFileWriter, StateView, WorkerStateDoc, read_lane_record, read_state_file,
     state_file_path, with_ages,
 };

@@ -1,13 +1,16 @@
 //! Reading lanes back: `clawpool board` (every lane of a repository), `clawpool events`, and
 //! how a lane argument (a name or a folder) finds its lane. Read-only: these work from the
-//! state files and event logs alone, with or without a supervisor running.
+//! lanes' records (`state.json` in each registry folder, never the worktree's published copy)
+//! and event logs alone, with or without a supervisor running.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clawpool_lanes::state_file::now_secs;
-use clawpool_lanes::{read_lane_state, state_file_path, with_ages};
+use clawpool_lanes::{
+    StateFileError, WorkerStateDoc, read_lane_record, state_file_path, with_ages,
+};
 use clawpool_worktree::Repo;
 use serde_json::{Value, json};
 
@@ -22,6 +25,25 @@ pub struct FoundLane {
     pub dir: PathBuf,
     /// Its event log.
     pub events: PathBuf,
+}
+
+impl FoundLane {
+    /// The lane's record folder, where its event log is: its registry folder (the `.claw/` of
+    /// a `clawpool run` lane). Its state, supervisor lock and control socket are found here,
+    /// never in the worktree.
+    pub fn record(&self) -> PathBuf {
+        self.events.parent().map(Path::to_owned).unwrap_or_default()
+    }
+
+    /// The lane's state as its record has it.
+    pub fn state(&self) -> Result<WorkerStateDoc, StateFileError> {
+        read_lane_record(&self.record(), &self.dir)
+    }
+
+    /// The lane's control socket.
+    pub fn socket(&self) -> PathBuf {
+        clawpool_worktree::layout::control_socket(&self.record())
+    }
 }
 
 /// Finds a lane: by name in the current repository's lane registry first (so a folder that
@@ -140,8 +162,8 @@ pub fn board_lane(repo: &Repo, name: &str, now: u64) -> Value {
         .as_ref()
         .map(|e| e.worktree.clone())
         .unwrap_or_default();
-    let mut doc = match read_lane_state(&dir) {
-        Ok(doc) => with_ages(&doc, now).to_json(),
+    let mut doc = match read_lane_record(registry.dir(), &dir) {
+        Ok(doc) => with_ages(&doc, registry.dir(), now).to_json(),
         // A lane whose state cannot be read is still on the board, with why.
         Err(err) => {
             json!({"lane": name, "worktree": dir, "lane_status": "unknown", "error": err.to_json()["error"]})
@@ -443,7 +465,7 @@ pub async fn run_events(lane: &Path, follow: bool) -> Result<ExitCode, CommandEr
 /// mirrored read-only from its raw terminal log until it ends or Ctrl-C.
 pub async fn run_attach(lane: &Path) -> Result<ExitCode, CommandError> {
     let found = find_lane(lane)?;
-    let doc = read_lane_state(&found.dir).map_err(|err| CommandError {
+    let doc = found.state().map_err(|err| CommandError {
         kind: err.kind(),
         message: err.to_string(),
         exit: EXIT_FAILURE,
@@ -486,7 +508,8 @@ pub async fn run_attach(lane: &Path) -> Result<ExitCode, CommandError> {
             std::io::Write::flush(&mut out)
                 .map_err(|e| CommandError::io("writing to the terminal", e))?;
         }
-        let ended = read_lane_state(&found.dir)
+        let ended = found
+            .state()
             .map(|d| d.status.is_terminal())
             .unwrap_or(true);
         if ended {

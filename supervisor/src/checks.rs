@@ -1,6 +1,7 @@
 //! `clawpool merge-forward` and `clawpool verify`: through the lane's control socket while a
-//! supervisor drives the lane, directly on its worktree otherwise (the lane engine's
-//! [`LaneChecks`] either way).
+//! supervisor drives the lane, directly on its worktree otherwise — holding the lane's
+//! supervisor lock, so never beside a live supervisor whose socket did not answer (the lane
+//! engine's [`LaneChecks`] either way).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -11,7 +12,8 @@ use clawpool_lane::lane_state::StateRecorder;
 use clawpool_lane::registry::RegistryFolder;
 use clawpool_lane::verify::FreshnessSettings;
 use clawpool_lanes::state_file::GreenLevel;
-use clawpool_lanes::{EventLog, StateFileWriter, read_lane_state};
+use clawpool_lanes::state_file::SupervisorLock;
+use clawpool_lanes::{EventLog, read_lane_record};
 use clawpool_worktree::Repo;
 use serde_json::Value;
 
@@ -22,6 +24,8 @@ use crate::output::CommandError;
 struct LaneOnDisk {
     checks: LaneChecks,
     events: PathBuf,
+    /// Its record folder (its registry folder).
+    record: PathBuf,
     name: String,
 }
 
@@ -47,14 +51,15 @@ fn lane_on_disk(arg: &Path) -> Result<LaneOnDisk, CommandError> {
             &registry,
             FreshnessSettings::default(),
         ),
+        record: found.record(),
         events: found.events,
         name: entry.name.clone(),
     })
 }
 
 /// Sends `op` to the supervisor driving the lane, if one is; `None` when none listens.
-async fn through_supervisor(dir: &Path, op: &LaneOp) -> Option<Value> {
-    let socket = clawpool_worktree::layout::control_socket(dir);
+async fn through_supervisor(record: &Path, op: &LaneOp) -> Option<Value> {
+    let socket = clawpool_worktree::layout::control_socket(record);
     let line = serde_json::to_string(op).ok()?;
     let reply = clawpool_lane::control::request(&socket, &line).await.ok()?;
     serde_json::from_str(&reply).ok()
@@ -62,14 +67,23 @@ async fn through_supervisor(dir: &Path, op: &LaneOp) -> Option<Value> {
 
 /// Runs `op` on a lane no supervisor drives: this process writes its events and state file.
 async fn directly(lane: &LaneOnDisk, op: &LaneOp) -> Result<Value, CommandError> {
-    let doc = read_lane_state(&lane.checks.dir).map_err(|e| CommandError {
+    // Nobody may drive the lane while this process changes it: a supervisor that holds it but
+    // did not answer is refused, not raced.
+    let _lock = SupervisorLock::hold(&lane.record).map_err(|e| match e.kind() {
+        std::io::ErrorKind::WouldBlock => CommandError::invalid(
+            "lane_busy",
+            format!("{e}; its control socket did not answer: try again"),
+        ),
+        _ => CommandError::io("taking the lane's supervisor lock", e),
+    })?;
+    let doc = read_lane_record(&lane.record, &lane.checks.dir).map_err(|e| CommandError {
         kind: e.kind(),
         message: e.to_string(),
         exit: crate::output::EXIT_FAILURE,
     })?;
-    // Nobody else drives the lane: its state is this process's to change, from its file.
+    // Nobody else drives the lane: its state is this process's to change, from its record.
     let owned = Some(doc.lane_state());
-    let recorder = StateRecorder::new(doc, StateFileWriter::for_worktree(&lane.checks.dir));
+    let recorder = StateRecorder::new(doc, &lane.record, Some(&lane.checks.dir));
     let on_state = recorder.clone();
     let events = EventLog::open(&lane.name, &lane.events)
         .map_err(|e| CommandError::io("opening the lane's event log", e.source))?
@@ -84,7 +98,7 @@ async fn directly(lane: &LaneOnDisk, op: &LaneOp) -> Result<Value, CommandError>
 
 async fn run_op(lane_arg: &Path, op: LaneOp) -> Result<Value, CommandError> {
     let lane = lane_on_disk(lane_arg)?;
-    match through_supervisor(&lane.checks.dir, &op).await {
+    match through_supervisor(&lane.record, &op).await {
         Some(reply) => Ok(reply),
         None => directly(&lane, &op).await,
     }

@@ -2,13 +2,18 @@
 //! failed) and whose work is merged or empty, and prune git's entries for worktrees whose
 //! folders are gone. Uncommitted or unmerged work, and a lane whose supervisor was lost before
 //! it ended (its tmux worker may still be at work there), are never removed without `--force`;
-//! a lane under a live supervisor never is.
+//! a lane someone holds never is, whatever `--force` says. Who holds a lane is told by its
+//! supervisor lock in its registry folder — taken by `spawn` before it makes the worktree and
+//! kept by the lane's supervisor to its last write — never by files in the worktree, which the
+//! lane's agent can delete. gc takes that lock itself for each lane it judges and keeps it
+//! until the lane's registry folder is gone, so no spawn starts the lane meanwhile.
 
 use std::path::Path;
 use std::process::ExitCode;
 
+use clawpool_lanes::read_lane_record;
+use clawpool_lanes::state_file::SupervisorLock;
 use clawpool_lanes::state_file::now_secs;
-use clawpool_lanes::{read_lane_state, with_ages};
 use clawpool_worktree::{Repo, remove_lane_worktree, worktree_status};
 use serde_json::json;
 
@@ -51,12 +56,7 @@ pub fn run(args: &GcArgs) -> Result<ExitCode, CommandError> {
     for (checked, name) in names.into_iter().enumerate() {
         progress.set(checked as u64, name.clone());
         let registry = lane_registry(&repo, &name);
-        let verdict = judge(&repo, &main, &name, &registry, args.force);
-        if verdict.removed {
-            let _ = std::fs::remove_dir_all(registry.dir());
-            leave_removed_marker(&repo, &verdict);
-        }
-        verdicts.push(verdict);
+        verdicts.push(judge_held(&repo, &main, &name, &registry, args.force));
     }
     progress.clear();
     // Its last lane gone, the repository leaves the user's index (`ui --all` no longer lists
@@ -105,6 +105,45 @@ fn leave_removed_marker(repo: &Repo, verdict: &Verdict) {
     let _ = std::fs::write(marker, format!("{doc:#}\n"));
 }
 
+/// Judges lane `name` holding its supervisor lock, and removes its registry folder (leaving
+/// gc's marker) before letting go of it when the lane goes. A lane whose lock someone else
+/// holds — a spawn preparing it, a supervisor driving it — is kept, `--force` or not.
+fn judge_held(
+    repo: &Repo,
+    main: &str,
+    name: &str,
+    registry: &RegistryFolder,
+    force: bool,
+) -> Verdict {
+    let _lock = match SupervisorLock::hold(registry.dir()) {
+        Ok(lock) => lock,
+        Err(err) => {
+            let held = err.kind() == std::io::ErrorKind::WouldBlock;
+            let status = registry.entry().ok().and_then(|entry| {
+                read_lane_record(registry.dir(), &entry.worktree)
+                    .ok()
+                    .map(|doc| clawpool_lanes::wire_name(&doc.status))
+            });
+            return Verdict {
+                lane: name.to_owned(),
+                removed: false,
+                reason: run_allows_removal(&LaneRun::Held, force)
+                    .err()
+                    .filter(|_| held)
+                    .unwrap_or_else(|| format!("its lock cannot be taken: {err}")),
+                status,
+            };
+        }
+    };
+    let verdict = judge(repo, main, name, registry, force);
+    if verdict.removed {
+        let _ = std::fs::remove_dir_all(registry.dir());
+        leave_removed_marker(repo, &verdict);
+    }
+    verdict
+}
+
+/// Judges lane `name`, whose supervisor lock this process holds: nobody prepares or drives it.
 fn judge(repo: &Repo, main: &str, name: &str, registry: &RegistryFolder, force: bool) -> Verdict {
     let keep = |reason: String, status: Option<String>| Verdict {
         lane: name.to_owned(),
@@ -124,19 +163,16 @@ fn judge(repo: &Repo, main: &str, name: &str, registry: &RegistryFolder, force: 
             status: None,
         };
     }
-    let (run, status) = match read_lane_state(&dir) {
-        Ok(doc) => {
-            let view = with_ages(&doc, now_secs());
-            let state = doc.lane_state().to_string();
-            let run = if doc.status.is_terminal() {
-                LaneRun::Ended
-            } else if view.supervisor_lost {
-                LaneRun::SupervisorLost(state)
-            } else {
-                LaneRun::Supervised(state)
-            };
-            (run, Some(view.status.name()))
+    // From the lane's record, never its worktree's copy. The lock is ours, so a lane not
+    // ended has lost its supervisor.
+    let (run, status) = match read_lane_record(registry.dir(), &dir) {
+        Ok(doc) if doc.status.is_terminal() => {
+            (LaneRun::Ended, Some(clawpool_lanes::wire_name(&doc.status)))
         }
+        Ok(doc) => (
+            LaneRun::SupervisorLost(doc.lane_state().to_string()),
+            Some("supervisor_lost".to_owned()),
+        ),
         Err(err) => (LaneRun::Unknown(err.kind()), None),
     };
     if let Err(reason) = run_allows_removal(&run, force) {
@@ -171,13 +207,13 @@ fn judge(repo: &Repo, main: &str, name: &str, registry: &RegistryFolder, force: 
     }
 }
 
-/// How a lane's run stands, from its state file.
+/// How a lane's run stands, from its lock and its record.
 #[derive(Debug)]
 enum LaneRun {
     /// Its last status is finished or failed: nothing more will happen in its worktree.
     Ended,
-    /// Not ended, and its supervisor is alive (it holds the lane's lock).
-    Supervised(String),
+    /// Someone holds its lock: a spawn preparing it, or its live supervisor.
+    Held,
     /// Not ended, and its supervisor stopped writing: a tmux worker may still be at work in
     /// the worktree, and `clawpool adopt` can take it over.
     SupervisorLost(String),
@@ -190,7 +226,10 @@ enum LaneRun {
 fn run_allows_removal(run: &LaneRun, force: bool) -> Result<(), String> {
     match run {
         LaneRun::Ended => Ok(()),
-        LaneRun::Supervised(state) => Err(format!("still {state} under a live supervisor")),
+        LaneRun::Held => Err(
+            "held by a live clawpool (being prepared or running): never removed, --force or not"
+                .into(),
+        ),
         LaneRun::SupervisorLost(state) if !force => Err(format!(
             "supervisor_lost while {state}: its worker may still run (`clawpool adopt` takes it over); use --force"
         )),
@@ -264,11 +303,10 @@ mod tests {
     }
 
     #[test]
-    fn a_run_under_a_live_supervisor_is_never_removed() {
-        let live = LaneRun::Supervised("running".into());
+    fn a_held_lane_is_never_removed() {
         for force in [false, true] {
-            let kept = run_allows_removal(&live, force).expect_err("kept");
-            assert!(kept.contains("live supervisor"), "{kept}");
+            let kept = run_allows_removal(&LaneRun::Held, force).expect_err("kept");
+            assert!(kept.contains("held by a live clawpool"), "{kept}");
         }
     }
 

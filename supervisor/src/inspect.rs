@@ -72,7 +72,7 @@ pub fn run_explain_lane(
     format: OutputFormat,
 ) -> Result<ExitCode, CommandError> {
     let found = crate::board::find_lane(lane)?;
-    let doc = clawpool_lanes::read_lane_state(&found.dir).map_err(|err| CommandError {
+    let doc = found.state().map_err(|err| CommandError {
         kind: err.kind(),
         message: err.to_string(),
         exit: crate::output::EXIT_FAILURE,
@@ -745,7 +745,7 @@ fn access_write(dir: &Path) -> std::io::Result<()> {
 
 pub fn run_state(lane_dir: &Path, format: OutputFormat) -> Result<ExitCode, CommandError> {
     let lane = crate::board::find_enclosing_lane(lane_dir)?;
-    let doc = match clawpool_lanes::read_lane_state(&lane.dir) {
+    let doc = match lane.state() {
         Ok(doc) => doc,
         Err(err) => {
             return Err(CommandError {
@@ -755,7 +755,8 @@ pub fn run_state(lane_dir: &Path, format: OutputFormat) -> Result<ExitCode, Comm
             });
         }
     };
-    let view = clawpool_lanes::with_ages(&doc, clawpool_lanes::state_file::now_secs());
+    let view =
+        clawpool_lanes::with_ages(&doc, &lane.record(), clawpool_lanes::state_file::now_secs());
     match format {
         OutputFormat::Json => println!("{}", view.to_json()),
         OutputFormat::Text => {

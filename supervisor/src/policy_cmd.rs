@@ -229,7 +229,7 @@ pub async fn run_recover(args: &RecoverArgs) -> Result<ExitCode, CommandError> {
             ));
         }
     };
-    let socket = clawpool_worktree::layout::control_socket(&lane.dir);
+    let socket = lane.socket();
     let verdict = match crate::run_lane::operator_verdict(&socket, &command).await {
         Ok(verdict) => verdict,
         Err(err) => {
@@ -390,7 +390,7 @@ fn runnable_names() -> Vec<String> {
 }
 
 fn read_doc(lane: &FoundLane) -> Result<WorkerStateDoc, CommandError> {
-    clawpool_lanes::read_lane_state(&lane.dir).map_err(|err| CommandError {
+    lane.state().map_err(|err| CommandError {
         kind: err.kind(),
         message: err.to_string(),
         exit: EXIT_FAILURE,

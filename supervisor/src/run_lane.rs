@@ -106,6 +106,7 @@ pub async fn run(request: RunRequest) -> Result<ExitCode, CommandError> {
         policy: request.policy,
         interrupt: Interrupt::listen()
             .map_err(|e| CommandError::io("listening for SIGINT and SIGTERM", e))?,
+        lock: None,
     };
     preflight(&job)?;
     exclude_from_git(&cwd);
@@ -198,7 +199,7 @@ pub async fn send_operator(
     command: &OperatorCommand,
 ) -> Result<Verdict, CommandError> {
     let lane = crate::board::find_lane(lane_dir)?;
-    let socket = clawpool_worktree::layout::control_socket(&lane.dir);
+    let socket = lane.socket();
     let verdict = operator_verdict(&socket, command).await.map_err(|why| {
         CommandError::invalid(
             "lane_not_running",

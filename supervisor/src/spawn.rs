@@ -103,7 +103,8 @@ fn earlier_run(repo: &Repo, name: &str) -> Option<(Skipped, Option<LaneState>)> 
             .exists()
             .then_some((Skipped::RemovedByGc, None));
     };
-    let doc = clawpool_lanes::read_lane_state(&entry.worktree).ok()?;
+    let doc =
+        clawpool_lanes::read_lane_record(lane_registry(repo, name).dir(), &entry.worktree).ok()?;
     (doc.status == clawpool_lanes::LaneStatus::Finished)
         .then(|| (Skipped::Finished, Some(doc.lane_state())))
 }
@@ -553,6 +554,7 @@ fn plan(
                 base: None,
                 on_event: Box::new(|_| {}),
                 interrupt: Interrupt::never(),
+                lock: None,
             };
             if let Err(err) = preflight(&probe) {
                 problems.push(PacketError::new(at("agent"), err.to_string()));
@@ -603,6 +605,16 @@ async fn start_lane(
     interrupt: Interrupt,
 ) -> Result<Option<LaneState>, CommandError> {
     let name = lane.spec.name.clone();
+    let registry = lane_registry(repo, &name);
+    // Held from before the worktree exists until the lane's last write (the driver takes it
+    // over): `clawpool gc`, whatever `--force` says, never removes a lane someone holds.
+    let lock =
+        clawpool_lanes::state_file::SupervisorLock::hold(registry.dir()).map_err(|e| {
+            match e.kind() {
+                std::io::ErrorKind::WouldBlock => CommandError::invalid("lane_busy", e.to_string()),
+                _ => CommandError::io("taking the lane's supervisor lock", e),
+            }
+        })?;
     let worktree_spec = lane.worktree.clone();
     let root = repo.root().to_owned();
     let prepared = tokio::task::spawn_blocking(move || {
@@ -630,7 +642,6 @@ async fn start_lane(
         .decide(&dir)
         .map(|d| d.is_trusted())
         .unwrap_or(false);
-    let registry = lane_registry(repo, &name);
     std::fs::create_dir_all(registry.dir())
         .map_err(|e| CommandError::io("creating the lane's registry folder", e))?;
     let verify_spec = clawpool_lane::verify::LaneVerifySpec::from_lane(&lane.spec);
@@ -686,6 +697,7 @@ async fn start_lane(
         checks: Some(checks),
         policy: lane.policy,
         interrupt,
+        lock: Some(lock),
     };
     let result = drive(job, Start::Spawn).await?;
     let state = result.final_state();
@@ -1213,11 +1225,20 @@ pub fn adopt_lanes(
         let dir = entry.worktree.clone();
         let events_path = registry.events();
         let marker = registry.degraded_marker();
-        let mut doc = match clawpool_lanes::read_lane_state(&dir) {
+        // Whoever holds the lane (a `gc`, a `verify` on it) is left to it; held from here,
+        // nobody else changes the lane while it is recorded or adopted.
+        let lock = match clawpool_lanes::state_file::SupervisorLock::hold(registry.dir()) {
+            Ok(lock) => lock,
+            Err(err) => {
+                refuse(&name, "lane_busy", err.to_string());
+                continue;
+            }
+        };
+        let mut doc = match clawpool_lanes::read_lane_record(registry.dir(), &dir) {
             Ok(doc) => doc,
             Err(err @ clawpool_lanes::StateFileError::Missing { .. }) => {
                 // The state file is written before the agent starts: none ever ran.
-                match never_started(&name, &dir, &entry, &events_path, &marker) {
+                match never_started(&name, (registry.dir(), &dir), &entry, &events_path, &marker) {
                     Ok(lost) => {
                         board.set(&name, &lost.to_string(), None);
                         tasks.push(tokio::spawn(async move { (name, Ok(Some(lost))) }));
@@ -1239,7 +1260,8 @@ pub fn adopt_lanes(
                 // The outcome was only in the event log: it goes into the state file now.
                 let _ = clawpool_lane::lane_state::StateRecorder::with_marker(
                     doc.clone(),
-                    clawpool_lanes::StateFileWriter::for_worktree(&dir),
+                    registry.dir(),
+                    Some(&dir),
                     Some(marker),
                 );
             }
@@ -1272,7 +1294,7 @@ pub fn adopt_lanes(
         let servers = servers.clone();
         tasks.push(tokio::spawn(async move {
             let state = adopt_lane(
-                &name,
+                (&name, lock),
                 &registry,
                 &dir,
                 entry,
@@ -1307,7 +1329,7 @@ pub fn adopt_lanes(
 /// from the registry entry, naming the terminal the lane was to run in.
 fn never_started(
     name: &str,
-    dir: &Path,
+    (record, dir): (&Path, &Path),
     entry: &RegistryEntry,
     events_path: &Path,
     marker: &Path,
@@ -1333,7 +1355,8 @@ fn never_started(
     doc.branch = entry.branch.clone();
     let recorder = clawpool_lane::lane_state::StateRecorder::with_marker(
         doc,
-        clawpool_lanes::StateFileWriter::for_worktree(dir),
+        record,
+        Some(dir),
         Some(marker.to_owned()),
     );
     record_lost(
@@ -1433,7 +1456,7 @@ async fn find_worker(
 
 #[allow(clippy::too_many_arguments)]
 async fn adopt_lane(
-    name: &str,
+    (name, lock): (&str, clawpool_lanes::state_file::SupervisorLock),
     registry: &clawpool_lane::registry::RegistryFolder,
     dir: &Path,
     entry: RegistryEntry,
@@ -1453,7 +1476,8 @@ async fn adopt_lane(
             // The worker is gone: record that, once, in the lane's own files.
             let recorder = clawpool_lane::lane_state::StateRecorder::with_marker(
                 doc,
-                clawpool_lanes::StateFileWriter::for_worktree(dir),
+                registry.dir(),
+                Some(dir),
                 Some(registry.degraded_marker()),
             );
             let lost = record_lost(name, &registry.events(), recorder, why)?;
@@ -1495,6 +1519,7 @@ async fn adopt_lane(
         base: doc.base.clone().map(|b| (b.git_ref, b.sha)),
         on_event: Box::new(move |event| on_board.on_event(event)),
         interrupt,
+        lock: Some(lock),
     };
     let result = drive(
         job,

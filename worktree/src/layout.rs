@@ -5,8 +5,10 @@
 //!
 //! ```text
 //! <common git dir>/clawpool/
-//!   lanes/<name>/          one registry folder per lane: lane.json, events.jsonl, hooks.log,
-//!                          state-degraded, verify/
+//!   lanes/<name>/          one registry folder per lane, its *record folder*: lane.json,
+//!                          state.json (the lane's state, the truth), supervisor.lock (held
+//!                          from the lane's preparation to its last write), control.sock,
+//!                          events.jsonl, hooks.log, state-degraded, verify/
 //!   removed/<name>.json    a lane `clawpool gc` removed
 //!   supervisor.lock        held by the supervisor driving the repository's lanes
 //!   worktree.lock          serialises worktree creation and removal
@@ -14,19 +16,119 @@
 //!   daemon.sock, daemon.log
 //!   permission-grants.json operators' lane and repository permission grants, and its .lock
 //!                          (`clawpool_recovery::permissions::grants`)
-//! <lane worktree>/.claw/     worker-state.json, control.sock (and for `clawpool run`:
-//!                          events.jsonl, terminal.log)
+//! <lane worktree>/.claw/   worker-state.json: a publication of state.json for claw-code's
+//!                          `claw state`, rewritten, never read back (and for `clawpool run`,
+//!                          which has no registry, its record folder too: state.json,
+//!                          supervisor.lock, control.sock, events.jsonl, terminal.log)
+//! $XDG_RUNTIME_DIR/clawpool/ or /tmp/clawpool-<uid>/
+//!                          <hash>.sock: a lane's control socket when its record folder's path
+//!                          is too long for a socket address (`control_socket`)
 //! ```
+//!
+//! A lane's *record folder* holds what clawpool believes about the lane and what proves its
+//! supervisor alive. For a lane of `clawpool spawn` it is the registry folder, outside the
+//! worktree, where the agent's ordinary workspace writes do not reach; the worktree's `.claw/`
+//! only receives publications. Readers find a lane's record folder from the registry, never
+//! from the worktree.
 
 use std::path::{Path, PathBuf};
 
-/// clawpool's folder inside a lane's own worktree (a `clawpool run` lane's folder): its state
-/// file (`worker-state.json`), control socket, and for `clawpool run` its event log.
+/// clawpool's folder inside a lane's own worktree: the published state file
+/// (`worker-state.json`), the agent's hook settings, and for `clawpool run` the lane's record
+/// folder.
 pub const LANE_DIR: &str = ".claw";
 
-/// The socket of the supervisor driving the lane in `lane_dir`, where operator commands go.
-pub fn control_socket(lane_dir: &Path) -> PathBuf {
-    lane_dir.join(LANE_DIR).join("control.sock")
+/// A lane's state document, the truth, in its record folder.
+pub const STATE_RECORD: &str = "state.json";
+/// The lock a lane's supervisor holds for the lane's life (and `spawn` from before its
+/// worktree is made), in its record folder.
+pub const LANE_LOCK: &str = "supervisor.lock";
+/// A lane's control socket's name in its record folder.
+const CONTROL_SOCKET: &str = "control.sock";
+
+/// Where a socket address's path must fit: `sun_path` is 108 bytes on Linux, one of them the
+/// terminating NUL.
+const SUN_PATH_MAX: usize = 107;
+
+/// The record folder of a `clawpool run` lane in `dir`: its `.claw/` (it has no registry).
+pub fn run_record(dir: &Path) -> PathBuf {
+    dir.join(LANE_DIR)
+}
+
+/// The lane's state document in its record folder `record`.
+pub fn state_record(record: &Path) -> PathBuf {
+    record.join(STATE_RECORD)
+}
+
+/// The lane's supervisor lock in its record folder `record`.
+pub fn lane_lock(record: &Path) -> PathBuf {
+    record.join(LANE_LOCK)
+}
+
+/// The control socket of the lane whose record folder is `record`, where operator commands
+/// go: `control.sock` in the record folder when that path fits in a socket address, otherwise
+/// `<hash of the record folder>.sock` in the user's runtime folder ([`runtime_dir`]). A pure
+/// function of the record folder and the user, so the supervisor that listens and every
+/// command that connects agree without another file to keep in step.
+pub fn control_socket(record: &Path) -> PathBuf {
+    let direct = record.join(CONTROL_SOCKET);
+    if direct.as_os_str().len() <= SUN_PATH_MAX {
+        return direct;
+    }
+    let absolute = record.canonicalize().unwrap_or_else(|_| record.to_owned());
+    runtime_dir().join(format!(
+        "{:016x}.sock",
+        fnv1a(absolute.as_os_str().as_encoded_bytes())
+    ))
+}
+
+/// The user's own folder for sockets whose natural place has too long a path:
+/// `$XDG_RUNTIME_DIR/clawpool` when that variable names an absolute folder, else
+/// `/tmp/clawpool-<uid>`. [`ensure_runtime_dir`] makes it and checks it is the user's.
+pub fn runtime_dir() -> PathBuf {
+    match std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from) {
+        Some(dir) if dir.is_absolute() => dir.join("clawpool"),
+        // SAFETY: getuid has no preconditions and cannot fail.
+        _ => PathBuf::from(format!("/tmp/clawpool-{}", unsafe { libc::getuid() })),
+    }
+}
+
+/// Makes the folder `socket` is in when it is the user's runtime folder: created 0700, and
+/// refused unless it is a real folder (not a link) owned by this user that nobody else can
+/// write or read — in a shared `/tmp` another user could have made it first.
+pub fn ensure_socket_dir(socket: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let Some(dir) = socket.parent() else {
+        return Ok(());
+    };
+    if dir != runtime_dir() {
+        return std::fs::create_dir_all(dir);
+    }
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    let meta = std::fs::symlink_metadata(dir)?;
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::getuid() };
+    if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o077 != 0 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!(
+                "{} is not a private folder of this user (it must be a folder owned by uid {uid} with mode 0700)",
+                dir.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// FNV-1a, 64 bits: a short stable name for a long path (not a secret; the folder is private).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 /// A lane's registry entry, in its registry folder.
@@ -68,6 +170,11 @@ impl StateDir {
         self.lanes().join(name)
     }
 
+    /// The record folder of lane `name`: its registry folder.
+    pub fn record(&self, name: &str) -> PathBuf {
+        self.lane(name)
+    }
+
     /// The mark `clawpool gc` leaves for lane `name` when it removes it.
     pub fn removed(&self, name: &str) -> PathBuf {
         self.root.join("removed").join(format!("{name}.json"))
@@ -101,5 +208,27 @@ impl StateDir {
     /// The background supervisor's log.
     pub fn daemon_log(&self) -> PathBuf {
         self.root.join("daemon.log")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_socket_path_that_fits_stays_in_the_record_folder_and_a_long_one_moves() {
+        let short = Path::new("/repo/.git/clawpool/lanes/a");
+        assert_eq!(control_socket(short), short.join("control.sock"));
+        let long = PathBuf::from(format!("/repo/{}/.git/clawpool/lanes/a", "x".repeat(120)));
+        let moved = control_socket(&long);
+        assert_eq!(moved.parent(), Some(runtime_dir().as_path()));
+        assert!(
+            moved.as_os_str().len() <= SUN_PATH_MAX,
+            "{}",
+            moved.display()
+        );
+        // Stable for one folder, different for another.
+        assert_eq!(control_socket(&long), moved);
+        assert_ne!(control_socket(&long.with_file_name("b")), moved);
     }
 }

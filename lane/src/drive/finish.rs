@@ -43,6 +43,7 @@ impl OpenLane {
             commit_task,
             branch_tasks,
             supervisor_lock,
+            publication_task,
             ..
         } = self;
         // Commands still waiting are told the lane ended; every verdict is written before the
@@ -94,6 +95,7 @@ impl OpenLane {
             let _ = server.kill_session(&rig.session).await;
         }
         write_last(&recorder).await;
+        publication_task.abort();
         drop(supervisor_lock);
         let _ = std::fs::remove_file(&socket);
         LaneResult {

@@ -96,6 +96,21 @@ pub struct LaneJob {
     /// SIGINT/SIGTERM to the supervisor: the lane's agent is stopped and the lane recorded as
     /// failed, with the signal as evidence.
     pub interrupt: Interrupt,
+    /// The lane's supervisor lock when the caller already holds it (`spawn` takes it before it
+    /// makes the worktree, so that nothing removes a lane being prepared); otherwise the
+    /// driver takes it.
+    pub lock: Option<state_file::SupervisorLock>,
+}
+
+impl LaneJob {
+    /// The lane's record folder: the folder of its event log — its registry folder, or the
+    /// `.claw/` of a `clawpool run` lane ([`clawpool_worktree::layout`]).
+    pub fn record(&self) -> PathBuf {
+        self.events_path
+            .parent()
+            .map(Path::to_owned)
+            .unwrap_or_default()
+    }
 }
 
 /// What driving a lane ended with.

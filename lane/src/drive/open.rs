@@ -9,7 +9,7 @@ use clawpool_agents::profiles::{AgentHooks, DialogKind, Policy as DialogPolicy};
 use clawpool_agents::trust::StoreGuard;
 use clawpool_lanes::payload::{ChannelDegraded, ChannelOpened};
 use clawpool_lanes::state_file::{self, Base, SupervisorLock};
-use clawpool_lanes::{EventLog, LaneEventKind, Payload, StateFileWriter, WorkerStateDoc};
+use clawpool_lanes::{EventLog, LaneEventKind, Payload, WorkerStateDoc};
 use clawpool_pty::Worker;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -52,6 +52,8 @@ pub(super) struct OpenLane {
     /// The freshness watch and the branch requests' server.
     pub(super) branch_tasks: Option<(JoinHandle<()>, JoinHandle<()>)>,
     pub(super) supervisor_lock: SupervisorLock,
+    /// Puts the published state file back when someone else changed it; ends with the watch.
+    pub(super) publication_task: JoinHandle<()>,
     /// Held for the lane's life: the lane's subscription to its repository's watcher.
     pub(super) _lane_watch: LaneWatch,
     /// Held for the lane's life: the lane's own Codex app server.
@@ -74,12 +76,17 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
     let state_dir = job.dir.join(STATE_DIR);
     std::fs::create_dir_all(&state_dir)
         .map_err(|e| LaneError::io("creating the lane's .claw folder", e))?;
-    // Held until the lane's last write: readers probe it to tell a live supervisor from a
-    // lost one, so nothing has to rewrite the state file while nothing happens.
-    let supervisor_lock = SupervisorLock::hold(&job.dir).map_err(|e| match e.kind() {
-        std::io::ErrorKind::WouldBlock => LaneError::invalid("lane_busy", e.to_string()),
-        _ => LaneError::io("taking the lane's supervisor lock", e),
-    })?;
+    let record = job.record();
+    // Held until the lane's last write, in the record folder where the agent's workspace
+    // writes do not reach: readers probe it to tell a live supervisor from a lost one, so
+    // nothing has to rewrite the state file while nothing happens.
+    let supervisor_lock = match job.lock.take() {
+        Some(lock) => lock,
+        None => SupervisorLock::hold(&record).map_err(|e| match e.kind() {
+            std::io::ErrorKind::WouldBlock => LaneError::invalid("lane_busy", e.to_string()),
+            _ => LaneError::io("taking the lane's supervisor lock", e),
+        })?,
+    };
     let session = session_name(&job.name);
     // The tmux target is in the state file before the agent starts: a supervisor killed at any
     // moment after that leaves a lane `clawpool adopt` looks for in the right place.
@@ -121,7 +128,7 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
         .events_path
         .parent()
         .map(|registry| registry.join(crate::lane_state::DEGRADED_MARKER));
-    let recorder = StateRecorder::with_marker(doc, StateFileWriter::for_worktree(&job.dir), marker);
+    let recorder = StateRecorder::with_marker(doc, &record, Some(&job.dir), marker);
     let on_state = recorder.clone();
     // The event log's observer calls the job's `on_event` from now on.
     let on_event = std::mem::replace(&mut job.on_event, Box::new(|_| {}));
@@ -169,7 +176,11 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
         trust.is_open(),
     )
     .map_err(|e| LaneError::io("writing .claw/task.md", e))?;
-    let socket = clawpool_worktree::layout::control_socket(&job.dir);
+    // In the record folder (or the user's runtime folder when that path is too long for a
+    // socket address), never in the worktree, where the agent could remove it.
+    let socket = clawpool_worktree::layout::control_socket(&record);
+    clawpool_worktree::layout::ensure_socket_dir(&socket)
+        .map_err(|e| LaneError::io("making the folder of the lane's control socket", e))?;
     // The agent's own reports, for an agent that makes them; a worker adopted from an earlier
     // supervisor keeps reporting with the token it was started with, kept in the lane.
     let (hook_tx, hook_rx) = mpsc::channel(64);
@@ -304,6 +315,19 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
             return Err(err.into());
         }
     };
+    // The worktree's copy of the state file is the agent's to write; what it writes there is
+    // put back from the record, and recorded.
+    let publication_task = {
+        let mut changes = lane_watch.publication();
+        let (recorder, events) = (recorder.clone(), Arc::clone(&events));
+        tokio::spawn(async move {
+            while changes.changed().await.is_ok() {
+                if let Some(restored) = recorder.check_publication() {
+                    let _ = events.report(Payload::PublicationRestored(restored), None, None, None);
+                }
+            }
+        })
+    };
     let commits = job.branch.as_ref().map(|_| {
         CommitWatch::start(
             job.dir.clone(),
@@ -362,6 +386,7 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
         commit_task,
         branch_tasks,
         supervisor_lock,
+        publication_task,
         _lane_watch: lane_watch,
         _app_server: app_server,
         _failure_watch: failure_watch,

@@ -38,8 +38,9 @@ pub use delivery::{
     PromptSent, PromptTyped, SendQueued, SendRefused,
 };
 pub use run::{
-    ClosedOut, Escalated, LaneFailed, LaneOutcome, OutcomeReported, PreviousRun, RecoveryAttempt,
-    Rerun, RestartRequest, Restarted, SessionReplaced, Stalled, WorkerStarted,
+    ClosedOut, Escalated, LaneFailed, LaneOutcome, OutcomeReported, PreviousRun, PublicationFound,
+    PublicationRestored, RecoveryAttempt, Rerun, RestartRequest, Restarted, SessionReplaced,
+    Stalled, WorkerStarted,
 };
 pub use trust::{
     DialogAnswered, OperatorDeclined, PermissionDecided, TrustResolved, TrustStoreConfined,
@@ -220,6 +221,8 @@ payloads! {
         ClosedOut(ClosedOut) => ClosedOut,
         /// `lane.rerun`.
         Rerun(Rerun) => Rerun,
+        /// `lane.publication_restored`.
+        PublicationRestored(PublicationRestored) => PublicationRestored,
     }
     none {
         /// `lane.spawning`.
@@ -579,6 +582,10 @@ mod tests {
             Payload::Rerun(Rerun {
                 by: "spawn --rerun".into(),
                 previous: PreviousRun::RemovedByGc,
+            }),
+            Payload::PublicationRestored(PublicationRestored {
+                found: PublicationFound::Changed,
+                claimed_status: Some("finished".into()),
             }),
             Payload::Spawning,
             Payload::TrustRequired,

@@ -149,3 +149,25 @@ pub struct Rerun {
     /// What came of the earlier run.
     pub previous: PreviousRun,
 }
+
+/// `lane.publication_restored`: the lane's published state file (`.claw/worker-state.json`)
+/// was not what its supervisor last wrote, and was written again from the lane's record. The
+/// agent in the lane can write its worktree; what it writes there is never believed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PublicationRestored {
+    /// What was found in its place.
+    pub found: PublicationFound,
+    /// The `lane_status` the file found claimed, when it was a state document.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claimed_status: Option<String>,
+}
+
+/// What a lane's supervisor found where its published state file should be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PublicationFound {
+    /// No file (deleted, or its folder removed).
+    Removed,
+    /// A file other than the one written.
+    Changed,
+}

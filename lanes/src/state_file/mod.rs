@@ -1,5 +1,7 @@
-//! The per-lane state file, `<worktree>/.claw/worker-state.json`: the public contract other
-//! tools poll (`docs/state-file.md`).
+//! The per-lane state document: the lane's record, `state.json` in its record folder (the
+//! registry folder; [`clawpool_worktree::layout`]), which is what clawpool believes, and its
+//! publication `<worktree>/.claw/worker-state.json`, the public contract other tools poll
+//! (`docs/state-file.md`), rewritten from the record and never read back as truth.
 //!
 //! - [`WorkerStateDoc`] is the document on disk, a superset of claw-code's worker-state
 //!   snapshot. The supervisor keeps one per lane, feeds it every lane event
@@ -10,7 +12,8 @@
 //!   while nothing happens.
 //! - [`SupervisorLock`] is held by the supervisor for the lane's life; [`probe`] tells a
 //!   reader whether it still is ([`liveness`]).
-//! - [`read_state_file`] reads and checks a file; [`with_ages`] makes the view a reader shows,
+//! - [`read_state_file`] reads and checks a file, [`read_lane_record`] a lane's record;
+//!   [`with_ages`] makes the view a reader shows,
 //!   with ages recomputed and a lane whose supervisor is gone shown as `supervisor_lost`.
 
 mod doc;
@@ -41,7 +44,7 @@ pub use liveness::{Liveness, SupervisorLock, probe};
 pub use permissions::{
     GrantUse, PermissionDecision, PermissionDecisions, RECENT_PERMISSION_DECISIONS,
 };
-pub use read::{StateFileError, parse_state, read_lane_state, read_state_file};
+pub use read::{StateFileError, parse_state, read_lane_record, read_state_file};
 pub use usage::{Tokens, Usage};
 pub use view::{ShownStatus, StateView, with_ages};
 pub use write::StateFileWriter;
@@ -54,7 +57,7 @@ pub use write::StateFileWriter;
 /// `claw_status` beside it, `last_event` with dotted kinds) are still read, and migrated.
 pub const SCHEMA_VERSION: u32 = 2;
 
-/// Where the state file is, relative to the lane's worktree.
+/// Where the published state file is, relative to the lane's worktree.
 pub const STATE_FILE: &str = ".claw/worker-state.json";
 
 /// A lane without a supervisor lock whose file is older than this is shown as
@@ -62,7 +65,7 @@ pub const STATE_FILE: &str = ".claw/worker-state.json";
 /// every 5 s as a heartbeat).
 pub const SUPERVISOR_LOST_AFTER: Duration = Duration::from_secs(15);
 
-/// The state file of the lane in `worktree`.
+/// The published state file of the lane in `worktree`.
 pub fn state_file_path(worktree: &Path) -> PathBuf {
     worktree.join(STATE_FILE)
 }

@@ -55,7 +55,7 @@ pub enum StateFileError {
     WriteFailed {
         /// The file.
         path: PathBuf,
-        /// The step that failed: `serialize`, `create folder`, `create temporary file`,
+        /// The step that failed: `create folder`, `create temporary file`,
         /// `write`, `fsync`, `rename`, `fsync folder`.
         stage: &'static str,
         /// The error.
@@ -124,17 +124,20 @@ pub fn read_state_file(path: &Path) -> Result<WorkerStateDoc, StateFileError> {
     parse_state(path, &bytes)
 }
 
-/// Reads the state file of the lane in folder `dir` ([`super::state_file_path`]) and checks
-/// that it is that lane's: its `worktree` must be `dir` (both resolved through symbolic links).
-/// A state file copied into another clone, or left in a folder that was moved, is
-/// [`StateFileError::Foreign`]: claw-code binds a session to its canonical workspace path for
-/// the same reason. Every reader that finds a lane by its folder reads it through this.
-pub fn read_lane_state(dir: &Path) -> Result<WorkerStateDoc, StateFileError> {
-    let path = super::state_file_path(dir);
+/// Reads the state of the lane in `worktree` from its record folder `record`
+/// ([`clawpool_worktree::layout::state_record`]: the registry folder of a spawned lane, the
+/// `.claw/` of a `clawpool run` lane) — the pool's own record, never the worktree's published
+/// copy, which the lane's agent can rewrite. The record must be that lane's: its `worktree`
+/// must be `worktree` (both resolved through symbolic links), or it is
+/// [`StateFileError::Foreign`] (a `.claw/` copied into another clone, a folder that was moved;
+/// claw-code binds a session to its canonical workspace path for the same reason). Every reader
+/// that decides or shows something about a lane reads it through this.
+pub fn read_lane_record(record: &Path, worktree: &Path) -> Result<WorkerStateDoc, StateFileError> {
+    let path = clawpool_worktree::layout::state_record(record);
     let doc = read_state_file(&path)?;
     let canonical = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
     let belongs_to = PathBuf::from(&doc.worktree);
-    let found_in = canonical(dir);
+    let found_in = canonical(worktree);
     if canonical(&belongs_to) != found_in {
         return Err(StateFileError::Foreign {
             path,

@@ -511,7 +511,7 @@ fn unknown_fields_are_tolerated_and_kept() {
     let path = write_raw(dir.path(), newer.to_string().as_bytes());
     let doc = read_state_file(&path).expect("read");
     assert_eq!(doc.extra["tokens"]["output"], 20);
-    let shown = with_ages(&doc, 100).to_json();
+    let shown = with_ages(&doc, Path::new("/no-record"), 100).to_json();
     assert_eq!(shown["tokens"]["input"], 10);
 }
 
@@ -525,7 +525,7 @@ fn ages_are_recomputed_from_progress() {
     doc.stamp(1_014);
     assert_eq!(doc.seconds_since_update, 4);
     assert_eq!(doc.progress_at, 1_010);
-    let view = with_ages(&doc, 1_020);
+    let view = with_ages(&doc, Path::new("/no-record"), 1_020);
     assert_eq!(view.doc.seconds_since_update, 10);
     assert_eq!(view.seconds_since_heartbeat, 6);
     assert!(!view.supervisor_lost);
@@ -536,7 +536,12 @@ fn ages_are_recomputed_from_progress() {
     assert_eq!(json["supervisor"]["lost"], false);
     assert_eq!(json["supervisor"]["seconds_since_heartbeat"], 6);
     // A clock that went backwards gives 0, never a panic.
-    assert_eq!(with_ages(&doc, 900).doc.seconds_since_update, 0);
+    assert_eq!(
+        with_ages(&doc, Path::new("/no-record"), 900)
+            .doc
+            .seconds_since_update,
+        0
+    );
 }
 
 #[test]
@@ -544,10 +549,10 @@ fn a_silent_supervisor_is_lost_after_fifteen_seconds() {
     let mut doc = sample(1_000);
     doc.set_state(LaneState::Blocked(BlockedSubphase::Provider), 1_000, None);
     doc.stamp(1_000);
-    let at_15 = with_ages(&doc, 1_015);
+    let at_15 = with_ages(&doc, Path::new("/no-record"), 1_015);
     assert!(!at_15.supervisor_lost);
     assert_eq!(at_15.status, ShownStatus::Lane(LaneStatus::Blocked));
-    let at_16 = with_ages(&doc, 1_016);
+    let at_16 = with_ages(&doc, Path::new("/no-record"), 1_016);
     assert!(at_16.supervisor_lost);
     assert_eq!(at_16.status, ShownStatus::SupervisorLost);
     let json = at_16.to_json();
@@ -564,7 +569,7 @@ fn a_silent_supervisor_is_lost_after_fifteen_seconds() {
     // A ready lane without supervisor is not ready.
     let mut ready = sample(1_000);
     ready.stamp(1_000);
-    let json = with_ages(&ready, 1_100).to_json();
+    let json = with_ages(&ready, Path::new("/no-record"), 1_100).to_json();
     assert_eq!(
         (json["lane_status"].as_str(), json["is_ready"].as_bool()),
         (Some("supervisor_lost"), Some(false))
@@ -574,7 +579,7 @@ fn a_silent_supervisor_is_lost_after_fifteen_seconds() {
     let mut finished = sample(1_000);
     finished.set_state(LaneState::Finished, 1_000, None);
     finished.stamp(1_000);
-    let view = with_ages(&finished, 2_000);
+    let view = with_ages(&finished, Path::new("/no-record"), 2_000);
     assert!(view.supervisor_lost);
     assert_eq!(view.to_json()["lane_status"], "finished");
 }

@@ -48,19 +48,19 @@ pub struct StateView {
     pub seconds_since_heartbeat: u64,
 }
 
-/// The state file `doc` as of `now` (epoch s).
+/// The state document `doc`, read from the lane's record folder `record`, as of `now` (epoch s).
 ///
 /// - `seconds_since_update` becomes `now - progress_at` (0 if `progress_at` is in the future).
-/// - The supervisor is lost when the lane's supervisor lock (in the folder `doc.worktree`)
-///   is free, or, for a lane without one, when `supervisor.heartbeat_at` is more than
+/// - The supervisor is lost when the lane's supervisor lock (in `record`, never in the
+///   worktree, where the agent could delete it) is free, or, for a lane without one, when `supervisor.heartbeat_at` is more than
 ///   [`SUPERVISOR_LOST_AFTER`] before `now`. Then a lane that is not `finished` or `failed`
 ///   shows `status` `supervisor_lost` (and `is_ready` false); a finished or failed lane keeps
 ///   its status, since nothing more was going to happen to it.
-pub fn with_ages(doc: &WorkerStateDoc, now: u64) -> StateView {
+pub fn with_ages(doc: &WorkerStateDoc, record: &Path, now: u64) -> StateView {
     let mut doc = doc.clone();
     doc.seconds_since_update = now.saturating_sub(doc.progress_at);
     let seconds_since_heartbeat = now.saturating_sub(doc.supervisor.heartbeat_at);
-    let supervisor_lost = match probe(Path::new(&doc.worktree)) {
+    let supervisor_lost = match probe(record) {
         Liveness::Alive => false,
         Liveness::Gone => true,
         Liveness::Unknown => seconds_since_heartbeat > SUPERVISOR_LOST_AFTER.as_secs(),

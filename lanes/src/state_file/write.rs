@@ -60,9 +60,15 @@ impl StateFileWriter {
         }
     }
 
-    /// A writer for the state file of the lane in `worktree` (`.claw/worker-state.json`).
+    /// A writer for the published state file of the lane in `worktree`
+    /// (`.claw/worker-state.json`).
     pub fn for_worktree(worktree: &Path) -> Self {
         Self::new(super::state_file_path(worktree))
+    }
+
+    /// A writer for the lane's own record in its record folder `record` (`state.json`).
+    pub fn for_record(record: &Path) -> Self {
+        Self::new(clawpool_worktree::layout::state_record(record))
     }
 
     /// The state file.
@@ -73,13 +79,20 @@ impl StateFileWriter {
     /// Replaces the state file with `doc`, atomically (see the type's documentation).
     /// Call [`WorkerStateDoc::stamp`] first so the heartbeat and ages are current.
     pub fn write(&self, doc: &WorkerStateDoc) -> Result<(), StateFileError> {
-        let result = match serde_json::to_vec_pretty(doc) {
-            Ok(mut bytes) => {
-                bytes.push(b'\n');
-                self.write_bytes(&bytes)
-            }
-            Err(e) => Err(self.failed("serialize", std::io::Error::other(e))),
-        };
+        self.write_rendered(&Self::render(doc))
+    }
+
+    /// The bytes [`write`](Self::write) writes for `doc`: pretty JSON and a newline.
+    pub fn render(doc: &WorkerStateDoc) -> Vec<u8> {
+        // A document of plain fields and string-keyed maps always serializes.
+        let mut bytes = serde_json::to_vec_pretty(doc).unwrap_or_default();
+        bytes.push(b'\n');
+        bytes
+    }
+
+    /// Replaces the state file with `bytes` (a [`render`](Self::render)ed document), atomically.
+    pub fn write_rendered(&self, bytes: &[u8]) -> Result<(), StateFileError> {
+        let result = self.write_bytes(bytes);
         let mut health = self.health();
         match &result {
             Ok(()) => health.error = None,

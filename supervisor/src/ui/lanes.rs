@@ -7,7 +7,7 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::PathBuf;
 
 use clawpool_lanes::state_file::now_secs;
-use clawpool_lanes::{LaneEvent, read_lane_state, with_ages};
+use clawpool_lanes::{LaneEvent, read_lane_record, with_ages};
 use clawpool_worktree::Repo;
 use serde_json::Value;
 
@@ -126,7 +126,7 @@ impl Lanes {
     pub fn refresh_states(&mut self) {
         let now = now_secs();
         for row in &mut self.rows {
-            refresh_state(row, now);
+            refresh_state(row, &self.repos, now);
         }
     }
 
@@ -134,7 +134,7 @@ impl Lanes {
     /// rewritten by the lane's supervisor, or by an event whose own log change reads the whole row.
     pub fn refresh_lane_state(&mut self, key: &LaneKey) {
         if let Some(row) = self.rows.iter_mut().find(|r| is_lane(r, key)) {
-            refresh_state(row, now_secs());
+            refresh_state(row, &self.repos, now_secs());
         }
     }
 
@@ -256,14 +256,19 @@ pub fn key_of(row: &Value) -> Option<LaneKey> {
     })
 }
 
-/// `row` with its state document read again as of `now`, its `board` facts and repository
-/// kept.
-fn refresh_state(row: &mut Value, now: u64) {
+/// `row` (a lane of one of `repos`) with its state document read again from its record as of
+/// `now`, its `board` facts and repository kept.
+fn refresh_state(row: &mut Value, repos: &[Repo], now: u64) {
     let Some(dir) = row["worktree"].as_str().map(PathBuf::from) else {
         return;
     };
-    if let Ok(doc) = read_lane_state(&dir) {
-        let mut fresh = with_ages(&doc, now).to_json();
+    let Some(record) =
+        key_of(row).and_then(|key| Some(repos.get(key.repo)?.state_dir().record(&key.name)))
+    else {
+        return;
+    };
+    if let Ok(doc) = read_lane_record(&record, &dir) {
+        let mut fresh = with_ages(&doc, &record, now).to_json();
         for kept in ["board", "repo_index", "repository"] {
             fresh[kept] = row[kept].take();
         }

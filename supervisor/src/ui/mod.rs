@@ -393,16 +393,20 @@ fn follow_lane(app: &App, watch: &mut Option<Watch>, key: &LaneKey) {
 }
 
 async fn refresh_screen(app: &mut App) {
-    let Some((lane, key)) = app
+    let Some(key) = app.lanes.selected().and_then(lanes::key_of) else {
+        app.screen = Err((None, String::new()));
+        return;
+    };
+    let Some(record) = app
         .lanes
-        .selected()
-        .and_then(|lane| Some((lane, lanes::key_of(lane)?)))
+        .repos()
+        .get(key.repo)
+        .map(|repo| repo.state_dir().record(&key.name))
     else {
         app.screen = Err((None, String::new()));
         return;
     };
-    let dir = PathBuf::from(lane["worktree"].as_str().unwrap_or_default());
-    app.screen = screen::fetch(&key, &dir)
+    app.screen = screen::fetch(&key, &record)
         .await
         .map_err(|why| (Some(key), why));
 }

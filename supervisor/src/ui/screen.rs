@@ -30,9 +30,9 @@ pub struct LaneScreen {
 /// Why there is no screen to show.
 pub type NoScreen = String;
 
-/// Asks the lane whose folder is `lane_dir` for its screen.
-pub async fn fetch(lane: &LaneKey, lane_dir: &Path) -> Result<LaneScreen, NoScreen> {
-    let socket = clawpool_worktree::layout::control_socket(lane_dir);
+/// Asks the lane whose record folder (its registry folder) is `record` for its screen.
+pub async fn fetch(lane: &LaneKey, record: &Path) -> Result<LaneScreen, NoScreen> {
+    let socket = clawpool_worktree::layout::control_socket(record);
     let reply = tokio::time::timeout(
         SCREEN_PATIENCE,
         control::request(&socket, r#"{"command":"screen"}"#),

@@ -1,7 +1,8 @@
 //! What wakes `clawpool ui`: file-system notifications (inotify, through `notify`) on each
 //! shown repository's lane registry, on each lane's event log, on the shown lane's whole
 //! registry folder (its terminal log: its screen), on each lane's `.claw/` folder, where its
-//! state file is rewritten, and with `--all` on the user's index of repositories. Each
+//! state file is published at each change (a wake-up only: what is shown is read from the
+//! lane's record in its registry folder), and with `--all` on the user's index of repositories. Each
 //! notification becomes one [`Change`] naming the lane it touched; nothing is polled.
 //!
 //! A lane's terminal log grows with every frame its agent draws (a spinner: several times a
@@ -14,7 +15,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use clawpool_worktree::layout::{EVENTS, LANE_DIR, control_socket};
+use clawpool_worktree::layout::{EVENTS, LANE_DIR};
 use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
@@ -233,8 +234,7 @@ impl Paths {
             };
         }
         let lane = self.claw_folders.get(parent)?;
-        // The socket's own file changing is clawpool's, not the lane's.
-        (*path != control_socket(parent.parent()?)).then(|| Change::State(lane.clone()))
+        Some(Change::State(lane.clone()))
     }
 }
 
@@ -295,7 +295,6 @@ mod tests {
             change("/r.lanes/alpha/.claw/worker-state.json"),
             Some(Change::State(alpha()))
         );
-        assert_eq!(change("/r.lanes/alpha/.claw/control.sock"), None);
     }
 
     #[test]
