@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use clawpool_lanes::payload::{PublicationFound, PublicationRestored};
-use clawpool_lanes::state_file::{now_secs, parse_state};
+use clawpool_lanes::state_file::now_secs;
 use clawpool_lanes::{LaneEvent, LaneStatus, StateFileWriter, WorkerStateDoc};
 use tokio::sync::watch;
 
@@ -38,6 +38,13 @@ struct Files {
 struct Publication {
     writer: StateFileWriter,
     written: Option<Vec<u8>>,
+}
+
+/// What a file found in the publication's place says the lane's status is: read for the record
+/// of what was put back, whatever else is wrong with the file.
+#[derive(serde::Deserialize)]
+struct Claim {
+    lane_status: Option<String>,
 }
 
 /// The file, in a lane's registry folder, that says its state file could not be written.
@@ -132,9 +139,9 @@ impl StateRecorder {
             Ok(found) if found == written => return None,
             Ok(found) => PublicationRestored {
                 found: PublicationFound::Changed,
-                claimed_status: parse_state(publication.writer.path(), &found)
+                claimed_status: serde_json::from_slice::<Claim>(&found)
                     .ok()
-                    .map(|doc| clawpool_lanes::wire_name(&doc.status)),
+                    .and_then(|claim| claim.lane_status),
             },
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => PublicationRestored {
                 found: PublicationFound::Removed,

@@ -8,6 +8,7 @@ mod freshness;
 mod handshake;
 mod hooks;
 mod idle;
+mod lane_truth;
 mod layering;
 mod model_server;
 mod more_agents;

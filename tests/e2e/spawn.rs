@@ -1098,13 +1098,10 @@ fn a_killed_supervisors_tmux_lanes_are_adopted_without_sending_anything_twice() 
 fn a_lane_with_a_corrupted_state_file_is_reported_not_adopted_and_the_others_are_adopted() {
     let s = setup();
     kill_supervisor_while_lanes_run(&s, SLOW_SCENARIO);
-    // Keep the tmux target before beta's state file is spoiled, to clean up afterwards.
+    // Keep the tmux target before beta's state record is spoiled, to clean up afterwards.
     let target = s.tmux_target("alpha");
-    std::fs::write(
-        s.lanes_dir().join("beta/.claw/worker-state.json"),
-        "{\"lane\": \"beta\", trunc",
-    )
-    .expect("corrupt beta's state file");
+    let beta_record = s.repo.join(".git/clawpool/lanes/beta/state.json");
+    std::fs::write(&beta_record, "{\"lane\": \"beta\", trunc").expect("corrupt beta's record");
 
     let out = s
         .sandbox
@@ -1133,7 +1130,7 @@ fn a_lane_with_a_corrupted_state_file_is_reported_not_adopted_and_the_others_are
     assert!(
         refused[0]["error"]
             .as_str()
-            .is_some_and(|e| e.contains("worker-state.json")),
+            .is_some_and(|e| e.contains("state.json")),
         "{summary}"
     );
     let adopted = summary["lanes"].as_array().expect("lanes");
@@ -1146,8 +1143,7 @@ fn a_lane_with_a_corrupted_state_file_is_reported_not_adopted_and_the_others_are
     );
     // beta is left exactly as it was found.
     assert_eq!(
-        std::fs::read_to_string(s.lanes_dir().join("beta/.claw/worker-state.json"))
-            .expect("beta's state file"),
+        std::fs::read_to_string(&beta_record).expect("beta's record"),
         "{\"lane\": \"beta\", trunc"
     );
 
@@ -1270,11 +1266,11 @@ fn gc_keeps_a_lane_whose_supervisor_was_lost_before_it_ended() {
     // alpha's supervisor is gone at once, as its free lock says (its last write is recent);
     // beta's lock is held here, as a live supervisor holds it.
     let _beta_supervisor =
-        clawpool_lanes::state_file::SupervisorLock::hold(&s.lanes_dir().join("beta"))
+        clawpool_lanes::state_file::SupervisorLock::hold(&s.repo.join(".git/clawpool/lanes/beta"))
             .expect("beta's lock is free once its supervisor was killed");
-    // Its file has not been written for a minute, which no longer means anything: nothing
-    // rewrites the file of a lane where nothing happens.
-    let beta_state = s.lanes_dir().join("beta/.claw/worker-state.json");
+    // Its record has not been written for a minute, which no longer means anything: nothing
+    // rewrites the record of a lane where nothing happens.
+    let beta_state = s.repo.join(".git/clawpool/lanes/beta/state.json");
     let mut beta: Value =
         serde_json::from_str(&std::fs::read_to_string(&beta_state).expect("state")).expect("JSON");
     let now = std::time::SystemTime::now()
@@ -1338,7 +1334,7 @@ fn gc_keeps_a_lane_whose_supervisor_was_lost_before_it_ended() {
     assert!(
         beta["reason"]
             .as_str()
-            .is_some_and(|r| r.contains("live supervisor")),
+            .is_some_and(|r| r.contains("held by a live clawpool")),
         "{forced}"
     );
     assert!(s.lanes_dir().join("beta").exists());
@@ -1480,9 +1476,9 @@ fn a_daemon_started_after_a_killed_supervisor_adopts_its_live_lanes() {
 fn a_daemon_names_in_its_log_the_lanes_it_could_not_adopt() {
     let s = setup();
     kill_supervisor_while_lanes_run(&s, SLOW_SCENARIO);
-    let beta_state = s.lanes_dir().join("beta/.claw/worker-state.json");
+    let beta_state = s.repo.join(".git/clawpool/lanes/beta/state.json");
     let target = s.tmux_target("beta");
-    std::fs::write(&beta_state, "not json").expect("corrupt beta's state file");
+    std::fs::write(&beta_state, "not json").expect("corrupt beta's state record");
     let log_path = s.sandbox.dir.path().join("daemon.log");
     let log = std::fs::File::create(&log_path).expect("log");
     let mut daemon = s.sandbox.clawpool();
@@ -1787,10 +1783,11 @@ fn a_lane_whose_state_file_cannot_be_written_shows_as_degraded_on_the_board() {
         r#"{"name": "solo", "agent": "scripted", "prompt": "work"}"#,
     );
     let lane = s.lanes_dir().join("solo");
-    let claw = lane.join(".claw");
-    let before = std::fs::read(claw.join("worker-state.json")).expect("state file");
-    if !make_immutable(&claw, true) {
-        make_immutable(&claw, false);
+    // The lane's record (what clawpool believes), which an immutable file cannot be renamed over.
+    let record = s.repo.join(".git/clawpool/lanes/solo/state.json");
+    let before = std::fs::read(&record).expect("state record");
+    if !make_immutable(&record, true) {
+        make_immutable(&record, false);
         eprintln!("skipped: cannot make a folder unwritable here");
         return;
     }
@@ -1821,13 +1818,13 @@ fn a_lane_whose_state_file_cannot_be_written_shows_as_degraded_on_the_board() {
         String::new,
     );
     let degraded = board();
-    make_immutable(&claw, false);
+    make_immutable(&record, false);
     assert!(
         degraded["board"]["state_file_degraded"].is_string(),
         "{degraded}"
     );
     assert_eq!(
-        std::fs::read(claw.join("worker-state.json")).expect("state file"),
+        std::fs::read(&record).expect("state record"),
         before,
         "the previous file stays intact"
     );

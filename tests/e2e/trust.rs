@@ -242,12 +242,18 @@ fn a_state_file_is_read_only_in_its_own_workspace() {
         .status()
         .expect("git clone");
     assert!(cloned.success());
+    // A lane's state as a `clawpool run` lane keeps it in its own `.claw/` (its record),
+    // copied into the clone.
     std::fs::create_dir_all(clone.join(".claw")).expect(".claw");
-    std::fs::copy(
-        lane.join(".claw/worker-state.json"),
-        clone.join(".claw/worker-state.json"),
-    )
-    .expect("copy the state file");
+    for (from, to) in [
+        (lane.join(".claw/worker-state.json"), "worker-state.json"),
+        (
+            s.repo.join(".git/clawpool/lanes/solo/state.json"),
+            "state.json",
+        ),
+    ] {
+        std::fs::copy(from, clone.join(".claw").join(to)).expect("copy the state file");
+    }
     let out = s
         .sandbox
         .clawpool()

@@ -157,7 +157,8 @@ pub struct Rerun {
 pub struct PublicationRestored {
     /// What was found in its place.
     pub found: PublicationFound,
-    /// The `lane_status` the file found claimed, when it was a state document.
+    /// The `lane_status` the file found claimed, when it was a JSON object with one (the first
+    /// look may catch a file half-written).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claimed_status: Option<String>,
 }
