@@ -1,4 +1,4 @@
-//! A lane's control socket (`.claw/control.sock`, mode 0600): how `clawpool trust`, `answer`,
+//! A lane's control socket (in its record folder, `layout::control_socket`; mode 0600): how `clawpool trust`, `answer`,
 //! `send`, `stop`, `restart` and `recover` reach the process running the lane, and how
 //! `clawpool ui` reads the lane's live screen, and how the agent's hooks report to the lane
 //! (`clawpool hook`, [`crate::channel`]). One JSON line in (an [`OperatorCommand`], a

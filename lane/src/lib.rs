@@ -59,8 +59,9 @@
 //! - the commit watch (one `lane.commit.created` per new commit, counted as progress): at
 //!   start, on each move, and in a 60 s safety sweep — nothing polls HEAD while nothing
 //!   happens;
-//! - no heartbeat: the driver holds the lane's supervisor lock (`.claw/supervisor.lock`)
-//!   for the lane's life, which readers probe; nothing is rewritten while nothing happens;
+//! - no heartbeat: the driver holds the lane's supervisor lock (`supervisor.lock` in its
+//!   record folder, outside the worktree) for the lane's life, which readers and `gc` probe;
+//!   nothing is rewritten while nothing happens;
 //! - hooks ([`hooks`]): the policy's `run` hooks for each event, in their own tasks, bounded;
 //! - the agent's hook channel ([`channel`]), for agents that report facts about themselves
 //!   (Claude Code's hooks): reports arrive on the control socket with the lane's token, failed
@@ -72,9 +73,11 @@
 //!
 //! - **One writer.** Every change of the lane's state is an event appended to its event log
 //!   (`events.jsonl`, numbered) by [`clawpool_lanes::EventLog`]; the log's observer applies
-//!   it to the state document and rewrites `.claw/worker-state.json` atomically
-//!   ([`lane_state::StateRecorder`]) before `record` returns. The state file never shows a
-//!   state whose event is not in the log, and a crash leaves the last complete file.
+//!   it to the state document and rewrites the lane's record (`state.json` in its record
+//!   folder) and its publication `.claw/worker-state.json` atomically
+//!   ([`lane_state::StateRecorder`]) before `record` returns. The record never shows a
+//!   state whose event is not in the log, and a crash leaves the last complete file. The
+//!   publication is put back whenever anyone else changes it.
 //! - **Order.** Inputs reach the machine one at a time. An effect whose result matters is
 //!   completed and its result fed back before any other input is handled; text that only
 //!   makes sense once a write succeeded (the Enter after a prompt) is carried out only then.

@@ -47,7 +47,8 @@ pub enum Command {
     /// Check what lanes need: git, tmux, the agents' binaries, trusted roots, and the
     /// repository's state folders (nothing is created).
     Doctor(DoctorArgs),
-    /// Print a lane's state file (`.claw/worker-state.json`) with its ages computed now.
+    /// Print a lane's state (its record in the registry, never the worktree's copy) with its
+    /// ages computed now.
     State(LaneArgs),
     /// Task packets.
     Packet(PacketArgs),

@@ -3,9 +3,10 @@
 //! Everything that can be checked is checked before anything is created: the packet (every
 //! problem with its JSON path), each lane's agent and its binary, each lane's base branch, the
 //! prompts. Then lanes start, at most `--concurrency` at once; each gets its worktree (made or
-//! reused, serialised per repository by the worktree crate), a registry entry in the common
-//! git dir (`clawpool/lanes/<name>/`: `lane.json`, `events.jsonl`, `terminal.log`), a state
-//! file in its worktree, and its agent driven through the handshake. One supervisor per
+//! reused, serialised per repository by the worktree crate) under the lane's supervisor lock,
+//! taken before the worktree is made, a registry entry in the common git dir
+//! (`clawpool/lanes/<name>/`: `lane.json`, `state.json`, `events.jsonl`, `terminal.log`), its
+//! state published in its worktree, and its agent driven through the handshake. One supervisor per
 //! repository: a lock in the common git dir.
 
 use std::collections::BTreeMap;
