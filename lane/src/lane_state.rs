@@ -177,6 +177,22 @@ impl StateRecorder {
     }
 }
 
+/// Makes the publication in `worktree` the record in `record` again, byte for byte, when it is
+/// not: a supervisor killed between the two writes of a change left it one change behind, and
+/// an ended lane has no supervisor left to put it back. Best effort, like every publication.
+pub fn republish(record: &Path, worktree: &Path) {
+    let Ok(bytes) = std::fs::read(clawpool_worktree::layout::state_record(record)) else {
+        return;
+    };
+    let publication = StateFileWriter::for_worktree(worktree);
+    if std::fs::read(publication.path()).is_ok_and(|found| found == bytes) {
+        return;
+    }
+    if let Err(err) = publication.write_rendered(&bytes) {
+        tracing::warn!(error = %err, "could not publish the lane's state file");
+    }
+}
+
 impl Publication {
     /// Writes the publication; a failure is logged, never the lane's degradation (the record
     /// is what clawpool believes, and the watcher tries again on the next change).

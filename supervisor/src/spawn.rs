@@ -1265,6 +1265,8 @@ pub fn adopt_lanes(
                     Some(&dir),
                     Some(marker),
                 );
+            } else {
+                clawpool_lane::lane_state::republish(registry.dir(), &dir);
             }
             if let Some(target) = doc.transport.session.clone() {
                 cleanups.push(tokio::spawn(end_leftover_session(target, servers.clone())));

@@ -83,6 +83,17 @@ fn state_file(s: &Setup, lane: &str) -> Option<Value> {
     Some(serde_json::from_str(&text).expect("state file JSON"))
 }
 
+/// The lane's record (what clawpool believes), in its registry folder.
+fn state_record(s: &Setup, lane: &str) -> Option<Value> {
+    let record = s
+        .repo
+        .join(".git/clawpool/lanes")
+        .join(lane)
+        .join("state.json");
+    let text = std::fs::read_to_string(record).ok()?;
+    Some(serde_json::from_str(&text).expect("state record JSON"))
+}
+
 fn lane_events(s: &Setup, lane: &str) -> Vec<Value> {
     std::fs::read_to_string(
         s.repo
@@ -252,15 +263,16 @@ steps = [{ do = "sleep", ms = 1500 }, { do = "write_file", path = "out.txt", con
 "#;
     let mut run = start_spawn(&s, slow, &packet(1), &[], "spawn");
     wait_running(&mut run, &["l00"]);
-    let claw = s.lanes_dir().join("l00/.claw");
-    if !make_immutable(&claw, true) {
-        make_immutable(&claw, false);
+    // The lane's record, which an immutable file cannot be renamed over.
+    let record = s.repo.join(".git/clawpool/lanes/l00/state.json");
+    if !make_immutable(&record, true) {
+        make_immutable(&record, false);
         eprintln!("skipped: cannot make a folder unwritable here");
         return;
     }
     let status = run.wait_exit(Duration::from_secs(30));
-    let stuck = state_file(&s, "l00").expect("state file");
-    make_immutable(&claw, false);
+    let stuck = state_record(&s, "l00").expect("state record");
+    make_immutable(&record, false);
     assert_eq!(status.code(), Some(1), "{}", run.report());
     let summary = run.seen.last().cloned().expect("a summary");
     assert_eq!(
@@ -277,7 +289,7 @@ steps = [{ do = "sleep", ms = 1500 }, { do = "write_file", path = "out.txt", con
 
     let adopted = adopt(&s);
     assert_eq!(adopted.status.code(), Some(0), "{}", stderr(&adopted));
-    let state = state_file(&s, "l00").expect("state file");
+    let state = state_record(&s, "l00").expect("state record");
     assert_eq!(state["status"], "finished", "{state}");
     assert!(
         lane_events(&s, "l00")
