@@ -917,8 +917,9 @@ fn the_state_file_follows_the_lane_and_reads_back_with_ages() {
     let err: Value = serde_json::from_slice(missing.stderr.trim_ascii()).expect("JSON error");
     assert_eq!(err["error"]["kind"], "missing_worker_state");
 
-    // A state file cut off mid-write: an error a program can match on, never a crash.
-    let state_file = repo.join(".claw/worker-state.json");
+    // A state record cut off mid-write (a `clawpool run` lane keeps its record in its own
+    // `.claw/`): an error a program can match on, never a crash.
+    let state_file = repo.join(".claw/state.json");
     std::fs::write(&state_file, "{\"schema_version\": 1, \"status\": \"runn").expect("corrupt");
     let corrupted = sandbox
         .clawpool()
