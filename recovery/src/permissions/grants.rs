@@ -311,7 +311,7 @@ impl GrantKey {
 
 /// Hex to bytes; `None` for anything else (a MAC that is not hex does not verify).
 fn decode_hex(text: &str) -> Option<Vec<u8>> {
-    if text.len() % 2 != 0 {
+    if !text.len().is_multiple_of(2) {
         return None;
     }
     (0..text.len())
@@ -682,7 +682,7 @@ mod tests {
         let loaded = store.load(Some(&KEY)).expect("loaded");
         assert_eq!(
             loaded.grants,
-            [signed.clone()],
+            std::slice::from_ref(&signed),
             "only clawpool's grant counts"
         );
         let ignored: Vec<(&str, &str)> = loaded
