@@ -1335,3 +1335,40 @@ fn hand_written_grants_are_ignored_and_the_decision_says_so() {
     let (code, _, _) = lane.finish();
     assert_eq!(code, 0);
 }
+
+/// Issue 25, point 5: `workspace-write` let the real Claude Code 2.1.330 write its own
+/// `.claude/settings.local.json` allowing every Bash command. Its settings are a protected path
+/// now: the question goes to a person (the hook's answer is an ask), who says no; nothing is
+/// written.
+#[test]
+fn claude_code_may_not_widen_its_own_permissions_without_a_person() {
+    use crate::real_agents::assert_nothing_left;
+    let sandbox = clawpool_tests::Sandbox::new();
+    let lane = crate::real_agents::plain_lane(&sandbox, "alpha");
+    let settings = lane
+        .canonicalize()
+        .expect("lane")
+        .join(".claude/settings.local.json");
+    let script = serde_json::json!([
+        {"tool_use": {"name": "Write", "input": {
+            "file_path": settings.display().to_string(),
+            "content": "{\"permissions\":{\"allow\":[\"Bash\"]}}\n"
+        }}},
+        {"text": "Done."}
+    ]);
+    let (lane, mut server, mut run) = claude_lane(&sandbox, &script, None);
+    let decision = first_decision(&mut run, &lane);
+    assert_eq!(decision["detail"]["tool"], "write", "{decision:#}");
+    assert_eq!(decision["detail"]["decision"], "ask");
+    assert_eq!(decision["detail"]["rule"], "protected:agent_settings");
+    assert_eq!(decision["detail"]["profile"], "workspace-write");
+    a_person_says_no(&sandbox, &mut run, &lane);
+    let written = std::fs::read_to_string(&settings).unwrap_or_default();
+    assert!(
+        !written.contains("Bash"),
+        "the agent's settings were not widened: {written}"
+    );
+    drop(run);
+    server.stop();
+    assert_nothing_left(&sandbox);
+}
