@@ -3,7 +3,9 @@
 //! record as `lane.permission.decided` (`docs/permissions.md`). The handshake asks it through
 //! an effect and answers the dialog itself. It also decides the question Claude Code's
 //! PermissionRequest hook carries ([`PermissionGate::decide_hook`]), with the tool's real input
-//! and cwd, for the hook to answer before any dialog shows.
+//! and cwd, for the hook to answer before any dialog shows. It names the lane's protected
+//! paths outside its worktree ([`protected_paths`]) and reads the grants with the user's grant
+//! key: a grant clawpool did not sign is never honoured, and said so when it would have counted.
 
 use std::path::{Path, PathBuf};
 
