@@ -906,6 +906,7 @@ mod tests {
                 other_lanes: Vec::new(),
                 home: None,
                 profile: Profile::WorkspaceWrite,
+                protected: Default::default(),
             },
         );
         let (sender, mut receiver) = mpsc::channel(8);

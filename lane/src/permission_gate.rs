@@ -3,7 +3,9 @@
 //! record as `lane.permission.decided` (`docs/permissions.md`). The handshake asks it through
 //! an effect and answers the dialog itself. It also decides the question Claude Code's
 //! PermissionRequest hook carries ([`PermissionGate::decide_hook`]), with the tool's real input
-//! and cwd, for the hook to answer before any dialog shows.
+//! and cwd, for the hook to answer before any dialog shows. It names the lane's protected
+//! paths outside its worktree ([`protected_paths`]) and reads the grants with the user's grant
+//! key: a grant clawpool did not sign is never honoured, and said so when it would have counted.
 
 use std::path::{Path, PathBuf};
 
@@ -11,7 +13,7 @@ use clawpool_recovery::permissions::PermissionSettings;
 use clawpool_recovery::permissions::{
     Decision, LaneContext, PartDecision, PermissionPolicy, Request, Tool, Verdict, read_dialog,
 };
-use clawpool_recovery::permissions::{Grant, GrantStore};
+use clawpool_recovery::permissions::{Grant, GrantKey, GrantStore, IgnoredGrant, ProtectedPaths};
 use clawpool_worktree::Repo;
 use clawpool_worktree::layout::StateDir;
 
@@ -79,8 +81,34 @@ fn own_context(
         other_lanes: Vec::new(),
         home: std::env::var_os("HOME").map(PathBuf::from),
         profile,
+        protected: protected_paths(repo.as_ref(), |key| std::env::var(key).ok()),
     };
     Ok((lane, repo))
+}
+
+/// clawpool's folders and secrets outside a lane's worktree, which no lane may write (nor
+/// read, for the secrets): the repository's common git dir (the lane registry, the grants
+/// store), the user's clawpool config and state folders (`env` looks a variable up), and the
+/// grant key in the latter. `.claw/` and the agents' own settings are found by name.
+pub fn protected_paths(
+    repo: Option<&Repo>,
+    env: impl Fn(&str) -> Option<String> + Copy,
+) -> ProtectedPaths {
+    let home = env("HOME").map(PathBuf::from);
+    let absolute = |name: &str| env(name).map(PathBuf::from).filter(|dir| dir.is_absolute());
+    let config = absolute("XDG_CONFIG_HOME").or_else(|| home.as_ref().map(|h| h.join(".config")));
+    let state =
+        GrantStore::user(env).and_then(|store| store.path().parent().map(Path::to_path_buf));
+    let control = repo
+        .map(|repo| repo.common_dir().to_path_buf())
+        .into_iter()
+        .chain(config.map(|config| config.join("clawpool")))
+        .chain(state)
+        .collect();
+    ProtectedPaths {
+        control,
+        secrets: GrantKey::user_path(env).into_iter().collect(),
+    }
 }
 
 /// The worktrees of the repository's lanes other than the one in `worktree` (canonical), as
@@ -237,8 +265,17 @@ impl PermissionGate {
         } else {
             &self.lane
         };
-        let (grants, store_notes) = self.grants();
-        let decision = self.policy.decide_with_grants(lane, request, &grants);
+        let (grants, ignored, mut store_notes) = self.grants();
+        let ignored_grants: Vec<Grant> = ignored.iter().map(|i| i.grant.clone()).collect();
+        let (decision, would_have) =
+            self.policy
+                .decide_noting_ignored(lane, request, &grants, &ignored_grants);
+        for ignored in ignored.iter().filter(|i| would_have.contains(&i.grant.id)) {
+            tracing::warn!(grant = %ignored.grant.id, store = %ignored.store.display(), reason = %ignored.reason, "permission grant ignored");
+            store_notes.push(json!({"ignored_grant": {
+                "id": ignored.grant.id, "store": ignored.store, "reason": ignored.reason,
+            }}));
+        }
         let (tool, question) = match request {
             Request::Command { command, .. } => ("bash", command.clone()),
             Request::File { tool, path } => (tool.name(), path.display().to_string()),
@@ -254,14 +291,27 @@ impl PermissionGate {
 }
 
 impl PermissionGate {
-    /// The grants for this lane from its stores, and what to report about the stores: one set
-    /// aside (unreadable, or of another version), or one that could not be read (its grants
-    /// do not count this time).
-    fn grants(&self) -> (Vec<Grant>, Vec<Value>) {
+    /// The grants for this lane from its stores — those clawpool wrote, and those it did not
+    /// (ignored) — and what to report about the stores: one set aside (unreadable, or of
+    /// another version), one that could not be read, or a grant key that could not be read
+    /// (no grant counts this time).
+    fn grants(&self) -> (Vec<Grant>, Vec<IgnoredGrant>, Vec<Value>) {
         let mut grants = Vec::new();
+        let mut ignored = Vec::new();
         let mut notes = Vec::new();
+        if self.grant_stores.is_empty() {
+            return (grants, ignored, notes);
+        }
+        let key = match GrantKey::user_path(|key| std::env::var(key).ok()) {
+            Some(path) => GrantKey::load(&path).unwrap_or_else(|err| {
+                tracing::warn!(error = %err, "grant key not read: no grant counts");
+                notes.push(json!({"error": err.to_string()}));
+                None
+            }),
+            None => None,
+        };
         for store in &self.grant_stores {
-            match store.load() {
+            match store.load(key.as_ref()) {
                 Ok(loaded) => {
                     if let Some(aside) = loaded.set_aside {
                         tracing::warn!(store = %aside.from.display(), kept = %aside.to.display(), reason = %aside.reason, "permission grants store set aside");
@@ -273,6 +323,12 @@ impl PermissionGate {
                             .into_iter()
                             .filter(|grant| grant.applies_to(&self.lane.worktree)),
                     );
+                    ignored.extend(
+                        loaded
+                            .ignored
+                            .into_iter()
+                            .filter(|ignored| ignored.grant.applies_to(&self.lane.worktree)),
+                    );
                 }
                 Err(err) => {
                     tracing::warn!(error = %err, "permission grants not read");
@@ -280,7 +336,7 @@ impl PermissionGate {
                 }
             }
         }
-        (grants, notes)
+        (grants, ignored, notes)
     }
 }
 

@@ -367,6 +367,8 @@ pub fn run_doctor(loaded: &Loaded, args: &DoctorArgs) -> Result<ExitCode, Comman
     }
     checks.extend(state_folder_checks(repo));
     checks.extend(channel_checks(repo));
+    checks.push(unsandboxed_check(loaded, &own_config));
+    checks.extend(grant_checks(repo));
     let failed_errors = checks.iter().any(|c| !c.ok && c.severity == "error");
     match format {
         OutputFormat::Json => println!(
@@ -406,6 +408,139 @@ pub fn run_doctor(loaded: &Loaded, args: &DoctorArgs) -> Result<ExitCode, Comman
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// Whether lanes act without a person while nothing confines them: a lane's agent runs as the
+/// user, with the user's files and network, so what the permission policy lets it do alone
+/// (the default profile's allowance and every allow entry) it can be led to do by what it
+/// reads. clawpool does not confine lanes (no sandbox is built: issue 26); when it does, this
+/// check is the place to say which lanes run outside it.
+fn unsandboxed_check(loaded: &Loaded, own_config: &str) -> Check {
+    use clawpool_recovery::permissions::{Effect, Profile};
+    let settings = loaded.policy.permissions();
+    let profile = settings.default_profile;
+    let allows: Vec<String> = settings
+        .policy
+        .entries
+        .iter()
+        .enumerate()
+        .filter(|(_, entry)| entry.effect == Effect::Allow)
+        .map(|(index, entry)| format!("#{} {} in {}", index + 1, entry.verb, entry.scope))
+        .collect();
+    let mut alone = Vec::new();
+    match profile {
+        Profile::ReadOnly => {}
+        Profile::WorkspaceWrite => {
+            alone.push("write files in their worktree (profile workspace-write)".to_owned())
+        }
+        Profile::DangerFullAccess => {
+            alone.push("run any command (profile danger-full-access)".to_owned())
+        }
+    }
+    if !allows.is_empty() {
+        alone.push(format!("run the allowed commands ({})", allows.join(", ")));
+    }
+    if alone.is_empty() {
+        return Check {
+            name: "permissions".into(),
+            ok: true,
+            severity: "info",
+            detail: "lanes run unsandboxed, and with profile read-only and no allow entry \
+                     their agents act only on what a person answers (packets may name another \
+                     profile)"
+                .into(),
+            fix: None,
+        };
+    }
+    Check {
+        name: "permissions".into(),
+        ok: false,
+        severity: "warning",
+        detail: format!(
+            "lanes run unsandboxed (as you, with your files and network), and their agents may \
+             {} without a person: an agent led astray by what it reads can do that much, and a \
+             command that runs the project's code (a build, its tests) runs whatever the agent \
+             wrote (docs/trust.md, \"The permission policy\")",
+            alone.join(" and ")
+        ),
+        fix: Some(format!(
+            "run clawpool where a lane can harm nothing you keep (a container or VM); or have \
+             a person answer everything: a policy file (policy = \"FILE\" in {own_config}, \
+             a copy of docs/policy-defaults.toml) with [permissions] default_profile = \
+             \"read-only\" and no allow entry"
+        )),
+    }
+}
+
+/// The grants in the repository's and the user's stores that clawpool did not write (no MAC
+/// that verifies under the user's grant key): they are never honoured, and were probably
+/// written by hand — by a person, or by a lane's agent.
+fn grant_checks(repo: &Path) -> Vec<Check> {
+    use clawpool_recovery::permissions::{GrantKey, GrantStore};
+    let env = |key: &str| std::env::var(key).ok();
+    let key = match GrantKey::user_path(env).map(|path| GrantKey::load(&path)) {
+        Some(Ok(key)) => key,
+        Some(Err(err)) => {
+            return vec![Check {
+                name: "grant key".into(),
+                ok: false,
+                severity: "warning",
+                detail: format!("{err}: no grant is honoured"),
+                fix: Some("remove it; the next `answer --remember` makes a new one".into()),
+            }];
+        }
+        None => None,
+    };
+    let repository = clawpool_worktree::Repo::open(repo)
+        .ok()
+        .map(|repo| GrantStore::in_folder(repo.state_dir().root()));
+    repository
+        .into_iter()
+        .chain(GrantStore::user(env))
+        .filter_map(|store| {
+            let loaded = match store.load(key.as_ref()) {
+                Ok(loaded) => loaded,
+                Err(err) => {
+                    return Some(Check {
+                        name: "grants".into(),
+                        ok: false,
+                        severity: "warning",
+                        detail: err.to_string(),
+                        fix: None,
+                    });
+                }
+            };
+            if loaded.ignored.is_empty() {
+                return None;
+            }
+            let ignored: Vec<String> = loaded
+                .ignored
+                .iter()
+                .map(|ignored| {
+                    format!(
+                        "{} ({} {}): {}",
+                        ignored.grant.id, ignored.grant.tool, ignored.grant.verb, ignored.reason
+                    )
+                })
+                .collect();
+            Some(Check {
+                name: "grants".into(),
+                ok: false,
+                severity: "warning",
+                detail: format!(
+                    "{} grant(s) in {} ignored: {}",
+                    ignored.len(),
+                    store.path().display(),
+                    ignored.join("; ")
+                ),
+                fix: Some(format!(
+                    "remove them from {} (a lane's agent may have written them); keep a grant \
+                     with `clawpool answer LANE --choice yes --remember SCOPE`",
+                    store.path().display()
+                )),
+            })
+        })
+        .collect()
 }
 
 /// How long an agent may take to print its version (aider needs seconds on a loaded machine).

@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use clawpool_lanes::payload::{DialogAnswered, PermissionDecided};
 use clawpool_lanes::{EventSource, LaneEvent, Payload};
 use clawpool_recovery::permissions::{
-    Decision, Grant, GrantScope, GrantStore, LaneContext, Profile, Request, Tool,
+    Decision, Grant, GrantKey, GrantScope, GrantStore, LaneContext, Profile, Request, Tool,
 };
 use serde_json::json;
 
@@ -203,7 +203,24 @@ pub async fn run_answer_remembering(args: &AnswerArgs) -> Result<ExitCode, Comma
         })?,
         _ => repository_grant_store(&worktree)?,
     };
-    let (kept, set_aside) = store.add(grant).map_err(|err| {
+    // The pool signs what it keeps: a grant without clawpool's MAC is never honoured.
+    let key = GrantKey::user_path(|key| std::env::var(key).ok())
+        .ok_or_else(|| {
+            CommandError::invalid(
+                "no_state_dir",
+                "the question was answered, but keeping a grant needs XDG_STATE_HOME or HOME \
+                 (for the grant key)",
+            )
+        })
+        .and_then(|path| {
+            GrantKey::load_or_create(&path).map_err(|err| {
+                CommandError::invalid(
+                    "grant_not_kept",
+                    format!("the question was answered, but its grant was not kept: {err}"),
+                )
+            })
+        })?;
+    let (kept, set_aside) = store.add(grant, &key).map_err(|err| {
         CommandError::invalid(
             "grant_not_kept",
             format!("the question was answered, but its grant was not kept: {err}"),
@@ -304,6 +321,7 @@ fn grant_for_waiting_question(
         lane: lane.to_owned(),
         question: asked.command.clone().unwrap_or_default(),
         granted_at_ms: clawpool_lanes::now_ms(),
+        mac: None,
     })
 }
 

@@ -768,8 +768,15 @@ fn an_always_here_grant_is_used_by_the_repositorys_other_lanes_only() {
     assert_eq!(answered["store"], common.display().to_string());
     let store: Value =
         serde_json::from_str(&std::fs::read_to_string(&common).expect("the store")).expect("JSON");
-    assert_eq!(store["version"], 1);
+    assert_eq!(store["version"], 2);
     assert_eq!(store["grants"][0]["id"], "repository#1");
+    // Signed by the pool under the user's grant key, made on first use, private.
+    assert_eq!(store["grants"][0]["mac"].as_str().map(str::len), Some(64));
+    let key = sandbox.state_home().join("clawpool/grant-key");
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(&key).expect("grant key").permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o600);
     let (code, _, events) = lane.finish();
     assert_eq!(code, 0, "{events:#?}");
     assert!(repo.join("built.txt").is_file());
@@ -1198,6 +1205,168 @@ fn codex_asks_on_screen_and_the_policy_answers_yes_then_no() {
     assert!(
         !lane.join("denied.txt").exists(),
         "the denied one never ran"
+    );
+    drop(run);
+    server.stop();
+    assert_nothing_left(&sandbox);
+}
+
+/// Issue 25, point 6: what an agent made to run code or change the pool's and its own controls
+/// asks for — a program named by an option (the GNU abbreviation), git in a folder it made to
+/// look like a repository whose config runs a program, `rm -rf .claw`, its own settings — is
+/// never allowed by the policy. Each ask is answered by a person (yes: the scripted agent runs
+/// nothing, and a No would end its turn); the deny, last, needs none.
+const ASKS_WHAT_NO_POLICY_ALLOWS: &str = r#"
+prompt_log = ".prompts.jsonl"
+[[prompt]]
+steps = [
+  { do = "write_file", path = "evil/.git/config", content = "[core]\n\tfsmonitor = ./x.sh\n\thooksPath = .\n" },
+  { do = "write_file", path = "evil/.git/HEAD", content = "ref: refs/heads/main\n" },
+  { do = "permission", tool = "Bash(sort --compress-prog=sh notes.txt)", command = "sort --compress-prog=sh notes.txt" },
+  { do = "sleep", ms = 300 },
+  { do = "permission", tool = "Bash(cd evil && git status)", command = "cd evil && git status" },
+  { do = "sleep", ms = 300 },
+  { do = "permission", tool = "Write(.claude/settings.local.json)", file = ".claude/settings.local.json" },
+  { do = "sleep", ms = 300 },
+  { do = "permission", tool = "Bash(rm -rf .claw)", command = "rm -rf .claw" },
+  { do = "write_file", path = "out.txt", content = "done\n" },
+]
+"#;
+
+#[test]
+fn issue_25_commands_that_run_code_or_touch_controls_are_never_allowed() {
+    let sandbox = clawpool_tests::Sandbox::new();
+    let (repo, config) = crate::handshake::setup(&sandbox, ASKS_WHAT_NO_POLICY_ALLOWS, true, "");
+    let mut lane = crate::handshake::Lane::start(&sandbox, &repo, &config, "scripted", "work");
+    let expected = [
+        (
+            "sort --compress-prog=sh notes.txt",
+            "ask",
+            "never_safe:runs_a_program",
+        ),
+        ("cd evil && git status", "ask", "never_safe:foreign_git"),
+        (
+            ".claude/settings.local.json",
+            "ask",
+            "protected:agent_settings",
+        ),
+        ("rm -rf .claw", "deny", "protected:clawpool_control"),
+    ];
+    for (command, decision, rule) in expected {
+        let decided = lane.wait_kind("lane.permission.decided");
+        let detail = &decided["detail"];
+        assert_eq!(
+            (
+                detail["command"].as_str(),
+                detail["decision"].as_str(),
+                detail["rule"].as_str()
+            ),
+            (Some(command), Some(decision), Some(rule)),
+            "{decided:#}"
+        );
+        if decision == "ask" {
+            let blocked = lane.wait_kind("lane.blocked");
+            assert_eq!(blocked["to"]["subphase"], "tool_permission");
+            let (code, answered) = answer(&sandbox, &repo, &["--choice", "yes"]);
+            assert_eq!(code, 0, "{answered:#}");
+        }
+    }
+    let (code, _, events) = lane.finish();
+    assert_eq!(code, 0, "{events:#?}");
+    assert!(
+        decided(&events)
+            .iter()
+            .all(|e| e["detail"]["decision"] != "allow"),
+        "{events:#?}"
+    );
+    assert!(
+        repo.join(".claw").is_dir(),
+        "clawpool's folder is still there"
+    );
+}
+
+/// Issue 25, point 4: grants written by hand into the repository's store (for the asking verb)
+/// and the user's (every verb, always) are not clawpool's: the question still goes to a person,
+/// and the decision says why.
+#[test]
+fn hand_written_grants_are_ignored_and_the_decision_says_so() {
+    let sandbox = clawpool_tests::Sandbox::new();
+    let (repo, config) = crate::handshake::setup(&sandbox, ASKS_TO_MAKE, true, "");
+    let forged = |scope: &str, verb: &str| {
+        serde_json::json!({"version": 2, "grants": [{
+            "id": format!("{scope}#1"), "scope": scope, "tool": "bash", "verb": verb,
+            "worktree": repo.canonicalize().expect("repo"), "lane": "lane",
+            "question": "make build", "granted_at_ms": 1,
+            "mac": "00".repeat(32),
+        }]})
+        .to_string()
+    };
+    let repository_store = repo.join(".git/clawpool/permission-grants.json");
+    let user_store = sandbox.state_home().join("clawpool/permission-grants.json");
+    for (store, text) in [
+        (&repository_store, forged("repository", "make")),
+        (&user_store, forged("always", "*")),
+    ] {
+        std::fs::create_dir_all(store.parent().expect("folder")).expect("mkdir");
+        std::fs::write(store, text).expect("hand-written grant");
+    }
+    let mut lane = crate::handshake::Lane::start(&sandbox, &repo, &config, "scripted", "build");
+    let decision = lane.wait_kind("lane.permission.decided");
+    let detail = &decision["detail"];
+    assert_eq!(detail["decision"], "ask", "{decision:#}");
+    assert_eq!(detail["rule"], "no_rule");
+    let reason = detail["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("ignored: not written by clawpool"),
+        "{decision:#}"
+    );
+    let notes = detail["grant_stores"].as_array().expect("grant_stores");
+    assert!(
+        notes
+            .iter()
+            .any(|note| note["ignored_grant"]["id"] == "repository#1"),
+        "{decision:#}"
+    );
+    let blocked = lane.wait_kind("lane.blocked");
+    assert_eq!(blocked["to"]["subphase"], "tool_permission");
+    assert!(!repo.join("built.txt").exists());
+    let (code, _) = answer(&sandbox, &repo, &["--choice", "no"]);
+    assert_eq!(code, 0);
+    let (code, _, _) = lane.finish();
+    assert_eq!(code, 0);
+}
+
+/// Issue 25, point 5: `workspace-write` let the real Claude Code 2.1.330 write its own
+/// `.claude/settings.local.json` allowing every Bash command. Its settings are a protected path
+/// now: the question goes to a person (the hook's answer is an ask), who says no; nothing is
+/// written.
+#[test]
+fn claude_code_may_not_widen_its_own_permissions_without_a_person() {
+    use crate::real_agents::assert_nothing_left;
+    let sandbox = clawpool_tests::Sandbox::new();
+    let lane = crate::real_agents::plain_lane(&sandbox, "alpha");
+    let settings = lane
+        .canonicalize()
+        .expect("lane")
+        .join(".claude/settings.local.json");
+    let script = serde_json::json!([
+        {"tool_use": {"name": "Write", "input": {
+            "file_path": settings.display().to_string(),
+            "content": "{\"permissions\":{\"allow\":[\"Bash\"]}}\n"
+        }}},
+        {"text": "Done."}
+    ]);
+    let (lane, mut server, mut run) = claude_lane(&sandbox, &script, None);
+    let decision = first_decision(&mut run, &lane);
+    assert_eq!(decision["detail"]["tool"], "write", "{decision:#}");
+    assert_eq!(decision["detail"]["decision"], "ask");
+    assert_eq!(decision["detail"]["rule"], "protected:agent_settings");
+    assert_eq!(decision["detail"]["profile"], "workspace-write");
+    a_person_says_no(&sandbox, &mut run, &lane);
+    let written = std::fs::read_to_string(&settings).unwrap_or_default();
+    assert!(
+        !written.contains("Bash"),
+        "the agent's settings were not widened: {written}"
     );
     drop(run);
     server.stop();

@@ -1935,12 +1935,14 @@ fn doctor_warns_only_about_what_is_used_and_its_fixes_fix_the_warnings() {
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
         serde_json::from_slice(&out.stdout).expect("doctor JSON")
     };
+    // The permissions warning (lanes unsandboxed, acting without a person) stays with the
+    // shipped policy; `doctor_warns_when_unsandboxed_lanes_act_without_a_person` follows its fix.
     let warnings = |doc: &Value| -> Vec<Value> {
         doc["checks"]
             .as_array()
             .expect("checks")
             .iter()
-            .filter(|c| c["ok"] == false)
+            .filter(|c| c["ok"] == false && c["name"] != "permissions")
             .cloned()
             .collect()
     };
@@ -2002,4 +2004,72 @@ fn doctor_warns_only_about_what_is_used_and_its_fixes_fix_the_warnings() {
     .expect("user config");
     let fixed = doctor(&["--packet", &packet_arg]);
     assert!(warnings(&fixed).is_empty(), "{fixed}");
+}
+
+/// Issue 25: `clawpool doctor` warns that lanes run unsandboxed while the shipped policy lets
+/// their agents act without a person, and stops once a person answers everything; it reports
+/// grants no clawpool wrote, which no lane honours.
+#[test]
+fn doctor_warns_when_unsandboxed_lanes_act_without_a_person() {
+    let sandbox = Sandbox::new();
+    let repo = git_repo(sandbox.dir.path(), "repo");
+    let doctor = || -> Value {
+        let out = sandbox
+            .clawpool()
+            .args(["doctor", "--output-format", "json", "--repo"])
+            .arg(&repo)
+            .output()
+            .expect("doctor");
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        serde_json::from_slice(&out.stdout).expect("doctor JSON")
+    };
+    let check = |doc: &Value, name: &str| -> Option<Value> {
+        doc["checks"]
+            .as_array()
+            .expect("checks")
+            .iter()
+            .find(|c| c["name"] == name)
+            .cloned()
+    };
+    let shipped = doctor();
+    let permissions = check(&shipped, "permissions").expect("a permissions check");
+    assert_eq!(permissions["ok"], false, "{permissions}");
+    let detail = permissions["detail"].as_str().expect("detail");
+    assert!(detail.contains("unsandboxed"), "{detail}");
+    assert!(detail.contains("workspace-write"), "{detail}");
+    assert!(detail.contains("#2 cargo in lane"), "{detail}");
+    assert!(check(&shipped, "grants").is_none(), "{shipped}");
+
+    // The fix as written: a policy file where a person answers everything.
+    let policy = sandbox.dir.path().join("policy.toml");
+    std::fs::write(&policy, "[permissions]\ndefault_profile = \"read-only\"\n").expect("policy");
+    let user_config = sandbox.home().join(".config/clawpool/config.toml");
+    std::fs::create_dir_all(user_config.parent().expect("folder")).expect("config folder");
+    std::fs::write(
+        &user_config,
+        format!("policy = {:?}\n", policy.display().to_string()),
+    )
+    .expect("user config");
+    let asking = doctor();
+    let permissions = check(&asking, "permissions").expect("a permissions check");
+    assert_eq!(permissions["ok"], true, "{permissions}");
+
+    // A grant written by hand into the repository's store is reported, never honoured.
+    let store = repo.join(".git/clawpool/permission-grants.json");
+    std::fs::create_dir_all(store.parent().expect("folder")).expect("store folder");
+    std::fs::write(
+        &store,
+        r#"{"version": 1, "grants": [{"id": "repository#1", "scope": "repository",
+            "tool": "bash", "verb": "*", "worktree": "/w", "lane": "a", "question": "q",
+            "granted_at_ms": 1}]}"#,
+    )
+    .expect("hand-written grant");
+    let forged = doctor();
+    let grants = check(&forged, "grants").expect("a grants check");
+    assert_eq!(grants["ok"], false, "{grants}");
+    let detail = grants["detail"].as_str().expect("detail");
+    assert!(
+        detail.contains("repository#1 (bash *): not written by clawpool"),
+        "{detail}"
+    );
 }

@@ -12,20 +12,38 @@
 //! when its holder exits), written whole to a temporary file that is renamed over the store. A
 //! store of another version, or one that does not read whole, is never half-read: it is renamed
 //! aside (kept, next to it) and reported, and reading goes on from an empty store.
+//!
+//! It also owns the grants' provenance. A lane's agent runs as the same user as clawpool and
+//! could write a store by hand; so every grant carries a MAC (HMAC-SHA256) over its fields and
+//! its store's path, under the user's [`GrantKey`] — 32 random bytes in the user's state folder
+//! (0600), made by the first `answer --remember`, a protected path the policy never lets a
+//! lane read or write. A grant without a MAC that verifies is not honoured: it is kept in the
+//! store, returned as [`IgnoredGrant`] and reported ("not written by clawpool"). Version-1
+//! stores (before MACs) are read, and their grants ignored that way.
 
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use sha2::Sha256;
 
 use super::policy::{Effect, Entry, Scope, Tool};
 
 /// The store's file name, in its folder.
 pub const GRANTS_FILE: &str = "permission-grants.json";
-/// The version of the store's format this build reads and writes.
-pub const GRANTS_VERSION: u64 = 1;
+/// The version of the store's format this build writes: grants carry a MAC.
+pub const GRANTS_VERSION: u64 = 2;
+/// The version before MACs: read, every grant in it ignored.
+const UNSIGNED_VERSION: u64 = 1;
+/// The grant key's file name, in the user's clawpool state folder.
+pub const GRANT_KEY_FILE: &str = "grant-key";
+/// The grant key's length.
+const KEY_BYTES: usize = 32;
+/// What every ignored grant's reason starts with.
+pub const NOT_WRITTEN_BY_CLAWPOOL: &str = "not written by clawpool";
 
 /// Which lanes a grant is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -83,6 +101,10 @@ pub struct Grant {
     pub question: String,
     /// When (epoch ms).
     pub granted_at_ms: u64,
+    /// The MAC that says clawpool wrote it (hex HMAC-SHA256 under the user's [`GrantKey`]);
+    /// none in a grant written before MACs or by hand.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<String>,
 }
 
 impl Grant {
@@ -131,13 +153,171 @@ pub struct SetAside {
     pub reason: String,
 }
 
+/// A grant in a store that is not honoured: clawpool did not write it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct IgnoredGrant {
+    /// The grant as the store holds it.
+    pub grant: Grant,
+    /// The store.
+    pub store: PathBuf,
+    /// Why (starts with [`NOT_WRITTEN_BY_CLAWPOOL`]).
+    pub reason: String,
+}
+
 /// A store's grants, and the store set aside on the way, if one was.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Loaded {
-    /// The grants, in the order they were made.
+    /// The grants clawpool wrote, in the order they were made.
     pub grants: Vec<Grant>,
+    /// The grants in the store clawpool did not write (no MAC, or one that does not verify).
+    pub ignored: Vec<IgnoredGrant>,
     /// The unreadable store renamed aside while loading.
     pub set_aside: Option<SetAside>,
+}
+
+/// The user's grant key: the secret that signs the grants clawpool writes. Its bytes are never
+/// printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct GrantKey {
+    bytes: [u8; KEY_BYTES],
+}
+
+impl std::fmt::Debug for GrantKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("GrantKey(..)")
+    }
+}
+
+impl GrantKey {
+    /// The key's file: `grant-key` in the user's clawpool state folder, beside the user's
+    /// store (`$XDG_STATE_HOME/clawpool/`, else `$HOME/.local/state/clawpool/`).
+    pub fn user_path(env: impl Fn(&str) -> Option<String>) -> Option<PathBuf> {
+        let store = GrantStore::user(env)?;
+        Some(store.path.with_file_name(GRANT_KEY_FILE))
+    }
+
+    /// The key in `path`; `None` when there is none yet (then no grant verifies).
+    pub fn load(path: &Path) -> Result<Option<GrantKey>, GrantError> {
+        let failed = |action| {
+            let path = path.to_path_buf();
+            move |source| GrantError {
+                path,
+                action,
+                source,
+            }
+        };
+        let metadata = match std::fs::symlink_metadata(path) {
+            Ok(metadata) => metadata,
+            Err(source) if source.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => return Err(failed("reading the grant key")(source)),
+        };
+        if !metadata.is_file() || metadata.len() != KEY_BYTES as u64 {
+            return Err(failed("reading the grant key")(std::io::Error::other(
+                format!("not a regular file of {KEY_BYTES} bytes"),
+            )));
+        }
+        let bytes = std::fs::read(path).map_err(failed("reading the grant key"))?;
+        let bytes: [u8; KEY_BYTES] = bytes.try_into().map_err(|_| {
+            failed("reading the grant key")(std::io::Error::other("changed while read"))
+        })?;
+        Ok(Some(GrantKey { bytes }))
+    }
+
+    /// The key in `path`, made first (random bytes, mode 0600, its folder created) when there
+    /// is none. Two makers at once agree on one key: each links its own whole file into place
+    /// and only the first link succeeds.
+    pub fn load_or_create(path: &Path) -> Result<GrantKey, GrantError> {
+        use std::os::unix::fs::OpenOptionsExt;
+        if let Some(key) = Self::load(path)? {
+            return Ok(key);
+        }
+        let failed = |action| {
+            let path = path.to_path_buf();
+            move |source| GrantError {
+                path,
+                action,
+                source,
+            }
+        };
+        let mut bytes = [0u8; KEY_BYTES];
+        getrandom::fill(&mut bytes).map_err(|err| {
+            failed("making the grant key")(std::io::Error::other(err.to_string()))
+        })?;
+        if let Some(folder) = path.parent() {
+            std::fs::create_dir_all(folder).map_err(failed("creating its folder"))?;
+        }
+        let temp = path.with_extension(format!("{}.tmp", std::process::id()));
+        let mut file = File::options()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&temp)
+            .map_err(failed("making the grant key"))?;
+        let written = file
+            .write_all(&bytes)
+            .and_then(|()| file.sync_all())
+            .map_err(failed("making the grant key"));
+        let linked = written.and_then(|()| match std::fs::hard_link(&temp, path) {
+            Err(source) if source.kind() != std::io::ErrorKind::AlreadyExists => {
+                Err(failed("making the grant key")(source))
+            }
+            _ => Ok(()),
+        });
+        let _ = std::fs::remove_file(&temp);
+        linked?;
+        Self::load(path)?.ok_or_else(|| {
+            failed("making the grant key")(std::io::Error::other("gone after it was made"))
+        })
+    }
+
+    /// The MAC of `grant` kept in the store at `store`: over a canonical encoding (a JSON
+    /// array, in a fixed order) of every field but the MAC, and the store's path, so a grant
+    /// copied into another store does not verify.
+    fn mac(&self, store: &Path, grant: &Grant) -> Hmac<Sha256> {
+        let fields = (
+            "clawpool grant v2",
+            store.to_string_lossy(),
+            &grant.id,
+            grant.scope.name(),
+            &grant.tool,
+            &grant.verb,
+            grant.worktree.to_string_lossy(),
+            &grant.lane,
+            &grant.question,
+            grant.granted_at_ms,
+        );
+        let encoded = serde_json::to_vec(&fields).expect("strings and a number always encode");
+        let mut mac =
+            <Hmac<Sha256> as Mac>::new_from_slice(&self.bytes).expect("HMAC takes any key length");
+        mac.update(&encoded);
+        mac
+    }
+
+    fn sign(&self, store: &Path, grant: &Grant) -> String {
+        let bytes = self.mac(store, grant).finalize().into_bytes();
+        bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+    }
+
+    /// Why `grant` in the store at `store` is not clawpool's, if it is not.
+    fn check(&self, store: &Path, grant: &Grant) -> Option<String> {
+        let Some(mac) = &grant.mac else {
+            return Some(format!("{NOT_WRITTEN_BY_CLAWPOOL} (it carries no MAC)"));
+        };
+        let verifies = decode_hex(mac)
+            .is_some_and(|bytes| self.mac(store, grant).verify_slice(&bytes).is_ok());
+        (!verifies).then(|| format!("{NOT_WRITTEN_BY_CLAWPOOL} (its MAC does not verify)"))
+    }
+}
+
+/// Hex to bytes; `None` for anything else (a MAC that is not hex does not verify).
+fn decode_hex(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|at| u8::from_str_radix(text.get(at..at + 2)?, 16).ok())
+        .collect()
 }
 
 /// A store could not be read or written (the disk, not its content: content that does not read
@@ -188,23 +368,50 @@ impl GrantStore {
         &self.path
     }
 
-    /// The grants in the store (none when it does not exist).
-    pub fn load(&self) -> Result<Loaded, GrantError> {
+    /// The grants in the store (none when it does not exist): those whose MAC verifies under
+    /// `key`, and the others, ignored (all of them without a key).
+    pub fn load(&self, key: Option<&GrantKey>) -> Result<Loaded, GrantError> {
         if !self.path.exists() {
             return Ok(Loaded::default());
         }
         let _lock = self.lock()?;
-        self.read_locked()
+        let (grants, set_aside) = self.read_locked()?;
+        let store = self.bound_path();
+        let mut loaded = Loaded {
+            set_aside,
+            ..Loaded::default()
+        };
+        for grant in grants {
+            let problem = match key {
+                Some(key) => key.check(&store, &grant),
+                None => Some(format!(
+                    "{NOT_WRITTEN_BY_CLAWPOOL} (there is no grant key to check it with)"
+                )),
+            };
+            match problem {
+                None => loaded.grants.push(grant),
+                Some(reason) => loaded.ignored.push(IgnoredGrant {
+                    grant,
+                    store: self.path.clone(),
+                    reason,
+                }),
+            }
+        }
+        Ok(loaded)
     }
 
     /// Adds `grant` (its scope not `once`), named after its scope and numbered after the
-    /// store's others (its `id` is set here); the grant as kept, and the store set aside on the
-    /// way, if one was.
-    pub fn add(&self, mut grant: Grant) -> Result<(Grant, Option<SetAside>), GrantError> {
+    /// store's others (its `id` is set here), signed with `key`; the grant as kept, and the
+    /// store set aside on the way, if one was. Grants already in the store are kept as they
+    /// are (an unsigned one stays ignored).
+    pub fn add(
+        &self,
+        mut grant: Grant,
+        key: &GrantKey,
+    ) -> Result<(Grant, Option<SetAside>), GrantError> {
         let _lock = self.lock()?;
-        let mut loaded = self.read_locked()?;
-        let next = loaded
-            .grants
+        let (mut grants, set_aside) = self.read_locked()?;
+        let next = grants
             .iter()
             .filter_map(|grant| grant.id.rsplit_once('#')?.1.parse::<u64>().ok())
             .max()
@@ -212,9 +419,20 @@ impl GrantStore {
             + 1;
         grant.id = format!("{}#{next}", grant.scope.name());
         grant.question = grant.question.chars().take(500).collect();
-        loaded.grants.push(grant.clone());
-        self.write_locked(&loaded.grants)?;
-        Ok((grant, loaded.set_aside))
+        grant.mac = Some(key.sign(&self.bound_path(), &grant));
+        grants.push(grant.clone());
+        self.write_locked(&grants)?;
+        Ok((grant, set_aside))
+    }
+
+    /// The store's path as its MACs bind it: its folder canonical (it exists once the store
+    /// was locked), so that every writer and reader names it alike.
+    fn bound_path(&self) -> PathBuf {
+        let folder = self.path.parent().unwrap_or(Path::new("/"));
+        let folder = folder
+            .canonicalize()
+            .unwrap_or_else(|_| folder.to_path_buf());
+        folder.join(GRANTS_FILE)
     }
 
     /// Holds the store's lock (`<store>.lock`) until dropped, creating its folder if needed.
@@ -240,12 +458,12 @@ impl GrantStore {
         Ok(file)
     }
 
-    /// Reads the store, the lock held; a store that does not read whole is set aside.
-    fn read_locked(&self) -> Result<Loaded, GrantError> {
+    /// Reads the store's grants, the lock held; a store that does not read whole is set aside.
+    fn read_locked(&self) -> Result<(Vec<Grant>, Option<SetAside>), GrantError> {
         let text = match std::fs::read_to_string(&self.path) {
             Ok(text) => text,
             Err(source) if source.kind() == std::io::ErrorKind::NotFound => {
-                return Ok(Loaded::default());
+                return Ok((Vec::new(), None));
             }
             Err(source) if source.kind() == std::io::ErrorKind::InvalidData => {
                 return self.set_aside("unreadable", "not UTF-8 text".to_owned());
@@ -263,7 +481,8 @@ impl GrantStore {
             Err(err) => return self.set_aside("unreadable", format!("not JSON: {err}")),
         };
         match document.get("version").and_then(Value::as_u64) {
-            Some(GRANTS_VERSION) => {}
+            // A version-1 store reads as this one: its grants carry no MAC, so each is ignored.
+            Some(GRANTS_VERSION | UNSIGNED_VERSION) => {}
             Some(version) => {
                 return self.set_aside(
                     &format!("v{version}"),
@@ -280,14 +499,15 @@ impl GrantStore {
         if let Some(problem) = grants.iter().find_map(Grant::problem) {
             return self.set_aside("unreadable", problem);
         }
-        Ok(Loaded {
-            grants,
-            set_aside: None,
-        })
+        Ok((grants, None))
     }
 
     /// Renames the store aside (`<store>.<label>.<ms>.aside`), kept; reading goes on empty.
-    fn set_aside(&self, label: &str, reason: String) -> Result<Loaded, GrantError> {
+    fn set_aside(
+        &self,
+        label: &str,
+        reason: String,
+    ) -> Result<(Vec<Grant>, Option<SetAside>), GrantError> {
         let stamp = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |since| since.as_millis());
@@ -298,14 +518,14 @@ impl GrantStore {
             action: "setting it aside",
             source,
         })?;
-        Ok(Loaded {
-            grants: Vec::new(),
-            set_aside: Some(SetAside {
+        Ok((
+            Vec::new(),
+            Some(SetAside {
                 from: self.path.clone(),
                 to,
                 reason,
             }),
-        })
+        ))
     }
 
     /// Writes `grants` whole: a temporary file, synced, renamed over the store.
@@ -336,6 +556,11 @@ impl GrantStore {
 mod tests {
     use super::*;
 
+    /// A key of fixed bytes: tests need no randomness.
+    const KEY: GrantKey = GrantKey {
+        bytes: [7; KEY_BYTES],
+    };
+
     fn add(store: &GrantStore, scope: GrantScope, verb: &str) -> Grant {
         let grant = Grant {
             id: String::new(),
@@ -346,22 +571,23 @@ mod tests {
             lane: "alpha".into(),
             question: verb.into(),
             granted_at_ms: 1,
+            mac: None,
         };
-        store.add(grant).expect("added").0
+        store.add(grant, &KEY).expect("added").0
     }
 
     #[test]
     fn grants_are_kept_numbered_and_read_back() {
         let dir = tempfile::tempdir().expect("dir");
         let store = GrantStore::in_folder(&dir.path().join("clawpool"));
-        assert_eq!(store.load().expect("empty"), Loaded::default());
+        assert_eq!(store.load(Some(&KEY)).expect("empty"), Loaded::default());
         let first = add(&store, GrantScope::Repository, "make");
         let second = add(&store, GrantScope::Lane, "cargo");
         assert_eq!(
             (first.id.as_str(), second.id.as_str()),
             ("repository#1", "lane#2")
         );
-        let loaded = store.load().expect("loaded");
+        let loaded = store.load(Some(&KEY)).expect("loaded");
         assert_eq!(loaded.grants, [first.clone(), second.clone()]);
         assert!(loaded.set_aside.is_none());
         let text = std::fs::read_to_string(store.path()).expect("store");
@@ -379,9 +605,9 @@ mod tests {
         let cases = [
             (r#"{"version": 0, "grants": []}"#, "v0", "version 0"),
             (
-                r#"{"version": 2, "grants": [{"new": 1}]}"#,
-                "v2",
-                "version 2",
+                r#"{"version": 3, "grants": [{"new": 1}]}"#,
+                "v3",
+                "version 3",
             ),
             (r#"{"grants": []}"#, "unreadable", "no version"),
             ("{\"version\": 1, \"grants\": [", "unreadable", "not JSON"),
@@ -402,7 +628,7 @@ mod tests {
             let dir = tempfile::tempdir().expect("dir");
             let store = GrantStore::in_folder(dir.path());
             std::fs::write(store.path(), text).expect("store");
-            let loaded = store.load().expect("loaded");
+            let loaded = store.load(Some(&KEY)).expect("loaded");
             assert!(loaded.grants.is_empty(), "{text}: never half-read");
             let aside = loaded.set_aside.expect("set aside");
             assert!(aside.reason.contains(reason), "{text}: {}", aside.reason);
@@ -421,8 +647,128 @@ mod tests {
             // Adding to it starts a new store of this version.
             let grant = add(&store, GrantScope::Repository, "make");
             assert_eq!(grant.id, "repository#1");
-            assert_eq!(store.load().expect("loaded").grants, [grant]);
+            assert_eq!(store.load(Some(&KEY)).expect("loaded").grants, [grant]);
         }
+    }
+
+    #[test]
+    fn a_grant_clawpool_did_not_sign_is_ignored_and_reported() {
+        let dir = tempfile::tempdir().expect("dir");
+        let store = GrantStore::in_folder(&dir.path().join("repo"));
+        let signed = add(&store, GrantScope::Repository, "make");
+        assert!(signed.mac.as_deref().is_some_and(|mac| mac.len() == 64));
+        // A lane's agent appends grants by hand: one without a MAC, one with a made-up MAC,
+        // one whose verb it changed after copying a signed grant's MAC.
+        let text = std::fs::read_to_string(store.path()).expect("store");
+        let mut document: Value = serde_json::from_str(&text).expect("JSON");
+        let mut forged = |id: &str, verb: &str, mac: Option<&str>| {
+            let mut grant = serde_json::to_value(&signed).expect("grant");
+            grant["id"] = id.into();
+            grant["verb"] = verb.into();
+            grant["scope"] = "always".into();
+            match mac {
+                Some(mac) => grant["mac"] = mac.into(),
+                None => drop(grant.as_object_mut().expect("object").remove("mac")),
+            }
+            document["grants"]
+                .as_array_mut()
+                .expect("grants")
+                .push(grant);
+        };
+        forged("always#2", "*", None);
+        forged("always#3", "python3", Some(&"ab".repeat(32)));
+        forged("always#4", "sh", signed.mac.as_deref());
+        std::fs::write(store.path(), document.to_string()).expect("hand-written");
+        let loaded = store.load(Some(&KEY)).expect("loaded");
+        assert_eq!(
+            loaded.grants,
+            std::slice::from_ref(&signed),
+            "only clawpool's grant counts"
+        );
+        let ignored: Vec<(&str, &str)> = loaded
+            .ignored
+            .iter()
+            .map(|ignored| (ignored.grant.id.as_str(), ignored.reason.as_str()))
+            .collect();
+        assert_eq!(
+            ignored,
+            [
+                ("always#2", "not written by clawpool (it carries no MAC)"),
+                (
+                    "always#3",
+                    "not written by clawpool (its MAC does not verify)"
+                ),
+                (
+                    "always#4",
+                    "not written by clawpool (its MAC does not verify)"
+                ),
+            ]
+        );
+        // Another key (another user's, or none yet) verifies nothing.
+        let other = GrantKey {
+            bytes: [8; KEY_BYTES],
+        };
+        assert!(store.load(Some(&other)).expect("loaded").grants.is_empty());
+        assert_eq!(store.load(None).expect("loaded").ignored.len(), 4);
+        // A signed grant copied into another repository's store does not verify there.
+        let elsewhere = GrantStore::in_folder(&dir.path().join("other"));
+        add(&elsewhere, GrantScope::Lane, "ls");
+        let text = std::fs::read_to_string(elsewhere.path()).expect("store");
+        let mut copied: Value = serde_json::from_str(&text).expect("JSON");
+        copied["grants"]
+            .as_array_mut()
+            .expect("grants")
+            .push(serde_json::to_value(&signed).expect("grant"));
+        std::fs::write(elsewhere.path(), copied.to_string()).expect("copied");
+        let loaded = elsewhere.load(Some(&KEY)).expect("loaded");
+        assert_eq!(loaded.grants.len(), 1);
+        assert_eq!(loaded.ignored[0].grant.id, signed.id);
+    }
+
+    #[test]
+    fn a_version_1_store_is_read_and_its_unsigned_grants_ignored_then_kept() {
+        let dir = tempfile::tempdir().expect("dir");
+        let store = GrantStore::in_folder(dir.path());
+        let v1 = r#"{"version": 1, "grants": [{"id": "always#1", "scope": "always",
+            "tool": "bash", "verb": "*", "worktree": "/w", "lane": "a", "question": "q",
+            "granted_at_ms": 1}]}"#;
+        std::fs::write(store.path(), v1).expect("store");
+        let loaded = store.load(Some(&KEY)).expect("loaded");
+        assert!(
+            loaded.set_aside.is_none(),
+            "a version-1 store is not set aside"
+        );
+        assert!(loaded.grants.is_empty());
+        assert_eq!(loaded.ignored.len(), 1);
+        // The next grant rewrites it as this version, the old grant kept and still ignored.
+        let grant = add(&store, GrantScope::Repository, "make");
+        assert_eq!(grant.id, "repository#2");
+        let loaded = store.load(Some(&KEY)).expect("loaded");
+        assert_eq!((loaded.grants.len(), loaded.ignored.len()), (1, 1));
+        let text = std::fs::read_to_string(store.path()).expect("store");
+        let document: Value = serde_json::from_str(&text).expect("JSON");
+        assert_eq!(document["version"], GRANTS_VERSION);
+    }
+
+    #[test]
+    fn the_grant_key_is_made_once_private_and_read_back() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("state/clawpool").join(GRANT_KEY_FILE);
+        assert_eq!(GrantKey::load(&path).expect("no key"), None);
+        let key = GrantKey::load_or_create(&path).expect("made");
+        let mode = std::fs::metadata(&path).expect("key").permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        assert_eq!(GrantKey::load_or_create(&path).expect("read"), key);
+        assert_ne!(key.bytes, [0; KEY_BYTES]);
+        assert_eq!(
+            format!("{key:?}"),
+            "GrantKey(..)",
+            "its bytes are never printed"
+        );
+        // A key that is not 32 bytes is an error, not a key.
+        std::fs::write(&path, "short").expect("write");
+        assert!(GrantKey::load(&path).is_err());
     }
 
     #[test]
@@ -442,7 +788,7 @@ mod tests {
         for writer in writers {
             writer.join().expect("writer");
         }
-        let loaded = store.load().expect("loaded");
+        let loaded = store.load(Some(&KEY)).expect("loaded");
         assert_eq!(loaded.grants.len(), 80);
         let mut ids: Vec<&str> = loaded.grants.iter().map(|g| g.id.as_str()).collect();
         ids.sort();
@@ -461,6 +807,7 @@ mod tests {
             other_lanes: Vec::new(),
             home: None,
             profile: Profile::ReadOnly,
+            protected: crate::permissions::ProtectedPaths::default(),
         };
         let grant = |verb: &str, tool: &str| Grant {
             id: "repository#1".into(),
@@ -471,6 +818,7 @@ mod tests {
             lane: "alpha".into(),
             question: String::new(),
             granted_at_ms: 1,
+            mac: None,
         };
         let policy: PermissionPolicy = PermissionPolicy {
             entries: vec![Entry {

@@ -1,16 +1,20 @@
 //! The permission policy: profiles, typed `(tool, verb, directory)` entries, and the decision
 //! for one tool-permission question with the rule that decided it.
 //!
-//! Precedence, first that applies wins (`docs/permissions.md`): hard block > deny entries >
-//! split compounds (every part must pass on its own) > allow entries, then operators' grants >
-//! default safe (and the profile's own allowance) > ask. The reader's refusals are asks. Paths are resolved against
-//! the real file system (symlinks followed), so this module reads the disk but never writes.
+//! Precedence, first that applies wins (`docs/permissions.md`): hard blocks and denied
+//! protected paths > deny entries > asked protected paths, then what is never default safe
+//! (a program named by the command, git outside the lane's repository) > split compounds
+//! (every part must pass on its own) > allow entries, then operators' grants > default safe
+//! (and the profile's own allowance) > ask. The reader's refusals are asks. Paths are resolved
+//! against the real file system (symlinks followed), so this module reads the disk but never
+//! writes.
 
 use std::fmt;
 use std::path::{Component, Path, PathBuf};
 
 use serde::Serialize;
 
+use super::classes::{self, Protected, ProtectedPaths};
 use super::grants::Grant;
 use super::reader::{CommandPart, RedirectMode, Refusal, read_command};
 use super::safe_verbs::{self, Arguments, Tier};
@@ -197,6 +201,9 @@ pub struct LaneContext {
     pub home: Option<PathBuf>,
     /// The lane's profile.
     pub profile: Profile,
+    /// clawpool's folders and secrets outside the worktree (the common git dir, the user's
+    /// clawpool folders, the grant key); `.claw/` and the agents' settings are found by name.
+    pub protected: ProtectedPaths,
 }
 
 /// One tool-permission question.
@@ -254,6 +261,25 @@ pub enum HardBlock {
     OtherLane,
 }
 
+/// Why a command is never default safe, whatever allows it: a person answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NeverSafe {
+    /// An option or verb that names a program it runs (`sort --compress-program`, `xargs`).
+    RunsAProgram,
+    /// git would find a repository other than the lane's own (`cd sub && git status` where
+    /// `sub` holds a `.git`), and run that repository's configuration.
+    ForeignGit,
+}
+
+impl NeverSafe {
+    fn code(self) -> &'static str {
+        match self {
+            Self::RunsAProgram => "runs_a_program",
+            Self::ForeignGit => "foreign_git",
+        }
+    }
+}
+
 impl HardBlock {
     fn code(self) -> &'static str {
         match self {
@@ -270,6 +296,11 @@ impl HardBlock {
 pub enum Rule {
     /// A built-in hard block.
     HardBlock(HardBlock),
+    /// A protected path: denied or asked by its class, whatever the profile or entries.
+    Protected(Protected),
+    /// Never default safe: asked, whatever entry or grant would allow it (but in
+    /// `danger-full-access`).
+    NeverSafe(NeverSafe),
     /// A deny entry (0-based position in `[[permissions.entries]]`; shown from 1).
     DenyEntry(usize),
     /// An allow entry.
@@ -292,6 +323,8 @@ impl fmt::Display for Rule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::HardBlock(block) => write!(f, "hard_block:{}", block.code()),
+            Self::Protected(class) => write!(f, "protected:{}", class.code()),
+            Self::NeverSafe(class) => write!(f, "never_safe:{}", class.code()),
             Self::DenyEntry(index) => write!(f, "permissions.entry#{}:deny", index + 1),
             Self::AllowEntry(index) => write!(f, "permissions.entry#{}:allow", index + 1),
             Self::Grant(id) => write!(f, "grant:{id}"),
@@ -388,6 +421,41 @@ impl PermissionPolicy {
         }
     }
 
+    /// [`Self::decide_with_grants`]; and when a grant clawpool did not write (`ignored`: no
+    /// MAC that verifies) would have allowed what was not allowed, the reason says so
+    /// ("grant ID ignored: not written by clawpool"). Also returns those grants' ids.
+    pub fn decide_noting_ignored(
+        &self,
+        lane: &LaneContext,
+        request: &Request,
+        grants: &[Grant],
+        ignored: &[Grant],
+    ) -> (Decision, Vec<String>) {
+        let mut decision = self.decide_with_grants(lane, request, grants);
+        if decision.verdict == Verdict::Allow || ignored.is_empty() {
+            return (decision, Vec::new());
+        }
+        let all: Vec<Grant> = grants.iter().chain(ignored).cloned().collect();
+        let would = self.decide_with_grants(lane, request, &all);
+        let mut ids: Vec<String> = std::iter::once(&would.rule)
+            .chain(would.parts.iter().map(|part| &part.rule))
+            .filter_map(|rule| match rule {
+                Rule::Grant(id) if ignored.iter().any(|grant| grant.id == *id) => Some(id.clone()),
+                _ => None,
+            })
+            .collect();
+        ids.dedup();
+        if !ids.is_empty() {
+            decision.reason = format!(
+                "{}; grant {} ignored: {}",
+                decision.reason,
+                ids.join(", "),
+                super::grants::NOT_WRITTEN_BY_CLAWPOOL
+            );
+        }
+        (decision, ids)
+    }
+
     fn decide_command(&self, folders: &Folders, command: &str, cwd: &Path) -> Decision {
         let parts = match read_command(command) {
             Ok(parts) => parts,
@@ -468,9 +536,10 @@ impl PermissionPolicy {
             .iter()
             .any(|redirect| redirect.mode == RedirectMode::Write && redirect.target != "/dev/null");
         let is_git = |path: &Option<PathBuf>| path.as_deref().is_some_and(in_git_internals);
+        let read_only = matches!(classified, Some((Tier::ReadOnly, _)));
         let writes_git = touched.written.iter().any(is_git)
-            || (!matches!(classified, Some((Tier::ReadOnly, _)))
-                && touched.read_or_written.iter().any(is_git));
+            || (!read_only && touched.read_or_written.iter().any(is_git));
+        let protected = protected_touched(folders, &touched, read_only);
 
         // 1. Hard blocks.
         let block = if touched
@@ -494,6 +563,12 @@ impl PermissionPolicy {
             decision.reason = reason.to_string();
             return decision;
         }
+        if let Some(class) = protected.filter(|class| class.denies()) {
+            decision.verdict = Verdict::Deny;
+            decision.rule = Rule::Protected(class);
+            decision.reason = class.reason().to_string();
+            return decision;
+        }
 
         // 2. Deny entries: the verb matches and the cwd or any path is in the scope.
         let deny = self.first_entry(Effect::Deny, Tool::Bash, Some(part), |entry| {
@@ -506,6 +581,32 @@ impl PermissionPolicy {
             decision.rule = Rule::DenyEntry(index);
             decision.reason = format!("denied: {} in {}", entry.verb, entry.scope);
             return decision;
+        }
+
+        // 3. Protected paths a person answers for, and what is never default safe.
+        if let Some(class) = protected {
+            decision.rule = Rule::Protected(class);
+            decision.reason = class.reason().to_string();
+            return decision;
+        }
+        if folders.profile != Profile::DangerFullAccess {
+            if let Some(named) = classes::runs_a_program(part) {
+                decision.rule = Rule::NeverSafe(NeverSafe::RunsAProgram);
+                decision.reason = format!("`{named}` names a program to run");
+                return decision;
+            }
+            let foreign = (part.verb() == "git")
+                .then(|| classes::foreign_git(cwd, &folders.worktree))
+                .flatten();
+            if let Some(found) = foreign {
+                decision.rule = Rule::NeverSafe(NeverSafe::ForeignGit);
+                decision.reason = format!(
+                    "git would use a repository other than the lane's own ({}), and its \
+                     configuration may run programs",
+                    found.display()
+                );
+                return decision;
+            }
         }
 
         // 4. Allow entries: the verb matches and every path it names is in the scope (the
@@ -600,6 +701,14 @@ impl PermissionPolicy {
             decision.reason = reason.to_string();
             return decision;
         }
+        // A path that cannot be resolved is no protected path's, and asks below anyway.
+        let protected = target.and_then(|target| classes::protected(target, &folders.protected));
+        if let Some(class) = protected.filter(|class| class.denies()) {
+            decision.verdict = Verdict::Deny;
+            decision.rule = Rule::Protected(class);
+            decision.reason = class.reason().to_string();
+            return decision;
+        }
         for effect in [Effect::Deny, Effect::Allow] {
             let found = self.first_entry(effect, tool, None, |entry| {
                 folders.in_scope(&entry.scope, target)
@@ -614,6 +723,11 @@ impl PermissionPolicy {
                     Effect::Allow => Rule::AllowEntry(index),
                 };
                 decision.reason = format!("{} in {}", tool.name(), entry.scope);
+                return decision;
+            }
+            if let Some(class) = protected.filter(|_| effect == Effect::Deny) {
+                decision.rule = Rule::Protected(class);
+                decision.reason = class.reason().to_string();
                 return decision;
             }
         }
@@ -730,6 +844,34 @@ fn removes_a_root(folders: &Folders, part: &CommandPart, touched: &Touched) -> b
         })
 }
 
+/// The protected class of what a part touches, the denying classes first: every path it
+/// writes (a redirection's file; for a verb not on the read-only list, every path it names and
+/// its cwd) and every path it reads, for secrets.
+fn protected_touched(folders: &Folders, touched: &Touched, read_only: bool) -> Option<Protected> {
+    let class = |path: &Option<PathBuf>| {
+        let path = path.as_deref()?;
+        classes::protected(path, &folders.protected)
+    };
+    let mut written: Vec<&Option<PathBuf>> = touched.written.iter().collect();
+    if !read_only {
+        written.extend(&touched.read_or_written);
+        written.push(&touched.cwd);
+    }
+    let mut found: Vec<Protected> = written.into_iter().filter_map(class).collect();
+    found.extend(
+        touched
+            .read_or_written
+            .iter()
+            .filter_map(class)
+            .filter(|class| *class == Protected::Secret),
+    );
+    found
+        .iter()
+        .copied()
+        .find(|class| class.denies())
+        .or(found.first().copied())
+}
+
 /// Whether a resolved path is inside a `.git` folder (or is one).
 fn in_git_internals(path: &Path) -> bool {
     path.components()
@@ -821,6 +963,8 @@ struct Folders {
     profile: Profile,
     /// The operators' grants for the lane, each as its id and allow entry.
     grants: Vec<(String, Entry)>,
+    /// clawpool's folders and secrets outside the worktree, canonical.
+    protected: ProtectedPaths,
 }
 
 /// Most folders a compound's `cd`s may leave a part in before the policy stops following
@@ -844,6 +988,20 @@ impl Folders {
             home: lane.home.as_deref().map(canonical),
             profile: lane.profile,
             grants: Vec::new(),
+            protected: ProtectedPaths {
+                control: lane
+                    .protected
+                    .control
+                    .iter()
+                    .map(|p| canonical(p))
+                    .collect(),
+                secrets: lane
+                    .protected
+                    .secrets
+                    .iter()
+                    .map(|p| canonical(p))
+                    .collect(),
+            },
         }
     }
 

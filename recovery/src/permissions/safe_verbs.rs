@@ -3,6 +3,7 @@
 //! `workspace-write` profile adds. Each verb names the options that would make it run, write or
 //! delete something, which take it off the list.
 
+use super::classes::option_matches;
 use super::reader::CommandPart;
 
 /// Whether a verb's arguments name files (checked against the worktree) or are plain text.
@@ -20,7 +21,7 @@ pub enum Arguments {
 struct Verb {
     name: &'static str,
     arguments: Arguments,
-    /// Options (exact, or `--long` prefixes ending in `=`) that run, write or delete.
+    /// Options that run, write or delete ([`option_matches`]).
     forbidden: &'static [&'static str],
 }
 
@@ -32,37 +33,54 @@ const fn verb(name: &'static str, forbidden: &'static [&'static str]) -> Verb {
     }
 }
 
-const GIT_OUTPUT_OPTIONS: &[&str] = &["--output", "--output=", "--ext-diff", "--textconv"];
+/// Options of `git diff`, `git log` and `git show` that write a file or run a program.
+const GIT_OUTPUT_OPTIONS: &[&str] = &["--output", "--ext-diff", "--textconv"];
 
 /// Read-only verbs: allowed in every profile when every path and the cwd are inside the lane's
-/// worktree.
+/// worktree. Long options match by any prefix (`--outp` is `--output`: GNU and git take an
+/// unambiguous prefix as the option), so each list names an option once.
 const READ_ONLY: &[Verb] = &[
     verb("ls", &[]),
     verb("cat", &[]),
     verb("head", &[]),
     verb("tail", &[]),
-    verb("wc", &[]),
+    verb("wc", &["--files0-from"]),
     verb("grep", &[]),
     verb("egrep", &[]),
     verb("fgrep", &[]),
-    verb("rg", &["--pre", "--pre=", "--search-zip", "-z"]),
+    verb("rg", &["--pre", "--hostname-bin", "--search-zip", "-z"]),
     verb(
         "find",
         &[
-            "-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf",
+            "-exec",
+            "-execdir",
+            "-ok",
+            "-okdir",
+            "-delete",
+            "-fprint",
+            "-fprint0",
+            "-fprintf",
             "-fls",
+            "-files0-from",
         ],
     ),
-    verb("file", &[]),
+    verb("file", &["-C", "--compile"]),
     verb("stat", &[]),
-    verb("du", &[]),
-    verb("tree", &["-o"]),
+    verb("du", &["--files0-from"]),
+    verb("tree", &["-o", "--output"]),
     verb("pwd", &[]),
     verb("diff", &[]),
     verb("cmp", &[]),
     verb(
         "sort",
-        &["-o", "--output", "--output=", "--compress-program="],
+        &[
+            "-o",
+            "--output",
+            "--compress-program",
+            "-T",
+            "--temporary-directory",
+            "--files0-from",
+        ],
     ),
     verb("cut", &[]),
     verb("nl", &[]),
@@ -70,8 +88,8 @@ const READ_ONLY: &[Verb] = &[
     verb("dirname", &[]),
     verb("realpath", &[]),
     verb("readlink", &[]),
-    verb("sha256sum", &[]),
-    verb("md5sum", &[]),
+    verb("sha256sum", &["-c", "--check"]),
+    verb("md5sum", &["-c", "--check"]),
     verb("cd", &[]),
     verb("true", &[]),
     Verb {
@@ -156,19 +174,8 @@ pub fn verb_matches(name: &str, part: &CommandPart) -> bool {
         .all(|(index, word)| part.argv.get(index).is_some_and(|arg| arg == word))
 }
 
-/// Whether `arg` is one of `options`: exactly, by its `--long=` prefix, or — for a one-letter
-/// option such as `-o` — inside a cluster of short options (`-uo`).
+/// Whether `arg` is one of `options` ([`option_matches`]: long options by any prefix, short
+/// ones inside a cluster).
 fn forbidden(options: &[&str], arg: &str) -> bool {
-    options.iter().any(|option| {
-        if option.ends_with('=') {
-            return arg.starts_with(option);
-        }
-        let short_letter = option.strip_prefix('-').filter(|letter| letter.len() == 1);
-        match short_letter {
-            Some(letter) if !arg.starts_with("--") && arg.starts_with('-') => {
-                arg.get(1..).is_some_and(|cluster| cluster.contains(letter))
-            }
-            _ => arg == *option,
-        }
-    })
+    options.iter().any(|option| option_matches(option, arg))
 }

@@ -1013,6 +1013,7 @@ fn lane_with_gate(dir: &std::path::Path, profile: clawpool_recovery::permissions
             other_lanes: Vec::new(),
             home: None,
             profile,
+            protected: Default::default(),
         },
     ));
     lane
