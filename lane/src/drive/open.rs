@@ -346,6 +346,7 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
                 .and_then(|(kind, file)| StoreGuard::new(kind, file, job.dir.clone())),
             prompt: plan.clone(),
             restarted_to_apply_trust: false,
+            answered_outside: false,
         },
         plan,
         base_spec,
