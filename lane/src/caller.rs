@@ -225,6 +225,9 @@ pub struct Refusal {
     pub reason: String,
     /// The caller, when it could be identified.
     pub caller: Option<Caller>,
+    /// The marked process that made it refused: the lane the caller runs inside (for a hook,
+    /// the other lane).
+    pub inside: Option<Marked>,
 }
 
 impl Refusal {
@@ -232,12 +235,8 @@ impl Refusal {
         Self {
             reason: reason.into(),
             caller: None,
+            inside: None,
         }
-    }
-
-    /// The lane the caller runs inside, if that is why.
-    pub fn inside(&self) -> Option<&Marked> {
-        self.caller.as_ref().and_then(|caller| caller.marks.first())
     }
 }
 
@@ -275,7 +274,7 @@ impl Caller {
     /// Operator requests come from outside every lane: refused, naming the lane, when the
     /// caller runs inside one.
     pub fn check_operator(self) -> Result<Self, Refusal> {
-        let Some(inside) = self.marks.first() else {
+        let Some(inside) = self.marks.first().cloned() else {
             return Ok(self);
         };
         let reason = format!(
@@ -283,19 +282,20 @@ impl Caller {
              from outside every lane",
             self.pid,
             inside.mark.name,
-            describe(inside)
+            describe(&inside)
         );
         Err(Refusal {
             reason,
             caller: Some(self),
+            inside: Some(inside),
         })
     }
 
     /// A hook report comes from the agent of the lane in `lane_dir`: refused unless the caller
     /// runs inside that lane and inside no other.
     pub fn check_hook(self, lane_dir: &Path) -> Result<Self, Refusal> {
-        let foreign = self.marks.iter().find(|m| m.mark.dir != lane_dir);
-        let reason = match (foreign, self.marks.is_empty()) {
+        let foreign = self.marks.iter().find(|m| m.mark.dir != lane_dir).cloned();
+        let reason = match (&foreign, self.marks.is_empty()) {
             (None, false) => return Ok(self),
             (Some(other), _) => format!(
                 "the hook's caller (pid {}) runs inside lane {:?} ({}), not this lane",
@@ -312,6 +312,7 @@ impl Caller {
         Err(Refusal {
             reason,
             caller: Some(self),
+            inside: foreign,
         })
     }
 }
@@ -424,7 +425,7 @@ mod tests {
             "{}",
             refusal.reason
         );
-        assert_eq!(refusal.inside().map(|m| m.pid), Some(100));
+        assert_eq!(refusal.inside.map(|m| m.pid), Some(100));
     }
 
     #[test]

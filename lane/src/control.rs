@@ -118,7 +118,7 @@ impl CallerGate {
                 reason: refusal.reason.clone(),
                 pid: caller.map(|c| c.pid),
                 uid: caller.map(|c| c.uid),
-                inside: refusal.inside().map(|marked| CallerLane {
+                inside: refusal.inside.as_ref().map(|marked| CallerLane {
                     lane: marked.mark.name.clone(),
                     dir: marked.mark.dir.display().to_string(),
                     pid: marked.pid,
