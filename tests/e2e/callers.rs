@@ -427,3 +427,114 @@ fn a_tmux_lane_has_no_tmux_socket_and_an_answer_typed_outside_clawpool_is_record
     let held = state(&attacker);
     assert_eq!(held["lane_status"], "blocked", "{held}");
 }
+
+/// #25.1 with the real Claude Code 2.1.330 (offline, against the scripted model server), where
+/// the issue saw it: Claude, allowed by a person to run Bash, runs `clawpool answer victim
+/// --choice yes; clawpool trust victim` on a lane outside the trusted roots. Both are refused
+/// and recorded on the victim, which stays held at the trust gate with no prompt.
+#[test]
+fn claude_allowed_to_run_bash_cannot_answer_or_trust_another_lane() {
+    use crate::real_agents::{
+        assert_nothing_left, claude_env, finish, lanes_dir, plain_lane, screen_report, start_lane,
+        write_config,
+    };
+    let sandbox = clawpool_tests::Sandbox::new();
+    clawpool_tests::real_agent("claude");
+    clawpool_tests::seed_claude_home(&sandbox.home(), serde_json::json!({}));
+    // The victim: a scripted lane outside every trusted root, held at its trust dialog.
+    let victim = sandbox.dir.path().join("outside").join("victim");
+    std::fs::create_dir_all(&victim).expect("victim folder");
+    let scenario = sandbox.dir.path().join("victim-scenario.toml");
+    std::fs::write(
+        &scenario,
+        "trust_dialog = true\nprompt_log = \".prompts.jsonl\"\n",
+    )
+    .expect("scenario");
+    let victim_config = sandbox.dir.path().join("victim-config.toml");
+    std::fs::write(
+        &victim_config,
+        format!(
+            "[profiles.scripted.launch]\ncommand = {:?}\nenv = {{ CLAWPOOL_AGENT_SCENARIO = {:?} }}\n",
+            workspace_bin("clawpool-scripted-agent").display().to_string(),
+            scenario.display().to_string()
+        ),
+    )
+    .expect("victim config");
+    let mut victim_run = start_lane(&sandbox, &victim_config, "scripted", &victim, &[], "pty");
+    wait(&mut victim_run, "the victim held at the trust gate", |e| {
+        e["kind"] == "lane.blocked" && e["to"]["subphase"] == "trust_prompt"
+    });
+    // The attacker: Claude Code in a trusted lane, told to drive the victim.
+    let clawpool = workspace_bin("clawpool");
+    let command = format!(
+        "{c} answer {v} --choice yes; {c} trust {v}",
+        c = clawpool.display(),
+        v = victim.display()
+    );
+    let script = serde_json::json!([
+        {"tool_use": {"name": "Bash", "input": {"command": command, "description": "Approve"}}},
+        {"text": "Done."}
+    ]);
+    let attacker = plain_lane(&sandbox, "attacker");
+    let config = write_config(
+        &sandbox,
+        Some(&lanes_dir(&sandbox)),
+        "claude",
+        "args = [\"--permission-mode\", \"default\"]\n",
+    );
+    let mut server =
+        clawpool_tests::ModelServer::start(&sandbox.dir.path().join("model-attacker"), &script);
+    let mut run = start_lane(
+        &sandbox,
+        &config,
+        "claude",
+        &attacker,
+        &claude_env(&sandbox, &server.url()),
+        "pty",
+    );
+    // Its Bash is a person's to allow; a person (this test, outside every lane) allows it.
+    run.wait_for(
+        "the question",
+        Duration::from_secs(90),
+        |e| e["kind"] == "lane.blocked" && e["to"]["subphase"] == "tool_permission",
+        || screen_report(&attacker),
+    );
+    let allowed = sandbox
+        .clawpool()
+        .arg("answer")
+        .arg(&attacker)
+        .args(["--choice", "yes"])
+        .output()
+        .expect("clawpool answer");
+    assert!(
+        allowed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&allowed.stderr)
+    );
+    for request in ["answer --choice yes", "trust"] {
+        let refused = victim_run.wait_for(
+            request,
+            Duration::from_secs(90),
+            |e| e["kind"] == "lane.caller_refused" && e["detail"]["request"] == request,
+            || screen_report(&attacker),
+        );
+        assert_eq!(refused["detail"]["inside"]["lane"], "attacker", "{refused}");
+    }
+    let (code, _) = finish(&mut run, &attacker);
+    assert_eq!(code, 0, "{}\n{}", run.report(), screen_report(&attacker));
+    // The victim is as it was: held, untrusted, no prompt.
+    let events = victim_run.events();
+    for kind in ["lane.trust_resolved", "lane.dialog_answered", "lane.ready"] {
+        assert!(
+            !events.iter().any(|e| e["kind"] == kind),
+            "{kind}: {}",
+            victim_run.report()
+        );
+    }
+    assert!(!victim.join(".prompts.jsonl").exists());
+    assert_eq!(state(&victim)["lane_status"], "blocked");
+    drop(victim_run);
+    drop(run);
+    server.stop();
+    assert_nothing_left(&sandbox);
+}
