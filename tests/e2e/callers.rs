@@ -538,3 +538,74 @@ fn claude_allowed_to_run_bash_cannot_answer_or_trust_another_lane() {
     server.stop();
     assert_nothing_left(&sandbox);
 }
+
+/// #25.1, the daemon's socket: a lane's agent asking the repository's background supervisor to
+/// stop is refused (`daemon_refused`, exit 1), and the daemon goes on serving; the same request
+/// from outside every lane stops it.
+#[test]
+fn a_lanes_agent_cannot_stop_the_daemon() {
+    let s = setup();
+    let out = s.sandbox.dir.path().join("attacks");
+    std::fs::create_dir_all(&out).expect("attacks folder");
+    ATTACKS.with(|dir| *dir.borrow_mut() = Some(out.clone()));
+    let stop = out.join("stop.txt");
+    let attack = attempt(
+        &workspace_bin("clawpool"),
+        &format!("daemon --stop --repo {}", s.repo.display()),
+        &stop,
+    );
+    let config = config(
+        &s,
+        &scenario(&attack),
+        &[s.lanes_dir()],
+        &workspace_bin("clawpool-scripted-agent"),
+        "",
+    );
+    let packet = s.sandbox.dir.path().join("callers-packet.json");
+    std::fs::write(
+        &packet,
+        r#"{"defaults": {"agent": "scripted"}, "lanes": [{"name": "attacker", "prompt": "stop it"}]}"#,
+    )
+    .expect("packet");
+    let handed = s
+        .sandbox
+        .clawpool()
+        .arg("spawn")
+        .arg(&packet)
+        .args(["--detach", "--config"])
+        .arg(&config)
+        .arg("--repo")
+        .arg(&s.repo)
+        .output()
+        .expect("spawn --detach");
+    assert!(
+        handed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&handed.stderr)
+    );
+    finished(&stop);
+    let text = read(&stop);
+    assert!(
+        text.contains("daemon_refused") || text.contains("refused"),
+        "{text}"
+    );
+    assert!(text.contains("inside lane \"attacker\""), "{text}");
+    assert!(text.ends_with("exit=1\n"), "{text}");
+    // Still serving: the operator stops it.
+    let stopped = s
+        .sandbox
+        .clawpool()
+        .args(["daemon", "--stop", "--repo"])
+        .arg(&s.repo)
+        .output()
+        .expect("daemon --stop");
+    assert!(
+        stopped.status.success(),
+        "{}",
+        String::from_utf8_lossy(&stopped.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&stopped.stdout).contains("\"stopping\":true"),
+        "{stopped:?}"
+    );
+}
