@@ -247,8 +247,9 @@ fn operator_commands_from_inside_a_lane_are_refused_and_change_nothing() {
         assert!(text.contains("refused"), "{file}: {text}");
         assert!(text.ends_with("exit=1\n"), "{file}: {text}");
     }
-    let trust: Value = serde_json::from_str(read(&out.join("trust.txt")).lines().next().unwrap())
-        .expect("one JSON document");
+    let trust: Value =
+        serde_json::from_str(read(&out.join("trust.txt")).lines().next().expect("a line"))
+            .expect("one JSON document");
     assert_eq!(trust["error"]["kind"], "lane_refused", "{trust}");
     // Nothing changed on either lane.
     let victim_state = state(&victim);
@@ -585,10 +586,7 @@ fn a_lanes_agent_cannot_stop_the_daemon() {
     );
     finished(&stop);
     let text = read(&stop);
-    assert!(
-        text.contains("daemon_refused") || text.contains("refused"),
-        "{text}"
-    );
+    assert!(text.contains("refused: "), "{text}");
     assert!(text.contains("inside lane \"attacker\""), "{text}");
     assert!(text.ends_with("exit=1\n"), "{text}");
     // Still serving: the operator stops it.

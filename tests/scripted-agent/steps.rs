@@ -547,7 +547,8 @@ mod tests {
         let text = run_command(dir.path(), "pwd; echo oops >&2; exit 3");
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[0], "$ pwd; echo oops >&2; exit 3");
-        assert!(lines[1].ends_with(&*dir.path().file_name().unwrap().to_string_lossy()));
+        let name = dir.path().file_name().expect("a temp dir has a name");
+        assert!(lines[1].ends_with(&*name.to_string_lossy()));
         assert_eq!(lines[2], "oops");
         assert!(lines[3].contains('3'), "{text}");
     }
