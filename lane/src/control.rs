@@ -7,14 +7,24 @@
 //! snapshot, `{"ok": true}` for a hook report queued for the handshake, or
 //! `{"ok": false, "error": …}` when the request never reached it (a hook report without the
 //! lane's token among them).
+//!
+//! Every connection's caller is identified first, from the socket's peer credentials
+//! ([`crate::caller`]): a hook report is taken only from a process inside this lane (its agent
+//! or what the agent runs) and no other, everything else only from a process inside no lane
+//! and of this process's user. A refused request never reaches the lane: its caller is told
+//! why (an operator command as a `refused` verdict), and the attempt is recorded on the lane
+//! as `lane.caller_refused` ([`CallerGate`]).
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use crate::caller::{Caller, Refusal};
 use crate::channel::{HookInbox, HookReport};
 use crate::handshake::{OperatorCommand, OperatorRequest, Verdict, VerdictReply};
+use clawpool_lanes::payload::{CallerLane, CallerRefused};
 use clawpool_lanes::state_file::GreenLevel;
+use clawpool_lanes::{EventLog, Payload};
 use clawpool_pty::Worker;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -82,6 +92,82 @@ impl ScreenSource {
     }
 }
 
+/// Who the socket takes requests from: hook reports from this lane's own agent, everything else
+/// from callers inside no lane; refusals are recorded in the lane's event log.
+#[derive(Clone)]
+pub struct CallerGate {
+    /// The lane's folder: the mark its agent was started with.
+    pub lane_dir: PathBuf,
+    /// Where a refused caller is recorded.
+    pub events: Arc<EventLog>,
+}
+
+impl CallerGate {
+    /// Whether `caller` may make the request in `line`: the caller when it may, else the
+    /// refusal, recorded on the lane.
+    fn admit(&self, caller: Result<Caller, Refusal>, line: &str) -> Result<Caller, Refusal> {
+        let hook = HookReport::parse(line);
+        let admitted = caller.and_then(|caller| match &hook {
+            Some(_) => caller.check_hook(&self.lane_dir),
+            None => caller.check_operator(),
+        });
+        if let Err(refusal) = &admitted {
+            let caller = refusal.caller.as_ref();
+            let refused = CallerRefused {
+                request: describe_request(line, hook.as_ref()),
+                reason: refusal.reason.clone(),
+                pid: caller.map(|c| c.pid),
+                uid: caller.map(|c| c.uid),
+                inside: refusal.inside.as_ref().map(|marked| CallerLane {
+                    lane: marked.mark.name.clone(),
+                    dir: marked.mark.dir.display().to_string(),
+                    pid: marked.pid,
+                    relation: marked.relation.as_str().to_owned(),
+                }),
+            };
+            let _ = self
+                .events
+                .report(Payload::CallerRefused(refused), None, None, None);
+        }
+        admitted
+    }
+}
+
+/// A request line as its command is typed, for the refusal's event.
+fn describe_request(line: &str, hook: Option<&HookReport>) -> String {
+    if let Some(report) = hook {
+        return format!("hook {}", report.event);
+    }
+    if is_screen_request(line) {
+        return "screen".to_owned();
+    }
+    if let Ok(op) = serde_json::from_str::<LaneOp>(line) {
+        return match op {
+            LaneOp::MergeForward => "merge-forward".to_owned(),
+            LaneOp::Verify { level } => format!("verify --level {level}"),
+        };
+    }
+    match serde_json::from_str::<OperatorCommand>(line) {
+        Ok(command) => command.describe(),
+        Err(_) => "an unreadable request".to_owned(),
+    }
+}
+
+/// The reply that tells a refused caller why: a `refused` verdict for an operator command (so
+/// the command prints and exits by it), an error for anything else.
+fn refusal_reply(line: &str, refusal: &Refusal) -> Value {
+    if serde_json::from_str::<OperatorCommand>(line).is_ok() {
+        let verdict = Verdict::Refused {
+            reason: format!("refused: {}", refusal.reason),
+            choices: Vec::new(),
+        };
+        if let Ok(reply) = serde_json::to_value(verdict) {
+            return reply;
+        }
+    }
+    serde_json::json!({"ok": false, "refused": true, "error": format!("refused: {}", refusal.reason)})
+}
+
 /// Whether `line` is a `screen` request.
 fn is_screen_request(line: &str) -> bool {
     serde_json::from_str::<Value>(line).is_ok_and(|request| request["command"] == "screen")
@@ -110,9 +196,10 @@ impl ControlSocket {
 /// Listens on `socket`: operator commands go to the handshake, each with the way back for its
 /// verdict, branch requests ([`LaneOp`]) to `ops`, whose reply is sent back when the work is
 /// done, `screen` requests are answered at once from `screen`, and hook reports go to `hooks`
-/// (refused when the lane has no hook channel).
+/// (refused when the lane has no hook channel); each only from the callers `gate` admits.
 pub fn listen(
     socket: &Path,
+    gate: CallerGate,
     commands: mpsc::Sender<OperatorRequest>,
     ops: mpsc::Sender<OpRequest>,
     screen: ScreenSource,
@@ -131,11 +218,20 @@ pub fn listen(
             let open = open.clone();
             let screen = screen.clone();
             let hooks = hooks.clone();
+            let gate = gate.clone();
             tokio::spawn(async move {
                 let _open = open;
+                // Identified while connected: the caller waits for the reply, so its pid is
+                // still its own.
+                let caller = Caller::of(&stream);
                 let (read, mut write) = stream.into_split();
                 let mut line = String::new();
                 let read = BufReader::new(read).read_line(&mut line).await;
+                if let Err(refusal) = gate.admit(caller, &line) {
+                    let reply = refusal_reply(&line, &refusal);
+                    let _ = write.write_all(format!("{reply}\n").as_bytes()).await;
+                    return;
+                }
                 if is_screen_request(&line) {
                     let reply = screen.reply();
                     let _ = write.write_all(format!("{reply}\n").as_bytes()).await;

@@ -120,6 +120,7 @@
 //! git and verification work themselves.
 
 pub mod app_server;
+pub mod caller;
 pub mod channel;
 pub mod checks;
 pub mod control;

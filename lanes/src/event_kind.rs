@@ -80,6 +80,12 @@ pub enum LaneEventKind {
     OperatorIgnored,
     /// `lane.operator_refused`: An operator command was refused.
     OperatorRefused,
+    /// `lane.caller_refused`: A request to the lane's control socket came from a caller it
+    /// does not take requests from (inside a lane, another lane's hook).
+    CallerRefused,
+    /// `lane.dialog_answered_outside`: A dialog clawpool was waiting on went away without
+    /// clawpool's answer.
+    DialogAnsweredOutside,
     /// `lane.restart_requested`: An operator asked for the worker to be started again.
     RestartRequested,
     /// `lane.restarted`: A new worker runs in the lane's folder.
@@ -142,7 +148,7 @@ pub enum LaneEventKind {
 
 impl LaneEventKind {
     /// Every kind this build records, in the order `docs/events.md` lists them.
-    pub const ALL: [LaneEventKind; 63] = [
+    pub const ALL: [LaneEventKind; 65] = [
         LaneEventKind::Started,
         LaneEventKind::Adopted,
         LaneEventKind::SessionReplaced,
@@ -178,6 +184,8 @@ impl LaneEventKind {
         LaneEventKind::Escalated,
         LaneEventKind::OperatorIgnored,
         LaneEventKind::OperatorRefused,
+        LaneEventKind::CallerRefused,
+        LaneEventKind::DialogAnsweredOutside,
         LaneEventKind::RestartRequested,
         LaneEventKind::Restarted,
         LaneEventKind::CommitCreated,
@@ -246,6 +254,8 @@ impl LaneEventKind {
             LaneEventKind::Escalated => "lane.escalated",
             LaneEventKind::OperatorIgnored => "lane.operator_ignored",
             LaneEventKind::OperatorRefused => "lane.operator_refused",
+            LaneEventKind::CallerRefused => "lane.caller_refused",
+            LaneEventKind::DialogAnsweredOutside => "lane.dialog_answered_outside",
             LaneEventKind::RestartRequested => "lane.restart_requested",
             LaneEventKind::Restarted => "lane.restarted",
             LaneEventKind::CommitCreated => "lane.commit.created",

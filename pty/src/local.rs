@@ -9,7 +9,7 @@
 //! the child alone.
 
 use std::collections::BTreeMap;
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::{Arc, Mutex};
@@ -316,7 +316,8 @@ pub(crate) fn register(fd: OwnedFd) -> io::Result<AsyncFd<OwnedFd>> {
 }
 
 /// The worker's whole environment: this process's (none with `clean_env`), `TERM` when neither
-/// gives one, then the spec's variables, a later one replacing an earlier one of the same name.
+/// gives one, then the spec's variables, a later one replacing an earlier one of the same name;
+/// never a tmux client's variables ([`crate::spec::TMUX_VARS`]).
 fn worker_env(spec: &SpawnSpec) -> Vec<(OsString, OsString)> {
     let mut env: BTreeMap<OsString, OsString> = if spec.clean_env {
         BTreeMap::new()
@@ -327,6 +328,9 @@ fn worker_env(spec: &SpawnSpec) -> Vec<(OsString, OsString)> {
         env.insert("TERM".into(), "xterm-256color".into());
     }
     env.extend(spec.env.iter().cloned());
+    for name in crate::spec::TMUX_VARS {
+        env.remove(OsStr::new(name));
+    }
     env.into_iter().collect()
 }
 

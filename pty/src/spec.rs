@@ -13,6 +13,12 @@ use crate::{SpawnError, TermSize};
 /// How long to keep reading after a worker exits, unless a spec says otherwise.
 pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_millis(250);
 
+/// The variables through which a process reaches a tmux server (`TMUX`: its socket, and
+/// `TMUX_PANE`), which tmux sets in every pane: no worker is started with them, so an agent
+/// cannot drive its own terminal, or another lane's session on the same private server, by
+/// running `tmux` (nor the tmux of a person who started clawpool inside one).
+pub const TMUX_VARS: [&str; 2] = ["TMUX", "TMUX_PANE"];
+
 /// A worker to start.
 #[derive(Debug, Clone)]
 pub struct SpawnSpec {

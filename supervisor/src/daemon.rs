@@ -12,6 +12,9 @@
 //! becomes `failed{worker_lost}`; a lane that cannot be taken over (an unreadable state file)
 //! is left alone and named in the daemon's log.
 //! Read-only commands never need the daemon: they read the lanes' files.
+//!
+//! Requests are taken only from callers inside no lane, of the daemon's own user
+//! ([`Caller::check_operator`]); a refused one is answered `caller_refused` and logged.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -34,6 +37,7 @@ use crate::spawn::{
     leave_earlier_runs, lock_path, prepare, registered_lanes, start_all, supervisor_lock_holder,
     terminal_for,
 };
+use clawpool_lane::caller::Caller;
 use clawpool_lane::interrupt::Interrupt;
 
 /// How long `spawn --detach` waits for a daemon it started to listen.
@@ -77,6 +81,16 @@ pub async fn run(args: DaemonArgs, loaded: Loaded) -> Result<ExitCode, CommandEr
                 format!("no daemon for this repository ({e})"),
             )
         })?;
+        if reply["ok"] != true {
+            return Err(CommandError {
+                kind: "daemon_refused",
+                message: reply["error"]["message"]
+                    .as_str()
+                    .unwrap_or("the daemon refused to stop")
+                    .to_owned(),
+                exit: EXIT_FAILURE,
+            });
+        }
         println!("{reply}");
         return Ok(ExitCode::SUCCESS);
     }
@@ -131,9 +145,19 @@ pub async fn run(args: DaemonArgs, loaded: Loaded) -> Result<ExitCode, CommandEr
         let Ok((stream, _)) = listener.accept().await else {
             continue;
         };
+        // Only from outside every lane: a lane's agent starts no lanes and stops no daemon.
+        let admitted = Caller::of(&stream).and_then(Caller::check_operator);
         let (read, mut write) = stream.into_split();
         let mut line = String::new();
         if BufReader::new(read).read_line(&mut line).await.is_err() {
+            continue;
+        }
+        if let Err(refusal) = admitted {
+            eprintln!("clawpool: daemon request refused: {}", refusal.reason);
+            let message = format!("refused: {}", refusal.reason);
+            let reply =
+                json!({"ok": false, "error": {"kind": "caller_refused", "message": message}});
+            let _ = write.write_all(format!("{reply}\n").as_bytes()).await;
             continue;
         }
         let (reply, stop) = match serde_json::from_str::<Request>(&line) {

@@ -108,6 +108,13 @@ pub enum Step {
         /// The commit message.
         message: String,
     },
+    /// Run a shell command (`sh -c`) in the working folder, as a child of the agent, the way
+    /// a real agent's Bash tool does: its output goes to the transcript. The agent waits for
+    /// it (keep it short, or send it to the background).
+    Run {
+        /// The command line.
+        command: String,
+    },
     /// Keep working (spinner running) for a while.
     Sleep {
         /// How long, in milliseconds.

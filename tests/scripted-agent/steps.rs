@@ -154,6 +154,7 @@ impl Run {
                     transcript.push(&write_file(cwd, &path, &content, true));
                 }
                 Step::GitCommit { message } => transcript.push(&git_commit(cwd, &message)),
+                Step::Run { command } => transcript.push(&run_command(cwd, &command)),
                 Step::Sleep { ms } => self.wait = Wait::Until(now + Duration::from_millis(ms)),
                 Step::Hang {} => self.wait = Wait::Hang,
                 Step::SpinnerForever {} => self.wait = Wait::Frozen(self.elapsed_secs(now)),
@@ -329,6 +330,32 @@ fn write_file(cwd: &Path, path: &Path, content: &str, append: bool) -> String {
 
 /// `git add -A && git commit -m MESSAGE` in `cwd`; returns the transcript line. Git's own
 /// output is captured: it would scribble over the screen.
+/// `$ COMMAND`, then what it printed (stdout, then stderr) and, when it failed, its status.
+fn run_command(cwd: &Path, command: &str) -> String {
+    let output = Command::new("sh")
+        .args(["-c", command])
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .output();
+    let mut text = format!("$ {command}");
+    match output {
+        Err(e) => text.push_str(&format!("\ncannot run sh: {e}")),
+        Ok(out) => {
+            for stream in [&out.stdout, &out.stderr] {
+                let printed = String::from_utf8_lossy(stream);
+                if !printed.trim().is_empty() {
+                    text.push('\n');
+                    text.push_str(printed.trim_end());
+                }
+            }
+            if !out.status.success() {
+                text.push_str(&format!("\n({})", out.status));
+            }
+        }
+    }
+    text
+}
+
 fn git_commit(cwd: &Path, message: &str) -> String {
     let git = |args: &[&str]| {
         Command::new("git")
@@ -512,6 +539,18 @@ mod tests {
                 "Appended to new/d.txt"
             ]
         );
+    }
+
+    #[test]
+    fn a_run_step_shows_the_command_its_output_and_a_failure() {
+        let dir = tempfile::tempdir().expect("a temp dir can be created");
+        let text = run_command(dir.path(), "pwd; echo oops >&2; exit 3");
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "$ pwd; echo oops >&2; exit 3");
+        let name = dir.path().file_name().expect("a temp dir has a name");
+        assert!(lines[1].ends_with(&*name.to_string_lossy()));
+        assert_eq!(lines[2], "oops");
+        assert!(lines[3].contains('3'), "{text}");
     }
 
     #[test]

@@ -141,15 +141,19 @@ const FINAL_WRITE_TRIES: u32 = 5;
 const FINAL_WRITE_BACKOFF: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// Builds the worker's spawn spec from the profile, refusing an agent that is not installed
-/// before anything is written.
+/// before anything is written. The agent is started with the lane's mark
+/// ([`crate::caller::LaneMark`]), set last so nothing overrides it: whatever it runs is known
+/// to run inside the lane.
 fn spawn_spec(job: &LaneJob) -> Result<SpawnSpec, LaneError> {
     let launch = &job.profile.manifest.launch;
     let mut spec = SpawnSpec::new(&launch.command, &job.dir);
+    let mark = crate::caller::LaneMark::new(&job.name, &job.dir);
     for (key, value) in launch
         .env
         .iter()
         .map(|(k, v)| (k.clone(), v.clone()))
         .chain(job.env.iter().cloned())
+        .chain(mark.env())
     {
         spec = spec.env(key, value);
     }

@@ -293,8 +293,19 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
     let (operator_tx, operator_rx) = mpsc::channel(8);
     let (ops_tx, ops_rx) = mpsc::channel(4);
     let screen = ScreenSource::default();
-    let listener = control::listen(&socket, operator_tx, ops_tx, screen.clone(), hook_inbox)
-        .map_err(|e| LaneError::io("opening the lane's control socket", e))?;
+    let gate = control::CallerGate {
+        lane_dir: job.dir.clone(),
+        events: Arc::clone(&events),
+    };
+    let listener = control::listen(
+        &socket,
+        gate,
+        operator_tx,
+        ops_tx,
+        screen.clone(),
+        hook_inbox,
+    )
+    .map_err(|e| LaneError::io("opening the lane's control socket", e))?;
 
     let (worker, resumed) = match adopt {
         Some((worker, resumed)) => (Ok(worker), Some(resumed)),
@@ -359,6 +370,7 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
                 .and_then(|(kind, file)| StoreGuard::new(kind, file, job.dir.clone())),
             prompt: plan.clone(),
             restarted_to_apply_trust: false,
+            answered_outside: false,
         },
         plan,
         base_spec,

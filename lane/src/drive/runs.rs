@@ -53,6 +53,9 @@ impl OpenLane {
             // answered its trust dialog: later runs keep both.
             self.rig.lane.trust = outcome.trust;
             self.rig.lane.store = outcome.store.clone();
+            // A lane held for a person stays held until one acts: a restart is one.
+            self.rig.lane.answered_outside =
+                outcome.answered_outside && !matches!(outcome.next, Next::Restart(_));
             if let Next::Restart(request) = &outcome.next {
                 if let Err(failed) = self.restart_for(&outcome, request.clone()).await {
                     return Ok(failed);

@@ -20,9 +20,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clawpool_lanes::payload::{
-    ChannelContradiction, ChannelDegraded, DeliveryHeld, DialogAnswered, ErrorReport, InputCleared,
-    LaneFailed, OperatorDeclined, Payload, PromptMisdelivery, PromptRound, PromptSent, PromptTyped,
-    SendQueued, SendRefused, Stalled, TrustResolved, WorkerStarted,
+    ChannelContradiction, ChannelDegraded, DeliveryHeld, DialogAnswered, DialogAnsweredOutside,
+    ErrorReport, Escalated, InputCleared, LaneFailed, OperatorDeclined, Payload, PromptMisdelivery,
+    PromptRound, PromptSent, PromptTyped, SendQueued, SendRefused, Stalled, TrustResolved,
+    WorkerStarted,
 };
 use clawpool_lanes::{BlockedSubphase, EventSource, Evidence, FailureClass, LaneState};
 use clawpool_pty::{ExitStatus, ScreenSnapshot};
@@ -529,6 +530,17 @@ impl<'a> Machine<'a> {
         self.receipt
             .resume(from.attempts, from.sent_at, from.accepted_at, retry_after);
         self.reached_ready = !matches!(from.state, LaneState::Spawning | LaneState::TrustRequired);
+        if from.state == LaneState::Blocked(BlockedSubphase::ToolPermission) {
+            // Still waiting for a person's answer: one that comes between runs, or while no
+            // supervisor ran, came from outside clawpool (an operator's `answer` is taken
+            // during a run, never between).
+            self.waiting_dialog = self
+                .profile
+                .dialogs
+                .iter()
+                .find(|dialog| dialog.kind == DialogKind::ToolPermission)
+                .map(|dialog| dialog.name.clone());
+        }
         // A prompt the earlier supervisor saw taken opened a turn that no report closed: the
         // agent's Stop finishes it, though no UserPromptSubmit reaches this supervisor.
         self.hooks.turn_open = from.accepted_at.is_some();
@@ -664,6 +676,7 @@ impl<'a> Machine<'a> {
             next: self.next.clone().unwrap_or(Next::Done),
             reached_ready: self.reached_ready,
             trust: self.lane.trust,
+            answered_outside: self.lane.answered_outside,
             restart_reply: self.restart_reply.take(),
             unsent: self.followups.drain(..).map(|f| f.text).collect(),
             dialog,
@@ -974,6 +987,7 @@ impl<'a> Machine<'a> {
             };
             self.trust_answered(method, evidence);
         }
+        self.notice_answered_outside(&seen.seen, &evidence);
         match &seen.seen {
             Seen::Dialog { name, dialog } => self.on_dialog(name, *dialog, evidence, screen),
             Seen::Signal {
@@ -995,6 +1009,79 @@ impl<'a> Machine<'a> {
             }
             Seen::Unknown => self.on_unrecognised(evidence, screen),
         }
+    }
+
+    /// A dialog the lane waited on for a person is gone from a screen the profile knows, with
+    /// no answer of clawpool's in flight: its answer was typed into the terminal by someone
+    /// else (a person attached to the tmux session, or the agent itself through a tmux socket
+    /// it should not have). Recorded as `lane.dialog_answered_outside`, never as progress; a
+    /// tool-permission question answered so holds the lane `blocked{tool_permission}` for a
+    /// person ([`super::LaneContext::answered_outside`]), with an escalation saying what to do.
+    /// A screen no rule knows says nothing yet (a redraw may be under way).
+    fn notice_answered_outside(&mut self, seen: &Seen, now_showing: &Evidence) {
+        let Some(name) = self.waiting_dialog.clone() else {
+            return;
+        };
+        let Some(kind) = self.profile.dialog(&name).map(|dialog| dialog.kind) else {
+            return;
+        };
+        let gone = match seen {
+            Seen::Dialog { dialog, .. } => *dialog != kind,
+            Seen::Idle | Seen::Draft { .. } => true,
+            Seen::Signal { signal } => matches!(signal, Signal::Working | Signal::ProviderRetry),
+            Seen::Unknown => false,
+        };
+        if !gone || self.suspended.is_some() {
+            return;
+        }
+        self.waiting_dialog = None;
+        let evidence = Evidence {
+            rule: name.clone(),
+            region: now_showing.region.clone(),
+            matched: format!(
+                "dialog {name:?} gone without an answer from clawpool; the screen shows {} ({})",
+                now_showing.rule, now_showing.matched
+            ),
+        };
+        let outside = DialogAnsweredOutside {
+            dialog: name.clone(),
+            dialog_kind: dialog_kind_name(kind).to_owned(),
+        };
+        self.report(
+            Payload::DialogAnsweredOutside(outside),
+            None,
+            None,
+            Some(evidence.clone()),
+        );
+        if kind != DialogKind::ToolPermission {
+            // A trust dialog answered so opens no gate (clawpool's is its own), and a boot
+            // dialog is harmless: the record is all.
+            return;
+        }
+        self.lane.answered_outside = true;
+        let escalated = Escalated {
+            reason: format!(
+                "the tool-permission question {name:?} was answered outside clawpool (keys typed \
+                 into the lane's terminal by someone else: a person attached to it, or the agent)"
+            ),
+            next_action: format!(
+                "check what the agent did in {}; then `clawpool send {} TEXT` to carry on, or \
+                 `clawpool stop {}`",
+                self.lane.cwd.display(),
+                self.lane.name,
+                self.lane.name
+            ),
+            recipe: None,
+        };
+        let next = self.next.clone();
+        self.transition(
+            LaneState::Blocked(BlockedSubphase::ToolPermission),
+            Some(evidence),
+        );
+        // Not recovery's to escalate as a question still on screen: the machine keeps
+        // watching the held lane, and this escalation is its next action.
+        self.next = next;
+        self.report(Payload::Escalated(escalated), None, None, None);
     }
 
     fn on_dialog(
@@ -1022,6 +1109,11 @@ impl<'a> Machine<'a> {
         };
         if self.waiting_dialog.as_deref() == Some(name) {
             return; // Still waiting for the operator.
+        }
+        if self.lane.answered_outside && kind == DialogKind::ToolPermission {
+            // Held for a person: not even the policy's allow is given until one acts.
+            self.waiting_dialog = Some(name.to_owned());
+            return self.transition(LaneState::Blocked(subphase), Some(evidence));
         }
         if !self.lane.trust.is_open() && kind != DialogKind::Trust {
             // Not even a harmless-looking question is answered for a lane nobody trusted.
@@ -1391,7 +1483,7 @@ impl<'a> Machine<'a> {
     /// The agent reported the end of the turn the lane is in: with nothing more to say, the
     /// lane is finished. With texts queued, the idle screen delivers the next one as before.
     fn reported_finish(&mut self, evidence: Evidence) {
-        if !self.followups.is_empty() {
+        if !self.followups.is_empty() || self.lane.answered_outside {
             return;
         }
         if self.hooks.screen_working.is_some() {
@@ -1553,19 +1645,22 @@ impl<'a> Machine<'a> {
             | LaneState::Running
             | LaneState::Blocked(_)
             | LaneState::ToolPermissionRequired => {
-                if self.state == LaneState::ToolPermissionRequired {
+                if self.state == LaneState::ToolPermissionRequired && !self.lane.answered_outside {
                     // The permission was answered and the agent carried on.
                     self.transition(LaneState::Running, Some(evidence.clone()));
                 }
                 if !self.followups.is_empty() {
-                    // Idle with more to say: the next text, instead of finishing.
+                    // Idle with more to say: the next text, instead of finishing. An
+                    // operator's text is a person acting on a held lane: it is released.
+                    self.lane.answered_outside = false;
                     self.transition(LaneState::ReadyForPrompt, Some(evidence));
                     self.deliver();
                     return;
                 }
-                if self.hooks.tool_running(self.now) {
+                if self.hooks.tool_running(self.now) || self.lane.answered_outside {
                     // The agent reported a tool running: an idle-looking screen does not
-                    // overrule it.
+                    // overrule it. A lane held for a person is not finished by its agent
+                    // going idle.
                     self.idle_since = None;
                     return;
                 }
@@ -2329,6 +2424,17 @@ impl<'a> Machine<'a> {
         if to == self.state {
             return;
         }
+        if self.lane.answered_outside
+            && self.state == LaneState::Blocked(BlockedSubphase::ToolPermission)
+            && matches!(
+                to,
+                LaneState::PromptAccepted | LaneState::Running | LaneState::ToolPermissionRequired
+            )
+        {
+            // Held for a person: the agent working again (its screen, its hooks) moves it
+            // nowhere. Its exit, a stop or an operator's text still do.
+            return;
+        }
         let from = self.state;
         self.state = to;
         let payload = Payload::transition(to.status())
@@ -2404,12 +2510,24 @@ pub struct Ended {
     pub reached_ready: bool,
     /// The lane's trust gate as the run left it.
     pub trust: TrustGate,
+    /// Whether a tool-permission question was answered outside clawpool and no operator
+    /// acted since ([`super::LaneContext::answered_outside`]).
+    pub answered_outside: bool,
     /// The verdict owed to the operator who asked for a restart.
     pub restart_reply: Option<VerdictReply>,
     /// Texts still queued.
     pub unsent: Vec<String>,
     /// The dialog the lane was left waiting on for an operator, if any.
     pub dialog: Option<super::WaitingDialog>,
+}
+
+/// A dialog kind's name in events.
+fn dialog_kind_name(kind: DialogKind) -> &'static str {
+    match kind {
+        DialogKind::Trust => "trust",
+        DialogKind::ToolPermission => "tool_permission",
+        DialogKind::Boot => "boot",
+    }
 }
 
 /// Off-screen progress, as a recovery check's result says it.

@@ -143,6 +143,11 @@ pub struct LaneContext {
     /// The lane's worker was already restarted once because it did not apply the trust
     /// clawpool gave it ([`TRUST_NOT_APPLIED`]): never again.
     pub restarted_to_apply_trust: bool,
+    /// A tool-permission question the lane waited on for a person went away without
+    /// clawpool's answer (`lane.dialog_answered_outside`): the lane is held
+    /// `blocked{tool_permission}` — never running, finished or answered by its policy again —
+    /// until an operator's text goes in (`clawpool send`) or a restart.
+    pub answered_outside: bool,
 }
 
 /// Who asks for a restart of an agent that saved the trust clawpool gave it but still does
@@ -181,6 +186,10 @@ pub struct Outcome {
     /// The dialog the lane was left waiting on for an operator, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dialog: Option<WaitingDialog>,
+    /// Whether the lane is held for a person after a tool-permission question was answered
+    /// outside clawpool ([`LaneContext::answered_outside`]): later runs keep holding it.
+    #[serde(skip)]
+    pub answered_outside: bool,
     /// The supervisor was told to stop during the run, by this signal: the lane was failed
     /// for it (`supervisor_interrupted`) and its worker stopped.
     #[serde(skip)]
@@ -467,6 +476,7 @@ impl<'a> Handshake<'a> {
             next: ended.next,
             reached_ready: ended.reached_ready,
             trust: ended.trust,
+            answered_outside: ended.answered_outside,
             store: self.store,
             restart_reply: ended.restart_reply,
             unsent: ended.unsent,

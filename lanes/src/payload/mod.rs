@@ -43,8 +43,8 @@ pub use run::{
     Stalled, WorkerStarted,
 };
 pub use trust::{
-    DialogAnswered, OperatorDeclined, PermissionDecided, TrustResolved, TrustStoreConfined,
-    TrustStoreSeeded,
+    CallerLane, CallerRefused, DialogAnswered, DialogAnsweredOutside, OperatorDeclined,
+    PermissionDecided, TrustResolved, TrustStoreConfined, TrustStoreSeeded,
 };
 
 /// Declares [`Payload`] from its table: each variant with fields, with its type and the kind
@@ -169,6 +169,10 @@ payloads! {
         OperatorIgnored(OperatorDeclined) => OperatorIgnored,
         /// `lane.operator_refused`.
         OperatorRefused(OperatorDeclined) => OperatorRefused,
+        /// `lane.caller_refused`.
+        CallerRefused(CallerRefused) => CallerRefused,
+        /// `lane.dialog_answered_outside`.
+        DialogAnsweredOutside(DialogAnsweredOutside) => DialogAnsweredOutside,
         /// `lane.restart_requested`.
         RestartRequested(RestartRequest) => RestartRequested,
         /// `lane.restarted`.
@@ -467,6 +471,22 @@ mod tests {
                 command: "answer --choice maybe".into(),
                 reason: "the dialog has no such choice".into(),
                 choices: vec!["no".into(), "yes".into()],
+            }),
+            Payload::CallerRefused(CallerRefused {
+                request: "answer --choice yes".into(),
+                reason: "the caller (pid 4242) runs inside lane \"b\"".into(),
+                pid: Some(4242),
+                uid: Some(1000),
+                inside: Some(CallerLane {
+                    lane: "b".into(),
+                    dir: "/repo/.worktrees/b".into(),
+                    pid: 4100,
+                    relation: "ancestor".into(),
+                }),
+            }),
+            Payload::DialogAnsweredOutside(DialogAnsweredOutside {
+                dialog: "tool_permission".into(),
+                dialog_kind: "tool_permission".into(),
             }),
             Payload::RestartRequested(RestartRequest {
                 by: "operator".into(),

@@ -124,3 +124,48 @@ pub struct OperatorDeclined {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub choices: Vec<String>,
 }
+
+/// `lane.caller_refused`: a request to the lane's control socket from a caller the lane does not
+/// take it from — an operator request from inside a lane, a hook report from outside this
+/// lane's agent (`docs/trust.md`, "Threat model"); nothing reached the lane.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallerRefused {
+    /// The request as typed (`answer --choice yes`, `trust`, `hook Stop`, `screen`, …).
+    pub request: String,
+    /// Why, in words.
+    pub reason: String,
+    /// The caller's pid, when the kernel gave it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// The caller's uid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<u32>,
+    /// The lane the caller runs inside, if that is why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inside: Option<CallerLane>,
+}
+
+/// The lane a refused caller runs inside, and the process that says so.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallerLane {
+    /// The lane's name.
+    pub lane: String,
+    /// Its folder.
+    pub dir: String,
+    /// The process carrying the lane's mark (its agent).
+    pub pid: u32,
+    /// How that process is the caller's: `itself`, `ancestor`, `session_leader`,
+    /// `group_leader`.
+    pub relation: String,
+}
+
+/// `lane.dialog_answered_outside`: a dialog the lane was blocked on, waiting for its answer,
+/// went away without clawpool having sent one — keys typed into the agent's terminal by
+/// someone else (a person attached to its tmux session, or the agent itself).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DialogAnsweredOutside {
+    /// The dialog's name in the profile.
+    pub dialog: String,
+    /// Its kind: `trust`, `tool_permission` or `boot`.
+    pub dialog_kind: String,
+}

@@ -243,18 +243,28 @@ impl TmuxServer {
             pane,
             quote_os(spec.cwd.as_os_str())
         );
+        // tmux sets `TMUX` and `TMUX_PANE` in every pane: the program is started through
+        // `env`, which removes them (and, with `clean_env`, everything else tmux adds: `env
+        // -i` is the only way to start clean) and then becomes the program, same pid.
+        argv.push("env".into());
+        for name in crate::spec::TMUX_VARS {
+            argv.push("-u".into());
+            argv.push(name.into());
+        }
+        let env = spec
+            .env
+            .iter()
+            .filter(|(key, _)| !crate::spec::TMUX_VARS.iter().any(|name| key == name));
         if spec.clean_env {
-            // tmux always adds its own environment; `env -i` is the only way to start clean.
-            argv.push("env".into());
             argv.push("-i".into());
-            argv.extend(spec.env.iter().map(|(k, v)| {
+            argv.extend(env.map(|(k, v)| {
                 let mut kv = k.clone();
                 kv.push("=");
                 kv.push(v);
                 kv
             }));
         } else {
-            for (key, value) in &spec.env {
+            for (key, value) in env {
                 let mut kv = key.clone();
                 kv.push("=");
                 kv.push(value);

@@ -43,6 +43,24 @@ async fn a_worker_in_tmux_takes_input_and_reports_its_exit_code() {
 }
 
 #[tokio::test]
+async fn a_worker_in_tmux_gets_no_tmux_socket_in_its_environment() {
+    // tmux sets TMUX and TMUX_PANE in every pane; with them, the worker could drive its own
+    // pane and every other session on the server (`tmux send-keys`, `tmux ls`).
+    let tmux = PrivateTmux::new("noenv");
+    let server = tmux.connect().await;
+    let probe = "echo \"tmux=<${TMUX-unset}> pane=<${TMUX_PANE-unset}> mine=<$MINE>\"; read x";
+    for clean in [false, true] {
+        let mut spec = sh(probe).env("MINE", "kept").env("TMUX", "/forced,1,0");
+        spec.clean_env = clean;
+        spec = spec.env("PATH", std::env::var_os("PATH").unwrap_or_default());
+        let name = if clean { "clean" } else { "inherited" };
+        let worker = server.spawn(name, spec).await.expect("spawn");
+        screen_shows(&worker, "tmux=<unset> pane=<unset> mine=<kept>").await;
+        worker.stop(Duration::from_secs(2)).await;
+    }
+}
+
+#[tokio::test]
 async fn multi_line_text_is_pasted_with_bracketed_paste_markers() {
     let tmux = PrivateTmux::new("paste");
     let server = tmux.connect().await;

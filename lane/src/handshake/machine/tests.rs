@@ -122,6 +122,7 @@ impl Lane {
                 None => PromptPlan::None,
             },
             restarted_to_apply_trust: false,
+            answered_outside: false,
         };
         edit(&mut lane);
         let machine = Machine::new(
@@ -1565,4 +1566,89 @@ fn a_lane_without_a_worker_fails_as_its_end_says() {
         (evidence.rule.as_str(), evidence.matched.as_str()),
         ("worker_gone", "pid 42 is gone")
     );
+}
+
+/// A permission question answered by keys clawpool never sent (the agent itself through tmux,
+/// issue #25) is recorded as answered outside and holds the lane for a person: neither the
+/// agent working nor its idle input moves it on, until an operator's text goes in.
+#[tokio::test(start_paused = true)]
+async fn a_permission_question_answered_outside_clawpool_holds_the_lane_for_a_person() {
+    let mut lane = Lane::claude(Some(PROMPT));
+    lane.drive_to_running().await;
+    lane.look(&claude("19-tool_permission-120x40"));
+    let held = LaneState::Blocked(BlockedSubphase::ToolPermission);
+    assert_eq!(lane.state(), held);
+    assert!(lane.answers.is_empty());
+    // The dialog goes, with no answer of clawpool's: the agent carries on working.
+    lane.look(&claude("06-running-120x40"));
+    assert_eq!(
+        lane.count("lane.dialog_answered_outside"),
+        1,
+        "{:?}",
+        lane.kinds()
+    );
+    let outside = lane
+        .records
+        .iter()
+        .find(|r| r.payload.kind() == LaneEventKind::DialogAnsweredOutside)
+        .expect("recorded");
+    assert_eq!(outside.payload.detail()["dialog"], "tool_permission");
+    assert_eq!(outside.payload.detail()["dialog_kind"], "tool_permission");
+    assert_eq!(lane.count("lane.escalated"), 1);
+    assert_eq!(lane.state(), held, "{:?}", lane.kinds());
+    // Idle for longer than finish-idle: still held, never finished.
+    let idle = claude("08-finished-120x40");
+    lane.look(&idle);
+    lane.after(Settings::default().finish_idle * 2, &idle).await;
+    assert_eq!(lane.state(), held, "{:?}", lane.kinds());
+    assert_eq!(lane.count("lane.dialog_answered_outside"), 1);
+    // A new question is not answered, even were a policy to allow it.
+    lane.look(&claude("19-tool_permission-120x40"));
+    assert!(lane.answers.is_empty());
+    lane.look(&idle);
+    assert_eq!(lane.count("lane.dialog_answered_outside"), 2);
+    // An operator's text releases it: it is typed at the idle input.
+    let (reply, _verdict) = VerdictReply::new();
+    lane.input(Input::Operator {
+        request: OperatorRequest {
+            command: OperatorCommand::Send {
+                text: "carry on".into(),
+            },
+            reply,
+        },
+        screen: idle.clone(),
+    });
+    lane.look(&idle);
+    assert_eq!(
+        lane.state(),
+        LaneState::ReadyForPrompt,
+        "{:?}",
+        lane.kinds()
+    );
+    assert!(lane.texts_typed().contains(&"carry on".to_owned()));
+}
+
+/// An operator's own answer is not "outside": the dialog going after `clawpool answer` is
+/// recorded as answered by the operator only.
+#[tokio::test(start_paused = true)]
+async fn a_permission_question_answered_with_clawpool_answer_is_not_outside() {
+    let mut lane = Lane::claude(Some(PROMPT));
+    lane.drive_to_running().await;
+    let dialog = claude("19-tool_permission-120x40");
+    lane.look(&dialog);
+    let verdict = lane.operator(
+        OperatorCommand::Answer {
+            choice: "yes".into(),
+        },
+        &dialog,
+    );
+    assert!(verdict.is_done(), "{verdict:?}");
+    lane.look(&claude("06-running-120x40"));
+    assert_eq!(
+        lane.count("lane.dialog_answered_outside"),
+        0,
+        "{:?}",
+        lane.kinds()
+    );
+    assert_eq!(lane.state(), LaneState::Running);
 }

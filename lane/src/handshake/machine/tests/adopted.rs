@@ -19,6 +19,7 @@ fn adopted_claude_lane() -> Lane {
                 prompt: PROMPT.into(),
             },
             restarted_to_apply_trust: false,
+            answered_outside: false,
         },
         Settings::default(),
         Instant::now(),
