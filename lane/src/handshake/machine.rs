@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clawpool_lanes::payload::{
-    ChannelContradiction, ChannelDegraded, DeliveryHeld, DialogAnswered, ErrorReport, InputCleared,
+    ChannelContradiction, ChannelDegraded, DeliveryHeld, DialogAnswered, DialogIgnored, ErrorReport, InputCleared,
     LaneFailed, OperatorDeclined, Payload, PromptMisdelivery, PromptRound, PromptSent, PromptTyped,
     SendQueued, SendRefused, Stalled, TrustResolved, WorkerStarted,
 };
@@ -37,7 +37,7 @@ use super::{LaneContext, Next, OperatorCommand, RestartRequest, Settings, TrustG
 use crate::channel::ProtocolFact;
 use crate::channel::{HookEvent, HookFact};
 use crate::permission_gate::PermissionAnswer;
-use clawpool_agents::detect::{Observation, Seen, observe};
+use clawpool_agents::detect::{Observation, Phase, Seen, observe_in};
 use clawpool_agents::profiles::{Dialog, DialogKind, Policy, Profile, Signal};
 use clawpool_recovery::permissions::Verdict as PermissionVerdict;
 
@@ -126,6 +126,10 @@ pub enum Effect {
     },
     /// Stop the worker (SIGTERM, then SIGKILL after the grace time).
     StopWorker,
+    /// The agent's boot is over (a prompt is in): from now the terminal answers only the
+    /// queries the profile says the agent asks while it works, so nothing the agent prints
+    /// makes the terminal type into its input line (`docs/terminals.md`, "Queries").
+    BootOver,
     /// Look up the git operation in the lane's worktree; then [`Input::GitOperation`].
     ProbeGitOperation,
     /// Note the agent's trust store before clawpool answers its trust dialog; then
@@ -315,6 +319,11 @@ pub struct Machine<'a> {
     /// When the trust clawpool gave the agent must have taken effect: an agent still showing
     /// its profile's `booting` signal then is restarted once ([`super::TRUST_NOT_APPLIED`]).
     trust_due: Option<Instant>,
+    /// Whether the agent's boot is over: clawpool typed into it, its prompt was taken, or it
+    /// was seen working. From then no trust or boot dialog is a question ([`Phase::Turn`]).
+    booted: bool,
+    /// The boot-only dialog whose look-alike shows now, recorded once (`lane.dialog_ignored`).
+    lookalike: Option<String>,
     /// A decision waiting for an effect's result.
     suspended: Option<Suspended>,
     /// Where the input being handled came from (an effect's result keeps its decision's).
@@ -464,6 +473,8 @@ impl<'a> Machine<'a> {
             trust_recorded: false,
             unconfirmed_trust: None,
             trust_due: None,
+            booted: false,
+            lookalike: None,
             suspended: None,
             source: None,
             hooks: HookState::default(),
@@ -532,6 +543,9 @@ impl<'a> Machine<'a> {
         // A prompt the earlier supervisor saw taken opened a turn that no report closed: the
         // agent's Stop finishes it, though no UserPromptSubmit reaches this supervisor.
         self.hooks.turn_open = from.accepted_at.is_some();
+        if from.sent_at.is_some() || from.accepted_at.is_some() {
+            self.end_boot();
+        }
     }
 
     /// The event that opens a run (`lane.started`, `lane.adopted`).
@@ -749,7 +763,7 @@ impl<'a> Machine<'a> {
     /// queue's verdicts.
     fn look(&mut self, screen: &ScreenSnapshot, external: Option<(u64, ProgressSource)>) {
         self.external = external;
-        let seen = observe(self.profile, screen);
+        let seen = self.observe(screen);
         self.hooks.screen_working = matches!(
             seen.seen,
             Seen::Signal {
@@ -769,6 +783,45 @@ impl<'a> Machine<'a> {
         self.check_stall(&screen.rows);
         self.check_unknown_screen(unrecognised, screen);
         self.tell_queued();
+    }
+
+    /// What the screen shows at this point of the agent's life: before its boot is over every
+    /// dialog of the profile counts; after it, a trust or boot dialog's look-alike is agent
+    /// output — recorded once while it shows (`lane.dialog_ignored`), never answered, never a
+    /// reason to block — and the screen is read as if it were not there (so a permission
+    /// dialog that shows the look-alike in the file it asks about is that permission dialog).
+    fn observe(&mut self, screen: &ScreenSnapshot) -> Observation {
+        let phase = if self.booted {
+            Phase::Turn
+        } else {
+            Phase::Boot
+        };
+        let sighting = observe_in(self.profile, screen, phase);
+        match sighting.ignored {
+            Some(lookalike) if self.lookalike.as_deref() != Some(lookalike.rule.as_str()) => {
+                self.lookalike = Some(lookalike.rule.clone());
+                let ignored = DialogIgnored {
+                    dialog: lookalike.rule.clone(),
+                    reason: DialogIgnored::AFTER_BOOT.into(),
+                };
+                let evidence = Evidence {
+                    rule: lookalike.rule,
+                    region: lookalike.region,
+                    matched: lookalike.evidence,
+                };
+                self.report(Payload::DialogIgnored(ignored), None, None, Some(evidence));
+            }
+            Some(_) => {}
+            None => self.lookalike = None,
+        }
+        sighting.observation
+    }
+
+    /// The agent's boot is over; the driver is told once ([`Effect::BootOver`]).
+    fn end_boot(&mut self) {
+        if !std::mem::replace(&mut self.booted, true) {
+            self.out.push(Effect::BootOver);
+        }
     }
 
     /// Texts sent by an operator that the last look did not start delivering wait in the
@@ -1329,7 +1382,9 @@ impl<'a> Machine<'a> {
         let wall = self.wall_secs();
         match event {
             HookEvent::UserPromptSubmit { .. } => {
-                // A new turn: whatever the last one left unreported is over.
+                // A new turn: whatever the last one left unreported is over, and the agent's
+                // boot certainly is.
+                self.end_boot();
                 self.hooks.tools_done();
                 self.hooks.permission = None;
                 self.hooks.held_stop = None;
@@ -1352,6 +1407,8 @@ impl<'a> Machine<'a> {
             | HookEvent::PostToolUse { .. }
             | HookEvent::PermissionRequest { .. } => {
                 // A new tool, its end, or a new question: an earlier answer is not this one's.
+                // A tool means a turn: the boot is over.
+                self.end_boot();
                 self.hooks.permission = None;
                 match event {
                     HookEvent::PreToolUse { .. } => {
@@ -1465,6 +1522,8 @@ impl<'a> Machine<'a> {
     }
 
     fn on_working(&mut self, evidence: Evidence, screen: &ScreenSnapshot) {
+        // An agent at work has started: what it draws from now is its output.
+        self.end_boot();
         self.waiting_dialog = None;
         self.permission_answers.clear();
         self.hooks.permission_dialog_since = None;
@@ -1836,7 +1895,7 @@ impl<'a> Machine<'a> {
         // agent. A worker killed by a signal crashed, whatever its screen shows.
         let gave_up = match status {
             ExitStatus::Exited(code) if code != 0 => {
-                Some(observe(self.profile, screen)).filter(|seen| {
+                Some(self.observe(screen)).filter(|seen| {
                     seen.seen
                         == Seen::Signal {
                             signal: Signal::ProviderRetry,
@@ -1956,7 +2015,8 @@ impl<'a> Machine<'a> {
         command: &OperatorCommand,
         screen: &ScreenSnapshot,
     ) -> Result<(String, String, DialogKind), Verdict> {
-        let seen = observe(self.profile, screen);
+        // An operator's answer goes only to a dialog the agent can be asking now.
+        let seen = self.observe(screen);
         let trust_dialog_shown = matches!(
             seen.seen,
             Seen::Dialog {
@@ -2177,6 +2237,8 @@ impl<'a> Machine<'a> {
         let Some(text) = self.receipt.text_to_type() else {
             return;
         };
+        // Before the text goes in: from now on the agent's screen shows what it was told.
+        self.end_boot();
         self.receipt.typed();
         let typed = Effect::Record(Record {
             payload: Payload::PromptTyped(PromptTyped {
@@ -2299,6 +2361,7 @@ impl<'a> Machine<'a> {
             return;
         }
         self.hooks.screen_accept_since = None;
+        self.end_boot();
         self.receipt.accept(&evidence.matched);
         self.dropped_turn = false;
         self.transition(LaneState::PromptAccepted, Some(evidence));

@@ -514,6 +514,15 @@ impl<'a> Handshake<'a> {
                     self.worker.stop(STOP_GRACE).await;
                     None
                 }
+                Effect::BootOver => {
+                    let answers = if self.profile.manifest.input.cursor_reports {
+                        clawpool_pty::QueryAnswers::CursorPosition
+                    } else {
+                        clawpool_pty::QueryAnswers::None
+                    };
+                    self.worker.limit_query_answers(answers);
+                    None
+                }
                 Effect::ProbeGitOperation => Some(Input::GitOperation(
                     clawpool_worktree::git_operation(&self.cwd).ok().flatten(),
                 )),

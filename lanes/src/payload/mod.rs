@@ -42,7 +42,7 @@ pub use run::{
     Rerun, RestartRequest, Restarted, SessionReplaced, Stalled, WorkerStarted,
 };
 pub use trust::{
-    DialogAnswered, OperatorDeclined, PermissionDecided, TrustResolved, TrustStoreConfined,
+    DialogAnswered, DialogIgnored, OperatorDeclined, PermissionDecided, TrustResolved, TrustStoreConfined,
     TrustStoreSeeded,
 };
 
@@ -124,6 +124,8 @@ payloads! {
         TrustResolved(TrustResolved) => TrustResolved,
         /// `lane.dialog_answered`.
         DialogAnswered(DialogAnswered) => DialogAnswered,
+        /// `lane.dialog_ignored`.
+        DialogIgnored(DialogIgnored) => DialogIgnored,
         /// `lane.permission.decided`.
         PermissionDecided(PermissionDecided) => PermissionDecided,
         /// `lane.delivery_held`.
@@ -360,6 +362,10 @@ mod tests {
                 attempt: 1,
                 completed: false,
                 error: Some("the dialog did not go".into()),
+            }),
+            Payload::DialogIgnored(DialogIgnored {
+                dialog: "trust".into(),
+                reason: DialogIgnored::AFTER_BOOT.into(),
             }),
             Payload::CommitCreated(CommitCreated {
                 sha: "abc123".into(),
