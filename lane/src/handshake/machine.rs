@@ -20,9 +20,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clawpool_lanes::payload::{
-    ChannelContradiction, ChannelDegraded, DeliveryHeld, DialogAnswered, DialogIgnored, ErrorReport, InputCleared,
-    LaneFailed, OperatorDeclined, Payload, PromptMisdelivery, PromptRound, PromptSent, PromptTyped,
-    SendQueued, SendRefused, Stalled, TrustResolved, WorkerStarted,
+    ChannelContradiction, ChannelDegraded, DeliveryHeld, DialogAnswered, DialogIgnored,
+    ErrorReport, InputCleared, LaneFailed, OperatorDeclined, Payload, PromptMisdelivery,
+    PromptRound, PromptSent, PromptTyped, SendQueued, SendRefused, Stalled, TrustResolved,
+    WorkerStarted,
 };
 use clawpool_lanes::{BlockedSubphase, EventSource, Evidence, FailureClass, LaneState};
 use clawpool_pty::{ExitStatus, ScreenSnapshot};
@@ -1894,14 +1895,12 @@ impl<'a> Machine<'a> {
         // leaves the failure on its last screen: the lane failed on the provider, not in the
         // agent. A worker killed by a signal crashed, whatever its screen shows.
         let gave_up = match status {
-            ExitStatus::Exited(code) if code != 0 => {
-                Some(self.observe(screen)).filter(|seen| {
-                    seen.seen
-                        == Seen::Signal {
-                            signal: Signal::ProviderRetry,
-                        }
-                })
-            }
+            ExitStatus::Exited(code) if code != 0 => Some(self.observe(screen)).filter(|seen| {
+                seen.seen
+                    == Seen::Signal {
+                        signal: Signal::ProviderRetry,
+                    }
+            }),
             _ => None,
         };
         let state = match status {

@@ -42,8 +42,8 @@ pub use run::{
     Rerun, RestartRequest, Restarted, SessionReplaced, Stalled, WorkerStarted,
 };
 pub use trust::{
-    DialogAnswered, DialogIgnored, OperatorDeclined, PermissionDecided, TrustResolved, TrustStoreConfined,
-    TrustStoreSeeded,
+    DialogAnswered, DialogIgnored, OperatorDeclined, PermissionDecided, TrustResolved,
+    TrustStoreConfined, TrustStoreSeeded,
 };
 
 /// Declares [`Payload`] from its table: each variant with fields, with its type and the kind
