@@ -401,6 +401,12 @@ struct HookState {
     /// Since when a tool-permission dialog has shown with no PermissionRequest decision: the
     /// screen's gate decides after [`HOOK_PERMISSION_GRACE`].
     permission_dialog_since: Option<Instant>,
+    /// The open turn's idle-looking screen was recorded as a contradiction (once per turn).
+    idle_contradicted: bool,
+    /// The open turn was reported opening in this run (its UserPromptSubmit reached this
+    /// supervisor), so its end will be reported here too. A turn an adopter took over may
+    /// have ended while no supervisor listened: its idle screen still ends it.
+    turn_opened_here: bool,
 }
 
 impl HookState {
@@ -969,7 +975,12 @@ impl<'a> Machine<'a> {
             }
             // The decision is the channel's, the screen's evidence its contradiction.
             self.source = held.source;
-            self.contradiction(held.evidence.clone(), screen, held_for);
+            self.contradiction(
+                held.evidence.clone(),
+                screen,
+                held_for,
+                ChannelContradiction::FINISHED,
+            );
         }
         self.source = held.source;
         self.transition(LaneState::Finished, Some(held.evidence));
@@ -1063,8 +1074,9 @@ impl<'a> Machine<'a> {
         };
         if kind == DialogKind::ToolPermission {
             // The screen's question is newer than the tool's reported start: the tool waits
-            // for its answer, and a refused one never runs.
+            // for its answer, and a refused one never runs (nor reports the turn's end).
             self.hooks.tools_done();
+            self.hooks.turn_opened_here = false;
         }
         let (pending, subphase) = match kind {
             DialogKind::Trust => (LaneState::TrustRequired, BlockedSubphase::TrustPrompt),
@@ -1390,6 +1402,8 @@ impl<'a> Machine<'a> {
                 self.hooks.permission = None;
                 self.hooks.held_stop = None;
                 self.hooks.turn_open = true;
+                self.hooks.turn_opened_here = true;
+                self.hooks.idle_contradicted = false;
                 self.idle_since = None;
                 self.progress.note(wall, ProgressSource::AgentEvent);
                 let before_acceptance = matches!(
@@ -1420,8 +1434,13 @@ impl<'a> Machine<'a> {
                         self.hooks.tools_running = self.hooks.tools_running.saturating_sub(1);
                     }
                     // A tool that asks permission is not running: it waits for the answer,
-                    // and a refused one never runs (Claude Code reports no end for it).
-                    _ => self.hooks.tools_done(),
+                    // and a refused one never runs (Claude Code reports no end for it, and
+                    // interrupts the turn without a Stop): the turn's end is the screen's
+                    // again.
+                    _ => {
+                        self.hooks.tools_done();
+                        self.hooks.turn_opened_here = false;
+                    }
                 }
                 self.idle_since = None;
                 self.progress.note(wall, ProgressSource::AgentEvent);
@@ -1658,15 +1677,43 @@ impl<'a> Machine<'a> {
                             ),
                         }),
                     );
-                } else {
-                    if self.hooks.decides() && self.hooks.turn_open {
-                        // The channel opened the turn and never said it ended.
+                } else if self.hooks.decides()
+                    && self.hooks.turn_open
+                    && self.hooks.turn_opened_here
+                {
+                    // The channel opened the turn and never said it ended: the turn's end is
+                    // its to report. An idle-looking screen is not enough — the agent can draw
+                    // one of its own (a notice with a box in it: `docs/trust.md`, "The
+                    // screen"). Recorded once per spell; a channel that never reports again is
+                    // a stall, which recovery takes on.
+                    if !std::mem::replace(&mut self.hooks.idle_contradicted, true) {
                         let channel = Evidence {
                             rule: "turn_open".into(),
                             region: "channel".into(),
                             matched: "no finish reported since the turn opened".into(),
                         };
-                        self.contradiction(channel, evidence.clone(), idle_for);
+                        self.contradiction(
+                            channel,
+                            evidence.clone(),
+                            idle_for,
+                            ChannelContradiction::CHANNEL_WAITS,
+                        );
+                    }
+                } else {
+                    if self.hooks.decides() && self.hooks.turn_open {
+                        // A turn taken over from an earlier supervisor: its Stop may have
+                        // come while nobody listened, so the screen ends it, on the record.
+                        let channel = Evidence {
+                            rule: "turn_open".into(),
+                            region: "channel".into(),
+                            matched: "no finish reported since the turn opened".into(),
+                        };
+                        self.contradiction(
+                            channel,
+                            evidence.clone(),
+                            idle_for,
+                            ChannelContradiction::FINISHED,
+                        );
                     }
                     self.transition(LaneState::Finished, Some(evidence));
                 }
@@ -2406,9 +2453,13 @@ impl<'a> Machine<'a> {
             self.next = match Trigger::of(to, self.receipt.submitted()) {
                 Some(trigger) => Some(Next::Recover(trigger)),
                 None => match subphase {
+                    // A question for a person, or an input line holding text nobody here
+                    // typed before the prompt went in (an answer to a terminal query, a
+                    // person's keys): never left sitting silently, the policy escalates it.
                     BlockedSubphase::TrustPrompt
                     | BlockedSubphase::ToolPermission
-                    | BlockedSubphase::BootDialog => Some(Next::Blocked),
+                    | BlockedSubphase::BootDialog
+                    | BlockedSubphase::PromptDelivery => Some(Next::Blocked),
                     _ => None,
                 },
             };
@@ -2417,12 +2468,18 @@ impl<'a> Machine<'a> {
 
     /// `lane.channel.contradiction`: the channel and the screen disagreed for `lasted`, each
     /// with its evidence; the lane is finished by the rule of `docs/events.md`.
-    fn contradiction(&mut self, channel: Evidence, screen: Evidence, lasted: Duration) {
+    fn contradiction(
+        &mut self,
+        channel: Evidence,
+        screen: Evidence,
+        lasted: Duration,
+        resolved: &str,
+    ) {
         let contradiction = ChannelContradiction {
             channel,
             screen,
             for_ms: lasted.as_millis() as u64,
-            resolved: ChannelContradiction::FINISHED.into(),
+            resolved: resolved.to_owned(),
         };
         self.report(
             Payload::ChannelContradiction(contradiction),

@@ -331,7 +331,8 @@ impl<'a> Handshake<'a> {
     /// [`Next::Recover`]`(unknown_dialog)`, `blocked{trust_prompt|tool_permission|boot_dialog}`
     /// → [`Next::Blocked`], a submitted draft the agent does not take
     /// (`blocked{prompt_delivery}` after `max_submit_attempts` Enter presses) →
-    /// [`Next::Recover`]`(prompt_not_accepted)`.
+    /// [`Next::Recover`]`(prompt_not_accepted)`, an input line that held text nobody here typed
+    /// before anything was submitted (`blocked{prompt_delivery}`) → [`Next::Blocked`].
     pub fn recover_blocked(mut self) -> Self {
         self.machine.recover_blocked();
         self

@@ -110,6 +110,47 @@ async fn a_permission_dialog_showing_a_trust_lookalike_is_decided_by_the_permiss
     assert_eq!(lane.answers, vec!["tool_permission=yes".to_owned()]);
 }
 
+/// Claude Code's finished screen (`08-finished-120x40`) as the agent could draw it itself: an
+/// idle input box, while its hooks have reported the turn open and no Stop.
+#[tokio::test(start_paused = true)]
+async fn an_idle_looking_screen_does_not_finish_a_turn_the_hooks_opened() {
+    let mut lane = Lane::claude(Some(PROMPT));
+    lane.drive_to_running().await;
+    lane.input(super::hook(
+        "UserPromptSubmit",
+        serde_json::json!({"prompt": PROMPT}),
+    ));
+    let idle = claude("08-finished-120x40");
+    lane.look(&idle);
+    lane.after(Settings::default().finish_idle * 10, &idle)
+        .await;
+    assert_eq!(lane.state(), LaneState::Running, "{:?}", lane.kinds());
+    assert_eq!(lane.count("lane.channel.contradiction"), 1);
+    lane.input(super::hook("Stop", serde_json::json!({})));
+    assert_eq!(lane.state(), LaneState::Finished);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_draft_nobody_typed_at_boot_is_escalated_not_left_silent() {
+    let mut lane = Lane::claude(Some(PROMPT));
+    lane.machine.recover_blocked();
+    lane.look(&claude("01-booting-120x40"));
+    // An answer to a terminal query landed in the input line before the prompt went in.
+    let junk = claude("05-draft_typed-120x40");
+    lane.look(&junk);
+    lane.after(Settings::default().boot_timeout, &junk).await;
+    assert!(lane.texts_typed().is_empty());
+    assert_eq!(
+        lane.state(),
+        LaneState::Blocked(BlockedSubphase::PromptDelivery)
+    );
+    assert_eq!(
+        lane.machine.finish().1.next,
+        Next::Blocked,
+        "handed to the policy"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn boot_ends_when_the_agent_is_seen_working_on_a_launch_prompt() {
     let mut lane = Lane::with_context("claude", TrustGate::AllowListed, None, |lane| {
