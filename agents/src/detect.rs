@@ -102,7 +102,27 @@ struct Layout {
 }
 
 impl Layout {
+    /// The input box the profile describes, if the screen shows it where the profile anchors
+    /// it (`rows_below`).
     fn of(snap: &ScreenSnapshot, input: &InputFinder) -> Self {
+        let layout = Self::found(snap, input);
+        match (input.rows_below, layout.box_bottom) {
+            (Some(allowed), Some(bottom)) => {
+                let last = snap.rows.iter().rposition(|row| !row.trim().is_empty());
+                let below = last.map_or(0, |last| (last + 1).saturating_sub(bottom));
+                if below > allowed {
+                    // More under it than the agent's status rows: a box drawn in the agent's
+                    // output (a notice, a file, a tool's result), not its input line.
+                    return Self::none();
+                }
+                layout
+            }
+            _ => layout,
+        }
+    }
+
+    /// The input box as the profile's rules and prefix find it, wherever it is.
+    fn found(snap: &ScreenSnapshot, input: &InputFinder) -> Self {
         let starts_with_prefix = |row: &String| {
             !input.prefix.is_empty() && row.trim_start().starts_with(input.prefix.as_str())
         };
@@ -262,8 +282,34 @@ pub struct Explanation {
 
 /// What the screen shows: what [`explain`] would say wins, found without evaluating the rules
 /// and dialogs below the winner or looking for near misses (a lane observes every screen
-/// change).
+/// change). Every dialog counts: the screen of an agent that is starting ([`Phase::Boot`]).
 pub fn observe(profile: &Profile, snap: &ScreenSnapshot) -> Observation {
+    observe_in(profile, snap, Phase::Boot).observation
+}
+
+/// Which of a profile's dialogs a screen can show: where the agent is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// The agent is starting: nothing was typed into it, no prompt is in. Every dialog counts.
+    Boot,
+    /// A prompt is in (typed, or taken from the command line and worked on): trust and boot
+    /// dialogs ([`DialogKind::boot_only`]) are questions only a starting agent asks, so text
+    /// that looks like one is the agent's output and is not a dialog.
+    Turn,
+}
+
+/// What [`observe_in`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sighting {
+    /// What the screen shows in the phase.
+    pub observation: Observation,
+    /// A boot-only dialog's look-alike the phase left out, with its evidence: the profile's
+    /// matcher holds on the screen, but the agent is past the point where it asks that.
+    pub ignored: Option<Observation>,
+}
+
+/// What the screen shows in `phase`, and the look-alike of a dialog the phase does not admit.
+pub fn observe_in(profile: &Profile, snap: &ScreenSnapshot, phase: Phase) -> Sighting {
     let input = &profile.input;
     let layout = Layout::of(snap, input);
     let mut candidates: Vec<Candidate<'_>> = profile
@@ -275,7 +321,7 @@ pub fn observe(profile: &Profile, snap: &ScreenSnapshot) -> Observation {
     // The order explain ranks them in: highest priority first; among equals, dialogs before
     // rules, then file order (the sort is stable).
     candidates.sort_by_key(|c| (std::cmp::Reverse(c.priority()), !c.is_dialog()));
-    let winner = candidates.into_iter().find_map(|candidate| {
+    let found = |candidate: &Candidate<'_>| {
         let (region, matcher) = candidate.looks_for();
         let rows = rows_in(snap, &layout, region);
         matcher.find(&rows).map(|evidence| Observation {
@@ -284,12 +330,20 @@ pub fn observe(profile: &Profile, snap: &ScreenSnapshot) -> Observation {
             region: region.name(),
             evidence,
         })
-    });
-    winner.unwrap_or_else(|| {
+    };
+    let (admitted, left_out): (Vec<_>, Vec<_>) = candidates
+        .into_iter()
+        .partition(|candidate| phase == Phase::Boot || !candidate.boot_only());
+    let winner = admitted.iter().find_map(found);
+    let observation = winner.unwrap_or_else(|| {
         input_line_observation(draft_in(snap, input, &layout).as_deref(), || {
             rows_in(snap, &layout, Region::InputLine).join("\n")
         })
-    })
+    });
+    Sighting {
+        observation,
+        ignored: left_out.iter().find_map(found),
+    }
 }
 
 /// A dialog or rule as [`observe`] tries it.
@@ -316,6 +370,11 @@ impl Candidate<'_> {
 
     fn is_dialog(&self) -> bool {
         matches!(self, Candidate::Dialog(_))
+    }
+
+    /// A dialog only a starting agent shows.
+    fn boot_only(&self) -> bool {
+        matches!(self, Candidate::Dialog(dialog) if dialog.kind.boot_only())
     }
 
     fn looks_for(&self) -> (Region, &Matcher) {

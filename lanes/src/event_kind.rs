@@ -28,6 +28,8 @@ pub enum LaneEventKind {
     TrustResolved,
     /// `lane.dialog_answered`: A dialog was answered as the lane's policy allows.
     DialogAnswered,
+    /// `lane.dialog_ignored`: Text that looks like a dialog only a starting agent asks showed after boot: not a question, nothing pressed.
+    DialogIgnored,
     /// `lane.tool_permission_required`: Transition to `tool_permission_required`.
     ToolPermissionRequired,
     /// `lane.permission.decided`: The permission policy decided a tool-permission question.
@@ -148,7 +150,7 @@ pub enum LaneEventKind {
 
 impl LaneEventKind {
     /// Every kind this build records, in the order `docs/events.md` lists them.
-    pub const ALL: [LaneEventKind; 65] = [
+    pub const ALL: [LaneEventKind; 66] = [
         LaneEventKind::Started,
         LaneEventKind::Adopted,
         LaneEventKind::SessionReplaced,
@@ -158,6 +160,7 @@ impl LaneEventKind {
         LaneEventKind::TrustRequired,
         LaneEventKind::TrustResolved,
         LaneEventKind::DialogAnswered,
+        LaneEventKind::DialogIgnored,
         LaneEventKind::ToolPermissionRequired,
         LaneEventKind::PermissionDecided,
         LaneEventKind::Ready,
@@ -228,6 +231,7 @@ impl LaneEventKind {
             LaneEventKind::TrustRequired => "lane.trust_required",
             LaneEventKind::TrustResolved => "lane.trust_resolved",
             LaneEventKind::DialogAnswered => "lane.dialog_answered",
+            LaneEventKind::DialogIgnored => "lane.dialog_ignored",
             LaneEventKind::ToolPermissionRequired => "lane.tool_permission_required",
             LaneEventKind::PermissionDecided => "lane.permission.decided",
             LaneEventKind::Ready => "lane.ready",

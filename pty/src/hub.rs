@@ -83,6 +83,11 @@ impl ScreenHub {
         replies
     }
 
+    /// The screen model answers at most `answers` from now on.
+    pub(crate) fn limit_query_answers(&self, answers: crate::QueryAnswers) {
+        self.lock().model.limit_query_answers(answers);
+    }
+
     /// Replaces the screen with a fresh model (used when re-attaching to a running worker,
     /// whose screen is rebuilt from one capture).
     pub(crate) fn reset(&self, model: ScreenModel) {

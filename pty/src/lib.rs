@@ -43,7 +43,9 @@ pub use exit::ExitStatus;
 pub use hub::{COALESCE_WINDOW, ScreenChanges};
 pub use keys::{Input, KEY_NAMES, Key, UnknownKey, text_bytes};
 pub use rawlog::{RawLog, RawLogConfig};
-pub use screen::{DEFAULT_SCROLLBACK_LINES, ScreenModel, ScreenOptions, ScreenSnapshot};
+pub use screen::{
+    DEFAULT_SCROLLBACK_LINES, QueryAnswers, ScreenModel, ScreenOptions, ScreenSnapshot,
+};
 pub use spec::{DEFAULT_DRAIN_TIMEOUT, SpawnSpec, resolve_program};
 pub use tmux::{AttachOptions, CONTROL_SESSION, TmuxConfig, TmuxServer};
 pub use worker::Worker;

@@ -55,8 +55,27 @@ struct Observer {
     title: String,
     scrollback: VecDeque<String>,
     scrollback_limit: usize,
-    answer_queries: bool,
+    answers: QueryAnswers,
     replies: Vec<u8>,
+}
+
+/// Which terminal queries a [`ScreenModel`] answers, from fewest to most.
+///
+/// An answer is written to the application's input, as a real terminal's is: a query the
+/// application did not send itself (one in a file it shows or a tool's output it prints raw)
+/// makes the answer land where the application reads keys, and an agent that does not parse
+/// it there takes it for typing. So a worker answers all of them while its agent starts
+/// (when agents probe the terminal), and once a prompt is in only what its agent asks while it
+/// works and reads as an answer (`docs/terminals.md`, "Queries").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum QueryAnswers {
+    /// None: another terminal (tmux) answers them, or the agent needs none any more.
+    None,
+    /// Only the cursor position report (DSR 6): agents built on prompt_toolkit (aider) ask it
+    /// each time they draw their prompt and read the reply as a reply.
+    CursorPosition,
+    /// Every query the model knows: an agent that is starting.
+    All,
 }
 
 impl vt100::Callbacks for Observer {
@@ -72,10 +91,14 @@ impl vt100::Callbacks for Observer {
         params: &[&[u16]],
         c: char,
     ) {
-        if !self.answer_queries {
+        if self.answers == QueryAnswers::None {
             return;
         }
         let first = params.first().and_then(|p| p.first()).copied().unwrap_or(0);
+        let cursor_position = (i1, c, first) == (None, 'n', 6);
+        if self.answers == QueryAnswers::CursorPosition && !cursor_position {
+            return;
+        }
         match (i1, c, first) {
             // Cursor position report (DSR 6), 1-based.
             (None, 'n', 6) => {
@@ -151,7 +174,11 @@ impl ScreenModel {
             title: String::new(),
             scrollback: VecDeque::new(),
             scrollback_limit: options.scrollback_lines,
-            answer_queries: options.answer_queries,
+            answers: if options.answer_queries {
+                QueryAnswers::All
+            } else {
+                QueryAnswers::None
+            },
             replies: Vec::new(),
         };
         // vt100's own scrollback keeps whole cells (32 bytes each); the observer keeps text,
@@ -163,6 +190,13 @@ impl ScreenModel {
                 stale: true,
             }),
         }
+    }
+
+    /// Answers at most `answers` from now on: never more than it did (a model that answers
+    /// none, because tmux does, stays so).
+    pub fn limit_query_answers(&mut self, answers: QueryAnswers) {
+        let observer = self.parser.callbacks_mut();
+        observer.answers = observer.answers.min(answers);
     }
 
     /// Feeds raw output. Returns the bytes the terminal must send back to the application in

@@ -68,6 +68,12 @@ impl Worker {
         self.hub.snapshot()
     }
 
+    /// From now on the worker's terminal answers at most `answers` of the queries in its
+    /// output ([`crate::QueryAnswers`]); it never answers more than before.
+    pub fn limit_query_answers(&self, answers: crate::QueryAnswers) {
+        self.hub.limit_query_answers(answers);
+    }
+
     /// The lines that scrolled off the top, oldest first.
     pub fn scrollback(&self) -> Vec<String> {
         self.hub.scrollback()

@@ -19,6 +19,7 @@ mod progress;
 mod real_agents;
 mod recovery;
 mod run_one;
+mod screen_lies;
 mod scripted_agent;
 mod spawn;
 mod trust;

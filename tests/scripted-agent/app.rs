@@ -85,6 +85,8 @@ pub struct App {
     /// An interrupted prompt waiting to go back into the input line, and when it goes
     /// (`restore_prompt_on_interrupt_ms`; sooner if a key comes first).
     restore: Option<(String, Instant)>,
+    /// What `raw` steps wrote, for the terminal as it is, before the next frame.
+    raw: Vec<u8>,
 }
 
 impl App {
@@ -112,6 +114,7 @@ impl App {
             first_enter_swallowed: false,
             stdin_closed: false,
             restore: None,
+            raw: Vec::new(),
             scenario,
         };
         app.mode = if app.scenario.trust_dialog && !app.trusted_in_store() {
@@ -179,6 +182,7 @@ impl App {
         }
         if let Mode::Working(run) = &mut self.mode {
             let effect = run.advance(now, &self.cwd, &mut self.transcript, OUTPUT_CHUNK);
+            self.raw.extend(run.take_raw());
             if let Some((text, keys)) = run.take_notice_gone() {
                 let logged = self.log.notice(&text, keys);
                 self.log_event(logged);
@@ -230,6 +234,11 @@ impl App {
             };
         }
         Control::Continue
+    }
+
+    /// Bytes `raw` steps wrote since the last call, to go to the terminal unchanged.
+    pub fn take_raw(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.raw)
     }
 
     /// When [`advance`](Self::advance) must run next even if no key comes.

@@ -279,6 +279,10 @@ impl EventLoop {
 
     /// Draws the app's screen if anything changed; false when stdout is gone.
     fn draw(&mut self, now: Instant) -> bool {
+        let raw = self.app.take_raw();
+        if !raw.is_empty() && term::write_out(&raw).is_err() {
+            return false;
+        }
         let screen = self.app.screen(now, self.size);
         let tick = self.app.spinner_tick(now);
         let force = if tick.is_some() && tick != self.drawn_tick {

@@ -89,6 +89,12 @@ pub enum Step {
         /// The text.
         text: String,
     },
+    /// Write text to the terminal as it is, escape sequences included (a tool's output printed
+    /// raw, with whatever terminal queries it holds); the transcript gets `Printed N raw bytes`.
+    Raw {
+        /// The text.
+        text: String,
+    },
     /// Create or overwrite a file, creating its parent folders.
     WriteFile {
         /// The file, relative to the working folder or absolute.

@@ -89,6 +89,8 @@ pub struct Run {
     wait: Wait,
     /// A notice that went away: its text and the keys received while it showed.
     notice_gone: Option<(String, u32)>,
+    /// Text a `raw` step wrote, not yet written to the terminal.
+    raw: Vec<u8>,
 }
 
 impl Run {
@@ -101,6 +103,7 @@ impl Run {
             next: 0,
             wait: Wait::Ready,
             notice_gone: None,
+            raw: Vec::new(),
         }
     }
 
@@ -147,6 +150,10 @@ impl Run {
             self.next += 1;
             match step {
                 Step::Say { text } => transcript.push(&text),
+                Step::Raw { text } => {
+                    transcript.push(&format!("Printed {} raw bytes", text.len()));
+                    self.raw.extend_from_slice(text.as_bytes());
+                }
                 Step::WriteFile { path, content } => {
                     transcript.push(&write_file(cwd, &path, &content, false));
                 }
@@ -280,6 +287,11 @@ impl Run {
     }
 
     /// The notice that went away since the last call: its text and the keys it received.
+    /// What `raw` steps wrote since the last call, for the terminal as it is.
+    pub fn take_raw(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.raw)
+    }
+
     pub fn take_notice_gone(&mut self) -> Option<(String, u32)> {
         self.notice_gone.take()
     }

@@ -118,6 +118,13 @@ pub struct InputSpec {
     /// mode line), not to the draft.
     #[serde(default)]
     pub status_rows: usize,
+    /// At most how many rows (blank ones included) may follow the input box's last row down
+    /// to the screen's last non-blank row. An agent that keeps its input box at the bottom of
+    /// the screen, with only its status rows under it, anchors it there: a box drawn higher up
+    /// — inside a notice, in the agent's output — is not its input line, however much it
+    /// looks like it (`docs/trust.md`, "The screen"). Unset: the box may be anywhere.
+    #[serde(default)]
+    pub rows_below: Option<usize>,
     /// The glyph the input line starts with (e.g. `❯`, `›`). Without a rule, the input line is
     /// the last row that starts with it.
     #[serde(default)]
@@ -135,6 +142,13 @@ pub struct InputSpec {
     /// agents that read an Enter arriving right after pasted text as part of the paste.
     #[serde(default)]
     pub submit_after_ms: u64,
+    /// The agent asks where the cursor is (DSR 6) each time it draws its input line, also
+    /// after its boot, and its input parser reads the reply as a reply, never as typing
+    /// (prompt_toolkit: aider). A PTY worker then keeps answering that one query once a
+    /// prompt is in; every other query is answered only while the agent starts
+    /// (`docs/terminals.md`, "Queries").
+    #[serde(default)]
+    pub cursor_reports: bool,
 }
 
 /// What a rule's match tells about the agent.
@@ -206,6 +220,15 @@ pub enum DialogKind {
     Boot,
     /// A permission question while the agent works.
     ToolPermission,
+}
+
+impl DialogKind {
+    /// Whether only an agent that is starting asks it: a trust or boot dialog. Once a prompt
+    /// is in, text that looks like one is the agent's output (a file it shows, a tool's
+    /// result), never a question clawpool answers (`docs/trust.md`, "The screen").
+    pub fn boot_only(self) -> bool {
+        matches!(self, DialogKind::Trust | DialogKind::Boot)
+    }
 }
 
 /// Who answers a dialog.
@@ -337,6 +360,9 @@ pub struct InputPatch {
     /// Replaces the number of status rows in a bottom-ruled box.
     #[serde(default)]
     pub status_rows: Option<usize>,
+    /// Replaces the rows allowed under the input box.
+    #[serde(default)]
+    pub rows_below: Option<usize>,
     /// Replaces the prefix.
     #[serde(default)]
     pub prefix: Option<String>,
@@ -400,6 +426,9 @@ impl Manifest {
             }
             if let Some(status_rows) = input.status_rows {
                 self.input.status_rows = status_rows;
+            }
+            if let Some(rows_below) = input.rows_below {
+                self.input.rows_below = Some(rows_below);
             }
             if let Some(prefix) = &input.prefix {
                 self.input.prefix = prefix.clone();

@@ -271,6 +271,8 @@ pub struct InputFinder {
     pub bottom_rule: Option<char>,
     /// Rows at the bottom of a `bottom_rule` box that are the agent's, not the draft's.
     pub status_rows: usize,
+    /// At most this many rows under the input box: the agent's own box is anchored there.
+    pub rows_below: Option<usize>,
     /// The input line's glyph.
     pub prefix: String,
     /// Placeholder texts (an input line showing one is empty).
@@ -366,6 +368,7 @@ impl Profile {
                 rule,
                 bottom_rule,
                 status_rows: manifest.input.status_rows,
+                rows_below: manifest.input.rows_below,
                 prefix: manifest.input.prefix.clone(),
                 placeholders,
                 clear_keys,

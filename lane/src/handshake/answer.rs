@@ -4,6 +4,13 @@
 //! expected text and keep showing it for its `stable` time. Agents redraw dialogs (Claude Code
 //! resets its trust dialog's highlight shortly after showing it), so when an `expect` times
 //! out the whole choice starts over, a bounded number of times, instead of pressing on blind.
+//!
+//! Every key and text goes only to the dialog it answers: the dialog's whole rule is checked
+//! against a fresh snapshot immediately before each one, and a dialog no longer on screen ends
+//! the answer with an error instead of sending the key to whatever replaced it (a key meant for
+//! a trust dialog pressed into a permission dialog answers that one). The one exception is the
+//! key that submits a text this choice just typed (aider's `y` then Enter): the text changed
+//! the question's line, which was checked before the text went in.
 
 use std::time::Duration;
 
@@ -32,20 +39,28 @@ pub async fn answer(
         .ok_or_else(|| format!("dialog {:?} has no choice {choice:?}", dialog.name))?;
     let mut last_error = String::new();
     'runs: for _ in 0..MAX_RUNS {
+        let mut after_text = false;
         for step in steps {
+            let typed = matches!(step, Step::Text(_));
             match step {
                 Step::Keys(keys) => {
                     for key in keys {
+                        if !std::mem::take(&mut after_text) {
+                            still_showing(worker, profile, dialog)?;
+                        }
                         worker
                             .send(&Input::Key(*key))
                             .await
                             .map_err(|e| e.to_string())?;
                     }
                 }
-                Step::Text(text) => worker
-                    .send(&Input::Text(text.clone()))
-                    .await
-                    .map_err(|e| e.to_string())?,
+                Step::Text(text) => {
+                    still_showing(worker, profile, dialog)?;
+                    worker
+                        .send(&Input::Text(text.clone()))
+                        .await
+                        .map_err(|e| e.to_string())?
+                }
                 Step::Expect {
                     matcher,
                     region,
@@ -60,6 +75,7 @@ pub async fn answer(
                     }
                 }
             }
+            after_text = typed;
         }
         // Only a dialog that went away was answered; looking again while it is still being
         // torn down would answer it twice (and send the second answer's keys elsewhere).
@@ -81,6 +97,18 @@ pub async fn answer(
         });
     }
     Err(last_error)
+}
+
+/// Whether `dialog` is on the worker's screen right now, by its whole rule.
+fn still_showing(worker: &Worker, profile: &Profile, dialog: &Dialog) -> Result<(), String> {
+    let rows = region_rows(&worker.snapshot(), &profile.input, dialog.region);
+    match dialog.matcher.find(&rows) {
+        Some(_) => Ok(()),
+        None => Err(format!(
+            "dialog {:?} is no longer on screen; no key was pressed into what replaced it",
+            dialog.name
+        )),
+    }
 }
 
 /// Waits until `matcher` holds on `region` without interruption for `stable`.

@@ -21,9 +21,9 @@ use std::time::Duration;
 
 use clawpool_lanes::payload::{
     ChannelContradiction, ChannelDegraded, DeliveryHeld, DialogAnswered, DialogAnsweredOutside,
-    ErrorReport, Escalated, InputCleared, LaneFailed, OperatorDeclined, Payload, PromptMisdelivery,
-    PromptRound, PromptSent, PromptTyped, SendQueued, SendRefused, Stalled, TrustResolved,
-    WorkerStarted,
+    DialogIgnored, ErrorReport, Escalated, InputCleared, LaneFailed, OperatorDeclined, Payload,
+    PromptMisdelivery, PromptRound, PromptSent, PromptTyped, SendQueued, SendRefused, Stalled,
+    TrustResolved, WorkerStarted,
 };
 use clawpool_lanes::{BlockedSubphase, EventSource, Evidence, FailureClass, LaneState};
 use clawpool_pty::{ExitStatus, ScreenSnapshot};
@@ -38,7 +38,7 @@ use super::{LaneContext, Next, OperatorCommand, RestartRequest, Settings, TrustG
 use crate::channel::ProtocolFact;
 use crate::channel::{HookEvent, HookFact};
 use crate::permission_gate::PermissionAnswer;
-use clawpool_agents::detect::{Observation, Seen, observe};
+use clawpool_agents::detect::{Observation, Phase, Seen, observe_in};
 use clawpool_agents::profiles::{Dialog, DialogKind, Policy, Profile, Signal};
 use clawpool_recovery::permissions::Verdict as PermissionVerdict;
 
@@ -127,6 +127,10 @@ pub enum Effect {
     },
     /// Stop the worker (SIGTERM, then SIGKILL after the grace time).
     StopWorker,
+    /// The agent's boot is over (a prompt is in): from now the terminal answers only the
+    /// queries the profile says the agent asks while it works, so nothing the agent prints
+    /// makes the terminal type into its input line (`docs/terminals.md`, "Queries").
+    BootOver,
     /// Look up the git operation in the lane's worktree; then [`Input::GitOperation`].
     ProbeGitOperation,
     /// Note the agent's trust store before clawpool answers its trust dialog; then
@@ -316,6 +320,11 @@ pub struct Machine<'a> {
     /// When the trust clawpool gave the agent must have taken effect: an agent still showing
     /// its profile's `booting` signal then is restarted once ([`super::TRUST_NOT_APPLIED`]).
     trust_due: Option<Instant>,
+    /// Whether the agent's boot is over: clawpool typed into it, its prompt was taken, or it
+    /// was seen working. From then no trust or boot dialog is a question ([`Phase::Turn`]).
+    booted: bool,
+    /// The boot-only dialog whose look-alike shows now, recorded once (`lane.dialog_ignored`).
+    lookalike: Option<String>,
     /// A decision waiting for an effect's result.
     suspended: Option<Suspended>,
     /// Where the input being handled came from (an effect's result keeps its decision's).
@@ -392,6 +401,12 @@ struct HookState {
     /// Since when a tool-permission dialog has shown with no PermissionRequest decision: the
     /// screen's gate decides after [`HOOK_PERMISSION_GRACE`].
     permission_dialog_since: Option<Instant>,
+    /// The open turn's idle-looking screen was recorded as a contradiction (once per turn).
+    idle_contradicted: bool,
+    /// The open turn was reported opening in this run (its UserPromptSubmit reached this
+    /// supervisor), so its end will be reported here too. A turn an adopter took over may
+    /// have ended while no supervisor listened: its idle screen still ends it.
+    turn_opened_here: bool,
 }
 
 impl HookState {
@@ -465,6 +480,8 @@ impl<'a> Machine<'a> {
             trust_recorded: false,
             unconfirmed_trust: None,
             trust_due: None,
+            booted: false,
+            lookalike: None,
             suspended: None,
             source: None,
             hooks: HookState::default(),
@@ -544,6 +561,9 @@ impl<'a> Machine<'a> {
         // A prompt the earlier supervisor saw taken opened a turn that no report closed: the
         // agent's Stop finishes it, though no UserPromptSubmit reaches this supervisor.
         self.hooks.turn_open = from.accepted_at.is_some();
+        if from.sent_at.is_some() || from.accepted_at.is_some() {
+            self.end_boot();
+        }
     }
 
     /// The event that opens a run (`lane.started`, `lane.adopted`).
@@ -762,7 +782,7 @@ impl<'a> Machine<'a> {
     /// queue's verdicts.
     fn look(&mut self, screen: &ScreenSnapshot, external: Option<(u64, ProgressSource)>) {
         self.external = external;
-        let seen = observe(self.profile, screen);
+        let seen = self.observe(screen);
         self.hooks.screen_working = matches!(
             seen.seen,
             Seen::Signal {
@@ -782,6 +802,45 @@ impl<'a> Machine<'a> {
         self.check_stall(&screen.rows);
         self.check_unknown_screen(unrecognised, screen);
         self.tell_queued();
+    }
+
+    /// What the screen shows at this point of the agent's life: before its boot is over every
+    /// dialog of the profile counts; after it, a trust or boot dialog's look-alike is agent
+    /// output — recorded once while it shows (`lane.dialog_ignored`), never answered, never a
+    /// reason to block — and the screen is read as if it were not there (so a permission
+    /// dialog that shows the look-alike in the file it asks about is that permission dialog).
+    fn observe(&mut self, screen: &ScreenSnapshot) -> Observation {
+        let phase = if self.booted {
+            Phase::Turn
+        } else {
+            Phase::Boot
+        };
+        let sighting = observe_in(self.profile, screen, phase);
+        match sighting.ignored {
+            Some(lookalike) if self.lookalike.as_deref() != Some(lookalike.rule.as_str()) => {
+                self.lookalike = Some(lookalike.rule.clone());
+                let ignored = DialogIgnored {
+                    dialog: lookalike.rule.clone(),
+                    reason: DialogIgnored::AFTER_BOOT.into(),
+                };
+                let evidence = Evidence {
+                    rule: lookalike.rule,
+                    region: lookalike.region,
+                    matched: lookalike.evidence,
+                };
+                self.report(Payload::DialogIgnored(ignored), None, None, Some(evidence));
+            }
+            Some(_) => {}
+            None => self.lookalike = None,
+        }
+        sighting.observation
+    }
+
+    /// The agent's boot is over; the driver is told once ([`Effect::BootOver`]).
+    fn end_boot(&mut self) {
+        if !std::mem::replace(&mut self.booted, true) {
+            self.out.push(Effect::BootOver);
+        }
     }
 
     /// Texts sent by an operator that the last look did not start delivering wait in the
@@ -928,7 +987,12 @@ impl<'a> Machine<'a> {
             }
             // The decision is the channel's, the screen's evidence its contradiction.
             self.source = held.source;
-            self.contradiction(held.evidence.clone(), screen, held_for);
+            self.contradiction(
+                held.evidence.clone(),
+                screen,
+                held_for,
+                ChannelContradiction::FINISHED,
+            );
         }
         self.source = held.source;
         self.transition(LaneState::Finished, Some(held.evidence));
@@ -1096,8 +1160,9 @@ impl<'a> Machine<'a> {
         };
         if kind == DialogKind::ToolPermission {
             // The screen's question is newer than the tool's reported start: the tool waits
-            // for its answer, and a refused one never runs.
+            // for its answer, and a refused one never runs (nor reports the turn's end).
             self.hooks.tools_done();
+            self.hooks.turn_opened_here = false;
         }
         let (pending, subphase) = match kind {
             DialogKind::Trust => (LaneState::TrustRequired, BlockedSubphase::TrustPrompt),
@@ -1421,11 +1486,15 @@ impl<'a> Machine<'a> {
         let wall = self.wall_secs();
         match event {
             HookEvent::UserPromptSubmit { .. } => {
-                // A new turn: whatever the last one left unreported is over.
+                // A new turn: whatever the last one left unreported is over, and the agent's
+                // boot certainly is.
+                self.end_boot();
                 self.hooks.tools_done();
                 self.hooks.permission = None;
                 self.hooks.held_stop = None;
                 self.hooks.turn_open = true;
+                self.hooks.turn_opened_here = true;
+                self.hooks.idle_contradicted = false;
                 self.idle_since = None;
                 self.progress.note(wall, ProgressSource::AgentEvent);
                 let before_acceptance = matches!(
@@ -1444,6 +1513,8 @@ impl<'a> Machine<'a> {
             | HookEvent::PostToolUse { .. }
             | HookEvent::PermissionRequest { .. } => {
                 // A new tool, its end, or a new question: an earlier answer is not this one's.
+                // A tool means a turn: the boot is over.
+                self.end_boot();
                 self.hooks.permission = None;
                 match event {
                     HookEvent::PreToolUse { .. } => {
@@ -1454,8 +1525,13 @@ impl<'a> Machine<'a> {
                         self.hooks.tools_running = self.hooks.tools_running.saturating_sub(1);
                     }
                     // A tool that asks permission is not running: it waits for the answer,
-                    // and a refused one never runs (Claude Code reports no end for it).
-                    _ => self.hooks.tools_done(),
+                    // and a refused one never runs (Claude Code reports no end for it, and
+                    // interrupts the turn without a Stop): the turn's end is the screen's
+                    // again.
+                    _ => {
+                        self.hooks.tools_done();
+                        self.hooks.turn_opened_here = false;
+                    }
                 }
                 self.idle_since = None;
                 self.progress.note(wall, ProgressSource::AgentEvent);
@@ -1557,6 +1633,8 @@ impl<'a> Machine<'a> {
     }
 
     fn on_working(&mut self, evidence: Evidence, screen: &ScreenSnapshot) {
+        // An agent at work has started: what it draws from now is its output.
+        self.end_boot();
         self.waiting_dialog = None;
         self.permission_answers.clear();
         self.hooks.permission_dialog_since = None;
@@ -1693,15 +1771,43 @@ impl<'a> Machine<'a> {
                             ),
                         }),
                     );
-                } else {
-                    if self.hooks.decides() && self.hooks.turn_open {
-                        // The channel opened the turn and never said it ended.
+                } else if self.hooks.decides()
+                    && self.hooks.turn_open
+                    && self.hooks.turn_opened_here
+                {
+                    // The channel opened the turn and never said it ended: the turn's end is
+                    // its to report. An idle-looking screen is not enough — the agent can draw
+                    // one of its own (a notice with a box in it: `docs/trust.md`, "The
+                    // screen"). Recorded once per spell; a channel that never reports again is
+                    // a stall, which recovery takes on.
+                    if !std::mem::replace(&mut self.hooks.idle_contradicted, true) {
                         let channel = Evidence {
                             rule: "turn_open".into(),
                             region: "channel".into(),
                             matched: "no finish reported since the turn opened".into(),
                         };
-                        self.contradiction(channel, evidence.clone(), idle_for);
+                        self.contradiction(
+                            channel,
+                            evidence.clone(),
+                            idle_for,
+                            ChannelContradiction::CHANNEL_WAITS,
+                        );
+                    }
+                } else {
+                    if self.hooks.decides() && self.hooks.turn_open {
+                        // A turn taken over from an earlier supervisor: its Stop may have
+                        // come while nobody listened, so the screen ends it, on the record.
+                        let channel = Evidence {
+                            rule: "turn_open".into(),
+                            region: "channel".into(),
+                            matched: "no finish reported since the turn opened".into(),
+                        };
+                        self.contradiction(
+                            channel,
+                            evidence.clone(),
+                            idle_for,
+                            ChannelContradiction::FINISHED,
+                        );
                     }
                     self.transition(LaneState::Finished, Some(evidence));
                 }
@@ -1930,14 +2036,12 @@ impl<'a> Machine<'a> {
         // leaves the failure on its last screen: the lane failed on the provider, not in the
         // agent. A worker killed by a signal crashed, whatever its screen shows.
         let gave_up = match status {
-            ExitStatus::Exited(code) if code != 0 => {
-                Some(observe(self.profile, screen)).filter(|seen| {
-                    seen.seen
-                        == Seen::Signal {
-                            signal: Signal::ProviderRetry,
-                        }
-                })
-            }
+            ExitStatus::Exited(code) if code != 0 => Some(self.observe(screen)).filter(|seen| {
+                seen.seen
+                    == Seen::Signal {
+                        signal: Signal::ProviderRetry,
+                    }
+            }),
             _ => None,
         };
         let state = match status {
@@ -2051,7 +2155,8 @@ impl<'a> Machine<'a> {
         command: &OperatorCommand,
         screen: &ScreenSnapshot,
     ) -> Result<(String, String, DialogKind), Verdict> {
-        let seen = observe(self.profile, screen);
+        // An operator's answer goes only to a dialog the agent can be asking now.
+        let seen = self.observe(screen);
         let trust_dialog_shown = matches!(
             seen.seen,
             Seen::Dialog {
@@ -2272,6 +2377,8 @@ impl<'a> Machine<'a> {
         let Some(text) = self.receipt.text_to_type() else {
             return;
         };
+        // Before the text goes in: from now on the agent's screen shows what it was told.
+        self.end_boot();
         self.receipt.typed();
         let typed = Effect::Record(Record {
             payload: Payload::PromptTyped(PromptTyped {
@@ -2394,6 +2501,7 @@ impl<'a> Machine<'a> {
             return;
         }
         self.hooks.screen_accept_since = None;
+        self.end_boot();
         self.receipt.accept(&evidence.matched);
         self.dropped_turn = false;
         self.transition(LaneState::PromptAccepted, Some(evidence));
@@ -2450,9 +2558,13 @@ impl<'a> Machine<'a> {
             self.next = match Trigger::of(to, self.receipt.submitted()) {
                 Some(trigger) => Some(Next::Recover(trigger)),
                 None => match subphase {
+                    // A question for a person, or an input line holding text nobody here
+                    // typed before the prompt went in (an answer to a terminal query, a
+                    // person's keys): never left sitting silently, the policy escalates it.
                     BlockedSubphase::TrustPrompt
                     | BlockedSubphase::ToolPermission
-                    | BlockedSubphase::BootDialog => Some(Next::Blocked),
+                    | BlockedSubphase::BootDialog
+                    | BlockedSubphase::PromptDelivery => Some(Next::Blocked),
                     _ => None,
                 },
             };
@@ -2461,12 +2573,18 @@ impl<'a> Machine<'a> {
 
     /// `lane.channel.contradiction`: the channel and the screen disagreed for `lasted`, each
     /// with its evidence; the lane is finished by the rule of `docs/events.md`.
-    fn contradiction(&mut self, channel: Evidence, screen: Evidence, lasted: Duration) {
+    fn contradiction(
+        &mut self,
+        channel: Evidence,
+        screen: Evidence,
+        lasted: Duration,
+        resolved: &str,
+    ) {
         let contradiction = ChannelContradiction {
             channel,
             screen,
             for_ms: lasted.as_millis() as u64,
-            resolved: ChannelContradiction::FINISHED.into(),
+            resolved: resolved.to_owned(),
         };
         self.report(
             Payload::ChannelContradiction(contradiction),

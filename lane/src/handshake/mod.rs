@@ -340,7 +340,8 @@ impl<'a> Handshake<'a> {
     /// [`Next::Recover`]`(unknown_dialog)`, `blocked{trust_prompt|tool_permission|boot_dialog}`
     /// → [`Next::Blocked`], a submitted draft the agent does not take
     /// (`blocked{prompt_delivery}` after `max_submit_attempts` Enter presses) →
-    /// [`Next::Recover`]`(prompt_not_accepted)`.
+    /// [`Next::Recover`]`(prompt_not_accepted)`, an input line that held text nobody here typed
+    /// before anything was submitted (`blocked{prompt_delivery}`) → [`Next::Blocked`].
     pub fn recover_blocked(mut self) -> Self {
         self.machine.recover_blocked();
         self
@@ -522,6 +523,15 @@ impl<'a> Handshake<'a> {
                 )),
                 Effect::StopWorker => {
                     self.worker.stop(STOP_GRACE).await;
+                    None
+                }
+                Effect::BootOver => {
+                    let answers = if self.profile.manifest.input.cursor_reports {
+                        clawpool_pty::QueryAnswers::CursorPosition
+                    } else {
+                        clawpool_pty::QueryAnswers::None
+                    };
+                    self.worker.limit_query_answers(answers);
                     None
                 }
                 Effect::ProbeGitOperation => Some(Input::GitOperation(

@@ -97,11 +97,14 @@ pub struct ChannelContradiction {
     pub screen: Evidence,
     /// How long they disagreed.
     pub for_ms: u64,
-    /// What the lane became: `finished`.
+    /// What the lane became: `finished`, or `channel_waits` (it kept its state).
     pub resolved: String,
 }
 
 impl ChannelContradiction {
-    /// The only resolution: the lane is finished.
+    /// The channel's finish won over a screen still showing work: the lane is finished.
     pub const FINISHED: &str = "finished";
+    /// The channel's open turn won over an idle-looking screen: the lane keeps its state and
+    /// waits for the channel's finish.
+    pub const CHANNEL_WAITS: &str = "channel_waits";
 }

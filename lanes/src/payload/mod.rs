@@ -43,8 +43,8 @@ pub use run::{
     Stalled, WorkerStarted,
 };
 pub use trust::{
-    CallerLane, CallerRefused, DialogAnswered, DialogAnsweredOutside, OperatorDeclined,
-    PermissionDecided, TrustResolved, TrustStoreConfined, TrustStoreSeeded,
+    CallerLane, CallerRefused, DialogAnswered, DialogAnsweredOutside, DialogIgnored,
+    OperatorDeclined, PermissionDecided, TrustResolved, TrustStoreConfined, TrustStoreSeeded,
 };
 
 /// Declares [`Payload`] from its table: each variant with fields, with its type and the kind
@@ -125,6 +125,8 @@ payloads! {
         TrustResolved(TrustResolved) => TrustResolved,
         /// `lane.dialog_answered`.
         DialogAnswered(DialogAnswered) => DialogAnswered,
+        /// `lane.dialog_ignored`.
+        DialogIgnored(DialogIgnored) => DialogIgnored,
         /// `lane.permission.decided`.
         PermissionDecided(PermissionDecided) => PermissionDecided,
         /// `lane.delivery_held`.
@@ -367,6 +369,10 @@ mod tests {
                 attempt: 1,
                 completed: false,
                 error: Some("the dialog did not go".into()),
+            }),
+            Payload::DialogIgnored(DialogIgnored {
+                dialog: "trust".into(),
+                reason: DialogIgnored::AFTER_BOOT.into(),
             }),
             Payload::CommitCreated(CommitCreated {
                 sha: "abc123".into(),

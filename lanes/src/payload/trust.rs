@@ -46,6 +46,22 @@ impl DialogAnswered {
     pub const TOOL_PERMISSION: &str = "tool_permission";
 }
 
+/// `lane.dialog_ignored`: the screen showed what a boot-only dialog's rule matches (a trust or
+/// boot dialog) after the agent's boot was over: agent output, not a question. Nothing was
+/// pressed and the lane's state did not change (`docs/trust.md`, "The screen").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DialogIgnored {
+    /// The dialog's name in the profile.
+    pub dialog: String,
+    /// Why it is not a question.
+    pub reason: String,
+}
+
+impl DialogIgnored {
+    /// The only reason today: the agent was past its boot.
+    pub const AFTER_BOOT: &str = "after_boot";
+}
+
 /// `lane.permission.decided`: the permission policy decided a tool-permission question.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PermissionDecided {

@@ -127,11 +127,15 @@ fn the_defaults_never_press_keys_without_the_right_evidence() {
         decided(&defaults, &untrusted),
         Some(Action::Escalate { .. })
     ));
-    // A blank screen (blocked on delivery with nothing submitted): nothing is re-submitted.
+    // A blank screen or a line holding text nobody here typed (blocked on delivery with
+    // nothing submitted): nothing is re-submitted, a person is told.
     let mut blank = facts(LaneStatus::Blocked);
     blank.subphase = Some(BlockedSubphase::PromptDelivery);
     blank.failure = Some(FailureClass::PromptDelivery);
-    assert_eq!(decided(&defaults, &blank), None);
+    assert!(matches!(
+        decided(&defaults, &blank),
+        Some(Action::Escalate { .. })
+    ));
     // A running lane that is making progress: nothing.
     assert_eq!(decided(&defaults, &facts(LaneStatus::Running)), None);
 }

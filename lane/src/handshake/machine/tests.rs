@@ -25,6 +25,7 @@ use clawpool_agents::profiles::{Profile, ProfileSet};
 mod adopted;
 mod codex_notify;
 mod protocol;
+mod screen_lies;
 
 const PROMPT: &str = "create a file named hello.txt containing hi";
 
@@ -98,6 +99,8 @@ struct Lane {
     gate: Option<crate::permission_gate::PermissionGate>,
     /// When set, the next dialog answer's check fails with this (its keys went out).
     fail_next_answer: Option<String>,
+    /// How often the machine said the agent's boot is over.
+    boot_overs: u32,
 }
 
 impl Lane {
@@ -148,6 +151,7 @@ impl Lane {
             fail_next_write: None,
             gate: None,
             fail_next_answer: None,
+            boot_overs: 0,
         };
         lane.carry_out(opening);
         lane
@@ -201,6 +205,10 @@ impl Lane {
                 }
                 Effect::StopWorker => {
                     self.stops += 1;
+                    None
+                }
+                Effect::BootOver => {
+                    self.boot_overs += 1;
                     None
                 }
                 Effect::ProbeGitOperation => Some(Input::GitOperation(None)),
