@@ -121,5 +121,5 @@ fn until_reads_statuses_and_ended() {
         Until::parse("ready_for_prompt"),
         Ok(Until::Status(LaneStatus::ReadyForPrompt))
     );
-    assert!(Until::parse("done").unwrap_err().contains("\"done\""));
+    assert!(Until::parse("done").is_err_and(|e| e.contains("\"done\"")));
 }
