@@ -86,7 +86,7 @@ impl LaneProgress {
 
 /// How a wait ended.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "outcome", rename_all = "snake_case")]
+#[serde(tag = "kind", rename_all = "snake_case")]
 pub enum WaitOutcome {
     /// Every lane reached one of the states.
     Reached {

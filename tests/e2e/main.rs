@@ -19,5 +19,6 @@ mod recovery;
 mod run_one;
 mod scripted_agent;
 mod spawn;
+mod stream;
 mod trust;
 mod ui;
