@@ -20,10 +20,11 @@ mod packet;
 pub mod payload;
 mod state;
 pub mod state_file;
-pub mod stream;
+
 mod verification;
 
 pub use event_kind::LaneEventKind;
+pub use events::stream;
 pub use events::{EventLog, EventLogError, EventObserver, EventSource, LaneEvent, now_ms};
 pub use evidence::Evidence;
 pub use packet::{

@@ -1,4 +1,7 @@
-//! Typed lane events and the append-only JSON-lines log they are written to.
+//! Typed lane events and the append-only JSON-lines log they are written to; a registry
+//! lane's log also writes its repository's stream ([`stream`]).
+
+pub mod stream;
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -7,8 +10,8 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
+use self::stream::StreamWriter;
 use crate::evidence::Evidence;
-use crate::stream::StreamWriter;
 use crate::{LaneEventKind, LaneState, Payload};
 
 /// Where the fact behind an event came from (`docs/events.md`, "Sources").

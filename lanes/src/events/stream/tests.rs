@@ -72,7 +72,7 @@ fn two_processes_appending_at_once() {
             std::process::Command::new(&exe)
                 .args([
                     "--exact",
-                    "stream::tests::appending_child",
+                    "events::stream::tests::appending_child",
                     "--test-threads=1",
                 ])
                 .env(CHILD_ENV, format!("{}|{who}", dir.display()))
