@@ -8,7 +8,7 @@
 //! appended again by the writer's repair (`clawpool_lanes::stream`).
 
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
+use std::io::{BufRead, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -122,12 +122,13 @@ impl Follower {
                 if line.is_none() {
                     return Err(StreamError::UnknownCursor { cursor, path });
                 }
-                let mut rest = Vec::new();
                 let mut reader = &file;
                 reader.seek(SeekFrom::Start(cursor)).map_err(io)?;
-                reader.read_to_end(&mut rest).map_err(io)?;
-                let end = rest.iter().position(|b| *b == b'\n').unwrap_or(rest.len());
-                cursor + end as u64 + 1
+                let mut line = Vec::new();
+                std::io::BufReader::new(reader)
+                    .read_until(b'\n', &mut line)
+                    .map_err(io)?;
+                cursor + line.len() as u64
             }
         };
         Ok(Self {

@@ -110,6 +110,16 @@ fn state_name(state: &clawpool_lanes::LaneState) -> String {
 
 /// `clawpool wait LANE... --until STATES [--timeout SECONDS]`.
 pub async fn run_wait(args: &WaitArgs) -> Result<ExitCode, CommandError> {
+    if let Some(bad) = args
+        .lanes
+        .iter()
+        .find(|name| !clawpool_lanes::is_valid_lane_name(name))
+    {
+        return Err(CommandError::invalid(
+            "invalid_argument",
+            format!("{bad:?} is not a lane name (docs/task-packet.md, \"Lane names\")"),
+        ));
+    }
     let dir = state_dir(&args.repo)?;
     let outcome = clawpool_pool::wait(&dir, &args.lanes, &args.until, args.timeout)
         .await

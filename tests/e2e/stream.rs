@@ -265,6 +265,17 @@ fn wait_times_out_with_each_lanes_state_and_stops_when_a_lane_ends_elsewhere() {
     let bad = s.clawpool_in_repo(&["wait", "slow", "--until", "done"]);
     assert_eq!(bad.status.code(), Some(2));
     assert!(stderr(&bad).contains("\"done\""), "{}", stderr(&bad));
+    let bad = s.clawpool_in_repo(&[
+        "wait",
+        "../x",
+        "--until",
+        "ended",
+        "--output-format",
+        "json",
+    ]);
+    assert_eq!(bad.status.code(), Some(2));
+    let error: Value = serde_json::from_slice(&bad.stderr).expect("one JSON error");
+    assert_eq!(error["error"]["kind"], "invalid_argument", "{error}");
     crate::spawn::stop_daemon(&s);
 }
 
