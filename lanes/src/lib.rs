@@ -6,7 +6,8 @@
 //! [`BlockedSubphase`] of a blocked lane, the [`FailureClass`] of a failed one); every change of state is a [`LaneEvent`] with a per-lane,
 //! strictly increasing `seq`, appended to the lane's [`EventLog`] (JSON lines). The lane's
 //! public state is the [`WorkerStateDoc`] in `<worktree>/.claw/worker-state.json`, written
-//! atomically ([`StateFileWriter`]) and read with ages recomputed ([`with_ages`]).
+//! atomically ([`StateFileWriter`]) and read with ages recomputed ([`with_ages`]). A registry
+//! lane's events also go to its repository's stream, each with a cursor ([`stream`]).
 //!
 //! This crate decides nothing about screens or terminals: the supervisor's handshake observes
 //! the worker and reports transitions; this crate gives them a shape that other tools can read.
@@ -19,9 +20,11 @@ mod packet;
 pub mod payload;
 mod state;
 pub mod state_file;
+
 mod verification;
 
 pub use event_kind::LaneEventKind;
+pub use events::stream;
 pub use events::{EventLog, EventLogError, EventObserver, EventSource, LaneEvent, now_ms};
 pub use evidence::Evidence;
 pub use packet::{

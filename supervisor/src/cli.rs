@@ -67,8 +67,13 @@ pub enum Command {
     /// A live terminal dashboard of the repository's lanes: the board, the selected lane's
     /// screen and events, and keys for the operator commands (`docs/ui.md`).
     Ui(UiArgs),
-    /// Print a lane's events (JSON lines), and with --follow keep printing new ones.
+    /// Print a lane's events (JSON lines), or with --all every lane's, in the repository's
+    /// order, each with its cursor; with --follow keep printing new ones.
     Events(EventsArgs),
+    /// Wait until every lane named reached one of the states (a lane_status, or ended), on
+    /// the repository's event stream; exit non-zero with each lane's state when one ends
+    /// elsewhere or the time runs out.
+    Wait(WaitArgs),
     /// Deliver an agent's hook report (JSON on stdin, or as the argument after EVENT) to the
     /// lane that started the agent, named by the environment it was given
     /// (`CLAWPOOL_LANE_SOCKET`, `CLAWPOOL_LANE_TOKEN`); always exits 0, within 2 s. Run by the agent's hooks, not by people (`docs/cli.md`).
@@ -193,8 +198,20 @@ pub struct RecoverArgs {
 
 #[derive(Debug, Args)]
 pub struct SpawnArgs {
-    /// The task packet (JSON; see docs/task-packet.md).
-    pub packet: PathBuf,
+    /// The task packet (JSON; see docs/task-packet.md); or one lane given by --name and
+    /// --prompt.
+    #[arg(required_unless_present = "name", conflicts_with = "name")]
+    pub packet: Option<PathBuf>,
+    /// One lane without a packet file: its name (a packet lane's `name`, checked by the
+    /// packet's rules). Needs --prompt.
+    #[arg(long, requires = "prompt")]
+    pub name: Option<String>,
+    /// The lane's prompt, with --name (a packet lane's `prompt`).
+    #[arg(long, requires = "name")]
+    pub prompt: Option<String>,
+    /// The branch the lane starts from, with --name (a packet lane's `base`).
+    #[arg(long, requires = "name")]
+    pub base: Option<String>,
     /// The repository (default: the one containing the current folder).
     #[arg(long, default_value = ".")]
     pub repo: PathBuf,
@@ -260,6 +277,32 @@ pub struct PacketValidateArgs {
     pub output_format: OutputFormat,
 }
 
+impl SpawnArgs {
+    /// What the packet is called in messages: its file, or the lane given by --name.
+    pub fn packet_name(&self) -> PathBuf {
+        match (&self.packet, &self.name) {
+            (Some(file), _) => file.clone(),
+            (None, name) => PathBuf::from(format!("--name {}", name.as_deref().unwrap_or(""))),
+        }
+    }
+
+    /// The packet given by --name, --prompt and --base: one lane, as a packet file would
+    /// give it, so it is checked and run by the same rules. `None` when a file is given.
+    pub fn inline_packet(&self) -> Option<String> {
+        let name = self.name.as_ref()?;
+        let mut lane = serde_json::Map::new();
+        lane.insert("name".into(), name.clone().into());
+        lane.insert(
+            "prompt".into(),
+            self.prompt.clone().unwrap_or_default().into(),
+        );
+        if let Some(base) = &self.base {
+            lane.insert("base".into(), base.clone().into());
+        }
+        Some(serde_json::Value::Object(lane).to_string())
+    }
+}
+
 impl Command {
     pub fn output_format(&self) -> OutputFormat {
         match self {
@@ -285,7 +328,8 @@ impl Command {
             Command::Adopt(args) => args.output_format,
             Command::Gc(args) => args.output_format,
             Command::Daemon(_) => OutputFormat::Text,
-            Command::Events(_) => OutputFormat::Text,
+            Command::Events(args) => args.output_format,
+            Command::Wait(args) => args.output_format,
             Command::Hook(_) => OutputFormat::Text,
             Command::Attach(args) => args.output_format,
             Command::Packet(PacketArgs {
@@ -616,10 +660,52 @@ pub struct BoardArgs {
 #[derive(Debug, Args)]
 pub struct EventsArgs {
     /// The lane: its name in this repository, or its folder.
-    pub lane: PathBuf,
+    #[arg(required_unless_present = "all", conflicts_with = "all")]
+    pub lane: Option<PathBuf>,
+    /// Every lane's events: the repository's stream, in the order they were recorded, each
+    /// with its `cursor`.
+    #[arg(long)]
+    pub all: bool,
     /// Keep printing new events as they are appended.
     #[arg(long)]
     pub follow: bool,
+    /// With --all: start after the event with this cursor (resuming where a reader stopped).
+    #[arg(long, requires = "all")]
+    pub since: Option<u64>,
+    /// With --all: the repository (default: the one containing the current folder).
+    #[arg(long, default_value = ".")]
+    pub repo: PathBuf,
+    /// Output format (--all): JSON lines, or a line of text per event. A lane's own events
+    /// are JSON lines either way.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub output_format: OutputFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct WaitArgs {
+    /// The lanes, by name.
+    #[arg(required = true)]
+    pub lanes: Vec<String>,
+    /// The states to wait for, comma-separated: lane_status values (running, finished, …)
+    /// or `ended` for any end.
+    #[arg(long, required = true, value_delimiter = ',', value_parser = clawpool_pool::Until::parse)]
+    pub until: Vec<clawpool_pool::Until>,
+    /// Give up after this many seconds (exit 124 with each lane's state).
+    #[arg(long, value_parser = parse_seconds)]
+    pub timeout: Option<std::time::Duration>,
+    /// The repository (default: the one containing the current folder).
+    #[arg(long, default_value = ".")]
+    pub repo: PathBuf,
+    /// Output format for the result and errors.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub output_format: OutputFormat,
+}
+
+fn parse_seconds(text: &str) -> Result<std::time::Duration, String> {
+    text.parse::<f64>()
+        .ok()
+        .and_then(|secs| std::time::Duration::try_from_secs_f64(secs).ok())
+        .ok_or_else(|| format!("{text:?} is not a number of seconds"))
 }
 
 #[derive(Debug, Args)]

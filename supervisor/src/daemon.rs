@@ -279,7 +279,7 @@ pub async fn hand_over(
     let socket = socket_path(repo);
     let message = Request::Spawn {
         packet: packet.to_owned(),
-        packet_name: args.packet.clone(),
+        packet_name: args.packet_name(),
         transport: args.transport,
         concurrency: args.concurrency,
         agent: args.agent.clone(),

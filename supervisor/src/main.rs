@@ -22,6 +22,7 @@ mod progress;
 mod run_lane;
 mod run_one;
 mod spawn;
+mod stream_cmd;
 mod ui;
 
 use std::process::ExitCode;
@@ -161,7 +162,19 @@ fn main() -> ExitCode {
                 board::run_board(&args.repo, args.all, args.watch, args.output_format).await
             }
             Command::Ui(args) => ui::run(args).await,
-            Command::Events(args) => board::run_events(&args.lane, args.follow).await,
+            Command::Events(args) => match &args.lane {
+                Some(lane) if !args.all => board::run_events(lane, args.follow).await,
+                _ => {
+                    stream_cmd::run_events_all(
+                        &args.repo,
+                        args.follow,
+                        args.since,
+                        args.output_format,
+                    )
+                    .await
+                }
+            },
+            Command::Wait(args) => stream_cmd::run_wait(&args).await,
             Command::Hook(args) => {
                 // A hook must never break the agent: a failure is recorded for the lane (when
                 // its environment names where) and said on stderr, and the exit is 0.

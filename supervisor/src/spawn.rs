@@ -243,13 +243,25 @@ pub enum Spawned {
 pub async fn run(args: &SpawnArgs, loaded: Loaded) -> Result<Spawned, CommandError> {
     let repo = Repo::open(&args.repo)
         .map_err(|e| CommandError::invalid("not_a_repository", e.to_string()))?;
-    let text = std::fs::read_to_string(&args.packet).map_err(|e| {
-        CommandError::invalid(
-            "packet_not_found",
-            format!("cannot read task packet {}: {e}", args.packet.display()),
-        )
-    })?;
-    let lanes = match prepare(&repo, &loaded, &args.packet, &text, args.agent.as_deref()) {
+    let text = match args.inline_packet() {
+        Some(text) => text,
+        None => std::fs::read_to_string(args.packet_name()).map_err(|e| {
+            CommandError::invalid(
+                "packet_not_found",
+                format!(
+                    "cannot read task packet {}: {e}",
+                    args.packet_name().display()
+                ),
+            )
+        })?,
+    };
+    let lanes = match prepare(
+        &repo,
+        &loaded,
+        &args.packet_name(),
+        &text,
+        args.agent.as_deref(),
+    ) {
         Ok(lanes) => lanes,
         Err(invalid) => return Ok(Spawned::Ran(invalid.report(args.output_format))),
     };

@@ -356,6 +356,34 @@ fn assert_every_lane_accounted_for(s: &Setup, lanes: usize, at: &str) {
     }
 }
 
+/// The repository's stream after a crash and `adopt`: every event of every lane's own log,
+/// once, in each lane's order, cursors strictly increasing — an event the killed supervisor
+/// wrote to its lane's log but not to the stream was put back when `adopt` opened the lane.
+fn assert_stream_holds_every_lane_event_once(s: &Setup, lanes: usize, at: &str) {
+    let stream: Vec<Value> = std::fs::read_to_string(s.repo.join(".git/clawpool/stream.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let cursors: Vec<u64> = stream.iter().filter_map(|e| e["cursor"].as_u64()).collect();
+    assert_eq!(cursors.len(), stream.len(), "{at}: every line has a cursor");
+    assert!(
+        cursors.windows(2).all(|w| w[0] < w[1]),
+        "{at}: cursors increase"
+    );
+    let key = |e: &Value| format!("{} {}", e["seq"], e["kind"]);
+    for i in 0..lanes {
+        let lane = format!("l{i:02}");
+        let own: Vec<String> = lane_events(s, &lane).iter().map(key).collect();
+        let streamed: Vec<String> = stream
+            .iter()
+            .filter(|e| e["lane"] == lane.as_str())
+            .map(key)
+            .collect();
+        assert_eq!(streamed, own, "{at}: {lane}'s events on the stream");
+    }
+}
+
 /// When a crash-injection round kills the supervisor.
 #[derive(Debug, Clone, Copy)]
 enum KillAt {
@@ -410,6 +438,7 @@ fn kill_and_adopt(lanes: usize, kill: KillAt) {
         "{at}: {summary}"
     );
     assert_every_lane_accounted_for(&s, lanes, &at);
+    assert_stream_holds_every_lane_event_once(&s, lanes, &at);
     let orphans: Vec<String> = s
         .sandbox
         .leftover_processes()

@@ -11,13 +11,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The crates whose modules are checked (the test crate itself is a set of tests, not layers).
-const CRATES: [&str; 7] = [
+const CRATES: [&str; 8] = [
     "pty",
     "worktree",
     "lanes",
     "recovery",
     "agents",
     "lane",
+    "pool",
     "supervisor",
 ];
 

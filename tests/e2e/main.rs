@@ -22,5 +22,6 @@ mod run_one;
 mod screen_lies;
 mod scripted_agent;
 mod spawn;
+mod stream;
 mod trust;
 mod ui;

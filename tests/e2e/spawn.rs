@@ -1378,7 +1378,7 @@ fn board_when_all_ended(s: &Setup, lanes: usize) -> Value {
     }
 }
 
-fn stop_daemon(s: &Setup) {
+pub(crate) fn stop_daemon(s: &Setup) {
     let stop = s
         .sandbox
         .clawpool()

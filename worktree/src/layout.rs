@@ -9,6 +9,8 @@
 //!                          state.json (the lane's state, the truth), supervisor.lock (held
 //!                          from the lane's preparation to its last write), control.sock,
 //!                          events.jsonl, hooks.log, state-degraded, verify/
+//!   stream.jsonl           the repository's event stream: every lane's events, in the order
+//!                          they were appended, each with its cursor (`docs/events.md`)
 //!   removed/<name>.json    a lane `clawpool gc` removed
 //!   supervisor.lock        held by the supervisor driving the repository's lanes
 //!   worktree.lock          serialises worktree creation and removal
@@ -135,6 +137,8 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 pub const LANE_ENTRY: &str = "lane.json";
 /// A lane's event log, in its registry folder (or in `.claw/` for a lane of `clawpool run`).
 pub const EVENTS: &str = "events.jsonl";
+/// The repository's event stream, in its clawpool folder.
+pub const STREAM: &str = "stream.jsonl";
 /// The mark a supervisor leaves in a lane's registry folder while it cannot write the lane's
 /// state file.
 pub const DEGRADED_MARKER: &str = "state-degraded";
@@ -153,6 +157,25 @@ impl StateDir {
         Self {
             root: common_dir.join("clawpool"),
         }
+    }
+
+    /// The repository's folder that holds the lane event log at `events`, when `events` is a
+    /// registry lane's log (`<root>/lanes/<name>/events.jsonl`); `None` for any other log (a
+    /// `clawpool run` lane's `.claw/events.jsonl`, a test's file), which has no repository
+    /// stream.
+    pub fn of_lane_events(events: &Path) -> Option<Self> {
+        let lane = events.parent()?;
+        let lanes = lane.parent()?;
+        let root = lanes.parent()?;
+        let named = |path: &Path, name: &str| path.file_name().is_some_and(|n| n == name);
+        (named(events, EVENTS) && named(lanes, "lanes") && named(root, "clawpool")).then(|| Self {
+            root: root.to_owned(),
+        })
+    }
+
+    /// The repository's event stream: every event of every lane, each with its cursor.
+    pub fn stream(&self) -> PathBuf {
+        self.root.join(STREAM)
     }
 
     /// The folder itself.

@@ -1,4 +1,7 @@
-//! Typed lane events and the append-only JSON-lines log they are written to.
+//! Typed lane events and the append-only JSON-lines log they are written to; a registry
+//! lane's log also writes its repository's stream ([`stream`]).
+
+pub mod stream;
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -7,6 +10,7 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
+use self::stream::StreamWriter;
 use crate::evidence::Evidence;
 use crate::{LaneEventKind, LaneState, Payload};
 
@@ -86,6 +90,10 @@ pub type EventObserver = Box<dyn Fn(&LaneEvent) + Send + Sync>;
 /// A lane's events: numbered and, when a file is given, appended to it as JSON lines. They are
 /// not kept in memory: the file is the record (readers read it), and a long lane's history
 /// would otherwise grow in the supervisor for as long as the lane lives.
+///
+/// A registry lane's log (`<common>/clawpool/lanes/<name>/events.jsonl`) also feeds the
+/// repository's stream ([`crate::stream`]): each event is appended there with its cursor, and
+/// the lane's own line carries the same cursor.
 pub struct EventLog {
     lane: String,
     inner: Mutex<Inner>,
@@ -95,6 +103,8 @@ pub struct EventLog {
 struct Inner {
     seq: u64,
     file: Option<(PathBuf, File)>,
+    /// The repository's stream, for a registry lane's log.
+    stream: Option<StreamWriter>,
 }
 
 impl EventLog {
@@ -102,13 +112,19 @@ impl EventLog {
     pub fn in_memory(lane: impl Into<String>) -> Self {
         Self {
             lane: lane.into(),
-            inner: Mutex::new(Inner { seq: 0, file: None }),
+            inner: Mutex::new(Inner {
+                seq: 0,
+                file: None,
+                stream: None,
+            }),
             observer: None,
         }
     }
 
     /// A log for `lane` also appended to `path` (created with its folder). Numbering continues
     /// after the last event already in the file, so a restarted supervisor never reuses a seq.
+    /// A registry lane's log also writes the repository's stream, and first puts back there
+    /// the lane's last event if the process that wrote it died before it reached the stream.
     pub fn open(lane: impl Into<String>, path: &Path) -> Result<Self, EventLogError> {
         let err = |source| EventLogError {
             path: path.to_owned(),
@@ -129,11 +145,24 @@ impl EventLog {
             .append(true)
             .open(path)
             .map_err(err)?;
+        let stream = match clawpool_worktree::layout::StateDir::of_lane_events(path) {
+            Some(dir) => {
+                let stream_err = |source| EventLogError {
+                    path: dir.stream(),
+                    source,
+                };
+                let stream = StreamWriter::open(&dir.stream()).map_err(stream_err)?;
+                stream.repair(path).map_err(stream_err)?;
+                Some(stream)
+            }
+            None => None,
+        };
         Ok(Self {
             lane: lane.into(),
             inner: Mutex::new(Inner {
                 seq: last_seq,
                 file: Some((path.to_owned(), file)),
+                stream,
             }),
             observer: None,
         })
@@ -210,7 +239,16 @@ impl EventLog {
             detail,
             source,
         };
-        if let Some((path, file)) = inner.file.as_mut() {
+        let Inner { file, stream, .. } = &mut *inner;
+        if let (Some((_, file)), Some(stream)) = (file.as_mut(), stream.as_ref()) {
+            // The lane's line, then the stream's, under the stream's lock (`crate::stream`).
+            stream
+                .append(&event, |line| file.write_all(line))
+                .map_err(|source| EventLogError {
+                    path: stream.path().to_owned(),
+                    source,
+                })?;
+        } else if let Some((path, file)) = file.as_mut() {
             let mut line = serde_json::to_vec(&event).map_err(|e| EventLogError {
                 path: path.clone(),
                 source: std::io::Error::other(e),

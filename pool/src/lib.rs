@@ -1,0 +1,23 @@
+//! The pool: a repository's lanes taken together, above any one lane's engine.
+//!
+//! What it owns today is the repository's **event stream** as its readers see it: every event
+//! of every lane, in one order, each with a cursor ([`stream`]: read from a cursor, follow as
+//! it grows, resume after a disconnect with no gap and no duplicate), and **waiting** on it
+//! for lanes to reach a state ([`wait`]).
+//!
+//! What it leaves to others: the stream is *written* where each lane's own log is, by
+//! `clawpool_lanes::EventLog` (`clawpool_lanes::stream`: the cursor, its lock, and the repair
+//! after a crash), because every process that records a lane event — a foreground `spawn`,
+//! the daemon, `adopt`, an operator command — writes through it. A lane's life is the lane
+//! engine's (`clawpool-lane`). Starting lanes, the registry, adoption, gc and the board are
+//! still the binary's (`supervisor/src/spawn.rs`, `gc.rs`, `board.rs`); they move here next,
+//! behind one typed request API (issue #27).
+//!
+//! Following never polls: a `notify` watch on the journal (inotify) wakes the reader, which
+//! reads what was appended since its last whole line.
+
+pub mod stream;
+pub mod wait;
+
+pub use stream::{Follower, Start, StreamError};
+pub use wait::{LaneProgress, Until, WaitError, WaitOutcome, wait};
