@@ -192,6 +192,42 @@ pub fn print_event(event: &LaneEvent, format: OutputFormat, lane_column: Option<
     }
 }
 
+/// Reports a follow-up to an ended lane (`clawpool send` on a stopped or finished lane, which
+/// drove the lane to its new end): delivered when the agent took the text as a new turn
+/// (exit 0 when the lane then finished), otherwise an error as any verdict's, `lane_failed`.
+pub fn print_follow_up(
+    lane: &str,
+    result: &clawpool_lane::drive::LaneResult,
+    format: OutputFormat,
+) -> ExitCode {
+    let state = result.final_state();
+    let accepted = result
+        .outcome
+        .as_ref()
+        .is_some_and(|o| o.receipt.accepted_at.is_some());
+    let ended = state.map_or_else(|| "unknown".to_owned(), |s| s.to_string());
+    let verdict = if accepted {
+        Verdict::done(format!(
+            "follow-up delivered as a new turn of the lane's session; the lane ended {ended}"
+        ))
+    } else {
+        Verdict::Failed {
+            reason: format!(
+                "the agent started again did not take the text; the lane ended {ended}"
+            ),
+        }
+    };
+    let command = OperatorCommand::Send {
+        text: String::new(),
+    };
+    let extra = json!({"send": if accepted { "delivered" } else { "not_delivered" }, "state": state, "follow_up": true});
+    let code = print_verdict(lane, &command, &verdict, format, extra);
+    if accepted && state != Some(LaneState::Finished) {
+        return ExitCode::from(crate::output::EXIT_FAILURE);
+    }
+    code
+}
+
 /// Sends an operator command to the lane running in `lane_dir` and waits for its verdict.
 pub async fn send_operator(
     lane_dir: &Path,

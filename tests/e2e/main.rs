@@ -9,6 +9,7 @@ mod handshake;
 mod hooks;
 mod idle;
 mod layering;
+mod lives;
 mod model_server;
 mod more_agents;
 mod permissions;

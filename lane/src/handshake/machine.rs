@@ -1510,7 +1510,10 @@ impl<'a> Machine<'a> {
                     self.transition(LaneState::Running, Some(evidence));
                 }
             }
-            LaneState::Running | LaneState::Finished | LaneState::Failed(_) => {}
+            LaneState::Running
+            | LaneState::Finished
+            | LaneState::Stopped
+            | LaneState::Failed(_) => {}
         }
     }
 
@@ -1611,7 +1614,7 @@ impl<'a> Machine<'a> {
                     self.transition(LaneState::Finished, Some(evidence));
                 }
             }
-            LaneState::Finished | LaneState::Failed(_) => {}
+            LaneState::Finished | LaneState::Stopped | LaneState::Failed(_) => {}
         }
     }
 
@@ -2101,10 +2104,13 @@ impl<'a> Machine<'a> {
                 format!("clawpool stop while {}", self.state)
             },
         };
+        // A person ended the lane: its work done is `finished`; anything else — a turn cut
+        // short, a block nobody resolved, a turn a restart dropped — is `stopped`, never a
+        // failure (nothing around the agent failed; `clawpool send` may take it up again).
         let to = if done {
             LaneState::Finished
         } else {
-            self.state.stopped_unfinished()
+            LaneState::Stopped
         };
         self.transition(to, Some(evidence));
         self.next = Some(Next::Done);
@@ -2446,7 +2452,7 @@ fn screen_excerpt(text: &str) -> String {
 /// `from`: the class its block was heading for when it was blocked, otherwise `infra`, with the
 /// signal as evidence. Recorded by the machine during a run, and by the driver between runs.
 pub fn interrupted(from: LaneState, signal: &str) -> Record {
-    let to = from.stopped_unfinished();
+    let to = from.interrupted_unfinished();
     Record {
         payload: Payload::Failed(LaneFailed {
             signal: Some(signal.to_owned()),

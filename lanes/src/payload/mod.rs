@@ -238,6 +238,8 @@ payloads! {
         Blocked => Blocked,
         /// `lane.finished`.
         Finished => Finished,
+        /// `lane.stopped`.
+        Stopped => Stopped,
     }
 }
 
@@ -254,6 +256,7 @@ impl Payload {
             LaneStatus::Running => Payload::Running,
             LaneStatus::Blocked => Payload::Blocked,
             LaneStatus::Finished => Payload::Finished,
+            LaneStatus::Stopped => Payload::Stopped,
             LaneStatus::Failed => Payload::Failed(LaneFailed::default()),
         })
     }
@@ -588,6 +591,7 @@ mod tests {
             Payload::Running,
             Payload::Blocked,
             Payload::Finished,
+            Payload::Stopped,
         ]
     }
 
