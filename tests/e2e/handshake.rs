@@ -1448,6 +1448,27 @@ fn stopping_a_lane_whose_restart_dropped_the_turn_in_flight_does_not_finish_it()
         "{restarted}"
     );
     lane.wait_kind("lane.ready");
+    // Idle with its work not done, it would wait for ever: a person gets a next action.
+    let escalated = lane.wait_kind("lane.escalated");
+    assert!(
+        escalated["detail"]["next_action"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("clawpool send"),
+        "{escalated}"
+    );
+    let waiting: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo.join(".claw/worker-state.json")).expect("state file"),
+    )
+    .expect("state JSON");
+    assert_eq!(waiting["lane_status"], "ready_for_prompt", "{waiting}");
+    assert!(
+        waiting["escalation"]["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("dropped the turn in flight"),
+        "{waiting}"
+    );
     control(&sandbox, &["stop"], &repo);
     let (code, outcome, events) = lane.finish();
     assert_eq!(code, 1, "{events:?}");

@@ -20,7 +20,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clawpool_lanes::payload::{
-    ChannelContradiction, ChannelDegraded, DeliveryHeld, DialogAnswered, ErrorReport, InputCleared,
+    ChannelContradiction, ChannelDegraded, DeliveryHeld, DialogAnswered, ErrorReport, Escalated,
+    InputCleared,
     LaneFailed, OperatorDeclined, Payload, PromptMisdelivery, PromptRound, PromptSent, PromptTyped,
     SendQueued, SendRefused, Stalled, TrustResolved, WorkerStarted,
 };
@@ -1540,6 +1541,7 @@ impl<'a> Machine<'a> {
                     self.check_launch_echo(screen);
                 } else {
                     self.deliver();
+                    self.escalate_dropped_turn();
                 }
             }
             LaneState::ReadyForPrompt => {
@@ -1616,6 +1618,36 @@ impl<'a> Machine<'a> {
             }
             LaneState::Finished | LaneState::Stopped | LaneState::Failed(_) => {}
         }
+    }
+
+    /// A restart dropped the turn the agent was in and nothing is being typed: the new agent
+    /// sits idle with the work not done, and nothing will happen by itself — a person must
+    /// give it a new turn. Recorded as an escalation (the state file's `escalation`, the
+    /// board's next action) that the next accepted prompt clears.
+    fn escalate_dropped_turn(&mut self) {
+        if !self.dropped_turn
+            || self.receipt.text_to_type().is_some()
+            || !self.followups.is_empty()
+            || self.suspended.is_some()
+        {
+            return;
+        }
+        let lane = self.lane.name.clone();
+        self.report(
+            Payload::Escalated(Escalated {
+                reason: "a restart dropped the turn in flight: the agent is idle with its work \
+                         not done"
+                    .into(),
+                next_action: format!(
+                    "`clawpool send {lane} TEXT` gives it a new turn (or `clawpool restart {lane} \
+                     --redeliver` types its task again)"
+                ),
+                recipe: None,
+            }),
+            None,
+            None,
+            None,
+        );
     }
 
     /// A prompt the agent worked through between two looks (or Enter pressed and the input
