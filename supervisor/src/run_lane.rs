@@ -236,6 +236,12 @@ pub async fn send_operator(
     let lane = crate::board::find_lane(lane_dir)?;
     let socket = clawpool_worktree::layout::control_socket(&lane.dir);
     let verdict = operator_verdict(&socket, command).await.map_err(|why| {
+        // A lane that ended is answered from its record, not from the socket it no longer has.
+        if let Ok(doc) = clawpool_lanes::read_lane_state(&lane.dir)
+            && doc.status.is_terminal()
+        {
+            return CommandError::invalid("lane_not_running", ended_lane_answer(&doc, command));
+        }
         CommandError::invalid(
             "lane_not_running",
             format!(
@@ -245,6 +251,31 @@ pub async fn send_operator(
         )
     })?;
     Ok(verdict)
+}
+
+/// What an operator command gets from a lane that ended: how and when it ended, as its state
+/// file records it, and what (if anything) takes it up again.
+fn ended_lane_answer(doc: &clawpool_lanes::WorkerStateDoc, command: &OperatorCommand) -> String {
+    let ago = clawpool_lanes::state_file::now_secs().saturating_sub(doc.updated_at);
+    let nothing = match command {
+        OperatorCommand::Stop => "nothing to stop",
+        OperatorCommand::Restart(_) => "nothing to restart",
+        OperatorCommand::Send { .. } => "it takes no follow-up",
+        _ => "nothing to answer",
+    };
+    let again = match doc.status {
+        clawpool_lanes::LaneStatus::Failed => {
+            "`clawpool spawn --rerun` starts its task again".to_owned()
+        }
+        _ => format!("`clawpool send {} TEXT` takes it up again", doc.lane),
+    };
+    format!(
+        "lane {} ended {} {ago}s ago (at {}, epoch seconds; worker {}); {nothing}: {again}",
+        doc.lane,
+        doc.lane_state(),
+        doc.updated_at,
+        doc.worker_id
+    )
 }
 
 /// Sends `command` to the lane listening on `socket`; its verdict, or why it never reached a

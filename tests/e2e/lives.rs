@@ -190,4 +190,14 @@ fn a_follow_up_to_a_finished_lane_is_delivered_once_as_the_second_prompt_of_its_
     );
     assert_eq!(state(&s)["lane_status"], "finished");
     assert!(s.sandbox.leftover_processes().is_empty());
+
+    // Commands on the ended lane answer from its record, not from a socket it no longer has.
+    let stop = clawpool(&s, &["stop", "alpha"]);
+    assert_eq!(stop.status.code(), Some(2));
+    let said = stderr(&stop);
+    assert!(
+        said.contains("lane alpha ended finished") && said.contains("nothing to stop"),
+        "{said}"
+    );
+    assert!(!said.contains("os error"), "{said}");
 }

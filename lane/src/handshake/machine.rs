@@ -21,9 +21,8 @@ use std::time::Duration;
 
 use clawpool_lanes::payload::{
     ChannelContradiction, ChannelDegraded, DeliveryHeld, DialogAnswered, ErrorReport, Escalated,
-    InputCleared,
-    LaneFailed, OperatorDeclined, Payload, PromptMisdelivery, PromptRound, PromptSent, PromptTyped,
-    SendQueued, SendRefused, Stalled, TrustResolved, WorkerStarted,
+    InputCleared, LaneFailed, OperatorDeclined, Payload, PromptMisdelivery, PromptRound,
+    PromptSent, PromptTyped, SendQueued, SendRefused, Stalled, TrustResolved, WorkerStarted,
 };
 use clawpool_lanes::{BlockedSubphase, EventSource, Evidence, FailureClass, LaneState};
 use clawpool_pty::{ExitStatus, ScreenSnapshot};
