@@ -720,7 +720,13 @@ impl WorkerStateDoc {
         }
         self.lane_event = Some(lane_event);
         self.updated_at = at;
-        self.record_progress(at);
+        // An operator's command the lane ignored or refused did nothing to it: no progress.
+        if !matches!(
+            event.kind,
+            LaneEventKind::OperatorIgnored | LaneEventKind::OperatorRefused
+        ) {
+            self.record_progress(at);
+        }
     }
 
     /// Records meaningful progress at `at` (epoch s) — e.g. the agent's screen changed while
@@ -912,6 +918,17 @@ mod tests {
             (6, ClawEventKind::Running, ClawStatus::Running, 1_006)
         );
         assert_eq!(claw.payload, None);
+
+        // An operator's command the lane ignored changes nothing: no progress.
+        doc.apply_event(&event(
+            7,
+            1_060_000,
+            "lane.operator_ignored",
+            None,
+            json!({"command": "answer", "reason": "no dialog on screen"}),
+        ));
+        assert_eq!(doc.progress_at, 1_006);
+        assert_eq!(doc.updated_at, 1_060);
     }
 
     #[test]
