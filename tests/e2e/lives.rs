@@ -201,3 +201,66 @@ fn a_follow_up_to_a_finished_lane_is_delivered_once_as_the_second_prompt_of_its_
     );
     assert!(!said.contains("os error"), "{said}");
 }
+
+/// The lane's worker id as its state file has it.
+fn worker_id(s: &Setup, lane: &str) -> String {
+    let path = s.lanes_dir().join(lane).join(".claw/worker-state.json");
+    let doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(path).expect("state")).expect("JSON");
+    doc["worker_id"].as_str().unwrap_or_default().to_owned()
+}
+
+/// Issue 27, point 1: a restart under a daemon that adopted the lane counted from 1 again
+/// (`-r1` twice). The count goes on from the lane's earlier workers, whoever started them.
+#[test]
+fn a_restart_after_a_daemon_adopted_the_lane_counts_on_from_its_earlier_restarts() {
+    let s = setup();
+    let restart = |s: &Setup| {
+        let out = clawpool(s, &["restart", "alpha", "--output-format", "json"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+    };
+    // alpha is restarted once under the spawn that made it, then that spawn dies.
+    crate::spawn::kill_supervisor_while_lanes_run_after(&s, &two_turns(false), |s| {
+        restart(s);
+        assert!(
+            worker_id(s, "alpha").ends_with("-r1"),
+            "{}",
+            worker_id(s, "alpha")
+        );
+    });
+    let mut daemon = s
+        .sandbox
+        .clawpool()
+        .args(["daemon", "--config"])
+        .arg(&s.config)
+        .arg("--repo")
+        .arg(&s.repo)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("clawpool daemon");
+    // The daemon holds the lane once it records the adoption.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !events(&s).iter().any(|e| e["kind"] == "lane.adopted") {
+        assert!(std::time::Instant::now() < deadline, "alpha not adopted");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    restart(&s);
+    assert!(
+        worker_id(&s, "alpha").ends_with("-r2"),
+        "{}",
+        worker_id(&s, "alpha")
+    );
+    let restarts: Vec<Value> = events(&s)
+        .into_iter()
+        .filter(|e| e["kind"] == "lane.restarted")
+        .map(|e| e["detail"]["restart"].clone())
+        .collect();
+    assert_eq!(restarts, [1, 2]);
+    for lane in ["alpha", "beta"] {
+        let out = clawpool(&s, &["stop", lane]);
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    crate::spawn::stop_daemon(&s);
+    let _ = daemon.wait();
+}
