@@ -167,7 +167,18 @@ fn main() -> ExitCode {
                 let loaded = loaded::Loaded::load(&args.config, Some(&args.repo))?;
                 spawn::adopt(args, loaded).await
             }
-            Command::Gc(args) => gc::run(&args),
+            Command::Gc(args) => {
+                let code = gc::run(&args)?;
+                // A server no lane runs on goes too, unless a supervisor may be about to start
+                // one there.
+                if let Ok(repo) = clawpool_worktree::Repo::open(&args.repo)
+                    && spawn::supervisor_lock_holder(&spawn::lock_path(&repo))
+                        .is_ok_and(|holder| matches!(holder, spawn::LockHolder::Free))
+                {
+                    gc::end_idle_tmux_server(&repo).await;
+                }
+                Ok(code)
+            }
             Command::Daemon(args) => {
                 let loaded = loaded::Loaded::load(&args.config, Some(&args.repo))?;
                 daemon::run(args, loaded).await

@@ -264,3 +264,28 @@ fn a_restart_after_a_daemon_adopted_the_lane_counts_on_from_its_earlier_restarts
     crate::spawn::stop_daemon(&s);
     let _ = daemon.wait();
 }
+
+/// Issue 27, point 7: the repository's private tmux server (`clawpool-control` and its
+/// placeholder `sleep`) outlived every lane and `daemon --stop`.
+#[test]
+fn daemon_stop_leaves_no_tmux_server_once_its_lanes_ended() {
+    let s = setup();
+    std::fs::write(s.sandbox.dir.path().join("scenario.toml"), two_turns(true)).expect("scenario");
+    let out = s.spawn(ALPHA, &["--detach", "--transport", "tmux"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !events(&s).iter().any(|e| e["kind"] == "lane.finished") {
+        assert!(std::time::Instant::now() < deadline, "alpha did not finish");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    crate::spawn::stop_daemon(&s);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !s.sandbox.leftover_tmux_sockets().is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a tmux server outlived its lanes and the daemon: {:?}",
+            s.sandbox.leftover_tmux_sockets()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
