@@ -1853,7 +1853,7 @@ fn a_lane_whose_state_file_cannot_be_written_shows_as_degraded_on_the_board() {
     run.wait_exit(std::time::Duration::from_secs(30));
     let after = board();
     assert!(after["board"]["state_file_degraded"].is_null(), "{after}");
-    assert_eq!(after["status"], "failed");
+    assert_eq!(after["lane_status"], "stopped", "{after}");
 }
 
 #[test]
