@@ -2135,13 +2135,15 @@ impl<'a> Machine<'a> {
                 format!("clawpool stop while {}", self.state)
             },
         };
-        // A person ended the lane: its work done is `finished`; anything else — a turn cut
-        // short, a block nobody resolved, a turn a restart dropped — is `stopped`, never a
-        // failure (nothing around the agent failed; `clawpool send` may take it up again).
-        let to = if done {
-            LaneState::Finished
-        } else {
-            LaneState::Stopped
+        // A person ended the lane: its work done is `finished`; a lane blocked fails for what
+        // blocked it (a stall escalated to a person, the provider down: a cause that was
+        // there before the stop); anything else — a turn cut short, a turn a restart dropped
+        // — is `stopped`, never a failure (nothing around the agent failed; `clawpool send`
+        // may take it up again).
+        let to = match self.state {
+            _ if done => LaneState::Finished,
+            LaneState::Blocked(subphase) => LaneState::Failed(subphase.failure_class()),
+            _ => LaneState::Stopped,
         };
         self.transition(to, Some(evidence));
         self.next = Some(Next::Done);
