@@ -522,18 +522,38 @@ fn bind_to_lane(
 /// The report channel of a lane in `dir` whose agent was started by an earlier supervisor with
 /// a hook command (Claude Code's hooks, Codex's notify program): its token, kept in the lane's
 /// `.claw/` at spawn, so that the agent's reports (still carrying that token and this lane's
-/// control socket) reach the adopting supervisor. `None` when the lane has no token (started
-/// without one, or before tokens were kept).
-pub fn resume_reports(dir: &Path) -> Option<ChannelSetup> {
+/// control socket `socket`) reach the adopting supervisor — and the arguments `args` and the
+/// environment a worker it starts again (a restart) needs to report on the same channel, with
+/// the same token. `None` when the lane has no token (started without one, or before tokens
+/// were kept).
+pub fn resume_reports(dir: &Path, socket: &Path, args: Vec<String>) -> Option<ChannelSetup> {
     let state_dir = dir.join(clawpool_worktree::layout::LANE_DIR);
     let token = std::fs::read_to_string(state_dir.join(TOKEN_FILE)).ok()?;
     let token = token.trim();
+    let failures = state_dir.join(FAILURES_FILE);
     (!token.is_empty()).then(|| ChannelSetup {
         token: token.to_owned(),
-        args: Vec::new(),
-        env: Vec::new(),
-        failures: state_dir.join(FAILURES_FILE),
+        args,
+        env: vec![
+            (SOCKET_ENV.into(), socket.display().to_string()),
+            (TOKEN_ENV.into(), token.to_owned()),
+            (FAILURES_ENV.into(), failures.display().to_string()),
+        ],
+        failures,
     })
+}
+
+/// [`resume_reports`] for Claude Code: its restarts get the `--settings` file kept in the
+/// lane's `.claw/` at spawn.
+pub fn resume_claude(dir: &Path, socket: &Path) -> Option<ChannelSetup> {
+    let settings = dir
+        .join(clawpool_worktree::layout::LANE_DIR)
+        .join(SETTINGS_FILE);
+    resume_reports(
+        dir,
+        socket,
+        vec!["--settings".into(), settings.display().to_string()],
+    )
 }
 
 /// Writes `bytes` to `path`, readable and writable by its owner only.

@@ -872,7 +872,9 @@ impl Recovery {
             return;
         };
         match recipe.escalation.outcome {
-            EscalationOutcome::Block if !matches!(run.state, LaneState::Failed(_)) => {
+            EscalationOutcome::Block
+                if !matches!(run.state, LaneState::Failed(_) | LaneState::Stopped) =>
+            {
                 let subphase = recipe
                     .trigger
                     .subphase()

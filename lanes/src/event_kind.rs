@@ -134,6 +134,8 @@ pub enum LaneEventKind {
     RecoveryExhausted,
     /// `lane.finished`: Transition to `finished`.
     Finished,
+    /// `lane.stopped`: Transition to `stopped`: a person ended the lane (`clawpool stop`).
+    Stopped,
     /// `lane.failed`: Transition to `failed` (with its class).
     Failed,
     /// `lane.outcome`: How the lane ended, summed up.
@@ -150,7 +152,7 @@ pub enum LaneEventKind {
 
 impl LaneEventKind {
     /// Every kind this build records, in the order `docs/events.md` lists them.
-    pub const ALL: [LaneEventKind; 66] = [
+    pub const ALL: [LaneEventKind; 67] = [
         LaneEventKind::Started,
         LaneEventKind::Adopted,
         LaneEventKind::SessionReplaced,
@@ -212,6 +214,7 @@ impl LaneEventKind {
         LaneEventKind::RecoveryFailed,
         LaneEventKind::RecoveryExhausted,
         LaneEventKind::Finished,
+        LaneEventKind::Stopped,
         LaneEventKind::Failed,
         LaneEventKind::Outcome,
         LaneEventKind::ClosedOut,
@@ -283,6 +286,7 @@ impl LaneEventKind {
             LaneEventKind::RecoveryFailed => "lane.recovery.failed",
             LaneEventKind::RecoveryExhausted => "lane.recovery.exhausted",
             LaneEventKind::Finished => "lane.finished",
+            LaneEventKind::Stopped => "lane.stopped",
             LaneEventKind::Failed => "lane.failed",
             LaneEventKind::Outcome => "lane.outcome",
             LaneEventKind::ClosedOut => "lane.closed_out",

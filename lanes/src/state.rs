@@ -23,14 +23,20 @@ pub enum LaneStatus {
     Blocked,
     /// The agent returned to its idle input after working, or exited 0.
     Finished,
+    /// A person ended the lane (`clawpool stop`) before its work was done: neither finished
+    /// nor failed — nothing went wrong, and `clawpool send` may take it up again.
+    Stopped,
     /// The lane ended in failure (see [`FailureClass`]).
     Failed,
 }
 
 impl LaneStatus {
-    /// Finished or failed: nothing more will happen to the lane by itself.
+    /// Finished, stopped or failed: nothing more will happen to the lane by itself.
     pub const fn is_terminal(self) -> bool {
-        matches!(self, LaneStatus::Finished | LaneStatus::Failed)
+        matches!(
+            self,
+            LaneStatus::Finished | LaneStatus::Stopped | LaneStatus::Failed
+        )
     }
 
     /// The kind of the lane event that brings a lane into this status (`docs/events.md`).
@@ -44,6 +50,7 @@ impl LaneStatus {
             LaneStatus::Running => LaneEventKind::Running,
             LaneStatus::Blocked => LaneEventKind::Blocked,
             LaneStatus::Finished => LaneEventKind::Finished,
+            LaneStatus::Stopped => LaneEventKind::Stopped,
             LaneStatus::Failed => LaneEventKind::Failed,
         }
     }
@@ -146,6 +153,8 @@ pub enum LaneState {
     Blocked(BlockedSubphase),
     /// See [`LaneStatus::Finished`].
     Finished,
+    /// See [`LaneStatus::Stopped`].
+    Stopped,
     /// Ended in failure, and of which kind.
     Failed(FailureClass),
 }
@@ -162,6 +171,7 @@ impl LaneState {
             LaneState::Running => LaneStatus::Running,
             LaneState::Blocked(_) => LaneStatus::Blocked,
             LaneState::Finished => LaneStatus::Finished,
+            LaneState::Stopped => LaneStatus::Stopped,
             LaneState::Failed(_) => LaneStatus::Failed,
         }
     }
@@ -182,7 +192,7 @@ impl LaneState {
         }
     }
 
-    /// Finished or failed: nothing more will happen to the lane by itself.
+    /// Finished, stopped or failed: nothing more will happen to the lane by itself.
     pub const fn is_terminal(self) -> bool {
         self.status().is_terminal()
     }
@@ -199,9 +209,10 @@ impl LaneState {
         )
     }
 
-    /// The state a lane ends in when it is stopped before it finished: a blocked lane fails
-    /// for what blocked it (a stall, the provider…), any other for the infrastructure.
-    pub const fn stopped_unfinished(self) -> Self {
+    /// The state a lane ends in when the supervisor is interrupted before the lane finished:
+    /// a blocked lane fails for what blocked it (a stall, the provider…), any other for the
+    /// infrastructure. (A person's `clawpool stop` is [`LaneState::Stopped`] instead.)
+    pub const fn interrupted_unfinished(self) -> Self {
         match self {
             LaneState::Blocked(subphase) => LaneState::Failed(subphase.failure_class()),
             _ => LaneState::Failed(FailureClass::Infra),
@@ -218,6 +229,7 @@ impl LaneState {
             LaneStatus::PromptAccepted => LaneState::PromptAccepted,
             LaneStatus::Running => LaneState::Running,
             LaneStatus::Finished => LaneState::Finished,
+            LaneStatus::Stopped => LaneState::Stopped,
             LaneStatus::Blocked | LaneStatus::Failed => return None,
         })
     }

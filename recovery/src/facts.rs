@@ -98,7 +98,7 @@ impl RecoveryStatus {
 }
 
 /// Every lane status.
-pub const ALL_STATUSES: [LaneStatus; 9] = [
+pub const ALL_STATUSES: [LaneStatus; 10] = [
     LaneStatus::Spawning,
     LaneStatus::TrustRequired,
     LaneStatus::ToolPermissionRequired,
@@ -107,6 +107,7 @@ pub const ALL_STATUSES: [LaneStatus; 9] = [
     LaneStatus::Running,
     LaneStatus::Blocked,
     LaneStatus::Finished,
+    LaneStatus::Stopped,
     LaneStatus::Failed,
 ];
 
@@ -236,6 +237,7 @@ mod tests {
             | LaneStatus::Running
             | LaneStatus::Blocked
             | LaneStatus::Finished
+            | LaneStatus::Stopped
             | LaneStatus::Failed => ALL_STATUSES.contains(&status),
         };
         let p = match subphase {

@@ -434,6 +434,9 @@ pub struct SendArgs {
     pub lane: PathBuf,
     /// The text (newlines and tabs allowed; no other control characters).
     pub text: String,
+    /// For a follow-up to a stopped or finished lane: the configuration its agent starts with.
+    #[command(flatten)]
+    pub config: ConfigFlag,
     /// Output format for the reply and errors.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub output_format: OutputFormat,

@@ -206,6 +206,10 @@ pub async fn run(args: DaemonArgs, loaded: Loaded) -> Result<ExitCode, CommandEr
         let _ = write.write_all(format!("{reply}\n").as_bytes()).await;
         if stop {
             let _ = std::fs::remove_file(&socket);
+            // Lanes in tmux keep running and can be adopted; a server none runs on goes.
+            if running.load(Ordering::SeqCst) == 0 {
+                crate::gc::end_idle_tmux_server(&repo).await;
+            }
             return Ok(ExitCode::SUCCESS);
         }
     }

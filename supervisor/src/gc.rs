@@ -92,6 +92,19 @@ pub fn run(args: &GcArgs) -> Result<ExitCode, CommandError> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Ends the repository's private tmux server (its hidden `clawpool-control` session with its
+/// placeholder `sleep`) when no lane's session runs on it any more: nothing else ends a server
+/// whose lanes ended after the supervisor that started them went (`daemon --stop`, a killed
+/// spawn). Never starts one; leaves a server with any lane session alone.
+pub async fn end_idle_tmux_server(repo: &Repo) {
+    let config = clawpool_pty::TmuxConfig::new(crate::spawn::tmux_socket_name(repo));
+    if let Ok(Some(server)) = clawpool_pty::TmuxServer::connect_existing(config).await
+        && server.sessions().await.is_ok_and(|s| s.is_empty())
+    {
+        let _ = server.kill_server().await;
+    }
+}
+
 /// Writes the removed lane's marker (`StateDir::removed`): `{"lane", "removed_at", "reason"}`,
 /// so that spawning its packet again does not silently re-create it (`clawpool spawn --rerun`
 /// does, and removes the marker). Best effort: a lane whose marker could not be written is only

@@ -10,6 +10,7 @@ mod checks;
 mod cli;
 mod daemon;
 mod demo;
+mod follow_up;
 mod gc;
 mod inspect;
 mod known_repos;
@@ -82,6 +83,20 @@ fn main() -> ExitCode {
             Command::Send(args) => {
                 clawpool_lane::handshake::check_prompt(&args.text)
                     .map_err(|e| CommandError::invalid("invalid_text", e.to_string()))?;
+                let found = board::find_lane(&args.lane)?;
+                // No process drives a lane that ended: this one takes it up again.
+                if let Some(doc) = follow_up::ended_lane(&found)
+                    && clawpool_lanes::state_file::probe(&found.dir)
+                        != clawpool_lanes::state_file::Liveness::Alive
+                {
+                    let loaded = loaded::Loaded::load(&args.config, Some(&found.dir))?;
+                    let result = follow_up::run(&found, doc, args.text.clone(), &loaded).await?;
+                    return Ok(run_lane::print_follow_up(
+                        &args.lane.display().to_string(),
+                        &result,
+                        args.output_format,
+                    ));
+                }
                 let command = clawpool_lane::handshake::OperatorCommand::Send { text: args.text };
                 let lane = cli::LaneArgs {
                     lane: args.lane,
@@ -153,7 +168,18 @@ fn main() -> ExitCode {
                 let loaded = loaded::Loaded::load(&args.config, Some(&args.repo))?;
                 spawn::adopt(args, loaded).await
             }
-            Command::Gc(args) => gc::run(&args),
+            Command::Gc(args) => {
+                let code = gc::run(&args)?;
+                // A server no lane runs on goes too, unless a supervisor may be about to start
+                // one there.
+                if let Ok(repo) = clawpool_worktree::Repo::open(&args.repo)
+                    && spawn::supervisor_lock_holder(&spawn::lock_path(&repo))
+                        .is_ok_and(|holder| matches!(holder, spawn::LockHolder::Free))
+                {
+                    gc::end_idle_tmux_server(&repo).await;
+                }
+                Ok(code)
+            }
             Command::Daemon(args) => {
                 let loaded = loaded::Loaded::load(&args.config, Some(&args.repo))?;
                 daemon::run(args, loaded).await

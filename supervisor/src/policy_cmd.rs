@@ -164,7 +164,9 @@ pub async fn run_recover(args: &RecoverArgs) -> Result<ExitCode, CommandError> {
         ));
     }
     if let Some(name) = &args.recipe
-        && let Some(Err(why)) = RecipeBook::builtin().get(name).map(by_hand)
+        && let Some(Err(why)) = RecipeBook::builtin()
+            .get(name)
+            .map(|recipe| by_hand(recipe, &args.lane.lane.display().to_string()))
     {
         return Ok(not_by_hand(format, name, None, &why));
     }
@@ -218,7 +220,7 @@ pub async fn run_recover(args: &RecoverArgs) -> Result<ExitCode, CommandError> {
         .recipes()
         .require(&recipe_name)
         .map_err(|e| CommandError::invalid("unknown_recipe", e.to_string()))?;
-    let command = match by_hand(recipe) {
+    let command = match by_hand(recipe, &lane_name) {
         Ok(command) => command,
         Err(why) => {
             return Ok(not_by_hand(
@@ -310,11 +312,12 @@ fn ledger_verdict(doc: &WorkerStateDoc, recipe: &Recipe, lane: &str) -> Value {
     }
 }
 
-/// The operator command that carries `recipe` out, or why none does. A recipe is run by hand
-/// when its one action is a restart (`Restart`) or answering the trust dialog (`Trust`); its
-/// checks (`wait_for_progress`) are what the lane's supervisor watches anyway. Every other
-/// action has no operator command that does exactly it.
-fn by_hand(recipe: &Recipe) -> Result<OperatorCommand, String> {
+/// The operator command that carries `recipe` out on `lane`, or why none does (the commands
+/// it names, for `lane`). A recipe is run by hand when its one action is a restart
+/// (`Restart`) or answering the trust dialog (`Trust`); its checks (`wait_for_progress`) are
+/// what the lane's supervisor watches anyway. Every other action has no operator command that
+/// does exactly it.
+fn by_hand(recipe: &Recipe, lane: &str) -> Result<OperatorCommand, String> {
     let actions: Vec<&Step> = recipe
         .steps
         .iter()
@@ -340,22 +343,25 @@ fn by_hand(recipe: &Recipe) -> Result<OperatorCommand, String> {
                 .collect::<Vec<_>>()
                 .join(", ");
             let instead = match steps.first() {
-                Some(Step::SendKey(_)) => {
+                Some(Step::SendKey(_)) => format!(
                     "no operator command presses the interrupt key before a nudge; \
-                     `clawpool send LANE TEXT` queues text, `clawpool restart LANE --resume` restarts"
-                }
-                Some(Step::Resubmit) => {
-                    "no operator command presses Enter on the draft; `clawpool restart LANE \
+                     `clawpool send {lane} TEXT` queues text, `clawpool restart {lane} --resume` \
+                     restarts"
+                ),
+                Some(Step::Resubmit) => format!(
+                    "no operator command presses Enter on the draft; `clawpool restart {lane} \
                      --redeliver` starts the worker again and delivers the prompt"
-                }
-                Some(Step::MergeForward) => {
-                    "`clawpool merge-forward LANE` merges the base forward (outside the ledger)"
-                }
-                Some(Step::Escalate) => {
-                    "it only hands the lane to a person; answer the dialog with \
-                     `clawpool answer LANE --choice CHOICE`"
-                }
-                _ => "no operator command carries these steps out",
+                ),
+                Some(Step::MergeForward) => format!(
+                    "`clawpool merge-forward {lane}` merges the base forward (outside the ledger)"
+                ),
+                // What the recipe hands a person is its own escalation's next action (a
+                // provider's outage is not a dialog to answer).
+                Some(Step::Escalate) => format!(
+                    "it only hands the lane to a person: {}",
+                    recipe.escalation.next_action_for(lane)
+                ),
+                _ => "no operator command carries these steps out".to_owned(),
             };
             Err(format!("its steps are {listed}: {instead}"))
         }
@@ -384,7 +390,7 @@ fn runnable_names() -> Vec<String> {
     RecipeBook::builtin()
         .recipes()
         .iter()
-        .filter(|r| by_hand(r).is_ok())
+        .filter(|r| by_hand(r, "LANE").is_ok())
         .map(|r| r.name.clone())
         .collect()
 }
@@ -464,7 +470,7 @@ mod tests {
             ]
         );
         let book = RecipeBook::builtin();
-        let restart = by_hand(book.get("restart_crashed_worker").expect("recipe"));
+        let restart = by_hand(book.get("restart_crashed_worker").expect("recipe"), "a");
         assert_eq!(
             restart,
             Ok(OperatorCommand::Restart(RestartRequest {
@@ -474,11 +480,26 @@ mod tests {
             }))
         );
         assert_eq!(
-            by_hand(book.get("answer_trust_again").expect("recipe")),
+            by_hand(book.get("answer_trust_again").expect("recipe"), "a"),
             Ok(OperatorCommand::Trust)
         );
-        let nudge = by_hand(book.get("interrupt_and_nudge").expect("recipe"))
+        let nudge = by_hand(book.get("interrupt_and_nudge").expect("recipe"), "a")
             .expect_err("needs the interrupt");
         assert!(nudge.contains("interrupt key"), "{nudge}");
+        assert!(nudge.contains("`clawpool send a TEXT`"), "{nudge}");
+        // Every command it names is for the lane, never a placeholder.
+        let merge = by_hand(
+            book.get("merge_forward_stale_branch").expect("recipe"),
+            "notes",
+        )
+        .expect_err("no operator command");
+        assert!(merge.contains("`clawpool merge-forward notes`"), "{merge}");
+        let provider = by_hand(book.get("wait_for_provider").expect("recipe"), "notes")
+            .expect_err("only escalates");
+        assert!(
+            !provider.contains("LANE") && !provider.contains("answer the dialog"),
+            "{provider}"
+        );
+        assert!(provider.contains("provider"), "{provider}");
     }
 }

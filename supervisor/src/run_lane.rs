@@ -193,6 +193,42 @@ pub fn print_event(event: &LaneEvent, format: OutputFormat, lane_column: Option<
     }
 }
 
+/// Reports a follow-up to an ended lane (`clawpool send` on a stopped or finished lane, which
+/// drove the lane to its new end): delivered when the agent took the text as a new turn
+/// (exit 0 when the lane then finished), otherwise an error as any verdict's, `lane_failed`.
+pub fn print_follow_up(
+    lane: &str,
+    result: &clawpool_lane::drive::LaneResult,
+    format: OutputFormat,
+) -> ExitCode {
+    let state = result.final_state();
+    let accepted = result
+        .outcome
+        .as_ref()
+        .is_some_and(|o| o.receipt.accepted_at.is_some());
+    let ended = state.map_or_else(|| "unknown".to_owned(), |s| s.to_string());
+    let verdict = if accepted {
+        Verdict::done(format!(
+            "follow-up delivered as a new turn of the lane's session; the lane ended {ended}"
+        ))
+    } else {
+        Verdict::Failed {
+            reason: format!(
+                "the agent started again did not take the text; the lane ended {ended}"
+            ),
+        }
+    };
+    let command = OperatorCommand::Send {
+        text: String::new(),
+    };
+    let extra = json!({"send": if accepted { "delivered" } else { "not_delivered" }, "state": state, "follow_up": true});
+    let code = print_verdict(lane, &command, &verdict, format, extra);
+    if accepted && state != Some(LaneState::Finished) {
+        return ExitCode::from(crate::output::EXIT_FAILURE);
+    }
+    code
+}
+
 /// Sends an operator command to the lane running in `lane_dir` and waits for its verdict.
 pub async fn send_operator(
     lane_dir: &Path,
@@ -201,6 +237,12 @@ pub async fn send_operator(
     let lane = crate::board::find_lane(lane_dir)?;
     let socket = lane.socket();
     let verdict = operator_verdict(&socket, command).await.map_err(|why| {
+        // A lane that ended is answered from its record, not from the socket it no longer has.
+        if let Ok(doc) = clawpool_lanes::read_lane_state(&lane.dir)
+            && doc.status.is_terminal()
+        {
+            return CommandError::invalid("lane_not_running", ended_lane_answer(&doc, command));
+        }
         CommandError::invalid(
             "lane_not_running",
             format!(
@@ -210,6 +252,31 @@ pub async fn send_operator(
         )
     })?;
     Ok(verdict)
+}
+
+/// What an operator command gets from a lane that ended: how and when it ended, as its state
+/// file records it, and what (if anything) takes it up again.
+fn ended_lane_answer(doc: &clawpool_lanes::WorkerStateDoc, command: &OperatorCommand) -> String {
+    let ago = clawpool_lanes::state_file::now_secs().saturating_sub(doc.updated_at);
+    let nothing = match command {
+        OperatorCommand::Stop => "nothing to stop",
+        OperatorCommand::Restart(_) => "nothing to restart",
+        OperatorCommand::Send { .. } => "it takes no follow-up",
+        _ => "nothing to answer",
+    };
+    let again = match doc.status {
+        clawpool_lanes::LaneStatus::Failed => {
+            "`clawpool spawn --rerun` starts its task again".to_owned()
+        }
+        _ => format!("`clawpool send {} TEXT` takes it up again", doc.lane),
+    };
+    format!(
+        "lane {} ended {} {ago}s ago (at {}, epoch seconds; worker {}); {nothing}: {again}",
+        doc.lane,
+        doc.lane_state(),
+        doc.updated_at,
+        doc.worker_id
+    )
 }
 
 /// Sends `command` to the lane listening on `socket`; its verdict, or why it never reached a

@@ -63,6 +63,9 @@ pub struct PlannedLane {
 pub enum Skipped {
     /// Its last run finished (a close-out included): its prompt is not typed again.
     Finished,
+    /// A person stopped its last run (`clawpool stop`): a spawn does not undo that by typing
+    /// the task again; `clawpool send` continues the lane's session.
+    Stopped,
     /// `clawpool gc` removed its worktree and registry entry: it is not re-created.
     RemovedByGc,
 }
@@ -71,6 +74,7 @@ impl std::fmt::Display for Skipped {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             Skipped::Finished => "finished",
+            Skipped::Stopped => "stopped (`clawpool send` continues it)",
             Skipped::RemovedByGc => "removed by gc",
         })
     }
@@ -95,7 +99,7 @@ impl SkippedLane {
 }
 
 /// What an earlier run left of lane `name` that keeps it from starting again: a registry
-/// entry whose state file says finished, or gc's marker with no registry entry.
+/// entry whose state file says finished or stopped, or gc's marker with no registry entry.
 fn earlier_run(repo: &Repo, name: &str) -> Option<(Skipped, Option<LaneState>)> {
     let Ok(entry) = lane_registry(repo, name).entry() else {
         return repo
@@ -106,12 +110,16 @@ fn earlier_run(repo: &Repo, name: &str) -> Option<(Skipped, Option<LaneState>)> 
     };
     let doc =
         clawpool_lanes::read_lane_record(lane_registry(repo, name).dir(), &entry.worktree).ok()?;
-    (doc.status == clawpool_lanes::LaneStatus::Finished)
-        .then(|| (Skipped::Finished, Some(doc.lane_state())))
+    let why = match doc.status {
+        clawpool_lanes::LaneStatus::Finished => Skipped::Finished,
+        clawpool_lanes::LaneStatus::Stopped => Skipped::Stopped,
+        _ => return None,
+    };
+    Some((why, Some(doc.lane_state())))
 }
 
-/// Sorts out the lanes an earlier run already dealt with: a finished lane, and one `gc`
-/// removed, are skipped; with `rerun` they run again (a fresh run of the task, recorded as
+/// Sorts out the lanes an earlier run already dealt with: a finished lane, one a person
+/// stopped, and one `gc` removed, are skipped; with `rerun` they run again (a fresh run of the task, recorded as
 /// `lane.rerun`). Every other lane (never run, failed, or not ended) starts as before.
 pub fn leave_earlier_runs(
     repo: &Repo,
@@ -750,6 +758,7 @@ fn record_rerun(
         by: "spawn --rerun".into(),
         previous: match earlier {
             Skipped::Finished => PreviousRun::Finished,
+            Skipped::Stopped => PreviousRun::Stopped,
             Skipped::RemovedByGc => PreviousRun::RemovedByGc,
         },
     };
@@ -911,7 +920,7 @@ struct LaneLine {
 impl LaneLine {
     /// Whether the lane is over for this batch: ended, skipped or never started.
     fn is_done(&self) -> bool {
-        ["finished", "failed", "skipped", "not started"]
+        ["finished", "stopped", "failed", "skipped", "not started"]
             .iter()
             .any(|done| self.state.starts_with(done))
     }

@@ -397,7 +397,7 @@ fn red_on_a_fresh_branch_is_a_regression_stale_red_only_on_a_stale_one_and_merge
         verified["verification"]["reason"]
             .as_str()
             .unwrap_or_default()
-            .starts_with("stale: 1 base commit missing"),
+            .starts_with("stale: 1 commit of main missing from the lane's branch"),
         "{verified}"
     );
     let events_now = events(&s, "warned");

@@ -1391,21 +1391,35 @@ fn a_restarted_lane_runs_a_new_worker_in_the_same_folder_and_redelivers_only_whe
 }
 
 #[test]
-fn stop_ends_a_working_lane_as_failed_and_an_idle_one_as_finished() {
+fn stop_ends_a_working_lane_as_stopped_and_an_idle_one_as_finished() {
     let sandbox = Sandbox::new();
     let (repo, config) = setup(&sandbox, LONG_TASK, true, "");
     let mut lane = Lane::start(&sandbox, &repo, &config, "scripted", "long task");
     lane.wait_kind("lane.running");
     control(&sandbox, &["stop"], &repo);
     let (code, outcome, events) = lane.finish();
+    // A person ended it: not finished (exit 1), and not a failure either.
     assert_eq!(code, 1, "{events:?}");
-    assert_eq!(outcome["state"]["status"], "failed");
-    assert_eq!(outcome["state"]["failure"], "infra");
-    let failed = events
+    assert_eq!(outcome["state"]["status"], "stopped", "{outcome}");
+    assert!(outcome["state"].get("failure").is_none(), "{outcome}");
+    assert!(
+        !events.iter().any(|e| e["kind"] == "lane.failed"),
+        "{events:?}"
+    );
+    let stopped = events
         .iter()
-        .find(|e| e["kind"] == "lane.failed")
-        .expect("failed");
-    assert_eq!(failed["evidence"]["rule"], "operator_stop");
+        .find(|e| e["kind"] == "lane.stopped")
+        .expect("stopped");
+    assert_eq!(stopped["evidence"]["rule"], "operator_stop");
+    let state: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo.join(".claw/worker-state.json")).expect("state file"),
+    )
+    .expect("state JSON");
+    assert_eq!(state["lane_status"], "stopped", "{state}");
+    // claw-code's vocabulary has no such status: its control plane's `terminate` is `finished`.
+    assert_eq!(state["status"], "finished", "{state}");
+    assert_eq!(state["last_event"]["kind"], "finished", "{state}");
+    assert_eq!(state["failure"], Value::Null, "{state}");
     assert!(sandbox.leftover_processes().is_empty());
 
     // A lane with nothing to do (no prompt) is idle and done: stopping it finishes it.
@@ -1420,7 +1434,7 @@ fn stop_ends_a_working_lane_as_failed_and_an_idle_one_as_finished() {
 }
 
 /// A restart that drops the turn the agent was in (taken, not delivered again) leaves the new
-/// agent idle with the work undone: stopping it then is not `finished`.
+/// agent idle with the work undone: stopping it then is `stopped`, not `finished`.
 #[test]
 fn stopping_a_lane_whose_restart_dropped_the_turn_in_flight_does_not_finish_it() {
     let sandbox = Sandbox::new();
@@ -1435,29 +1449,50 @@ fn stopping_a_lane_whose_restart_dropped_the_turn_in_flight_does_not_finish_it()
         "{restarted}"
     );
     lane.wait_kind("lane.ready");
-    control(&sandbox, &["stop"], &repo);
-    let (code, outcome, events) = lane.finish();
-    assert_eq!(code, 1, "{events:?}");
-    assert_eq!(outcome["state"]["status"], "failed", "{outcome}");
-    let failed = events
-        .iter()
-        .find(|e| e["kind"] == "lane.failed")
-        .expect("failed");
-    assert_eq!(failed["evidence"]["rule"], "operator_stop");
+    // Idle with its work not done, it would wait for ever: a person gets a next action.
+    let escalated = lane.wait_kind("lane.escalated");
     assert!(
-        failed["evidence"]["matched"]
+        escalated["detail"]["next_action"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("clawpool send"),
+        "{escalated}"
+    );
+    let waiting: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo.join(".claw/worker-state.json")).expect("state file"),
+    )
+    .expect("state JSON");
+    assert_eq!(waiting["lane_status"], "ready_for_prompt", "{waiting}");
+    assert!(
+        waiting["escalation"]["reason"]
             .as_str()
             .unwrap_or_default()
             .contains("dropped the turn in flight"),
-        "{failed}"
+        "{waiting}"
+    );
+    control(&sandbox, &["stop"], &repo);
+    let (code, outcome, events) = lane.finish();
+    assert_eq!(code, 1, "{events:?}");
+    assert_eq!(outcome["state"]["status"], "stopped", "{outcome}");
+    let stopped = events
+        .iter()
+        .find(|e| e["kind"] == "lane.stopped")
+        .expect("stopped");
+    assert_eq!(stopped["evidence"]["rule"], "operator_stop");
+    assert!(
+        stopped["evidence"]["matched"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("dropped the turn in flight"),
+        "{stopped}"
     );
     let state: Value = serde_json::from_str(
         &std::fs::read_to_string(repo.join(".claw/worker-state.json")).expect("state file"),
     )
     .expect("state JSON");
-    assert_eq!(state["status"], "failed", "{state}");
+    assert_eq!(state["lane_status"], "stopped", "{state}");
     assert!(
-        state["failure"]["detail"]
+        state["lane_event"]["payload"]["evidence"]["matched"]
             .as_str()
             .unwrap_or_default()
             .contains("dropped the turn in flight"),

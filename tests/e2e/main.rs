@@ -11,6 +11,7 @@ mod hooks;
 mod idle;
 mod lane_truth;
 mod layering;
+mod lives;
 mod model_server;
 mod more_agents;
 mod permissions;

@@ -368,13 +368,13 @@ fn stop_and_send_from_the_dashboard_do_what_the_cli_does_on_tmux_lanes() {
     term.keys(&["y"]);
     let screen = term.wait_for("the stop's verdict and beta's new status", |screen| {
         screen.contains("beta: stopped: the worker ended")
-            && row(screen, "beta").is_some_and(|row| row.contains("failed{infra}"))
+            && row(screen, "beta").is_some_and(|row| row.contains("stopped"))
     });
-    assert_eq!(lane_state(&s, "beta")["lane_status"], "failed");
+    assert_eq!(lane_state(&s, "beta")["lane_status"], "stopped");
     assert!(
         events(&s, "beta")
             .iter()
-            .any(|e| e["kind"] == "lane.failed" && e["evidence"]["rule"] == "operator_stop"),
+            .any(|e| e["kind"] == "lane.stopped" && e["evidence"]["rule"] == "operator_stop"),
         "{screen}"
     );
     // The other lane was not touched.

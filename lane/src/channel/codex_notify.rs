@@ -31,6 +31,12 @@ pub fn set_up(dir: &Path, socket: &Path, program: &Path) -> std::io::Result<Chan
     )
 }
 
+/// The notify channel of a TUI an earlier supervisor started (`super::resume_reports`): its
+/// restarts get the same notify program and token.
+pub fn resume(dir: &Path, socket: &Path, program: &Path) -> Option<ChannelSetup> {
+    super::resume_reports(dir, socket, vec!["-c".into(), notify_override(program)])
+}
+
 /// `notify=[PROGRAM, "hook", "agent-turn-complete"]`, a TOML value as Codex's `-c` reads it
 /// (a JSON string is a TOML basic string).
 fn notify_override(program: &Path) -> String {

@@ -192,6 +192,14 @@ pub enum Start {
         /// The lane's state file as the earlier supervisor left it.
         doc: Box<WorkerStateDoc>,
     },
+    /// Start the agent again in a lane that ended (stopped or finished), with the profile's
+    /// resume arguments, so that its session goes on: the job's prompt is a follow-up, typed
+    /// (never at launch) and verified as a new turn of that session, never the lane's task
+    /// again. Recorded as `lane.restarted{by: "send", resume: true}`.
+    Resume {
+        /// The lane's state file as its last run left it.
+        doc: Box<WorkerStateDoc>,
+    },
 }
 
 /// Drives one lane to finished or failed (or until Ctrl-C).

@@ -2,12 +2,12 @@
 //! `clawpool adopt` can find — the supervisor lock, the state file with the terminal target,
 //! the event log, the watches, the agent's own channel, the control socket, then the worker.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use clawpool_agents::profiles::{AgentHooks, DialogKind, Policy as DialogPolicy};
 use clawpool_agents::trust::StoreGuard;
-use clawpool_lanes::payload::{ChannelDegraded, ChannelOpened};
+use clawpool_lanes::payload::{ChannelDegraded, ChannelOpened, Restarted};
 use clawpool_lanes::state_file::{self, Base, SupervisorLock};
 use clawpool_lanes::{EventLog, LaneEventKind, Payload, WorkerStateDoc};
 use clawpool_pty::Worker;
@@ -16,7 +16,7 @@ use tokio::task::JoinHandle;
 
 use super::commits::CommitWatch;
 use super::trust_store::{seed_trust_store, trust_store_file};
-use super::worker::{Rig, replace_leftover_session, start_worker, with_prompt};
+use super::worker::{Rig, replace_leftover_session, restarts_of, start_worker, with_prompt};
 use super::{LaneJob, STATE_DIR, Start, session_name, spawn_spec, transport_of};
 use crate::app_server::{self, AppServer};
 use crate::channel::{self, ChannelMessage, ChannelSetup, FailureWatch, HookInbox};
@@ -92,11 +92,33 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
     // moment after that leaves a lane `clawpool adopt` looks for in the right place.
     let transport = transport_of(&job.terminal, &session);
     // An operator's trust outlives the supervisor that received it.
-    let operator_trusted = matches!(&start, Start::Adopt { doc, .. } if doc.trusted_by_operator);
+    let operator_trusted = match &start {
+        Start::Adopt { doc, .. } | Start::Resume { doc } => doc.trusted_by_operator,
+        Start::Spawn => false,
+    };
     // The channel an adopted worker was started with is the one it reports on.
     let adopted_channel = match &start {
         Start::Adopt { doc, .. } => doc.hooks.channel.clone(),
-        Start::Spawn => None,
+        Start::Spawn | Start::Resume { .. } => None,
+    };
+    // The restarts the lane's earlier workers had: a restart goes on counting from them,
+    // whichever supervisor started them.
+    let earlier_restarts = match &start {
+        Start::Adopt { doc, .. } | Start::Resume { doc } => restarts_of(&doc.worker_id),
+        Start::Spawn => 0,
+    };
+    // A follow-up to an ended lane: the state it ended in, and its worker's new id.
+    let resuming = match &start {
+        Start::Resume { doc } => Some((
+            doc.lane_state(),
+            format!(
+                "{}-{}-r{}",
+                job.name,
+                std::process::id(),
+                earlier_restarts + 1
+            ),
+        )),
+        _ => None,
     };
     let (doc, adopt) = match start {
         Start::Spawn => {
@@ -121,6 +143,13 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
             };
             doc.supervisor.pid = std::process::id();
             (*doc, Some((worker, resumed)))
+        }
+        Start::Resume { mut doc } => {
+            doc.supervisor.pid = std::process::id();
+            if let Some((_, worker_id)) = &resuming {
+                doc.worker_id = worker_id.clone();
+            }
+            (*doc, None)
         }
     };
     // A mark left by an earlier run stays until a write succeeds.
@@ -168,12 +197,13 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
         seed_trust_store(&job.profile, &job.dir, &spec, &events);
     }
     let trust = TrustGate::of(job.trusted, operator_trusted);
+    // A follow-up goes in as a typed turn of the resumed session, never at launch.
     let plan = plan_prompt(
         job.prompt.as_deref(),
         &job.settings,
         &job.profile,
         &job.dir,
-        trust.is_open(),
+        trust.is_open() && resuming.is_none(),
     )
     .map_err(|e| LaneError::io("writing .claw/task.md", e))?;
     // In the record folder (or the user's runtime folder when that path is too long for a
@@ -185,7 +215,11 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
     // supervisor keeps reporting with the token it was started with, kept in the lane.
     let (hook_tx, hook_rx) = mpsc::channel(64);
     let hook_channel = match (job.profile.manifest.launch.hooks, &adopt) {
-        (AgentHooks::Claude, Some(_)) => resume_reports(&job.dir, channel::CLAUDE_HOOKS, &events),
+        (AgentHooks::Claude, Some(_)) => resume_reports(
+            channel::resume_claude(&job.dir, &socket),
+            channel::CLAUDE_HOOKS,
+            &events,
+        ),
         (AgentHooks::Claude, None) => {
             let program = std::env::current_exe().map_err(|e| {
                 LaneError::io("finding the clawpool binary for the agent's hooks", e)
@@ -263,7 +297,13 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
         (AgentHooks::CodexAppServer, Some(_))
             if adopted_channel.as_deref() == Some(channel::codex_notify::CHANNEL) =>
         {
-            notify_channel = resume_reports(&job.dir, channel::codex_notify::CHANNEL, &events);
+            let program = std::env::current_exe()
+                .map_err(|e| LaneError::io("finding the clawpool binary for Codex's notify", e))?;
+            notify_channel = resume_reports(
+                channel::codex_notify::resume(&job.dir, &socket, &program),
+                channel::codex_notify::CHANNEL,
+                &events,
+            );
             None
         }
         // The TUI an earlier supervisor started stays attached to that supervisor's server.
@@ -273,6 +313,15 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
         _ => None,
     };
     let hook_channel = hook_channel.or(notify_channel);
+    // An adopted worker runs with its channel already; a worker a restart starts in its place
+    // gets the same arguments, environment and token (the channel's setup for a new worker
+    // put them in the spec above).
+    if let (Some(_), Some(setup)) = (&adopt, &hook_channel) {
+        spec = spec.args(setup.args.iter());
+        for (key, value) in &setup.env {
+            spec = spec.env(key, value);
+        }
+    }
     let failure_watch = hook_channel
         .as_ref()
         .and_then(|setup| FailureWatch::start(&setup.failures, hook_tx.clone()));
@@ -289,6 +338,9 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
     });
     let base_spec = spec.clone();
     spec = with_prompt(spec, &job.profile, &plan);
+    if resuming.is_some() {
+        spec = spec.args(job.profile.manifest.launch.resume_args.iter());
+    }
 
     let (operator_tx, operator_rx) = mpsc::channel(8);
     let (ops_tx, ops_rx) = mpsc::channel(4);
@@ -311,6 +363,18 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
         Some((worker, resumed)) => (Ok(worker), Some(resumed)),
         None => {
             replace_leftover_session(&job.terminal, &session, &events).await;
+            if let Some((previous, worker_id)) = &resuming {
+                let restarted = Restarted {
+                    by: "send".into(),
+                    restart: earlier_restarts + 1,
+                    worker_id: worker_id.clone(),
+                    resume: true,
+                    redeliver_prompt: false,
+                    previous: previous.to_string(),
+                    previous_exit: None,
+                };
+                let _ = events.report(Payload::Restarted(restarted), None, None, None);
+            }
             (
                 start_worker(&job.terminal, &session, spec.clone()).await,
                 None,
@@ -377,7 +441,7 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
         session,
         events: Arc::clone(&events),
         recorder: recorder.clone(),
-        restarts: 0,
+        restarts: earlier_restarts + u32::from(resuming.is_some()),
         dropped_turn: false,
     };
     Ok(OpenLane {
@@ -407,8 +471,12 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
 
 /// The report channel (named `name`) of an adopted worker, which reports with the token kept
 /// in the lane: recorded as opened again (`adopted: true`) when there is one.
-fn resume_reports(dir: &Path, name: &str, events: &EventLog) -> Option<ChannelSetup> {
-    let setup = channel::resume_reports(dir)?;
+fn resume_reports(
+    setup: Option<ChannelSetup>,
+    name: &str,
+    events: &EventLog,
+) -> Option<ChannelSetup> {
+    let setup = setup?;
     let opened = Payload::ChannelOpened(ChannelOpened {
         channel: name.into(),
         settings: None,

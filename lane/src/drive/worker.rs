@@ -110,6 +110,15 @@ impl Rig {
     }
 }
 
+/// How many times the lane's worker was started again, from its worker id (`-rN` is the
+/// N-th restart, whichever supervisor made it); 0 for a worker never restarted.
+pub(super) fn restarts_of(worker_id: &str) -> u32 {
+    worker_id
+        .rsplit_once("-r")
+        .and_then(|(_, n)| n.parse().ok())
+        .unwrap_or(0)
+}
+
 /// Starts the lane's agent on its terminal.
 pub(super) async fn start_worker(
     terminal: &Terminal,

@@ -1680,7 +1680,10 @@ impl<'a> Machine<'a> {
                     self.transition(LaneState::Running, Some(evidence));
                 }
             }
-            LaneState::Running | LaneState::Finished | LaneState::Failed(_) => {}
+            LaneState::Running
+            | LaneState::Finished
+            | LaneState::Stopped
+            | LaneState::Failed(_) => {}
         }
     }
 
@@ -1707,6 +1710,7 @@ impl<'a> Machine<'a> {
                     self.check_launch_echo(screen);
                 } else {
                     self.deliver();
+                    self.escalate_dropped_turn();
                 }
             }
             LaneState::ReadyForPrompt => {
@@ -1812,8 +1816,38 @@ impl<'a> Machine<'a> {
                     self.transition(LaneState::Finished, Some(evidence));
                 }
             }
-            LaneState::Finished | LaneState::Failed(_) => {}
+            LaneState::Finished | LaneState::Stopped | LaneState::Failed(_) => {}
         }
+    }
+
+    /// A restart dropped the turn the agent was in and nothing is being typed: the new agent
+    /// sits idle with the work not done, and nothing will happen by itself — a person must
+    /// give it a new turn. Recorded as an escalation (the state file's `escalation`, the
+    /// board's next action) that the next accepted prompt clears.
+    fn escalate_dropped_turn(&mut self) {
+        if !self.dropped_turn
+            || self.receipt.text_to_type().is_some()
+            || !self.followups.is_empty()
+            || self.suspended.is_some()
+        {
+            return;
+        }
+        let lane = self.lane.name.clone();
+        self.report(
+            Payload::Escalated(Escalated {
+                reason: "a restart dropped the turn in flight: the agent is idle with its work \
+                         not done"
+                    .into(),
+                next_action: format!(
+                    "`clawpool send {lane} TEXT` gives it a new turn (or `clawpool restart {lane} \
+                     --redeliver` types its task again)"
+                ),
+                recipe: None,
+            }),
+            None,
+            None,
+            None,
+        );
     }
 
     /// A prompt the agent worked through between two looks (or Enter pressed and the input
@@ -2301,10 +2335,15 @@ impl<'a> Machine<'a> {
                 format!("clawpool stop while {}", self.state)
             },
         };
-        let to = if done {
-            LaneState::Finished
-        } else {
-            self.state.stopped_unfinished()
+        // A person ended the lane: its work done is `finished`; a lane blocked fails for what
+        // blocked it (a stall escalated to a person, the provider down: a cause that was
+        // there before the stop); anything else — a turn cut short, a turn a restart dropped
+        // — is `stopped`, never a failure (nothing around the agent failed; `clawpool send`
+        // may take it up again).
+        let to = match self.state {
+            _ if done => LaneState::Finished,
+            LaneState::Blocked(subphase) => LaneState::Failed(subphase.failure_class()),
+            _ => LaneState::Stopped,
         };
         self.transition(to, Some(evidence));
         self.next = Some(Next::Done);
@@ -2682,7 +2721,7 @@ fn screen_excerpt(text: &str) -> String {
 /// `from`: the class its block was heading for when it was blocked, otherwise `infra`, with the
 /// signal as evidence. Recorded by the machine during a run, and by the driver between runs.
 pub fn interrupted(from: LaneState, signal: &str) -> Record {
-    let to = from.stopped_unfinished();
+    let to = from.interrupted_unfinished();
     Record {
         payload: Payload::Failed(LaneFailed {
             signal: Some(signal.to_owned()),

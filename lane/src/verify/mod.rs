@@ -556,12 +556,16 @@ pub fn branch_verdict(base_in: &BaseIn, policy: MergePolicy) -> BranchVerdict {
     }
     let missing = match (freshness.state, freshness.behind) {
         (FreshnessState::Diverged, _) => "the branch shares no history with its base".to_owned(),
+        // What is missing where: commits of the base that the lane's branch does not have.
         (_, Some(behind)) => format!(
-            "{behind} base commit{} missing from {}",
+            "{behind} commit{} of {} missing from the lane's branch",
             if behind == 1 { "" } else { "s" },
             freshness.base_ref
         ),
-        (_, None) => format!("base commits missing from {}", freshness.base_ref),
+        (_, None) => format!(
+            "commits of {} missing from the lane's branch",
+            freshness.base_ref
+        ),
     };
     if policy == MergePolicy::Warn {
         return BranchVerdict::StaleWarned(format!("stale: {missing} (merge policy warn)"));
@@ -893,7 +897,7 @@ mod tests {
                 policy
             ),
             BranchVerdict::Blocked(
-                "2 base commits missing from main: merging the base conflicts in a.txt; the \
+                "2 commits of main missing from the lane's branch: merging the base conflicts in a.txt; the \
                  merge was aborted, the branch is back at h"
                     .into()
             )
@@ -919,7 +923,7 @@ mod tests {
                 MergePolicy::Warn
             ),
             BranchVerdict::StaleWarned(
-                "stale: 1 base commit missing from main (merge policy warn)".into()
+                "stale: 1 commit of main missing from the lane's branch (merge policy warn)".into()
             )
         );
         let mut paused = base_in(freshness(S::Unknown, None), None, None);

@@ -247,6 +247,8 @@ payloads! {
         Blocked => Blocked,
         /// `lane.finished`.
         Finished => Finished,
+        /// `lane.stopped`.
+        Stopped => Stopped,
     }
 }
 
@@ -263,6 +265,7 @@ impl Payload {
             LaneStatus::Running => Payload::Running,
             LaneStatus::Blocked => Payload::Blocked,
             LaneStatus::Finished => Payload::Finished,
+            LaneStatus::Stopped => Payload::Stopped,
             LaneStatus::Failed => Payload::Failed(LaneFailed::default()),
         })
     }
@@ -621,6 +624,7 @@ mod tests {
             Payload::Running,
             Payload::Blocked,
             Payload::Finished,
+            Payload::Stopped,
         ]
     }
 

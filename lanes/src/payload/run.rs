@@ -137,6 +137,8 @@ pub struct RecoveryAttempt {
 pub enum PreviousRun {
     /// It finished (a close-out included).
     Finished,
+    /// A person stopped it (`clawpool stop`).
+    Stopped,
     /// `clawpool gc` removed its worktree and registry entry.
     RemovedByGc,
 }

@@ -160,6 +160,7 @@ pub enum ClawStatus {
 /// `running`, `finished` and `failed` are claw-code's, spelled the same. The others:
 ///
 /// - `prompt_accepted` → `running` (claw-code goes to `running` when it sends the prompt);
+/// - `stopped` → `finished` (claw-code's control plane ends a worker as `finished`);
 /// - `blocked{trust_prompt}` → `trust_required`, `blocked{tool_permission}` →
 ///   `tool_permission_required`;
 /// - any other `blocked` → `running` once a prompt was sent (claw-code stays `running`, with
@@ -175,7 +176,9 @@ pub fn claw_status(
         LaneStatus::ToolPermissionRequired => ClawStatus::ToolPermissionRequired,
         LaneStatus::ReadyForPrompt => ClawStatus::ReadyForPrompt,
         LaneStatus::PromptAccepted | LaneStatus::Running => ClawStatus::Running,
-        LaneStatus::Finished => ClawStatus::Finished,
+        // claw-code has no status of its own for a worker a person ended: its control plane's
+        // `terminate` records `finished` ("worker terminated by control plane"), so does this.
+        LaneStatus::Finished | LaneStatus::Stopped => ClawStatus::Finished,
         LaneStatus::Failed => ClawStatus::Failed,
         LaneStatus::Blocked => match subphase {
             Some(BlockedSubphase::TrustPrompt) => ClawStatus::TrustRequired,
@@ -236,7 +239,9 @@ pub fn claw_event_kind(kind: &LaneEventKind, to: Option<LaneState>) -> Option<Cl
         LaneEventKind::Ready => ClawEventKind::ReadyForPrompt,
         LaneEventKind::PromptMisdelivery => ClawEventKind::PromptMisdelivery,
         LaneEventKind::PromptAccepted | LaneEventKind::Running => ClawEventKind::Running,
-        LaneEventKind::Finished | LaneEventKind::ClosedOut => ClawEventKind::Finished,
+        LaneEventKind::Finished | LaneEventKind::Stopped | LaneEventKind::ClosedOut => {
+            ClawEventKind::Finished
+        }
         LaneEventKind::Failed => ClawEventKind::Failed,
         LaneEventKind::Blocked => match to.and_then(LaneState::subphase) {
             Some(BlockedSubphase::TrustPrompt) => ClawEventKind::TrustRequired,
@@ -715,7 +720,13 @@ impl WorkerStateDoc {
         }
         self.lane_event = Some(lane_event);
         self.updated_at = at;
-        self.record_progress(at);
+        // An operator's command the lane ignored or refused did nothing to it: no progress.
+        if !matches!(
+            event.kind,
+            LaneEventKind::OperatorIgnored | LaneEventKind::OperatorRefused
+        ) {
+            self.record_progress(at);
+        }
     }
 
     /// Records meaningful progress at `at` (epoch s) — e.g. the agent's screen changed while
@@ -907,6 +918,17 @@ mod tests {
             (6, ClawEventKind::Running, ClawStatus::Running, 1_006)
         );
         assert_eq!(claw.payload, None);
+
+        // An operator's command the lane ignored changes nothing: no progress.
+        doc.apply_event(&event(
+            7,
+            1_060_000,
+            "lane.operator_ignored",
+            None,
+            json!({"command": "answer", "reason": "no dialog on screen"}),
+        ));
+        assert_eq!(doc.progress_at, 1_006);
+        assert_eq!(doc.updated_at, 1_060);
     }
 
     #[test]

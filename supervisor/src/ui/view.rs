@@ -401,12 +401,14 @@ fn is_waiting(lane: &Value) -> bool {
     )
 }
 
-/// Working is green, waiting for a person yellow, failed red, finished blue.
+/// Working is green, waiting for a person yellow, failed red, finished blue, stopped by a
+/// person grey.
 fn status_colour(lane: &Value) -> Color {
     match lane["lane_status"].as_str().unwrap_or_default() {
         "spawning" | "ready_for_prompt" | "prompt_accepted" | "running" => Color::Green,
         "trust_required" | "tool_permission_required" | "blocked" => Color::Yellow,
         "finished" => Color::Blue,
+        "stopped" => Color::Gray,
         _ => Color::Red,
     }
 }

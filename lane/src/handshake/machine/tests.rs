@@ -905,7 +905,7 @@ async fn how_the_worker_exits_decides_how_the_lane_ends() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn an_operator_stop_finishes_a_lane_done_with_its_work_and_fails_a_working_one() {
+async fn an_operator_stop_finishes_a_lane_done_with_its_work_and_stops_a_working_one() {
     let mut idle = Lane::claude(None);
     idle.look(&claude("04-ready_for_prompt-120x40"));
     let verdict = idle.operator(OperatorCommand::Stop, &claude("04-ready_for_prompt-120x40"));
@@ -916,8 +916,14 @@ async fn an_operator_stop_finishes_a_lane_done_with_its_work_and_fails_a_working
     let mut working = Lane::claude(Some(PROMPT));
     working.drive_to_running().await;
     working.operator(OperatorCommand::Stop, &claude("06-running-120x40"));
-    assert_eq!(working.state(), LaneState::Failed(FailureClass::Infra));
+    assert_eq!(working.state(), LaneState::Stopped);
     assert_eq!(working.stops, 1);
+    let stopped = working.records.last().expect("a record");
+    assert_eq!(stopped.payload.kind(), LaneEventKind::Stopped);
+    assert_eq!(
+        stopped.evidence.as_ref().map(|e| e.rule.as_str()),
+        Some("operator_stop")
+    );
 }
 
 /// The supervisor told to stop: the machine stops the worker and fails the lane with the

@@ -1,0 +1,291 @@
+//! Lanes' lives across runs are what happened (issue 27, "What to build" 6): a person's `stop`
+//! is `stopped` everywhere a lane is read — not a failure, not re-run by a later spawn —, and
+//! `send` to a stopped or finished lane starts its agent again with the profile's resume
+//! arguments and delivers the text once, as the next turn of the same session.
+
+use std::process::Output;
+
+use serde_json::Value;
+
+use crate::spawn::{Setup, setup, stderr};
+
+/// Two turns: a first that works long enough to be stopped (or, `quick`, finishes at once),
+/// and a second, run only by an agent that resumed the session (the scripted agent's
+/// `--resume` counts the prompts in its log), that leaves `followup.txt`.
+fn two_turns(quick: bool) -> String {
+    let first = if quick {
+        r#"{ do = "write_file", path = "out.txt", content = "done\n" }, { do = "git_commit", message = "lane work" }"#
+    } else {
+        r#"{ do = "sleep", ms = 60000 }"#
+    };
+    format!(
+        r#"
+trust_dialog = true
+prompt_log = ".prompts.jsonl"
+[[prompt]]
+steps = [{first}]
+[[prompt]]
+steps = [
+  {{ do = "write_file", path = "followup.txt", content = "more\n" }},
+  {{ do = "git_commit", message = "follow-up work" }},
+]
+"#
+    )
+}
+
+const ALPHA: &str = r#"{"name": "alpha", "agent": "scripted", "prompt": "do alpha"}"#;
+
+/// Runs `clawpool ARGS` in the repository with the test's configuration where it takes one.
+fn clawpool(s: &Setup, args: &[&str]) -> Output {
+    s.sandbox
+        .clawpool()
+        .args(args)
+        .current_dir(&s.repo)
+        .output()
+        .expect("clawpool runs")
+}
+
+/// The texts the lane's scripted agent took as prompts, in order, from its prompt log.
+fn prompts(s: &Setup) -> Vec<String> {
+    std::fs::read_to_string(s.lanes_dir().join("alpha/.prompts.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["event"] == "prompt")
+        .map(|e| e["text"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+fn events(s: &Setup) -> Vec<Value> {
+    std::fs::read_to_string(s.repo.join(".git/clawpool/lanes/alpha/events.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+fn state(s: &Setup) -> Value {
+    let out = clawpool(s, &["state", "alpha", "--output-format", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    serde_json::from_slice(&out.stdout).expect("state JSON")
+}
+
+fn send(s: &Setup, text: &str) -> Output {
+    let config = s.config.display().to_string();
+    clawpool(
+        s,
+        &[
+            "send",
+            "alpha",
+            text,
+            "--config",
+            &config,
+            "--output-format",
+            "json",
+        ],
+    )
+}
+
+#[test]
+fn stop_makes_a_lane_stopped_everywhere_it_is_read_and_a_later_spawn_leaves_it() {
+    let s = setup();
+    let mut run = s.spawn_until_running(&two_turns(false), ALPHA);
+    let stop = clawpool(&s, &["stop", "alpha", "--output-format", "json"]);
+    assert!(stop.status.success(), "{}", stderr(&stop));
+    let verdict: Value = serde_json::from_slice(&stop.stdout).expect("verdict JSON");
+    assert!(
+        verdict["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("the lane is stopped"),
+        "{verdict}"
+    );
+    // Not finished: spawn says so by its exit.
+    assert_eq!(
+        run.wait_exit(std::time::Duration::from_secs(30)).code(),
+        Some(1)
+    );
+
+    let stopped = state(&s);
+    assert_eq!(stopped["lane_status"], "stopped", "{stopped}");
+    assert_eq!(
+        stopped["status"], "finished",
+        "claw-code's nearest: {stopped}"
+    );
+    assert_eq!(stopped["failure"], Value::Null, "{stopped}");
+    assert_eq!(stopped["escalation"], Value::Null, "{stopped}");
+    let board = clawpool(&s, &["board", "--output-format", "json"]);
+    let board: Value = serde_json::from_slice(&board.stdout).expect("board JSON");
+    assert_eq!(board["lanes"][0]["lane_status"], "stopped", "{board}");
+    let text_board = String::from_utf8_lossy(&clawpool(&s, &["board"]).stdout).into_owned();
+    assert!(text_board.contains("stopped"), "{text_board}");
+    let config = s.config.display().to_string();
+    let explain = clawpool(&s, &["policy", "explain", "alpha", "--config", &config]);
+    let explained = String::from_utf8_lossy(&explain.stdout);
+    // No rule decides for it: no "fix the environment" of a failure that never was.
+    assert!(explained.contains("decision: none"), "{explained}");
+    assert!(!explained.contains("infra-failure: matches"), "{explained}");
+
+    // A later spawn of the same packet does not type the task into it again.
+    let again = s.spawn(ALPHA, &[]);
+    assert_eq!(again.status.code(), Some(0), "{}", stderr(&again));
+    let log = String::from_utf8_lossy(&again.stdout);
+    assert!(log.contains("alpha skipped: stopped"), "{log}");
+    assert_eq!(prompts(&s), ["do alpha"]);
+
+    // A follow-up takes the stopped lane up again: the same session's next turn, not the task.
+    let follow = send(&s, "please go on");
+    assert!(follow.status.success(), "{}", stderr(&follow));
+    assert_eq!(prompts(&s), ["do alpha", "please go on"]);
+    assert!(s.lanes_dir().join("alpha/followup.txt").is_file());
+    assert_eq!(state(&s)["lane_status"], "finished");
+    assert!(s.sandbox.leftover_processes().is_empty());
+}
+
+#[test]
+fn a_follow_up_to_a_finished_lane_is_delivered_once_as_the_second_prompt_of_its_session() {
+    let s = setup();
+    std::fs::write(s.sandbox.dir.path().join("scenario.toml"), two_turns(true)).expect("scenario");
+    let out = s.spawn(ALPHA, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(state(&s)["lane_status"], "finished");
+    let before = events(&s).len();
+
+    let follow = send(&s, "now add a test");
+    assert!(follow.status.success(), "{}", stderr(&follow));
+    let verdict: Value = serde_json::from_slice(&follow.stdout).expect("verdict JSON");
+    assert_eq!(verdict["verdict"], "done", "{verdict}");
+    assert_eq!(verdict["send"], "delivered", "{verdict}");
+    assert_eq!(verdict["state"]["status"], "finished", "{verdict}");
+
+    // Exactly once, as the second prompt; the task never again.
+    assert_eq!(prompts(&s), ["do alpha", "now add a test"]);
+    // The agent resumed its session: it ran the scenario's second turn.
+    assert!(s.lanes_dir().join("alpha/followup.txt").is_file());
+    let after = &events(&s)[before..];
+    let restarted = after
+        .iter()
+        .find(|e| e["kind"] == "lane.restarted")
+        .expect("lane.restarted");
+    assert_eq!(restarted["detail"]["by"], "send", "{restarted}");
+    assert_eq!(restarted["detail"]["resume"], true, "{restarted}");
+    assert_eq!(restarted["detail"]["previous"], "finished", "{restarted}");
+    clawpool_tests::assert_kinds_in_order(
+        after,
+        &[
+            "lane.restarted",
+            "lane.started",
+            "lane.prompt_sent",
+            "lane.prompt_accepted",
+            "lane.finished",
+        ],
+    );
+    assert_eq!(
+        after
+            .iter()
+            .filter(|e| e["kind"] == "lane.prompt_sent")
+            .count(),
+        1,
+        "{after:?}"
+    );
+    assert_eq!(state(&s)["lane_status"], "finished");
+    assert!(s.sandbox.leftover_processes().is_empty());
+
+    // Commands on the ended lane answer from its record, not from a socket it no longer has.
+    let stop = clawpool(&s, &["stop", "alpha"]);
+    assert_eq!(stop.status.code(), Some(2));
+    let said = stderr(&stop);
+    assert!(
+        said.contains("lane alpha ended finished") && said.contains("nothing to stop"),
+        "{said}"
+    );
+    assert!(!said.contains("os error"), "{said}");
+}
+
+/// The lane's worker id as its state file has it.
+fn worker_id(s: &Setup, lane: &str) -> String {
+    let path = s.lanes_dir().join(lane).join(".claw/worker-state.json");
+    let doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(path).expect("state")).expect("JSON");
+    doc["worker_id"].as_str().unwrap_or_default().to_owned()
+}
+
+/// Issue 27, point 1: a restart under a daemon that adopted the lane counted from 1 again
+/// (`-r1` twice). The count goes on from the lane's earlier workers, whoever started them.
+#[test]
+fn a_restart_after_a_daemon_adopted_the_lane_counts_on_from_its_earlier_restarts() {
+    let s = setup();
+    let restart = |s: &Setup| {
+        let out = clawpool(s, &["restart", "alpha", "--output-format", "json"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+    };
+    // alpha is restarted once under the spawn that made it, then that spawn dies.
+    crate::spawn::kill_supervisor_while_lanes_run_after(&s, &two_turns(false), |s| {
+        restart(s);
+        assert!(
+            worker_id(s, "alpha").ends_with("-r1"),
+            "{}",
+            worker_id(s, "alpha")
+        );
+    });
+    let mut daemon = s
+        .sandbox
+        .clawpool()
+        .args(["daemon", "--config"])
+        .arg(&s.config)
+        .arg("--repo")
+        .arg(&s.repo)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("clawpool daemon");
+    // The daemon holds the lane once it records the adoption.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !events(&s).iter().any(|e| e["kind"] == "lane.adopted") {
+        assert!(std::time::Instant::now() < deadline, "alpha not adopted");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    restart(&s);
+    assert!(
+        worker_id(&s, "alpha").ends_with("-r2"),
+        "{}",
+        worker_id(&s, "alpha")
+    );
+    let restarts: Vec<Value> = events(&s)
+        .into_iter()
+        .filter(|e| e["kind"] == "lane.restarted")
+        .map(|e| e["detail"]["restart"].clone())
+        .collect();
+    assert_eq!(restarts, [1, 2]);
+    for lane in ["alpha", "beta"] {
+        let out = clawpool(&s, &["stop", lane]);
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    crate::spawn::stop_daemon(&s);
+    let _ = daemon.wait();
+}
+
+/// Issue 27, point 7: the repository's private tmux server (`clawpool-control` and its
+/// placeholder `sleep`) outlived every lane and `daemon --stop`.
+#[test]
+fn daemon_stop_leaves_no_tmux_server_once_its_lanes_ended() {
+    let s = setup();
+    std::fs::write(s.sandbox.dir.path().join("scenario.toml"), two_turns(true)).expect("scenario");
+    let out = s.spawn(ALPHA, &["--detach", "--transport", "tmux"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !events(&s).iter().any(|e| e["kind"] == "lane.finished") {
+        assert!(std::time::Instant::now() < deadline, "alpha did not finish");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    crate::spawn::stop_daemon(&s);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !s.sandbox.leftover_tmux_sockets().is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a tmux server outlived its lanes and the daemon: {:?}",
+            s.sandbox.leftover_tmux_sockets()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
