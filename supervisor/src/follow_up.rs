@@ -4,7 +4,7 @@
 //! profile's resume arguments (`drive::Start::Resume`), and drives the lane to its new end,
 //! the text typed and verified as a new turn of the same session, never the lane's task again.
 //!
-//! Which lanes: those with a state file saying `stopped` or `finished`. A failed lane is left
+//! Which lanes: those whose record says `stopped` or `finished`. A failed lane is left
 //! to `restart`/`spawn --rerun`: its session may be what failed.
 
 use std::path::Path;
@@ -25,7 +25,7 @@ use crate::spawn::terminal_for;
 /// The lane's recorded state when a follow-up may start it again: stopped or finished, with
 /// no supervisor driving it. `None` for a lane in any other state.
 pub fn ended_lane(lane: &FoundLane) -> Option<WorkerStateDoc> {
-    let doc = clawpool_lanes::read_lane_state(&lane.dir).ok()?;
+    let doc = lane.state().ok()?;
     matches!(doc.status, LaneStatus::Stopped | LaneStatus::Finished).then_some(doc)
 }
 
@@ -101,6 +101,7 @@ pub async fn run(
         base: doc.base.clone().map(|b| (b.git_ref, b.sha)),
         on_event: Box::new(|_| {}),
         interrupt,
+        lock: None,
     };
     let closing = job.terminal.clone();
     let result = drive(job, Start::Resume { doc: Box::new(doc) }).await;

@@ -238,7 +238,7 @@ pub async fn send_operator(
     let socket = lane.socket();
     let verdict = operator_verdict(&socket, command).await.map_err(|why| {
         // A lane that ended is answered from its record, not from the socket it no longer has.
-        if let Ok(doc) = clawpool_lanes::read_lane_state(&lane.dir)
+        if let Ok(doc) = lane.state()
             && doc.status.is_terminal()
         {
             return CommandError::invalid("lane_not_running", ended_lane_answer(&doc, command));
