@@ -412,7 +412,7 @@ factor = 0
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(
         stdout.trim(),
-        format!("{defaults_arg}: ok (15 rule(s), 0 hook(s))")
+        format!("{defaults_arg}: ok (16 rule(s), 0 hook(s))")
     );
     let (code, stdout, stderr) = clawpool(
         &sandbox,
