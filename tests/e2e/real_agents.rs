@@ -121,13 +121,26 @@ pub(crate) fn start_lane(
     env: &[String],
     transport: &str,
 ) -> LaneRun {
+    start_lane_with_prompt(sandbox, config, agent, lane, env, transport, PROMPT)
+}
+
+/// [`start_lane`] with `prompt` as the lane's task.
+pub(crate) fn start_lane_with_prompt(
+    sandbox: &Sandbox,
+    config: &Path,
+    agent: &str,
+    lane: &Path,
+    env: &[String],
+    transport: &str,
+    prompt: &str,
+) -> LaneRun {
     let mut cmd = sandbox.clawpool_clean_env();
     cmd.args(["run", "--output-format", "json", "--agent", agent])
         .args(["--transport", transport, "--config"])
         .arg(config)
         .arg("--cwd")
         .arg(lane)
-        .args(["--prompt", PROMPT]);
+        .args(["--prompt", prompt]);
     for var in env {
         cmd.arg("--env").arg(var);
     }
