@@ -169,11 +169,12 @@ pub fn board_lane(repo: &Repo, name: &str, now: u64) -> Value {
             json!({"lane": name, "worktree": dir, "lane_status": "unknown", "error": err.to_json()["error"]})
         }
     };
-    let status = clawpool_worktree::worktree_status(&dir).ok();
-    let ahead = entry
-        .as_ref()
-        .and_then(|e| e.base.sha.as_deref())
-        .and_then(|base| commits_ahead(&dir, base));
+    // One open of the worktree for both, and no git process: a board of many lanes spent
+    // most of its time starting `git rev-list` per lane.
+    let git = clawpool_worktree::worktree_summary(
+        &dir,
+        entry.as_ref().and_then(|e| e.base.sha.as_deref()),
+    );
     let degraded = registry.degraded();
     let count = |key: &str| doc["permissions"][key].as_u64().unwrap_or(0);
     let permissions = json!({
@@ -182,21 +183,12 @@ pub fn board_lane(repo: &Repo, name: &str, now: u64) -> Value {
         "asked": count("asked"),
     });
     doc["board"] = json!({
-        "dirty": status.as_ref().map(|s| s.dirty),
-        "commits_ahead": ahead,
+        "dirty": git.dirty,
+        "commits_ahead": git.commits_ahead,
         "state_file_degraded": degraded,
         "permissions": permissions,
     });
     doc
-}
-
-fn commits_ahead(dir: &Path, base: &str) -> Option<u64> {
-    let out = std::process::Command::new("git")
-        .args(["rev-list", "--count", &format!("{base}..HEAD")])
-        .current_dir(dir)
-        .output()
-        .ok()?;
-    String::from_utf8_lossy(&out.stdout).trim().parse().ok()
 }
 
 pub async fn run_board(

@@ -69,6 +69,6 @@ pub use merge::{MergeMethod, MergeOutcome, MergePolicy, merge_forward};
 pub use operation::{GitOperation, GitOperationKind, git_operation};
 pub use repo::Repo;
 pub use status::{
-    HeadState, MissingCommit, NewCommits, OwnWork, WorktreeStatus, head_state, new_commits,
-    own_work, worktree_head, worktree_status,
+    HeadState, MissingCommit, NewCommits, OwnWork, WorktreeStatus, WorktreeSummary, head_state,
+    new_commits, own_work, worktree_head, worktree_status, worktree_summary,
 };
