@@ -346,7 +346,10 @@ fn a_hook_from_another_lane_is_refused_even_with_its_token() {
         blocked_on(e, "victim", "tool_permission")
     });
     assert!(victim.join(".claw/hook-token").is_file());
-    assert!(victim_socket.exists(), "the victim's socket is where the attack aims");
+    assert!(
+        victim_socket.exists(),
+        "the victim's socket is where the attack aims"
+    );
     std::fs::write(&go, "").expect("go");
     let refused = wait(&mut run, "the hook refused", |e| {
         is(e, "victim", "lane.caller_refused")
