@@ -1785,11 +1785,7 @@ impl<'a> Machine<'a> {
                     // screen"). Recorded once per spell; a channel that never reports again is
                     // a stall, which recovery takes on.
                     if !std::mem::replace(&mut self.hooks.idle_contradicted, true) {
-                        let channel = Evidence {
-                            rule: "turn_open".into(),
-                            region: "channel".into(),
-                            matched: "no finish reported since the turn opened".into(),
-                        };
+                        let channel = turn_still_open();
                         self.contradiction(
                             channel,
                             evidence.clone(),
@@ -1801,11 +1797,7 @@ impl<'a> Machine<'a> {
                     if self.hooks.decides() && self.hooks.turn_open {
                         // A turn taken over from an earlier supervisor: its Stop may have
                         // come while nobody listened, so the screen ends it, on the record.
-                        let channel = Evidence {
-                            rule: "turn_open".into(),
-                            region: "channel".into(),
-                            matched: "no finish reported since the turn opened".into(),
-                        };
+                        let channel = turn_still_open();
                         self.contradiction(
                             channel,
                             evidence.clone(),
@@ -2785,6 +2777,16 @@ fn answer_of(
         completed: answered.is_ok(),
         error: answered.err(),
     })
+}
+
+/// The channel's side of a contradiction with an idle-looking screen: it opened the turn and
+/// has not reported its end.
+fn turn_still_open() -> Evidence {
+    Evidence {
+        rule: "turn_open".into(),
+        region: "channel".into(),
+        matched: "no finish reported since the turn opened".into(),
+    }
 }
 
 #[cfg(test)]
