@@ -49,6 +49,15 @@ fn run_json(s: &Setup, args: &[&str]) -> (Option<i32>, Value, String) {
     (out.status.code(), doc, stderr(&out))
 }
 
+/// `clawpool gc --force --output-format json` on the test's repository.
+fn gc_force(s: &Setup) -> (Option<i32>, Value, String) {
+    let repo = s.repo.to_str().expect("utf-8 path");
+    run_json(
+        s,
+        &["gc", "--force", "--output-format", "json", "--repo", repo],
+    )
+}
+
 fn shown_status(s: &Setup) -> (String, String) {
     let (_, state, err) = run_json(s, &["state", "alpha", "--output-format", "json"]);
     let (_, board, _) = run_json(
@@ -196,17 +205,7 @@ fn a_lanes_claw_folder_deleted_mid_run_changes_nothing_about_how_it_is_driven() 
         "never supervisor_lost under a live supervisor"
     );
 
-    let (code, gc, err) = run_json(
-        &s,
-        &[
-            "gc",
-            "--force",
-            "--output-format",
-            "json",
-            "--repo",
-            s.repo.to_str().expect("utf-8 path"),
-        ],
-    );
+    let (code, gc, err) = gc_force(&s);
     assert_eq!(code, Some(0), "{err}");
     assert_eq!(gc["lanes"][0]["removed"], false, "{gc}");
     assert!(
@@ -286,17 +285,7 @@ fn gc_force_during_a_spawn_never_removes_the_lane_being_prepared() {
         .expect("the hook's word");
     assert_eq!(line.trim(), "preparing");
 
-    let gc = run_json(
-        &s,
-        &[
-            "gc",
-            "--force",
-            "--output-format",
-            "json",
-            "--repo",
-            s.repo.to_str().expect("utf-8 path"),
-        ],
-    );
+    let gc = gc_force(&s);
     // Let the spawn go on before asserting, so that a failure leaves nothing hanging.
     writeln!(std::fs::File::create(&go).expect("go fifo"), "go").expect("the test's word");
     let out = spawn.wait_with_output().expect("spawn ends");
