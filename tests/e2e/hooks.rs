@@ -84,7 +84,7 @@ fn claude_hooks_decide_prompt_acceptance_and_the_finish() {
         &sandbox,
         "hooked",
         json!([{"text": "Hello from the scripted model."}]),
-        "",
+        crate::codex_channel::CHANNEL_DECIDES,
         "",
     );
     let (code, outcome) = finish(&mut run, &lane);

@@ -505,9 +505,11 @@ fn events_follow_prints_events_as_they_come_and_goes_on_after_the_lane_ends() {
         seen.push(event["kind"].as_str().unwrap_or("").to_owned());
         assert_eq!(event["seq"], seen.len(), "in order, none missed: {seen:?}");
         if event["kind"] == "lane.running" {
-            // Printed while the lane is still at work (2.5 s): as it comes, not at the end.
+            // Printed while the lane is still at work (until the gate opens): as it comes, not
+            // at the end.
             let log = std::fs::read_to_string(registry.join("events.jsonl")).expect("log");
             assert!(!log.contains("lane.finished"), "{log}");
+            open_gate(&s);
         }
         if event["kind"] == "lane.finished" {
             break;
@@ -948,9 +950,24 @@ steps = [
 "#;
 
 /// Starts `clawpool spawn` (JSON, stdout discarded, stderr piped) of one lane, alpha, whose
-/// agent works 2.5 s; the packet is written to `file` in the sandbox.
+/// agent works until [`open_gate`] (however loaded the machine, the lane is still at work
+/// until the test says); the packet is written to `file` in the sandbox.
 fn spawn_slow_alpha(s: &Setup, file: &str) -> std::process::Child {
-    std::fs::write(s.sandbox.dir.path().join("scenario.toml"), SLOW_SCENARIO).expect("scenario");
+    let gate = s.sandbox.dir.path().join("gate");
+    let scenario = format!(
+        r#"
+trust_dialog = true
+prompt_log = ".prompts.jsonl"
+[[prompt]]
+steps = [
+  {{ do = "run", command = "while [ ! -e '{}' ]; do sleep 0.05; done" }},
+  {{ do = "write_file", path = "out.txt", content = "done\n" }},
+  {{ do = "git_commit", message = "lane work" }},
+]
+"#,
+        gate.display()
+    );
+    std::fs::write(s.sandbox.dir.path().join("scenario.toml"), scenario).expect("scenario");
     let file = s.sandbox.dir.path().join(file);
     std::fs::write(
         &file,
@@ -969,6 +986,11 @@ fn spawn_slow_alpha(s: &Setup, file: &str) -> std::process::Child {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("clawpool spawn")
+}
+
+/// Lets [`spawn_slow_alpha`]'s agent finish its work.
+fn open_gate(s: &Setup) {
+    std::fs::write(s.sandbox.dir.path().join("gate"), "").expect("gate");
 }
 
 /// Spawns lanes alpha and beta on tmux with `scenario`, and SIGKILLs the supervisor once both
@@ -1764,6 +1786,7 @@ fn a_detached_spawn_while_a_foreground_spawn_runs_is_refused_at_once() {
     assert!(!s.branches().contains(&"lanes/beta".to_owned()));
 
     // The foreground spawn was not disturbed.
+    open_gate(&s);
     let done = foreground.wait_with_output().expect("foreground spawn");
     assert!(done.status.success(), "{}", stderr(&done));
     assert_eq!(

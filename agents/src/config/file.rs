@@ -79,6 +79,10 @@ pub struct HandshakeSection {
     /// An agent still booting this long after its trust dialog was answered is restarted once.
     #[serde(default)]
     pub trust_apply_secs: Option<Spanned<u64>>,
+    /// The screen's proof of acceptance waits this long for the agent's own report, in
+    /// milliseconds.
+    #[serde(default)]
+    pub hook_grace_ms: Option<Spanned<u64>>,
 }
 
 impl HandshakeSection {
@@ -96,6 +100,7 @@ impl HandshakeSection {
             HandshakeKey::FetchIntervalSecs => self.fetch_interval_secs.as_ref(),
             HandshakeKey::UnknownScreenSecs => self.unknown_screen_secs.as_ref(),
             HandshakeKey::TrustApplySecs => self.trust_apply_secs.as_ref(),
+            HandshakeKey::HookGraceMs => self.hook_grace_ms.as_ref(),
         }
     }
 }

@@ -43,11 +43,15 @@ pub enum HandshakeKey {
     /// `trust_apply_secs`: an agent still booting this long after clawpool answered its trust
     /// dialog is restarted once, so that it applies the trust its store now holds.
     TrustApplySecs,
+    /// `hook_grace_ms`: how long the screen's proof that a prompt was taken waits for the
+    /// agent's own report of it (a hook's UserPromptSubmit, the app server's thread turning
+    /// active) once that channel works.
+    HookGraceMs,
 }
 
 impl HandshakeKey {
     /// Every key, in the order they are documented and shown.
-    pub const ALL: [HandshakeKey; 11] = [
+    pub const ALL: [HandshakeKey; 12] = [
         HandshakeKey::BootTimeoutSecs,
         HandshakeKey::AcceptTimeoutSecs,
         HandshakeKey::MaxSubmitAttempts,
@@ -59,6 +63,7 @@ impl HandshakeKey {
         HandshakeKey::FetchIntervalSecs,
         HandshakeKey::UnknownScreenSecs,
         HandshakeKey::TrustApplySecs,
+        HandshakeKey::HookGraceMs,
     ];
 
     /// The key as written in a file.
@@ -75,6 +80,7 @@ impl HandshakeKey {
             HandshakeKey::FetchIntervalSecs => "fetch_interval_secs",
             HandshakeKey::UnknownScreenSecs => "unknown_screen_secs",
             HandshakeKey::TrustApplySecs => "trust_apply_secs",
+            HandshakeKey::HookGraceMs => "hook_grace_ms",
         }
     }
 
@@ -92,6 +98,7 @@ impl HandshakeKey {
             HandshakeKey::FetchIntervalSecs => 300,
             HandshakeKey::UnknownScreenSecs => 5,
             HandshakeKey::TrustApplySecs => 15,
+            HandshakeKey::HookGraceMs => 2000,
         }
     }
 
@@ -111,6 +118,8 @@ impl HandshakeKey {
             // Seconds, not minutes: the point is to say "blocked" long before a stall would.
             HandshakeKey::UnknownScreenSecs => 1..=3600,
             HandshakeKey::TrustApplySecs => 1..=3600,
+            // 0 would let the screen decide before any report could arrive.
+            HandshakeKey::HookGraceMs => 1..=600_000,
         }
     }
 }
@@ -156,6 +165,7 @@ impl HandshakeOptions {
             fetch_interval: Duration::from_secs(value(HandshakeKey::FetchIntervalSecs)),
             unknown_screen: Duration::from_secs(value(HandshakeKey::UnknownScreenSecs)),
             trust_apply: Duration::from_secs(value(HandshakeKey::TrustApplySecs)),
+            hook_grace: Duration::from_millis(value(HandshakeKey::HookGraceMs)),
         }
     }
 }
@@ -193,6 +203,10 @@ pub struct HandshakeSettings {
     /// that it does not trust the folder (its profile's `booting` signal) before it is
     /// restarted, once: gemini-cli can save the trust and lose the relaunch that applies it.
     pub trust_apply: Duration,
+    /// How long the screen's proof that the prompt was taken (its echo, a working indicator)
+    /// waits for the agent's own report once the agent's channel is known to work: the
+    /// channel decides what it covers, the screen after this when the report does not come.
+    pub hook_grace: Duration,
 }
 
 impl Default for HandshakeSettings {

@@ -335,11 +335,6 @@ pub struct Machine<'a> {
     out: Vec<Effect>,
 }
 
-/// How long the screen's proof that the prompt was taken waits for the agent's own report
-/// (UserPromptSubmit) once the agent's hooks are known to work: the hook decides what it
-/// covers, and the screen decides after this when the report does not come.
-pub const HOOK_GRACE: Duration = Duration::from_secs(2);
-
 /// How long a lane blocked on its provider must show the agent working without any
 /// provider-retry text before it counts as running again. An agent's retry loop shows its
 /// working indicator for each attempt (aider's `Waiting for <model>` between `Retrying in N
@@ -736,7 +731,7 @@ impl<'a> Machine<'a> {
             self.hooks
                 .screen_accept_since
                 .filter(|_| self.hooks.decides())
-                .map(|since| since + HOOK_GRACE),
+                .map(|since| since + self.settings.hook_grace),
         );
         consider(
             self.hooks
@@ -2518,13 +2513,13 @@ impl<'a> Machine<'a> {
 
     /// Whether the screen's proof that the prompt was taken decides now: always when the
     /// agent's hooks do not decide (none, not proved to work in this run, or degraded), else
-    /// once it has shown for [`HOOK_GRACE`] without the agent's UserPromptSubmit.
+    /// once it has shown for the settings' `hook_grace` without the agent's UserPromptSubmit.
     fn screen_may_accept(&mut self) -> bool {
         if !self.hooks.decides() {
             return true;
         }
         let since = *self.hooks.screen_accept_since.get_or_insert(self.now);
-        self.now.duration_since(since) >= HOOK_GRACE
+        self.now.duration_since(since) >= self.settings.hook_grace
     }
 
     fn accept(&mut self, evidence: Evidence) {

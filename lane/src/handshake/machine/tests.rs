@@ -1338,7 +1338,7 @@ async fn with_working_hooks_the_screen_waits_for_user_prompt_submit() {
     assert_eq!(lane.state(), LaneState::ReadyForPrompt);
     assert_eq!(
         lane.deadline(),
-        super::HOOK_GRACE,
+        Settings::default().hook_grace,
         "woken when the grace is up"
     );
     lane.after(Duration::from_millis(300), &claude("06-running-120x40"))
@@ -1358,7 +1358,7 @@ async fn with_a_silent_hook_the_screen_accepts_after_the_grace() {
     let mut lane = hooked_lane_to_enter().await;
     lane.look(&claude("06-running-120x40"));
     lane.after(
-        super::HOOK_GRACE - Duration::from_millis(1),
+        Settings::default().hook_grace - Duration::from_millis(1),
         &claude("06-running-120x40"),
     )
     .await;
