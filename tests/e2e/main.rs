@@ -15,6 +15,7 @@ mod layering;
 mod lives;
 mod model_server;
 mod more_agents;
+mod packet_rules;
 mod permissions;
 mod policy;
 mod progress;
