@@ -5,6 +5,7 @@ mod callers;
 mod claw_compat;
 mod codex_channel;
 mod crashes;
+mod faults;
 mod finished_lanes;
 mod freshness;
 mod handshake;
