@@ -43,9 +43,6 @@ pub struct LaneChecks {
     pub log_dir: PathBuf,
     /// Check and fetch intervals.
     pub freshness: FreshnessSettings,
-    /// No process drives the lane: an operator's command on it after its supervisor ended
-    /// ([`finishing::unattended`]: an ended lane stays ended).
-    pub unattended: bool,
 }
 
 impl LaneChecks {
@@ -70,7 +67,6 @@ impl LaneChecks {
             spec: entry.verify.clone(),
             log_dir: registry.verify_logs(),
             freshness,
-            unattended: false,
         }
     }
 
@@ -183,10 +179,7 @@ impl LaneChecks {
             Err(err) => (json!({"ok": false, "error": err.to_string()}), None, None),
         };
         if let (Some(reason), Some(merge)) = (&problem, merge) {
-            let (from, to) = owned
-                .and_then(finishing::after_refused_merge)
-                .filter(|(from, to)| !self.unattended || finishing::unattended(*from, *to) == *to)
-                .unzip();
+            let (from, to) = owned.and_then(finishing::after_refused_merge).unzip();
             // `message` is what the state file shows as the failure's detail.
             let blocked = BranchBlocked {
                 merge,
@@ -214,7 +207,6 @@ impl LaneChecks {
         let doc = recorder.doc();
         let current = owned.unwrap_or_else(|| doc.lane_state());
         plan.known_bases = self.known_bases(doc.freshness.as_ref());
-        plan.unattended = self.unattended;
         plan.last_freshness = doc.freshness.map(|f| f.state);
         plan.held = doc.green_level.zip(doc.verification.and_then(|v| v.head));
         let verified = verify::verify(

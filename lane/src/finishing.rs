@@ -38,19 +38,6 @@ pub fn after_verification(
     }
 }
 
-/// Where a check leads a lane that no process drives (an operator's `verify` or
-/// `merge-forward` after its supervisor ended): `next`, unless that would take an ended lane
-/// (finished, stopped, failed) out of the ended states — a held or hung lane needs someone
-/// holding it, and with nobody there it would read as a lost supervisor. The check's result
-/// stays in its events and the verification record.
-pub fn unattended(current: LaneState, next: LaneState) -> LaneState {
-    if current.is_terminal() && !next.is_terminal() {
-        current
-    } else {
-        next
-    }
-}
-
 /// The move a base that could not be brought in makes for a lane in `current`: to [`HELD`],
 /// or none when it is held already.
 pub fn after_refused_merge(current: LaneState) -> Option<(LaneState, LaneState)> {
@@ -100,16 +87,6 @@ mod tests {
                 "{current} after {result:?}"
             );
         }
-    }
-
-    #[test]
-    fn an_unattended_ended_lane_stays_ended() {
-        assert_eq!(unattended(FINISHED, HELD), FINISHED);
-        assert_eq!(unattended(FINISHED, HUNG), FINISHED);
-        assert_eq!(unattended(FINISHED, RED), RED);
-        assert_eq!(unattended(RED, FINISHED), FINISHED);
-        assert_eq!(unattended(HELD, FINISHED), FINISHED);
-        assert_eq!(unattended(HUNG, HELD), HELD);
     }
 
     #[test]

@@ -44,17 +44,13 @@ fn lane_on_disk(arg: &Path) -> Result<LaneOnDisk, CommandError> {
     let repo = Repo::open(&found.dir)
         .map_err(|e| CommandError::invalid("not_a_repository", e.to_string()))?;
     Ok(LaneOnDisk {
-        checks: LaneChecks {
-            // Used only when no supervisor answers: nobody is left to hold the lane.
-            unattended: true,
-            ..LaneChecks::from_registry(
-                &entry,
-                &repo,
-                &found.dir,
-                &registry,
-                FreshnessSettings::default(),
-            )
-        },
+        checks: LaneChecks::from_registry(
+            &entry,
+            &repo,
+            &found.dir,
+            &registry,
+            FreshnessSettings::default(),
+        ),
         record: found.record(),
         events: found.events,
         name: entry.name.clone(),

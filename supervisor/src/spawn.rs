@@ -674,7 +674,6 @@ async fn start_lane(
         spec: verify_spec.clone(),
         log_dir: registry.verify_logs(),
         freshness: (&settings).into(),
-        unattended: false,
     };
     let entry = RegistryEntry {
         name: name.clone(),

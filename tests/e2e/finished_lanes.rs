@@ -153,17 +153,18 @@ fn a_base_moved_backwards_makes_a_finished_lane_base_rewound_never_merge_ready()
         "{reply}"
     );
     let row = board_row(&s, "old");
-    assert_eq!(row["lane_status"], "finished", "{row}");
+    assert_ne!(row["lane_status"], "supervisor_lost", "{row}");
     assert_ne!(row["green_level"], "merge_ready", "{row}");
 }
 
 /// Bite 5: `verify --level package` on a finished lane whose base moved on and whose worktree
 /// has uncommitted work: it says what is missing where (a commit of main, missing from the
-/// lane's branch), leaves the lane finished (never `supervisor_lost{branch_freshness}`) with
-/// its green level; `recover` names the lane in the command it advises; once the worktree is
-/// clean a merge-forward makes it fresh again.
+/// lane's branch), holds the lane as `blocked{branch_freshness}` — never
+/// `supervisor_lost{branch_freshness}` — with its green level kept (nothing ran); `recover`
+/// names the lane in the command it advises; once the worktree is clean a merge-forward makes
+/// it fresh again and a green verification finishes it.
 #[test]
-fn a_manual_verify_of_a_dirty_finished_lane_says_what_is_missing_where_and_leaves_it_finished() {
+fn a_manual_verify_of_a_dirty_finished_lane_says_what_is_missing_where_and_never_loses_it() {
     let s = setup();
     spawn_one(&s, COMMITS_ONCE, "notes");
     commit_on_main(&s, "fix.txt", "the fix");
@@ -193,13 +194,17 @@ fn a_manual_verify_of_a_dirty_finished_lane_says_what_is_missing_where_and_leave
     );
     assert_eq!(reply["green_level"], "merge_ready", "{reply}");
 
+    // Held for a person, as it is: never a lost supervisor (none was needed).
     let state = clawpool(&s, &["state", "notes", "--output-format", "json"]);
     let state: Value = serde_json::from_slice(&state.stdout).expect("state JSON");
-    assert_eq!(state["lane_status"], "finished", "{state}");
+    assert_eq!(state["lane_status"], "blocked", "{state}");
+    assert_eq!(state["blocked"]["subphase"], "branch_freshness", "{state}");
     assert_eq!(state["green_level"], "merge_ready", "{state}");
     let row = board_row(&s, "notes");
-    assert_eq!(row["lane_status"], "finished", "{row}");
+    assert_eq!(row["lane_status"], "blocked", "{row}");
     assert_eq!(row["freshness"]["state"], "stale", "{row}");
+    let text = board_text(&s);
+    assert!(!text.contains("supervisor_lost"), "{text}");
 
     let out = clawpool(&s, &["recover", "notes"]);
     let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
@@ -213,6 +218,10 @@ fn a_manual_verify_of_a_dirty_finished_lane_says_what_is_missing_where_and_leave
     let out = clawpool(&s, &["merge-forward", "notes"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let row = board_row(&s, "notes");
-    assert_eq!(row["lane_status"], "finished", "{row}");
     assert_eq!(row["freshness"]["state"], "fresh", "{row}");
+    assert_ne!(row["lane_status"], "supervisor_lost", "{row}");
+    // Verified on the merged branch, the lane is finished again.
+    let out = clawpool(&s, &["verify", "notes", "--level", "package"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(board_row(&s, "notes")["lane_status"], "finished");
 }

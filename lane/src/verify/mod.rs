@@ -181,7 +181,6 @@ impl LaneVerifySpec {
             freshness,
             last_freshness: None,
             held: None,
-            unattended: false,
         }
     }
 }
@@ -212,9 +211,6 @@ pub struct VerifyPlan {
     /// The green level the lane holds and the HEAD it was reached on (its state file's): a
     /// green at a lower level on the same HEAD keeps it.
     pub held: Option<(GreenLevel, String)>,
-    /// No process drives the lane (an operator's command on a lane whose supervisor is gone):
-    /// an ended lane stays ended ([`finishing::unattended`]).
-    pub unattended: bool,
 }
 
 /// What a verification did, and what it means for the lane.
@@ -379,10 +375,7 @@ pub async fn verify(
         finished_at: now_secs(),
     };
     record_result(events, &verification, reached, &failed, &hung, &verdict);
-    let mut lane_state = finishing::after_verification(current, result, class);
-    if plan.unattended {
-        lane_state = finishing::unattended(current, lane_state);
-    }
+    let lane_state = finishing::after_verification(current, result, class);
     let to = (transition && lane_state != current).then_some(lane_state);
     let verified = Payload::Verified(Box::new(payload::Verified {
         verification: verification.clone(),
