@@ -34,6 +34,9 @@ pub struct LaneChecks {
     pub dir: PathBuf,
     /// The lane's base ref.
     pub base: String,
+    /// The commit its base pointed to when the lane was made (its registry entry's): the base
+    /// no longer having it, and the lane still having it, is a base that moved backwards.
+    pub known_base: Option<String>,
     /// Its verification settings.
     pub spec: LaneVerifySpec,
     /// Where verification logs go.
@@ -60,6 +63,7 @@ impl LaneChecks {
             repo_root: repo.root().to_owned(),
             dir: dir.to_owned(),
             base,
+            known_base: entry.base.sha.clone(),
             spec: entry.verify.clone(),
             log_dir: registry.verify_logs(),
             freshness,
@@ -69,11 +73,17 @@ impl LaneChecks {
     /// Checks the branch and records it in the state file (and `branch.stale_against_main`
     /// when it just became stale).
     pub async fn check(&self, events: &EventLog, recorder: &StateRecorder) -> BranchCheck {
+        let was = recorder.doc().freshness;
+        let known = self.known_bases(was.as_ref());
         let (dir, base, settings) = (self.dir.clone(), self.base.clone(), self.freshness);
-        let check = tokio::task::spawn_blocking(move || check_branch(&dir, &base, &settings))
-            .await
-            .unwrap_or_else(|_| check_branch(&self.dir, &self.base, &self.freshness));
-        let was = recorder.doc().freshness.map(|f| f.state);
+        let check =
+            tokio::task::spawn_blocking(move || check_branch(&dir, &base, &known, &settings))
+                .await
+                .unwrap_or_else(|_| {
+                    let known = self.known_bases(None);
+                    check_branch(&self.dir, &self.base, &known, &self.freshness)
+                });
+        let was = was.map(|f| f.state);
         record_branch(events, &check, was);
         recorder.update(|doc| {
             doc.head = check.head.clone();
@@ -81,6 +91,16 @@ impl LaneChecks {
             doc.freshness = Some(check.freshness.clone());
         });
         check
+    }
+
+    /// The commits the base is known to have pointed to: at the lane's creation, and at the
+    /// last check (`last`, the state file's freshness).
+    pub fn known_bases(&self, last: Option<&clawpool_worktree::Freshness>) -> Vec<String> {
+        self.known_base
+            .iter()
+            .chain(last.and_then(|f| f.base_sha.as_ref()))
+            .cloned()
+            .collect()
     }
 
     /// Checks now, then whenever `moves` says the lane's HEAD, branch or base ref moved, and
@@ -186,6 +206,7 @@ impl LaneChecks {
             .plan(level, &self.base, self.log_dir.clone(), self.freshness);
         let doc = recorder.doc();
         let current = owned.unwrap_or_else(|| doc.lane_state());
+        plan.known_bases = self.known_bases(doc.freshness.as_ref());
         plan.last_freshness = doc.freshness.map(|f| f.state);
         plan.held = doc.green_level.zip(doc.verification.and_then(|v| v.head));
         let verified = verify::verify(

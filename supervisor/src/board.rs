@@ -11,7 +11,7 @@ use clawpool_lanes::state_file::now_secs;
 use clawpool_lanes::{
     StateFileError, WorkerStateDoc, read_lane_record, state_file_path, with_ages,
 };
-use clawpool_worktree::Repo;
+use clawpool_worktree::{BranchesNow, Repo};
 use serde_json::{Value, json};
 
 use crate::cli::OutputFormat;
@@ -143,12 +143,14 @@ fn not_found(name: &str) -> CommandError {
     )
 }
 
-/// Every lane in the repository's registry, each as [`board_lane`] shows it.
+/// Every lane in the repository's registry, each as [`board_lane`] shows it; the bases are
+/// resolved once for the whole board.
 fn collect(repo: &Repo) -> Vec<Value> {
     let now = now_secs();
+    let mut branches = BranchesNow::open(repo).ok();
     registered_names(repo)
         .into_iter()
-        .map(|name| board_lane(repo, &name, now))
+        .map(|name| lane_row(repo, branches.as_mut(), &name, now))
         .collect()
 }
 
@@ -156,25 +158,58 @@ fn collect(repo: &Repo) -> Vec<Value> {
 /// plus commits ahead of base and whether the worktree is dirty (`board`). `clawpool ui` reads
 /// lanes through this too, so the dashboard and the board never disagree.
 pub fn board_lane(repo: &Repo, name: &str, now: u64) -> Value {
+    lane_row(repo, BranchesNow::open(repo).ok().as_mut(), name, now)
+}
+
+/// [`board_lane`] with the repository's bases as `branches` resolved them.
+///
+/// The branch facts are the base's as it is now, whoever last wrote the record: a finished
+/// lane has no owner left to check it, so its record's freshness, its commits ahead and its
+/// `merge_ready` are taken as they are only while its HEAD and its base have not moved since
+/// that check (`BranchesNow`). Otherwise the branch is checked again here (no fetch) and the
+/// row shows that; a `merge_ready` green then stands only on a branch still `fresh` (else the
+/// row shows `workspace`, the most a branch not known fresh reaches, and
+/// `board.recorded_green_level` keeps what the record says). The record itself is left to its
+/// owner.
+fn lane_row(repo: &Repo, branches: Option<&mut BranchesNow>, name: &str, now: u64) -> Value {
     let registry = lane_registry(repo, name);
     let entry = registry.entry().ok();
     let dir = entry
         .as_ref()
         .map(|e| e.worktree.clone())
         .unwrap_or_default();
-    let mut doc = match read_lane_record(registry.dir(), &dir) {
-        Ok(doc) => with_ages(&doc, registry.dir(), now).to_json(),
+    let record = read_lane_record(registry.dir(), &dir);
+    let mut doc = match &record {
+        Ok(doc) => with_ages(doc, registry.dir(), now).to_json(),
         // A lane whose state cannot be read is still on the board, with why.
         Err(err) => {
             json!({"lane": name, "worktree": dir, "lane_status": "unknown", "error": err.to_json()["error"]})
         }
     };
-    // One open of the worktree for both, and no git process: a board of many lanes spent
-    // most of its time starting `git rev-list` per lane.
-    let git = clawpool_worktree::worktree_summary(
-        &dir,
-        entry.as_ref().and_then(|e| e.base.sha.as_deref()),
-    );
+    // As the lane's own checks: its recorded base, else the repository's main branch.
+    let base = entry
+        .as_ref()
+        .and_then(|e| e.base.git_ref.clone().or_else(|| repo.main_branch().ok()));
+    let recorded = record.as_ref().ok().and_then(|d| d.freshness.as_ref());
+    let known: Vec<&str> = entry
+        .iter()
+        .filter_map(|e| e.base.sha.as_deref())
+        .chain(recorded.and_then(|f| f.base_sha.as_deref()))
+        .collect();
+    let branch = match (branches, base) {
+        (Some(branches), Some(base)) => Some(branches.lane(&dir, &base, &known, recorded)),
+        _ => None,
+    };
+    let mut recorded_green = Value::Null;
+    if let Some(branch) = &branch {
+        doc["freshness"] = serde_json::to_value(&branch.freshness).unwrap_or(Value::Null);
+        if doc["green_level"] == "merge_ready"
+            && branch.freshness.state != clawpool_worktree::FreshnessState::Fresh
+        {
+            recorded_green = doc["green_level"].take();
+            doc["green_level"] = "workspace".into();
+        }
+    }
     let degraded = registry.degraded();
     let count = |key: &str| doc["permissions"][key].as_u64().unwrap_or(0);
     let permissions = json!({
@@ -183,11 +218,14 @@ pub fn board_lane(repo: &Repo, name: &str, now: u64) -> Value {
         "asked": count("asked"),
     });
     doc["board"] = json!({
-        "dirty": git.dirty,
-        "commits_ahead": git.commits_ahead,
+        "dirty": branch.as_ref().and_then(|b| b.dirty),
+        "commits_ahead": branch.as_ref().and_then(|b| b.freshness.ahead),
         "state_file_degraded": degraded,
         "permissions": permissions,
     });
+    if !recorded_green.is_null() {
+        doc["board"]["recorded_green_level"] = recorded_green;
+    }
     doc
 }
 
@@ -392,7 +430,8 @@ pub fn status_cell(lane: &Value) -> String {
     }
 }
 
-/// `fresh`, `stale -3`, `diverged`, `unknown`, or the paused git operation.
+/// `fresh`, `stale -3`, `diverged`, `base_rewound +1` (the commits the branch would bring
+/// back), `unknown`, or the paused git operation.
 pub fn freshness_cell(lane: &Value) -> String {
     if let Some(kind) = lane["git_operation"]["kind"].as_str() {
         return format!("{kind} in progress");
@@ -404,6 +443,10 @@ pub fn freshness_cell(lane: &Value) -> String {
     let freshness = &lane["freshness"];
     match (freshness["state"].as_str(), freshness["behind"].as_u64()) {
         (Some("stale"), Some(behind)) => format!("stale -{behind}"),
+        (Some("base_rewound"), _) => match freshness["dropped"].as_u64() {
+            Some(dropped) => format!("base_rewound +{dropped}"),
+            None => "base_rewound".into(),
+        },
         (Some(state), _) => state.to_owned(),
         (None, _) => "-".into(),
     }

@@ -37,7 +37,7 @@ pub struct KnownRepo {
 
 /// clawpool's folder in the user's state dir: `$XDG_STATE_HOME/clawpool` when that is an
 /// absolute path (the XDG spec ignores a relative one), else `$HOME/.local/state/clawpool`.
-fn state_folder() -> Option<PathBuf> {
+pub(crate) fn state_folder() -> Option<PathBuf> {
     let xdg = std::env::var_os("XDG_STATE_HOME")
         .map(PathBuf::from)
         .filter(|dir| dir.is_absolute());

@@ -25,6 +25,7 @@ mod run_one;
 mod spawn;
 mod stream_cmd;
 mod ui;
+mod ui_log;
 
 use std::process::ExitCode;
 
@@ -45,12 +46,21 @@ fn main() -> ExitCode {
         .subcommand_matches("run-one")
         .map(run_one::scripted_inputs)
         .unwrap_or_default();
+    // The dashboard draws on the terminal: its log lines go to a file (`ui_log`).
+    let (writer, ansi) = match &cli.command {
+        Command::Ui(args) => (ui_log::writer(args), false),
+        _ => (
+            tracing_subscriber::fmt::writer::BoxMakeWriter::new(std::io::stderr),
+            true,
+        ),
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("CLAWPOOL_LOG")
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
-        .with_writer(std::io::stderr)
+        .with_writer(writer)
+        .with_ansi(ansi)
         .init();
     let format = cli.command.output_format();
     let runtime = match tokio::runtime::Builder::new_multi_thread()

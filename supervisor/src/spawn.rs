@@ -670,6 +670,7 @@ async fn start_lane(
         repo_root: repo.root().to_owned(),
         dir: dir.clone(),
         base: lane.worktree.base.clone(),
+        known_base: Some(lane.base_sha.clone()),
         spec: verify_spec.clone(),
         log_dir: registry.verify_logs(),
         freshness: (&settings).into(),

@@ -793,3 +793,36 @@ fn the_demo_in_a_terminal_opens_the_dashboard_on_its_lanes_until_the_person_leav
     });
     assert!(!repo.exists());
 }
+
+/// Issue #27, bite 6: log lines never reach the dashboard's screen. With every level on
+/// (`CLAWPOOL_LOG=trace`: the `notify` watcher's own inotify lines among them) the lines go to
+/// `ui.log` in the repository's clawpool folder, and the screen shows none of them.
+#[test]
+fn log_lines_go_to_a_file_never_onto_the_dashboard() {
+    let setup = setup();
+    let term = Term::start_ui_with(&setup, "ui-log", "CLAWPOOL_LOG=trace ", "");
+    term.wait_for("the empty dashboard", |screen| {
+        screen.contains("(no lanes in this repository)")
+    });
+    // A lane's registry folder appearing wakes the dashboard's watch (and its log lines).
+    let state = setup.repo.join(".git/clawpool");
+    std::fs::create_dir_all(state.join("lanes/ghost")).expect("registry folder");
+    let log = state.join("ui.log");
+    let deadline = Instant::now() + PATIENCE;
+    while !std::fs::read_to_string(&log).is_ok_and(|text| text.contains("TRACE")) {
+        assert!(
+            Instant::now() < deadline,
+            "no log lines in {}:\n{}",
+            log.display(),
+            term.screen()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let screen = term.screen();
+    for level in ["TRACE", "DEBUG", "INFO", "WARN"] {
+        assert!(
+            !screen.contains(level),
+            "a log line on the dashboard:\n{screen}"
+        );
+    }
+}

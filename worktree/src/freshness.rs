@@ -47,24 +47,32 @@ pub enum FreshnessState {
     /// No verdict: `error` says why (git failed, the base does not exist, the fetch failed, or
     /// an operation is in progress in the worktree, see `operation`).
     Unknown,
+    /// The base moved backwards past commits the lane has: commits that were on the base when
+    /// it was last known (the lane's base at creation, or at its last check) are no longer on
+    /// it, and the lane's HEAD still has them (`dropped` counts them). Merging the lane would
+    /// bring them back, so it is never merge-ready; someone has to decide (rebase the lane
+    /// onto the base as it is, or restore the base).
+    BaseRewound,
 }
 
 impl FreshnessState {
     /// Every verdict.
-    pub const ALL: [FreshnessState; 4] = [
+    pub const ALL: [FreshnessState; 5] = [
         FreshnessState::Fresh,
         FreshnessState::Stale,
         FreshnessState::Diverged,
         FreshnessState::Unknown,
+        FreshnessState::BaseRewound,
     ];
 
-    /// The wire name (`fresh`, `stale`, `diverged`, `unknown`).
+    /// The wire name (`fresh`, `stale`, `diverged`, `unknown`, `base_rewound`).
     pub fn as_str(self) -> &'static str {
         match self {
             FreshnessState::Fresh => "fresh",
             FreshnessState::Stale => "stale",
             FreshnessState::Diverged => "diverged",
             FreshnessState::Unknown => "unknown",
+            FreshnessState::BaseRewound => "base_rewound",
         }
     }
 }
@@ -112,6 +120,10 @@ pub struct Freshness {
     /// Why the state is `unknown`; `None` otherwise.
     #[serde(default)]
     pub error: Option<String>,
+    /// With state `base_rewound`: how many commits the lane's HEAD has that were on its base
+    /// once and are no longer (what merging the lane would bring back); `None` otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dropped: Option<u32>,
 }
 
 /// How [`check_freshness`] works.
@@ -159,7 +171,7 @@ impl Default for FreshnessOptions {
 /// Never fails and never panics: any error becomes state `unknown` with its message.
 pub fn check_freshness(worktree: &Path, base: &str, options: &FreshnessOptions) -> Freshness {
     let lane = status::open_worktree(worktree);
-    freshness_in(lane.as_ref(), worktree, base, options)
+    freshness_in(lane.as_ref(), worktree, base, &[], options)
 }
 
 /// A lane's branch as one look sees it: what [`crate::head_state`], [`crate::git_operation`]
@@ -176,23 +188,31 @@ pub struct BranchState {
 }
 
 /// [`BranchState`] of the worktree whose top folder is `worktree` against `base`, with
-/// `options` for the freshness check. Never fails: what cannot be read is `None`, or for the
-/// freshness state `unknown` with its error.
-pub fn check_branch_state(worktree: &Path, base: &str, options: &FreshnessOptions) -> BranchState {
+/// `options` for the freshness check. `known_bases` are commits the base is known to have
+/// pointed to (the lane's base when it was made, the base at its last check): one the base no
+/// longer has, and the lane's HEAD does, makes the state `base_rewound`. Never fails: what
+/// cannot be read is `None`, or for the freshness state `unknown` with its error.
+pub fn check_branch_state(
+    worktree: &Path,
+    base: &str,
+    known_bases: &[&str],
+    options: &FreshnessOptions,
+) -> BranchState {
     let lane = status::open_worktree(worktree);
     let opened = lane.as_ref().ok();
     BranchState {
         head: opened.and_then(|repo| status::head_state_of(repo, worktree).ok()),
         operation: opened.and_then(operation::operation_of),
-        freshness: freshness_in(lane.as_ref(), worktree, base, options),
+        freshness: freshness_in(lane.as_ref(), worktree, base, known_bases, options),
     }
 }
 
 /// [`check_freshness`] of a worktree already opened (or the error opening it).
-fn freshness_in(
+pub(crate) fn freshness_in(
     lane: Result<&Repository, &WorktreeError>,
     worktree: &Path,
     base: &str,
+    known_bases: &[&str],
     options: &FreshnessOptions,
 ) -> Freshness {
     let mut freshness = Freshness {
@@ -207,11 +227,11 @@ fn freshness_in(
         checked_at: fetch::now_secs(),
         operation: None,
         error: None,
+        dropped: None,
     };
     let compared = match lane {
-        Ok(lane) => {
-            compare(lane, worktree, base, options, &mut freshness).map_err(|e| e.to_string())
-        }
+        Ok(lane) => compare(lane, worktree, base, known_bases, options, &mut freshness)
+            .map_err(|e| e.to_string()),
         Err(err) => Err(err.to_string()),
     };
     if let Err(err) = compared {
@@ -226,6 +246,7 @@ fn compare(
     lane: &Repository,
     worktree: &Path,
     base: &str,
+    known_bases: &[&str],
     options: &FreshnessOptions,
     out: &mut Freshness,
 ) -> Result<(), WorktreeError> {
@@ -307,11 +328,50 @@ fn compare(
     out.behind = Some(walked.behind);
     out.merge_base = walked.merge_base;
     out.missing = walked.missing;
+    if out.state != FreshnessState::Diverged
+        && let Some(dropped) = dropped_from_base(&git, head, base_oid, known_bases)
+            .map_err(|err| WorktreeError::query("the base's history", worktree, &err))?
+    {
+        out.state = FreshnessState::BaseRewound;
+        out.dropped = Some(dropped);
+    }
     if let Some(problem) = fetch_problem {
         out.state = FreshnessState::Unknown;
         out.error = Some(problem);
     }
     Ok(())
+}
+
+/// How many commits `head` would bring back to `base`: of the commits `base` was once known to
+/// point to (`known`, hex shas; ones that do not parse or are not in the repository are
+/// skipped), each that `base` no longer has and `head` does counts the commits it has that
+/// `base` has not; the most of any. `None` when there are none: the base only moved forward.
+fn dropped_from_base(
+    git: &Repository,
+    head: Oid,
+    base: Oid,
+    known: &[&str],
+) -> Result<Option<u32>, git2::Error> {
+    let mut most = None;
+    for known in known {
+        let Ok(known) = Oid::from_str(known) else {
+            continue;
+        };
+        if known == base || git.find_commit(known).is_err() {
+            continue;
+        }
+        let on_base = git.graph_descendant_of(base, known)?;
+        let in_head = known == head || git.graph_descendant_of(head, known)?;
+        if on_base || !in_head {
+            continue;
+        }
+        let mut walk = git.revwalk()?;
+        walk.push(known)?;
+        walk.hide(base)?;
+        let count = saturate(walk.count());
+        most = Some(most.map_or(count, |m: u32| m.max(count)));
+    }
+    Ok(most.filter(|n| *n > 0))
 }
 
 /// What walking the history between a lane's HEAD and its base found.

@@ -51,6 +51,7 @@ mod lane;
 pub mod layout;
 mod lock;
 mod merge;
+mod now;
 mod operation;
 mod paths;
 mod register;
@@ -66,6 +67,7 @@ pub use freshness::{
 pub use graph::{CommitGraph, commit_graph, ensure_commit_graph, has_commit_graph};
 pub use lane::{LaneWorktreeSpec, Prepared, prepare_lane_worktree, remove_lane_worktree};
 pub use merge::{MergeMethod, MergeOutcome, MergePolicy, merge_forward};
+pub use now::{BranchesNow, LaneNow};
 pub use operation::{GitOperation, GitOperationKind, git_operation};
 pub use repo::Repo;
 pub use status::{

@@ -151,6 +151,7 @@ fn a_new_lane_is_fresh() {
             checked_at: f.checked_at,
             operation: None,
             error: None,
+            dropped: None,
         }
     );
     assert!(f.checked_at >= before && f.checked_at <= before + 60);
@@ -809,7 +810,7 @@ fn one_look_at_a_branch_says_what_its_three_separate_looks_say() {
     assert!(!sb.git_ok(&merge, &["merge", "main"]));
 
     for (path, operation) in [(&merge, Some(GitOperationKind::Merge)), (&stale, None)] {
-        let state = check_branch_state(path, "main", &local());
+        let state = check_branch_state(path, "main", &[], &local());
         assert_eq!(state.head, Some(head_state(path).expect("readable")));
         assert_eq!(state.operation.map(|op| op.kind), operation);
         assert_eq!(state.operation, git_operation(path).expect("readable"));
@@ -825,13 +826,13 @@ fn one_look_at_a_branch_says_what_its_three_separate_looks_say() {
             }
         );
     }
-    let state = check_branch_state(&stale, "main", &local());
+    let state = check_branch_state(&stale, "main", &[], &local());
     assert_eq!(state.freshness.state, FreshnessState::Stale);
 
     // A folder that is no worktree: nothing read, and no verdict, with the reason.
     let nowhere = sb.path().join("nowhere");
     fs::create_dir(&nowhere).expect("creatable");
-    let state = check_branch_state(&nowhere, "main", &local());
+    let state = check_branch_state(&nowhere, "main", &[], &local());
     assert_eq!((state.head, state.operation), (None, None));
     assert_eq!(state.freshness.state, FreshnessState::Unknown);
     assert!(state.freshness.error.is_some());
@@ -1343,6 +1344,7 @@ fn results_serialise_as_the_state_file_expects() {
         checked_at: 1_700_000_000,
         operation: None,
         error: None,
+        dropped: None,
     };
     let value = serde_json::to_value(&f).expect("serialisable");
     assert_eq!(

@@ -69,6 +69,16 @@ impl OpenLane {
             Ok(outcome) => (Some(outcome), None),
             Err(interrupted) => (None, Some(interrupted)),
         };
+        // A worktree deleted under the lane leaves nothing to finish: a failure with evidence,
+        // never `finished` (its agent may well have ended its turn as usual).
+        if let (Some(checks), Some(ended)) = (&job.checks, outcome.as_mut())
+            && ended.state == LaneState::Finished
+            && !checks.dir.join(".git").exists()
+        {
+            let gone = crate::handshake::machine::worktree_gone(ended.state, &checks.dir);
+            ended.state = gone.to.unwrap_or(ended.state);
+            let _ = gone.append_to(&events);
+        }
         if let (Some(checks), Some(finished)) = (&job.checks, outcome.as_mut())
             && finished.state == LaneState::Finished
         {

@@ -2725,6 +2725,29 @@ pub fn interrupted(from: LaneState, signal: &str) -> Record {
     }
 }
 
+/// The lane's failure when its worktree `dir` is gone by the time its runs ended (deleted
+/// while the lane ran): whatever the screen said, there is no work to finish, so `infra`,
+/// with the missing folder as evidence. Recorded by the driver when it closes the lane.
+pub fn worktree_gone(from: LaneState, dir: &std::path::Path) -> Record {
+    Record {
+        payload: Payload::Failed(LaneFailed {
+            signal: None,
+            error: Some(format!(
+                "the lane's worktree {} was deleted while the lane ran",
+                dir.display()
+            )),
+        }),
+        from: Some(from),
+        to: Some(LaneState::Failed(FailureClass::Infra)),
+        evidence: Some(Evidence {
+            rule: "worktree_gone".into(),
+            region: "worktree".into(),
+            matched: format!("{} does not exist", dir.display()),
+        }),
+        source: None,
+    }
+}
+
 /// The lane's failure when its worker cannot be started again (a restart's new worker) while
 /// the lane is in `from`: `worker_crashed`, with the start's error. Recorded by the driver,
 /// which has no worker left to run the machine on.

@@ -67,8 +67,14 @@ impl Default for FreshnessSettings {
     }
 }
 
-/// Reads where the lane worktree `dir` stands against `base` (blocking: git).
-pub fn check_branch(dir: &Path, base: &str, settings: &FreshnessSettings) -> BranchCheck {
+/// Reads where the lane worktree `dir` stands against `base` (blocking: git); `known_bases`
+/// are commits the base pointed to before (see [`clawpool_worktree::check_branch_state`]).
+pub fn check_branch(
+    dir: &Path,
+    base: &str,
+    known_bases: &[String],
+    settings: &FreshnessSettings,
+) -> BranchCheck {
     let options = FreshnessOptions {
         fetch: Some(FetchOptions {
             min_interval: settings.fetch_interval,
@@ -76,7 +82,8 @@ pub fn check_branch(dir: &Path, base: &str, settings: &FreshnessSettings) -> Bra
         }),
         ..FreshnessOptions::default()
     };
-    check_branch_state(dir, base, &options)
+    let known: Vec<&str> = known_bases.iter().map(String::as_str).collect();
+    check_branch_state(dir, base, &known, &options)
 }
 
 /// Records a branch check on the lane: its state-file fields, and `branch.stale_against_main`
@@ -170,6 +177,7 @@ impl LaneVerifySpec {
             log_dir,
             policy: self.merge_policy,
             base: base.to_owned(),
+            known_bases: Vec::new(),
             freshness,
             last_freshness: None,
             held: None,
@@ -192,6 +200,8 @@ pub struct VerifyPlan {
     pub policy: MergePolicy,
     /// The lane's base ref.
     pub base: String,
+    /// Commits the base pointed to before (at the lane's creation, at its last check).
+    pub known_bases: Vec<String>,
     /// Fetch and check intervals.
     pub freshness: FreshnessSettings,
     /// The lane's freshness verdict before this verification (its state file's), so that
@@ -342,6 +352,14 @@ pub async fn verify(
         {
             Some(*held)
         }
+        // Nothing ran (the branch held it back): no verdict on the code, so the level the
+        // HEAD reached stays; whether it still stands against the base as it is now is the
+        // freshness's to say.
+        (None, Some((held, held_head)), Some(head))
+            if result == VerifyResult::Blocked && held_head == head =>
+        {
+            Some(*held)
+        }
         _ => reached,
     };
     let verification = Verification {
@@ -421,7 +439,7 @@ pub struct BaseIn {
 /// (after a failed fetch) whose counts against the base as last fetched still show some.
 fn lacks_base_commits(freshness: &Freshness) -> bool {
     match freshness.state {
-        FreshnessState::Stale | FreshnessState::Diverged => true,
+        FreshnessState::Stale | FreshnessState::Diverged | FreshnessState::BaseRewound => true,
         FreshnessState::Unknown => {
             freshness.operation.is_none() && freshness.behind.is_some_and(|b| b > 0)
         }
@@ -437,15 +455,16 @@ async fn bring_base_in(
     plan: &VerifyPlan,
     events: &EventLog,
 ) -> BaseIn {
-    let (root, dir_owned, base, settings, policy) = (
+    let (root, dir_owned, base, known, settings, policy) = (
         repo_root.to_owned(),
         dir.to_owned(),
         plan.base.clone(),
+        plan.known_bases.clone(),
         plan.freshness,
         plan.policy,
     );
     let work = tokio::task::spawn_blocking(move || {
-        let before = check_branch(&dir_owned, &base, &settings);
+        let before = check_branch(&dir_owned, &base, &known, &settings);
         if !lacks_base_commits(&before.freshness) || before.operation.is_some() {
             return (before, None);
         }
@@ -453,7 +472,7 @@ async fn bring_base_in(
             .and_then(|repo| merge_forward(&repo, &dir_owned, &base, policy))
             .map_err(|e| e.to_string());
         let after = match &outcome {
-            Ok(MergeOutcome::Merged { .. }) => check_branch(&dir_owned, &base, &settings),
+            Ok(MergeOutcome::Merged { .. }) => check_branch(&dir_owned, &base, &known, &settings),
             _ => before.clone(),
         };
         (after, Some((before, outcome)))
@@ -461,7 +480,7 @@ async fn bring_base_in(
     .await;
     let Ok((check, attempt)) = work else {
         return BaseIn {
-            check: check_branch(dir, &plan.base, &plan.freshness),
+            check: check_branch(dir, &plan.base, &plan.known_bases, &plan.freshness),
             merge: None,
             merge_error: None,
         };
@@ -556,6 +575,15 @@ pub fn branch_verdict(base_in: &BaseIn, policy: MergePolicy) -> BranchVerdict {
     }
     let missing = match (freshness.state, freshness.behind) {
         (FreshnessState::Diverged, _) => "the branch shares no history with its base".to_owned(),
+        // Nothing is missing: the base lost commits the branch still has.
+        (FreshnessState::BaseRewound, _) => {
+            let dropped = freshness.dropped.unwrap_or(0);
+            return BranchVerdict::Blocked(format!(
+                "{} moved backwards: the lane's branch would bring back {dropped} commit{} dropped from it",
+                freshness.base_ref,
+                if dropped == 1 { "" } else { "s" },
+            ));
+        }
         // What is missing where: commits of the base that the lane's branch does not have.
         (_, Some(behind)) => format!(
             "{behind} commit{} of {} missing from the lane's branch",
@@ -858,6 +886,7 @@ mod tests {
             checked_at: 0,
             operation: None,
             error: (state == FreshnessState::Unknown).then(|| "the last fetch failed".into()),
+            dropped: None,
         }
     }
 

@@ -84,6 +84,18 @@ pub(crate) fn ref_name_problem(name: &str) -> Option<&'static str> {
     None
 }
 
+/// Why `name`, a valid ref name, cannot be a lane's own branch (what `git branch NAME`
+/// would make of it), or `None` when it can.
+pub(crate) fn own_branch_problem(name: &str) -> Option<&'static str> {
+    if name == "HEAD" {
+        return Some("`HEAD` is not a branch: name the lane's own branch");
+    }
+    if name.starts_with("refs/") {
+        return Some("it is a full ref: write the branch name without `refs/heads/`");
+    }
+    None
+}
+
 /// The candidate closest to `word` by edit distance, when it is close enough to be a typo.
 pub(crate) fn did_you_mean<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
     let limit = (word.chars().count() / 3).clamp(1, 3);

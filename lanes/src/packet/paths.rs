@@ -95,6 +95,18 @@ impl Roots {
 
         match rule {
             PathRule::BelowRoots => {
+                // git's own folder is no place for a worktree (and `.git/x` would put the
+                // lane's files among the repository's objects and refs).
+                if resolved
+                    .components()
+                    .any(|c| c == Component::Normal(std::ffi::OsStr::new(".git")))
+                {
+                    return Err(format!(
+                        "`{raw}` is inside a `.git` folder (`{}`); a lane's worktree must be a \
+                         folder of its own",
+                        resolved.display()
+                    ));
+                }
                 let is_root =
                     resolved == self.repo || self.worktree_root.as_ref() == Some(&resolved);
                 if is_root {

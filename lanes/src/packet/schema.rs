@@ -8,7 +8,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use super::json::{Json, index_path, key_path};
-use super::names::{NAME_PATTERN, did_you_mean, is_valid_lane_name, ref_name_problem};
+use super::names::{
+    NAME_PATTERN, did_you_mean, is_valid_lane_name, own_branch_problem, ref_name_problem,
+};
 use super::paths::{PathRule, Roots};
 use super::{PacketError, TaskResource, TaskScope};
 
@@ -47,8 +49,11 @@ enum Kind {
     Line,
     /// An agent (profile) name: not blank, no whitespace.
     Agent,
-    /// A git branch name.
+    /// A git branch name (a base).
     RefName,
+    /// The lane's own branch: a branch name as `git branch` takes it, so not `HEAD` and not a
+    /// full ref (`refs/heads/x` would make `refs/heads/refs/heads/x`).
+    Branch,
     /// `workspace`, `module`, `single_file` or `custom`.
     Scope,
     /// A list of [`Kind::Text`].
@@ -94,7 +99,7 @@ const FIELDS: &[FieldDef] = &[
     field("objective", Kind::Text, Some(PER_LANE)),
     field("agent", Kind::Agent, None),
     field("base", Kind::RefName, None),
-    field("branch", Kind::RefName, Some(PER_LANE)),
+    field("branch", Kind::Branch, Some(PER_LANE)),
     field("worktree", Kind::Path(PathRule::BelowRoots), Some(PER_LANE)),
     field("trusted_roots", Kind::Paths(PathRule::InsideRoots), None),
     field("scope", Kind::Scope, None),
@@ -317,6 +322,13 @@ fn read_value(
         Kind::RefName => {
             let s = expect_string(value, at, errors)?;
             match ref_name_problem(s) {
+                None => Some(Val::Text(s.to_owned())),
+                Some(why) => fail(errors, at, format!("invalid branch name {s:?}: {why}")),
+            }
+        }
+        Kind::Branch => {
+            let s = expect_string(value, at, errors)?;
+            match ref_name_problem(s).or_else(|| own_branch_problem(s)) {
                 None => Some(Val::Text(s.to_owned())),
                 Some(why) => fail(errors, at, format!("invalid branch name {s:?}: {why}")),
             }

@@ -582,6 +582,16 @@ fn a_silent_supervisor_is_lost_after_fifteen_seconds() {
     let view = with_ages(&finished, Path::new("/no-record"), 2_000);
     assert!(view.supervisor_lost);
     assert_eq!(view.to_json()["lane_status"], "finished");
+
+    // So do lanes their checks hold for a person: no worker was being driven.
+    for held in [BlockedSubphase::BranchFreshness, BlockedSubphase::TestHang] {
+        let mut doc = sample(1_000);
+        doc.set_state(LaneState::Blocked(held), 1_000, None);
+        doc.stamp(1_000);
+        let view = with_ages(&doc, Path::new("/no-record"), 2_000);
+        assert!(view.supervisor_lost);
+        assert_eq!(view.status, ShownStatus::Lane(LaneStatus::Blocked));
+    }
 }
 
 /// The example in `docs/state-file.md` is a valid state file, and its keys are exactly the

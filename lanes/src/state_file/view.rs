@@ -65,17 +65,32 @@ pub fn with_ages(doc: &WorkerStateDoc, record: &Path, now: u64) -> StateView {
         Liveness::Gone => true,
         Liveness::Unknown => seconds_since_heartbeat > SUPERVISOR_LOST_AFTER.as_secs(),
     };
-    let status = if supervisor_lost && !doc.status.is_terminal() {
-        ShownStatus::SupervisorLost
-    } else {
-        ShownStatus::Lane(doc.status)
-    };
+    let status =
+        if supervisor_lost && !doc.status.is_terminal() && !held_by_checks(doc.lane_state()) {
+            ShownStatus::SupervisorLost
+        } else {
+            ShownStatus::Lane(doc.status)
+        };
     StateView {
         doc,
         status,
         supervisor_lost,
         seconds_since_heartbeat,
     }
+}
+
+/// A lane its checks hold for a person (`blocked{branch_freshness}`: a base that could not be
+/// brought in; `blocked{test_hang}`: a verification command that hung). Only a lane whose worker
+/// is no longer driven is moved there (while one is, its machine owns the state), so no
+/// supervisor is missing from it: a manual `verify` or `merge-forward` after the supervisor
+/// ended leaves it so, and it reads as what it is, never `supervisor_lost`.
+fn held_by_checks(state: crate::LaneState) -> bool {
+    matches!(
+        state,
+        crate::LaneState::Blocked(
+            crate::BlockedSubphase::BranchFreshness | crate::BlockedSubphase::TestHang
+        )
+    )
 }
 
 impl StateView {

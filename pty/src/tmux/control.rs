@@ -73,6 +73,11 @@ impl ControlClient {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
+            // Its own process group: a signal to the supervisor's group (SIGTERM from a
+            // service manager, Ctrl-C in its terminal) must reach the supervisor only, which
+            // then ends its lanes and the server through this client. Killed with us all the
+            // same (`kill_on_drop`), and tmux ends it when its stdin closes.
+            .process_group(0)
             .kill_on_drop(true);
         let mut child = base.spawn().map_err(|source| TmuxError::Io {
             what: "starting the tmux control-mode client",

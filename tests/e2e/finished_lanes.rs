@@ -1,0 +1,227 @@
+//! Finished lanes read back as they stand now (issue #27, "where that bites" 4, 5 and 8): the
+//! board's freshness, commits and `merge_ready` against the base as it is now, after a commit
+//! on the base and after the base moved backwards; a manual `verify` on a finished lane with
+//! uncommitted work, and `recover`'s advice for it.
+
+use std::path::Path;
+use std::process::Output;
+
+use serde_json::Value;
+
+use crate::spawn::{Setup, setup, stderr};
+
+/// The agent commits one file and ends.
+const COMMITS_ONCE: &str = r#"
+trust_dialog = true
+[[prompt]]
+steps = [
+  { do = "write_file", path = "out.txt", content = "done\n" },
+  { do = "git_commit", message = "lane work" },
+]
+"#;
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("git");
+    assert!(out.status.success(), "git {args:?}: {}", stderr(&out));
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+fn commit_on_main(s: &Setup, file: &str, subject: &str) {
+    std::fs::write(s.repo.join(file), format!("{subject}\n")).expect("write");
+    git(&s.repo, &["add", file]);
+    git(&s.repo, &["commit", "-qm", subject]);
+}
+
+fn clawpool(s: &Setup, args: &[&str]) -> Output {
+    s.sandbox
+        .clawpool()
+        .args(args)
+        .current_dir(&s.repo)
+        .output()
+        .expect("clawpool")
+}
+
+/// Spawns one lane `name` (agent scripted by `scenario`, acceptance test `true`) to its end.
+fn spawn_one(s: &Setup, scenario: &str, name: &str) {
+    std::fs::write(s.sandbox.dir.path().join("scenario.toml"), scenario).expect("scenario");
+    let packet = format!(
+        r#"{{"name": "{name}", "agent": "scripted", "prompt": "work", "acceptance_tests": ["true"]}}"#
+    );
+    let out = s.spawn(&packet, &["--output-format", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+/// Lane `name` as `board --output-format json` shows it.
+fn board_row(s: &Setup, name: &str) -> Value {
+    let out = clawpool(s, &["board", "--output-format", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let board: Value = serde_json::from_slice(&out.stdout).expect("board JSON");
+    board["lanes"]
+        .as_array()
+        .expect("lanes")
+        .iter()
+        .find(|l| l["lane"] == name)
+        .cloned()
+        .unwrap_or_else(|| panic!("no lane {name} on {board}"))
+}
+
+fn board_text(s: &Setup) -> String {
+    String::from_utf8_lossy(&clawpool(s, &["board"]).stdout).into_owned()
+}
+
+/// Bite 4: after a commit on main a finished lane is `stale -1` on the board, its commits are
+/// counted against main as it is now, and it is no longer shown `merge_ready`.
+#[test]
+fn a_finished_lane_goes_stale_on_the_board_when_main_moves_on() {
+    let s = setup();
+    spawn_one(&s, COMMITS_ONCE, "done");
+    let row = board_row(&s, "done");
+    assert_eq!(row["lane_status"], "finished", "{row}");
+    assert_eq!(row["green_level"], "merge_ready", "{row}");
+    assert_eq!(row["freshness"]["state"], "fresh", "{row}");
+    assert_eq!(row["board"]["commits_ahead"], 1, "{row}");
+
+    commit_on_main(&s, "fix.txt", "the fix");
+    let row = board_row(&s, "done");
+    assert_eq!(row["freshness"]["state"], "stale", "{row}");
+    assert_eq!(row["freshness"]["behind"], 1, "{row}");
+    assert_eq!(
+        row["freshness"]["missing"][0]["subject"], "the fix",
+        "{row}"
+    );
+    assert_eq!(row["board"]["commits_ahead"], 1, "{row}");
+    assert_eq!(row["green_level"], "workspace", "{row}");
+    assert_eq!(row["board"]["recorded_green_level"], "merge_ready", "{row}");
+    let text = board_text(&s);
+    assert!(text.contains("stale -1"), "{text}");
+    assert!(!text.contains("merge_ready"), "{text}");
+
+    // Merged forward by hand: the lane is fresh again, and its commits are its own plus the
+    // merge, counted against main as it is now.
+    let out = clawpool(&s, &["merge-forward", "done"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let row = board_row(&s, "done");
+    assert_eq!(row["freshness"]["state"], "fresh", "{row}");
+    assert_eq!(row["board"]["commits_ahead"], 2, "{row}");
+}
+
+/// Bite 8: main reset below a commit the lane was made from: the lane would bring the dropped
+/// commit back, so it says `base_rewound` and is never `merge_ready`, on the board and when
+/// verified again.
+#[test]
+fn a_base_moved_backwards_makes_a_finished_lane_base_rewound_never_merge_ready() {
+    let s = setup();
+    commit_on_main(&s, "extra.txt", "later dropped");
+    spawn_one(&s, COMMITS_ONCE, "old");
+    assert_eq!(board_row(&s, "old")["green_level"], "merge_ready");
+
+    git(&s.repo, &["reset", "-q", "--hard", "HEAD~1"]);
+    let row = board_row(&s, "old");
+    assert_eq!(row["freshness"]["state"], "base_rewound", "{row}");
+    assert_eq!(row["freshness"]["dropped"], 1, "{row}");
+    assert_ne!(row["green_level"], "merge_ready", "{row}");
+    let text = board_text(&s);
+    assert!(text.contains("base_rewound +1"), "{text}");
+    assert!(!text.contains("merge_ready"), "{text}");
+
+    let out = clawpool(
+        &s,
+        &[
+            "verify",
+            "old",
+            "--level",
+            "merge_ready",
+            "--output-format",
+            "json",
+        ],
+    );
+    assert_ne!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let reply: Value = serde_json::from_slice(&out.stdout).expect("verify JSON");
+    assert_eq!(reply["verification"]["result"], "blocked", "{reply}");
+    let reason = reply["verification"]["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("moved backwards") && reason.contains("bring back 1 commit"),
+        "{reply}"
+    );
+    let row = board_row(&s, "old");
+    assert_ne!(row["lane_status"], "supervisor_lost", "{row}");
+    assert_ne!(row["green_level"], "merge_ready", "{row}");
+}
+
+/// Bite 5: `verify --level package` on a finished lane whose base moved on and whose worktree
+/// has uncommitted work: it says what is missing where (a commit of main, missing from the
+/// lane's branch), holds the lane as `blocked{branch_freshness}` — never
+/// `supervisor_lost{branch_freshness}` — with its green level kept (nothing ran); `recover`
+/// names the lane in the command it advises; once the worktree is clean a merge-forward makes
+/// it fresh again and a green verification finishes it.
+#[test]
+fn a_manual_verify_of_a_dirty_finished_lane_says_what_is_missing_where_and_never_loses_it() {
+    let s = setup();
+    spawn_one(&s, COMMITS_ONCE, "notes");
+    commit_on_main(&s, "fix.txt", "the fix");
+    let lane = s.lanes_dir().join("notes");
+    std::fs::write(lane.join("draft.txt"), "not committed\n").expect("write");
+
+    let out = clawpool(
+        &s,
+        &[
+            "verify",
+            "notes",
+            "--level",
+            "package",
+            "--output-format",
+            "json",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let reply: Value = serde_json::from_slice(&out.stdout).expect("verify JSON");
+    assert_eq!(reply["verification"]["result"], "blocked", "{reply}");
+    let reason = reply["verification"]["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("1 commit of main missing from the lane's branch")
+            && reason.contains("uncommitted changes")
+            && reason.contains("draft.txt"),
+        "{reply}"
+    );
+    assert_eq!(reply["green_level"], "merge_ready", "{reply}");
+
+    // Held for a person, as it is: never a lost supervisor (none was needed).
+    let state = clawpool(&s, &["state", "notes", "--output-format", "json"]);
+    let state: Value = serde_json::from_slice(&state.stdout).expect("state JSON");
+    assert_eq!(state["lane_status"], "blocked", "{state}");
+    assert_eq!(state["blocked"]["subphase"], "branch_freshness", "{state}");
+    assert_eq!(state["green_level"], "merge_ready", "{state}");
+    let row = board_row(&s, "notes");
+    assert_eq!(row["lane_status"], "blocked", "{row}");
+    assert_eq!(row["freshness"]["state"], "stale", "{row}");
+    let text = board_text(&s);
+    assert!(!text.contains("supervisor_lost"), "{text}");
+
+    let out = clawpool(&s, &["recover", "notes"]);
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
+    assert!(!said.contains("LANE"), "{said}");
+    assert!(
+        !said.contains("merge-forward") || said.contains("clawpool merge-forward notes"),
+        "{said}"
+    );
+
+    std::fs::remove_file(lane.join("draft.txt")).expect("clean");
+    let out = clawpool(&s, &["merge-forward", "notes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let row = board_row(&s, "notes");
+    assert_eq!(row["freshness"]["state"], "fresh", "{row}");
+    assert_ne!(row["lane_status"], "supervisor_lost", "{row}");
+    // Verified on the merged branch, the lane is finished again.
+    let out = clawpool(&s, &["verify", "notes", "--level", "package"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(board_row(&s, "notes")["lane_status"], "finished");
+}
