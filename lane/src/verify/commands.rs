@@ -8,12 +8,14 @@ use std::time::{Duration, Instant};
 
 use clawpool_lanes::state_file::{CommandOutcome, CommandResult};
 
-/// Runs `command` with `sh -c` in `dir`, writing its output to `log`, for at most `timeout`.
+/// Runs `command` with `sh -c` in `dir`, writing its output to `log`, for at most `timeout`;
+/// inside `sandbox` when the lane has one (a command is the agent's code at work).
 pub async fn run_command(
     command: &str,
     dir: &Path,
     log: &Path,
     timeout: Duration,
+    sandbox: Option<&crate::sandbox::Sandbox>,
 ) -> CommandResult {
     let started = Instant::now();
     let result = |outcome, exit_code| CommandResult {
@@ -30,7 +32,14 @@ pub async fn run_command(
     let Ok(errors) = output.try_clone() else {
         return result(CommandOutcome::Error, None);
     };
-    let mut child = tokio::process::Command::new("sh");
+    let mut child = match sandbox {
+        Some(sandbox) => {
+            let mut child = tokio::process::Command::new(sandbox.program());
+            child.args(sandbox.args_for(dir)).arg("sh");
+            child
+        }
+        None => tokio::process::Command::new("sh"),
+    };
     child
         .arg("-c")
         .arg(command)
@@ -101,6 +110,7 @@ mod tests {
             dir.path(),
             &logs.join("ok.log"),
             Duration::from_secs(10),
+            None,
         )
         .await;
         assert_eq!(ok.outcome, CommandOutcome::Passed);
@@ -111,6 +121,7 @@ mod tests {
             dir.path(),
             &logs.join("bad.log"),
             Duration::from_secs(10),
+            None,
         )
         .await;
         assert_eq!(
