@@ -117,19 +117,22 @@ impl Sandbox {
             git.bind(&mut args)?;
         }
         // Hidden: clawpool's folder (every lane's record and socket, the pool's), the other
-        // worktrees, the runtime folder of long-path sockets.
+        // worktrees, the runtime folder of long-path sockets. Each is an empty tmpfs now and
+        // made read-only last, once what is put back inside it has its mount point.
+        let mut hidden = Vec::new();
         if let Some(git) = &git {
             let own = git.common.join("clawpool");
             if own.is_dir() {
-                args.hide(&own);
+                hidden.push(own);
             }
-            for other in git.other_worktrees(site.dir) {
-                args.hide(&other);
-            }
+            hidden.extend(git.other_worktrees(site.dir));
         }
         let runtime = clawpool_worktree::layout::runtime_dir();
         if runtime.is_dir() && !runtime.starts_with("/tmp") {
-            args.hide(&runtime);
+            hidden.push(runtime);
+        }
+        for path in &hidden {
+            args.one("--tmpfs", path);
         }
         args.pair("--bind", site.dir, site.dir);
         for entry in site.agent_writes {
@@ -166,6 +169,9 @@ impl Sandbox {
             _ => {
                 args.pair("--bind-try", site.socket, site.socket);
             }
+        }
+        for path in &hidden {
+            args.one("--remount-ro", path);
         }
         Ok(Self {
             program,
@@ -242,11 +248,6 @@ impl Args {
         self.0.push(from.as_ref().to_owned());
         self.0.push(to.as_ref().to_owned());
         self
-    }
-
-    /// An empty, read-only folder in place of `path`.
-    fn hide(&mut self, path: &Path) -> &mut Self {
-        self.one("--tmpfs", path).one("--remount-ro", path)
     }
 }
 

@@ -133,8 +133,13 @@ fn try_connect(port: u16) -> String {
     )
 }
 
+/// What spawn said: its JSON lines and its stderr.
 fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
 }
 
 #[test]
