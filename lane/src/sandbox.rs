@@ -111,7 +111,9 @@ impl Sandbox {
             args.flag("--unshare-net");
         }
         args.pair("--ro-bind", "/", "/");
-        args.one("--dev", "/dev").one("--proc", "/proc").one("--tmpfs", "/tmp");
+        args.one("--dev", "/dev")
+            .one("--proc", "/proc")
+            .one("--tmpfs", "/tmp");
         let git = GitSite::of(site.dir);
         if let Some(git) = &git {
             git.bind(&mut args)?;

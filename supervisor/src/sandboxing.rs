@@ -55,11 +55,10 @@ pub fn request_for(config: &Config, lane: LaneSandbox) -> SandboxRequest {
 
 /// The configured bubblewrap program, else `bwrap` on `PATH`.
 pub fn bwrap(config: &Config) -> OsString {
-    config
-        .sandbox()
-        .bwrap
-        .as_ref()
-        .map_or_else(|| DEFAULT_BWRAP.into(), |b| b.value.clone().into_os_string())
+    config.sandbox().bwrap.as_ref().map_or_else(
+        || DEFAULT_BWRAP.into(),
+        |b| b.value.clone().into_os_string(),
+    )
 }
 
 /// Whether sandboxed lanes can start here: the bubblewrap found and a trivial sandbox run in

@@ -39,7 +39,14 @@ fn site() -> Site {
     let other = sandbox.dir.path().join("repo.lanes/other");
     git(
         &repo,
-        &["worktree", "add", "-q", "-b", "lane/other", other.to_str().expect("utf-8")],
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            "lane/other",
+            other.to_str().expect("utf-8"),
+        ],
     );
     Site {
         sandbox,
@@ -72,7 +79,9 @@ impl Site {
                  [profiles.scripted.launch]\ncommand = {:?}\n\
                  env = {{ CLAWPOOL_AGENT_SCENARIO = {:?} }}\n",
                 dir.display().to_string(),
-                workspace_bin("clawpool-scripted-agent").display().to_string(),
+                workspace_bin("clawpool-scripted-agent")
+                    .display()
+                    .to_string(),
                 scenario_file.display().to_string(),
             ),
         )

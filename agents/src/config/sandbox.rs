@@ -68,7 +68,9 @@ impl SandboxOptions {
                     return Err(invalid(
                         value.span().start,
                         "sandbox",
-                        format!("{other:?} is not a sandbox mode; expected \"workspace\" or \"off\""),
+                        format!(
+                            "{other:?} is not a sandbox mode; expected \"workspace\" or \"off\""
+                        ),
                     ));
                 }
             }),
@@ -82,7 +84,9 @@ impl SandboxOptions {
                     return Err(invalid(
                         value.span().start,
                         "network",
-                        format!("{other:?} is not a sandbox network; expected \"shared\" or \"none\""),
+                        format!(
+                            "{other:?} is not a sandbox network; expected \"shared\" or \"none\""
+                        ),
                     ));
                 }
             }),

@@ -554,7 +554,11 @@ fn the_sandbox_keys_merge_and_bad_ones_name_their_line() {
         .merge_text(Path::new("/c.toml"), "\nsandbox = \"docker\"\n", home)
         .expect_err("unknown mode");
     assert_eq!(err.line(), Some(2));
-    assert!(err.to_string().contains("expected \"workspace\" or \"off\""), "{err}");
+    assert!(
+        err.to_string()
+            .contains("expected \"workspace\" or \"off\""),
+        "{err}"
+    );
     let err = config
         .merge_text(Path::new("/c.toml"), "sandbox_rw = [\"rel\"]\n", home)
         .expect_err("relative");

@@ -140,6 +140,7 @@ mod tests {
             dir.path(),
             &logs.join("hung.log"),
             Duration::from_millis(500),
+            None,
         )
         .await;
         assert_eq!(hung.outcome, CommandOutcome::Hung);
@@ -177,5 +178,54 @@ mod tests {
         assert!(looks_like_compile_failure(&log));
         std::fs::write(&log, "test tests::it_works ... FAILED\n").expect("log");
         assert!(!looks_like_compile_failure(&log));
+    }
+
+    #[tokio::test]
+    async fn a_sandboxed_command_writes_its_worktree_and_nothing_outside() {
+        let lane = tempfile::tempdir().expect("lane");
+        let outside = tempfile::tempdir().expect("outside");
+        let request = crate::sandbox::SandboxRequest {
+            lane: clawpool_lanes::LaneSandbox {
+                mode: clawpool_lanes::SandboxMode::Workspace,
+                network: clawpool_lanes::SandboxNetwork::Shared,
+                rw: Vec::new(),
+            },
+            bwrap: crate::sandbox::DEFAULT_BWRAP.into(),
+        };
+        let path = std::env::var_os("PATH");
+        let site = crate::sandbox::SandboxSite {
+            dir: lane.path(),
+            record: None,
+            socket: &lane.path().join(".claw/control.sock"),
+            home: None,
+            agent_writes: &[],
+            path_var: path.as_deref(),
+        };
+        let sandbox = crate::sandbox::Sandbox::build(&request, &site).expect("bwrap works here");
+        let logs = lane.path().join("logs");
+        let inside = run_command(
+            "echo in > inside.txt",
+            lane.path(),
+            &logs.join("in.log"),
+            Duration::from_secs(10),
+            Some(&sandbox),
+        )
+        .await;
+        assert_eq!(inside.outcome, CommandOutcome::Passed);
+        assert_eq!(
+            std::fs::read_to_string(lane.path().join("inside.txt")).expect("written"),
+            "in\n"
+        );
+        let escape = outside.path().join("escape.txt");
+        let out = run_command(
+            &format!("echo out > {}", escape.display()),
+            lane.path(),
+            &logs.join("out.log"),
+            Duration::from_secs(10),
+            Some(&sandbox),
+        )
+        .await;
+        assert_eq!(out.outcome, CommandOutcome::Failed);
+        assert!(!escape.exists(), "the command wrote outside its worktree");
     }
 }

@@ -255,14 +255,9 @@ pub async fn verify(
                 plan.level.as_str(),
                 n + 1
             ));
-            let result = commands::run_command(
-                command,
-                dir,
-                &log,
-                plan.timeout,
-                plan.sandbox.as_deref(),
-            )
-            .await;
+            let result =
+                commands::run_command(command, dir, &log, plan.timeout, plan.sandbox.as_deref())
+                    .await;
             if result.outcome == CommandOutcome::Hung {
                 let hung = payload::TestHung {
                     command: command.clone(),
