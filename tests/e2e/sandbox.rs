@@ -309,3 +309,48 @@ fn doctor_says_whether_sandboxes_work_here() {
         "{missing}"
     );
 }
+
+/// The real Claude Code 2.1.330 in a sandboxed lane, offline against the scripted model
+/// server: it boots with its state in `~/.claude*` writable, its hooks reach the lane from
+/// inside the sandbox, and its turn finishes from its Stop hook.
+#[test]
+fn a_sandboxed_claude_code_lane_finishes_from_its_hooks() {
+    use crate::real_agents::{claude_env, finish, lanes_dir, plain_lane, start_lane, write_config};
+    clawpool_tests::real_agent("claude");
+    let sandbox = Sandbox::new();
+    clawpool_tests::seed_claude_home(
+        &sandbox.home(),
+        serde_json::json!({"customApiKeyResponses": {"approved": ["sk-ant-fake"], "rejected": []}}),
+    );
+    let lane = plain_lane(&sandbox, "boxed-claude");
+    let server = clawpool_tests::ModelServer::start(
+        &sandbox.dir.path().join("model"),
+        &serde_json::json!([{"text": "Hello from the scripted model."}]),
+    );
+    let config = write_config(&sandbox, Some(&lanes_dir(&sandbox)), "claude", "");
+    let text = std::fs::read_to_string(&config).expect("config");
+    std::fs::write(&config, format!("sandbox = \"workspace\"\n{text}")).expect("config");
+    let mut run = start_lane(
+        &sandbox,
+        &config,
+        "claude",
+        &lane,
+        &claude_env(&sandbox, &server.url()),
+        "pty",
+    );
+    let (code, outcome) = finish(&mut run, &lane);
+    assert_eq!(code, 0, "{}", run.report());
+    assert_eq!(outcome["state"]["status"], "finished", "{}", run.report());
+    let events = run.events();
+    let finished = events
+        .iter()
+        .find(|e| e["kind"] == "lane.finished")
+        .unwrap_or_else(|| panic!("not finished: {}", run.report()));
+    assert_eq!(finished["source"], "hook", "{}", run.report());
+    let state: Value = serde_json::from_str(
+        &std::fs::read_to_string(lane.join(".claw/worker-state.json")).expect("state"),
+    )
+    .expect("JSON");
+    assert_eq!(state["sandbox"]["mode"], "workspace", "{state}");
+    assert_eq!(state["hooks"]["failed"], 0, "{state}");
+}
