@@ -352,11 +352,13 @@ impl ServerProcess {
 impl AppServer {
     /// Starts the app server of the agent `spec` starts (its program, environment and folder),
     /// listening on `.claw/codex-app-server.sock` in `dir`, and connects to it; its facts go
-    /// to `sender`. An error says why in words (the lane falls back to the screen).
+    /// to `sender`, inside `sandbox` when the lane has one. An error says why in words (the lane
+    /// falls back to the screen).
     pub async fn start(
         spec: &SpawnSpec,
         dir: &Path,
         sender: mpsc::Sender<ChannelMessage>,
+        sandbox: Option<&crate::sandbox::Sandbox>,
     ) -> Result<Self, String> {
         let state_dir = dir.join(clawpool_worktree::layout::LANE_DIR);
         std::fs::create_dir_all(&state_dir).map_err(|e| format!("creating .claw/: {e}"))?;
@@ -373,7 +375,15 @@ impl AppServer {
             spec.env_value("PATH").as_deref(),
         )
         .map_err(|e| format!("finding the agent for its app server: {e}"))?;
-        let mut command = tokio::process::Command::new(&program);
+        // In the lane's sandbox, when it has one: the tools the server runs are the agent's.
+        let mut command = match sandbox {
+            Some(sandbox) => {
+                let mut command = tokio::process::Command::new(sandbox.program());
+                command.args(sandbox.args_for(&spec.cwd)).arg(&program);
+                command
+            }
+            None => tokio::process::Command::new(&program),
+        };
         if spec.clean_env {
             command.env_clear();
         }

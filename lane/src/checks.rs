@@ -43,6 +43,8 @@ pub struct LaneChecks {
     pub log_dir: PathBuf,
     /// Check and fetch intervals.
     pub freshness: FreshnessSettings,
+    /// The lane's sandbox, which its verification commands run in (set when the lane opens).
+    pub sandbox: Option<std::sync::Arc<crate::sandbox::Sandbox>>,
 }
 
 impl LaneChecks {
@@ -67,6 +69,7 @@ impl LaneChecks {
             spec: entry.verify.clone(),
             log_dir: registry.verify_logs(),
             freshness,
+            sandbox: None,
         }
     }
 
@@ -209,6 +212,7 @@ impl LaneChecks {
         plan.known_bases = self.known_bases(doc.freshness.as_ref());
         plan.last_freshness = doc.freshness.map(|f| f.state);
         plan.held = doc.green_level.zip(doc.verification.and_then(|v| v.head));
+        plan.sandbox = self.sandbox.clone();
         let verified = verify::verify(
             &self.repo_root,
             &self.dir,

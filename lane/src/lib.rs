@@ -135,5 +135,6 @@ pub mod lane_state;
 pub mod permission_gate;
 pub mod recovering;
 pub mod registry;
+pub mod sandbox;
 pub mod verify;
 pub mod worktree_watch;

@@ -43,6 +43,29 @@ pub struct RegistryEntry {
     /// Its packet's `permission_profile` (none: the policy's default; `docs/permissions.md`).
     #[serde(default)]
     pub permission_profile: Option<String>,
+    /// Its sandbox (`docs/sandbox.md`), when its agent runs in one: a supervisor that adopts
+    /// or resumes the lane starts its agent again in the same one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<clawpool_lanes::LaneSandbox>,
+    /// The bubblewrap program its sandbox is made with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bwrap: Option<PathBuf>,
+}
+
+impl RegistryEntry {
+    /// The sandbox the lane's agent is started in again (by `adopt`, or a follow-up), as the
+    /// lane's first supervisor made it.
+    pub fn sandbox_request(&self) -> Option<crate::sandbox::SandboxRequest> {
+        self.sandbox
+            .clone()
+            .map(|lane| crate::sandbox::SandboxRequest {
+                lane,
+                bwrap: self.bwrap.clone().map_or_else(
+                    || crate::sandbox::DEFAULT_BWRAP.into(),
+                    PathBuf::into_os_string,
+                ),
+            })
+    }
 }
 
 /// A lane's base as the registry records it.

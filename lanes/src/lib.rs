@@ -18,6 +18,7 @@ mod evidence;
 mod ledger;
 mod packet;
 pub mod payload;
+pub mod sandbox;
 mod state;
 pub mod state_file;
 
@@ -33,6 +34,7 @@ pub use packet::{
     parse_packet,
 };
 pub use payload::Payload;
+pub use sandbox::{LaneSandbox, SANDBOX_MODES, SandboxMode, SandboxNetwork};
 pub use state::{BlockedSubphase, FailureClass, LaneState, LaneStatus, wire_name};
 pub use state_file::{
     StateFileError, StateFileWriter, StateView, WorkerStateDoc, read_lane_record, read_state_file,

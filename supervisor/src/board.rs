@@ -315,6 +315,16 @@ pub fn tokens_cell(usage: &Value) -> String {
     }
 }
 
+/// The lane's sandbox (`sandbox` in the state file): `workspace`, `workspace/no-net` without a
+/// network, `off` when its agent runs unconfined.
+fn sandbox_cell(sandbox: &Value) -> String {
+    match (sandbox["mode"].as_str(), sandbox["network"].as_str()) {
+        (Some(mode), Some("none")) => format!("{mode}/no-net"),
+        (Some(mode), _) => mode.to_owned(),
+        _ => "off".into(),
+    }
+}
+
 fn print_table(lanes: &[Value]) {
     let text = |v: &Value| {
         v.as_str().map(str::to_owned).unwrap_or_else(|| {
@@ -325,7 +335,7 @@ fn print_table(lanes: &[Value]) {
             }
         })
     };
-    let rows: Vec<[String; 12]> = lanes
+    let rows: Vec<[String; 13]> = lanes
         .iter()
         .map(|l| {
             let status = status_cell(l);
@@ -366,6 +376,7 @@ fn print_table(lanes: &[Value]) {
                     .map(str::to_owned)
                     .or_else(|| l["error"]["kind"].as_str().map(str::to_owned))
                     .unwrap_or_else(|| "-".into()),
+                sandbox_cell(&l["sandbox"]),
             ]
         })
         .collect();
@@ -382,6 +393,7 @@ fn print_table(lanes: &[Value]) {
         "perms a/d/?",
         "tokens",
         "last event",
+        "sandbox",
     ];
     let mut widths = header.map(str::len);
     for row in &rows {

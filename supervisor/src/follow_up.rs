@@ -102,6 +102,8 @@ pub async fn run(
         on_event: Box::new(|_| {}),
         interrupt,
         lock: None,
+        // Resumed in the sandbox its first supervisor made, as its registry entry records it.
+        sandbox: entry.as_ref().and_then(|e| e.sandbox_request()),
     };
     let closing = job.terminal.clone();
     let result = drive(job, Start::Resume { doc: Box::new(doc) }).await;

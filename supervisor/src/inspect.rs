@@ -367,6 +367,7 @@ pub fn run_doctor(loaded: &Loaded, args: &DoctorArgs) -> Result<ExitCode, Comman
     }
     checks.extend(state_folder_checks(repo));
     checks.extend(channel_checks(repo));
+    checks.push(sandbox_check(loaded, &own_config));
     checks.push(unsandboxed_check(loaded, &own_config));
     checks.extend(grant_checks(repo));
     let failed_errors = checks.iter().any(|c| !c.ok && c.severity == "error");
@@ -413,11 +414,24 @@ pub fn run_doctor(loaded: &Loaded, args: &DoctorArgs) -> Result<ExitCode, Comman
 /// Whether lanes act without a person while nothing confines them: a lane's agent runs as the
 /// user, with the user's files and network, so what the permission policy lets it do alone
 /// (the default profile's allowance and every allow entry) it can be led to do by what it
-/// reads. clawpool does not confine lanes (no sandbox is built: issue 26); when it does, this
-/// check is the place to say which lanes run outside it.
+/// reads. Lanes the configuration sandboxes (`sandbox = "workspace"`) are confined to their
+/// worktree (`docs/sandbox.md`), so the warning is about the others.
 fn unsandboxed_check(loaded: &Loaded, own_config: &str) -> Check {
+    use clawpool_agents::config::SandboxSetting;
     use clawpool_recovery::permissions::{Effect, Profile};
     let settings = loaded.policy.permissions();
+    if loaded.config.sandbox().mode.as_ref().map(|m| m.value) == Some(SandboxSetting::Workspace) {
+        return Check {
+            name: "permissions".into(),
+            ok: true,
+            severity: "info",
+            detail: "lanes run sandboxed (sandbox = \"workspace\"): their agents write only \
+                     their worktree, though they still read your files and use the network \
+                     (docs/sandbox.md); a packet lane with sandbox \"off\" does not"
+                .into(),
+            fix: None,
+        };
+    }
     let profile = settings.default_profile;
     let allows: Vec<String> = settings
         .policy
@@ -464,11 +478,43 @@ fn unsandboxed_check(loaded: &Loaded, own_config: &str) -> Check {
             alone.join(" and ")
         ),
         fix: Some(format!(
-            "run clawpool where a lane can harm nothing you keep (a container or VM); or have \
+            "sandbox the lanes: sandbox = \"workspace\" in {own_config} (docs/sandbox.md); \
+             or run clawpool where a lane can harm nothing you keep (a container or VM); or have \
              a person answer everything: a policy file (policy = \"FILE\" in {own_config}, \
              a copy of docs/policy-defaults.toml) with [permissions] default_profile = \
              \"read-only\" and no allow entry"
         )),
+    }
+}
+
+/// Whether sandboxed lanes can start on this machine: bubblewrap found and a trivial sandbox
+/// run in it. An error when the configuration asks for sandboxes (those lanes would not
+/// start), else a warning (`danger-full-access` lanes ask for one by default).
+fn sandbox_check(loaded: &Loaded, own_config: &str) -> Check {
+    use clawpool_agents::config::SandboxSetting;
+    let mode = loaded.config.sandbox().mode.as_ref().map(|m| m.value);
+    match crate::sandboxing::doctor_finding(&loaded.config) {
+        Ok(detail) => Check {
+            name: "sandbox".into(),
+            ok: true,
+            severity: "info",
+            detail,
+            fix: None,
+        },
+        Err(why) => Check {
+            name: "sandbox".into(),
+            ok: false,
+            severity: if mode == Some(SandboxSetting::Workspace) {
+                "error"
+            } else {
+                "warning"
+            },
+            detail: format!("sandboxed lanes cannot start here: {why}"),
+            fix: Some(format!(
+                "apt-get install -y bubblewrap (or name it: bwrap = \"/path/to/bwrap\" in \
+                 {own_config}), and allow unprivileged user namespaces; or sandbox = \"off\""
+            )),
+        },
     }
 }
 

@@ -22,6 +22,7 @@ mod policy_cmd;
 mod progress;
 mod run_lane;
 mod run_one;
+mod sandboxing;
 mod spawn;
 mod stream_cmd;
 mod ui;
@@ -304,6 +305,11 @@ async fn run_lane(args: cli::RunArgs) -> Result<ExitCode, CommandError> {
         env: args.env,
         size: args.size,
         policy: std::sync::Arc::clone(&loaded.policy),
+        sandbox: sandboxing::lane_request(
+            &loaded.config,
+            None,
+            loaded.policy.permissions().default_profile,
+        ),
     })
     .await
 }

@@ -33,6 +33,8 @@ pub struct RunRequest {
     pub env: Vec<(String, String)>,
     pub size: Option<clawpool_pty::TermSize>,
     pub policy: Arc<clawpool_recovery::Policy>,
+    /// The sandbox the agent runs in (`docs/sandbox.md`), if any.
+    pub sandbox: Option<clawpool_lane::sandbox::SandboxRequest>,
 }
 
 /// `clawpool run`: one lane in the foreground, in the folder given.
@@ -107,6 +109,7 @@ pub async fn run(request: RunRequest) -> Result<ExitCode, CommandError> {
         interrupt: Interrupt::listen()
             .map_err(|e| CommandError::io("listening for SIGINT and SIGTERM", e))?,
         lock: None,
+        sandbox: request.sandbox,
     };
     preflight(&job)?;
     exclude_from_git(&cwd);

@@ -55,6 +55,8 @@ pub struct PlannedLane {
     policy: std::sync::Arc<clawpool_recovery::Policy>,
     /// The earlier run `--rerun` runs this lane again after (finished, or removed by gc).
     rerun_of: Option<Skipped>,
+    /// The sandbox its agent runs in, its bubblewrap already found and tried.
+    sandbox: Option<clawpool_lane::sandbox::SandboxRequest>,
 }
 
 /// Why a lane of the packet is not started again.
@@ -576,9 +578,32 @@ fn plan(
                 on_event: Box::new(|_| {}),
                 interrupt: Interrupt::never(),
                 lock: None,
+                sandbox: None,
             };
             if let Err(err) = preflight(&probe) {
                 problems.push(PacketError::new(at("agent"), err.to_string()));
+            }
+        }
+        // A lane that asks for a sandbox this machine cannot make is refused with the rest:
+        // it never starts unconfined.
+        let permission_profile = loaded
+            .policy
+            .permissions()
+            .profile_for(spec.permission_profile.as_deref())
+            .unwrap_or(loaded.policy.permissions().default_profile);
+        let mut sandbox = crate::sandboxing::lane_request(
+            &loaded.config,
+            spec.sandbox.as_deref(),
+            permission_profile,
+        );
+        if let Some(request) = &mut sandbox {
+            let path = std::env::var_os("PATH");
+            match clawpool_lane::sandbox::probe(&request.bwrap, path.as_deref()) {
+                Ok(program) => request.bwrap = program.into_os_string(),
+                Err(why) => problems.push(PacketError::new(
+                    at("sandbox"),
+                    format!("the lane asks for a sandbox (docs/sandbox.md): {why}"),
+                )),
             }
         }
         let (Some(profile), Some(worktree), Some(base_sha)) = (profile, worktree, base_sha) else {
@@ -597,6 +622,7 @@ fn plan(
             roots,
             policy: std::sync::Arc::clone(&loaded.policy),
             rerun_of: None,
+            sandbox,
         });
     }
     planned
@@ -674,6 +700,7 @@ async fn start_lane(
         spec: verify_spec.clone(),
         log_dir: registry.verify_logs(),
         freshness: (&settings).into(),
+        sandbox: None,
     };
     let entry = RegistryEntry {
         name: name.clone(),
@@ -689,6 +716,8 @@ async fn start_lane(
         verify: verify_spec,
         transport: Some(transport_of(&terminal, &session_name(&name))),
         permission_profile: lane.spec.permission_profile.clone(),
+        sandbox: lane.sandbox.as_ref().map(|r| r.lane.clone()),
+        bwrap: lane.sandbox.as_ref().map(|r| PathBuf::from(&r.bwrap)),
     };
     let text = serde_json::to_string_pretty(&entry).expect("a registry entry serializes");
     write_atomically(&registry.entry_file(), format!("{text}\n").as_bytes())
@@ -720,6 +749,7 @@ async fn start_lane(
         policy: lane.policy,
         interrupt,
         lock: Some(lock),
+        sandbox: lane.sandbox,
     };
     let result = drive(job, Start::Spawn).await?;
     let state = result.final_state();
@@ -1545,6 +1575,7 @@ async fn adopt_lane(
         on_event: Box::new(move |event| on_board.on_event(event)),
         interrupt,
         lock: Some(lock),
+        sandbox: entry.sandbox_request(),
     };
     let result = drive(
         job,

@@ -23,6 +23,7 @@ mod progress;
 mod real_agents;
 mod recovery;
 mod run_one;
+mod sandbox;
 mod screen_lies;
 mod scripted_agent;
 mod spawn;

@@ -39,6 +39,18 @@ pub struct ConfigFile {
     /// file's folder. The last file that sets it wins; unset, the shipped defaults apply.
     #[serde(default)]
     pub policy: Option<Spanned<String>>,
+    /// Whether lanes' agents run sandboxed: `workspace` or `off` (`docs/sandbox.md`).
+    #[serde(default)]
+    pub sandbox: Option<Spanned<String>>,
+    /// A sandboxed lane's network: `shared` or `none`.
+    #[serde(default)]
+    pub network: Option<Spanned<String>>,
+    /// Extra paths every sandboxed lane may write.
+    #[serde(default)]
+    pub sandbox_rw: Vec<Spanned<String>>,
+    /// The bubblewrap program (default: `bwrap` on `PATH`).
+    #[serde(default)]
+    pub bwrap: Option<Spanned<String>>,
 }
 
 /// The `[handshake]` table of one file; see [`HandshakeKey`] for what each key means.

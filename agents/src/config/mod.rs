@@ -20,6 +20,7 @@ pub mod handshake;
 mod locate;
 pub mod provenance;
 mod repository;
+pub mod sandbox;
 mod show;
 mod sources;
 
@@ -38,6 +39,7 @@ pub use error::ConfigError;
 pub use file::ConfigFile;
 pub use handshake::{HandshakeKey, HandshakeOptions, HandshakeSettings};
 pub use provenance::{ProfileOrigins, Sourced};
+pub use sandbox::{SandboxOptions, SandboxSetting};
 pub use show::{show_json, show_text};
 pub use sources::ConfigSources;
 
@@ -58,6 +60,8 @@ pub struct Config {
     origins: BTreeMap<String, ProfileOrigins>,
     /// The recovery policy file, with the configuration file that named it.
     policy: Option<Sourced<PathBuf>>,
+    /// The sandbox keys (`docs/sandbox.md`).
+    sandbox: SandboxOptions,
 }
 
 impl Config {
@@ -100,6 +104,9 @@ impl Config {
         // Check every root before changing anything, so a failed merge leaves `self` as it was.
         let trusted = expand_roots(path, text, home, "trusted_roots", &file.trusted_roots)?;
         let denied = expand_roots(path, text, home, "denied_roots", &file.denied_roots)?;
+        let mut sandbox = self.sandbox.clone();
+        sandbox.merge(path, text, home, &file)?;
+        self.sandbox = sandbox;
         add_roots(&mut self.trusted_roots, trusted);
         add_roots(&mut self.denied_roots, denied);
         for key in HandshakeKey::ALL {
@@ -140,6 +147,11 @@ impl Config {
     /// The recovery policy file the configuration names, if any (else the defaults apply).
     pub fn policy_file(&self) -> Option<&Sourced<PathBuf>> {
         self.policy.as_ref()
+    }
+
+    /// The sandbox keys, each with the file that set it (`docs/sandbox.md`).
+    pub fn sandbox(&self) -> &SandboxOptions {
+        &self.sandbox
     }
 
     /// The files that were read, in merge order (missing optional files are not listed).

@@ -53,6 +53,7 @@ pub(crate) fn record_patch(origins: &mut ProfileOrigins, patch: &ManifestPatch, 
         resume_args,
         trust_store,
         hooks,
+        sandbox_writes,
     }) = launch
     {
         let scalars = [
@@ -62,6 +63,7 @@ pub(crate) fn record_patch(origins: &mut ProfileOrigins, patch: &ManifestPatch, 
             ("resume_args", resume_args.is_some()),
             ("trust_store", trust_store.is_some()),
             ("hooks", hooks.is_some()),
+            ("sandbox_writes", sandbox_writes.is_some()),
         ];
         for (name, given) in scalars {
             if given {

@@ -111,6 +111,10 @@ fn profile_text(
     }
     field("launch.prompt_args".into(), toml_list(&launch.prompt_args));
     field("launch.resume_args".into(), toml_list(&launch.resume_args));
+    field(
+        "launch.sandbox_writes".into(),
+        toml_list(&launch.sandbox_writes),
+    );
     let store = serde_json::to_value(launch.trust_store)
         .ok()
         .and_then(|v| v.as_str().map(toml_string))

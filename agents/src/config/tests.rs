@@ -519,3 +519,48 @@ fn a_repository_can_neither_answer_nor_type_nor_run() {
             .any(|r| r.name == "our_build_banner")
     );
 }
+
+#[test]
+fn the_sandbox_keys_merge_and_bad_ones_name_their_line() {
+    let home = Path::new("/home/u");
+    let mut config = Config::default();
+    config
+        .merge_text(
+            Path::new("/a.toml"),
+            "sandbox = \"workspace\"\nsandbox_rw = [\"~/cache\"]\n",
+            home,
+        )
+        .expect("merges");
+    config
+        .merge_text(
+            Path::new("/b.toml"),
+            "network = \"none\"\nsandbox_rw = [\"/data\", \"~/cache\"]\nbwrap = \"/opt/bwrap\"\n",
+            home,
+        )
+        .expect("merges");
+    let sandbox = config.sandbox();
+    let mode = sandbox.mode.as_ref().expect("mode");
+    assert_eq!(mode.value, SandboxSetting::Workspace);
+    assert_eq!(mode.from, Path::new("/a.toml"));
+    assert_eq!(sandbox.network_none.as_ref().map(|n| n.value), Some(true));
+    let rw: Vec<_> = sandbox.rw.iter().map(|p| p.value.clone()).collect();
+    assert_eq!(rw, [PathBuf::from("/home/u/cache"), PathBuf::from("/data")]);
+    assert_eq!(
+        sandbox.bwrap.as_ref().map(|b| b.value.clone()),
+        Some(PathBuf::from("/opt/bwrap"))
+    );
+
+    let err = config
+        .merge_text(Path::new("/c.toml"), "\nsandbox = \"docker\"\n", home)
+        .expect_err("unknown mode");
+    assert_eq!(err.line(), Some(2));
+    assert!(
+        err.to_string()
+            .contains("expected \"workspace\" or \"off\""),
+        "{err}"
+    );
+    let err = config
+        .merge_text(Path::new("/c.toml"), "sandbox_rw = [\"rel\"]\n", home)
+        .expect_err("relative");
+    assert!(err.to_string().contains("not absolute"), "{err}");
+}

@@ -67,6 +67,12 @@ pub struct Launch {
     /// How the agent reports its own state to the lane, besides its screen.
     #[serde(default)]
     pub hooks: AgentHooks,
+    /// What the agent must be able to write outside its worktree when it runs sandboxed
+    /// (`docs/sandbox.md`): its own state, as `~/…` paths. A path ending in `/` is a folder,
+    /// made before the agent starts if it is missing; any other is a file, writable when it
+    /// exists.
+    #[serde(default)]
+    pub sandbox_writes: Vec<String>,
 }
 
 /// The channel through which an agent reports facts about itself (`docs/profiles.md`).
@@ -345,6 +351,9 @@ pub struct LaunchPatch {
     /// Replaces the hook channel (`"none"` turns an agent's hooks off).
     #[serde(default)]
     pub hooks: Option<AgentHooks>,
+    /// Replaces what the agent may write outside its worktree when sandboxed.
+    #[serde(default)]
+    pub sandbox_writes: Option<Vec<String>>,
 }
 
 /// Changes to [`InputSpec`].
@@ -415,6 +424,9 @@ impl Manifest {
             }
             if let Some(hooks) = launch.hooks {
                 target.hooks = hooks;
+            }
+            if let Some(writes) = &launch.sandbox_writes {
+                target.sandbox_writes = writes.clone();
             }
         }
         if let Some(input) = &patch.input {

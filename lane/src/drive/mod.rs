@@ -100,6 +100,9 @@ pub struct LaneJob {
     /// makes the worktree, so that nothing removes a lane being prepared); otherwise the
     /// driver takes it.
     pub lock: Option<state_file::SupervisorLock>,
+    /// The lane's sandbox, when its agent runs in one (`docs/sandbox.md`): a lane that asks
+    /// for one and cannot have it does not start.
+    pub sandbox: Option<crate::sandbox::SandboxRequest>,
 }
 
 impl LaneJob {

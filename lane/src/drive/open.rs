@@ -27,6 +27,7 @@ use crate::handshake::{ExternalProgress, LaneContext, Resumed, TrustGate, plan_p
 use crate::lane_state::StateRecorder;
 use crate::permission_gate::PermissionGate;
 use crate::registry::RegistryFolder;
+use crate::sandbox::{Sandbox, SandboxSite};
 use crate::worktree_watch::{BranchWatch, LaneWatch};
 
 /// A lane with everything it runs with: what [`super::runs`] drives and [`super::finish`]
@@ -65,6 +66,34 @@ pub(super) struct OpenLane {
 /// Opens the lane and starts (or adopts) its worker.
 pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, LaneError> {
     let mut spec = spawn_spec(&job)?;
+    let record = job.record();
+    // In the record folder (or the user's runtime folder when that path is too long for a
+    // socket address), never in the worktree, where the agent could remove it.
+    let socket = clawpool_worktree::layout::control_socket(&record);
+    // A lane that asked for a sandbox and cannot have one stops here, before anything of it
+    // is written: never silently unconfined.
+    let sandbox = match &job.sandbox {
+        Some(request) => {
+            let home = spec.env_value("HOME").map(PathBuf::from);
+            let path_var = spec.env_value("PATH");
+            let site = SandboxSite {
+                dir: &job.dir,
+                record: (record != job.dir.join(STATE_DIR)).then_some(record.as_path()),
+                socket: &socket,
+                home: home.as_deref(),
+                agent_writes: &job.profile.manifest.launch.sandbox_writes,
+                path_var: path_var.as_deref(),
+            };
+            let sandbox = Sandbox::build(request, &site).map_err(|message| {
+                LaneError::invalid(
+                    "sandbox_unavailable",
+                    format!("lane {} asked for a sandbox: {message}", job.name),
+                )
+            })?;
+            Some(Arc::new(sandbox))
+        }
+        None => None,
+    };
     // Tool-permission questions go to the policy's `[permissions]` before a person.
     let permissions = job.policy.permissions();
     let permission_gate = PermissionGate::for_worktree(
@@ -76,7 +105,9 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
     let state_dir = job.dir.join(STATE_DIR);
     std::fs::create_dir_all(&state_dir)
         .map_err(|e| LaneError::io("creating the lane's .claw folder", e))?;
-    let record = job.record();
+    if let Some(checks) = &mut job.checks {
+        checks.sandbox = sandbox.clone();
+    }
     // Held until the lane's last write, in the record folder where the agent's workspace
     // writes do not reach: readers probe it to tell a live supervisor from a lost one, so
     // nothing has to rewrite the state file while nothing happens.
@@ -152,6 +183,8 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
             (*doc, None)
         }
     };
+    let mut doc = doc;
+    doc.sandbox = sandbox.as_ref().map(|s| s.recorded().clone());
     // A mark left by an earlier run stays until a write succeeds.
     let marker = job
         .events_path
@@ -206,9 +239,6 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
         trust.is_open() && resuming.is_none(),
     )
     .map_err(|e| LaneError::io("writing .claw/task.md", e))?;
-    // In the record folder (or the user's runtime folder when that path is too long for a
-    // socket address), never in the worktree, where the agent could remove it.
-    let socket = clawpool_worktree::layout::control_socket(&record);
     clawpool_worktree::layout::ensure_socket_dir(&socket)
         .map_err(|e| LaneError::io("making the folder of the lane's control socket", e))?;
     // The agent's own reports, for an agent that makes them; a worker adopted from an earlier
@@ -247,7 +277,7 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
     let mut notify_channel = None;
     let app_server = match (job.profile.manifest.launch.hooks, &adopt) {
         (AgentHooks::CodexAppServer, None) => {
-            match AppServer::start(&spec, &job.dir, hook_tx.clone()).await {
+            match AppServer::start(&spec, &job.dir, hook_tx.clone(), sandbox.as_deref()).await {
                 Ok(server) => {
                     // 0.169.0 refuses `--remote` with `--no-daemon`: the lane's own server
                     // stands in for the shared one that flag keeps away.
@@ -376,7 +406,7 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
                 let _ = events.report(Payload::Restarted(restarted), None, None, None);
             }
             (
-                start_worker(&job.terminal, &session, spec.clone()).await,
+                start_worker(&job.terminal, &session, spec.clone(), sandbox.as_deref()).await,
                 None,
             )
         }
@@ -443,6 +473,7 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
         recorder: recorder.clone(),
         restarts: earlier_restarts + u32::from(resuming.is_some()),
         dropped_turn: false,
+        sandbox,
     };
     Ok(OpenLane {
         job,

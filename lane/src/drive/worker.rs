@@ -12,6 +12,7 @@ use clawpool_pty::{SpawnSpec, Worker};
 use super::Terminal;
 use crate::handshake::{LaneContext, Next, Outcome, PromptPlan, RestartRequest, machine};
 use crate::lane_state::StateRecorder;
+use crate::sandbox::Sandbox;
 
 /// The spawn spec with the prompt passed at launch, when that is how it goes in.
 pub(super) fn with_prompt(spec: SpawnSpec, profile: &Profile, plan: &PromptPlan) -> SpawnSpec {
@@ -46,6 +47,8 @@ pub(super) struct Rig {
     pub(super) restarts: u32,
     /// The last restart dropped the turn the agent was in (taken, not delivered again).
     pub(super) dropped_turn: bool,
+    /// The sandbox every worker of the lane starts in.
+    pub(super) sandbox: Option<Arc<Sandbox>>,
 }
 
 impl Rig {
@@ -94,7 +97,7 @@ impl Rig {
         let _ = self
             .events
             .report(Payload::Restarted(restarted), None, None, None);
-        match start_worker(&self.terminal, &self.session, spec).await {
+        match start_worker(&self.terminal, &self.session, spec, self.sandbox.as_deref()).await {
             Ok(worker) => Ok(worker),
             Err(err) => {
                 let failed = machine::start_failed(outcome.state, err.to_string());
@@ -119,12 +122,17 @@ pub(super) fn restarts_of(worker_id: &str) -> u32 {
         .unwrap_or(0)
 }
 
-/// Starts the lane's agent on its terminal.
+/// Starts the lane's agent on its terminal, in the lane's sandbox when it has one.
 pub(super) async fn start_worker(
     terminal: &Terminal,
     session: &str,
     spec: SpawnSpec,
+    sandbox: Option<&Sandbox>,
 ) -> Result<Worker, clawpool_pty::SpawnError> {
+    let spec = match sandbox {
+        Some(sandbox) => sandbox.wrap(spec),
+        None => spec,
+    };
     match terminal {
         Terminal::Pty => Worker::spawn_pty(spec).await,
         Terminal::Tmux(server) => server.spawn(session, spec).await,

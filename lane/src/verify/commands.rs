@@ -8,12 +8,14 @@ use std::time::{Duration, Instant};
 
 use clawpool_lanes::state_file::{CommandOutcome, CommandResult};
 
-/// Runs `command` with `sh -c` in `dir`, writing its output to `log`, for at most `timeout`.
+/// Runs `command` with `sh -c` in `dir`, writing its output to `log`, for at most `timeout`;
+/// inside `sandbox` when the lane has one (a command is the agent's code at work).
 pub async fn run_command(
     command: &str,
     dir: &Path,
     log: &Path,
     timeout: Duration,
+    sandbox: Option<&crate::sandbox::Sandbox>,
 ) -> CommandResult {
     let started = Instant::now();
     let result = |outcome, exit_code| CommandResult {
@@ -30,7 +32,14 @@ pub async fn run_command(
     let Ok(errors) = output.try_clone() else {
         return result(CommandOutcome::Error, None);
     };
-    let mut child = tokio::process::Command::new("sh");
+    let mut child = match sandbox {
+        Some(sandbox) => {
+            let mut child = tokio::process::Command::new(sandbox.program());
+            child.args(sandbox.args_for(dir)).arg("sh");
+            child
+        }
+        None => tokio::process::Command::new("sh"),
+    };
     child
         .arg("-c")
         .arg(command)
@@ -101,6 +110,7 @@ mod tests {
             dir.path(),
             &logs.join("ok.log"),
             Duration::from_secs(10),
+            None,
         )
         .await;
         assert_eq!(ok.outcome, CommandOutcome::Passed);
@@ -111,6 +121,7 @@ mod tests {
             dir.path(),
             &logs.join("bad.log"),
             Duration::from_secs(10),
+            None,
         )
         .await;
         assert_eq!(
@@ -129,6 +140,7 @@ mod tests {
             dir.path(),
             &logs.join("hung.log"),
             Duration::from_millis(500),
+            None,
         )
         .await;
         assert_eq!(hung.outcome, CommandOutcome::Hung);
@@ -166,5 +178,54 @@ mod tests {
         assert!(looks_like_compile_failure(&log));
         std::fs::write(&log, "test tests::it_works ... FAILED\n").expect("log");
         assert!(!looks_like_compile_failure(&log));
+    }
+
+    #[tokio::test]
+    async fn a_sandboxed_command_writes_its_worktree_and_nothing_outside() {
+        let lane = tempfile::tempdir().expect("lane");
+        let outside = tempfile::tempdir().expect("outside");
+        let request = crate::sandbox::SandboxRequest {
+            lane: clawpool_lanes::LaneSandbox {
+                mode: clawpool_lanes::SandboxMode::Workspace,
+                network: clawpool_lanes::SandboxNetwork::Shared,
+                rw: Vec::new(),
+            },
+            bwrap: crate::sandbox::DEFAULT_BWRAP.into(),
+        };
+        let path = std::env::var_os("PATH");
+        let site = crate::sandbox::SandboxSite {
+            dir: lane.path(),
+            record: None,
+            socket: &lane.path().join(".claw/control.sock"),
+            home: None,
+            agent_writes: &[],
+            path_var: path.as_deref(),
+        };
+        let sandbox = crate::sandbox::Sandbox::build(&request, &site).expect("bwrap works here");
+        let logs = lane.path().join("logs");
+        let inside = run_command(
+            "echo in > inside.txt",
+            lane.path(),
+            &logs.join("in.log"),
+            Duration::from_secs(10),
+            Some(&sandbox),
+        )
+        .await;
+        assert_eq!(inside.outcome, CommandOutcome::Passed);
+        assert_eq!(
+            std::fs::read_to_string(lane.path().join("inside.txt")).expect("written"),
+            "in\n"
+        );
+        let escape = outside.path().join("escape.txt");
+        let out = run_command(
+            &format!("echo out > {}", escape.display()),
+            lane.path(),
+            &logs.join("out.log"),
+            Duration::from_secs(10),
+            Some(&sandbox),
+        )
+        .await;
+        assert_eq!(out.outcome, CommandOutcome::Failed);
+        assert!(!escape.exists(), "the command wrote outside its worktree");
     }
 }

@@ -181,6 +181,7 @@ impl LaneVerifySpec {
             freshness,
             last_freshness: None,
             held: None,
+            sandbox: None,
         }
     }
 }
@@ -211,6 +212,8 @@ pub struct VerifyPlan {
     /// The green level the lane holds and the HEAD it was reached on (its state file's): a
     /// green at a lower level on the same HEAD keeps it.
     pub held: Option<(GreenLevel, String)>,
+    /// The lane's sandbox (`docs/sandbox.md`): its commands run in it, as its agent does.
+    pub sandbox: Option<std::sync::Arc<crate::sandbox::Sandbox>>,
 }
 
 /// What a verification did, and what it means for the lane.
@@ -262,7 +265,9 @@ pub async fn verify(
                 plan.level.as_str(),
                 n + 1
             ));
-            let result = commands::run_command(command, dir, &log, plan.timeout).await;
+            let result =
+                commands::run_command(command, dir, &log, plan.timeout, plan.sandbox.as_deref())
+                    .await;
             if result.outcome == CommandOutcome::Hung {
                 let hung = payload::TestHung {
                     command: command.clone(),

@@ -222,6 +222,9 @@ pub struct LaneSpec {
     /// The green level to verify at once the lane finishes, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub verify_on_finish: Option<String>,
+    /// The lane's sandbox (`workspace` or `off`; `docs/sandbox.md`), over the configuration's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<String>,
 }
 
 /// One problem, at its JSON path.
@@ -575,6 +578,7 @@ fn build_lane(
         verify_commands: fields.level_commands("verify_commands"),
         verify_timeout_secs: fields.seconds("verify_timeout_secs"),
         verify_on_finish: fields.text("verify_on_finish"),
+        sandbox: fields.text("sandbox"),
     };
     if spec.branch.is_none() && !spec.name.is_empty() {
         let branch = format!("{DEFAULT_BRANCH_PREFIX}{}", spec.name);

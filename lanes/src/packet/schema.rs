@@ -126,6 +126,7 @@ const FIELDS: &[FieldDef] = &[
     field("verify_commands", Kind::LevelCommands, None),
     field("verify_timeout_secs", Kind::Seconds, None),
     field("verify_on_finish", Kind::Choice(GREEN_LEVELS), None),
+    field("sandbox", Kind::Choice(crate::sandbox::SANDBOX_MODES), None),
 ];
 
 const fn field(name: &'static str, kind: Kind, lane_only: Option<&'static str>) -> FieldDef {

@@ -742,3 +742,19 @@ fn paths_are_checked_where_they_lead() {
     // a link that stays inside the repository is fine.
     assert_eq!(errors.len(), 3, "{errors:#?}");
 }
+
+#[test]
+fn a_lane_may_ask_for_its_sandbox_and_only_a_known_one() {
+    let batch = ok(r#"{
+        "defaults": {"sandbox": "workspace"},
+        "lanes": [{"name": "a", "prompt": "x"}, {"name": "b", "prompt": "y", "sandbox": "off"}]
+    }"#);
+    assert_eq!(batch.lanes[0].sandbox.as_deref(), Some("workspace"));
+    assert_eq!(batch.lanes[1].sandbox.as_deref(), Some("off"));
+    let errors = errs(r#"{"lanes": [{"name": "c", "prompt": "z", "sandbox": "container"}]}"#);
+    has(
+        &errors,
+        "$.lanes[0].sandbox",
+        "expected one of `workspace`, `off`",
+    );
+}

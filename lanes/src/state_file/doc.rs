@@ -126,6 +126,10 @@ pub struct WorkerStateDoc {
     /// The tokens the agent reported using (`usage`): absent while it reported none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<super::Usage>,
+    /// The lane's sandbox (`docs/sandbox.md`): set when its agent runs in one; absent when it
+    /// runs unconfined.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<crate::sandbox::LaneSandbox>,
     /// Fields written by a newer writer of the same schema version that this version does not
     /// know: kept so that reading and printing a file loses nothing. Never written by this
     /// version itself.
@@ -521,6 +525,7 @@ impl WorkerStateDoc {
             permissions: super::PermissionDecisions::default(),
             hooks: super::HookChannel::default(),
             usage: None,
+            sandbox: None,
             extra: Map::new(),
         }
     }

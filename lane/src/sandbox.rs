@@ -1,0 +1,358 @@
+//! A lane's sandbox (`docs/sandbox.md`): the bubblewrap command line that confines the lane's
+//! agent — and everything it starts, Codex's app server and the lane's verification commands —
+//! to its worktree, and the probe that says whether bubblewrap works on this machine at all.
+//!
+//! Everything is read-only (`--ro-bind / /`) but, in this order (later mounts win):
+//!
+//! 1. a private `/tmp`, `/dev` and `/proc`;
+//! 2. what git needs to commit from the worktree: the repository's `objects/`, `refs/` and
+//!    `logs/`, and this worktree's own admin folder `<common>/worktrees/<name>` (a lane in a
+//!    main checkout gets its `.git` with `hooks/` and `config` kept read-only: a hook written
+//!    there would run outside the sandbox, in clawpool's own git commands);
+//! 3. hidden (an empty read-only tmpfs): clawpool's folder in the common git dir (every lane's
+//!    record, the pool's sockets, the operators' grants), the other worktrees of the
+//!    repository, and the user's runtime folder of long-path sockets;
+//! 4. the worktree itself, read-write;
+//! 5. the agent's own state (its profile's `sandbox_writes`) and the configuration's
+//!    `sandbox_rw`, read-write;
+//! 6. the lane's own record folder, read-only, so that its hooks reach its control socket
+//!    (a socket connects on a read-only mount) — with its supervisor lock masked, so the agent
+//!    cannot hold it — or, for a control socket in the runtime folder, that one socket.
+//!
+//! No pid namespace and no new session: the agent stays in the worker's process group (the
+//! pid the state file records is bubblewrap's, the group's leader, and every signal clawpool
+//! sends goes to the group) and keeps its controlling terminal, the lane's own PTY or tmux
+//! pane. `--die-with-parent` ends the agent if bubblewrap itself is killed. The user namespace
+//! (`--unshare-user`) is what makes the read-only mounts stick: even a root agent cannot
+//! remount them inside it.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use clawpool_lanes::{LaneSandbox, SandboxNetwork};
+use clawpool_pty::SpawnSpec;
+
+/// The bubblewrap program when the configuration names none: `bwrap` on `PATH`.
+pub const DEFAULT_BWRAP: &str = "bwrap";
+
+/// What a lane asked for: its sandbox and the bubblewrap program to build it with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxRequest {
+    /// The lane's sandbox as recorded.
+    pub lane: LaneSandbox,
+    /// The bubblewrap program: a path, or a name looked up in `PATH`.
+    pub bwrap: OsString,
+}
+
+/// Whether bubblewrap can make a sandbox here: the program it found, or why not.
+pub fn probe(bwrap: &OsString, path_var: Option<&std::ffi::OsStr>) -> Result<PathBuf, String> {
+    let program = clawpool_pty::resolve_program(bwrap, Path::new("/"), path_var).map_err(|_| {
+        format!(
+            "bubblewrap ({}) is not installed or not on PATH; install the `bubblewrap` package, \
+             name it with `bwrap = \"/path/to/bwrap\"`, or set `sandbox = \"off\"`",
+            bwrap.to_string_lossy()
+        )
+    })?;
+    let output = Command::new(&program)
+        .args(["--unshare-user", "--die-with-parent", "--ro-bind", "/", "/"])
+        .args(["--proc", "/proc", "--dev", "/dev", "--", "true"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .map_err(|e| format!("running {}: {e}", program.display()))?;
+    if output.status.success() {
+        return Ok(program);
+    }
+    let said = String::from_utf8_lossy(&output.stderr).trim().to_owned();
+    Err(format!(
+        "{} cannot make a sandbox here ({}): {said}; user namespaces may be disabled \
+         (sysctl kernel.unprivileged_userns_clone, user.max_user_namespaces, or an AppArmor \
+         restriction on unprivileged user namespaces)",
+        program.display(),
+        output.status
+    ))
+}
+
+/// A lane's sandbox, ready to wrap what the lane starts.
+#[derive(Debug, Clone)]
+pub struct Sandbox {
+    program: PathBuf,
+    args: Vec<OsString>,
+    recorded: LaneSandbox,
+}
+
+/// What a lane's sandbox is built from.
+pub struct SandboxSite<'a> {
+    /// The lane's worktree.
+    pub dir: &'a Path,
+    /// The lane's record folder (its registry folder), or `None` for a lane whose record is in
+    /// its worktree.
+    pub record: Option<&'a Path>,
+    /// The lane's control socket.
+    pub socket: &'a Path,
+    /// The agent's home folder.
+    pub home: Option<&'a Path>,
+    /// The agent's profile's `sandbox_writes` (`~/…` paths; a trailing `/` marks a folder).
+    pub agent_writes: &'a [String],
+    /// `PATH` as the agent will have it (to find bubblewrap).
+    pub path_var: Option<&'a std::ffi::OsStr>,
+}
+
+impl Sandbox {
+    /// Probes bubblewrap and builds the lane's sandbox; the error says why the lane cannot
+    /// have one (the lane then does not start).
+    pub fn build(request: &SandboxRequest, site: &SandboxSite<'_>) -> Result<Self, String> {
+        let program = probe(&request.bwrap, site.path_var)?;
+        let mut args = Args::default();
+        args.flag("--unshare-user").flag("--die-with-parent");
+        if request.lane.network == SandboxNetwork::None {
+            args.flag("--unshare-net");
+        }
+        args.pair("--ro-bind", "/", "/");
+        args.one("--dev", "/dev")
+            .one("--proc", "/proc")
+            .one("--tmpfs", "/tmp");
+        let git = GitSite::of(site.dir);
+        if let Some(git) = &git {
+            git.bind(&mut args)?;
+        }
+        // Hidden: clawpool's folder (every lane's record and socket, the pool's), the other
+        // worktrees, the runtime folder of long-path sockets. Each is an empty tmpfs now and
+        // made read-only last, once what is put back inside it has its mount point.
+        let mut hidden = Vec::new();
+        if let Some(git) = &git {
+            let own = git.common.join("clawpool");
+            if own.is_dir() {
+                hidden.push(own);
+            }
+            hidden.extend(git.other_worktrees(site.dir));
+        }
+        let runtime = clawpool_worktree::layout::runtime_dir();
+        if runtime.is_dir() && !runtime.starts_with("/tmp") {
+            hidden.push(runtime);
+        }
+        for path in &hidden {
+            args.one("--tmpfs", path);
+        }
+        args.pair("--bind", site.dir, site.dir);
+        for entry in site.agent_writes {
+            let folder = entry.ends_with('/');
+            let Some(path) = home_path(entry.trim_end_matches('/'), site.home) else {
+                continue;
+            };
+            if folder {
+                std::fs::create_dir_all(&path).map_err(|e| {
+                    format!("making {} for the sandboxed agent: {e}", path.display())
+                })?;
+                args.pair("--bind", &path, &path);
+            } else {
+                args.pair("--bind-try", &path, &path);
+            }
+        }
+        for path in &request.lane.rw {
+            if !path.exists() {
+                return Err(format!(
+                    "sandbox_rw names {}, which does not exist",
+                    path.display()
+                ));
+            }
+            args.pair("--bind", path, path);
+        }
+        // The lane's own hook endpoint, and nothing else of its record.
+        match site.record {
+            Some(record) if site.socket.starts_with(record) => {
+                args.pair("--ro-bind", record, record);
+                let lock = clawpool_worktree::layout::lane_lock(record);
+                args.pair("--ro-bind", Path::new("/dev/null"), &lock);
+            }
+            _ if site.socket.starts_with(site.dir) => {}
+            _ => {
+                args.pair("--bind-try", site.socket, site.socket);
+            }
+        }
+        for path in &hidden {
+            args.one("--remount-ro", path);
+        }
+        Ok(Self {
+            program,
+            args: args.0,
+            recorded: request.lane.clone(),
+        })
+    }
+
+    /// The sandbox as the lane's state file records it.
+    pub fn recorded(&self) -> &LaneSandbox {
+        &self.recorded
+    }
+
+    /// The bubblewrap program.
+    pub fn program(&self) -> &Path {
+        &self.program
+    }
+
+    /// bubblewrap's arguments that make the sandbox, then `--chdir` to `cwd` and `--`: the
+    /// command to confine follows them.
+    pub fn args_for(&self, cwd: &Path) -> Vec<OsString> {
+        let mut args = self.args.clone();
+        args.push("--chdir".into());
+        args.push(cwd.as_os_str().to_owned());
+        args.push("--".into());
+        args
+    }
+
+    /// `spec` run inside the sandbox: bubblewrap in its place, the same environment, folder,
+    /// terminal and logs.
+    pub fn wrap(&self, spec: SpawnSpec) -> SpawnSpec {
+        let mut args = self.args_for(&spec.cwd);
+        args.push(spec.program.clone());
+        args.extend(spec.args.iter().cloned());
+        SpawnSpec {
+            program: self.program.clone().into_os_string(),
+            args,
+            ..spec
+        }
+    }
+}
+
+/// A `~/…` path under `home`, or an absolute one as it is.
+fn home_path(entry: &str, home: Option<&Path>) -> Option<PathBuf> {
+    match entry.strip_prefix("~/") {
+        Some(rest) => home.map(|home| home.join(rest)),
+        None => Some(PathBuf::from(entry)).filter(|p| p.is_absolute()),
+    }
+}
+
+/// bubblewrap's arguments, in order.
+#[derive(Default)]
+struct Args(Vec<OsString>);
+
+impl Args {
+    fn flag(&mut self, flag: &str) -> &mut Self {
+        self.0.push(flag.into());
+        self
+    }
+
+    fn one(&mut self, flag: &str, path: impl AsRef<std::ffi::OsStr>) -> &mut Self {
+        self.0.push(flag.into());
+        self.0.push(path.as_ref().to_owned());
+        self
+    }
+
+    fn pair(
+        &mut self,
+        flag: &str,
+        from: impl AsRef<std::ffi::OsStr>,
+        to: impl AsRef<std::ffi::OsStr>,
+    ) -> &mut Self {
+        self.0.push(flag.into());
+        self.0.push(from.as_ref().to_owned());
+        self.0.push(to.as_ref().to_owned());
+        self
+    }
+}
+
+/// Where the worktree's git data is.
+struct GitSite {
+    /// The common git dir (objects, refs).
+    common: PathBuf,
+    /// This worktree's own admin folder, or `None` for a main checkout (whose admin folder is
+    /// the common dir).
+    admin: Option<PathBuf>,
+}
+
+impl GitSite {
+    /// The git data of the worktree `dir`, from its `.git` (a folder, or a file naming its
+    /// admin folder); `None` outside a repository.
+    fn of(dir: &Path) -> Option<Self> {
+        let dot_git = dir.join(".git");
+        if dot_git.is_dir() {
+            return Some(Self {
+                common: dot_git,
+                admin: None,
+            });
+        }
+        let text = std::fs::read_to_string(&dot_git).ok()?;
+        let admin = PathBuf::from(text.strip_prefix("gitdir:")?.trim());
+        let admin = if admin.is_absolute() {
+            admin
+        } else {
+            dir.join(admin)
+        };
+        let common = std::fs::read_to_string(admin.join("commondir")).ok()?;
+        let common = admin.join(common.trim());
+        Some(Self {
+            common: common.canonicalize().unwrap_or(common),
+            admin: Some(admin.canonicalize().unwrap_or(admin)),
+        })
+    }
+
+    /// What git writes when the lane commits, made writable.
+    fn bind(&self, args: &mut Args) -> Result<(), String> {
+        let Some(admin) = &self.admin else {
+            // A main checkout: its `.git`, but not what would run outside the sandbox.
+            args.pair("--bind", &self.common, &self.common);
+            for kept in ["hooks", "config"] {
+                let path = self.common.join(kept);
+                if path.exists() {
+                    args.pair("--ro-bind", &path, &path);
+                }
+            }
+            return Ok(());
+        };
+        // A reflog folder git cannot make inside the read-only common dir would fail the
+        // commit.
+        let logs = self.common.join("logs");
+        std::fs::create_dir_all(&logs)
+            .map_err(|e| format!("making {} for the sandboxed lane: {e}", logs.display()))?;
+        for shared in ["objects", "refs", "logs"] {
+            let path = self.common.join(shared);
+            args.pair("--bind", &path, &path);
+        }
+        args.pair("--bind", admin, admin);
+        Ok(())
+    }
+
+    /// The repository's other worktrees: the main checkout's folder is left read-only (the
+    /// lane reads the project there, as anyone may), the other lanes' are hidden.
+    fn other_worktrees(&self, dir: &Path) -> Vec<PathBuf> {
+        let own = dir.canonicalize().unwrap_or_else(|_| dir.to_owned());
+        let Ok(entries) = std::fs::read_dir(self.common.join("worktrees")) else {
+            return Vec::new();
+        };
+        entries
+            .flatten()
+            .filter_map(|entry| std::fs::read_to_string(entry.path().join("gitdir")).ok())
+            .filter_map(|gitdir| {
+                let folder = PathBuf::from(gitdir.trim()).parent()?.to_owned();
+                folder.canonicalize().ok()
+            })
+            .filter(|folder| *folder != own && !own.starts_with(folder))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_bwrap_is_named_with_what_to_do() {
+        let err = probe(&OsString::from("/nonexistent/bwrap"), None).expect_err("missing");
+        assert!(err.contains("/nonexistent/bwrap"), "{err}");
+        assert!(err.contains("sandbox = \"off\""), "{err}");
+    }
+
+    #[test]
+    fn home_paths_expand_and_relative_ones_are_dropped() {
+        let home = Path::new("/home/u");
+        assert_eq!(
+            home_path("~/.codex", Some(home)),
+            Some(PathBuf::from("/home/u/.codex"))
+        );
+        assert_eq!(home_path("~/.codex", None), None);
+        assert_eq!(home_path("rel", Some(home)), None);
+        assert_eq!(home_path("/abs", Some(home)), Some(PathBuf::from("/abs")));
+    }
+}

@@ -1,0 +1,356 @@
+//! Sandboxed lanes (`docs/sandbox.md`): a scripted lane under bubblewrap writes and commits in
+//! its worktree while its writes to the main checkout, another lane's worktree and `$HOME` do
+//! not land, the other lanes' sockets are out of its sight and its own is not; `network =
+//! "none"` keeps it off a loopback listener the shared network reaches; and a lane that asks
+//! for a sandbox this machine cannot make does not start.
+//!
+//! The test folders are made under the target folder, not `/tmp`: a sandbox's `/tmp` is its
+//! own, and the agent's scenario must stay readable.
+
+use std::io::Read;
+use std::net::TcpListener;
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use clawpool_tests::{Sandbox, git_log, git_repo, workspace_bin};
+use serde_json::Value;
+
+/// A test's folders (under the target folder), its repository and another worktree of it.
+struct Site {
+    sandbox: Sandbox,
+    repo: PathBuf,
+    other: PathBuf,
+}
+
+fn site() -> Site {
+    let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("sandbox-e2e");
+    std::fs::create_dir_all(&root).expect("scratch root");
+    let dir = tempfile::tempdir_in(&root).expect("scratch");
+    std::fs::create_dir_all(dir.path().join("home")).expect("home");
+    std::fs::create_dir_all(dir.path().join("tmux")).expect("tmux dir");
+    let marker = format!("clawpool-test-{}-sandbox", std::process::id());
+    let sandbox = Sandbox { dir, marker };
+    let repo = git_repo(sandbox.dir.path(), "repo");
+    for (key, value) in [("user.name", "lane"), ("user.email", "lane@test")] {
+        git(&repo, &["config", key, value]);
+    }
+    // Another lane's worktree, as spawn would make it.
+    let other = sandbox.dir.path().join("repo.lanes/other");
+    git(
+        &repo,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            "lane/other",
+            other.to_str().expect("utf-8"),
+        ],
+    );
+    Site {
+        sandbox,
+        repo,
+        other,
+    }
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let status = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .status()
+        .expect("git");
+    assert!(status.success(), "git {args:?}");
+}
+
+impl Site {
+    /// Writes the scenario and a config (with `extra` top-level keys) and runs `spawn` on a
+    /// one-lane packet whose lane has `lane_fields`.
+    fn spawn(&self, scenario: &str, extra: &str, lane_fields: &str) -> Output {
+        let dir = self.sandbox.dir.path();
+        let scenario_file = dir.join("scenario.toml");
+        std::fs::write(&scenario_file, scenario).expect("scenario");
+        let config = dir.join("config.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "{extra}\ntrusted_roots = [{:?}]\n[handshake]\nfinish_idle_ms = 300\n\
+                 [profiles.scripted.launch]\ncommand = {:?}\n\
+                 env = {{ CLAWPOOL_AGENT_SCENARIO = {:?} }}\n",
+                dir.display().to_string(),
+                workspace_bin("clawpool-scripted-agent")
+                    .display()
+                    .to_string(),
+                scenario_file.display().to_string(),
+            ),
+        )
+        .expect("config");
+        let packet = dir.join("packet.json");
+        std::fs::write(
+            &packet,
+            format!(
+                r#"{{"lanes": [{{"name": "boxed", "agent": "scripted", "prompt": "work"{lane_fields}}}]}}"#
+            ),
+        )
+        .expect("packet");
+        self.sandbox
+            .clawpool()
+            .arg("spawn")
+            .arg(&packet)
+            .args(["--output-format", "json", "--config"])
+            .arg(&config)
+            .arg("--repo")
+            .arg(&self.repo)
+            .output()
+            .expect("clawpool spawn runs")
+    }
+
+    fn lane(&self) -> PathBuf {
+        self.sandbox.dir.path().join("repo.lanes/boxed")
+    }
+
+    fn state(&self) -> Value {
+        let text = std::fs::read_to_string(self.lane().join(".claw/worker-state.json"))
+            .expect("state file");
+        serde_json::from_str(&text).expect("JSON")
+    }
+}
+
+/// A scenario whose one prompt runs `command` (its findings go to `probe.txt`), then writes
+/// and commits in the worktree.
+fn scenario(command: &str) -> String {
+    format!(
+        "[[prompt]]\nsteps = [\n  {{ do = \"run\", command = {command:?} }},\n  \
+         {{ do = \"write_file\", path = \"out.txt\", content = \"done\\n\" }},\n  \
+         {{ do = \"git_commit\", message = \"sandboxed work\" }},\n]\n"
+    )
+}
+
+/// A shell line that tries to write `path` and says in `probe.txt` whether it could.
+fn try_write(label: &str, path: &Path) -> String {
+    format!(
+        "(echo escaped > '{}') 2>/dev/null && echo '{label} wrote' >> probe.txt || echo '{label} refused' >> probe.txt; ",
+        path.display()
+    )
+}
+
+/// A shell line that tries to connect to `port` on the loopback and says so in `probe.txt`.
+fn try_connect(port: u16) -> String {
+    format!(
+        "bash -c 'echo hi > /dev/tcp/127.0.0.1/{port}' 2>/dev/null && echo 'net reached' >> probe.txt || echo 'net refused' >> probe.txt; "
+    )
+}
+
+/// What spawn said: its JSON lines and its stderr.
+fn stderr(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[test]
+fn a_sandboxed_lane_commits_in_its_worktree_and_writes_nothing_outside() {
+    let s = site();
+    let home = s.sandbox.home();
+    // Another lane's control socket where its registry folder would hold it, listening.
+    let common = s.repo.join(".git");
+    let other_record = common.join("clawpool/lanes/other");
+    std::fs::create_dir_all(&other_record).expect("other record");
+    let other_socket = other_record.join("control.sock");
+    let _other_listener = UnixListener::bind(&other_socket).expect("other socket");
+    let listener = TcpListener::bind("127.0.0.1:0").expect("loopback listener");
+    let port = listener.local_addr().expect("address").port();
+    let own_socket = common.join("clawpool/lanes/boxed/control.sock");
+    let command = [
+        try_write("main", &s.repo.join("escape.txt")),
+        try_write("other", &s.other.join("escape.txt")),
+        try_write("home", &home.join(".bashrc")),
+        format!(
+            "test -e '{}' && echo 'other socket seen' >> probe.txt || echo 'other socket hidden' >> probe.txt; ",
+            other_socket.display()
+        ),
+        format!(
+            "test -S '{}' && echo 'own socket seen' >> probe.txt || echo 'own socket hidden' >> probe.txt; ",
+            own_socket.display()
+        ),
+        try_connect(port),
+    ]
+    .concat();
+    let out = s.spawn(&scenario(&command), "", r#", "sandbox": "workspace""#);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+
+    let probe = std::fs::read_to_string(s.lane().join("probe.txt")).expect("probe");
+    let lines: Vec<&str> = probe.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "main refused",
+            "other refused",
+            "home refused",
+            "other socket hidden",
+            "own socket seen",
+            "net reached",
+        ],
+        "{probe}"
+    );
+    for escaped in [
+        s.repo.join("escape.txt"),
+        s.other.join("escape.txt"),
+        home.join(".bashrc"),
+    ] {
+        assert!(!escaped.exists(), "{} was written", escaped.display());
+    }
+    // The shared network: the listener got the line.
+    let (mut conn, _) = listener.accept().expect("the lane connected");
+    let mut got = String::new();
+    conn.read_to_string(&mut got).expect("read");
+    assert_eq!(got, "hi\n");
+    // Inside: the work and its commit landed, from within the sandbox.
+    assert_eq!(
+        std::fs::read_to_string(s.lane().join("out.txt")).expect("out"),
+        "done\n"
+    );
+    assert_eq!(git_log(&s.lane())[0], "sandboxed work");
+    let state = s.state();
+    assert_eq!(state["status"], "finished", "{state}");
+    assert_eq!(state["sandbox"]["mode"], "workspace", "{state}");
+    assert_eq!(state["sandbox"]["network"], "shared", "{state}");
+    let board = s
+        .sandbox
+        .clawpool()
+        .args(["board", "--repo"])
+        .arg(&s.repo)
+        .output()
+        .expect("board");
+    let board = String::from_utf8_lossy(&board.stdout).into_owned();
+    let row = board
+        .lines()
+        .find(|l| l.starts_with("boxed"))
+        .unwrap_or_else(|| panic!("no row for the lane:\n{board}"));
+    assert!(row.trim_end().ends_with("workspace"), "{board}");
+}
+
+#[test]
+fn network_none_keeps_a_sandboxed_lane_off_the_loopback() {
+    let s = site();
+    let listener = TcpListener::bind("127.0.0.1:0").expect("loopback listener");
+    listener.set_nonblocking(true).expect("nonblocking");
+    let port = listener.local_addr().expect("address").port();
+    let out = s.spawn(
+        &scenario(&try_connect(port)),
+        "sandbox = \"workspace\"\nnetwork = \"none\"",
+        "",
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let probe = std::fs::read_to_string(s.lane().join("probe.txt")).expect("probe");
+    assert_eq!(probe, "net refused\n");
+    assert_eq!(
+        listener.accept().map(|_| ()).map_err(|e| e.kind()),
+        Err(std::io::ErrorKind::WouldBlock),
+        "the lane reached the listener"
+    );
+    let state = s.state();
+    assert_eq!(state["sandbox"]["network"], "none", "{state}");
+    assert_eq!(state["status"], "finished", "{state}");
+}
+
+#[test]
+fn a_lane_asking_for_a_sandbox_bubblewrap_cannot_make_does_not_start() {
+    let s = site();
+    let out = s.spawn(
+        &scenario("echo never > ran.txt; "),
+        "bwrap = \"/nonexistent/bwrap\"",
+        r#", "sandbox": "workspace""#,
+    );
+    assert_ne!(out.status.code(), Some(0), "{}", stderr(&out));
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
+    assert!(said.contains("sandbox"), "{said}");
+    assert!(said.contains("/nonexistent/bwrap"), "{said}");
+    // Nothing started: no worktree, so no agent ran unconfined.
+    assert!(!s.lane().exists(), "the lane's worktree was made");
+}
+
+#[test]
+fn doctor_says_whether_sandboxes_work_here() {
+    let s = site();
+    let doctor = |config: &str| -> Value {
+        let file = s.sandbox.dir.path().join("doctor.toml");
+        std::fs::write(&file, config).expect("config");
+        let out = s
+            .sandbox
+            .clawpool()
+            .args(["doctor", "--output-format", "json", "--config"])
+            .arg(&file)
+            .arg("--repo")
+            .arg(&s.repo)
+            .output()
+            .expect("doctor");
+        let doc: Value = serde_json::from_slice(&out.stdout).expect("doctor JSON");
+        doc["checks"]
+            .as_array()
+            .expect("checks")
+            .iter()
+            .find(|c| c["name"] == "sandbox")
+            .cloned()
+            .unwrap_or_else(|| panic!("no sandbox check: {doc}"))
+    };
+    let works = doctor("");
+    assert_eq!(works["ok"], true, "{works}");
+    let missing = doctor("sandbox = \"workspace\"\nbwrap = \"/nonexistent/bwrap\"\n");
+    assert_eq!(missing["ok"], false, "{missing}");
+    assert_eq!(missing["severity"], "error", "{missing}");
+    assert!(
+        missing["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("/nonexistent/bwrap")),
+        "{missing}"
+    );
+}
+
+/// The real Claude Code 2.1.330 in a sandboxed lane, offline against the scripted model
+/// server: it boots with its state in `~/.claude*` writable, its hooks reach the lane from
+/// inside the sandbox, and its turn finishes from its Stop hook.
+#[test]
+fn a_sandboxed_claude_code_lane_finishes_from_its_hooks() {
+    use crate::real_agents::{claude_env, finish, lanes_dir, plain_lane, start_lane, write_config};
+    clawpool_tests::real_agent("claude");
+    let sandbox = Sandbox::new();
+    clawpool_tests::seed_claude_home(
+        &sandbox.home(),
+        serde_json::json!({"customApiKeyResponses": {"approved": ["sk-ant-fake"], "rejected": []}}),
+    );
+    let lane = plain_lane(&sandbox, "boxed-claude");
+    let server = clawpool_tests::ModelServer::start(
+        &sandbox.dir.path().join("model"),
+        &serde_json::json!([{"text": "Hello from the scripted model."}]),
+    );
+    let config = write_config(&sandbox, Some(&lanes_dir(&sandbox)), "claude", "");
+    let text = std::fs::read_to_string(&config).expect("config");
+    std::fs::write(&config, format!("sandbox = \"workspace\"\n{text}")).expect("config");
+    let mut run = start_lane(
+        &sandbox,
+        &config,
+        "claude",
+        &lane,
+        &claude_env(&sandbox, &server.url()),
+        "pty",
+    );
+    let (code, outcome) = finish(&mut run, &lane);
+    assert_eq!(code, 0, "{}", run.report());
+    assert_eq!(outcome["state"]["status"], "finished", "{}", run.report());
+    let events = run.events();
+    let finished = events
+        .iter()
+        .find(|e| e["kind"] == "lane.finished")
+        .unwrap_or_else(|| panic!("not finished: {}", run.report()));
+    assert_eq!(finished["source"], "hook", "{}", run.report());
+    let state: Value = serde_json::from_str(
+        &std::fs::read_to_string(lane.join(".claw/worker-state.json")).expect("state"),
+    )
+    .expect("JSON");
+    assert_eq!(state["sandbox"]["mode"], "workspace", "{state}");
+    assert_eq!(state["hooks"]["failed"], 0, "{state}");
+}
