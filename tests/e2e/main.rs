@@ -26,3 +26,4 @@ mod spawn;
 mod stream;
 mod trust;
 mod ui;
+mod notify;

@@ -39,6 +39,10 @@ pub struct ConfigFile {
     /// file's folder. The last file that sets it wins; unset, the shipped defaults apply.
     #[serde(default)]
     pub policy: Option<Spanned<String>>,
+    /// Where to tell a person that a lane needs them (`docs/notify.md`). Entries of every
+    /// file are kept, in file order.
+    #[serde(default)]
+    pub notify: Vec<Spanned<super::notify::NotifyEntry>>,
 }
 
 /// The `[handshake]` table of one file; see [`HandshakeKey`] for what each key means.

@@ -7,6 +7,7 @@
 //! - `trusted_roots` and `denied_roots` are merged (union, in file order, `~` expanded; each
 //!   must then be absolute);
 //! - each `[handshake]` key is taken from the last file that sets it;
+//! - `[[notify]]` entries are kept from every file, in file order ([`notify`]);
 //! - `[profiles.NAME]` tables are [`crate::profiles::ManifestPatch`]es, applied to the
 //!   built-in profiles in file order by [`Config::profiles`].
 //!
@@ -18,6 +19,7 @@ mod error;
 pub mod file;
 pub mod handshake;
 mod locate;
+pub mod notify;
 pub mod provenance;
 mod repository;
 mod show;
@@ -58,6 +60,8 @@ pub struct Config {
     origins: BTreeMap<String, ProfileOrigins>,
     /// The recovery policy file, with the configuration file that named it.
     policy: Option<Sourced<PathBuf>>,
+    /// Every `[[notify]]` entry, in file order.
+    notify: Vec<notify::NotifyTarget>,
 }
 
 impl Config {
@@ -100,6 +104,8 @@ impl Config {
         // Check every root before changing anything, so a failed merge leaves `self` as it was.
         let trusted = expand_roots(path, text, home, "trusted_roots", &file.trusted_roots)?;
         let denied = expand_roots(path, text, home, "denied_roots", &file.denied_roots)?;
+        let notify = notify::parse_entries(path, text, &file.notify, self.notify.len())?;
+        self.notify.extend(notify);
         add_roots(&mut self.trusted_roots, trusted);
         add_roots(&mut self.denied_roots, denied);
         for key in HandshakeKey::ALL {
@@ -140,6 +146,11 @@ impl Config {
     /// The recovery policy file the configuration names, if any (else the defaults apply).
     pub fn policy_file(&self) -> Option<&Sourced<PathBuf>> {
         self.policy.as_ref()
+    }
+
+    /// Every `[[notify]]` entry of every file, in file order.
+    pub fn notify_targets(&self) -> &[notify::NotifyTarget] {
+        &self.notify
     }
 
     /// The files that were read, in merge order (missing optional files are not listed).
