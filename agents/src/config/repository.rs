@@ -14,7 +14,7 @@
 //! | new `[[profiles.NAME.rules]]` for a built-in profile | every signal a rule can give (`booting`, `working`, `provider_retry`, `shell`) makes clawpool hold back or fail the lane; none makes it type |
 //!
 //! Everything else is refused with the file, the key's full path and its line: `trusted_roots`,
-//! `policy` (hooks run commands), `launch` (the program and its environment), `input` (where
+//! `policy` (hooks run commands), `[[notify]]` (a webhook sends, a command runs), `launch` (the program and its environment), `input` (where
 //! clawpool types), `dialogs` and `dialog_policy` (what is answered and with which keys), a rule
 //! that replaces an existing rule of the same name (a repository could remove the rule that
 //! keeps a prompt from being typed into a shell), and a profile clawpool does not have.
@@ -69,6 +69,13 @@ pub(crate) fn check_repository_file(
                     at,
                     &path,
                     "the recovery policy's hooks run commands",
+                ));
+            }
+            "notify" => {
+                return Err(refuse(
+                    at,
+                    &path,
+                    "a webhook would send what the lanes do wherever the repository says, and a command runs a program",
                 ));
             }
             "profiles" => {
