@@ -119,7 +119,11 @@ impl Notifier {
             .endpoints
             .retain(|name, _| targets.iter().any(|t| &t.name == name));
         for target in &targets {
-            record.endpoints.entry(target.name.clone()).or_default().target = target.redacted();
+            record
+                .endpoints
+                .entry(target.name.clone())
+                .or_default()
+                .target = target.redacted();
         }
         let start = record.cursor.map_or(Start::Now, Start::After);
         let follower = match Follower::open(dir, start) {

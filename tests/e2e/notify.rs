@@ -57,9 +57,9 @@ impl Receiver {
                 if reader.read_exact(&mut body).is_err() {
                     continue;
                 }
-                let _ = reader
-                    .get_mut()
-                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+                let _ = reader.get_mut().write_all(
+                    b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                );
                 let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
                 if tx.send((request_line.trim().to_owned(), body)).is_err() {
                     return;
@@ -91,11 +91,11 @@ impl Receiver {
     }
 }
 
-/// The setup's configuration with `entries` added.
+/// The setup's configuration with `entries` appended.
 fn with_notify(s: &Setup, entries: &str) {
     let mut config = std::fs::read_to_string(&s.config).expect("config");
-    // `[[notify]]` after a table would belong to it: the entries go first.
-    config = format!("{entries}\n{config}");
+    // At the end: keys after a `[[notify]]` header would belong to it.
+    config.push_str(entries);
     std::fs::write(&s.config, config).expect("config");
 }
 
@@ -167,7 +167,9 @@ fn one_notification_per_situation_across_blocks_answers_and_the_finish() {
             s.repo.canonicalize().expect("repo").display().to_string()
         );
         assert!(
-            note["next_action"].as_str().is_some_and(|a| a.contains("solo")),
+            note["next_action"]
+                .as_str()
+                .is_some_and(|a| a.contains("solo")),
             "{note:#}"
         );
         assert!(note["at"].as_str().is_some_and(|t| t.ends_with('Z')));
@@ -191,7 +193,8 @@ fn one_notification_per_situation_across_blocks_answers_and_the_finish() {
     assert!(cursors.windows(2).all(|w| w[0] < w[1]), "{cursors:?}");
     receiver.assert_no_more();
     // Each was the stream event that entered the situation.
-    let stream = std::fs::read_to_string(s.repo.join(".git/clawpool/stream.jsonl")).expect("stream");
+    let stream =
+        std::fs::read_to_string(s.repo.join(".git/clawpool/stream.jsonl")).expect("stream");
     let kinds: Vec<String> = stream
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).expect("JSON"))
@@ -202,7 +205,10 @@ fn one_notification_per_situation_across_blocks_answers_and_the_finish() {
     let endpoint = &record(&s)["endpoints"]["notify#1"];
     assert_eq!(endpoint["delivered"], 3, "{endpoint:#}");
     assert_eq!(endpoint["pending"], serde_json::json!([]));
-    assert_eq!(endpoint["target"], format!("http://127.0.0.1:{}/…", receiver.port));
+    assert_eq!(
+        endpoint["target"],
+        format!("http://127.0.0.1:{}/…", receiver.port)
+    );
     assert!(!run.report().contains(SECRET));
 }
 
@@ -230,11 +236,16 @@ fn a_receiver_that_is_down_gets_the_notification_once_after_it_comes_up() {
     let status = run.wait_exit(PATIENCE);
     assert!(status.success(), "{}", run.report());
     let endpoint = &record(&s)["endpoints"]["team"];
-    assert!(endpoint["failures"].as_u64().unwrap_or(0) >= 1, "{endpoint:#}");
+    assert!(
+        endpoint["failures"].as_u64().unwrap_or(0) >= 1,
+        "{endpoint:#}"
+    );
     assert_eq!(endpoint["delivered"], 0);
     assert_eq!(endpoint["pending"].as_array().map(Vec::len), Some(1));
     assert!(
-        endpoint["last_error"].as_str().is_some_and(|e| !e.contains(SECRET)),
+        endpoint["last_error"]
+            .as_str()
+            .is_some_and(|e| !e.contains(SECRET)),
         "{endpoint:#}"
     );
     // `doctor` says so, without the URL's secret.
@@ -257,7 +268,9 @@ fn a_receiver_that_is_down_gets_the_notification_once_after_it_comes_up() {
     assert_eq!(check["ok"], false, "{check:#}");
     assert_eq!(check["severity"], "warning");
     assert!(
-        check["detail"].as_str().is_some_and(|d| d.contains("keeps failing") && d.contains("1 notifications waiting")),
+        check["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("keeps failing") && d.contains("1 notifications waiting")),
         "{check:#}"
     );
 
@@ -328,7 +341,11 @@ fn a_command_notifier_gets_the_notification_on_its_stdin() {
     assert_eq!(lines[0]["event"], "finished");
     assert_eq!(lines[0]["lane"], "solo");
     assert_eq!(lines[0]["lane_status"], "finished");
-    assert!(lines[0]["next_action"].as_str().is_some_and(|a| a.contains("solo")));
+    assert!(
+        lines[0]["next_action"]
+            .as_str()
+            .is_some_and(|a| a.contains("solo"))
+    );
 }
 
 /// The lane blocks on a question before the dashboard opens (no bell), then, answered, on
@@ -361,7 +378,9 @@ fn the_dashboard_rings_the_bell_when_a_lane_starts_to_need_a_person() {
         "-l",
         &format!(
             "{:?} ui --config {:?}",
-            clawpool_tests::workspace_bin("clawpool").display().to_string(),
+            clawpool_tests::workspace_bin("clawpool")
+                .display()
+                .to_string(),
             s.config.display().to_string()
         ),
     ]);
@@ -370,7 +389,13 @@ fn the_dashboard_rings_the_bell_when_a_lane_starts_to_need_a_person() {
         screen.contains("solo") && screen.contains("blocked{tool_permission}")
     });
     // Already waiting when the dashboard opened: no bell.
-    let bells = || std::fs::read(&bytes).unwrap_or_default().iter().filter(|b| **b == 0x07).count();
+    let bells = || {
+        std::fs::read(&bytes)
+            .unwrap_or_default()
+            .iter()
+            .filter(|b| **b == 0x07)
+            .count()
+    };
     assert_eq!(bells(), 0);
     answer_yes(&s, &s.lanes_dir().join("solo"));
     run.wait_for(
@@ -403,7 +428,15 @@ impl<'a> Tmux<'a> {
             setup.repo.display().to_string()
         );
         term.run(&[
-            "new-session", "-d", "-s", "bell", "-x", "140", "-y", "40", &shell,
+            "new-session",
+            "-d",
+            "-s",
+            "bell",
+            "-x",
+            "140",
+            "-y",
+            "40",
+            &shell,
         ]);
         term
     }

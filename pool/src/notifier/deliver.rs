@@ -68,7 +68,11 @@ pub fn session_bus() -> bool {
 async fn run(argv: &[String], stdin: Option<Vec<u8>>) -> Result<(), String> {
     let mut child = tokio::process::Command::new(&argv[0])
         .args(&argv[1..])
-        .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .kill_on_drop(true)
@@ -85,12 +89,27 @@ async fn run(argv: &[String], stdin: Option<Vec<u8>>) -> Result<(), String> {
     };
     let output = tokio::time::timeout(ATTEMPT_TIMEOUT, attempt)
         .await
-        .map_err(|_| format!("{} did not exit within {}s", argv[0], ATTEMPT_TIMEOUT.as_secs()))?
+        .map_err(|_| {
+            format!(
+                "{} did not exit within {}s",
+                argv[0],
+                ATTEMPT_TIMEOUT.as_secs()
+            )
+        })?
         .map_err(|e| format!("{}: {e}", argv[0]))?;
     if output.status.success() {
         return Ok(());
     }
     let stderr = String::from_utf8_lossy(&output.stderr);
-    let last = stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
-    Err(format!("{} exited with {}: {}", argv[0], output.status, last.trim()))
+    let last = stderr
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("");
+    Err(format!(
+        "{} exited with {}: {}",
+        argv[0],
+        output.status,
+        last.trim()
+    ))
 }

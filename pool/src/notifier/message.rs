@@ -117,7 +117,10 @@ impl Notification {
         };
         let repository = std::path::Path::new(&self.repository)
             .file_name()
-            .map_or_else(|| self.repository.clone(), |n| n.to_string_lossy().into_owned());
+            .map_or_else(
+                || self.repository.clone(),
+                |n| n.to_string_lossy().into_owned(),
+            );
         format!(
             "clawpool {repository}: lane {} {}: {}. Next: {}",
             self.lane, state, self.reason, self.next_action
@@ -200,9 +203,16 @@ mod tests {
             cursor: 0,
             seq: 1,
         };
-        let text = "clawpool app: lane a blocked (provider): API Error: 529. Next: `clawpool recover a`";
-        assert_eq!(note.body(WebhookFormat::Slack), serde_json::json!({ "text": text }));
-        assert_eq!(note.body(WebhookFormat::Discord), serde_json::json!({ "content": text }));
+        let text =
+            "clawpool app: lane a blocked (provider): API Error: 529. Next: `clawpool recover a`";
+        assert_eq!(
+            note.body(WebhookFormat::Slack),
+            serde_json::json!({ "text": text })
+        );
+        assert_eq!(
+            note.body(WebhookFormat::Discord),
+            serde_json::json!({ "content": text })
+        );
         let json = note.body(WebhookFormat::Json);
         assert_eq!(json["lane_status"], "blocked");
         assert_eq!(json["subphase"], "provider");

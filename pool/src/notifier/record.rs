@@ -125,7 +125,8 @@ impl NotifyRecord {
             path: path.to_owned(),
             source,
         };
-        let mut bytes = serde_json::to_vec_pretty(self).map_err(|e| io(std::io::Error::other(e)))?;
+        let mut bytes =
+            serde_json::to_vec_pretty(self).map_err(|e| io(std::io::Error::other(e)))?;
         bytes.push(b'\n');
         let aside = path.with_extension("json.tmp");
         std::fs::write(&aside, &bytes).map_err(io)?;

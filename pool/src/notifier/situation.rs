@@ -107,7 +107,12 @@ mod tests {
     }
 
     impl Lane {
-        fn event(&mut self, kind: LaneEventKind, to: Option<LaneState>, payload: Option<Payload>) -> StreamEvent {
+        fn event(
+            &mut self,
+            kind: LaneEventKind,
+            to: Option<LaneState>,
+            payload: Option<Payload>,
+        ) -> StreamEvent {
             self.seq += 1;
             self.cursor += 100;
             StreamEvent {
@@ -180,7 +185,13 @@ mod tests {
         let mut situations = Situations::default();
         assert_eq!(
             kinds(&mut situations, &events),
-            ["tool_permission", "tool_permission", "escalated", "blocked", "finished"]
+            [
+                "tool_permission",
+                "tool_permission",
+                "escalated",
+                "blocked",
+                "finished"
+            ]
         );
         // The same events again (a repaired stream, a notifier resumed too early): nothing.
         assert!(kinds(&mut situations, &events).is_empty());
