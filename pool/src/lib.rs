@@ -3,7 +3,8 @@
 //! What it owns today is the repository's **event stream** as its readers see it: every event
 //! of every lane, in one order, each with a cursor ([`stream`]: read from a cursor, follow as
 //! it grows, resume after a disconnect with no gap and no duplicate), and **waiting** on it
-//! for lanes to reach a state ([`wait`]).
+//! for lanes to reach a state ([`wait`]); and **notifying** people of what the stream says
+//! (`[[notify]]` endpoints, [`notifier`]), once per situation, off every lane's path.
 //!
 //! What it leaves to others: the stream is *written* where each lane's own log is, by
 //! `clawpool_lanes::EventLog` (`clawpool_lanes::stream`: the cursor, its lock, and the repair
@@ -16,8 +17,10 @@
 //! Following never polls: a `notify` watch on the journal (inotify) wakes the reader, which
 //! reads what was appended since its last whole line.
 
+pub mod notifier;
 pub mod stream;
 pub mod wait;
 
+pub use notifier::{Notifier, NotifierError};
 pub use stream::{Follower, Start, StreamError};
 pub use wait::{LaneProgress, Until, WaitError, WaitOutcome, wait};

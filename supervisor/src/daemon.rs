@@ -95,6 +95,8 @@ pub async fn run(args: DaemonArgs, loaded: Loaded) -> Result<ExitCode, CommandEr
         return Ok(ExitCode::SUCCESS);
     }
     let _lock = hold_supervisor_lock(&lock_path(&repo), SupervisorRole::Daemon)?;
+    // The daemon owns the repository's lanes: it tells people about them.
+    let notifier = crate::notifying::start(&repo, &loaded);
     // Holding the lock, any socket file left here belongs to a daemon that died.
     let _ = std::fs::remove_file(&socket);
     let listener = UnixListener::bind(&socket)
@@ -206,6 +208,7 @@ pub async fn run(args: DaemonArgs, loaded: Loaded) -> Result<ExitCode, CommandEr
         let _ = write.write_all(format!("{reply}\n").as_bytes()).await;
         if stop {
             let _ = std::fs::remove_file(&socket);
+            crate::notifying::finish(notifier).await;
             // Lanes in tmux keep running and can be adopted; a server none runs on goes.
             if running.load(Ordering::SeqCst) == 0 {
                 crate::gc::end_idle_tmux_server(&repo).await;

@@ -370,6 +370,17 @@ pub fn run_doctor(loaded: &Loaded, args: &DoctorArgs) -> Result<ExitCode, Comman
     checks.push(sandbox_check(loaded, &own_config));
     checks.push(unsandboxed_check(loaded, &own_config));
     checks.extend(grant_checks(repo));
+    checks.extend(
+        crate::notifying::checks(loaded, repo)
+            .into_iter()
+            .map(|c| Check {
+                name: c.name,
+                ok: c.ok,
+                severity: "warning",
+                detail: c.detail,
+                fix: c.fix,
+            }),
+    );
     let failed_errors = checks.iter().any(|c| !c.ok && c.severity == "error");
     match format {
         OutputFormat::Json => println!(

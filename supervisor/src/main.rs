@@ -16,6 +16,7 @@ mod inspect;
 mod known_repos;
 mod loaded;
 mod mirror;
+mod notifying;
 mod output;
 mod permissions_cmd;
 mod policy_cmd;

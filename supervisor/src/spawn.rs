@@ -303,6 +303,8 @@ pub async fn run(args: &SpawnArgs, loaded: Loaded) -> Result<Spawned, CommandErr
 
     let interrupt =
         Interrupt::listen().map_err(|e| CommandError::io("listening for SIGINT and SIGTERM", e))?;
+    // This process owns the repository's lanes now: it tells people about them.
+    let notifier = crate::notifying::start(&repo, &loaded);
     let terminal = terminal_for(&repo, args.transport).await?;
     if let (Terminal::Tmux(server), OutputFormat::Text) = (&terminal, args.output_format) {
         for lane in &lanes {
@@ -344,6 +346,7 @@ pub async fn run(args: &SpawnArgs, loaded: Loaded) -> Result<Spawned, CommandErr
         painter.abort();
     }
     board.paint_final();
+    crate::notifying::finish(notifier).await;
     terminal.close_if_unused().await;
     let all_finished = results
         .values()

@@ -17,6 +17,7 @@ mod lives;
 mod model_server;
 mod more_agents;
 mod packet_rules;
+mod notify;
 mod permissions;
 mod policy;
 mod progress;

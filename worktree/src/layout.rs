@@ -232,6 +232,12 @@ impl StateDir {
     pub fn daemon_log(&self) -> PathBuf {
         self.root.join("daemon.log")
     }
+
+    /// The notifier's record (`docs/notify.md`): how far it read the stream, what each
+    /// endpoint still has to be sent, and how its deliveries went.
+    pub fn notify_status(&self) -> PathBuf {
+        self.root.join("notify.json")
+    }
 }
 
 #[cfg(test)]

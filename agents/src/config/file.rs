@@ -51,6 +51,10 @@ pub struct ConfigFile {
     /// The bubblewrap program (default: `bwrap` on `PATH`).
     #[serde(default)]
     pub bwrap: Option<Spanned<String>>,
+    /// Where to tell a person that a lane needs them (`docs/notify.md`). Entries of every
+    /// file are kept, in file order.
+    #[serde(default)]
+    pub notify: Vec<Spanned<super::notify::NotifyEntry>>,
 }
 
 /// The `[handshake]` table of one file; see [`HandshakeKey`] for what each key means.

@@ -7,6 +7,7 @@
 //! - `trusted_roots` and `denied_roots` are merged (union, in file order, `~` expanded; each
 //!   must then be absolute);
 //! - each `[handshake]` key is taken from the last file that sets it;
+//! - `[[notify]]` entries are kept from every file, in file order ([`notify`]);
 //! - `[profiles.NAME]` tables are [`crate::profiles::ManifestPatch`]es, applied to the
 //!   built-in profiles in file order by [`Config::profiles`].
 //!
@@ -18,6 +19,7 @@ mod error;
 pub mod file;
 pub mod handshake;
 mod locate;
+pub mod notify;
 pub mod provenance;
 mod repository;
 pub mod sandbox;
@@ -62,6 +64,8 @@ pub struct Config {
     policy: Option<Sourced<PathBuf>>,
     /// The sandbox keys (`docs/sandbox.md`).
     sandbox: SandboxOptions,
+    /// Every `[[notify]]` entry, in file order.
+    notify: Vec<notify::NotifyTarget>,
 }
 
 impl Config {
@@ -107,6 +111,8 @@ impl Config {
         let mut sandbox = self.sandbox.clone();
         sandbox.merge(path, text, home, &file)?;
         self.sandbox = sandbox;
+        let notify = notify::parse_entries(path, text, &file.notify, self.notify.len())?;
+        self.notify.extend(notify);
         add_roots(&mut self.trusted_roots, trusted);
         add_roots(&mut self.denied_roots, denied);
         for key in HandshakeKey::ALL {
@@ -152,6 +158,9 @@ impl Config {
     /// The sandbox keys, each with the file that set it (`docs/sandbox.md`).
     pub fn sandbox(&self) -> &SandboxOptions {
         &self.sandbox
+    /// Every `[[notify]]` entry of every file, in file order.
+    pub fn notify_targets(&self) -> &[notify::NotifyTarget] {
+        &self.notify
     }
 
     /// The files that were read, in merge order (missing optional files are not listed).

@@ -138,6 +138,11 @@ impl Lanes {
         }
     }
 
+    /// Every lane's row, the filter aside.
+    pub fn rows(&self) -> &[Value] {
+        &self.rows
+    }
+
     /// The lanes the filter lets through.
     pub fn visible(&self) -> Vec<&Value> {
         let needle = self.filter.to_lowercase();

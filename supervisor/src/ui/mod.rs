@@ -7,9 +7,11 @@
 //! screen ([`screen`]), runs the CLI's own commands for the operator keys ([`actions`]), and
 //! wakes only when something happens: a key, a resize, a file of a lane changing ([`watch`]),
 //! a command answering — plus one tick a second that redraws the ages (no reads) and, every
-//! tenth, re-reads the state files so a supervisor gone quiet shows as lost.
+//! tenth, re-reads the state files so a supervisor gone quiet shows as lost. It rings the
+//! terminal's bell when a lane starts to need a person ([`bell`]).
 
 mod actions;
+mod bell;
 mod lanes;
 mod screen;
 mod view;
@@ -87,6 +89,8 @@ pub struct App {
     config: Option<PathBuf>,
     /// Why the lanes' files are not watched, when they are read every second instead.
     polling: Option<String>,
+    /// Which lanes needed a person when last drawn.
+    bell: bell::Bell,
 }
 
 impl App {
@@ -153,8 +157,10 @@ pub async fn run(args: UiArgs) -> Result<ExitCode, CommandError> {
     };
     let plain = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty())
         || std::env::var("TERM").map_or(true, |term| term == "dumb" || term.is_empty());
+    let lanes = Lanes::read(repos);
     let mut app = App {
-        lanes: Lanes::read(repos),
+        bell: bell::Bell::new(&lanes),
+        lanes,
         mode: Mode::Normal,
         screen: Err((None, String::new())),
         status: None,
@@ -293,6 +299,9 @@ async fn event_loop(
         };
         if redraw {
             terminal.draw(|frame| view::draw(frame, app))?;
+            if app.bell.rings(&app.lanes) {
+                bell::ring();
+            }
         }
     }
 }

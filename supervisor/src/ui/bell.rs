@@ -1,0 +1,53 @@
+//! The dashboard's bell: a BEL to the terminal when a lane starts to need a person (blocked,
+//! or escalated), once per lane each time it starts to — not while it stays so, and not for
+//! the lanes already waiting when the dashboard opened.
+
+use std::collections::HashSet;
+use std::io::Write;
+
+use serde_json::Value;
+
+use super::lanes::{LaneKey, Lanes, key_of};
+
+/// The lanes that needed a person when last looked at.
+pub struct Bell {
+    needing: HashSet<LaneKey>,
+}
+
+impl Bell {
+    /// Quiet about the lanes that already need a person.
+    pub fn new(lanes: &Lanes) -> Self {
+        Self {
+            needing: needing(lanes),
+        }
+    }
+
+    /// Whether a lane started to need a person since the last look; remembers this look.
+    pub fn rings(&mut self, lanes: &Lanes) -> bool {
+        let now = needing(lanes);
+        let rings = now.iter().any(|key| !self.needing.contains(key));
+        self.needing = now;
+        rings
+    }
+}
+
+/// Rings the terminal's bell.
+pub fn ring() {
+    let mut out = std::io::stdout();
+    let _ = out.write_all(b"\x07");
+    let _ = out.flush();
+}
+
+fn needing(lanes: &Lanes) -> HashSet<LaneKey> {
+    lanes
+        .rows()
+        .iter()
+        .filter(|row| needs_person(row))
+        .filter_map(key_of)
+        .collect()
+}
+
+/// A lane's state document says it waits for a person: blocked, or escalated.
+fn needs_person(row: &Value) -> bool {
+    row["lane_status"] == "blocked" || row["escalation"].is_object()
+}
