@@ -12,6 +12,7 @@
 //! This crate decides nothing about screens or terminals: the supervisor's handshake observes
 //! the worker and reports transitions; this crate gives them a shape that other tools can read.
 
+pub mod cost;
 mod event_kind;
 mod events;
 mod evidence;

@@ -229,7 +229,15 @@ pub async fn run_board(
                         })
                     })
                     .collect();
-                println!("{}", json!({"lanes": lanes}));
+                let cost: Vec<Value> = sections
+                    .iter()
+                    .map(|(repo, lanes)| {
+                        let mut cost = repository_cost(lanes);
+                        cost["repository"] = repo.root().display().to_string().into();
+                        cost
+                    })
+                    .collect();
+                println!("{}", json!({"lanes": lanes, "cost": cost}));
             }
             OutputFormat::Text => {
                 if watch {
@@ -277,6 +285,31 @@ pub fn tokens_cell(usage: &Value) -> String {
     }
 }
 
+/// The lane's cost (`cost_usd` in the state file) as `$0.0123`; `?` when its agent reported
+/// usage that could not be priced (`cost.unknown_because` says why), `-` when it reported none.
+pub fn cost_cell(lane: &Value) -> String {
+    match lane["cost_usd"].as_f64() {
+        Some(usd) => format!("${usd:.4}"),
+        None if lane["cost"].is_object() => "?".into(),
+        None => "-".into(),
+    }
+}
+
+/// What a repository's lanes cost together (the board's `cost`): the sum of the lanes with a
+/// `cost_usd`, and how many lanes reported usage that could not be priced (not in the sum).
+pub fn repository_cost(lanes: &[Value]) -> Value {
+    let priced: Vec<f64> = lanes.iter().filter_map(|l| l["cost_usd"].as_f64()).collect();
+    let unpriced = lanes
+        .iter()
+        .filter(|l| l["cost_usd"].is_null() && l["cost"].is_object())
+        .count();
+    json!({
+        "total_usd": priced.iter().sum::<f64>(),
+        "lanes_priced": priced.len(),
+        "lanes_unpriced": unpriced,
+    })
+}
+
 fn print_table(lanes: &[Value]) {
     let text = |v: &Value| {
         v.as_str().map(str::to_owned).unwrap_or_else(|| {
@@ -287,7 +320,7 @@ fn print_table(lanes: &[Value]) {
             }
         })
     };
-    let rows: Vec<[String; 12]> = lanes
+    let rows: Vec<[String; 13]> = lanes
         .iter()
         .map(|l| {
             let status = status_cell(l);
@@ -323,6 +356,7 @@ fn print_table(lanes: &[Value]) {
                 text(&l["green_level"]),
                 permissions_cell(&l["board"]["permissions"]),
                 tokens_cell(&l["usage"]),
+                cost_cell(l),
                 l["lane_event"]["kind"]
                     .as_str()
                     .map(str::to_owned)
@@ -343,6 +377,7 @@ fn print_table(lanes: &[Value]) {
         "green",
         "perms a/d/?",
         "tokens",
+        "cost",
         "last event",
     ];
     let mut widths = header.map(str::len);
@@ -365,6 +400,18 @@ fn print_table(lanes: &[Value]) {
     }
     if rows.is_empty() {
         println!("(no lanes in this repository)");
+    } else {
+        let cost = repository_cost(lanes);
+        let unpriced = cost["lanes_unpriced"].as_u64().unwrap_or(0);
+        println!(
+            "cost: ${:.4} over {} priced lane(s){}",
+            cost["total_usd"].as_f64().unwrap_or(0.0),
+            cost["lanes_priced"],
+            match unpriced {
+                0 => String::new(),
+                n => format!(", {n} lane(s) with usage that has no price (cost `?`)"),
+            }
+        );
     }
     for l in lanes {
         if let (Some(reason), Some(next)) = (

@@ -294,6 +294,7 @@ async fn run_lane(args: cli::RunArgs) -> Result<ExitCode, CommandError> {
         env: args.env,
         size: args.size,
         policy: std::sync::Arc::clone(&loaded.policy),
+        prices: std::sync::Arc::clone(&loaded.prices),
     })
     .await
 }

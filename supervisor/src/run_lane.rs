@@ -33,6 +33,8 @@ pub struct RunRequest {
     pub env: Vec<(String, String)>,
     pub size: Option<clawpool_pty::TermSize>,
     pub policy: Arc<clawpool_recovery::Policy>,
+    /// What the lane's usage is priced with.
+    pub prices: Arc<clawpool_lanes::cost::PriceTable>,
 }
 
 /// `clawpool run`: one lane in the foreground, in the folder given.
@@ -104,6 +106,7 @@ pub async fn run(request: RunRequest) -> Result<ExitCode, CommandError> {
         on_event: Box::new(move |event| print_event(event, format, None)),
         checks: None,
         policy: request.policy,
+        prices: request.prices,
         interrupt: Interrupt::listen()
             .map_err(|e| CommandError::io("listening for SIGINT and SIGTERM", e))?,
         lock: None,

@@ -58,6 +58,8 @@ pub struct Config {
     origins: BTreeMap<String, ProfileOrigins>,
     /// The recovery policy file, with the configuration file that named it.
     policy: Option<Sourced<PathBuf>>,
+    /// `[prices."MODEL"]` entries, each from the last file that set it.
+    prices: BTreeMap<String, Sourced<file::ModelPrice>>,
 }
 
 impl Config {
@@ -124,6 +126,15 @@ impl Config {
                 from: path.to_path_buf(),
             });
         }
+        for (model, price) in file.prices {
+            self.prices.insert(
+                model,
+                Sourced {
+                    value: price,
+                    from: path.to_path_buf(),
+                },
+            );
+        }
         for (name, patch) in file.profiles {
             provenance::record_patch(self.origins.entry(name.clone()).or_default(), &patch, path);
             self.patches.push(SourcedPatch {
@@ -140,6 +151,12 @@ impl Config {
     /// The recovery policy file the configuration names, if any (else the defaults apply).
     pub fn policy_file(&self) -> Option<&Sourced<PathBuf>> {
         self.policy.as_ref()
+    }
+
+    /// The configured model prices (`[prices."MODEL"]`), each with the file that set it last;
+    /// the shipped defaults are not among them.
+    pub fn prices(&self) -> &BTreeMap<String, Sourced<file::ModelPrice>> {
+        &self.prices
     }
 
     /// The files that were read, in merge order (missing optional files are not listed).
