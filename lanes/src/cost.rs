@@ -115,7 +115,9 @@ impl PriceTable {
 
     /// Every entry, by model name.
     pub fn entries(&self) -> impl Iterator<Item = (&str, &Price)> {
-        self.prices.iter().map(|(model, price)| (model.as_str(), price))
+        self.prices
+            .iter()
+            .map(|(model, price)| (model.as_str(), price))
     }
 
     /// `model`'s price: its own entry, else the longest entry it starts with followed by `-`
@@ -186,7 +188,10 @@ pub fn price(usage: &Usage, prices: &PriceTable) -> (Option<f64>, CostBasis) {
     };
     let per = |count: u64, rate: f64| count as f64 * rate / 1_000_000.0;
     let usd = per(uncached, price.input_per_mtok)
-        + per(cached, price.cache_read_per_mtok.unwrap_or(price.input_per_mtok))
+        + per(
+            cached,
+            price.cache_read_per_mtok.unwrap_or(price.input_per_mtok),
+        )
         + per(
             tokens.cache_write.unwrap_or(0),
             price.cache_write_per_mtok.unwrap_or(price.input_per_mtok),
@@ -241,8 +246,9 @@ mod tests {
         assert!((usd.expect("priced") - 22.35).abs() < 1e-9, "{usd:?}");
         assert_eq!(basis.priced_as.as_deref(), Some("claude-sonnet-4-5"));
         assert_eq!(basis.prices_as_of.as_deref(), Some("2025-11-24"));
-        // `claude-sonnet-4` is a prefix too, but not the longest.
-        assert!(prices.get("claude-sonnet-4-50").is_none());
+        // A prefix counts only up to a `-`: `claude-sonnet-4-50` is not a `claude-sonnet-4-5`.
+        let (entry, _) = prices.get("claude-sonnet-4-50").expect("priced");
+        assert_eq!(entry, "claude-sonnet-4");
     }
 
     #[test]

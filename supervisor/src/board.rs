@@ -298,7 +298,10 @@ pub fn cost_cell(lane: &Value) -> String {
 /// What a repository's lanes cost together (the board's `cost`): the sum of the lanes with a
 /// `cost_usd`, and how many lanes reported usage that could not be priced (not in the sum).
 pub fn repository_cost(lanes: &[Value]) -> Value {
-    let priced: Vec<f64> = lanes.iter().filter_map(|l| l["cost_usd"].as_f64()).collect();
+    let priced: Vec<f64> = lanes
+        .iter()
+        .filter_map(|l| l["cost_usd"].as_f64())
+        .collect();
     let unpriced = lanes
         .iter()
         .filter(|l| l["cost_usd"].is_null() && l["cost"].is_object())

@@ -4,6 +4,7 @@
 mod callers;
 mod claw_compat;
 mod codex_channel;
+mod cost;
 mod crashes;
 mod freshness;
 mod handshake;

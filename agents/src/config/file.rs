@@ -136,7 +136,11 @@ impl ConfigFile {
                 price.cache_read_per_mtok,
                 price.cache_write_per_mtok,
             ];
-            if rates.into_iter().flatten().any(|r| !r.is_finite() || r < 0.0) {
+            if rates
+                .into_iter()
+                .flatten()
+                .any(|r| !r.is_finite() || r < 0.0)
+            {
                 return Err(ConfigError::Invalid {
                     file: file.to_path_buf(),
                     line: None,
