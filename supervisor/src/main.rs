@@ -18,6 +18,7 @@ mod loaded;
 mod mirror;
 mod output;
 mod permissions_cmd;
+mod init;
 mod policy_cmd;
 mod progress;
 mod run_lane;
@@ -149,6 +150,7 @@ fn main() -> ExitCode {
                 loaded.show(args.output_format);
                 Ok(ExitCode::SUCCESS)
             }
+            Command::Init(args) => init::run(&args),
             Command::Spawn(args) => {
                 let loaded = loaded::Loaded::load(&args.config, Some(&args.repo))?;
                 match spawn::run(&args, loaded).await? {
