@@ -103,13 +103,13 @@ pub fn run(args: &InitArgs) -> Result<ExitCode, CommandError> {
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_else(|| repo.root().to_owned());
-    let agents = find_agents(&loaded, &home);
     if !args.yes && !confirm(&config_file, &lanes)? {
         return Err(CommandError::invalid(
             "not_confirmed",
             "nothing written (run again and answer y, or pass --yes)",
         ));
     }
+    let agents = find_agents(&loaded, &home);
     let text = config_text(&lanes);
     if let Some(dir) = config_file.parent() {
         std::fs::create_dir_all(dir)

@@ -10,6 +10,7 @@ mod freshness;
 mod handshake;
 mod hooks;
 mod idle;
+mod init;
 mod lane_truth;
 mod layering;
 mod lives;
