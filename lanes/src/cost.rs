@@ -31,56 +31,54 @@ pub struct Price {
     pub as_of: String,
 }
 
+/// One shipped price: the model, its rates ([`Price`]'s fields) and their date.
+struct Shipped {
+    model: &'static str,
+    input: f64,
+    output: f64,
+    cache_read: Option<f64>,
+    cache_write: Option<f64>,
+    as_of: &'static str,
+}
+
+/// An Anthropic model's prices (Claude Code): base input, output, cache hits, 5-minute cache
+/// writes.
+const fn anthropic(model: &'static str, input: f64, output: f64, read: f64, write: f64) -> Shipped {
+    Shipped {
+        model,
+        input,
+        output,
+        cache_read: Some(read),
+        cache_write: Some(write),
+        as_of: "2025-11-24",
+    }
+}
+
+/// An OpenAI model's prices (Codex CLI): input, output, cached input.
+const fn openai(model: &'static str, input: f64, output: f64, cached: f64) -> Shipped {
+    Shipped {
+        model,
+        input,
+        output,
+        cache_read: Some(cached),
+        cache_write: None,
+        as_of: "2025-11-24",
+    }
+}
+
 /// The prices clawpool ships, for the models the supported agents use by default, each with
 /// the date it was taken from the provider's public price list. A configuration's
 /// `[prices."MODEL"]` replaces a model's entry or adds one.
-const SHIPPED: &[(&str, f64, f64, Option<f64>, Option<f64>, &str)] = &[
-    // Anthropic (Claude Code): base input, output, cache hits, 5-minute cache writes.
-    (
-        "claude-opus-4-5",
-        5.0,
-        25.0,
-        Some(0.5),
-        Some(6.25),
-        "2025-11-24",
-    ),
-    (
-        "claude-opus-4-1",
-        15.0,
-        75.0,
-        Some(1.5),
-        Some(18.75),
-        "2025-11-24",
-    ),
-    (
-        "claude-sonnet-4-5",
-        3.0,
-        15.0,
-        Some(0.3),
-        Some(3.75),
-        "2025-11-24",
-    ),
-    (
-        "claude-sonnet-4",
-        3.0,
-        15.0,
-        Some(0.3),
-        Some(3.75),
-        "2025-11-24",
-    ),
-    (
-        "claude-haiku-4-5",
-        1.0,
-        5.0,
-        Some(0.1),
-        Some(1.25),
-        "2025-11-24",
-    ),
-    // OpenAI (Codex CLI): input, output, cached input.
-    ("gpt-5.1-codex", 1.25, 10.0, Some(0.125), None, "2025-11-24"),
-    ("gpt-5-codex", 1.25, 10.0, Some(0.125), None, "2025-11-24"),
-    ("gpt-5.1", 1.25, 10.0, Some(0.125), None, "2025-11-24"),
-    ("gpt-5", 1.25, 10.0, Some(0.125), None, "2025-11-24"),
+const SHIPPED: &[Shipped] = &[
+    anthropic("claude-opus-4-5", 5.0, 25.0, 0.5, 6.25),
+    anthropic("claude-opus-4-1", 15.0, 75.0, 1.5, 18.75),
+    anthropic("claude-sonnet-4-5", 3.0, 15.0, 0.3, 3.75),
+    anthropic("claude-sonnet-4", 3.0, 15.0, 0.3, 3.75),
+    anthropic("claude-haiku-4-5", 1.0, 5.0, 0.1, 1.25),
+    openai("gpt-5.1-codex", 1.25, 10.0, 0.125),
+    openai("gpt-5-codex", 1.25, 10.0, 0.125),
+    openai("gpt-5.1", 1.25, 10.0, 0.125),
+    openai("gpt-5", 1.25, 10.0, 0.125),
 ];
 
 /// Prices by model name: the shipped defaults with the configuration's entries over them.
@@ -94,15 +92,15 @@ impl PriceTable {
     pub fn shipped() -> Self {
         let prices = SHIPPED
             .iter()
-            .map(|&(model, input, output, read, write, as_of)| {
+            .map(|shipped| {
                 let price = Price {
-                    input_per_mtok: input,
-                    output_per_mtok: output,
-                    cache_read_per_mtok: read,
-                    cache_write_per_mtok: write,
-                    as_of: as_of.to_owned(),
+                    input_per_mtok: shipped.input,
+                    output_per_mtok: shipped.output,
+                    cache_read_per_mtok: shipped.cache_read,
+                    cache_write_per_mtok: shipped.cache_write,
+                    as_of: shipped.as_of.to_owned(),
                 };
-                (model.to_owned(), price)
+                (shipped.model.to_owned(), price)
             })
             .collect();
         Self { prices }

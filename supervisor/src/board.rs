@@ -564,3 +564,22 @@ pub async fn run_attach(lane: &Path) -> Result<ExitCode, CommandError> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cost_cells_and_the_repository_total_never_count_unknown_as_zero() {
+        let priced = json!({"cost_usd": 0.5, "cost": {"model": "m"}});
+        let unpriced = json!({"cost": {"model": "x", "unknown_because": "no price"}});
+        let no_usage = json!({"lane": "quiet"});
+        assert_eq!(cost_cell(&priced), "$0.5000");
+        assert_eq!(cost_cell(&unpriced), "?");
+        assert_eq!(cost_cell(&no_usage), "-");
+        let total = repository_cost(&[priced.clone(), unpriced, no_usage, priced]);
+        assert_eq!(total["total_usd"], 1.0);
+        assert_eq!(total["lanes_priced"], 2);
+        assert_eq!(total["lanes_unpriced"], 1);
+    }
+}
