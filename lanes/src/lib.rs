@@ -12,7 +12,6 @@
 //! This crate decides nothing about screens or terminals: the supervisor's handshake observes
 //! the worker and reports transitions; this crate gives them a shape that other tools can read.
 
-pub mod cost;
 mod event_kind;
 mod events;
 mod evidence;
@@ -35,6 +34,7 @@ pub use packet::{
 };
 pub use payload::Payload;
 pub use state::{BlockedSubphase, FailureClass, LaneState, LaneStatus, wire_name};
+pub use state_file::cost;
 pub use state_file::{
     StateFileError, StateFileWriter, StateView, WorkerStateDoc, read_lane_record, read_state_file,
     state_file_path, with_ages,

@@ -134,11 +134,11 @@ pub struct WorkerStateDoc {
     /// What `cost_usd` was computed from (the model, the price entry and its date), or why
     /// there is none; absent while the agent reported no usage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cost: Option<crate::cost::CostBasis>,
+    pub cost: Option<super::cost::CostBasis>,
     /// The prices the lane's supervisor prices usage with ([`WorkerStateDoc::set_prices`]);
     /// not part of the file: a reader shows the cost the supervisor wrote.
     #[serde(skip)]
-    prices: Option<std::sync::Arc<crate::cost::PriceTable>>,
+    prices: Option<std::sync::Arc<super::cost::PriceTable>>,
     /// Fields written by a newer writer of the same schema version that this version does not
     /// know: kept so that reading and printing a file loses nothing. Never written by this
     /// version itself.
@@ -763,7 +763,7 @@ impl WorkerStateDoc {
     }
 
     /// Prices the lane's usage with `prices` from now on (the supervisor's configuration).
-    pub fn set_prices(&mut self, prices: std::sync::Arc<crate::cost::PriceTable>) {
+    pub fn set_prices(&mut self, prices: std::sync::Arc<super::cost::PriceTable>) {
         self.prices = Some(prices);
         self.reprice();
     }
@@ -774,7 +774,7 @@ impl WorkerStateDoc {
         let (Some(usage), Some(prices)) = (&self.usage, &self.prices) else {
             return;
         };
-        let (usd, basis) = crate::cost::price(usage, prices);
+        let (usd, basis) = super::cost::price(usage, prices);
         self.cost_usd = usd;
         self.cost = Some(basis);
     }

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::state_file::Usage;
+use super::Usage;
 
 /// One model's prices, in US dollars per million tokens.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
