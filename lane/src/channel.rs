@@ -689,11 +689,12 @@ const TRANSCRIPT_POLL: Duration = Duration::from_millis(100);
 async fn record_turn_usage(transcript: PathBuf, log: Arc<clawpool_lanes::EventLog>) {
     let deadline = tokio::time::Instant::now() + TRANSCRIPT_WAIT;
     while tokio::time::Instant::now() < deadline {
-        if let Some(usage) = last_turn_usage(&transcript) {
+        if let Some((usage, model)) = last_turn_usage(&transcript) {
             let reported = Payload::Usage(UsageReported {
                 source: "claude_transcript".into(),
                 usage,
                 transcript_path: Some(transcript.display().to_string()),
+                model,
             });
             let _ = log.report(reported, None, None, None);
             return;
@@ -705,8 +706,9 @@ async fn record_turn_usage(transcript: PathBuf, log: Arc<clawpool_lanes::EventLo
 /// The `usage` of the turn's last assistant message in Claude Code's transcript (JSON lines:
 /// `{"type": "assistant", "message": {"usage": {…}}}`), read from its last
 /// [`TRANSCRIPT_TAIL`] bytes: the last assistant line, if no `user` line (a prompt or a tool's
-/// result) follows it — else the turn's answer is not written yet.
-pub fn last_turn_usage(transcript: &Path) -> Option<Value> {
+/// result) follows it — else the turn's answer is not written yet. With the usage, the model
+/// that message names.
+pub fn last_turn_usage(transcript: &Path) -> Option<(Value, Option<String>)> {
     let mut file = std::fs::File::open(transcript).ok()?;
     let len = file.metadata().ok()?.len();
     file.seek(SeekFrom::Start(len.saturating_sub(TRANSCRIPT_TAIL)))
@@ -721,7 +723,8 @@ pub fn last_turn_usage(transcript: &Path) -> Option<Value> {
         .filter(|line| line["type"] == "assistant")
         .and_then(|line| {
             let usage = &line["message"]["usage"];
-            usage.is_object().then(|| usage.clone())
+            let model = line["message"]["model"].as_str().map(str::to_owned);
+            usage.is_object().then(|| (usage.clone(), model))
         })
 }
 
@@ -897,7 +900,7 @@ mod tests {
             answer(4),
             json!({"type": "system", "subtype": "stop_hook_summary"}),
         ]);
-        let usage = last_turn_usage(&transcript).expect("usage");
+        let (usage, _) = last_turn_usage(&transcript).expect("usage");
         assert_eq!(usage["output_tokens"], 4);
         assert_eq!(usage["cache_read_input_tokens"], 5);
         assert_eq!(last_turn_usage(&dir.path().join("none.jsonl")), None);

@@ -36,6 +36,7 @@ pub use packet::{
 pub use payload::Payload;
 pub use sandbox::{LaneSandbox, SANDBOX_MODES, SandboxMode, SandboxNetwork};
 pub use state::{BlockedSubphase, FailureClass, LaneState, LaneStatus, wire_name};
+pub use state_file::cost;
 pub use state_file::{
     StateFileError, StateFileWriter, StateView, WorkerStateDoc, read_lane_record, read_state_file,
     state_file_path, with_ages,

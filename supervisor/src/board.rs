@@ -267,7 +267,15 @@ pub async fn run_board(
                         })
                     })
                     .collect();
-                println!("{}", json!({"lanes": lanes}));
+                let cost: Vec<Value> = sections
+                    .iter()
+                    .map(|(repo, lanes)| {
+                        let mut cost = repository_cost(lanes);
+                        cost["repository"] = repo.root().display().to_string().into();
+                        cost
+                    })
+                    .collect();
+                println!("{}", json!({"lanes": lanes, "cost": cost}));
             }
             OutputFormat::Text => {
                 if watch {
@@ -325,6 +333,34 @@ fn sandbox_cell(sandbox: &Value) -> String {
     }
 }
 
+/// The lane's cost (`cost_usd` in the state file) as `$0.0123`; `?` when its agent reported
+/// usage that could not be priced (`cost.unknown_because` says why), `-` when it reported none.
+pub fn cost_cell(lane: &Value) -> String {
+    match lane["cost_usd"].as_f64() {
+        Some(usd) => format!("${usd:.4}"),
+        None if lane["cost"].is_object() => "?".into(),
+        None => "-".into(),
+    }
+}
+
+/// What a repository's lanes cost together (the board's `cost`): the sum of the lanes with a
+/// `cost_usd`, and how many lanes reported usage that could not be priced (not in the sum).
+pub fn repository_cost(lanes: &[Value]) -> Value {
+    let priced: Vec<f64> = lanes
+        .iter()
+        .filter_map(|l| l["cost_usd"].as_f64())
+        .collect();
+    let unpriced = lanes
+        .iter()
+        .filter(|l| l["cost_usd"].is_null() && l["cost"].is_object())
+        .count();
+    json!({
+        "total_usd": priced.iter().sum::<f64>(),
+        "lanes_priced": priced.len(),
+        "lanes_unpriced": unpriced,
+    })
+}
+
 fn print_table(lanes: &[Value]) {
     let text = |v: &Value| {
         v.as_str().map(str::to_owned).unwrap_or_else(|| {
@@ -371,6 +407,7 @@ fn print_table(lanes: &[Value]) {
                 text(&l["green_level"]),
                 permissions_cell(&l["board"]["permissions"]),
                 tokens_cell(&l["usage"]),
+                cost_cell(l),
                 l["lane_event"]["kind"]
                     .as_str()
                     .map(str::to_owned)
@@ -392,6 +429,7 @@ fn print_table(lanes: &[Value]) {
         "green",
         "perms a/d/?",
         "tokens",
+        "cost",
         "last event",
         "sandbox",
     ];
@@ -415,6 +453,18 @@ fn print_table(lanes: &[Value]) {
     }
     if rows.is_empty() {
         println!("(no lanes in this repository)");
+    } else {
+        let cost = repository_cost(lanes);
+        let unpriced = cost["lanes_unpriced"].as_u64().unwrap_or(0);
+        println!(
+            "cost: ${:.4} over {} priced lane(s){}",
+            cost["total_usd"].as_f64().unwrap_or(0.0),
+            cost["lanes_priced"],
+            match unpriced {
+                0 => String::new(),
+                n => format!(", {n} lane(s) with usage that has no price (cost `?`)"),
+            }
+        );
     }
     for l in lanes {
         if let (Some(reason), Some(next)) = (
@@ -567,5 +617,24 @@ pub async fn run_attach(lane: &Path) -> Result<ExitCode, CommandError> {
             _ = tokio::time::sleep(Duration::from_millis(100)) => {}
             _ = tokio::signal::ctrl_c() => return Ok(ExitCode::SUCCESS),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cost_cells_and_the_repository_total_never_count_unknown_as_zero() {
+        let priced = json!({"cost_usd": 0.5, "cost": {"model": "m"}});
+        let unpriced = json!({"cost": {"model": "x", "unknown_because": "no price"}});
+        let no_usage = json!({"lane": "quiet"});
+        assert_eq!(cost_cell(&priced), "$0.5000");
+        assert_eq!(cost_cell(&unpriced), "?");
+        assert_eq!(cost_cell(&no_usage), "-");
+        let total = repository_cost(&[priced.clone(), unpriced, no_usage, priced]);
+        assert_eq!(total["total_usd"], 1.0);
+        assert_eq!(total["lanes_priced"], 2);
+        assert_eq!(total["lanes_unpriced"], 1);
     }
 }

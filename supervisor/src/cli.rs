@@ -85,6 +85,10 @@ pub enum Command {
     /// Run a task packet: one lane per task, each in its own git worktree, at most N at once,
     /// until every lane is finished or failed.
     Spawn(SpawnArgs),
+    /// Set up clawpool for a repository: find the installed agents and their credentials,
+    /// write the user's configuration trusting the repository's lanes folder, and print the
+    /// command that spawns a first lane (docs/quickstart.md).
+    Init(InitArgs),
     /// The recovery policy: which rules match a lane and why; check a policy file.
     Policy(PolicyArgs),
     /// Run a recovery recipe on a lane by hand, through its control socket (the recipe the
@@ -194,6 +198,24 @@ pub struct RecoverArgs {
     pub recipe: Option<String>,
     #[command(flatten)]
     pub config: ConfigFlag,
+}
+
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// The repository (default: the one containing the current folder).
+    #[arg(long, default_value = ".")]
+    pub repo: PathBuf,
+    /// Write the configuration without asking.
+    #[arg(long)]
+    pub yes: bool,
+    /// Replace an existing user configuration file.
+    #[arg(long)]
+    pub force: bool,
+    #[command(flatten)]
+    pub config: ConfigFlag,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub output_format: OutputFormat,
 }
 
 #[derive(Debug, Args)]
@@ -323,6 +345,7 @@ impl Command {
             Command::Doctor(args) => args.output_format,
             Command::State(args) => args.output_format,
             Command::Spawn(args) => args.output_format,
+            Command::Init(args) => args.output_format,
             Command::Board(args) => args.output_format,
             Command::Ui(args) => args.output_format,
             Command::Adopt(args) => args.output_format,

@@ -86,6 +86,7 @@ pub async fn run(
     let job = LaneJob {
         checks,
         policy: std::sync::Arc::clone(&loaded.policy),
+        prices: std::sync::Arc::clone(&loaded.prices),
         name: doc.lane.clone(),
         dir,
         profile: std::sync::Arc::new(profile),

@@ -655,7 +655,7 @@ fn version_check(
 
 /// The first `N.N.N` that `program --version` prints (with the profile's launch environment),
 /// or why there is none.
-fn installed_version(
+pub(crate) fn installed_version(
     program: &Path,
     env: &std::collections::BTreeMap<String, String>,
 ) -> Result<String, String> {

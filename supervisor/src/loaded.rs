@@ -19,6 +19,9 @@ pub struct Loaded {
     pub settings: Settings,
     /// The recovery policy: the configured file, or the shipped defaults.
     pub policy: std::sync::Arc<clawpool_recovery::Policy>,
+    /// What lanes price their agents' usage with: the shipped prices, the configured ones
+    /// over them.
+    pub prices: std::sync::Arc<clawpool_lanes::cost::PriceTable>,
 }
 
 impl Loaded {
@@ -67,7 +70,22 @@ impl Loaded {
                     .map_err(|e| CommandError::invalid("invalid_policy", e.to_string()))?
             }
         };
+        let mut prices = clawpool_lanes::cost::PriceTable::shipped();
+        for (model, price) in config.prices() {
+            let price = &price.value;
+            prices.set(
+                model.clone(),
+                clawpool_lanes::cost::Price {
+                    input_per_mtok: price.input_per_mtok,
+                    output_per_mtok: price.output_per_mtok,
+                    cache_read_per_mtok: price.cache_read_per_mtok,
+                    cache_write_per_mtok: price.cache_write_per_mtok,
+                    as_of: price.as_of.clone().unwrap_or_else(|| "configured".into()),
+                },
+            );
+        }
         Ok(Self {
+            prices: std::sync::Arc::new(prices),
             policy: std::sync::Arc::new(policy),
             config,
             sources,

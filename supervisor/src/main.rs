@@ -12,6 +12,7 @@ mod daemon;
 mod demo;
 mod follow_up;
 mod gc;
+mod init;
 mod inspect;
 mod known_repos;
 mod loaded;
@@ -161,6 +162,7 @@ fn main() -> ExitCode {
                 loaded.show(args.output_format);
                 Ok(ExitCode::SUCCESS)
             }
+            Command::Init(args) => init::run(&args),
             Command::Spawn(args) => {
                 let loaded = loaded::Loaded::load(&args.config, Some(&args.repo))?;
                 match spawn::run(&args, loaded).await? {
@@ -311,6 +313,7 @@ async fn run_lane(args: cli::RunArgs) -> Result<ExitCode, CommandError> {
             None,
             loaded.policy.permissions().default_profile,
         ),
+        prices: std::sync::Arc::clone(&loaded.prices),
     })
     .await
 }

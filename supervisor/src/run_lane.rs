@@ -35,6 +35,8 @@ pub struct RunRequest {
     pub policy: Arc<clawpool_recovery::Policy>,
     /// The sandbox the agent runs in (`docs/sandbox.md`), if any.
     pub sandbox: Option<clawpool_lane::sandbox::SandboxRequest>,
+    /// What the lane's usage is priced with.
+    pub prices: Arc<clawpool_lanes::cost::PriceTable>,
 }
 
 /// `clawpool run`: one lane in the foreground, in the folder given.
@@ -106,6 +108,7 @@ pub async fn run(request: RunRequest) -> Result<ExitCode, CommandError> {
         on_event: Box::new(move |event| print_event(event, format, None)),
         checks: None,
         policy: request.policy,
+        prices: request.prices,
         interrupt: Interrupt::listen()
             .map_err(|e| CommandError::io("listening for SIGINT and SIGTERM", e))?,
         lock: None,

@@ -53,6 +53,8 @@ pub struct PlannedLane {
     roots: clawpool_agents::trust::TrustRoots,
     /// The recovery policy.
     policy: std::sync::Arc<clawpool_recovery::Policy>,
+    /// The prices the lane's usage is priced with.
+    prices: std::sync::Arc<clawpool_lanes::cost::PriceTable>,
     /// The earlier run `--rerun` runs this lane again after (finished, or removed by gc).
     rerun_of: Option<Skipped>,
     /// The sandbox its agent runs in, its bubblewrap already found and tried.
@@ -565,6 +567,7 @@ fn plan(
             let probe = LaneJob {
                 checks: None,
                 policy: std::sync::Arc::clone(&loaded.policy),
+                prices: std::sync::Arc::clone(&loaded.prices),
                 name: spec.name.clone(),
                 dir: repo.root().to_owned(),
                 profile: std::sync::Arc::clone(profile),
@@ -624,6 +627,7 @@ fn plan(
             base_sha,
             roots,
             policy: std::sync::Arc::clone(&loaded.policy),
+            prices: std::sync::Arc::clone(&loaded.prices),
             rerun_of: None,
             sandbox,
         });
@@ -750,6 +754,7 @@ async fn start_lane(
         on_event: Box::new(move |event| on_board.on_event(event)),
         checks: Some(checks),
         policy: lane.policy,
+        prices: lane.prices,
         interrupt,
         lock: Some(lock),
         sandbox: lane.sandbox,
@@ -1348,6 +1353,7 @@ pub fn adopt_lanes(
         let settings = loaded.settings;
         let roots = loaded.roots.clone();
         let policy = std::sync::Arc::clone(&loaded.policy);
+        let prices = std::sync::Arc::clone(&loaded.prices);
         let interrupt = interrupt.clone();
         let servers = servers.clone();
         tasks.push(tokio::spawn(async move {
@@ -1358,7 +1364,7 @@ pub fn adopt_lanes(
                 entry,
                 doc,
                 profile,
-                (settings, policy, interrupt),
+                (settings, policy, prices, interrupt),
                 roots,
                 (board.clone(), servers),
             )
@@ -1520,9 +1526,10 @@ async fn adopt_lane(
     entry: RegistryEntry,
     doc: clawpool_lanes::WorkerStateDoc,
     profile: std::sync::Arc<clawpool_agents::profiles::Profile>,
-    (settings, policy, interrupt): (
+    (settings, policy, prices, interrupt): (
         clawpool_lane::handshake::Settings,
         std::sync::Arc<clawpool_recovery::Policy>,
+        std::sync::Arc<clawpool_lanes::cost::PriceTable>,
         Interrupt,
     ),
     roots: clawpool_agents::trust::TrustRoots,
@@ -1562,6 +1569,7 @@ async fn adopt_lane(
     let job = LaneJob {
         checks,
         policy,
+        prices,
         name: name.to_owned(),
         dir: dir.to_owned(),
         profile,

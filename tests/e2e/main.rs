@@ -4,6 +4,7 @@
 mod callers;
 mod claw_compat;
 mod codex_channel;
+mod cost;
 mod crashes;
 mod faults;
 mod finished_lanes;
@@ -11,6 +12,7 @@ mod freshness;
 mod handshake;
 mod hooks;
 mod idle;
+mod init;
 mod lane_truth;
 mod layering;
 mod lives;

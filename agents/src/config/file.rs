@@ -55,6 +55,29 @@ pub struct ConfigFile {
     /// file are kept, in file order.
     #[serde(default)]
     pub notify: Vec<Spanned<super::notify::NotifyEntry>>,
+    /// Model prices (`[prices."MODEL"]`, `docs/config.md`), over the shipped defaults; for each
+    /// model the last file wins.
+    #[serde(default)]
+    pub prices: BTreeMap<String, ModelPrice>,
+}
+
+/// One `[prices."MODEL"]` table: US dollars per million tokens, and the date they were read.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelPrice {
+    /// Input tokens not read from the cache.
+    pub input_per_mtok: f64,
+    /// Output tokens.
+    pub output_per_mtok: f64,
+    /// Cache reads; unset, they cost what input does.
+    #[serde(default)]
+    pub cache_read_per_mtok: Option<f64>,
+    /// Cache writes; unset, they cost what input does.
+    #[serde(default)]
+    pub cache_write_per_mtok: Option<f64>,
+    /// When the prices were read (`YYYY-MM-DD`); unset, the file's entry says `configured`.
+    #[serde(default)]
+    pub as_of: Option<String>,
 }
 
 /// The `[handshake]` table of one file; see [`HandshakeKey`] for what each key means.
@@ -127,6 +150,26 @@ impl ConfigFile {
     pub fn parse(file: &Path, text: &str) -> Result<Self, ConfigError> {
         let parsed: ConfigFile =
             toml::from_str(text).map_err(|err| ConfigError::from_toml(file, text, &err))?;
+        for (model, price) in &parsed.prices {
+            let rates = [
+                Some(price.input_per_mtok),
+                Some(price.output_per_mtok),
+                price.cache_read_per_mtok,
+                price.cache_write_per_mtok,
+            ];
+            if rates
+                .into_iter()
+                .flatten()
+                .any(|r| !r.is_finite() || r < 0.0)
+            {
+                return Err(ConfigError::Invalid {
+                    file: file.to_path_buf(),
+                    line: None,
+                    key: Some(format!("prices.\"{model}\"")),
+                    message: "a price must be a number of dollars, zero or more".into(),
+                });
+            }
+        }
         for key in HandshakeKey::ALL {
             let Some(value) = parsed.handshake.get(key) else {
                 continue;

@@ -66,6 +66,8 @@ pub struct Config {
     sandbox: SandboxOptions,
     /// Every `[[notify]]` entry, in file order.
     notify: Vec<notify::NotifyTarget>,
+    /// `[prices."MODEL"]` entries, each from the last file that set it.
+    prices: BTreeMap<String, Sourced<file::ModelPrice>>,
 }
 
 impl Config {
@@ -137,6 +139,15 @@ impl Config {
                 from: path.to_path_buf(),
             });
         }
+        for (model, price) in file.prices {
+            self.prices.insert(
+                model,
+                Sourced {
+                    value: price,
+                    from: path.to_path_buf(),
+                },
+            );
+        }
         for (name, patch) in file.profiles {
             provenance::record_patch(self.origins.entry(name.clone()).or_default(), &patch, path);
             self.patches.push(SourcedPatch {
@@ -161,6 +172,10 @@ impl Config {
     /// Every `[[notify]]` entry of every file, in file order.
     pub fn notify_targets(&self) -> &[notify::NotifyTarget] {
         &self.notify
+    /// The configured model prices (`[prices."MODEL"]`), each with the file that set it last;
+    /// the shipped defaults are not among them.
+    pub fn prices(&self) -> &BTreeMap<String, Sourced<file::ModelPrice>> {
+        &self.prices
     }
 
     /// The files that were read, in merge order (missing optional files are not listed).

@@ -66,6 +66,13 @@ pub(crate) fn check_repository_file(
             "trusted_roots" => {
                 return Err(refuse(at, &path, "it decides which lanes are trusted"));
             }
+            "prices" => {
+                return Err(refuse(
+                    at,
+                    &path,
+                    "it decides what a lane's cost and budget are measured in",
+                ));
+            }
             "policy" => {
                 return Err(refuse(
                     at,

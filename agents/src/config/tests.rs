@@ -563,4 +563,38 @@ fn the_sandbox_keys_merge_and_bad_ones_name_their_line() {
         .merge_text(Path::new("/c.toml"), "sandbox_rw = [\"rel\"]\n", home)
         .expect_err("relative");
     assert!(err.to_string().contains("not absolute"), "{err}");
+fn prices_from_the_last_file_that_sets_a_model_and_never_from_the_repository() {
+    let s = Scratch::new();
+    s.write(
+        &s.user_file(),
+        "[prices.\"m-1\"]\ninput_per_mtok = 1.0\noutput_per_mtok = 2.0\n\
+         [prices.\"m-2\"]\ninput_per_mtok = 3.0\noutput_per_mtok = 4.0\n",
+    );
+    let explicit = s.write(
+        &s.home.join("explicit.toml"),
+        "[prices.\"m-1\"]\ninput_per_mtok = 5.0\noutput_per_mtok = 6.0\nas_of = \"2026-01-02\"\n",
+    );
+    let config = Config::load(&s.sources(Some(&explicit), None)).expect("loads");
+    let m1 = &config.prices()["m-1"];
+    assert_eq!(m1.value.input_per_mtok, 5.0);
+    assert_eq!(m1.value.as_of.as_deref(), Some("2026-01-02"));
+    assert_eq!(m1.from, explicit);
+    assert_eq!(config.prices()["m-2"].value.output_per_mtok, 4.0);
+
+    // A repository's own file does not decide what its lanes' cost is measured in.
+    s.write(
+        &s.repo_file(),
+        "[prices.\"m-1\"]\ninput_per_mtok = 0.0\noutput_per_mtok = 0.0\n",
+    );
+    let err = Config::load(&s.sources(None, None)).expect_err("refused");
+    assert!(err.to_string().contains("prices"), "{err}");
+
+    // A negative price is no price.
+    let bad = s.write(
+        &s.home.join("bad.toml"),
+        "[prices.\"m\"]\ninput_per_mtok = -1.0\noutput_per_mtok = 1.0\n",
+    );
+    fs::remove_file(s.repo_file()).expect("remove");
+    let err = Config::load(&s.sources(Some(&bad), None)).expect_err("negative");
+    assert!(err.to_string().contains("prices.\"m\""), "{err}");
 }

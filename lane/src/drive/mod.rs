@@ -93,6 +93,8 @@ pub struct LaneJob {
     pub checks: Option<LaneChecks>,
     /// The recovery policy.
     pub policy: Arc<clawpool_recovery::Policy>,
+    /// What the lane's usage is priced with (`cost_usd` in the state file).
+    pub prices: Arc<clawpool_lanes::cost::PriceTable>,
     /// SIGINT/SIGTERM to the supervisor: the lane's agent is stopped and the lane recorded as
     /// failed, with the signal as evidence.
     pub interrupt: Interrupt,

@@ -190,6 +190,8 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
         .events_path
         .parent()
         .map(|registry| registry.join(crate::lane_state::DEGRADED_MARKER));
+    let mut doc = doc;
+    doc.set_prices(Arc::clone(&job.prices));
     let recorder = StateRecorder::with_marker(doc, &record, Some(&job.dir), marker);
     let on_state = recorder.clone();
     // The event log's observer calls the job's `on_event` from now on.

@@ -85,6 +85,9 @@ pub struct UsageReported {
     /// The transcript it was read from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transcript_path: Option<String>,
+    /// The model that answered, as the transcript names it (what the usage is priced as).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 /// `lane.channel.contradiction`: the agent's channel and its screen disagreed past a bound,

@@ -413,6 +413,7 @@ mod tests {
                 source: "claude_transcript".into(),
                 usage: serde_json::json!({"input_tokens": 3, "output_tokens": 5}),
                 transcript_path: Some("/tmp/t.jsonl".into()),
+                model: Some("claude-sonnet-4-5-20250929".into()),
             }),
             Payload::SessionReplaced(SessionReplaced {
                 session: "clawpool:a".into(),

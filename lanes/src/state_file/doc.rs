@@ -130,6 +130,19 @@ pub struct WorkerStateDoc {
     /// runs unconfined.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<crate::sandbox::LaneSandbox>,
+    /// What the usage cost in US dollars, with the lane's price table (`crate::cost`); absent
+    /// while the agent reported no usage, or when its model has no price (`cost` says why):
+    /// never a zero for unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+    /// What `cost_usd` was computed from (the model, the price entry and its date), or why
+    /// there is none; absent while the agent reported no usage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<super::cost::CostBasis>,
+    /// The prices the lane's supervisor prices usage with ([`WorkerStateDoc::set_prices`]);
+    /// not part of the file: a reader shows the cost the supervisor wrote.
+    #[serde(skip)]
+    prices: Option<std::sync::Arc<super::cost::PriceTable>>,
     /// Fields written by a newer writer of the same schema version that this version does not
     /// know: kept so that reading and printing a file loses nothing. Never written by this
     /// version itself.
@@ -526,6 +539,9 @@ impl WorkerStateDoc {
             hooks: super::HookChannel::default(),
             usage: None,
             sandbox: None,
+            cost_usd: None,
+            cost: None,
+            prices: None,
             extra: Map::new(),
         }
     }
@@ -677,10 +693,12 @@ impl WorkerStateDoc {
             Some(Payload::Hook(hook)) => self.hooks.received(&hook.event, at),
             Some(Payload::Usage(reported)) => {
                 super::usage::from_transcript(&mut self.usage, &reported, at);
+                self.reprice();
             }
             Some(Payload::Protocol(message)) => {
                 self.hooks.received(&message.event, at);
                 super::usage::from_protocol(&mut self.usage, &message, at);
+                self.reprice();
             }
             Some(Payload::Verified(verified)) => {
                 let verified = *verified;
@@ -747,6 +765,23 @@ impl WorkerStateDoc {
         self.refresh_derived();
         self.supervisor.heartbeat_at = now;
         self.seconds_since_update = now.saturating_sub(self.progress_at);
+    }
+
+    /// Prices the lane's usage with `prices` from now on (the supervisor's configuration).
+    pub fn set_prices(&mut self, prices: std::sync::Arc<super::cost::PriceTable>) {
+        self.prices = Some(prices);
+        self.reprice();
+    }
+
+    /// `cost_usd` and `cost` from the usage and the prices; left as they are without prices
+    /// (a document read back by a reader).
+    fn reprice(&mut self) {
+        let (Some(usage), Some(prices)) = (&self.usage, &self.prices) else {
+            return;
+        };
+        let (usd, basis) = super::cost::price(usage, prices);
+        self.cost_usd = usd;
+        self.cost = Some(basis);
     }
 
     /// Recomputes `is_ready` and `claw_status` from `status`, `blocked` and `prompt`.

@@ -16,6 +16,7 @@
 //!   [`with_ages`] makes the view a reader shows,
 //!   with ages recomputed and a lane whose supervisor is gone shown as `supervisor_lost`.
 
+pub mod cost;
 mod doc;
 mod hook_channel;
 pub mod liveness;

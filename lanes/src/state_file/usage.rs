@@ -12,11 +12,16 @@ use crate::payload::{ProtocolReported, UsageReported};
 /// Tokens of one turn, or of all of them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Tokens {
-    /// Input tokens (cache reads included, as the agents count them).
+    /// Input tokens, as the agent counts them: Codex counts its cache reads in them, Claude
+    /// Code does not ([`Usage::input_includes_cache_reads`]).
     pub input: u64,
     /// Input tokens read from the provider's cache, where the agent reports them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cached_input: Option<u64>,
+    /// Input tokens written to the provider's cache, where the agent reports them (Claude
+    /// Code's `cache_creation_input_tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write: Option<u64>,
     /// Output tokens.
     pub output: u64,
 }
@@ -28,17 +33,20 @@ impl Tokens {
         Some(Self {
             input: usage.get(input)?.as_u64()?,
             cached_input: usage.get(cached).and_then(Value::as_u64),
+            cache_write: None,
             output: usage.get(output)?.as_u64()?,
         })
     }
 
     fn plus(self, other: Self) -> Self {
+        let sum = |a: Option<u64>, b: Option<u64>| match (a, b) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+        };
         Self {
             input: self.input + other.input,
-            cached_input: match (self.cached_input, other.cached_input) {
-                (None, None) => None,
-                (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
-            },
+            cached_input: sum(self.cached_input, other.cached_input),
+            cache_write: sum(self.cache_write, other.cache_write),
             output: self.output + other.output,
         }
     }
@@ -49,6 +57,9 @@ impl Tokens {
             cached_input: self
                 .cached_input
                 .map(|c| c.saturating_sub(other.cached_input.unwrap_or(0))),
+            cache_write: self
+                .cache_write
+                .map(|c| c.saturating_sub(other.cache_write.unwrap_or(0))),
             output: self.output.saturating_sub(other.output),
         }
     }
@@ -71,7 +82,22 @@ pub struct Usage {
     /// per update; an update of the same turn grows it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn_id: Option<String>,
+    /// The model the agent said answered (Claude Code's transcript names it per message), what
+    /// the usage is priced as (`crate::cost`); absent when the agent does not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
+
+impl Usage {
+    /// Whether `input` counts the cache reads too (Codex's `inputTokens` does; Claude Code's
+    /// `input_tokens` is only what was not cached).
+    pub fn input_includes_cache_reads(&self) -> bool {
+        self.source == CODEX_SOURCE
+    }
+}
+
+/// The `source` of Codex's usage.
+const CODEX_SOURCE: &str = "codex_app_server";
 
 /// Applies a `lane.protocol` event to `usage`: Codex's running totals for its thread.
 pub fn from_protocol(usage: &mut Option<Usage>, message: &ProtocolReported, at: u64) {
@@ -91,27 +117,31 @@ pub fn from_protocol(usage: &mut Option<Usage>, message: &ProtocolReported, at: 
         return;
     };
     let turn_id = field("turn_id").as_str().unwrap_or_default().to_owned();
-    let (turns, start) = match usage.take() {
-        Some(before) if before.turn_id.as_deref() == Some(turn_id.as_str()) => {
-            (before.turns, before.total.minus(before.last_turn))
-        }
-        Some(before) => (before.turns + 1, before.total),
-        None => (1, Tokens::default()),
+    let model = field("model").as_str().map(str::to_owned);
+    let (turns, start, model) = match usage.take() {
+        Some(before) if before.turn_id.as_deref() == Some(turn_id.as_str()) => (
+            before.turns,
+            before.total.minus(before.last_turn),
+            model.or(before.model),
+        ),
+        Some(before) => (before.turns + 1, before.total, model.or(before.model)),
+        None => (1, Tokens::default(), model),
     };
     *usage = Some(Usage {
-        source: "codex_app_server".into(),
+        source: CODEX_SOURCE.into(),
         turns,
         last_turn: total.minus(start),
         total,
         at,
         turn_id: Some(turn_id),
+        model,
     });
 }
 
 /// Applies a `lane.usage` event to `usage`: the usage of a turn's last assistant message in
 /// Claude Code's transcript.
 pub fn from_transcript(usage: &mut Option<Usage>, reported: &UsageReported, at: u64) {
-    let Some(turn) = Tokens::read(
+    let Some(mut turn) = Tokens::read(
         &reported.usage,
         "input_tokens",
         "cache_read_input_tokens",
@@ -119,9 +149,13 @@ pub fn from_transcript(usage: &mut Option<Usage>, reported: &UsageReported, at: 
     ) else {
         return;
     };
-    let (turns, total) = usage
-        .as_ref()
-        .map_or((0, Tokens::default()), |u| (u.turns, u.total));
+    turn.cache_write = reported
+        .usage
+        .get("cache_creation_input_tokens")
+        .and_then(Value::as_u64);
+    let (turns, total, model) = usage.as_ref().map_or((0, Tokens::default(), None), |u| {
+        (u.turns, u.total, u.model.clone())
+    });
     *usage = Some(Usage {
         source: "claude_transcript".into(),
         turns: turns + 1,
@@ -129,6 +163,7 @@ pub fn from_transcript(usage: &mut Option<Usage>, reported: &UsageReported, at: 
         total: total.plus(turn),
         at,
         turn_id: None,
+        model: reported.model.clone().or(model),
     });
 }
 
@@ -169,6 +204,7 @@ mod tests {
             Tokens {
                 input: 15,
                 cached_input: Some(6),
+                cache_write: None,
                 output: 3
             }
         );
@@ -183,6 +219,7 @@ mod tests {
             source: "claude_transcript".into(),
             usage,
             transcript_path: None,
+            model: None,
         };
         from_transcript(&mut usage, &turn(json!({})), 1);
         assert_eq!(usage, None);
@@ -201,6 +238,7 @@ mod tests {
             Tokens {
                 input: 7,
                 cached_input: Some(200),
+                cache_write: None,
                 output: 9
             }
         );

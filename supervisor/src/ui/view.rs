@@ -15,10 +15,10 @@ use ratatui::widgets::{Block, Borders, Clear, Paragraph, Row, Table, TableState,
 use serde_json::Value;
 
 use super::{App, Mode, VERIFY_LEVELS};
-use crate::board::{freshness_cell, status_cell};
+use crate::board::{cost_cell, freshness_cell, status_cell};
 
 /// The lane list's column headers.
-const HEADER: [&str; 9] = [
+const HEADER: [&str; 10] = [
     "LANE",
     "AGENT",
     "STATUS",
@@ -27,6 +27,7 @@ const HEADER: [&str; 9] = [
     "FRESHNESS",
     "GREEN",
     "COMMITS",
+    "COST",
     "ESC",
 ];
 
@@ -111,6 +112,18 @@ fn draw_title(frame: &mut Frame<'_>, app: &App, area: Rect) {
             text.push('▏');
         }
     }
+    // What the lanes shown cost together (the board's `cost`), once any reported usage.
+    let shown: Vec<Value> = app.lanes.visible().into_iter().cloned().collect();
+    let cost = crate::board::repository_cost(&shown);
+    if cost["lanes_priced"].as_u64() > Some(0) || cost["lanes_unpriced"].as_u64() > Some(0) {
+        text.push_str(&format!(
+            " · cost ${:.4}",
+            cost["total_usd"].as_f64().unwrap_or(0.0)
+        ));
+        if cost["lanes_unpriced"].as_u64() > Some(0) {
+            text.push_str(" + ?");
+        }
+    }
     if let Some(why) = &app.polling {
         text.push_str(&format!(" · reading every second (not watching: {why})"));
     }
@@ -137,6 +150,7 @@ fn draw_list(frame: &mut Frame<'_>, app: &App, area: Rect) {
                 Span::raw(freshness_cell(lane)),
                 Span::raw(text(&lane["green_level"])),
                 Span::raw(commits_cell(lane)),
+                Span::raw(cost_cell(lane)),
                 Span::styled(
                     if lane["escalation"].is_object() {
                         "!"
@@ -178,6 +192,7 @@ fn draw_list(frame: &mut Frame<'_>, app: &App, area: Rect) {
         Constraint::Length(11),
         Constraint::Length(12),
         Constraint::Length(10),
+        Constraint::Length(9),
         Constraint::Length(3),
     ];
     let mut header = HEADER.to_vec();
