@@ -42,6 +42,7 @@
 
 mod base;
 mod checkout;
+mod diff;
 mod error;
 mod fetch;
 mod freshness;
@@ -58,6 +59,7 @@ mod repo;
 mod status;
 
 pub use base::{BaseRef, resolve_base};
+pub use diff::{FileChange, FileStatus, LaneCommit, LaneDiff, lane_diff};
 pub use error::WorktreeError;
 pub use fetch::{FetchOptions, FetchOutcome, fetch_if_due};
 pub use freshness::{
