@@ -48,6 +48,7 @@ mod fetch;
 mod freshness;
 mod git;
 mod graph;
+mod land;
 mod lane;
 pub mod layout;
 mod lock;
@@ -66,6 +67,10 @@ pub use freshness::{
     BranchState, Freshness, FreshnessOptions, FreshnessState, check_branch_state, check_freshness,
 };
 pub use graph::{CommitGraph, commit_graph, ensure_commit_graph, has_commit_graph};
+pub use land::{
+    BaseCheckout, BaseMove, LandMethod, base_checkout, bring_checkout_along, is_ancestor,
+    landing_commit, local_branch_ref, move_base,
+};
 pub use lane::{LaneWorktreeSpec, Prepared, prepare_lane_worktree, remove_lane_worktree};
 pub use merge::{MergeMethod, MergeOutcome, MergePolicy, merge_forward};
 pub use operation::{GitOperation, GitOperationKind, git_operation};
