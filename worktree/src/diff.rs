@@ -159,7 +159,8 @@ fn own_commits(repo: &Repository, head: Oid, base: Oid) -> Result<Vec<LaneCommit
         }
         commits.push(LaneCommit {
             sha: commit.id().to_string(),
-            summary: String::from_utf8_lossy(commit.summary_bytes().unwrap_or_default()).into_owned(),
+            summary: String::from_utf8_lossy(commit.summary_bytes().unwrap_or_default())
+                .into_owned(),
             author: String::from_utf8_lossy(commit.author().name_bytes()).into_owned(),
         });
     }

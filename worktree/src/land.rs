@@ -49,7 +49,11 @@ pub fn local_branch_ref(repo: &Repo, base: &str) -> Option<String> {
 pub fn base_checkout(repo: &Repo, branch_ref: &str) -> Result<Option<BaseCheckout>, WorktreeError> {
     let list = git::run(
         repo.root(),
-        &[OsStr::new("worktree"), OsStr::new("list"), OsStr::new("--porcelain")],
+        &[
+            OsStr::new("worktree"),
+            OsStr::new("list"),
+            OsStr::new("--porcelain"),
+        ],
     )?;
     let mut path = None;
     for line in list.lines() {
@@ -202,16 +206,24 @@ mod tests {
         git(root, &["checkout", "-q", "main"]);
         let repo = Repo::open(root).expect("repo");
         let main = local_branch_ref(&repo, "main").expect("a local branch");
-        let checkout = base_checkout(&repo, &main).expect("list").expect("checked out");
+        let checkout = base_checkout(&repo, &main)
+            .expect("list")
+            .expect("checked out");
         assert!(checkout.dirty.is_empty());
         // A stale expectation writes nothing.
         assert_eq!(
             move_base(&repo, &main, &two, &one, "test").expect("cas"),
             BaseMove::MovedMeanwhile { now: one.clone() }
         );
-        assert_eq!(move_base(&repo, &main, &one, &two, "test").expect("cas"), BaseMove::Moved);
+        assert_eq!(
+            move_base(&repo, &main, &one, &two, "test").expect("cas"),
+            BaseMove::Moved
+        );
         bring_checkout_along(root, &one, &two).expect("along");
-        assert_eq!(std::fs::read_to_string(root.join("a")).expect("read"), "2\n");
+        assert_eq!(
+            std::fs::read_to_string(root.join("a")).expect("read"),
+            "2\n"
+        );
         assert!(git(root, &["status", "--porcelain"]).is_empty());
         let merge = landing_commit(&repo, LandMethod::MergeCommit, &two, &two, "m").expect("m");
         assert_ne!(merge, two);
