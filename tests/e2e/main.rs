@@ -6,6 +6,7 @@ mod claw_compat;
 mod codex_channel;
 mod crashes;
 mod freshness;
+mod handoff;
 mod handshake;
 mod hooks;
 mod idle;
