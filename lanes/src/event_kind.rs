@@ -146,13 +146,19 @@ pub enum LaneEventKind {
     Rerun,
     /// `lane.publication_restored`: The lane's published state file was changed or removed by someone other than its supervisor, and was written again from the lane's record.
     PublicationRestored,
+    /// `lane.landed`: The lane's verified work moved its base (`clawpool land`).
+    Landed,
+    /// `lane.land_failed`: `clawpool land` left the lane out: conflict, red, hang or a refusal.
+    LandFailed,
+    /// `lane.pr.opened`: A pull request for the lane's branch was opened or found open.
+    PrOpened,
     /// A kind this build does not know, as written.
     Other(String),
 }
 
 impl LaneEventKind {
     /// Every kind this build records, in the order `docs/events.md` lists them.
-    pub const ALL: [LaneEventKind; 67] = [
+    pub const ALL: [LaneEventKind; 70] = [
         LaneEventKind::Started,
         LaneEventKind::Adopted,
         LaneEventKind::SessionReplaced,
@@ -220,6 +226,9 @@ impl LaneEventKind {
         LaneEventKind::ClosedOut,
         LaneEventKind::Rerun,
         LaneEventKind::PublicationRestored,
+        LaneEventKind::Landed,
+        LaneEventKind::LandFailed,
+        LaneEventKind::PrOpened,
     ];
 
     /// The wire name.
@@ -292,6 +301,9 @@ impl LaneEventKind {
             LaneEventKind::ClosedOut => "lane.closed_out",
             LaneEventKind::Rerun => "lane.rerun",
             LaneEventKind::PublicationRestored => "lane.publication_restored",
+            LaneEventKind::Landed => "lane.landed",
+            LaneEventKind::LandFailed => "lane.land_failed",
+            LaneEventKind::PrOpened => "lane.pr.opened",
             LaneEventKind::Other(name) => name,
         }
     }

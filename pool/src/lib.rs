@@ -14,13 +14,18 @@
 //! still the binary's (`supervisor/src/spawn.rs`, `gc.rs`, `board.rs`); they move here next,
 //! behind one typed request API (issue #27).
 //!
+//! It also owns **hand-off** of finished lanes to their base: the merge queue ([`land`]) that
+//! moves the base only to verified commits.
+//!
 //! Following never polls: a `notify` watch on the journal (inotify) wakes the reader, which
 //! reads what was appended since its last whole line.
 
+pub mod land;
 pub mod notifier;
 pub mod stream;
 pub mod wait;
 
+pub use land::{LandError, LandOptions, LandReport, LaneToLand, LaneVerdict, land};
 pub use notifier::{Notifier, NotifierError};
 pub use stream::{Follower, Start, StreamError};
 pub use wait::{LaneProgress, Until, WaitError, WaitOutcome, wait};

@@ -96,6 +96,12 @@ pub enum Command {
     Recover(RecoverArgs),
     /// Tool-permission questions: what the permission policy decides (docs/permissions.md).
     Permissions(PermissionsArgs),
+    /// A lane's change against its merge base with the base as it is now: its commits and
+    /// the files they change, and apart from them what is not committed yet.
+    Diff(DiffArgs),
+    /// Land lanes on their base one at a time (a merge queue): each merged forward onto the
+    /// base as it stands, verified in its own worktree, and the base moved only on green.
+    Land(LandArgs),
 }
 
 #[derive(Debug, Args)]
@@ -371,6 +377,8 @@ impl Command {
             Command::Permissions(PermissionsArgs {
                 command: PermissionsCommand::Explain(args),
             }) => args.output_format,
+            Command::Diff(args) => args.output_format,
+            Command::Land(args) => args.output_format,
         }
     }
 }
@@ -755,6 +763,54 @@ pub struct GcArgs {
     /// supervisor was lost before they ended (never a lane's under a live supervisor).
     #[arg(long)]
     pub force: bool,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub output_format: OutputFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// The lane: its folder, or its name in this repository.
+    pub lane: PathBuf,
+    /// Only the list of files with their line counts, no patch.
+    #[arg(long)]
+    pub stat: bool,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub output_format: OutputFormat,
+}
+
+/// How `land` moves the base.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LandMethodArg {
+    /// The base moves to the lane's verified HEAD.
+    FastForward,
+    /// A merge commit of the base and the lane's verified HEAD, with that HEAD's tree.
+    MergeCommit,
+}
+
+#[derive(Debug, Args)]
+pub struct LandArgs {
+    /// The lanes, in the order they land: folders, or names in this repository.
+    #[arg(required_unless_present = "ready", conflicts_with = "ready")]
+    pub lanes: Vec<PathBuf>,
+    /// Every finished lane of the repository that is green at merge_ready, by name.
+    #[arg(long)]
+    pub ready: bool,
+    /// The repository (for --ready; default: the one containing the current folder).
+    #[arg(long, default_value = ".")]
+    pub repo: PathBuf,
+    /// The green level each lane must reach on top of the base: package, workspace or
+    /// merge_ready.
+    #[arg(long, default_value = "merge_ready")]
+    pub level: String,
+    /// How the base moves.
+    #[arg(long, value_enum, default_value_t = LandMethodArg::FastForward)]
+    pub method: LandMethodArg,
+    /// How many times a lane is merged forward and verified again when the base moved while
+    /// it was verified, before it is left out.
+    #[arg(long, default_value_t = 3)]
+    pub attempts: u32,
     /// Output format.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub output_format: OutputFormat,

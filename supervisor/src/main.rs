@@ -13,6 +13,7 @@ mod demo;
 mod follow_up;
 mod gc;
 mod init;
+mod handoff_cmd;
 mod inspect;
 mod known_repos;
 mod loaded;
@@ -267,6 +268,8 @@ fn main() -> ExitCode {
                 let loaded = loaded::Loaded::load(&args.config, Some(&args.repo))?;
                 inspect::run_doctor(&loaded, &args)
             }
+            Command::Diff(args) => handoff_cmd::run_diff(&args),
+            Command::Land(args) => handoff_cmd::run_land(&args).await,
         }
     });
     // Hooks still running (each ends by its timeout) are not cut off by the exit.

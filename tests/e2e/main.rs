@@ -9,6 +9,7 @@ mod crashes;
 mod faults;
 mod finished_lanes;
 mod freshness;
+mod handoff;
 mod handshake;
 mod hooks;
 mod idle;

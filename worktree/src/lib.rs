@@ -42,11 +42,13 @@
 
 mod base;
 mod checkout;
+mod diff;
 mod error;
 mod fetch;
 mod freshness;
 mod git;
 mod graph;
+mod land;
 mod lane;
 pub mod layout;
 mod lock;
@@ -59,12 +61,17 @@ mod repo;
 mod status;
 
 pub use base::{BaseRef, resolve_base};
+pub use diff::{FileChange, FileStatus, LaneCommit, LaneDiff, lane_diff};
 pub use error::WorktreeError;
 pub use fetch::{FetchOptions, FetchOutcome, fetch_if_due};
 pub use freshness::{
     BranchState, Freshness, FreshnessOptions, FreshnessState, check_branch_state, check_freshness,
 };
 pub use graph::{CommitGraph, commit_graph, ensure_commit_graph, has_commit_graph};
+pub use land::{
+    BaseCheckout, BaseMove, LandMethod, base_checkout, bring_checkout_along, is_ancestor,
+    landing_commit, local_branch_ref, move_base,
+};
 pub use lane::{LaneWorktreeSpec, Prepared, prepare_lane_worktree, remove_lane_worktree};
 pub use merge::{MergeMethod, MergeOutcome, MergePolicy, merge_forward};
 pub use now::{BranchesNow, LaneNow};

@@ -22,6 +22,7 @@ use crate::{LaneEventKind, LaneStatus};
 mod branch;
 mod channel;
 mod delivery;
+mod handoff;
 mod run;
 mod trust;
 
@@ -37,6 +38,7 @@ pub use delivery::{
     DeliveryHeld, ErrorReport, InputCleared, PromptAccepted, PromptMisdelivery, PromptRound,
     PromptSent, PromptTyped, SendQueued, SendRefused,
 };
+pub use handoff::{LandFailed, LandFailure, Landed, PrOpened};
 pub use run::{
     ClosedOut, Escalated, LaneFailed, LaneOutcome, OutcomeReported, PreviousRun, PublicationFound,
     PublicationRestored, RecoveryAttempt, Rerun, RestartRequest, Restarted, SessionReplaced,
@@ -229,6 +231,12 @@ payloads! {
         Rerun(Rerun) => Rerun,
         /// `lane.publication_restored`.
         PublicationRestored(PublicationRestored) => PublicationRestored,
+        /// `lane.landed`.
+        Landed(Landed) => Landed,
+        /// `lane.land_failed`.
+        LandFailed(LandFailed) => LandFailed,
+        /// `lane.pr.opened`.
+        PrOpened(PrOpened) => PrOpened,
     }
     none {
         /// `lane.spawning`.
@@ -616,6 +624,28 @@ mod tests {
             Payload::PublicationRestored(PublicationRestored {
                 found: PublicationFound::Changed,
                 claimed_status: Some("finished".into()),
+            }),
+            Payload::Landed(Landed {
+                base_ref: "refs/heads/main".into(),
+                old_base: "aaa111".into(),
+                new_base: "bbb222".into(),
+                head: "bbb222".into(),
+                method: "fast_forward".into(),
+                attempts: 1,
+            }),
+            Payload::LandFailed(LandFailed {
+                failure: LandFailure::Red,
+                reason: "`cargo test` failed".into(),
+                base_sha: Some("aaa111".into()),
+                head: Some("ccc333".into()),
+                logs: vec!["/tmp/1.log".into()],
+                next_action: "read the log, send a follow-up, then land again".into(),
+            }),
+            Payload::PrOpened(PrOpened {
+                url: "https://forge/o/r/pull/7".into(),
+                number: 7,
+                branch: "lanes/a".into(),
+                created: true,
             }),
             Payload::Spawning,
             Payload::TrustRequired,
