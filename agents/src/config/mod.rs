@@ -112,8 +112,8 @@ impl Config {
         let denied = expand_roots(path, text, home, "denied_roots", &file.denied_roots)?;
         let mut sandbox = self.sandbox.clone();
         sandbox.merge(path, text, home, &file)?;
-        self.sandbox = sandbox;
         let notify = notify::parse_entries(path, text, &file.notify, self.notify.len())?;
+        self.sandbox = sandbox;
         self.notify.extend(notify);
         add_roots(&mut self.trusted_roots, trusted);
         add_roots(&mut self.denied_roots, denied);
@@ -169,9 +169,13 @@ impl Config {
     /// The sandbox keys, each with the file that set it (`docs/sandbox.md`).
     pub fn sandbox(&self) -> &SandboxOptions {
         &self.sandbox
+    }
+
     /// Every `[[notify]]` entry of every file, in file order.
     pub fn notify_targets(&self) -> &[notify::NotifyTarget] {
         &self.notify
+    }
+
     /// The configured model prices (`[prices."MODEL"]`), each with the file that set it last;
     /// the shipped defaults are not among them.
     pub fn prices(&self) -> &BTreeMap<String, Sourced<file::ModelPrice>> {
