@@ -30,10 +30,9 @@ use clawpool_lanes::Payload;
 use clawpool_lanes::payload::{HookReported, ProtocolReported, UsageReported};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::net::UnixStream;
 use tokio::sync::mpsc;
 
+use crate::control::{ControlError, ControlReply, ErrorKind, Request};
 use crate::permission_gate::{PermissionAnswer, PermissionGate};
 use clawpool_recovery::permissions::Verdict;
 
@@ -74,11 +73,10 @@ pub const HOOK_EVENTS: [&str; 8] = [
 /// Events whose hooks take a tool matcher.
 const TOOL_EVENTS: [&str; 3] = ["PreToolUse", "PostToolUse", "PermissionRequest"];
 
-/// One hook's report, as `clawpool hook` sends it to the control socket.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// One hook's report, as `clawpool hook` sends it to the control socket (a
+/// [`Request::Hook`](crate::control::Request::Hook)).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HookReport {
-    /// Always `hook`: what tells it apart from an operator's command.
-    pub command: String,
     /// The lane's token.
     pub token: String,
     /// The hook event (`Stop`, …).
@@ -87,13 +85,35 @@ pub struct HookReport {
     pub payload: Value,
 }
 
-impl HookReport {
-    /// Whether `line` is a hook report (whatever its token).
-    pub fn parse(line: &str) -> Option<Self> {
-        serde_json::from_str::<Self>(line)
-            .ok()
-            .filter(|report| report.command == "hook")
-    }
+/// Claude Code's answer to a PermissionRequest hook (its `hookSpecificOutput`), when the
+/// lane's policy decided the question.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HookDecision {
+    /// Always `PermissionRequest`.
+    #[serde(rename = "hookEventName")]
+    pub hook_event_name: String,
+    /// The decision.
+    pub decision: PermissionDecision,
+}
+
+/// A PermissionRequest's decision, in Claude Code's terms.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PermissionDecision {
+    /// Allow or deny.
+    pub behavior: Behavior,
+    /// What the agent is told of a deny.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// What Claude Code does with the tool call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Behavior {
+    /// Run it.
+    Allow,
+    /// Do not run it; tell the agent the message.
+    Deny,
 }
 
 /// What a hook reported, typed: the fields of its payload the lane uses.
@@ -397,9 +417,18 @@ impl HookInbox {
     /// the reason, which the hook records as its failure. A PermissionRequest report is
     /// decided at once by the lane's gate: an allow or deny the handshake took is in the reply
     /// as `decision` (the hook's `hookSpecificOutput`); an ask has none.
-    pub fn take(&self, report: HookReport) -> Value {
+    pub fn take(&self, report: HookReport) -> ControlReply {
+        let not_taken = |err: String| {
+            ControlReply::Error(ControlError::new(
+                ErrorKind::NotTaken,
+                format!("the lane did not take it: {err}"),
+            ))
+        };
         if report.token != self.token {
-            return json!({"ok": false, "error": "the hook's token is not this lane's"});
+            return ControlReply::Error(ControlError::new(
+                ErrorKind::WrongToken,
+                "the hook's token is not this lane's",
+            ));
         }
         let fact = HookFact::from_report(&report.event, &report.payload);
         if let (HookEvent::Stop, Some(transcript), Some(log)) =
@@ -424,10 +453,10 @@ impl HookInbox {
             _ => None,
         };
         if let Err(err) = self.sender.try_send(ChannelMessage::Fact(fact)) {
-            return json!({"ok": false, "error": format!("the lane did not take it: {err}")});
+            return not_taken(err.to_string());
         }
         let Some(answer) = question else {
-            return json!({"ok": true});
+            return ControlReply::HookTaken { decision: None };
         };
         let decision = hook_decision(&answer);
         // Only a decision the lane records is given to the agent.
@@ -435,11 +464,8 @@ impl HookInbox {
             .sender
             .try_send(ChannelMessage::PermissionDecided(answer))
         {
-            Ok(()) => match decision {
-                Some(decision) => json!({"ok": true, "decision": decision}),
-                None => json!({"ok": true}),
-            },
-            Err(err) => json!({"ok": false, "error": format!("the lane did not take it: {err}")}),
+            Ok(()) => ControlReply::HookTaken { decision },
+            Err(err) => not_taken(err.to_string()),
         }
     }
 }
@@ -447,20 +473,25 @@ impl HookInbox {
 /// Claude Code's PermissionRequest answer (`hookSpecificOutput`) for `answer`: behavior allow,
 /// or deny with the policy's reason as the message the agent is told; none for an ask (the
 /// agent shows its dialog).
-fn hook_decision(answer: &PermissionAnswer) -> Option<Value> {
+fn hook_decision(answer: &PermissionAnswer) -> Option<HookDecision> {
     let decision = match answer.verdict {
-        Verdict::Allow => json!({"behavior": "allow"}),
-        Verdict::Deny => json!({
-            "behavior": "deny",
-            "message": format!(
+        Verdict::Allow => PermissionDecision {
+            behavior: Behavior::Allow,
+            message: None,
+        },
+        Verdict::Deny => PermissionDecision {
+            behavior: Behavior::Deny,
+            message: Some(format!(
                 "clawpool's permission policy denies this ({}): {}",
-                answer.decided.rule,
-                answer.decided.reason
-            ),
-        }),
+                answer.decided.rule, answer.decided.reason
+            )),
+        },
         Verdict::Ask => return None,
     };
-    Some(json!({"hookEventName": "PermissionRequest", "decision": decision}))
+    Some(HookDecision {
+        hook_event_name: "PermissionRequest".to_owned(),
+        decision,
+    })
 }
 
 /// A lane's hook channel, set up for its agent: what to add to the agent's command line and
@@ -643,35 +674,19 @@ async fn send_report(
     .await
     .map_err(|e| format!("reading the hook's payload: {e}"))?;
     let report = HookReport {
-        command: "hook".into(),
         token,
         event: event.to_owned(),
         payload: serde_json::from_slice(&text).unwrap_or(Value::Null),
     };
-    let line = serde_json::to_string(&report).map_err(|e| e.to_string())?;
-    let stream = UnixStream::connect(&socket)
+    let reply = crate::control::ask(Path::new(&socket), Request::Hook(report))
         .await
-        .map_err(|e| format!("connecting to {socket}: {e}"))?;
-    let (read, mut write) = stream.into_split();
-    write
-        .write_all(format!("{line}\n").as_bytes())
-        .await
-        .map_err(|e| format!("writing to {socket}: {e}"))?;
-    let mut reply = String::new();
-    BufReader::new(read)
-        .read_line(&mut reply)
-        .await
-        .map_err(|e| format!("reading the lane's reply: {e}"))?;
-    let reply: Value = serde_json::from_str(reply.trim()).unwrap_or_default();
-    if reply["ok"] == true {
-        Ok(reply
-            .get("decision")
-            .map(|decision| json!({"hookSpecificOutput": decision})))
-    } else {
-        Err(reply["error"]
-            .as_str()
-            .unwrap_or("the lane gave no reply")
-            .to_owned())
+        .map_err(|e| format!("{socket}: {e}"))?;
+    match reply {
+        ControlReply::HookTaken { decision } => {
+            Ok(decision.map(|decision| json!({"hookSpecificOutput": decision})))
+        }
+        ControlReply::Error(error) => Err(error.message),
+        other => Err(format!("a reply that is not the hook's: {other:?}")),
     }
 }
 
@@ -858,14 +873,22 @@ mod tests {
             usage_log: None,
         };
         let report = |token: &str| HookReport {
-            command: "hook".into(),
             token: token.into(),
             event: "Stop".into(),
             payload: Value::Null,
         };
-        assert_eq!(inbox.take(report("theirs"))["ok"], false);
+        assert!(matches!(
+            inbox.take(report("theirs")),
+            ControlReply::Error(ControlError {
+                kind: ErrorKind::WrongToken,
+                ..
+            })
+        ));
         assert!(receiver.try_recv().is_err());
-        assert_eq!(inbox.take(report("ours"))["ok"], true);
+        assert_eq!(
+            inbox.take(report("ours")),
+            ControlReply::HookTaken { decision: None }
+        );
         assert!(matches!(
             receiver.try_recv(),
             Ok(ChannelMessage::Fact(HookFact {
@@ -937,28 +960,39 @@ mod tests {
             usage_log: None,
         };
         let ask = |tool: &str, input: Value, cwd: &Path| HookReport {
-            command: "hook".into(),
             token: "ours".into(),
             event: "PermissionRequest".into(),
             payload: json!({"tool_name": tool, "tool_input": input, "cwd": cwd}),
         };
         let inside = worktree.join("a.txt");
-        let reply = inbox.take(ask("Write", json!({"file_path": inside}), &worktree));
+        let decision = |reply: ControlReply| match reply {
+            ControlReply::HookTaken { decision } => decision,
+            other => panic!("not taken: {other:?}"),
+        };
+        let allowed = decision(inbox.take(ask("Write", json!({"file_path": inside}), &worktree)))
+            .expect("a decision");
         assert_eq!(
-            reply["decision"],
+            serde_json::to_value(&allowed).expect("json"),
             json!({"hookEventName": "PermissionRequest", "decision": {"behavior": "allow"}})
         );
-        let reply = inbox.take(ask("Bash", json!({"command": "touch x"}), &worktree));
-        assert_eq!(reply["decision"]["decision"]["behavior"], "deny");
+        let denied = decision(inbox.take(ask("Bash", json!({"command": "touch x"}), &worktree)))
+            .expect("a decision");
+        assert_eq!(denied.decision.behavior, Behavior::Deny);
         assert!(
-            reply["decision"]["decision"]["message"]
-                .as_str()
+            denied
+                .decision
+                .message
+                .as_deref()
                 .is_some_and(|m| m.contains("permissions.entry#1:deny")),
-            "{reply}"
+            "{denied:?}"
         );
         // `cat x` is a safe read in the worktree, but not in the folder the agent runs it in.
         let reply = inbox.take(ask("Bash", json!({"command": "cat x"}), Path::new("/")));
-        assert_eq!(reply, json!({"ok": true}), "an ask has no answer");
+        assert_eq!(
+            reply,
+            ControlReply::HookTaken { decision: None },
+            "an ask has no answer"
+        );
         let mut kinds = Vec::new();
         while let Ok(message) = receiver.try_recv() {
             kinds.push(match message {
