@@ -4,7 +4,7 @@
 //! For an agent whose profile has `hooks = "claude"`, the lane writes `.claw/hooks.json`, a
 //! Claude Code settings file declaring one hook per [`HOOK_EVENTS`] entry, and starts Claude
 //! Code with `--settings` on it (the user's own settings are never touched). Each hook runs
-//! `clawpool hook EVENT` ([`deliver`]), which finds its lane only through the environment set
+//! `clawpool hook EVENT` ([`crate::control::deliver`]), which finds its lane only through the environment set
 //! at spawn ([`SOCKET_ENV`], [`TOKEN_ENV`]: the lane's control socket and a random token of
 //! this lane), never through its folder, and hands the hook's JSON payload to the control
 //! socket as one [`HookReport`] line. The control socket checks the token and passes the
@@ -32,7 +32,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
-use crate::control::{ControlError, ControlReply, ErrorKind, Request};
 use crate::permission_gate::{PermissionAnswer, PermissionGate};
 use clawpool_recovery::permissions::Verdict;
 
@@ -56,7 +55,7 @@ pub const TOKEN_FILE: &str = "hook-token";
 /// How long one delivery may take, reading the payload included.
 pub const DELIVERY_TIMEOUT: Duration = Duration::from_secs(2);
 /// The largest payload delivered (a tool's input can be big; the lane needs only its head).
-const MAX_PAYLOAD: u64 = 1 << 20;
+pub(crate) const MAX_PAYLOAD: u64 = 1 << 20;
 
 /// The Claude Code hook events a lane declares (all present in 2.1.330).
 pub const HOOK_EVENTS: [&str; 8] = [
@@ -83,6 +82,17 @@ pub struct HookReport {
     pub event: String,
     /// The hook's JSON payload as the agent gave it (`null` when it was not JSON).
     pub payload: Value,
+}
+
+/// Why a hook report was not taken.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HookRefused {
+    /// Its token is not the lane's.
+    #[error("the hook's token is not this lane's")]
+    WrongToken,
+    /// The handshake's queue did not take it.
+    #[error("{0}")]
+    NotTaken(String),
 }
 
 /// Claude Code's answer to a PermissionRequest hook (its `hookSpecificOutput`), when the
@@ -417,18 +427,11 @@ impl HookInbox {
     /// the reason, which the hook records as its failure. A PermissionRequest report is
     /// decided at once by the lane's gate: an allow or deny the handshake took is in the reply
     /// as `decision` (the hook's `hookSpecificOutput`); an ask has none.
-    pub fn take(&self, report: HookReport) -> ControlReply {
-        let not_taken = |err: String| {
-            ControlReply::Error(ControlError::new(
-                ErrorKind::NotTaken,
-                format!("the lane did not take it: {err}"),
-            ))
-        };
+    pub fn take(&self, report: HookReport) -> Result<Option<HookDecision>, HookRefused> {
+        let not_taken =
+            |err: String| HookRefused::NotTaken(format!("the lane did not take it: {err}"));
         if report.token != self.token {
-            return ControlReply::Error(ControlError::new(
-                ErrorKind::WrongToken,
-                "the hook's token is not this lane's",
-            ));
+            return Err(HookRefused::WrongToken);
         }
         let fact = HookFact::from_report(&report.event, &report.payload);
         if let (HookEvent::Stop, Some(transcript), Some(log)) =
@@ -453,10 +456,10 @@ impl HookInbox {
             _ => None,
         };
         if let Err(err) = self.sender.try_send(ChannelMessage::Fact(fact)) {
-            return not_taken(err.to_string());
+            return Err(not_taken(err.to_string()));
         }
         let Some(answer) = question else {
-            return ControlReply::HookTaken { decision: None };
+            return Ok(None);
         };
         let decision = hook_decision(&answer);
         // Only a decision the lane records is given to the agent.
@@ -464,8 +467,8 @@ impl HookInbox {
             .sender
             .try_send(ChannelMessage::PermissionDecided(answer))
         {
-            Ok(()) => ControlReply::HookTaken { decision },
-            Err(err) => not_taken(err.to_string()),
+            Ok(()) => Ok(decision),
+            Err(err) => Err(not_taken(err.to_string())),
         }
     }
 }
@@ -635,61 +638,6 @@ fn new_token() -> std::io::Result<String> {
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
-/// `clawpool hook EVENT`: reads the hook's payload from `payload` and delivers it to the lane
-/// named by the environment (`env` looks a variable up), within [`DELIVERY_TIMEOUT`]; the
-/// lane's answer for the agent, if it gave one (a PermissionRequest's decision), to print as
-/// the hook's output. A failure is appended to the lane's failures file (when the environment
-/// names one) and returned; the caller prints nothing then and exits 0 either way.
-pub async fn deliver(
-    event: &str,
-    payload: impl tokio::io::AsyncRead + Unpin,
-    env: impl Fn(&str) -> Option<String>,
-) -> Result<Option<Value>, String> {
-    let outcome =
-        match tokio::time::timeout(DELIVERY_TIMEOUT, send_report(event, payload, &env)).await {
-            Ok(outcome) => outcome,
-            Err(_) => Err(format!(
-                "not delivered within {} s",
-                DELIVERY_TIMEOUT.as_secs()
-            )),
-        };
-    if let (Err(error), Some(file)) = (&outcome, env(FAILURES_ENV)) {
-        record_failure(Path::new(&file), event, error);
-    }
-    outcome
-}
-
-async fn send_report(
-    event: &str,
-    payload: impl tokio::io::AsyncRead + Unpin,
-    env: &impl Fn(&str) -> Option<String>,
-) -> Result<Option<Value>, String> {
-    let socket = env(SOCKET_ENV).ok_or(format!("{SOCKET_ENV} is not set"))?;
-    let token = env(TOKEN_ENV).ok_or(format!("{TOKEN_ENV} is not set"))?;
-    let mut text = Vec::new();
-    tokio::io::AsyncReadExt::read_to_end(
-        &mut tokio::io::AsyncReadExt::take(payload, MAX_PAYLOAD),
-        &mut text,
-    )
-    .await
-    .map_err(|e| format!("reading the hook's payload: {e}"))?;
-    let report = HookReport {
-        token,
-        event: event.to_owned(),
-        payload: serde_json::from_slice(&text).unwrap_or(Value::Null),
-    };
-    let reply = crate::control::ask(Path::new(&socket), Request::Hook(report))
-        .await
-        .map_err(|e| format!("{socket}: {e}"))?;
-    match reply {
-        ControlReply::HookTaken { decision } => {
-            Ok(decision.map(|decision| json!({"hookSpecificOutput": decision})))
-        }
-        ControlReply::Error(error) => Err(error.message),
-        other => Err(format!("a reply that is not the hook's: {other:?}")),
-    }
-}
-
 /// How much of a transcript's end is read for the turn's usage (a transcript grows with the
 /// session, and holds whole API requests; its last lines are enough).
 const TRANSCRIPT_TAIL: u64 = 4 << 20;
@@ -740,19 +688,6 @@ pub fn last_turn_usage(transcript: &Path) -> Option<Value> {
         })
 }
 
-/// Appends one failure line; a file that cannot be written loses it (the hook must not fail).
-fn record_failure(file: &Path, event: &str, error: &str) {
-    use std::io::Write;
-    let line = json!({"event": event, "error": error, "at_ms": clawpool_lanes::now_ms()});
-    if let Ok(mut out) = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(file)
-    {
-        let _ = out.write_all(format!("{line}\n").as_bytes());
-    }
-}
-
 /// Watches a lane's failures file (inotify on its folder): each line a hook appends becomes a
 /// [`ChannelMessage::Failed`] for the handshake.
 pub struct FailureWatch {
@@ -790,7 +725,7 @@ impl FailureWatch {
 }
 
 /// The complete lines appended to `file` after `offset` (moved past them), as (event, error).
-fn new_failures(file: &Path, offset: &mut u64) -> Vec<(String, String)> {
+pub(crate) fn new_failures(file: &Path, offset: &mut u64) -> Vec<(String, String)> {
     let Ok(mut handle) = std::fs::File::open(file) else {
         return Vec::new();
     };
@@ -877,18 +812,9 @@ mod tests {
             event: "Stop".into(),
             payload: Value::Null,
         };
-        assert!(matches!(
-            inbox.take(report("theirs")),
-            ControlReply::Error(ControlError {
-                kind: ErrorKind::WrongToken,
-                ..
-            })
-        ));
+        assert_eq!(inbox.take(report("theirs")), Err(HookRefused::WrongToken));
         assert!(receiver.try_recv().is_err());
-        assert_eq!(
-            inbox.take(report("ours")),
-            ControlReply::HookTaken { decision: None }
-        );
+        assert_eq!(inbox.take(report("ours")), Ok(None));
         assert!(matches!(
             receiver.try_recv(),
             Ok(ChannelMessage::Fact(HookFact {
@@ -965,10 +891,7 @@ mod tests {
             payload: json!({"tool_name": tool, "tool_input": input, "cwd": cwd}),
         };
         let inside = worktree.join("a.txt");
-        let decision = |reply: ControlReply| match reply {
-            ControlReply::HookTaken { decision } => decision,
-            other => panic!("not taken: {other:?}"),
-        };
+        let decision = |reply: Result<Option<HookDecision>, HookRefused>| reply.expect("taken");
         let allowed = decision(inbox.take(ask("Write", json!({"file_path": inside}), &worktree)))
             .expect("a decision");
         assert_eq!(
@@ -988,11 +911,7 @@ mod tests {
         );
         // `cat x` is a safe read in the worktree, but not in the folder the agent runs it in.
         let reply = inbox.take(ask("Bash", json!({"command": "cat x"}), Path::new("/")));
-        assert_eq!(
-            reply,
-            ControlReply::HookTaken { decision: None },
-            "an ask has no answer"
-        );
+        assert_eq!(reply, Ok(None), "an ask has no answer");
         let mut kinds = Vec::new();
         while let Ok(message) = receiver.try_recv() {
             kinds.push(match message {
@@ -1012,26 +931,5 @@ mod tests {
                 "ask"
             ]
         );
-    }
-
-    #[tokio::test]
-    async fn a_failed_delivery_is_recorded_and_read_once() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let failures = dir.path().join(FAILURES_FILE);
-        let socket = dir.path().join("gone.sock");
-        let env = |key: &str| match key {
-            SOCKET_ENV => Some(socket.display().to_string()),
-            TOKEN_ENV => Some("t".to_owned()),
-            FAILURES_ENV => Some(failures.display().to_string()),
-            _ => None,
-        };
-        let error = deliver("Stop", &b"{}"[..], env)
-            .await
-            .expect_err("no socket");
-        assert!(error.contains("gone.sock"), "{error}");
-        let mut offset = 0;
-        let read = new_failures(&failures, &mut offset);
-        assert_eq!(read, [("Stop".to_owned(), error)]);
-        assert!(new_failures(&failures, &mut offset).is_empty());
     }
 }

@@ -14,14 +14,17 @@
 //! why (an operator command as a `refused` verdict), and the attempt is recorded on the lane
 //! as `lane.caller_refused` ([`CallerGate`]).
 
+mod hook_client;
 pub mod protocol;
+
+pub use hook_client::deliver;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use crate::caller::{Caller, Refusal};
-use crate::channel::HookInbox;
+use crate::channel::{HookInbox, HookRefused};
 use crate::handshake::{OperatorCommand, OperatorRequest, Verdict, VerdictReply};
 use clawpool_lanes::payload::{CallerLane, CallerRefused};
 use clawpool_lanes::state_file::GreenLevel;
@@ -266,7 +269,16 @@ impl Handler {
             Request::Verify { level } => self.op(LaneOp::Verify { level }).await,
             Request::Screen => self.screen.reply(),
             Request::Hook(report) => match &self.hooks {
-                Some(inbox) => inbox.take(report),
+                Some(inbox) => match inbox.take(report) {
+                    Ok(decision) => ControlReply::HookTaken { decision },
+                    Err(refused) => {
+                        let kind = match refused {
+                            HookRefused::WrongToken => ErrorKind::WrongToken,
+                            HookRefused::NotTaken(_) => ErrorKind::NotTaken,
+                        };
+                        ControlReply::Error(ControlError::new(kind, refused.to_string()))
+                    }
+                },
                 None => ControlReply::Error(ControlError::new(
                     ErrorKind::NoHookChannel,
                     "the lane has no hook channel",

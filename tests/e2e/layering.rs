@@ -64,8 +64,7 @@ fn the_binary_speaks_the_control_protocol_only_through_its_types() {
             "reply[",
             "reply.get(",
             // A request line written by hand (the pre-versioned lines, or this version's).
-            "\"command\":",
-            "\"request\":",
+            "{\"command\"",
             "{\"v\"",
             // The socket opened around the protocol's client (`control::ask`).
             "UnixStream",
