@@ -256,7 +256,7 @@ impl LaneChecks {
                     }
                     LaneOp::Verify { level } => {
                         let verified = self.verify(level, &events, &recorder, None).await;
-                        ControlReply::Verified(VerifiedReply::from(&verified))
+                        ControlReply::Verified(Box::new(VerifiedReply::from(&verified)))
                     }
                 };
                 let _ = reply.send(result);

@@ -98,9 +98,9 @@ async fn directly(lane: &LaneOnDisk, op: LaneOp) -> Result<ControlReply, Command
                 error,
             )),
         },
-        LaneOp::Verify { level } => ControlReply::Verified(VerifiedReply::from(
+        LaneOp::Verify { level } => ControlReply::Verified(Box::new(VerifiedReply::from(
             &lane.checks.verify(level, &events, &recorder, owned).await,
-        )),
+        ))),
     })
 }
 

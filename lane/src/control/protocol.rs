@@ -134,7 +134,7 @@ pub enum ControlReply {
         merge: MergeOutcome,
     },
     /// What a verification did.
-    Verified(VerifiedReply),
+    Verified(Box<VerifiedReply>),
     /// The lane's screen now.
     Screen(ScreenSnapshot),
     /// A hook report queued for the handshake; `decision` is Claude Code's answer to a
