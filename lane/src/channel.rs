@@ -4,7 +4,7 @@
 //! For an agent whose profile has `hooks = "claude"`, the lane writes `.claw/hooks.json`, a
 //! Claude Code settings file declaring one hook per [`HOOK_EVENTS`] entry, and starts Claude
 //! Code with `--settings` on it (the user's own settings are never touched). Each hook runs
-//! `clawpool hook EVENT` ([`deliver`]), which finds its lane only through the environment set
+//! `clawpool hook EVENT` ([`crate::control::deliver`]), which finds its lane only through the environment set
 //! at spawn ([`SOCKET_ENV`], [`TOKEN_ENV`]: the lane's control socket and a random token of
 //! this lane), never through its folder, and hands the hook's JSON payload to the control
 //! socket as one [`HookReport`] line. The control socket checks the token and passes the
@@ -30,8 +30,6 @@ use clawpool_lanes::Payload;
 use clawpool_lanes::payload::{HookReported, ProtocolReported, UsageReported};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::net::UnixStream;
 use tokio::sync::mpsc;
 
 use crate::permission_gate::{PermissionAnswer, PermissionGate};
@@ -57,7 +55,7 @@ pub const TOKEN_FILE: &str = "hook-token";
 /// How long one delivery may take, reading the payload included.
 pub const DELIVERY_TIMEOUT: Duration = Duration::from_secs(2);
 /// The largest payload delivered (a tool's input can be big; the lane needs only its head).
-const MAX_PAYLOAD: u64 = 1 << 20;
+pub(crate) const MAX_PAYLOAD: u64 = 1 << 20;
 
 /// The Claude Code hook events a lane declares (all present in 2.1.330).
 pub const HOOK_EVENTS: [&str; 8] = [
@@ -74,11 +72,10 @@ pub const HOOK_EVENTS: [&str; 8] = [
 /// Events whose hooks take a tool matcher.
 const TOOL_EVENTS: [&str; 3] = ["PreToolUse", "PostToolUse", "PermissionRequest"];
 
-/// One hook's report, as `clawpool hook` sends it to the control socket.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// One hook's report, as `clawpool hook` sends it to the control socket (a
+/// [`Request::Hook`](crate::control::Request::Hook)).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HookReport {
-    /// Always `hook`: what tells it apart from an operator's command.
-    pub command: String,
     /// The lane's token.
     pub token: String,
     /// The hook event (`Stop`, …).
@@ -87,13 +84,46 @@ pub struct HookReport {
     pub payload: Value,
 }
 
-impl HookReport {
-    /// Whether `line` is a hook report (whatever its token).
-    pub fn parse(line: &str) -> Option<Self> {
-        serde_json::from_str::<Self>(line)
-            .ok()
-            .filter(|report| report.command == "hook")
-    }
+/// Why a hook report was not taken.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HookRefused {
+    /// Its token is not the lane's.
+    #[error("the hook's token is not this lane's")]
+    WrongToken,
+    /// The handshake's queue did not take it.
+    #[error("{0}")]
+    NotTaken(String),
+}
+
+/// Claude Code's answer to a PermissionRequest hook (its `hookSpecificOutput`), when the
+/// lane's policy decided the question.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HookDecision {
+    /// Always `PermissionRequest`.
+    #[serde(rename = "hookEventName")]
+    pub hook_event_name: String,
+    /// The decision.
+    pub decision: PermissionDecision,
+}
+
+/// A PermissionRequest's decision, in Claude Code's terms.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PermissionDecision {
+    /// Allow or deny.
+    pub behavior: Behavior,
+    /// What the agent is told of a deny.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// What Claude Code does with the tool call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Behavior {
+    /// Run it.
+    Allow,
+    /// Do not run it; tell the agent the message.
+    Deny,
 }
 
 /// What a hook reported, typed: the fields of its payload the lane uses.
@@ -397,9 +427,11 @@ impl HookInbox {
     /// the reason, which the hook records as its failure. A PermissionRequest report is
     /// decided at once by the lane's gate: an allow or deny the handshake took is in the reply
     /// as `decision` (the hook's `hookSpecificOutput`); an ask has none.
-    pub fn take(&self, report: HookReport) -> Value {
+    pub fn take(&self, report: HookReport) -> Result<Option<HookDecision>, HookRefused> {
+        let not_taken =
+            |err: String| HookRefused::NotTaken(format!("the lane did not take it: {err}"));
         if report.token != self.token {
-            return json!({"ok": false, "error": "the hook's token is not this lane's"});
+            return Err(HookRefused::WrongToken);
         }
         let fact = HookFact::from_report(&report.event, &report.payload);
         if let (HookEvent::Stop, Some(transcript), Some(log)) =
@@ -424,10 +456,10 @@ impl HookInbox {
             _ => None,
         };
         if let Err(err) = self.sender.try_send(ChannelMessage::Fact(fact)) {
-            return json!({"ok": false, "error": format!("the lane did not take it: {err}")});
+            return Err(not_taken(err.to_string()));
         }
         let Some(answer) = question else {
-            return json!({"ok": true});
+            return Ok(None);
         };
         let decision = hook_decision(&answer);
         // Only a decision the lane records is given to the agent.
@@ -435,11 +467,8 @@ impl HookInbox {
             .sender
             .try_send(ChannelMessage::PermissionDecided(answer))
         {
-            Ok(()) => match decision {
-                Some(decision) => json!({"ok": true, "decision": decision}),
-                None => json!({"ok": true}),
-            },
-            Err(err) => json!({"ok": false, "error": format!("the lane did not take it: {err}")}),
+            Ok(()) => Ok(decision),
+            Err(err) => Err(not_taken(err.to_string())),
         }
     }
 }
@@ -447,20 +476,25 @@ impl HookInbox {
 /// Claude Code's PermissionRequest answer (`hookSpecificOutput`) for `answer`: behavior allow,
 /// or deny with the policy's reason as the message the agent is told; none for an ask (the
 /// agent shows its dialog).
-fn hook_decision(answer: &PermissionAnswer) -> Option<Value> {
+fn hook_decision(answer: &PermissionAnswer) -> Option<HookDecision> {
     let decision = match answer.verdict {
-        Verdict::Allow => json!({"behavior": "allow"}),
-        Verdict::Deny => json!({
-            "behavior": "deny",
-            "message": format!(
+        Verdict::Allow => PermissionDecision {
+            behavior: Behavior::Allow,
+            message: None,
+        },
+        Verdict::Deny => PermissionDecision {
+            behavior: Behavior::Deny,
+            message: Some(format!(
                 "clawpool's permission policy denies this ({}): {}",
-                answer.decided.rule,
-                answer.decided.reason
-            ),
-        }),
+                answer.decided.rule, answer.decided.reason
+            )),
+        },
         Verdict::Ask => return None,
     };
-    Some(json!({"hookEventName": "PermissionRequest", "decision": decision}))
+    Some(HookDecision {
+        hook_event_name: "PermissionRequest".to_owned(),
+        decision,
+    })
 }
 
 /// A lane's hook channel, set up for its agent: what to add to the agent's command line and
@@ -604,77 +638,6 @@ fn new_token() -> std::io::Result<String> {
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
-/// `clawpool hook EVENT`: reads the hook's payload from `payload` and delivers it to the lane
-/// named by the environment (`env` looks a variable up), within [`DELIVERY_TIMEOUT`]; the
-/// lane's answer for the agent, if it gave one (a PermissionRequest's decision), to print as
-/// the hook's output. A failure is appended to the lane's failures file (when the environment
-/// names one) and returned; the caller prints nothing then and exits 0 either way.
-pub async fn deliver(
-    event: &str,
-    payload: impl tokio::io::AsyncRead + Unpin,
-    env: impl Fn(&str) -> Option<String>,
-) -> Result<Option<Value>, String> {
-    let outcome =
-        match tokio::time::timeout(DELIVERY_TIMEOUT, send_report(event, payload, &env)).await {
-            Ok(outcome) => outcome,
-            Err(_) => Err(format!(
-                "not delivered within {} s",
-                DELIVERY_TIMEOUT.as_secs()
-            )),
-        };
-    if let (Err(error), Some(file)) = (&outcome, env(FAILURES_ENV)) {
-        record_failure(Path::new(&file), event, error);
-    }
-    outcome
-}
-
-async fn send_report(
-    event: &str,
-    payload: impl tokio::io::AsyncRead + Unpin,
-    env: &impl Fn(&str) -> Option<String>,
-) -> Result<Option<Value>, String> {
-    let socket = env(SOCKET_ENV).ok_or(format!("{SOCKET_ENV} is not set"))?;
-    let token = env(TOKEN_ENV).ok_or(format!("{TOKEN_ENV} is not set"))?;
-    let mut text = Vec::new();
-    tokio::io::AsyncReadExt::read_to_end(
-        &mut tokio::io::AsyncReadExt::take(payload, MAX_PAYLOAD),
-        &mut text,
-    )
-    .await
-    .map_err(|e| format!("reading the hook's payload: {e}"))?;
-    let report = HookReport {
-        command: "hook".into(),
-        token,
-        event: event.to_owned(),
-        payload: serde_json::from_slice(&text).unwrap_or(Value::Null),
-    };
-    let line = serde_json::to_string(&report).map_err(|e| e.to_string())?;
-    let stream = UnixStream::connect(&socket)
-        .await
-        .map_err(|e| format!("connecting to {socket}: {e}"))?;
-    let (read, mut write) = stream.into_split();
-    write
-        .write_all(format!("{line}\n").as_bytes())
-        .await
-        .map_err(|e| format!("writing to {socket}: {e}"))?;
-    let mut reply = String::new();
-    BufReader::new(read)
-        .read_line(&mut reply)
-        .await
-        .map_err(|e| format!("reading the lane's reply: {e}"))?;
-    let reply: Value = serde_json::from_str(reply.trim()).unwrap_or_default();
-    if reply["ok"] == true {
-        Ok(reply
-            .get("decision")
-            .map(|decision| json!({"hookSpecificOutput": decision})))
-    } else {
-        Err(reply["error"]
-            .as_str()
-            .unwrap_or("the lane gave no reply")
-            .to_owned())
-    }
-}
-
 /// How much of a transcript's end is read for the turn's usage (a transcript grows with the
 /// session, and holds whole API requests; its last lines are enough).
 const TRANSCRIPT_TAIL: u64 = 4 << 20;
@@ -728,19 +691,6 @@ pub fn last_turn_usage(transcript: &Path) -> Option<(Value, Option<String>)> {
         })
 }
 
-/// Appends one failure line; a file that cannot be written loses it (the hook must not fail).
-fn record_failure(file: &Path, event: &str, error: &str) {
-    use std::io::Write;
-    let line = json!({"event": event, "error": error, "at_ms": clawpool_lanes::now_ms()});
-    if let Ok(mut out) = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(file)
-    {
-        let _ = out.write_all(format!("{line}\n").as_bytes());
-    }
-}
-
 /// Watches a lane's failures file (inotify on its folder): each line a hook appends becomes a
 /// [`ChannelMessage::Failed`] for the handshake.
 pub struct FailureWatch {
@@ -778,7 +728,7 @@ impl FailureWatch {
 }
 
 /// The complete lines appended to `file` after `offset` (moved past them), as (event, error).
-fn new_failures(file: &Path, offset: &mut u64) -> Vec<(String, String)> {
+pub(crate) fn new_failures(file: &Path, offset: &mut u64) -> Vec<(String, String)> {
     let Ok(mut handle) = std::fs::File::open(file) else {
         return Vec::new();
     };
@@ -861,14 +811,13 @@ mod tests {
             usage_log: None,
         };
         let report = |token: &str| HookReport {
-            command: "hook".into(),
             token: token.into(),
             event: "Stop".into(),
             payload: Value::Null,
         };
-        assert_eq!(inbox.take(report("theirs"))["ok"], false);
+        assert_eq!(inbox.take(report("theirs")), Err(HookRefused::WrongToken));
         assert!(receiver.try_recv().is_err());
-        assert_eq!(inbox.take(report("ours"))["ok"], true);
+        assert_eq!(inbox.take(report("ours")), Ok(None));
         assert!(matches!(
             receiver.try_recv(),
             Ok(ChannelMessage::Fact(HookFact {
@@ -940,28 +889,32 @@ mod tests {
             usage_log: None,
         };
         let ask = |tool: &str, input: Value, cwd: &Path| HookReport {
-            command: "hook".into(),
             token: "ours".into(),
             event: "PermissionRequest".into(),
             payload: json!({"tool_name": tool, "tool_input": input, "cwd": cwd}),
         };
         let inside = worktree.join("a.txt");
-        let reply = inbox.take(ask("Write", json!({"file_path": inside}), &worktree));
+        let decision = |reply: Result<Option<HookDecision>, HookRefused>| reply.expect("taken");
+        let allowed = decision(inbox.take(ask("Write", json!({"file_path": inside}), &worktree)))
+            .expect("a decision");
         assert_eq!(
-            reply["decision"],
+            serde_json::to_value(&allowed).expect("json"),
             json!({"hookEventName": "PermissionRequest", "decision": {"behavior": "allow"}})
         );
-        let reply = inbox.take(ask("Bash", json!({"command": "touch x"}), &worktree));
-        assert_eq!(reply["decision"]["decision"]["behavior"], "deny");
+        let denied = decision(inbox.take(ask("Bash", json!({"command": "touch x"}), &worktree)))
+            .expect("a decision");
+        assert_eq!(denied.decision.behavior, Behavior::Deny);
         assert!(
-            reply["decision"]["decision"]["message"]
-                .as_str()
+            denied
+                .decision
+                .message
+                .as_deref()
                 .is_some_and(|m| m.contains("permissions.entry#1:deny")),
-            "{reply}"
+            "{denied:?}"
         );
         // `cat x` is a safe read in the worktree, but not in the folder the agent runs it in.
         let reply = inbox.take(ask("Bash", json!({"command": "cat x"}), Path::new("/")));
-        assert_eq!(reply, json!({"ok": true}), "an ask has no answer");
+        assert_eq!(reply, Ok(None), "an ask has no answer");
         let mut kinds = Vec::new();
         while let Ok(message) = receiver.try_recv() {
             kinds.push(match message {
@@ -981,26 +934,5 @@ mod tests {
                 "ask"
             ]
         );
-    }
-
-    #[tokio::test]
-    async fn a_failed_delivery_is_recorded_and_read_once() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let failures = dir.path().join(FAILURES_FILE);
-        let socket = dir.path().join("gone.sock");
-        let env = |key: &str| match key {
-            SOCKET_ENV => Some(socket.display().to_string()),
-            TOKEN_ENV => Some("t".to_owned()),
-            FAILURES_ENV => Some(failures.display().to_string()),
-            _ => None,
-        };
-        let error = deliver("Stop", &b"{}"[..], env)
-            .await
-            .expect_err("no socket");
-        assert!(error.contains("gone.sock"), "{error}");
-        let mut offset = 0;
-        let read = new_failures(&failures, &mut offset);
-        assert_eq!(read, [("Stop".to_owned(), error)]);
-        assert!(new_failures(&failures, &mut offset).is_empty());
     }
 }

@@ -18,11 +18,10 @@ use clawpool_lanes::payload::{
 };
 use clawpool_lanes::state_file::{GreenLevel, LaneOutcome};
 use clawpool_lanes::{EventLog, LaneState, LaneStatus, Payload};
-use clawpool_worktree::{Repo, merge_forward};
-use serde_json::{Value, json};
+use clawpool_worktree::{MergeOutcome, Repo, merge_forward};
 use tokio::sync::mpsc;
 
-use crate::control::{LaneOp, OpRequest};
+use crate::control::{ControlError, ControlReply, ErrorKind, LaneOp, OpRequest, VerifiedReply};
 use crate::registry::{RegistryEntry, RegistryFolder};
 
 /// What a lane's branch work needs.
@@ -138,7 +137,7 @@ impl LaneChecks {
         events: &EventLog,
         recorder: &StateRecorder,
         owned: Option<LaneState>,
-    ) -> Value {
+    ) -> Result<MergeOutcome, String> {
         self.bring_base_in(events, recorder, owned).await.0
     }
 
@@ -148,7 +147,7 @@ impl LaneChecks {
         events: &EventLog,
         recorder: &StateRecorder,
         owned: Option<LaneState>,
-    ) -> (Value, Option<String>) {
+    ) -> (Result<MergeOutcome, String>, Option<String>) {
         let policy = match self.spec.merge_policy {
             clawpool_worktree::MergePolicy::Rebase => clawpool_worktree::MergePolicy::Rebase,
             _ => clawpool_worktree::MergePolicy::MergeForward,
@@ -162,7 +161,7 @@ impl LaneChecks {
             Ok(Ok(outcome)) => {
                 record_merge(events, &outcome);
                 (
-                    json!({"ok": true, "merge": outcome}),
+                    Ok(outcome.clone()),
                     merge_problem(&outcome),
                     Some(MergeAttempt::Outcome(outcome)),
                 )
@@ -174,12 +173,12 @@ impl LaneChecks {
                 };
                 let _ = events.report(Payload::MergeFailed(failed), None, None, None);
                 (
-                    json!({"ok": false, "error": error}),
+                    Err(error.clone()),
                     Some(format!("merging the base failed: {error}")),
                     Some(MergeAttempt::Failed(GitFailed::Failed { error })),
                 )
             }
-            Err(err) => (json!({"ok": false, "error": err.to_string()}), None, None),
+            Err(err) => (Err(err.to_string()), None, None),
         };
         if let (Some(reason), Some(merge)) = (&problem, merge) {
             let (from, to) = owned.and_then(finishing::after_refused_merge).unzip();
@@ -271,10 +270,18 @@ impl LaneChecks {
                     .wait_for(|s| matches!(s, LaneStatus::ReadyForPrompt | LaneStatus::Finished))
                     .await;
                 let result = match op {
-                    LaneOp::MergeForward => self.merge_forward(&events, &recorder, None).await,
+                    LaneOp::MergeForward => {
+                        match self.merge_forward(&events, &recorder, None).await {
+                            Ok(merge) => ControlReply::Merged { merge },
+                            Err(error) => ControlReply::Error(ControlError::new(
+                                ErrorKind::MergeFailed,
+                                error,
+                            )),
+                        }
+                    }
                     LaneOp::Verify { level } => {
                         let verified = self.verify(level, &events, &recorder, None).await;
-                        verified_json(&verified)
+                        ControlReply::Verified(Box::new(VerifiedReply::from(&verified)))
                     }
                 };
                 let _ = reply.send(result);
@@ -289,15 +296,4 @@ fn own_work(dir: &Path, base_ref: &str, base_sha: Option<&str>) -> Option<(u64, 
     let hidden: Vec<&str> = std::iter::once(base_ref).chain(base_sha).collect();
     let work = clawpool_worktree::own_work(dir, &hidden).ok()?;
     Some((work.commits, work.dirty))
-}
-
-/// A verification's result as the control socket and `clawpool verify --output-format json`
-/// report it.
-pub fn verified_json(verified: &Verified) -> Value {
-    json!({
-        "ok": true,
-        "verification": verified.verification,
-        "green_level": verified.green_level,
-        "lane_state": verified.lane_state,
-    })
 }

@@ -1,12 +1,11 @@
 //! A lane's control socket (in its record folder, `layout::control_socket`; mode 0600): how `clawpool trust`, `answer`,
-//! `send`, `stop`, `restart` and `recover` reach the process running the lane, and how
-//! `clawpool ui` reads the lane's live screen, and how the agent's hooks report to the lane
-//! (`clawpool hook`, [`crate::channel`]). One JSON line in (an [`OperatorCommand`], a
-//! [`LaneOp`], `{"command": "screen"}` or a [`HookReport`] carrying the lane's token), one JSON
-//! line out: the lane's [`Verdict`] once it decided, the op's result, the [`ScreenSource`]'s
-//! snapshot, `{"ok": true}` for a hook report queued for the handshake, or
-//! `{"ok": false, "error": …}` when the request never reached it (a hook report without the
-//! lane's token among them).
+//! `send`, `stop`, `restart`, `recover`, `merge-forward` and `verify` reach the process running
+//! the lane, how `clawpool ui` reads the lane's live screen, and how the agent's hooks report
+//! to the lane (`clawpool hook`, [`crate::channel`]). One versioned, typed request line in, one
+//! typed reply line out ([`protocol`], `docs/control-protocol.md`): the lane's [`Verdict`] once
+//! it decided, the branch request's result, the [`ScreenSource`]'s snapshot, a hook report
+//! queued for the handshake, or an error with its kind when the request never reached the lane
+//! (another protocol version, an unreadable line, a hook report without the lane's token).
 //!
 //! Every connection's caller is identified first, from the socket's peer credentials
 //! ([`crate::caller`]): a hook report is taken only from a process inside this lane (its agent
@@ -15,27 +14,35 @@
 //! why (an operator command as a `refused` verdict), and the attempt is recorded on the lane
 //! as `lane.caller_refused` ([`CallerGate`]).
 
+mod hook_client;
+pub mod protocol;
+
+pub use hook_client::deliver;
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use crate::caller::{Caller, Refusal};
-use crate::channel::{HookInbox, HookReport};
+use crate::channel::{HookInbox, HookRefused};
 use crate::handshake::{OperatorCommand, OperatorRequest, Verdict, VerdictReply};
 use clawpool_lanes::payload::{CallerLane, CallerRefused};
 use clawpool_lanes::state_file::GreenLevel;
 use clawpool_lanes::{EventLog, Payload};
 use clawpool_pty::Worker;
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::net::{UnixListener, UnixStream};
+use tokio::net::UnixListener;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
-/// A request about a lane's branch, over its control socket.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(tag = "command", rename_all = "snake_case")]
+pub use protocol::{
+    ControlError, ControlReply, ControlRequest, ErrorKind, Request, ScreenSnapshot, VerifiedReply,
+    ask,
+};
+
+/// A request about a lane's branch ([`Request::MergeForward`], [`Request::Verify`]), as the
+/// lane's checks task serves it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LaneOp {
     /// Bring the base into the lane's branch by its policy (merge when the policy is warn or
     /// block too: an operator asked for it).
@@ -48,7 +55,7 @@ pub enum LaneOp {
 }
 
 /// A [`LaneOp`] with where its result goes.
-pub type OpRequest = (LaneOp, oneshot::Sender<Value>);
+pub type OpRequest = (LaneOp, oneshot::Sender<ControlReply>);
 
 /// The lane's current worker, whose screen a `screen` request reads: the driver shows it each
 /// worker it starts (a restart starts a new one), so PTY and tmux lanes alike answer from the
@@ -72,22 +79,22 @@ impl ScreenSource {
         }
     }
 
-    /// The reply to a `screen` request: `ok`, the size (`cols`, `rows`), the `cursor` (row,
-    /// column), the visible rows as `text`, and `formatted`, the same screen as escape
-    /// sequences with its colours (what redraws it on another terminal).
-    fn reply(&self) -> Value {
+    /// The reply to a `screen` request: the worker's [`ScreenSnapshot`].
+    fn reply(&self) -> ControlReply {
         let worker = self.0.lock().ok().and_then(|current| current.clone());
         let Some(worker) = worker else {
-            return serde_json::json!({"ok": false, "error": "the lane has no worker: not started yet, or its terminal is over"});
+            return ControlReply::Error(ControlError::new(
+                ErrorKind::NoWorker,
+                "the lane has no worker: not started yet, or its terminal is over",
+            ));
         };
         let snapshot = worker.snapshot();
-        serde_json::json!({
-            "ok": true,
-            "cols": snapshot.size.cols,
-            "rows": snapshot.size.rows,
-            "cursor": [snapshot.cursor.0, snapshot.cursor.1],
-            "text": snapshot.text(),
-            "formatted": String::from_utf8_lossy(&worker.contents_formatted()),
+        ControlReply::Screen(ScreenSnapshot {
+            cols: snapshot.size.cols,
+            rows: snapshot.size.rows,
+            cursor: snapshot.cursor,
+            text: snapshot.text(),
+            formatted: String::from_utf8_lossy(&worker.contents_formatted()).into_owned(),
         })
     }
 }
@@ -103,18 +110,25 @@ pub struct CallerGate {
 }
 
 impl CallerGate {
-    /// Whether `caller` may make the request in `line`: the caller when it may, else the
-    /// refusal, recorded on the lane.
-    fn admit(&self, caller: Result<Caller, Refusal>, line: &str) -> Result<Caller, Refusal> {
-        let hook = HookReport::parse(line);
-        let admitted = caller.and_then(|caller| match &hook {
-            Some(_) => caller.check_hook(&self.lane_dir),
-            None => caller.check_operator(),
+    /// Whether `caller` may make `request` (as read from its line): the caller when it may,
+    /// else the refusal, recorded on the lane. Only a hook report is taken from inside the
+    /// lane; anything else, an unreadable line included, only from outside every lane.
+    fn admit(
+        &self,
+        caller: Result<Caller, Refusal>,
+        request: &Result<ControlRequest, ControlError>,
+    ) -> Result<Caller, Refusal> {
+        let request = request.as_ref().ok().map(|r| &r.request);
+        let admitted = caller.and_then(|caller| match request {
+            Some(Request::Hook(_)) => caller.check_hook(&self.lane_dir),
+            _ => caller.check_operator(),
         });
         if let Err(refusal) = &admitted {
             let caller = refusal.caller.as_ref();
             let refused = CallerRefused {
-                request: describe_request(line, hook.as_ref()),
+                request: request
+                    .map(Request::describe)
+                    .unwrap_or_else(|| "an unreadable request".to_owned()),
                 reason: refusal.reason.clone(),
                 pid: caller.map(|c| c.pid),
                 uid: caller.map(|c| c.uid),
@@ -133,44 +147,31 @@ impl CallerGate {
     }
 }
 
-/// A request line as its command is typed, for the refusal's event.
-fn describe_request(line: &str, hook: Option<&HookReport>) -> String {
-    if let Some(report) = hook {
-        return format!("hook {}", report.event);
-    }
-    if is_screen_request(line) {
-        return "screen".to_owned();
-    }
-    if let Ok(op) = serde_json::from_str::<LaneOp>(line) {
-        return match op {
-            LaneOp::MergeForward => "merge-forward".to_owned(),
-            LaneOp::Verify { level } => format!("verify --level {level}"),
-        };
-    }
-    match serde_json::from_str::<OperatorCommand>(line) {
-        Ok(command) => command.describe(),
-        Err(_) => "an unreadable request".to_owned(),
-    }
-}
-
 /// The reply that tells a refused caller why: a `refused` verdict for an operator command (so
 /// the command prints and exits by it), an error for anything else.
-fn refusal_reply(line: &str, refusal: &Refusal) -> Value {
-    if serde_json::from_str::<OperatorCommand>(line).is_ok() {
-        let verdict = Verdict::Refused {
-            reason: format!("refused: {}", refusal.reason),
+fn refusal_reply(
+    request: &Result<ControlRequest, ControlError>,
+    refusal: &Refusal,
+) -> ControlReply {
+    let reason = format!("refused: {}", refusal.reason);
+    match request {
+        Ok(ControlRequest {
+            request: Request::Operator(_),
+            ..
+        }) => ControlReply::Verdict(Verdict::Refused {
+            reason,
             choices: Vec::new(),
-        };
-        if let Ok(reply) = serde_json::to_value(verdict) {
-            return reply;
-        }
+        }),
+        _ => ControlReply::Error(ControlError::new(ErrorKind::Refused, reason)),
     }
-    serde_json::json!({"ok": false, "refused": true, "error": format!("refused: {}", refusal.reason)})
 }
 
-/// Whether `line` is a `screen` request.
-fn is_screen_request(line: &str) -> bool {
-    serde_json::from_str::<Value>(line).is_ok_and(|request| request["command"] == "screen")
+/// The reply when the lane is gone before it answered.
+fn lane_ended() -> ControlReply {
+    ControlReply::Error(ControlError::new(
+        ErrorKind::LaneEnded,
+        "the lane has ended",
+    ))
 }
 
 /// A lane's listening control socket.
@@ -213,11 +214,13 @@ pub fn listen(
     let open = connections.clone();
     let accept = tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
-            let commands = commands.clone();
-            let ops = ops.clone();
+            let handler = Handler {
+                commands: commands.clone(),
+                ops: ops.clone(),
+                screen: screen.clone(),
+                hooks: hooks.clone(),
+            };
             let open = open.clone();
-            let screen = screen.clone();
-            let hooks = hooks.clone();
             let gate = gate.clone();
             tokio::spawn(async move {
                 let _open = open;
@@ -226,46 +229,19 @@ pub fn listen(
                 let caller = Caller::of(&stream);
                 let (read, mut write) = stream.into_split();
                 let mut line = String::new();
-                let read = BufReader::new(read).read_line(&mut line).await;
-                if let Err(refusal) = gate.admit(caller, &line) {
-                    let reply = refusal_reply(&line, &refusal);
-                    let _ = write.write_all(format!("{reply}\n").as_bytes()).await;
-                    return;
-                }
-                if is_screen_request(&line) {
-                    let reply = screen.reply();
-                    let _ = write.write_all(format!("{reply}\n").as_bytes()).await;
-                    return;
-                }
-                if let Some(report) = HookReport::parse(&line) {
-                    let reply = match &hooks {
-                        Some(inbox) => inbox.take(report),
-                        None => {
-                            serde_json::json!({"ok": false, "error": "the lane has no hook channel"})
-                        }
-                    };
-                    let _ = write.write_all(format!("{reply}\n").as_bytes()).await;
-                    return;
-                }
-                if let Ok(op) = serde_json::from_str::<LaneOp>(&line) {
-                    let (tx, rx) = oneshot::channel();
-                    let reply = match ops.send((op, tx)).await {
-                        Ok(()) => rx.await.unwrap_or_else(
-                            |_| serde_json::json!({"ok": false, "error": "the lane has ended"}),
-                        ),
-                        Err(_) => serde_json::json!({"ok": false, "error": "the lane has ended"}),
-                    };
-                    let _ = write.write_all(format!("{reply}\n").as_bytes()).await;
-                    return;
-                }
-                let reply = match read {
-                    Ok(_) => match serde_json::from_str::<OperatorCommand>(&line) {
-                        Ok(command) => verdict_of(&commands, command).await,
-                        Err(err) => serde_json::json!({"ok": false, "error": err.to_string()}),
-                    },
-                    Err(err) => serde_json::json!({"ok": false, "error": err.to_string()}),
+                let request = match BufReader::new(read).read_line(&mut line).await {
+                    Ok(_) => ControlRequest::parse(&line),
+                    Err(err) => Err(ControlError::new(ErrorKind::BadRequest, err.to_string())),
                 };
-                let _ = write.write_all(format!("{reply}\n").as_bytes()).await;
+                let reply = match gate.admit(caller, &request) {
+                    Err(refusal) => refusal_reply(&request, &refusal),
+                    Ok(_) => match request {
+                        Ok(request) => handler.answer(request.request).await,
+                        Err(error) => ControlReply::Error(error),
+                    },
+                };
+                let line = protocol::response_line(reply);
+                let _ = write.write_all(format!("{line}\n").as_bytes()).await;
             });
         }
     });
@@ -276,49 +252,79 @@ pub fn listen(
     })
 }
 
+/// Where each kind of admitted request goes.
+struct Handler {
+    commands: mpsc::Sender<OperatorRequest>,
+    ops: mpsc::Sender<OpRequest>,
+    screen: ScreenSource,
+    hooks: Option<HookInbox>,
+}
+
+impl Handler {
+    /// Answers one admitted request.
+    async fn answer(&self, request: Request) -> ControlReply {
+        match request {
+            Request::Operator(command) => verdict_of(&self.commands, command).await,
+            Request::MergeForward => self.op(LaneOp::MergeForward).await,
+            Request::Verify { level } => self.op(LaneOp::Verify { level }).await,
+            Request::Screen => self.screen.reply(),
+            Request::Hook(report) => match &self.hooks {
+                Some(inbox) => match inbox.take(report) {
+                    Ok(decision) => ControlReply::HookTaken { decision },
+                    Err(refused) => {
+                        let kind = match refused {
+                            HookRefused::WrongToken => ErrorKind::WrongToken,
+                            HookRefused::NotTaken(_) => ErrorKind::NotTaken,
+                        };
+                        ControlReply::Error(ControlError::new(kind, refused.to_string()))
+                    }
+                },
+                None => ControlReply::Error(ControlError::new(
+                    ErrorKind::NoHookChannel,
+                    "the lane has no hook channel",
+                )),
+            },
+        }
+    }
+
+    /// Hands `op` to the lane's checks task and waits for its result.
+    async fn op(&self, op: LaneOp) -> ControlReply {
+        let (tx, rx) = oneshot::channel();
+        match self.ops.send((op, tx)).await {
+            Ok(()) => rx.await.unwrap_or_else(|_| lane_ended()),
+            Err(_) => lane_ended(),
+        }
+    }
+}
+
 /// Hands `command` to the lane and waits for its verdict.
 async fn verdict_of(
     commands: &mpsc::Sender<OperatorRequest>,
     command: OperatorCommand,
-) -> serde_json::Value {
-    let ended = serde_json::json!({"ok": false, "error": "the lane has ended"});
+) -> ControlReply {
     let (reply, verdict) = VerdictReply::new();
     if commands
         .send(OperatorRequest { command, reply })
         .await
         .is_err()
     {
-        return ended;
+        return lane_ended();
     }
     match verdict.await {
-        Ok(verdict) => serde_json::to_value(&verdict).unwrap_or(ended),
-        Err(_) => ended,
+        Ok(verdict) => ControlReply::Verdict(verdict),
+        Err(_) => lane_ended(),
     }
 }
 
-/// A lane's reply to an operator command: its verdict, or why the command never reached it.
-pub fn parse_reply(reply: &str) -> Result<Verdict, String> {
-    if let Ok(verdict) = serde_json::from_str::<Verdict>(reply) {
-        return Ok(verdict);
+/// Sends `command` to the lane listening on `socket`; its verdict, or why it never reached a
+/// lane (no socket, nobody listening, the lane ended before it decided).
+pub async fn operator_verdict(socket: &Path, command: &OperatorCommand) -> Result<Verdict, String> {
+    match ask(socket, Request::Operator(command.clone()))
+        .await
+        .map_err(|e| e.to_string())?
+    {
+        ControlReply::Verdict(verdict) => Ok(verdict),
+        ControlReply::Error(error) => Err(error.message),
+        other => Err(format!("a reply that is not a verdict: {other:?}")),
     }
-    let parsed: serde_json::Value = serde_json::from_str(reply).unwrap_or_default();
-    Err(match parsed["error"].as_str() {
-        Some(error) => error.to_owned(),
-        None => format!("an unreadable reply: {reply:?}"),
-    })
-}
-
-/// Sends one command to the lane listening on `socket`; returns its reply.
-pub async fn send(socket: &Path, command: &OperatorCommand) -> std::io::Result<String> {
-    request(socket, &serde_json::to_string(command)?).await
-}
-
-/// Sends one JSON line to the lane listening on `socket`; returns its reply line.
-pub async fn request(socket: &Path, line: &str) -> std::io::Result<String> {
-    let stream = UnixStream::connect(socket).await?;
-    let (read, mut write) = stream.into_split();
-    write.write_all(format!("{line}\n").as_bytes()).await?;
-    let mut reply = String::new();
-    BufReader::new(read).read_line(&mut reply).await?;
-    Ok(reply.trim().to_owned())
 }

@@ -6,16 +6,16 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clawpool_lane::checks::{LaneChecks, verified_json};
-use clawpool_lane::control::LaneOp;
+use clawpool_lane::checks::LaneChecks;
+use clawpool_lane::control::{ControlReply, ErrorKind, LaneOp, Request, VerifiedReply};
 use clawpool_lane::lane_state::StateRecorder;
 use clawpool_lane::registry::RegistryFolder;
 use clawpool_lane::verify::FreshnessSettings;
 use clawpool_lanes::state_file::GreenLevel;
 use clawpool_lanes::state_file::SupervisorLock;
 use clawpool_lanes::{EventLog, read_lane_record};
-use clawpool_worktree::Repo;
-use serde_json::Value;
+use clawpool_worktree::{MergeOutcome, Repo};
+use serde::Serialize;
 
 use crate::cli::{MergeForwardArgs, OutputFormat, VerifyArgs};
 use crate::output::CommandError;
@@ -58,15 +58,17 @@ fn lane_on_disk(arg: &Path) -> Result<LaneOnDisk, CommandError> {
 }
 
 /// Sends `op` to the supervisor driving the lane, if one is; `None` when none listens.
-async fn through_supervisor(record: &Path, op: &LaneOp) -> Option<Value> {
+async fn through_supervisor(record: &Path, op: LaneOp) -> Option<ControlReply> {
     let socket = clawpool_worktree::layout::control_socket(record);
-    let line = serde_json::to_string(op).ok()?;
-    let reply = clawpool_lane::control::request(&socket, &line).await.ok()?;
-    serde_json::from_str(&reply).ok()
+    let request = match op {
+        LaneOp::MergeForward => Request::MergeForward,
+        LaneOp::Verify { level } => Request::Verify { level },
+    };
+    clawpool_lane::control::ask(&socket, request).await.ok()
 }
 
 /// Runs `op` on a lane no supervisor drives: this process writes its events and state file.
-async fn directly(lane: &LaneOnDisk, op: &LaneOp) -> Result<Value, CommandError> {
+async fn directly(lane: &LaneOnDisk, op: LaneOp) -> Result<ControlReply, CommandError> {
     // Nobody may drive the lane while this process changes it: a supervisor that holds it but
     // did not answer is refused, not raced.
     let _lock = SupervisorLock::hold(&lane.record).map_err(|e| match e.kind() {
@@ -89,74 +91,108 @@ async fn directly(lane: &LaneOnDisk, op: &LaneOp) -> Result<Value, CommandError>
         .map_err(|e| CommandError::io("opening the lane's event log", e.source))?
         .observe(Box::new(move |event| on_state.on_event(event)));
     Ok(match op {
-        LaneOp::MergeForward => lane.checks.merge_forward(&events, &recorder, owned).await,
-        LaneOp::Verify { level } => {
-            verified_json(&lane.checks.verify(*level, &events, &recorder, owned).await)
-        }
+        LaneOp::MergeForward => match lane.checks.merge_forward(&events, &recorder, owned).await {
+            Ok(merge) => ControlReply::Merged { merge },
+            Err(error) => ControlReply::Error(clawpool_lane::control::ControlError::new(
+                ErrorKind::MergeFailed,
+                error,
+            )),
+        },
+        LaneOp::Verify { level } => ControlReply::Verified(Box::new(VerifiedReply::from(
+            &lane.checks.verify(level, &events, &recorder, owned).await,
+        ))),
     })
 }
 
-async fn run_op(lane_arg: &Path, op: LaneOp) -> Result<Value, CommandError> {
+async fn run_op(lane_arg: &Path, op: LaneOp) -> Result<ControlReply, CommandError> {
     let lane = lane_on_disk(lane_arg)?;
-    match through_supervisor(&lane.record, &op).await {
+    match through_supervisor(&lane.record, op).await {
         Some(reply) => Ok(reply),
-        None => directly(&lane, &op).await,
+        None => directly(&lane, op).await,
     }
+}
+
+/// A reply that is not the one `op` asks for: the lane's error (`kind` the caller's, since a
+/// lane that ended answers the same way for both), or a reply of the wrong shape.
+fn unexpected(kind: &'static str, reply: ControlReply) -> CommandError {
+    CommandError {
+        kind,
+        message: match reply {
+            ControlReply::Error(error) => error.message,
+            other => format!("the lane gave a reply of another request: {other:?}"),
+        },
+        exit: crate::output::EXIT_FAILURE,
+    }
+}
+
+/// The wire name of a value that serialises as one string (`green`, `passed`, …).
+fn wire<T: Serialize>(value: &T) -> String {
+    serde_json::to_value(value)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
 }
 
 /// `clawpool merge-forward LANE`.
 pub async fn run_merge_forward(args: MergeForwardArgs) -> Result<ExitCode, CommandError> {
-    let reply = run_op(&args.lane, LaneOp::MergeForward).await?;
-    if reply["ok"] != true {
-        return Err(CommandError {
-            kind: "merge_forward_failed",
-            message: reply["error"].as_str().unwrap_or_default().to_owned(),
-            exit: crate::output::EXIT_FAILURE,
-        });
-    }
-    let merge = &reply["merge"];
+    let merge = match run_op(&args.lane, LaneOp::MergeForward).await? {
+        ControlReply::Merged { merge } => merge,
+        other => return Err(unexpected("merge_forward_failed", other)),
+    };
     match args.output_format {
-        OutputFormat::Json => println!("{merge}"),
-        OutputFormat::Text => println!("{}", describe_merge(merge)),
+        OutputFormat::Json => println!("{}", json_line(&merge)),
+        OutputFormat::Text => println!("{}", describe_merge(&merge)),
     }
-    Ok(match merge["outcome"].as_str() {
-        Some("merged" | "up_to_date") => ExitCode::SUCCESS,
+    Ok(match merge {
+        MergeOutcome::Merged { .. } | MergeOutcome::UpToDate { .. } => ExitCode::SUCCESS,
         _ => ExitCode::from(1),
     })
 }
 
-fn describe_merge(merge: &Value) -> String {
-    let text = |key: &str| merge[key].as_str().unwrap_or_default().to_owned();
-    let paths = || {
-        merge["paths"]
-            .as_array()
-            .map(|p| {
-                p.iter()
-                    .filter_map(Value::as_str)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            })
-            .unwrap_or_default()
-    };
-    match merge["outcome"].as_str().unwrap_or_default() {
-        "merged" => format!(
-            "merged {} forward: {} -> {}",
-            text("base_sha"),
-            text("old_head"),
-            text("new_head")
+/// `value` as one JSON line.
+fn json_line<T: Serialize>(value: &T) -> String {
+    serde_json::to_string(value).unwrap_or_default()
+}
+
+fn describe_merge(merge: &MergeOutcome) -> String {
+    match merge {
+        MergeOutcome::Merged {
+            old_head,
+            new_head,
+            base_sha,
+            ..
+        } => format!("merged {base_sha} forward: {old_head} -> {new_head}"),
+        MergeOutcome::UpToDate { base_sha, .. } => format!("up to date with {base_sha}"),
+        MergeOutcome::Dirty { paths } => {
+            format!("refused: uncommitted changes in {}", paths.join(", "))
+        }
+        MergeOutcome::Conflict { paths, head, .. } => format!(
+            "conflict in {}; aborted, the lane is back at {head}",
+            paths.join(", ")
         ),
-        "up_to_date" => format!("up to date with {}", text("base_sha")),
-        "dirty" => format!("refused: uncommitted changes in {}", paths()),
-        "conflict" => format!(
-            "conflict in {}; aborted, the lane is back at {}",
-            paths(),
-            text("head")
+        MergeOutcome::Detached { sha } => format!("refused: HEAD is detached at {sha}"),
+        MergeOutcome::Diverged { .. } => {
+            "refused: the branch shares no history with its base".into()
+        }
+        MergeOutcome::OperationInProgress { .. } => format!(
+            "refused: a git operation is in progress ({})",
+            json_line(merge)
         ),
-        "detached" => format!("refused: HEAD is detached at {}", text("sha")),
-        "diverged" => "refused: the branch shares no history with its base".into(),
-        "operation_in_progress" => format!("refused: a git operation is in progress ({merge})"),
-        other => format!("{other}: {merge}"),
+        other => format!("{}: {}", wire_outcome(other), json_line(other)),
     }
+}
+
+/// The outcome's name on the wire (`not_applied`, …).
+fn wire_outcome(merge: &MergeOutcome) -> String {
+    #[derive(serde::Deserialize)]
+    struct Tag {
+        outcome: String,
+    }
+    serde_json::to_string(merge)
+        .ok()
+        .and_then(|line| serde_json::from_str::<Tag>(&line).ok())
+        .map(|tag| tag.outcome)
+        .unwrap_or_default()
 }
 
 /// `clawpool verify LANE [--level LEVEL]`.
@@ -176,35 +212,54 @@ pub async fn run_verify(args: VerifyArgs) -> Result<ExitCode, CommandError> {
     );
     let reply = run_op(&args.lane, LaneOp::Verify { level }).await;
     progress.clear();
-    let reply = reply?;
-    let verification = &reply["verification"];
+    let reply = match reply? {
+        ControlReply::Verified(reply) => reply,
+        other => return Err(unexpected("verify_failed", other)),
+    };
+    let verification = &reply.verification;
     match args.output_format {
-        OutputFormat::Json => println!("{reply}"),
+        OutputFormat::Json => println!("{}", verified_document(&reply)),
         OutputFormat::Text => {
-            for command in verification["commands"].as_array().into_iter().flatten() {
+            for command in &verification.commands {
                 println!(
                     "{:<7} {:>7} ms  {}  (log: {})",
-                    command["outcome"].as_str().unwrap_or_default(),
-                    command["duration_ms"],
-                    command["command"].as_str().unwrap_or_default(),
-                    command["log"].as_str().unwrap_or_default()
+                    wire(&command.outcome),
+                    command.duration_ms,
+                    command.command,
+                    command.log
                 );
             }
-            let reason = verification["reason"]
-                .as_str()
+            let reason = verification
+                .reason
+                .as_deref()
                 .map(|r| format!(" ({r})"))
                 .unwrap_or_default();
             println!(
                 "{}: {}{reason}; green level: {}",
-                verification["level"].as_str().unwrap_or_default(),
-                verification["result"].as_str().unwrap_or_default(),
-                reply["green_level"].as_str().unwrap_or("none")
+                verification.level,
+                wire(&verification.result),
+                reply
+                    .green_level
+                    .map_or_else(|| "none".to_owned(), |level| level.to_string())
             );
         }
     }
-    Ok(if verification["result"] == "green" {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
+    Ok(
+        if verification.result == clawpool_lanes::state_file::VerifyResult::Green {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        },
+    )
+}
+
+/// `clawpool verify --output-format json`'s document: `ok`, then the reply's fields.
+fn verified_document(reply: &VerifiedReply) -> String {
+    serde_json::json!({
+        "ok": true,
+        "verification": reply.verification,
+        "green_level": reply.green_level,
+        "lane_state": reply.lane_state,
     })
+    .to_string()
 }

@@ -224,10 +224,10 @@ fn main() -> ExitCode {
                     // Codex's notify program runs with the TUI's terminal as its stdin: an
                     // argument payload leaves it alone.
                     Some(payload) => {
-                        clawpool_lane::channel::deliver(&args.event, payload.as_bytes(), env).await
+                        clawpool_lane::control::deliver(&args.event, payload.as_bytes(), env).await
                     }
                     None => {
-                        clawpool_lane::channel::deliver(&args.event, tokio::io::stdin(), env).await
+                        clawpool_lane::control::deliver(&args.event, tokio::io::stdin(), env).await
                     }
                 };
                 match delivered {

@@ -288,10 +288,7 @@ fn ended_lane_answer(doc: &clawpool_lanes::WorkerStateDoc, command: &OperatorCom
 /// Sends `command` to the lane listening on `socket`; its verdict, or why it never reached a
 /// lane (no socket, nobody listening, the lane ended before it decided).
 pub async fn operator_verdict(socket: &Path, command: &OperatorCommand) -> Result<Verdict, String> {
-    let reply = control::send(socket, command)
-        .await
-        .map_err(|e| e.to_string())?;
-    control::parse_reply(&reply)
+    control::operator_verdict(socket, command).await
 }
 
 /// Prints an operator command's verdict and returns the exit status: on stdout and 0 when the

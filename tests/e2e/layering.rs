@@ -1,5 +1,6 @@
 //! The workspace's layering, checked from its sources: inside each crate, the top-level modules
-//! must not import each other in circles (`docs/architecture.md`). Cargo already refuses
+//! must not import each other in circles (`docs/architecture.md`), and the binary speaks the
+//! lanes' control protocol only through its typed API (issue #27). Cargo already refuses
 //! cycles between crates; this catches them between the modules of one crate, where the
 //! compiler allows them.
 //!
@@ -36,6 +37,67 @@ fn no_crate_imports_its_own_modules_in_circles() {
         found.is_empty(),
         "module cycles per crate (each the modules that reach each other): {found:?}"
     );
+}
+
+/// Issue #27: the binary is a client of the lane's control socket through its typed API
+/// (`clawpool_lane::control`, `docs/control-protocol.md`) and nothing else: no file of
+/// `supervisor/src` that reaches a control socket writes a request line by hand, opens the
+/// socket itself, or reads a reply as JSON by key.
+#[test]
+fn the_binary_speaks_the_control_protocol_only_through_its_types() {
+    let src = workspace().join("supervisor/src");
+    let mut clients = Vec::new();
+    let mut found = Vec::new();
+    for file in rust_files(&src) {
+        let code = production_code(&std::fs::read_to_string(&file).expect("read"));
+        if !(code.contains("control_socket(") || code.contains("control::")) {
+            continue;
+        }
+        let name = file
+            .strip_prefix(&src)
+            .expect("below src")
+            .display()
+            .to_string();
+        clients.push(name.clone());
+        for raw in [
+            // A reply read by key, as `serde_json::Value`.
+            "reply[",
+            "reply.get(",
+            // A request line written by hand (the pre-versioned lines, or this version's).
+            "{\"command\"",
+            "{\"v\"",
+            // The socket opened around the protocol's client (`control::ask`).
+            "UnixStream",
+            "control::request(",
+        ] {
+            if code.contains(raw) {
+                found.push(format!("{name}: {raw}"));
+            }
+        }
+    }
+    // The commands that reach a lane's socket: operator commands, merge-forward and verify,
+    // the dashboard's screen, the board's liveness probe.
+    for client in ["run_lane.rs", "checks.rs", "ui/screen.rs", "board.rs"] {
+        assert!(
+            clients.iter().any(|c| c == client),
+            "{client} is no longer seen reaching a control socket: update this test ({clients:?})"
+        );
+    }
+    assert!(
+        found.is_empty(),
+        "the control protocol spoken by hand: {found:?}"
+    );
+}
+
+/// A file that indexes a control reply by key is caught (the check above is not vacuous).
+#[test]
+fn a_reply_read_by_key_is_caught() {
+    let code = production_code(
+        "let reply = control::ask(&socket, Request::Screen).await?;\n// reply[\"ok\"] in a comment\nif reply[\"ok\"] == true {}",
+    );
+    assert!(code.contains("control::") && code.contains("reply["));
+    let commented = production_code("// reply[\"ok\"]\nlet x = control::ask;");
+    assert!(!commented.contains("reply["));
 }
 
 /// The workspace's top folder (this crate is `tests/` in it).

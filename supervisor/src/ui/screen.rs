@@ -1,5 +1,5 @@
-//! The selected lane's live screen: asked of the lane's control socket (`{"command":
-//! "screen"}`, answered from the screen model the lane's handshake watches, PTY and tmux lanes
+//! The selected lane's live screen: asked of the lane's control socket (a `screen` request,
+//! `docs/control-protocol.md`, answered from the screen model the lane's handshake watches, PTY and tmux lanes
 //! alike) and turned into lines the dashboard draws, in the worker's colours or plain.
 
 use std::num::NonZeroU16;
@@ -8,10 +8,9 @@ use std::time::Duration;
 
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
-use serde_json::Value;
 
 use super::lanes::LaneKey;
-use clawpool_lane::control;
+use clawpool_lane::control::{self, ControlReply, Request};
 
 /// How long a lane has to answer: it answers from memory, at once, unless it is gone.
 const SCREEN_PATIENCE: Duration = Duration::from_millis(500);
@@ -33,35 +32,29 @@ pub type NoScreen = String;
 /// Asks the lane whose record folder (its registry folder) is `record` for its screen.
 pub async fn fetch(lane: &LaneKey, record: &Path) -> Result<LaneScreen, NoScreen> {
     let socket = clawpool_worktree::layout::control_socket(record);
-    let reply = tokio::time::timeout(
-        SCREEN_PATIENCE,
-        control::request(&socket, r#"{"command":"screen"}"#),
-    )
-    .await
-    .map_err(|_| "the lane did not answer".to_owned())?
-    .map_err(|e| format!("no running lane ({e})"))?;
-    let reply: Value =
-        serde_json::from_str(&reply).map_err(|_| format!("an unreadable reply: {reply:?}"))?;
-    if reply["ok"] != true {
-        return Err(reply["error"].as_str().unwrap_or("no screen").to_owned());
-    }
-    let size = |key: &str| {
-        reply[key]
-            .as_u64()
-            .and_then(|n| u16::try_from(n).ok())
-            .and_then(NonZeroU16::new)
+    let reply = tokio::time::timeout(SCREEN_PATIENCE, control::ask(&socket, Request::Screen))
+        .await
+        .map_err(|_| "the lane did not answer".to_owned())?
+        .map_err(|e| format!("no running lane ({e})"))?;
+    let snapshot = match reply {
+        ControlReply::Screen(snapshot) => snapshot,
+        ControlReply::Error(error) => return Err(error.message),
+        other => return Err(format!("a reply that is not a screen: {other:?}")),
     };
-    let model = match (size("rows"), size("cols"), reply["formatted"].as_str()) {
-        (Some(rows), Some(cols), Some(formatted)) => {
+    let model = match (
+        NonZeroU16::new(snapshot.rows),
+        NonZeroU16::new(snapshot.cols),
+    ) {
+        (Some(rows), Some(cols)) => {
             let mut parser = vt100::Parser::new(rows, cols, 0);
-            parser.process(formatted.as_bytes());
+            parser.process(snapshot.formatted.as_bytes());
             Some(parser)
         }
         _ => None,
     };
     Ok(LaneScreen {
         lane: lane.clone(),
-        text: reply["text"].as_str().unwrap_or_default().to_owned(),
+        text: snapshot.text,
         model,
     })
 }
