@@ -346,11 +346,8 @@ async fn land_one(
             .bring_base_in(events, &recorder, Some(recorder.doc().lane_state()))
             .await;
         if let Some(reason) = problem {
-            let merge: Option<MergeOutcome> = reply
-                .get("merge")
-                .and_then(|m| serde_json::from_value(m.clone()).ok());
-            let (failure, head) = match merge {
-                Some(MergeOutcome::Conflict { head, .. }) => (LandFailure::Conflict, Some(head)),
+            let (failure, head) = match reply {
+                Ok(MergeOutcome::Conflict { head, .. }) => (LandFailure::Conflict, Some(head)),
                 _ => (LandFailure::Refused, None),
             };
             return left_out(

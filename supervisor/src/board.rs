@@ -371,7 +371,7 @@ fn print_table(lanes: &[Value]) {
             }
         })
     };
-    let rows: Vec<[String; 13]> = lanes
+    let rows: Vec<[String; 14]> = lanes
         .iter()
         .map(|l| {
             let status = status_cell(l);

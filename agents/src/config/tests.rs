@@ -563,6 +563,9 @@ fn the_sandbox_keys_merge_and_bad_ones_name_their_line() {
         .merge_text(Path::new("/c.toml"), "sandbox_rw = [\"rel\"]\n", home)
         .expect_err("relative");
     assert!(err.to_string().contains("not absolute"), "{err}");
+}
+
+#[test]
 fn prices_from_the_last_file_that_sets_a_model_and_never_from_the_repository() {
     let s = Scratch::new();
     s.write(
