@@ -92,6 +92,9 @@ pub enum Command {
     Recover(RecoverArgs),
     /// Tool-permission questions: what the permission policy decides (docs/permissions.md).
     Permissions(PermissionsArgs),
+    /// Serve the repository's pool as an MCP server on stdio, for an orchestrating agent
+    /// (docs/mcp.md); refuses to start inside a lane.
+    Mcp(McpArgs),
 }
 
 #[derive(Debug, Args)]
@@ -321,6 +324,7 @@ impl Command {
                 command: ConfigCommand::Show(args),
             }) => args.output_format,
             Command::Doctor(args) => args.output_format,
+            Command::Mcp(args) => args.output_format,
             Command::State(args) => args.output_format,
             Command::Spawn(args) => args.output_format,
             Command::Board(args) => args.output_format,
@@ -733,6 +737,22 @@ pub struct GcArgs {
     #[arg(long)]
     pub force: bool,
     /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub output_format: OutputFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    /// What its tools may do: read (state, events, board, wait), operate (also spawn, send,
+    /// stop, restart, recover, verify, merge-forward) or admin (also trust and answer).
+    #[arg(long, value_enum, default_value_t = crate::mcp::Tier::Operate)]
+    pub tier: crate::mcp::Tier,
+    /// The repository (default: the one containing the current folder).
+    #[arg(long, default_value = ".")]
+    pub repo: PathBuf,
+    #[command(flatten)]
+    pub config: ConfigFlag,
+    /// Output format for an error at start (the MCP session itself is on stdin/stdout).
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub output_format: OutputFormat,
 }

@@ -15,6 +15,7 @@ mod gc;
 mod inspect;
 mod known_repos;
 mod loaded;
+mod mcp;
 mod mirror;
 mod output;
 mod permissions_cmd;
@@ -253,6 +254,7 @@ fn main() -> ExitCode {
                 let loaded = loaded::Loaded::load(&args.config, Some(&args.repo))?;
                 inspect::run_doctor(&loaded, &args)
             }
+            Command::Mcp(args) => mcp::run(&args).await,
         }
     });
     // Hooks still running (each ends by its timeout) are not cut off by the exit.

@@ -12,6 +12,7 @@ mod idle;
 mod lane_truth;
 mod layering;
 mod lives;
+mod mcp;
 mod model_server;
 mod more_agents;
 mod permissions;
