@@ -40,9 +40,14 @@ async fn connect(s: &Setup, tier: &str) -> (Session, Client) {
         .arg(&s.config)
         .arg("--repo")
         .arg(&s.repo);
-    let transport = TokioChildProcess::new(tokio::process::Command::from(cmd)).expect("clawpool mcp");
+    let transport =
+        TokioChildProcess::new(tokio::process::Command::from(cmd)).expect("clawpool mcp");
     let client = Client::default();
-    let session = client.clone().serve(transport).await.expect("MCP handshake");
+    let session = client
+        .clone()
+        .serve(transport)
+        .await
+        .expect("MCP handshake");
     (session, client)
 }
 
@@ -53,11 +58,17 @@ fn args(value: Value) -> CallToolRequestParams {
 async fn call(session: &Session, tool: &'static str, arguments: Value) -> CallToolResult {
     let mut params = args(arguments);
     params.name = tool.into();
-    session.call_tool(params).await.expect("tools/call answered")
+    session
+        .call_tool(params)
+        .await
+        .expect("tools/call answered")
 }
 
 fn structured(result: &CallToolResult) -> &Value {
-    result.structured_content.as_ref().expect("structured content")
+    result
+        .structured_content
+        .as_ref()
+        .expect("structured content")
 }
 
 fn audit_lines(s: &Setup) -> Vec<Value> {
@@ -79,7 +90,14 @@ async fn an_mcp_client_spawns_a_lane_waits_for_it_and_reads_its_state() {
         .into_iter()
         .map(|t| t.name.to_string())
         .collect();
-    for tool in ["spawn_lane", "wait_lanes", "lane_state", "lane_events", "send_to_lane", "answer_lane"] {
+    for tool in [
+        "spawn_lane",
+        "wait_lanes",
+        "lane_state",
+        "lane_events",
+        "send_to_lane",
+        "answer_lane",
+    ] {
         assert!(tools.iter().any(|t| t == tool), "{tool} in {tools:?}");
     }
 
@@ -108,17 +126,33 @@ async fn an_mcp_client_spawns_a_lane_waits_for_it_and_reads_its_state() {
     };
     let waited = structured(&waited).clone();
     assert_eq!(waited["outcome"], "reached", "{waited}");
-    assert_eq!(waited["lanes"][0]["state"], "finished", "{waited}");
+    assert_eq!(
+        waited["lanes"][0]["state"]["status"], "finished",
+        "{waited}"
+    );
+    // The prompt's acceptance is reported while waiting: the lane finishes only after its
+    // scenario's work and the configured idle hold, well after it. (The finishing event itself
+    // ends the wait and may race its own progress note.)
     let progress = client.progress.lock().expect("progress").clone();
     assert!(
-        progress
-            .iter()
-            .any(|p| p.message.as_deref().is_some_and(|m| m.contains("alpha lane.finished"))),
+        progress.iter().any(|p| p
+            .message
+            .as_deref()
+            .is_some_and(|m| m.contains("alpha lane.prompt_accepted -> prompt_accepted"))),
         "progress while waiting: {progress:?}"
     );
 
+    // The lane's record, as `clawpool state` prints it. It is written just after the event
+    // that ended the wait, so it may still say `running` for a moment (docs/mcp.md).
     let state = call(&session, "lane_state", json!({"lane": "alpha"})).await;
-    assert_eq!(structured(&state)["state"]["lane_status"], "finished", "{state:?}");
+    let doc = &structured(&state)["state"];
+    assert_eq!(doc["lane"], "alpha", "{state:?}");
+    assert_eq!(doc["branch"], "lanes/alpha", "{state:?}");
+    assert!(
+        ["running", "finished"].contains(&doc["lane_status"].as_str().unwrap_or_default()),
+        "{state:?}"
+    );
+    assert!(doc["prompt"]["accepted_at"].is_u64(), "{state:?}");
     let lanes = call(&session, "list_lanes", json!({})).await;
     assert_eq!(structured(&lanes)["lanes"][0]["lane"], "alpha", "{lanes:?}");
     let events = call(&session, "lane_events", json!({"lane": "alpha"})).await;
@@ -132,7 +166,12 @@ async fn an_mcp_client_spawns_a_lane_waits_for_it_and_reads_its_state() {
         "{events}"
     );
     // Nothing after the last cursor.
-    let after = call(&session, "lane_events", json!({"since": events["next_cursor"]})).await;
+    let after = call(
+        &session,
+        "lane_events",
+        json!({"since": events["next_cursor"]}),
+    )
+    .await;
     assert_eq!(structured(&after)["events"], json!([]), "{after:?}");
 
     // An unknown lane is a tool error with the CLI's kind.
@@ -148,7 +187,10 @@ async fn an_mcp_client_spawns_a_lane_waits_for_it_and_reads_its_state() {
     assert_eq!(spawn[1]["tier"], "operate");
     assert_eq!(spawn[1]["who"]["transport"], "stdio");
     assert_eq!(spawn[1]["args_sha256"].as_str().map(str::len), Some(64));
-    assert!(!audit.iter().any(|l| l["tool"] == "lane_state"), "reads are not audited");
+    assert!(
+        !audit.iter().any(|l| l["tool"] == "lane_state"),
+        "reads are not audited"
+    );
 
     session.cancel().await.expect("close");
     crate::spawn::stop_daemon(&s);
@@ -182,10 +224,20 @@ fn mcp_started_inside_a_lane_refuses_to_start() {
     let out = s
         .sandbox
         .clawpool()
-        .args(["mcp", "--tier", "admin", "--output-format", "json", "--repo"])
+        .args([
+            "mcp",
+            "--tier",
+            "admin",
+            "--output-format",
+            "json",
+            "--repo",
+        ])
         .arg(&s.repo)
         .env("CLAWPOOL_LANE_NAME", "alpha")
-        .env("CLAWPOOL_LANE_DIR", s.repo.join(".git/clawpool/lanes/alpha"))
+        .env(
+            "CLAWPOOL_LANE_DIR",
+            s.repo.join(".git/clawpool/lanes/alpha"),
+        )
         .stdin(std::process::Stdio::null())
         .output()
         .expect("clawpool mcp runs");
@@ -194,7 +246,9 @@ fn mcp_started_inside_a_lane_refuses_to_start() {
     let error: Value = serde_json::from_slice(&out.stderr).expect("one JSON error");
     assert_eq!(error["error"]["kind"], "caller_refused", "{error}");
     assert!(
-        error["error"]["message"].as_str().is_some_and(|m| m.contains("\"alpha\"")),
+        error["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("\"alpha\"")),
         "{error}"
     );
 }

@@ -10,8 +10,7 @@ use clawpool_pool::{LaneProgress, Until, WaitOutcome};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
-    CallToolResult, Implementation, InitializeResult, ProgressNotificationParam,
-    ServerCapabilities,
+    CallToolResult, Implementation, InitializeResult, ProgressNotificationParam, ServerCapabilities,
 };
 use rmcp::service::RequestContext;
 use rmcp::{Json, RoleServer, ServerHandler, tool, tool_handler, tool_router};
@@ -499,7 +498,9 @@ impl PoolServer {
             {
                 Receipt::Held {
                     by: clawpool_lanes::wire_name(&state.status()),
-                    reason: format!("the lane is {state}: answer_lane or trust_lane (admin tier) decides"),
+                    reason: format!(
+                        "the lane is {state}: answer_lane or trust_lane (admin tier) decides"
+                    ),
                 }
             }
             Some(state) if state.is_terminal() => Receipt::Refused {
@@ -538,7 +539,10 @@ impl PoolServer {
     )]
     async fn list_lanes(&self) -> ToolResult<LanesResult> {
         self.check_read("list_lanes")?;
-        let lanes = self.api.list_lanes().map_err(|e| tool_error(&e, Value::Null))?;
+        let lanes = self
+            .api
+            .list_lanes()
+            .map_err(|e| tool_error(&e, Value::Null))?;
         Ok(Json(LanesResult { lanes }))
     }
 
@@ -562,7 +566,10 @@ impl PoolServer {
         description = "Events of the repository's ordered stream (every lane, or one), after a cursor; resume with `next_cursor`. Tier: read.",
         annotations(read_only_hint = true)
     )]
-    async fn lane_events(&self, Parameters(p): Parameters<EventsParams>) -> ToolResult<EventsResult> {
+    async fn lane_events(
+        &self,
+        Parameters(p): Parameters<EventsParams>,
+    ) -> ToolResult<EventsResult> {
         self.check_read("lane_events")?;
         let limit = p.limit.unwrap_or(MAX_EVENTS).clamp(1, MAX_EVENTS);
         let (events, next_cursor) = self
@@ -588,9 +595,12 @@ impl PoolServer {
         ctx: RequestContext<RoleServer>,
     ) -> ToolResult<WaitResult> {
         self.check_read("wait_lanes")?;
-        let invalid = |message: String| tool_error(&ApiError::new("invalid_argument", message), Value::Null);
+        let invalid =
+            |message: String| tool_error(&ApiError::new("invalid_argument", message), Value::Null);
         if p.lanes.is_empty() || p.until.is_empty() {
-            return Err(invalid("give at least one lane and one state in `until`".into()));
+            return Err(invalid(
+                "give at least one lane and one state in `until`".into(),
+            ));
         }
         let until = p
             .until
@@ -598,10 +608,13 @@ impl PoolServer {
             .map(|u| Until::parse(u))
             .collect::<Result<Vec<_>, _>>()
             .map_err(invalid)?;
-        let timeout = match p.timeout_s {
-            Some(secs) => Some(seconds(secs).ok_or_else(|| invalid(format!("timeout_s {secs} is not a number of seconds")))?),
-            None => None,
-        };
+        let timeout =
+            match p.timeout_s {
+                Some(secs) => Some(seconds(secs).ok_or_else(|| {
+                    invalid(format!("timeout_s {secs} is not a number of seconds"))
+                })?),
+                None => None,
+            };
         // Progress: each event of a lane waited on, read from the stream as it comes.
         let reporting = async {
             let Some(token) = ctx.meta.get_progress_token() else {
@@ -617,8 +630,13 @@ impl PoolServer {
                 };
                 for line in events.iter().filter(|l| p.lanes.contains(&l.event.lane)) {
                     seen += 1;
-                    let state = line.event.to.map(|s| format!(" -> {s}")).unwrap_or_default();
-                    let message = format!("{} {}{state}", line.event.lane, line.event.kind.as_str());
+                    let state = line
+                        .event
+                        .to
+                        .map(|s| format!(" -> {s}"))
+                        .unwrap_or_default();
+                    let message =
+                        format!("{} {}{state}", line.event.lane, line.event.kind.as_str());
                     let _ = ctx
                         .peer
                         .notify_progress(
@@ -670,18 +688,30 @@ impl PoolServer {
             .await
     }
 
-    #[tool(description = "Stop a lane (`clawpool stop`): its work done is `finished`, otherwise `stopped`. Tier: operate.")]
+    #[tool(
+        description = "Stop a lane (`clawpool stop`): its work done is `finished`, otherwise `stopped`. Tier: operate."
+    )]
     async fn stop_lane(
         &self,
         Parameters(p): Parameters<LaneParams>,
         ctx: RequestContext<RoleServer>,
     ) -> ToolResult<OpResult> {
-        let op = Operation::Stop { lane: p.lane.clone() };
-        self.audited(Tier::Operate, "stop_lane", &p, &ctx, self.operation(&p.lane, op))
-            .await
+        let op = Operation::Stop {
+            lane: p.lane.clone(),
+        };
+        self.audited(
+            Tier::Operate,
+            "stop_lane",
+            &p,
+            &ctx,
+            self.operation(&p.lane, op),
+        )
+        .await
     }
 
-    #[tool(description = "Restart a lane's agent (`clawpool restart`), optionally resuming its session and redelivering its prompt. Tier: operate.")]
+    #[tool(
+        description = "Restart a lane's agent (`clawpool restart`), optionally resuming its session and redelivering its prompt. Tier: operate."
+    )]
     async fn restart_lane(
         &self,
         Parameters(p): Parameters<RestartParams>,
@@ -692,11 +722,19 @@ impl PoolServer {
             resume: p.resume,
             redeliver: p.redeliver,
         };
-        self.audited(Tier::Operate, "restart_lane", &p, &ctx, self.operation(&p.lane, op))
-            .await
+        self.audited(
+            Tier::Operate,
+            "restart_lane",
+            &p,
+            &ctx,
+            self.operation(&p.lane, op),
+        )
+        .await
     }
 
-    #[tool(description = "Run the recovery recipe a lane's state calls for, or the one named (`clawpool recover`). Tier: operate.")]
+    #[tool(
+        description = "Run the recovery recipe a lane's state calls for, or the one named (`clawpool recover`). Tier: operate."
+    )]
     async fn recover_lane(
         &self,
         Parameters(p): Parameters<RecoverParams>,
@@ -706,11 +744,19 @@ impl PoolServer {
             lane: p.lane.clone(),
             recipe: p.recipe.clone(),
         };
-        self.audited(Tier::Operate, "recover_lane", &p, &ctx, self.operation(&p.lane, op))
-            .await
+        self.audited(
+            Tier::Operate,
+            "recover_lane",
+            &p,
+            &ctx,
+            self.operation(&p.lane, op),
+        )
+        .await
     }
 
-    #[tool(description = "Verify a lane's work at a level (`clawpool verify`); `ok: false` with what failed. Tier: operate.")]
+    #[tool(
+        description = "Verify a lane's work at a level (`clawpool verify`); `ok: false` with what failed. Tier: operate."
+    )]
     async fn verify_lane(
         &self,
         Parameters(p): Parameters<VerifyParams>,
@@ -720,33 +766,61 @@ impl PoolServer {
             lane: p.lane.clone(),
             level: p.level.clone(),
         };
-        self.audited(Tier::Operate, "verify_lane", &p, &ctx, self.operation(&p.lane, op))
-            .await
+        self.audited(
+            Tier::Operate,
+            "verify_lane",
+            &p,
+            &ctx,
+            self.operation(&p.lane, op),
+        )
+        .await
     }
 
-    #[tool(description = "Merge the lane's base into its branch (`clawpool merge-forward`); `ok: false` with the conflict. Tier: operate.")]
+    #[tool(
+        description = "Merge the lane's base into its branch (`clawpool merge-forward`); `ok: false` with the conflict. Tier: operate."
+    )]
     async fn merge_forward_lane(
         &self,
         Parameters(p): Parameters<LaneParams>,
         ctx: RequestContext<RoleServer>,
     ) -> ToolResult<OpResult> {
-        let op = Operation::MergeForward { lane: p.lane.clone() };
-        self.audited(Tier::Operate, "merge_forward_lane", &p, &ctx, self.operation(&p.lane, op))
-            .await
+        let op = Operation::MergeForward {
+            lane: p.lane.clone(),
+        };
+        self.audited(
+            Tier::Operate,
+            "merge_forward_lane",
+            &p,
+            &ctx,
+            self.operation(&p.lane, op),
+        )
+        .await
     }
 
-    #[tool(description = "Trust the folder in the lane's trust dialog, for a person (`clawpool trust`). Tier: admin.")]
+    #[tool(
+        description = "Trust the folder in the lane's trust dialog, for a person (`clawpool trust`). Tier: admin."
+    )]
     async fn trust_lane(
         &self,
         Parameters(p): Parameters<LaneParams>,
         ctx: RequestContext<RoleServer>,
     ) -> ToolResult<OpResult> {
-        let op = Operation::Trust { lane: p.lane.clone() };
-        self.audited(Tier::Admin, "trust_lane", &p, &ctx, self.operation(&p.lane, op))
-            .await
+        let op = Operation::Trust {
+            lane: p.lane.clone(),
+        };
+        self.audited(
+            Tier::Admin,
+            "trust_lane",
+            &p,
+            &ctx,
+            self.operation(&p.lane, op),
+        )
+        .await
     }
 
-    #[tool(description = "Answer the dialog or permission question on a lane's screen with one of its choices, for a person (`clawpool answer`). Tier: admin.")]
+    #[tool(
+        description = "Answer the dialog or permission question on a lane's screen with one of its choices, for a person (`clawpool answer`). Tier: admin."
+    )]
     async fn answer_lane(
         &self,
         Parameters(p): Parameters<AnswerParams>,
@@ -756,8 +830,14 @@ impl PoolServer {
             lane: p.lane.clone(),
             choice: p.choice.clone(),
         };
-        self.audited(Tier::Admin, "answer_lane", &p, &ctx, self.operation(&p.lane, op))
-            .await
+        self.audited(
+            Tier::Admin,
+            "answer_lane",
+            &p,
+            &ctx,
+            self.operation(&p.lane, op),
+        )
+        .await
     }
 }
 
