@@ -2,6 +2,9 @@
 //! audit line, and its structured result. What a tool does to the pool is
 //! [`super::pool_api`]'s; this module only checks, records and shapes.
 
+// A tool's error is rmcp's `CallToolResult` (`isError: true`), as its `#[tool]` functions return it.
+#![allow(clippy::result_large_err)]
+
 use std::time::Duration;
 
 use clawpool_lane::handshake::{SendFate, Verdict};
