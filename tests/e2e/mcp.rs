@@ -252,3 +252,49 @@ fn mcp_started_inside_a_lane_refuses_to_start() {
         "{error}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trust_dialog_holds_a_spawned_prompt_and_a_send_and_trust_needs_admin() {
+    let s = setup();
+    // No trusted roots: the scripted agent's trust dialog waits for a person.
+    let config = std::fs::read_to_string(&s.config).expect("config");
+    let untrusted: String = config
+        .lines()
+        .filter(|l| !l.starts_with("trusted_roots"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&s.config, untrusted).expect("config");
+    let (session, _) = connect(&s, "operate").await;
+
+    let spawned = call(
+        &session,
+        "spawn_lane",
+        json!({"name": "alpha", "prompt": "do alpha", "agent": "scripted", "await_delivery_s": 60}),
+    )
+    .await;
+    let receipt = structured(&spawned);
+    assert_eq!(receipt["receipt"], "held", "{spawned:?}");
+    assert_eq!(receipt["by"], "trust_required", "{spawned:?}");
+
+    let sent = call(
+        &session,
+        "send_to_lane",
+        json!({"lane": "alpha", "text": "and this"}),
+    )
+    .await;
+    assert_eq!(sent.is_error, Some(true), "{sent:?}");
+    assert_eq!(structured(&sent)["kind"], "lane_refused", "{sent:?}");
+    assert_eq!(structured(&sent)["receipt"], "held", "{sent:?}");
+    // By then the dialog unanswered is the lane's block (`blocked{...}`), or still the dialog.
+    let by = structured(&sent)["by"].as_str().unwrap_or_default();
+    assert!(
+        by == "trust_required" || by.starts_with("blocked{"),
+        "{sent:?}"
+    );
+
+    let trusted = call(&session, "trust_lane", json!({"lane": "alpha"})).await;
+    assert_eq!(structured(&trusted)["kind"], "tier_refused", "{trusted:?}");
+
+    session.cancel().await.expect("close");
+    crate::spawn::stop_daemon(&s);
+}

@@ -224,7 +224,8 @@ pub enum Receipt {
     },
     /// A dialog or a permission question blocks it.
     Held {
-        /// Which: the lane's status (`trust_required`, `tool_permission_required`, `blocked`).
+        /// Which: the lane's state (`trust_required`, `tool_permission_required`,
+        /// `blocked{SUBPHASE}`).
         by: String,
         reason: String,
     },
@@ -368,16 +369,21 @@ impl PoolServer {
     /// The receipt of a send the lane did not take: held when the lane is in a dialog or a
     /// permission question (its record's status says which), refused otherwise.
     fn undelivered(&self, lane: &str, err: &ApiError) -> Receipt {
-        let status = self.api.record(lane).ok().map(|(doc, _)| doc.status);
-        match status {
-            Some(
-                status @ (LaneStatus::TrustRequired
-                | LaneStatus::ToolPermissionRequired
-                | LaneStatus::Blocked),
-            ) => Receipt::Held {
-                by: clawpool_lanes::wire_name(&status),
-                reason: err.message.clone(),
-            },
+        let state = self.api.record(lane).ok().map(|(doc, _)| doc.lane_state());
+        match state {
+            Some(state)
+                if matches!(
+                    state.status(),
+                    LaneStatus::TrustRequired
+                        | LaneStatus::ToolPermissionRequired
+                        | LaneStatus::Blocked
+                ) =>
+            {
+                Receipt::Held {
+                    by: state.to_string(),
+                    reason: err.message.clone(),
+                }
+            }
             _ => Receipt::Refused {
                 kind: err.kind.clone(),
                 why: err.message.clone(),
@@ -500,7 +506,7 @@ impl PoolServer {
                 ) =>
             {
                 Receipt::Held {
-                    by: clawpool_lanes::wire_name(&state.status()),
+                    by: state.to_string(),
                     reason: format!(
                         "the lane is {state}: answer_lane or trust_lane (admin tier) decides"
                     ),
