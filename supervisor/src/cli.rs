@@ -745,8 +745,8 @@ pub struct GcArgs {
 pub struct McpArgs {
     /// What its tools may do: read (state, events, board, wait), operate (also spawn, send,
     /// stop, restart, recover, verify, merge-forward) or admin (also trust and answer).
-    #[arg(long, value_enum, default_value_t = crate::mcp::Tier::Operate)]
-    pub tier: crate::mcp::Tier,
+    #[arg(long, value_enum, default_value_t = Tier::Operate)]
+    pub tier: Tier,
     /// The repository (default: the one containing the current folder).
     #[arg(long, default_value = ".")]
     pub repo: PathBuf,
@@ -755,4 +755,27 @@ pub struct McpArgs {
     /// Output format for an error at start (the MCP session itself is on stdin/stdout).
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub output_format: OutputFormat,
+}
+
+/// `clawpool mcp --tier`: here, not in `mcp/`, so the flags need nothing of the server.
+/// A server's, or a tool's, permission tier; each includes the ones below it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum Tier {
+    /// State, events, the board, waiting.
+    Read,
+    /// Also spawn, send, stop, restart, recover, verify, merge-forward.
+    Operate,
+    /// Also trust and answer.
+    Admin,
+}
+
+impl Tier {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tier::Read => "read",
+            Tier::Operate => "operate",
+            Tier::Admin => "admin",
+        }
+    }
 }

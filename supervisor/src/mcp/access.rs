@@ -12,27 +12,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-/// A server's, or a tool's, permission tier; each includes the ones below it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, clap::ValueEnum)]
-#[serde(rename_all = "snake_case")]
-pub enum Tier {
-    /// State, events, the board, waiting.
-    Read,
-    /// Also spawn, send, stop, restart, recover, verify, merge-forward.
-    Operate,
-    /// Also trust and answer.
-    Admin,
-}
-
-impl Tier {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Tier::Read => "read",
-            Tier::Operate => "operate",
-            Tier::Admin => "admin",
-        }
-    }
-}
+pub use crate::cli::Tier;
 
 /// One line of the audit log.
 #[derive(Debug, Serialize)]

@@ -20,7 +20,6 @@ use std::process::ExitCode;
 use clawpool_lane::caller::{Caller, ProcFs};
 use rmcp::ServiceExt;
 
-pub use access::Tier;
 
 use crate::cli::McpArgs;
 use crate::output::{CommandError, EXIT_FAILURE};
