@@ -102,6 +102,9 @@ pub enum Command {
     /// Land lanes on their base one at a time (a merge queue): each merged forward onto the
     /// base as it stands, verified in its own worktree, and the base moved only on green.
     Land(LandArgs),
+    /// Serve the repository's pool as an MCP server on stdio, for an orchestrating agent
+    /// (docs/mcp.md); refuses to start inside a lane.
+    Mcp(McpArgs),
 }
 
 #[derive(Debug, Args)]
@@ -349,6 +352,7 @@ impl Command {
                 command: ConfigCommand::Show(args),
             }) => args.output_format,
             Command::Doctor(args) => args.output_format,
+            Command::Mcp(args) => args.output_format,
             Command::State(args) => args.output_format,
             Command::Spawn(args) => args.output_format,
             Command::Init(args) => args.output_format,
@@ -814,4 +818,43 @@ pub struct LandArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub output_format: OutputFormat,
+}
+
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    /// What its tools may do: read (state, events, board, wait), operate (also spawn, send,
+    /// stop, restart, recover, verify, merge-forward) or admin (also trust and answer).
+    #[arg(long, value_enum, default_value_t = Tier::Operate)]
+    pub tier: Tier,
+    /// The repository (default: the one containing the current folder).
+    #[arg(long, default_value = ".")]
+    pub repo: PathBuf,
+    #[command(flatten)]
+    pub config: ConfigFlag,
+    /// Output format for an error at start (the MCP session itself is on stdin/stdout).
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub output_format: OutputFormat,
+}
+
+/// `clawpool mcp --tier`: here, not in `mcp/`, so the flags need nothing of the server.
+/// A server's, or a tool's, permission tier; each includes the ones below it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum Tier {
+    /// State, events, the board, waiting.
+    Read,
+    /// Also spawn, send, stop, restart, recover, verify, merge-forward.
+    Operate,
+    /// Also trust and answer.
+    Admin,
+}
+
+impl Tier {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tier::Read => "read",
+            Tier::Operate => "operate",
+            Tier::Admin => "admin",
+        }
+    }
 }

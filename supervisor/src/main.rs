@@ -12,11 +12,12 @@ mod daemon;
 mod demo;
 mod follow_up;
 mod gc;
-mod init;
 mod handoff_cmd;
+mod init;
 mod inspect;
 mod known_repos;
 mod loaded;
+mod mcp;
 mod mirror;
 mod notifying;
 mod output;
@@ -270,6 +271,7 @@ fn main() -> ExitCode {
             }
             Command::Diff(args) => handoff_cmd::run_diff(&args),
             Command::Land(args) => handoff_cmd::run_land(&args).await,
+            Command::Mcp(args) => mcp::run(&args).await,
         }
     });
     // Hooks still running (each ends by its timeout) are not cut off by the exit.
