@@ -496,7 +496,10 @@ fn events_follow_prints_events_as_they_come_and_goes_on_after_the_lane_ends() {
     let next = || -> Value {
         let line = printed
             .recv_timeout(std::time::Duration::from_secs(30))
-            .expect("the follower printed the next event");
+            .unwrap_or_else(|_| {
+                let log = std::fs::read_to_string(registry.join("events.jsonl"));
+                panic!("the follower printed no next event in 30 s; the lane's log: {log:?}")
+            });
         serde_json::from_str(&line).unwrap_or_else(|e| panic!("{line:?}: {e}"))
     };
     let mut seen = Vec::new();
@@ -505,11 +508,9 @@ fn events_follow_prints_events_as_they_come_and_goes_on_after_the_lane_ends() {
         seen.push(event["kind"].as_str().unwrap_or("").to_owned());
         assert_eq!(event["seq"], seen.len(), "in order, none missed: {seen:?}");
         if event["kind"] == "lane.running" {
-            // Printed while the lane is still at work (until the gate opens): as it comes, not
-            // at the end.
+            // Printed while the lane is still at work (8 s): as it comes, not at the end.
             let log = std::fs::read_to_string(registry.join("events.jsonl")).expect("log");
             assert!(!log.contains("lane.finished"), "{log}");
-            open_gate(&s);
         }
         if event["kind"] == "lane.finished" {
             break;
@@ -949,25 +950,24 @@ steps = [
 ]
 "#;
 
-/// Starts `clawpool spawn` (JSON, stdout discarded, stderr piped) of one lane, alpha, whose
-/// agent works until [`open_gate`] (however loaded the machine, the lane is still at work
-/// until the test says); the packet is written to `file` in the sandbox.
-fn spawn_slow_alpha(s: &Setup, file: &str) -> std::process::Child {
-    let gate = s.sandbox.dir.path().join("gate");
-    let scenario = format!(
-        r#"
+/// [`SLOW_SCENARIO`] with 8 s of work: long enough that the tests using
+/// [`spawn_slow_alpha`] act while the lane is still at work on a loaded machine (the
+/// scripted agent's `run` step would block its screen, so no gate file can stand in for it).
+const SLOWER_SCENARIO: &str = r#"
 trust_dialog = true
 prompt_log = ".prompts.jsonl"
 [[prompt]]
 steps = [
-  {{ do = "run", command = "while [ ! -e '{}' ]; do sleep 0.05; done" }},
-  {{ do = "write_file", path = "out.txt", content = "done\n" }},
-  {{ do = "git_commit", message = "lane work" }},
+  { do = "sleep", ms = 8000 },
+  { do = "write_file", path = "out.txt", content = "done\n" },
+  { do = "git_commit", message = "lane work" },
 ]
-"#,
-        gate.display()
-    );
-    std::fs::write(s.sandbox.dir.path().join("scenario.toml"), scenario).expect("scenario");
+"#;
+
+/// Starts `clawpool spawn` (JSON, stdout discarded, stderr piped) of one lane, alpha, whose
+/// agent works 8 s; the packet is written to `file` in the sandbox.
+fn spawn_slow_alpha(s: &Setup, file: &str) -> std::process::Child {
+    std::fs::write(s.sandbox.dir.path().join("scenario.toml"), SLOWER_SCENARIO).expect("scenario");
     let file = s.sandbox.dir.path().join(file);
     std::fs::write(
         &file,
@@ -986,11 +986,6 @@ steps = [
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("clawpool spawn")
-}
-
-/// Lets [`spawn_slow_alpha`]'s agent finish its work.
-fn open_gate(s: &Setup) {
-    std::fs::write(s.sandbox.dir.path().join("gate"), "").expect("gate");
 }
 
 /// Spawns lanes alpha and beta on tmux with `scenario`, and SIGKILLs the supervisor once both
@@ -1786,7 +1781,6 @@ fn a_detached_spawn_while_a_foreground_spawn_runs_is_refused_at_once() {
     assert!(!s.branches().contains(&"lanes/beta".to_owned()));
 
     // The foreground spawn was not disturbed.
-    open_gate(&s);
     let done = foreground.wait_with_output().expect("foreground spawn");
     assert!(done.status.success(), "{}", stderr(&done));
     assert_eq!(
