@@ -150,15 +150,13 @@ pub enum LaneEventKind {
     Landed,
     /// `lane.land_failed`: `clawpool land` left the lane out: conflict, red, hang or a refusal.
     LandFailed,
-    /// `lane.pr.opened`: A pull request for the lane's branch was opened or found open.
-    PrOpened,
     /// A kind this build does not know, as written.
     Other(String),
 }
 
 impl LaneEventKind {
     /// Every kind this build records, in the order `docs/events.md` lists them.
-    pub const ALL: [LaneEventKind; 70] = [
+    pub const ALL: [LaneEventKind; 69] = [
         LaneEventKind::Started,
         LaneEventKind::Adopted,
         LaneEventKind::SessionReplaced,
@@ -228,7 +226,6 @@ impl LaneEventKind {
         LaneEventKind::PublicationRestored,
         LaneEventKind::Landed,
         LaneEventKind::LandFailed,
-        LaneEventKind::PrOpened,
     ];
 
     /// The wire name.
@@ -303,7 +300,6 @@ impl LaneEventKind {
             LaneEventKind::PublicationRestored => "lane.publication_restored",
             LaneEventKind::Landed => "lane.landed",
             LaneEventKind::LandFailed => "lane.land_failed",
-            LaneEventKind::PrOpened => "lane.pr.opened",
             LaneEventKind::Other(name) => name,
         }
     }

@@ -78,6 +78,6 @@ pub use now::{BranchesNow, LaneNow};
 pub use operation::{GitOperation, GitOperationKind, git_operation};
 pub use repo::Repo;
 pub use status::{
-    HeadState, MissingCommit, NewCommits, OwnWork, WorktreeStatus, WorktreeSummary, head_state,
-    new_commits, own_work, worktree_head, worktree_status, worktree_summary,
+    HeadState, MissingCommit, NewCommits, OwnWork, WorktreeStatus, head_state, new_commits,
+    own_work, worktree_head, worktree_status,
 };

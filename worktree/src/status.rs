@@ -112,50 +112,6 @@ pub fn worktree_status(path: &Path) -> Result<WorktreeStatus, WorktreeError> {
     })
 }
 
-/// What a board shows of a lane's worktree, read through one open of it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct WorktreeSummary {
-    /// [`WorktreeStatus::dirty`]; `None` when the worktree or its HEAD cannot be read.
-    pub dirty: Option<bool>,
-    /// The commits HEAD has that the base does not (`git rev-list --count BASE..HEAD`); `None`
-    /// when no base was given or the base or HEAD does not resolve.
-    pub commits_ahead: Option<u64>,
-}
-
-/// [`WorktreeSummary`] of the worktree whose top folder is `path`, against `base` (a sha or a
-/// revision): the worktree is opened once for both, and nothing runs git, so a board of a
-/// thousand lanes costs a thousand opens and status reads, not two thousand opens and a
-/// thousand `git` processes.
-pub fn worktree_summary(path: &Path, base: Option<&str>) -> WorktreeSummary {
-    let Ok(repo) = open_worktree(path) else {
-        return WorktreeSummary {
-            dirty: None,
-            commits_ahead: None,
-        };
-    };
-    let head = repo.refname_to_id("HEAD").ok();
-    let dirty = match head {
-        Some(_) => dirty_paths(&repo, path).ok().map(|paths| !paths.is_empty()),
-        None => None,
-    };
-    let commits_ahead = head.zip(base).and_then(|(head, base)| {
-        let base = repo.revparse_single(base).ok()?.peel_to_commit().ok()?.id();
-        let mut walk = repo.revwalk().ok()?;
-        walk.push(head).ok()?;
-        walk.hide(base).ok()?;
-        let mut count = 0u64;
-        for oid in walk {
-            oid.ok()?;
-            count += 1;
-        }
-        Some(count)
-    });
-    WorktreeSummary {
-        dirty,
-        commits_ahead,
-    }
-}
-
 /// The paths (relative to the worktree's top, `/`-separated) that make a worktree dirty:
 /// tracked files modified, staged or not, and untracked files that are not ignored. An
 /// untracked folder is one entry ending in `/`: existence is all that matters here, and a

@@ -10,8 +10,8 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use clawpool_worktree::{
-    LaneWorktreeSpec, Prepared, Repo, WorktreeError, WorktreeSummary, prepare_lane_worktree,
-    remove_lane_worktree, worktree_status, worktree_summary,
+    LaneWorktreeSpec, Prepared, Repo, WorktreeError, prepare_lane_worktree, remove_lane_worktree,
+    worktree_status,
 };
 use support::{Sandbox, open};
 
@@ -661,56 +661,5 @@ fn a_repository_libgit2_cannot_read_is_a_query_error_not_a_missing_one() {
     assert!(
         matches!(&err, WorktreeError::Query { path, .. } if *path == dir),
         "{err:?}"
-    );
-}
-
-#[test]
-fn a_worktree_summary_counts_commits_as_git_rev_list_does_and_says_dirty_as_status_does() {
-    let sb = Sandbox::new();
-    let root = sb.repo("proj", "main");
-    let repo = open(&root);
-    let base = sb.sha(&root, "main");
-    let prepared = prepare_lane_worktree(&repo, &spec(&repo, "a")).expect("the lane is created");
-    let path = prepared.path();
-    let counted = |base: &str| -> u64 {
-        sb.git(path, &["rev-list", "--count", &format!("{base}..HEAD")])
-            .parse()
-            .expect("a count")
-    };
-    assert_eq!(
-        worktree_summary(path, Some(&base)),
-        WorktreeSummary {
-            dirty: Some(false),
-            commits_ahead: Some(0)
-        }
-    );
-
-    // Two commits on the lane, one on main merged in: a history with a merge, as after a
-    // merge-forward, counted against the old base and the new one.
-    sb.git(path, &["commit", "-q", "--allow-empty", "-m", "lane 1"]);
-    sb.git(path, &["commit", "-q", "--allow-empty", "-m", "lane 2"]);
-    sb.git(&root, &["commit", "-q", "--allow-empty", "-m", "main 1"]);
-    sb.git(path, &["merge", "-q", "--no-edit", "main"]);
-    let moved = sb.sha(&root, "main");
-    for base in [&base, &moved] {
-        let summary = worktree_summary(path, Some(base));
-        assert_eq!(summary.commits_ahead, Some(counted(base)), "against {base}");
-    }
-    assert_eq!(worktree_summary(path, Some(&base)).commits_ahead, Some(4));
-
-    fs::write(path.join("new.txt"), "new\n").expect("the lane is writable");
-    assert_eq!(worktree_summary(path, None).dirty, Some(true));
-    assert_eq!(worktree_summary(path, None).commits_ahead, None);
-    // A base that does not resolve, and a folder that is no worktree, give nothing.
-    assert_eq!(
-        worktree_summary(path, Some(&"0".repeat(40))).commits_ahead,
-        None
-    );
-    assert_eq!(
-        worktree_summary(&sb.path().join("nowhere"), Some(&base)),
-        WorktreeSummary {
-            dirty: None,
-            commits_ahead: None
-        }
     );
 }

@@ -1,5 +1,4 @@
-//! The payloads of a lane's hand-off: landing on its base (`lane.landed`, `lane.land_failed`)
-//! and its pull request (`lane.pr.opened`).
+//! The payloads of a lane's hand-off: landing on its base (`lane.landed`, `lane.land_failed`).
 
 use serde::{Deserialize, Serialize};
 
@@ -56,17 +55,4 @@ pub struct LandFailed {
     pub logs: Vec<String>,
     /// What a person or an orchestrator does next.
     pub next_action: String,
-}
-
-/// `lane.pr.opened`: the lane's pull request.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PrOpened {
-    /// Its web address.
-    pub url: String,
-    /// Its number on the forge.
-    pub number: u64,
-    /// The branch it is for.
-    pub branch: String,
-    /// Whether this run opened it (false: an open one was found).
-    pub created: bool,
 }

@@ -38,7 +38,7 @@ pub use delivery::{
     DeliveryHeld, ErrorReport, InputCleared, PromptAccepted, PromptMisdelivery, PromptRound,
     PromptSent, PromptTyped, SendQueued, SendRefused,
 };
-pub use handoff::{LandFailed, LandFailure, Landed, PrOpened};
+pub use handoff::{LandFailed, LandFailure, Landed};
 pub use run::{
     ClosedOut, Escalated, LaneFailed, LaneOutcome, OutcomeReported, PreviousRun, PublicationFound,
     PublicationRestored, RecoveryAttempt, Rerun, RestartRequest, Restarted, SessionReplaced,
@@ -235,8 +235,6 @@ payloads! {
         Landed(Landed) => Landed,
         /// `lane.land_failed`.
         LandFailed(LandFailed) => LandFailed,
-        /// `lane.pr.opened`.
-        PrOpened(PrOpened) => PrOpened,
     }
     none {
         /// `lane.spawning`.
@@ -640,12 +638,6 @@ mod tests {
                 head: Some("ccc333".into()),
                 logs: vec!["/tmp/1.log".into()],
                 next_action: "read the log, send a follow-up, then land again".into(),
-            }),
-            Payload::PrOpened(PrOpened {
-                url: "https://forge/o/r/pull/7".into(),
-                number: 7,
-                branch: "lanes/a".into(),
-                created: true,
             }),
             Payload::Spawning,
             Payload::TrustRequired,
