@@ -321,6 +321,31 @@ fn the_dashboard_shows_the_boards_lanes_and_the_selected_lanes_live_screen() {
     );
 }
 
+/// A resize and a key that arrive together are both read. crossterm's default reader drops the
+/// readiness of every source but the first it takes from one wake; a `q` after a resize once
+/// left the dashboard running on a loaded CI machine (the race is rare; this test repeats it).
+#[test]
+fn a_key_arriving_with_a_resize_is_read_without_another_key() {
+    let s = setup();
+    let term = Term::start_ui(&s);
+    term.wait_for("the dashboard", |screen| screen.contains("clawpool ui"));
+    for round in 0..12 {
+        let width = if round % 2 == 0 { "110" } else { "120" };
+        // Two resizes, then the key: it comes while the dashboard is still taking the first.
+        let args = format!(
+            "resize-window -t ui-test -x {width} -y 30 ; resize-window -t ui-test -x {width} -y 31 ; send-keys -t ui-test ?"
+        );
+        term.tmux(&args.split(' ').collect::<Vec<_>>());
+        term.wait_for(&format!("the help, round {round}"), |screen| {
+            screen.contains("stop the lane, after confirming (clawpool stop)")
+        });
+        term.keys(&["Space"]);
+        term.wait_for(&format!("the help closed, round {round}"), |screen| {
+            !screen.contains("after confirming (clawpool stop)")
+        });
+    }
+}
+
 #[test]
 fn stop_and_send_from_the_dashboard_do_what_the_cli_does_on_tmux_lanes() {
     let s = setup();

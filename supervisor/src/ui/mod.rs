@@ -251,15 +251,10 @@ async fn event_loop(
                             Next::Run(action) => start(app, action, &outcomes_tx),
                             // The input stream is kept across the attach, not dropped and
                             // made again: dropping a crossterm `EventStream` wakes crossterm's
-                            // one (process-wide) reader, and with nobody polling then, the wake
-                            // waits for the next stream's first poll. That poll got the wake and
-                            // the terminal's readiness together, returned at the wake, and the
-                            // readiness (edge-triggered) was not reported again: a key already
-                            // typed when the dashboard came back (`q` right after detaching, on
-                            // a busy machine) stayed unread until another key came. Nothing
-                            // reads the terminal during the attach: the stream reads only when
-                            // polled (its thread only for a poll that found no input), the poll
-                            // that gave this key found one, and the next comes after the attach.
+                            // one (process-wide) reader, and a key typed as the dashboard came
+                            // back (`q` right after detaching) could be taken by that wake and
+                            // not reported. Nothing reads the terminal during the attach: the
+                            // stream reads only when polled, and the next poll comes after it.
                             Next::Attach => attach(app, terminal).await?,
                         }
                     }
