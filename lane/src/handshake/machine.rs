@@ -339,7 +339,7 @@ pub struct Machine<'a> {
 /// provider-retry text before it counts as running again. An agent's retry loop shows its
 /// working indicator for each attempt (aider's `Waiting for <model>` between `Retrying in N
 /// seconds...` lines): a glimpse of it between two failures is not the provider back.
-pub const PROVIDER_BACK_HOLD: Duration = Duration::from_secs(3);
+pub const PROVIDER_BACK_HOLD: Duration = Duration::from_secs(8);
 
 /// How long a tool-permission dialog waits for the PermissionRequest hook's decision once the
 /// agent's hooks are known to work, before the screen's gate decides it: the hook's whole
