@@ -24,26 +24,55 @@ pub struct Loaded {
     pub prices: std::sync::Arc<clawpool_lanes::cost::PriceTable>,
 }
 
+/// Where a command's configuration comes from: its `--config` flag and the environment that
+/// locates the others. A `spawn` handed to the daemon sends its own, so the daemon starts the
+/// lanes with the configuration the command was given, not the one the daemon started with.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ConfigInput {
+    /// `--config`, made absolute against the command's folder.
+    pub explicit: Option<PathBuf>,
+    /// `CLAWPOOL_CONFIG`, made absolute the same way.
+    pub env_config: Option<PathBuf>,
+    /// `HOME`: the user's configuration is under it.
+    pub home: PathBuf,
+    /// `XDG_CONFIG_HOME`, when set.
+    pub xdg: Option<PathBuf>,
+}
+
+impl ConfigInput {
+    /// This process's: its flag and its environment.
+    pub fn of_this_process(flag: &ConfigFlag) -> Self {
+        let absolute = |path: PathBuf| std::path::absolute(&path).unwrap_or(path);
+        let set = |name: &str| {
+            std::env::var_os(name)
+                .map(PathBuf::from)
+                .filter(|p| !p.as_os_str().is_empty())
+        };
+        Self {
+            explicit: flag.config.clone().map(absolute),
+            env_config: set("CLAWPOOL_CONFIG").map(absolute),
+            home: set("HOME").unwrap_or_else(|| PathBuf::from("/")),
+            xdg: set("XDG_CONFIG_HOME"),
+        }
+    }
+}
+
 impl Loaded {
     /// Loads the user's, the repository's (for the repository containing `lane_dir`, or the
     /// current folder) and the explicit configuration file.
     pub fn load(flag: &ConfigFlag, lane_dir: Option<&Path>) -> Result<Self, CommandError> {
-        let home = std::env::var_os("HOME")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from("/"));
-        let xdg = std::env::var_os("XDG_CONFIG_HOME")
-            .map(PathBuf::from)
-            .filter(|p| !p.as_os_str().is_empty());
-        let env_config = std::env::var_os("CLAWPOOL_CONFIG")
-            .map(PathBuf::from)
-            .filter(|p| !p.as_os_str().is_empty());
+        Self::load_input(&ConfigInput::of_this_process(flag), lane_dir)
+    }
+
+    /// [`Loaded::load`] from `input` rather than this process's flag and environment.
+    pub fn load_input(input: &ConfigInput, lane_dir: Option<&Path>) -> Result<Self, CommandError> {
         let repo = repo_root(lane_dir.unwrap_or(Path::new(".")));
         let sources = ConfigSources::discover(
-            &home,
-            xdg.as_deref(),
+            &input.home,
+            input.xdg.as_deref(),
             repo.as_deref(),
-            flag.config.as_deref(),
-            env_config.as_deref(),
+            input.explicit.as_deref(),
+            input.env_config.as_deref(),
         );
         let config = Config::load(&sources)
             .map_err(|e| CommandError::invalid("invalid_config", e.to_string()))?;

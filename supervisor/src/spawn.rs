@@ -62,7 +62,7 @@ pub struct PlannedLane {
 }
 
 /// Why a lane of the packet is not started again.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Skipped {
     /// Its last run finished (a close-out included): its prompt is not typed again.

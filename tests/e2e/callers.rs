@@ -547,7 +547,7 @@ fn claude_allowed_to_run_bash_cannot_answer_or_trust_another_lane() {
 }
 
 /// #25.1, the daemon's socket: a lane's agent asking the repository's background supervisor to
-/// stop is refused (`daemon_refused`, exit 1), and the daemon goes on serving; the same request
+/// stop is refused (`caller_refused`, exit 1), and the daemon goes on serving; the same request
 /// from outside every lane stops it.
 #[test]
 fn a_lanes_agent_cannot_stop_the_daemon() {

@@ -1597,6 +1597,58 @@ fn detached_lanes_run_in_the_daemon_and_a_second_spawn_hands_its_lanes_over() {
     stop_daemon(&s);
 }
 
+/// The daemon starts lanes with the configuration the spawn that hands them over was given, not
+/// the one it started with: a config changed since (the scripted agent's scenario, as an
+/// `ANTHROPIC_BASE_URL` would be) reaches the next lanes, never silently the old one; a config
+/// that no longer loads refuses the spawn by name, with nothing created.
+#[test]
+fn a_daemon_starts_lanes_with_the_configuration_the_spawn_was_given() {
+    let s = setup();
+    let handed =
+        |packet: &str| -> Output { s.spawn(packet, &["--detach", "--output-format", "json"]) };
+    let first = handed(r#"{"name": "alpha", "agent": "scripted", "prompt": "a"}"#);
+    assert!(first.status.success(), "{}", stderr(&first));
+    // The agent's scenario changes in the configuration after the daemon started.
+    let scenario = s.sandbox.dir.path().join("scenario-2.toml");
+    std::fs::write(
+        &scenario,
+        SCENARIO.replace(r#"content = "done\n""#, r#"content = "second config\n""#),
+    )
+    .expect("scenario");
+    let config = std::fs::read_to_string(&s.config).expect("config");
+    let original = s.sandbox.dir.path().join("scenario.toml");
+    std::fs::write(
+        &s.config,
+        config.replace(
+            &format!("{:?}", original.display().to_string()),
+            &format!("{:?}", scenario.display().to_string()),
+        ),
+    )
+    .expect("config");
+    let second = handed(r#"{"name": "beta", "agent": "scripted", "prompt": "b"}"#);
+    assert!(second.status.success(), "{}", stderr(&second));
+    board_when_all_ended(&s, 2);
+    let lanes = s.lanes_dir();
+    assert_eq!(
+        std::fs::read_to_string(lanes.join("alpha/out.txt")).expect("alpha's file"),
+        "done\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(lanes.join("beta/out.txt")).expect("beta's file"),
+        "second config\n",
+        "beta ran with the configuration its spawn was given"
+    );
+
+    // A configuration that no longer loads: refused by name, nothing created.
+    std::fs::write(&s.config, "trusted_roots = 7\n").expect("config");
+    let refused = handed(r#"{"name": "gamma", "agent": "scripted", "prompt": "c"}"#);
+    assert!(!refused.status.success());
+    let error: Value = serde_json::from_slice(&refused.stderr).expect("one JSON error");
+    assert_eq!(error["error"]["kind"], "invalid_config", "{error}");
+    assert!(!lanes.join("gamma").exists());
+    stop_daemon(&s);
+}
+
 /// Waits (at most `within`) for one of `children` to exit; returns its index and status.
 fn first_exit(
     children: &mut [std::process::Child],

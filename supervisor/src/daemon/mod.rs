@@ -1,11 +1,13 @@
 //! The background supervisor: `clawpool daemon` holds the repository's supervisor lock and
 //! listens on `<common git dir>/clawpool/daemon.sock` (mode 0600) for lanes to run.
 //!
-//! Protocol: one JSON line in, one JSON line out. `{"command": "spawn", "packet": TEXT,
-//! "packet_name", "transport", "concurrency", "agent"}` validates the packet exactly as
-//! `clawpool spawn` does (every problem at once, nothing created) and starts its lanes in the
-//! daemon; `{"command": "status"}` says how many lanes run; `{"command": "stop"}` ends the
-//! daemon (lanes in tmux keep running and can be adopted; lanes in PTYs end with it).
+//! Protocol: [`protocol`], one typed JSON line each way. A spawn request validates the packet
+//! exactly as `clawpool spawn` does (every problem at once, nothing created) and starts its
+//! lanes in the daemon, with the configuration the request carries — the asking command's
+//! flag and environment, loaded again for each request — so a configuration changed since the
+//! daemon started reaches the lanes started from then on; a configuration that no longer loads
+//! refuses the request by name. Lanes the daemon adopted keep the configuration the daemon
+//! loaded when it started.
 //!
 //! On start, holding the lock, the daemon adopts every registered lane that has not ended:
 //! a live tmux session is driven on from the lane's state file; a lane whose worker is gone
@@ -16,6 +18,8 @@
 //! Requests are taken only from callers inside no lane, of the daemon's own user
 //! ([`Caller::check_operator`]); a refused one is answered `caller_refused` and logged.
 
+pub mod protocol;
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};
@@ -24,13 +28,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use clawpool_worktree::Repo;
-use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 
-use crate::cli::{DaemonArgs, OutputFormat, SpawnArgs, TransportKind};
-use crate::loaded::Loaded;
+use crate::cli::{DaemonArgs, OutputFormat, SpawnArgs};
+use crate::loaded::{ConfigInput, Loaded};
 use crate::output::{CommandError, EXIT_FAILURE};
 use crate::spawn::{
     Board, LockHolder, NotAdopted, SkippedLane, SupervisorRole, adopt_lanes, hold_supervisor_lock,
@@ -48,22 +51,10 @@ const START_TIMEOUT: Duration = Duration::from_secs(15);
 /// stopped) or failed; beyond a few, it keeps failing and its log says why.
 const MAX_STARTS: usize = 3;
 
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(tag = "command", rename_all = "snake_case")]
-enum Request {
-    Spawn {
-        packet: String,
-        packet_name: PathBuf,
-        transport: TransportKind,
-        concurrency: Option<usize>,
-        agent: Option<String>,
-        /// `spawn --rerun`: run finished lanes again, re-create those gc removed.
-        #[serde(default)]
-        rerun: bool,
-    },
-    Status,
-    Stop,
-}
+use protocol::{
+    DaemonError, DaemonErrorKind, DaemonReply, DaemonRequest, Reply, Request, SkippedEntry,
+    SpawnRequest,
+};
 
 /// Where the daemon of a repository listens.
 pub fn socket_path(repo: &Repo) -> PathBuf {
@@ -75,24 +66,19 @@ pub async fn run(args: DaemonArgs, loaded: Loaded) -> Result<ExitCode, CommandEr
         .map_err(|e| CommandError::invalid("not_a_repository", e.to_string()))?;
     let socket = socket_path(&repo);
     if args.stop {
-        let reply = request(&socket, &Request::Stop).await.map_err(|e| {
+        let reply = request(&socket, Request::Stop).await.map_err(|e| {
             CommandError::invalid(
                 "daemon_not_running",
                 format!("no daemon for this repository ({e})"),
             )
         })?;
-        if reply["ok"] != true {
-            return Err(CommandError {
-                kind: "daemon_refused",
-                message: reply["error"]["message"]
-                    .as_str()
-                    .unwrap_or("the daemon refused to stop")
-                    .to_owned(),
-                exit: EXIT_FAILURE,
-            });
-        }
-        println!("{reply}");
-        return Ok(ExitCode::SUCCESS);
+        return match reply {
+            Reply::Stopping => {
+                println!("{}", json!({"ok": true, "stopping": true}));
+                Ok(ExitCode::SUCCESS)
+            }
+            other => Err(refusal(other, "the daemon refused to stop")),
+        };
     }
     let _lock = hold_supervisor_lock(&lock_path(&repo), SupervisorRole::Daemon)?;
     // The daemon owns the repository's lanes: it tells people about them.
@@ -141,7 +127,6 @@ pub async fn run(args: DaemonArgs, loaded: Loaded) -> Result<ExitCode, CommandEr
         }
         servers.close_unused().await;
     });
-    let loaded = Arc::new(loaded);
     let root = repo.root().to_owned();
     loop {
         let Ok((stream, _)) = listener.accept().await else {
@@ -154,58 +139,41 @@ pub async fn run(args: DaemonArgs, loaded: Loaded) -> Result<ExitCode, CommandEr
         if BufReader::new(read).read_line(&mut line).await.is_err() {
             continue;
         }
-        if let Err(refusal) = admitted {
-            eprintln!("clawpool: daemon request refused: {}", refusal.reason);
-            let message = format!("refused: {}", refusal.reason);
-            let reply =
-                json!({"ok": false, "error": {"kind": "caller_refused", "message": message}});
-            let _ = write.write_all(format!("{reply}\n").as_bytes()).await;
-            continue;
-        }
-        let (reply, stop) = match serde_json::from_str::<Request>(&line) {
-            Ok(Request::Stop) => (json!({"ok": true, "stopping": true}), true),
-            Ok(Request::Status) => (
-                json!({"ok": true, "running": running.load(Ordering::SeqCst)}),
-                false,
-            ),
-            Ok(Request::Spawn {
-                packet,
-                packet_name,
-                transport,
-                concurrency,
-                agent,
-                rerun,
-            }) => {
-                let started = start(
-                    &root,
-                    &loaded,
-                    &packet,
-                    &packet_name,
-                    transport,
-                    concurrency,
-                    (agent.as_deref(), rerun),
-                    &running,
-                )
-                .await;
-                (
-                    match started {
-                        Ok((names, skipped)) => json!({
-                            "ok": true, "lanes": names,
-                            "skipped": skipped.iter().map(SkippedLane::to_json).collect::<Vec<_>>(),
-                        }),
-                        Err(err) => {
-                            json!({"ok": false, "error": {"kind": err.kind, "message": err.message}})
-                        }
-                    },
-                    false,
-                )
+        let reply = match admitted {
+            Err(refused) => {
+                eprintln!("clawpool: daemon request refused: {}", refused.reason);
+                Reply::Error(DaemonError::new(
+                    DaemonErrorKind::CallerRefused,
+                    format!("refused: {}", refused.reason),
+                ))
             }
-            Err(err) => (
-                json!({"ok": false, "error": {"kind": "invalid_request", "message": err.to_string()}}),
-                false,
-            ),
+            Ok(_) => match DaemonRequest::parse(&line) {
+                Err(err) => Reply::Error(err),
+                Ok(DaemonRequest { request, .. }) => match request {
+                    Request::Stop => Reply::Stopping,
+                    Request::Status => Reply::Status {
+                        running: running.load(Ordering::SeqCst),
+                    },
+                    Request::Spawn(spawn) => match start(&root, &spawn, &running).await {
+                        Ok((lanes, skipped)) => Reply::Spawned {
+                            lanes,
+                            skipped: skipped
+                                .into_iter()
+                                .map(|lane| SkippedEntry {
+                                    lane: lane.name,
+                                    state: lane.state,
+                                    skipped: lane.why,
+                                })
+                                .collect(),
+                        },
+                        Err(err) => Reply::Error(err),
+                    },
+                },
+            },
         };
-        let _ = write.write_all(format!("{reply}\n").as_bytes()).await;
+        let stop = reply == Reply::Stopping;
+        let line = serde_json::to_string(&DaemonReply::new(reply)).unwrap_or_default();
+        let _ = write.write_all(format!("{line}\n").as_bytes()).await;
         if stop {
             let _ = std::fs::remove_file(&socket);
             crate::notifying::finish(notifier).await;
@@ -226,23 +194,39 @@ fn log_not_adopted(refused: &NotAdopted) {
     );
 }
 
-#[allow(clippy::too_many_arguments)]
+/// Starts the lanes of `spawn` with the configuration it carries.
 async fn start(
     root: &Path,
-    loaded: &Loaded,
-    packet: &str,
-    packet_name: &Path,
-    transport: TransportKind,
-    concurrency: Option<usize>,
-    (agent, rerun): (Option<&str>, bool),
+    spawn: &SpawnRequest,
     running: &Arc<AtomicUsize>,
-) -> Result<(Vec<String>, Vec<SkippedLane>), CommandError> {
-    let repo =
-        Repo::open(root).map_err(|e| CommandError::invalid("not_a_repository", e.to_string()))?;
-    let lanes = prepare(&repo, loaded, packet_name, packet, agent)?;
-    let (lanes, skipped) = leave_earlier_runs(&repo, lanes, rerun);
+) -> Result<(Vec<String>, Vec<SkippedLane>), DaemonError> {
+    let refused = |err: CommandError| {
+        DaemonError::new(
+            DaemonErrorKind::SpawnRefused,
+            format!("{} ({})", err.message, err.kind),
+        )
+    };
+    let repo = Repo::open(root)
+        .map_err(|e| DaemonError::new(DaemonErrorKind::SpawnRefused, e.to_string()))?;
+    let loaded = Loaded::load_input(&spawn.config, Some(root)).map_err(|err| {
+        DaemonError::new(
+            DaemonErrorKind::InvalidConfig,
+            format!("the configuration this spawn was given: {}", err.message),
+        )
+    })?;
+    let lanes = prepare(
+        &repo,
+        &loaded,
+        &spawn.packet_name,
+        &spawn.packet,
+        spawn.agent.as_deref(),
+    )
+    .map_err(|invalid| refused(invalid.into()))?;
+    let (lanes, skipped) = leave_earlier_runs(&repo, lanes, spawn.rerun);
     let names: Vec<String> = lanes.iter().map(|l| l.spec.name.clone()).collect();
-    let terminal = terminal_for(&repo, transport).await?;
+    let terminal = terminal_for(&repo, spawn.transport)
+        .await
+        .map_err(refused)?;
     // The daemon has no terminal of its own: progress goes to its log as event lines.
     let board = Board::new(names.clone(), OutputFormat::Json);
     running.fetch_add(names.len(), Ordering::SeqCst);
@@ -251,7 +235,7 @@ async fn start(
         lanes,
         &terminal,
         loaded.settings,
-        concurrency,
+        spawn.concurrency,
         &board,
         &Interrupt::never(),
     ) {
@@ -264,15 +248,31 @@ async fn start(
     Ok((names, skipped))
 }
 
-async fn request(socket: &Path, request: &Request) -> std::io::Result<serde_json::Value> {
+async fn request(socket: &Path, request: Request) -> std::io::Result<Reply> {
     let stream = UnixStream::connect(socket).await?;
     let (read, mut write) = stream.into_split();
-    write
-        .write_all(format!("{}\n", serde_json::to_string(request)?).as_bytes())
-        .await?;
+    let line = serde_json::to_string(&DaemonRequest::new(request))?;
+    write.write_all(format!("{line}\n").as_bytes()).await?;
     let mut reply = String::new();
     BufReader::new(read).read_line(&mut reply).await?;
-    serde_json::from_str(&reply).map_err(std::io::Error::other)
+    let reply: DaemonReply = serde_json::from_str(&reply).map_err(std::io::Error::other)?;
+    Ok(reply.reply)
+}
+
+/// The error a client reports for a reply that is not the one it asked for.
+fn refusal(reply: Reply, otherwise: &str) -> CommandError {
+    match reply {
+        Reply::Error(err) => CommandError {
+            kind: err.kind.cli_kind(),
+            message: err.message,
+            exit: EXIT_FAILURE,
+        },
+        other => CommandError {
+            kind: "daemon_bad_reply",
+            message: format!("{otherwise}: it answered {other:?}"),
+            exit: EXIT_FAILURE,
+        },
+    }
 }
 
 /// Hands a validated packet to the repository's daemon, starting one first when `start` and
@@ -284,50 +284,37 @@ pub async fn hand_over(
     start: bool,
 ) -> Result<ExitCode, CommandError> {
     let socket = socket_path(repo);
-    let message = Request::Spawn {
+    let message = Request::Spawn(SpawnRequest {
         packet: packet.to_owned(),
         packet_name: args.packet_name(),
         transport: args.transport,
         concurrency: args.concurrency,
         agent: args.agent.clone(),
         rerun: args.rerun,
-    };
+        config: ConfigInput::of_this_process(&args.config),
+    });
     let reply = if start {
         start_and_reach(repo, args, &socket, &message).await?
     } else {
-        request(&socket, &message)
+        request(&socket, message)
             .await
             .map_err(|e| CommandError::invalid("daemon_not_running", e.to_string()))?
     };
-    if reply["ok"] != true {
-        return Err(CommandError {
-            kind: "daemon_refused",
-            message: reply["error"]["message"]
-                .as_str()
-                .unwrap_or("the daemon refused the lanes")
-                .to_owned(),
-            exit: EXIT_FAILURE,
-        });
-    }
+    let Reply::Spawned { lanes, skipped } = reply else {
+        return Err(refusal(reply, "the daemon did not take the lanes"));
+    };
     match args.output_format {
         OutputFormat::Json => println!(
             "{}",
-            json!({"handed_to_daemon": true, "socket": socket, "lanes": reply["lanes"], "skipped": reply["skipped"]})
+            json!({"handed_to_daemon": true, "socket": socket, "lanes": lanes, "skipped": skipped})
         ),
         OutputFormat::Text => {
-            for skipped in reply["skipped"].as_array().into_iter().flatten() {
-                let why = match skipped["skipped"].as_str() {
-                    Some("removed_by_gc") => "removed by gc",
-                    other => other.unwrap_or_default(),
-                };
-                println!(
-                    "{} skipped: {why}",
-                    skipped["lane"].as_str().unwrap_or_default()
-                );
+            for entry in &skipped {
+                println!("{} skipped: {}", entry.lane, entry.skipped);
             }
             println!(
                 "clawpool: {} lane(s) handed to the background supervisor ({}): follow them with `clawpool board --watch`",
-                reply["lanes"].as_array().map_or(0, Vec::len),
+                lanes.len(),
                 socket.display()
             )
         }
@@ -344,13 +331,13 @@ async fn start_and_reach(
     args: &SpawnArgs,
     socket: &Path,
     message: &Request,
-) -> Result<serde_json::Value, CommandError> {
+) -> Result<Reply, CommandError> {
     let lock = lock_path(repo);
     let deadline = tokio::time::Instant::now() + START_TIMEOUT;
     let mut ours: Option<std::process::Child> = None;
     let mut starts = 0;
     loop {
-        let unreachable = match request(socket, message).await {
+        let unreachable = match request(socket, message.clone()).await {
             Ok(reply) => return Ok(reply),
             Err(e) => e,
         };
