@@ -265,6 +265,71 @@ fn a_restart_after_a_daemon_adopted_the_lane_counts_on_from_its_earlier_restarts
     let _ = daemon.wait();
 }
 
+/// Waits (at most 30 s) until alpha's event log has an event of `kind`.
+fn wait_for_event(s: &Setup, kind: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !events(s).iter().any(|e| e["kind"] == kind) {
+        assert!(std::time::Instant::now() < deadline, "alpha has no {kind}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// Issue 27, point 2: a turn cut by `restart --resume` and then a daemon adopting the lane:
+/// `stop` recorded `finished{no_changes}`, the dropped turn forgotten with the supervisor that
+/// knew it. The lane's record keeps it (`prompt.turn_dropped`), so the adopting daemon's `stop`
+/// makes the lane `stopped`, never `finished`.
+#[test]
+fn a_turn_a_restart_dropped_is_never_finished_after_a_daemon_adopted_the_lane() {
+    let s = setup();
+    crate::spawn::kill_supervisor_while_lanes_run_after(&s, &two_turns(false), |s| {
+        let out = clawpool(
+            s,
+            &["restart", "alpha", "--resume", "--output-format", "json"],
+        );
+        assert!(out.status.success(), "{}", stderr(&out));
+        wait_for_event(s, "lane.escalated");
+    });
+    assert_eq!(state(&s)["prompt"]["turn_dropped"], true, "{}", state(&s));
+    let mut daemon = s
+        .sandbox
+        .clawpool()
+        .args(["daemon", "--config"])
+        .arg(&s.config)
+        .arg("--repo")
+        .arg(&s.repo)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("clawpool daemon");
+    wait_for_event(&s, "lane.adopted");
+    // Adopted, it still says what a person must do.
+    let adopted = state(&s);
+    assert_eq!(adopted["prompt"]["turn_dropped"], true, "{adopted}");
+    assert!(
+        adopted["escalation"]["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("dropped the turn in flight"),
+        "{adopted}"
+    );
+    let out = clawpool(&s, &["stop", "alpha", "--output-format", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let stopped = state(&s);
+    assert_eq!(stopped["lane_status"], "stopped", "{stopped}");
+    assert!(
+        stopped["lane_event"]["payload"]["evidence"]["matched"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("dropped the turn in flight"),
+        "{stopped}"
+    );
+    assert!(!events(&s).iter().any(|e| e["kind"] == "lane.finished"));
+    let out = clawpool(&s, &["stop", "beta"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    crate::spawn::stop_daemon(&s);
+    let _ = daemon.wait();
+}
+
 /// Issue 27, point 7: the repository's private tmux server (`clawpool-control` and its
 /// placeholder `sleep`) outlived every lane and `daemon --stop`.
 #[test]

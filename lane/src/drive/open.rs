@@ -138,6 +138,12 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
         Start::Adopt { doc, .. } | Start::Resume { doc } => restarts_of(&doc.worker_id),
         Start::Spawn => 0,
     };
+    // A turn an earlier restart dropped stays dropped whoever drives the lane now: the adopted
+    // agent idle is not its work done.
+    let dropped_turn = match &start {
+        Start::Adopt { doc, .. } => doc.prompt.turn_dropped,
+        Start::Spawn | Start::Resume { .. } => false,
+    };
     // A follow-up to an ended lane: the state it ended in, and its worker's new id.
     let resuming = match &start {
         Start::Resume { doc } => Some((
@@ -402,6 +408,7 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
                     worker_id: worker_id.clone(),
                     resume: true,
                     redeliver_prompt: false,
+                    dropped_turn: false,
                     previous: previous.to_string(),
                     previous_exit: None,
                 };
@@ -474,7 +481,7 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
         events: Arc::clone(&events),
         recorder: recorder.clone(),
         restarts: earlier_restarts + u32::from(resuming.is_some()),
-        dropped_turn: false,
+        dropped_turn,
         sandbox,
     };
     Ok(OpenLane {

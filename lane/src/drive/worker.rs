@@ -91,6 +91,7 @@ impl Rig {
             worker_id,
             resume,
             redeliver_prompt: !matches!(self.lane.prompt, PromptPlan::None),
+            dropped_turn: self.dropped_turn,
             previous: outcome.state.to_string(),
             previous_exit: outcome.exit.clone(),
         };

@@ -573,6 +573,11 @@ impl<'a> Machine<'a> {
             Payload::Started(worker)
         };
         self.report(payload, None, Some(self.state), None);
+        if adopted && self.state == LaneState::ReadyForPrompt {
+            // Taking the lane over clears the escalation a person was given (any state set
+            // does): a turn a restart dropped still needs one.
+            self.escalate_dropped_turn();
+        }
         std::mem::take(&mut self.out)
     }
 

@@ -515,6 +515,7 @@ mod tests {
                 worker_id: "a-1-r1".into(),
                 resume: false,
                 redeliver_prompt: true,
+                dropped_turn: false,
                 previous: "failed{worker_crashed}".into(),
                 previous_exit: None,
             }),

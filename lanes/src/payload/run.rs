@@ -95,6 +95,10 @@ pub struct Restarted {
     pub resume: bool,
     /// Whether the lane has a prompt to deliver again.
     pub redeliver_prompt: bool,
+    /// The restart dropped the turn the agent was in (taken, not delivered again): the new
+    /// agent idle is not the lane's work done, until a prompt is accepted.
+    #[serde(default)]
+    pub dropped_turn: bool,
     /// The state the lane was in.
     pub previous: String,
     /// The old worker's exit status, if it exited.

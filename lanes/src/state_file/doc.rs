@@ -435,6 +435,10 @@ pub struct Prompt {
     /// describe the latest delivery.
     #[serde(default)]
     pub followups: u32,
+    /// A restart dropped the turn the agent was in and no prompt was accepted since: the
+    /// agent idle is not the lane's work done (a supervisor adopting the lane keeps to that).
+    #[serde(default)]
+    pub turn_dropped: bool,
 }
 
 /// The parts of the supervisor's delivery receipt that are not already in [`Prompt`].
@@ -659,6 +663,9 @@ impl WorkerStateDoc {
         }
         match payload {
             Some(Payload::Started(started)) => self.pid = started.pid,
+            Some(Payload::Restarted(restarted)) => {
+                self.prompt.turn_dropped = restarted.dropped_turn;
+            }
             Some(Payload::TrustResolved(trust)) => {
                 self.trusted_by_operator |= trust.method == TrustResolved::MANUAL;
             }
@@ -720,12 +727,14 @@ impl WorkerStateDoc {
             }
             LaneEventKind::PromptAccepted => {
                 self.prompt_in_flight = false;
+                self.prompt.turn_dropped = false;
                 self.prompt.accepted_at.get_or_insert(at);
             }
             LaneEventKind::PromptMisdelivery => self.prompt_in_flight = false,
             LaneEventKind::PromptRound => {
                 self.prompt = Prompt {
                     followups: self.prompt.followups + 1,
+                    turn_dropped: self.prompt.turn_dropped,
                     ..Prompt::default()
                 };
             }
