@@ -8,7 +8,7 @@ use serde_json::Value;
 use crate::spawn::setup;
 
 /// The worktree deleted (moved away) mid-run: the lane ends failed (`infra`, evidence
-/// `worktree_gone`), not `finished`, and the spawn exits non-zero.
+/// `worktree_gone`) at once, never `finished`, and the spawn exits non-zero.
 #[test]
 fn a_worktree_deleted_mid_run_is_a_failure_with_evidence() {
     let s = setup();
@@ -36,8 +36,12 @@ steps = [{ do = "sleep", ms = 1500 }, { do = "say", text = "all done" }]
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect();
-    // The agent ended its turn as usual (its screen said so, `lane.finished`); the lane's last
-    // move is the failure.
+    // The lane fails as soon as its worktree is gone: never `finished` first, though the
+    // agent ends its turn as usual.
+    assert!(
+        !events.iter().any(|e| e["kind"] == "lane.finished"),
+        "{log}"
+    );
     let failed = events
         .iter()
         .rfind(|e| e["to"]["status"].is_string())

@@ -102,6 +102,8 @@ pub enum Input {
     },
     /// The supervisor was told to stop (SIGINT, SIGTERM): the signal's name.
     Interrupted(&'static str),
+    /// The lane's worktree (this folder) is gone: deleted or moved away while the lane ran.
+    WorktreeGone(std::path::PathBuf),
 }
 
 /// What the driver carries out for the machine.
@@ -604,7 +606,7 @@ impl<'a> Machine<'a> {
             Input::Protocol(_) | Input::ProtocolLost { .. } => {
                 self.source = Some(EventSource::Protocol);
             }
-            Input::Interrupted(_) => self.source = None,
+            Input::Interrupted(_) | Input::WorktreeGone(_) => self.source = None,
             // An effect's result goes on with the decision that asked for it.
             _ => {}
         }
@@ -632,6 +634,17 @@ impl<'a> Machine<'a> {
                 let failed = interrupted(self.state, signal);
                 self.state = failed.to.unwrap_or(self.state);
                 self.out.push(Effect::Record(failed));
+                self.next = Some(Next::Done);
+            }
+            Input::WorktreeGone(dir) => {
+                // Nothing the agent does from now on can be the lane's work: the lane fails
+                // now, before any screen could make it look finished.
+                if !self.state.is_terminal() {
+                    self.out.push(Effect::StopWorker);
+                    let failed = worktree_gone(self.state, &dir);
+                    self.state = failed.to.unwrap_or(self.state);
+                    self.out.push(Effect::Record(failed));
+                }
                 self.next = Some(Next::Done);
             }
             Input::GitOperation(operation) => {
@@ -2730,9 +2743,10 @@ pub fn interrupted(from: LaneState, signal: &str) -> Record {
     }
 }
 
-/// The lane's failure when its worktree `dir` is gone by the time its runs ended (deleted
-/// while the lane ran): whatever the screen said, there is no work to finish, so `infra`,
-/// with the missing folder as evidence. Recorded by the driver when it closes the lane.
+/// The lane's failure when its worktree `dir` is gone (deleted or moved away while the lane
+/// ran): whatever the screen says, there is no work to finish, so `infra`, with the missing
+/// folder as evidence. The machine records it on [`Input::WorktreeGone`]; the driver, for a
+/// worktree gone between the last look and the lane's close.
 pub fn worktree_gone(from: LaneState, dir: &std::path::Path) -> Record {
     Record {
         payload: Payload::Failed(LaneFailed {

@@ -238,6 +238,8 @@ pub struct Handshake<'a> {
     worker: Worker,
     profile: &'a Profile,
     cwd: PathBuf,
+    /// The worktree's `.git` when the lane is a git worktree: gone, the worktree is.
+    worktree_git: Option<PathBuf>,
     lane_name: String,
     events: &'a EventLog,
     operator: &'a mut mpsc::Receiver<OperatorRequest>,
@@ -272,6 +274,7 @@ impl<'a> Handshake<'a> {
     ) -> Self {
         let store = lane.store.take();
         let cwd = lane.cwd.clone();
+        let worktree_git = Some(cwd.join(".git")).filter(|git| git.symlink_metadata().is_ok());
         let lane_name = lane.name.clone();
         Self {
             machine: Machine::new(
@@ -284,6 +287,7 @@ impl<'a> Handshake<'a> {
             worker,
             profile,
             cwd,
+            worktree_git,
             lane_name,
             events,
             operator,
@@ -410,6 +414,16 @@ impl<'a> Handshake<'a> {
             if let Some(status) = self.worker.exit_status() {
                 self.input(Input::Exited(status, self.worker.snapshot()))
                     .await;
+                break;
+            }
+            // One stat a look: a worktree deleted under the lane fails it at once, before a
+            // screen could make it look finished.
+            if self
+                .worktree_git
+                .as_ref()
+                .is_some_and(|git| git.symlink_metadata().is_err())
+            {
+                self.input(Input::WorktreeGone(self.cwd.clone())).await;
                 break;
             }
             let looked_at = Instant::now();

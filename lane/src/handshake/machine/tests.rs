@@ -959,6 +959,26 @@ async fn an_interrupt_fails_the_lane_as_its_block_was_heading_and_ends_the_run()
     );
 }
 
+/// The worktree gone under a working lane: the worker is stopped and the lane fails `infra`
+/// with the folder as evidence, at once — an idle screen afterwards finishes nothing.
+#[tokio::test(start_paused = true)]
+async fn a_worktree_gone_fails_the_lane_at_once_and_ends_the_run() {
+    let mut working = Lane::claude(Some(PROMPT));
+    working.drive_to_running().await;
+    working.input(Input::WorktreeGone("/lanes/gone".into()));
+    assert_eq!(working.state(), LaneState::Failed(FailureClass::Infra));
+    assert_eq!(working.stops, 1);
+    assert!(working.machine.is_over());
+    let failed = working.records.last().expect("a record");
+    assert_eq!(failed.payload.kind(), LaneEventKind::Failed);
+    assert_eq!(failed.from, Some(LaneState::Running));
+    let evidence = failed.evidence.as_ref().expect("evidence");
+    assert_eq!(evidence.rule, "worktree_gone");
+    assert_eq!(evidence.matched, "/lanes/gone does not exist");
+    working.look(&claude("04-ready_for_prompt-120x40"));
+    assert_eq!(working.state(), LaneState::Failed(FailureClass::Infra));
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_text_sent_while_the_agent_works_is_queued_and_typed_when_it_is_idle() {
     let mut lane = Lane::claude(Some(PROMPT));
