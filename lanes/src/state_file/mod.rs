@@ -37,7 +37,7 @@ pub use crate::verification::{
 };
 pub use doc::{
     Base, Blocked, ClawEvent, ClawEventKind, ClawStatus, Escalation, Failure, LastEvent, Prompt,
-    PromptReceipt, Supervisor, Transport, TransportKind, WorkerStateDoc, claw_event_kind,
+    PromptReceipt, PullRequest, Supervisor, Transport, TransportKind, WorkerStateDoc, claw_event_kind,
     claw_status,
 };
 pub use hook_channel::HookChannel;
