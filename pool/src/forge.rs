@@ -183,7 +183,9 @@ impl Forge {
             body: &new.body,
         })
         .map_err(|e| ForgeError::BadReply(e.to_string()))?;
-        let reply = self.send(self.client.post(url.clone()).body(body), &url).await?;
+        let reply = self
+            .send(self.client.post(url.clone()).body(body), &url)
+            .await?;
         let created: PullReply =
             serde_json::from_slice(&reply).map_err(|e| ForgeError::BadReply(e.to_string()))?;
         Ok(PullRequest {
@@ -219,7 +221,11 @@ impl Forge {
 
     /// Sends a request with the API's headers; a success status gives the body, any other
     /// the typed refusal.
-    async fn send(&self, request: reqwest::RequestBuilder, url: &Url) -> Result<Vec<u8>, ForgeError> {
+    async fn send(
+        &self,
+        request: reqwest::RequestBuilder,
+        url: &Url,
+    ) -> Result<Vec<u8>, ForgeError> {
         let unreachable = |e: reqwest::Error| ForgeError::Unreachable {
             // The URL without its query: nothing secret is in it, but it is long.
             url: format!("{}{}", url.origin().ascii_serialization(), url.path()),
@@ -297,6 +303,9 @@ mod tests {
             refusal_message(br#"{"message":"Bad credentials"}"#),
             "Bad credentials"
         );
-        assert_eq!(refusal_message(b"<html>gateway</html>"), "<html>gateway</html>");
+        assert_eq!(
+            refusal_message(b"<html>gateway</html>"),
+            "<html>gateway</html>"
+        );
     }
 }

@@ -295,7 +295,10 @@ pub fn describe(
         Some(line) => line.to_owned(),
         None => format!("lane {}", entry.name),
     };
-    let mut body = format!("Work of clawpool lane `{}` ({}).\n\n", entry.name, entry.agent);
+    let mut body = format!(
+        "Work of clawpool lane `{}` ({}).\n\n",
+        entry.name, entry.agent
+    );
     if !task.is_empty() {
         body.push_str("## Task\n\n");
         for line in task.lines() {
@@ -336,4 +339,3 @@ pub fn describe(
     }
     (title, body)
 }
-

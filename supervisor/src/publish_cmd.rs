@@ -90,8 +90,10 @@ pub async fn run_push(args: &PublishArgs) -> Result<ExitCode, CommandError> {
 pub async fn run_pr(args: &PublishArgs) -> Result<ExitCode, CommandError> {
     let (lane, repo, forge) = prepare(args)?;
     let token = std::env::var(&forge.token_env).unwrap_or_default();
-    let progress =
-        crate::progress::Progress::spinner(args.output_format, "pushing and asking the forge".to_owned());
+    let progress = crate::progress::Progress::spinner(
+        args.output_format,
+        "pushing and asking the forge".to_owned(),
+    );
     let report = publish::pull_request(&repo, &lane, &forge, token).await;
     progress.clear();
     let report = report.map_err(failed)?;

@@ -131,11 +131,9 @@ impl ForgeOptions {
             None => None,
         };
         let word = |value: &Option<Spanned<String>>, key: &str| match value {
-            Some(v) if v.get_ref().is_empty() || v.get_ref().starts_with('-') => Err(invalid(
-                v,
-                key,
-                format!("{:?} is not a name", v.get_ref()),
-            )),
+            Some(v) if v.get_ref().is_empty() || v.get_ref().starts_with('-') => {
+                Err(invalid(v, key, format!("{:?} is not a name", v.get_ref())))
+            }
             Some(v) => Ok(Some(sourced(v.get_ref().clone()))),
             None => Ok(None),
         };
