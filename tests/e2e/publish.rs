@@ -2,7 +2,8 @@
 //! pr` against the scripted GitHub-compatible forge (`clawpool-forge-double`) serving that
 //! repository — one pull request per branch across runs, the token sent, the forge's 401, 404
 //! and 422 surfaced with its message, `lane.pr.opened` in the events, the state file and the
-//! board — and `clawpool gc`, which keeps a lane whose commits are neither landed nor pushed.
+//! board; refused from inside a lane — and `clawpool gc`, which keeps a lane whose commits are
+//! neither landed nor pushed.
 
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
@@ -309,8 +310,33 @@ fn push_and_pr_open_one_pull_request_per_branch_and_surface_the_forges_refusals(
             .contains("No commits between main and lanes/noop"),
         "{refused}"
     );
-    let requests = forge.requests();
-    assert_eq!(requests.iter().filter(|r| r["method"] == "POST").count(), 2);
+    let asked = forge.requests().len();
+    assert_eq!(
+        forge
+            .requests()
+            .iter()
+            .filter(|r| r["method"] == "POST")
+            .count(),
+        2
+    );
+
+    // From inside a lane (the mark clawpool gives every lane agent's processes): refused
+    // before anything is pushed or asked.
+    let out = s
+        .sandbox
+        .clawpool()
+        .args(["pr", "feat", "--output-format", "json", "--config"])
+        .arg(&config)
+        .env("GITHUB_TOKEN", TOKEN)
+        .env("CLAWPOOL_LANE_NAME", "feat")
+        .env("CLAWPOOL_LANE_DIR", s.repo.join(".git/clawpool/lanes/feat"))
+        .current_dir(&s.repo)
+        .output()
+        .expect("clawpool");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let refused: Value = serde_json::from_slice(&out.stderr).expect("one JSON error");
+    assert_eq!(refused["error"]["kind"], "caller_refused", "{refused}");
+    assert_eq!(forge.requests().len(), asked, "the forge was not asked");
 }
 
 #[test]
