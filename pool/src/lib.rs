@@ -15,13 +15,16 @@
 //! behind one typed request API (issue #27).
 //!
 //! It also owns **hand-off** of finished lanes to their base: the merge queue ([`land`]) that
-//! moves the base only to verified commits.
+//! moves the base only to verified commits — and **publishing** a lane's branch: [`publish`]
+//! pushes it and finds or opens its pull request on a GitHub-compatible forge ([`forge`]).
 //!
 //! Following never polls: a `notify` watch on the journal (inotify) wakes the reader, which
 //! reads what was appended since its last whole line.
 
+pub mod forge;
 pub mod land;
 pub mod notifier;
+pub mod publish;
 pub mod stream;
 pub mod wait;
 

@@ -371,7 +371,7 @@ fn print_table(lanes: &[Value]) {
             }
         })
     };
-    let rows: Vec<[String; 14]> = lanes
+    let rows: Vec<[String; 15]> = lanes
         .iter()
         .map(|l| {
             let status = status_cell(l);
@@ -414,6 +414,9 @@ fn print_table(lanes: &[Value]) {
                     .or_else(|| l["error"]["kind"].as_str().map(str::to_owned))
                     .unwrap_or_else(|| "-".into()),
                 sandbox_cell(&l["sandbox"]),
+                l["pull_request"]["number"]
+                    .as_u64()
+                    .map_or_else(|| "-".into(), |n| format!("#{n}")),
             ]
         })
         .collect();
@@ -432,6 +435,7 @@ fn print_table(lanes: &[Value]) {
         "cost",
         "last event",
         "sandbox",
+        "pr",
     ];
     let mut widths = header.map(str::len);
     for row in &rows {

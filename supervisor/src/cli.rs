@@ -105,6 +105,11 @@ pub enum Command {
     /// Serve the repository's pool as an MCP server on stdio, for an orchestrating agent
     /// (docs/mcp.md); refuses to start inside a lane.
     Mcp(McpArgs),
+    /// Push a lane's branch to the configured remote ([forge] remote, default origin).
+    Push(PublishArgs),
+    /// Push a lane's branch and open its pull request on the forge ([forge], docs/handoff.md),
+    /// or find the one already open for the branch.
+    Pr(PublishArgs),
 }
 
 #[derive(Debug, Args)]
@@ -383,6 +388,7 @@ impl Command {
             }) => args.output_format,
             Command::Diff(args) => args.output_format,
             Command::Land(args) => args.output_format,
+            Command::Push(args) | Command::Pr(args) => args.output_format,
         }
     }
 }
@@ -857,4 +863,18 @@ impl Tier {
             Tier::Admin => "admin",
         }
     }
+}
+
+#[derive(Debug, Args)]
+pub struct PublishArgs {
+    /// The lane: its folder, or its name in this repository.
+    pub lane: PathBuf,
+    /// The git remote to push to (default: [forge] remote, else origin).
+    #[arg(long)]
+    pub remote: Option<String>,
+    #[command(flatten)]
+    pub config: ConfigFlag,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub output_format: OutputFormat,
 }

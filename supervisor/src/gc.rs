@@ -1,7 +1,9 @@
 //! `clawpool gc`: remove the worktrees of lanes that are over (their last status finished or
-//! failed) and whose work is merged or empty, and prune git's entries for worktrees whose
-//! folders are gone. Uncommitted or unmerged work, and a lane whose supervisor was lost before
-//! it ended (its tmux worker may still be at work there), are never removed without `--force`;
+//! failed) and whose work is safe elsewhere — landed (reachable from the lane's base), pushed
+//! (reachable from the branch's remote-tracking ref) or empty — and prune git's entries for
+//! worktrees whose folders are gone. Uncommitted work, commits neither landed nor pushed, and a
+//! lane whose supervisor was lost before it ended (its tmux worker may still be at work there),
+//! are never removed without `--force`, and each kept lane is named with why;
 //! a lane someone holds never is, whatever `--force` says. Who holds a lane is told by its
 //! supervisor lock in its registry folder — taken by `spawn` before it makes the worktree and
 //! kept by the lane's supervisor to its last write — never by files in the worktree, which the
@@ -14,7 +16,7 @@ use std::process::ExitCode;
 use clawpool_lanes::read_lane_record;
 use clawpool_lanes::state_file::SupervisorLock;
 use clawpool_lanes::state_file::now_secs;
-use clawpool_worktree::{Repo, remove_lane_worktree, worktree_status};
+use clawpool_worktree::{Repo, pushed_to, remove_lane_worktree, worktree_status};
 use serde_json::json;
 
 use crate::cli::{GcArgs, OutputFormat};
@@ -26,6 +28,8 @@ use clawpool_lane::registry::{RegistryFolder, lane_registry, registered_names};
 struct Verdict {
     lane: String,
     removed: bool,
+    /// Why, as a stable word for programs (`Because`).
+    because: Because,
     reason: String,
     /// The status `clawpool state` shows (`supervisor_lost` included); `None` when unknown.
     status: Option<String>,
@@ -75,7 +79,7 @@ pub fn run(args: &GcArgs) -> Result<ExitCode, CommandError> {
         OutputFormat::Json => println!(
             "{}",
             json!({
-                "lanes": verdicts.iter().map(|v| json!({"lane": v.lane, "removed": v.removed, "reason": v.reason, "status": v.status})).collect::<Vec<_>>(),
+                "lanes": verdicts.iter().map(|v| json!({"lane": v.lane, "removed": v.removed, "because": v.because.as_str(), "reason": v.reason, "status": v.status})).collect::<Vec<_>>(),
                 "pruned_worktree_entries": pruned,
             })
         ),
@@ -86,6 +90,18 @@ pub fn run(args: &GcArgs) -> Result<ExitCode, CommandError> {
             }
             if verdicts.is_empty() {
                 println!("(no lanes in this repository)");
+            }
+            let unsafe_work: Vec<&str> = verdicts
+                .iter()
+                .filter(|v| matches!(v.because, Because::Uncommitted | Because::Unpublished))
+                .map(|v| v.lane.as_str())
+                .collect();
+            if !unsafe_work.is_empty() {
+                println!(
+                    "kept {} lane(s) whose work is neither landed nor pushed: {} (`clawpool land`, `clawpool push`, or gc --force to drop it)",
+                    unsafe_work.len(),
+                    unsafe_work.join(", ")
+                );
             }
         }
     }
@@ -137,13 +153,18 @@ fn judge_held(
                     .ok()
                     .map(|doc| clawpool_lanes::wire_name(&doc.status))
             });
+            let (because, reason) = match run_allows_removal(&LaneRun::Held, force) {
+                Err(kept) if held => kept,
+                _ => (
+                    Because::Unlockable,
+                    format!("its lock cannot be taken: {err}"),
+                ),
+            };
             return Verdict {
                 lane: name.to_owned(),
                 removed: false,
-                reason: run_allows_removal(&LaneRun::Held, force)
-                    .err()
-                    .filter(|_| held)
-                    .unwrap_or_else(|| format!("its lock cannot be taken: {err}")),
+                because,
+                reason,
                 status,
             };
         }
@@ -158,23 +179,28 @@ fn judge_held(
 
 /// Judges lane `name`, whose supervisor lock this process holds: nobody prepares or drives it.
 fn judge(repo: &Repo, main: &str, name: &str, registry: &RegistryFolder, force: bool) -> Verdict {
-    let keep = |reason: String, status: Option<String>| Verdict {
-        lane: name.to_owned(),
-        removed: false,
-        reason,
-        status,
-    };
+    let verdict =
+        |removed: bool, (because, reason): (Because, String), status: Option<String>| Verdict {
+            lane: name.to_owned(),
+            removed,
+            because,
+            reason,
+            status,
+        };
     let Ok(entry) = registry.entry() else {
-        return keep("no readable lane.json".into(), None);
+        return verdict(
+            false,
+            (Because::Unreadable, "no readable lane.json".into()),
+            None,
+        );
     };
     let dir = entry.worktree.clone();
     if !dir.exists() {
-        return Verdict {
-            lane: name.to_owned(),
-            removed: true,
-            reason: "its folder was already gone".into(),
-            status: None,
-        };
+        return verdict(
+            true,
+            (Because::FolderGone, "its folder was already gone".into()),
+            None,
+        );
     }
     // From the lane's record, never its worktree's copy. The lock is ours, so a lane not
     // ended has lost its supervisor.
@@ -188,35 +214,104 @@ fn judge(repo: &Repo, main: &str, name: &str, registry: &RegistryFolder, force: 
         ),
         Err(err) => (LaneRun::Unknown(err.kind()), None),
     };
-    if let Err(reason) = run_allows_removal(&run, force) {
-        return keep(reason, status);
+    if let Err(kept) = run_allows_removal(&run, force) {
+        return verdict(false, kept, status);
     }
     let Ok(worktree) = worktree_status(&dir) else {
-        return keep("not a worktree of this repository".into(), status);
+        return verdict(
+            false,
+            (
+                Because::NotAWorktree,
+                "not a worktree of this repository".into(),
+            ),
+            status,
+        );
     };
-    let base = entry.base.sha.as_deref().unwrap_or(main);
+    // Landed means on the lane's own base as it is now (the branch it was made from), not on
+    // whatever the repository's main branch is.
+    let base = entry
+        .base
+        .git_ref
+        .clone()
+        .unwrap_or_else(|| main.to_owned());
+    let start = entry.base.sha.as_deref().unwrap_or(&base);
+    let branch = worktree
+        .branch
+        .clone()
+        .unwrap_or_else(|| worktree.head.clone());
     let tree = Tree {
         dirty: worktree.dirty,
-        empty: is_ancestor(repo.root(), &worktree.head, base),
-        merged: is_ancestor(repo.root(), &worktree.head, main),
-        branch: worktree
-            .branch
-            .clone()
-            .unwrap_or_else(|| worktree.head.clone()),
-        main: main.to_owned(),
+        empty: is_ancestor(repo.root(), &worktree.head, start),
+        landed: is_ancestor(repo.root(), &worktree.head, &base),
+        pushed: match &worktree.branch {
+            Some(branch) => pushed_to(repo.root(), &worktree.head, branch),
+            None => Vec::new(),
+        },
+        branch,
+        base,
     };
     let why = match tree_allows_removal(&tree, force) {
         Ok(why) => why,
-        Err(reason) => return keep(reason, status),
+        Err(kept) => return verdict(false, kept, status),
     };
     match remove_lane_worktree(repo, &dir, force) {
-        Ok(()) => Verdict {
-            lane: name.to_owned(),
-            removed: true,
-            reason: why,
+        Ok(()) => verdict(true, why, status),
+        Err(err) => verdict(
+            false,
+            (Because::RemoveFailed, format!("could not remove: {err}")),
             status,
-        },
-        Err(err) => keep(format!("could not remove: {err}"), status),
+        ),
+    }
+}
+
+/// Why gc removed or kept a lane, as a stable word (`because` in JSON).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Because {
+    /// Removed: its folder was gone already.
+    FolderGone,
+    /// Removed: no commits of its own.
+    Empty,
+    /// Removed: its HEAD is on its base.
+    Landed,
+    /// Removed: its HEAD is on its branch's remote-tracking ref.
+    Pushed,
+    /// Removed by `--force`.
+    Forced,
+    /// Kept: a live clawpool holds it.
+    Held,
+    /// Kept: its lock could not be taken for another reason.
+    Unlockable,
+    /// Kept: its supervisor was lost before it ended.
+    SupervisorLost,
+    /// Kept: its registry entry or state record cannot be read.
+    Unreadable,
+    /// Kept: its folder is no worktree of the repository.
+    NotAWorktree,
+    /// Kept: uncommitted work.
+    Uncommitted,
+    /// Kept: commits neither landed nor pushed.
+    Unpublished,
+    /// Kept: git would not remove it.
+    RemoveFailed,
+}
+
+impl Because {
+    fn as_str(self) -> &'static str {
+        match self {
+            Because::FolderGone => "folder_gone",
+            Because::Empty => "empty",
+            Because::Landed => "landed",
+            Because::Pushed => "pushed",
+            Because::Forced => "forced",
+            Because::Held => "held",
+            Because::Unlockable => "unlockable",
+            Because::SupervisorLost => "supervisor_lost",
+            Because::Unreadable => "unreadable",
+            Because::NotAWorktree => "not_a_worktree",
+            Because::Uncommitted => "uncommitted",
+            Because::Unpublished => "not_landed_nor_pushed",
+            Because::RemoveFailed => "remove_failed",
+        }
     }
 }
 
@@ -236,17 +331,24 @@ enum LaneRun {
 
 /// Whether a lane's run lets gc remove its worktree (`Err` says why not). Only an ended run
 /// may go without `--force`; a run under a live supervisor never may.
-fn run_allows_removal(run: &LaneRun, force: bool) -> Result<(), String> {
+fn run_allows_removal(run: &LaneRun, force: bool) -> Result<(), (Because, String)> {
     match run {
         LaneRun::Ended => Ok(()),
-        LaneRun::Held => Err(
+        LaneRun::Held => Err((
+            Because::Held,
             "held by a live clawpool (being prepared or running): never removed, --force or not"
                 .into(),
-        ),
-        LaneRun::SupervisorLost(state) if !force => Err(format!(
-            "supervisor_lost while {state}: its worker may still run (`clawpool adopt` takes it over); use --force"
         )),
-        LaneRun::Unknown(kind) if !force => Err(format!("state unknown ({kind}); use --force")),
+        LaneRun::SupervisorLost(state) if !force => Err((
+            Because::SupervisorLost,
+            format!(
+                "supervisor_lost while {state}: its worker may still run (`clawpool adopt` takes it over); use --force"
+            ),
+        )),
+        LaneRun::Unknown(kind) if !force => Err((
+            Because::Unreadable,
+            format!("state unknown ({kind}); use --force"),
+        )),
         LaneRun::SupervisorLost(_) | LaneRun::Unknown(_) => Ok(()),
     }
 }
@@ -256,27 +358,44 @@ fn run_allows_removal(run: &LaneRun, force: bool) -> Result<(), String> {
 struct Tree {
     /// Uncommitted changes or untracked files.
     dirty: bool,
-    /// HEAD is the lane's base or behind it: no commits of its own.
+    /// HEAD is the lane's starting commit or behind it: no commits of its own.
     empty: bool,
-    /// HEAD is in the main branch.
-    merged: bool,
+    /// HEAD is on the lane's base.
+    landed: bool,
+    /// The remote-tracking refs of the lane's branch that have HEAD.
+    pushed: Vec<String>,
     branch: String,
-    main: String,
+    base: String,
 }
 
 /// Whether a worktree's work lets gc remove it: `Ok` with the reason given for removing it,
-/// `Err` with the reason for keeping it. Uncommitted or unmerged work goes only with `--force`.
-fn tree_allows_removal(tree: &Tree, force: bool) -> Result<String, String> {
-    let Tree { branch, main, .. } = tree;
-    match (tree.dirty, tree.empty, tree.merged) {
-        (true, _, _) if !force => Err("uncommitted work; use --force".into()),
-        (false, true, _) => Ok("no commits of its own".into()),
-        (false, false, true) => Ok(format!("{branch} is merged into {main}")),
-        _ if !force => Err(format!(
-            "{branch} has work not merged into {main}; use --force"
-        )),
-        _ => Ok("--force".into()),
+/// `Err` with the reason for keeping it. Uncommitted work, and commits neither landed nor
+/// pushed, go only with `--force`.
+fn tree_allows_removal(tree: &Tree, force: bool) -> Result<(Because, String), (Because, String)> {
+    let Tree { branch, base, .. } = tree;
+    if tree.dirty && !force {
+        return Err((Because::Uncommitted, "uncommitted work; use --force".into()));
     }
+    if tree.dirty {
+        return Ok((Because::Forced, "--force".into()));
+    }
+    if tree.empty {
+        return Ok((Because::Empty, "no commits of its own".into()));
+    }
+    if tree.landed {
+        return Ok((Because::Landed, format!("{branch} is landed on {base}")));
+    }
+    if let Some(remote) = tree.pushed.first() {
+        let remote = remote.strip_prefix("refs/remotes/").unwrap_or(remote);
+        return Ok((Because::Pushed, format!("{branch} is pushed ({remote})")));
+    }
+    if force {
+        return Ok((Because::Forced, "--force".into()));
+    }
+    Err((
+        Because::Unpublished,
+        format!("{branch} has commits neither landed on {base} nor pushed; use --force"),
+    ))
 }
 
 /// Whether `commit` is `target` or one of its ancestors.
@@ -292,13 +411,18 @@ fn is_ancestor(repo: &Path, commit: &str, target: &str) -> bool {
 mod tests {
     use super::*;
 
-    fn tree(dirty: bool, empty: bool, merged: bool) -> Tree {
+    fn tree(dirty: bool, empty: bool, landed: bool, pushed: bool) -> Tree {
         Tree {
             dirty,
             empty,
-            merged,
+            landed,
+            pushed: if pushed {
+                vec!["refs/remotes/origin/lanes/a".into()]
+            } else {
+                Vec::new()
+            },
             branch: "lanes/a".into(),
-            main: "main".into(),
+            base: "main".into(),
         }
     }
 
@@ -306,7 +430,9 @@ mod tests {
     fn only_an_ended_run_goes_without_force() {
         assert!(run_allows_removal(&LaneRun::Ended, false).is_ok());
         let lost = LaneRun::SupervisorLost("running".into());
-        let kept = run_allows_removal(&lost, false).expect_err("a lost supervisor's lane is kept");
+        let (because, kept) =
+            run_allows_removal(&lost, false).expect_err("a lost supervisor's lane is kept");
+        assert_eq!(because, Because::SupervisorLost);
         assert!(kept.contains("supervisor_lost while running"), "{kept}");
         assert!(kept.contains("--force"), "{kept}");
         assert!(run_allows_removal(&lost, true).is_ok());
@@ -318,39 +444,50 @@ mod tests {
     #[test]
     fn a_held_lane_is_never_removed() {
         for force in [false, true] {
-            let kept = run_allows_removal(&LaneRun::Held, force).expect_err("kept");
+            let (because, kept) = run_allows_removal(&LaneRun::Held, force).expect_err("kept");
+            assert_eq!(because, Because::Held);
             assert!(kept.contains("held by a live clawpool"), "{kept}");
         }
     }
 
     #[test]
-    fn empty_or_merged_clean_work_goes_and_the_rest_needs_force() {
+    fn empty_landed_or_pushed_clean_work_goes_and_the_rest_needs_force() {
+        let because = |t: Tree, force| match tree_allows_removal(&t, force) {
+            Ok((b, _)) | Err((b, _)) => b,
+        };
         assert_eq!(
-            tree_allows_removal(&tree(false, true, false), false),
-            Ok("no commits of its own".to_owned())
+            because(tree(false, true, false, false), false),
+            Because::Empty
         );
         assert_eq!(
-            tree_allows_removal(&tree(false, false, true), false),
-            Ok("lanes/a is merged into main".to_owned())
+            because(tree(false, false, true, false), false),
+            Because::Landed
         );
-        let unmerged = tree_allows_removal(&tree(false, false, false), false);
+        assert_eq!(
+            tree_allows_removal(&tree(false, false, false, true), false),
+            Ok((
+                Because::Pushed,
+                "lanes/a is pushed (origin/lanes/a)".to_owned()
+            ))
+        );
+        let kept = tree_allows_removal(&tree(false, false, false, false), false);
         assert!(
-            unmerged
-                .as_ref()
-                .is_err_and(|why| why.contains("not merged into main")),
-            "{unmerged:?}"
+            kept.as_ref()
+                .is_err_and(|(b, why)| *b == Because::Unpublished
+                    && why.contains("neither landed on main nor pushed")),
+            "{kept:?}"
         );
-        let dirty = tree_allows_removal(&tree(true, true, true), false);
-        assert!(
-            dirty.as_ref().is_err_and(|why| why.contains("uncommitted")),
-            "{dirty:?}"
+        // Pushed or landed commits do not make uncommitted work safe.
+        assert_eq!(
+            because(tree(true, false, true, true), false),
+            Because::Uncommitted
         );
-        for (dirty, empty, merged) in [
+        for (dirty, empty, landed) in [
             (false, false, false),
             (true, false, false),
             (true, true, true),
         ] {
-            assert!(tree_allows_removal(&tree(dirty, empty, merged), true).is_ok());
+            assert!(tree_allows_removal(&tree(dirty, empty, landed, false), true).is_ok());
         }
     }
 }

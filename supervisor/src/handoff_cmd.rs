@@ -1,6 +1,7 @@
 //! `clawpool diff` and `clawpool land`: flags in, the library's typed results out (text or
 //! JSON). The diff is `clawpool_worktree::lane_diff`, the merge queue `clawpool_pool::land`.
 
+use std::path::Path;
 use std::process::ExitCode;
 
 use clawpool_lane::registry::{RegistryFolder, lane_registry, registered_names};
@@ -15,33 +16,44 @@ use crate::output::CommandError;
 /// `clawpool diff LANE [--stat]`.
 pub fn run_diff(args: &DiffArgs) -> Result<ExitCode, CommandError> {
     let found = crate::board::find_lane(&args.lane)?;
-    let entry = RegistryFolder::of_events(&found.events).entry().map_err(|_| {
+    let (name, diff) = lane_change(&found.dir, &found.events, !args.stat)?;
+    match args.output_format {
+        OutputFormat::Json => println!("{}", serde_json::to_string(&diff).unwrap_or_default()),
+        OutputFormat::Text => print!("{}", describe_diff(&name, &diff)),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The change of the lane whose worktree is `dir` and event log `events`, against its base as
+/// registered (else the main branch), with its name: what `clawpool diff` prints and the
+/// dashboard's diff view shows.
+pub fn lane_change(
+    dir: &Path,
+    events: &Path,
+    with_patch: bool,
+) -> Result<(String, LaneDiff), CommandError> {
+    let entry = RegistryFolder::of_events(events).entry().map_err(|_| {
         CommandError::invalid(
             "not_a_spawned_lane",
             format!(
                 "{} is not a lane made by `clawpool spawn` (no registry entry): it has no base to compare with",
-                found.dir.display()
+                dir.display()
             ),
         )
     })?;
-    let repo = Repo::open(&found.dir)
-        .map_err(|e| CommandError::invalid("not_a_repository", e.to_string()))?;
+    let repo =
+        Repo::open(dir).map_err(|e| CommandError::invalid("not_a_repository", e.to_string()))?;
     let base = entry
         .base
         .git_ref
         .clone()
         .unwrap_or_else(|| repo.main_branch().unwrap_or_else(|_| "main".into()));
-    let diff =
-        clawpool_worktree::lane_diff(&found.dir, &base, !args.stat).map_err(|e| CommandError {
-            kind: "diff_failed",
-            message: e.to_string(),
-            exit: crate::output::EXIT_FAILURE,
-        })?;
-    match args.output_format {
-        OutputFormat::Json => println!("{}", serde_json::to_string(&diff).unwrap_or_default()),
-        OutputFormat::Text => print!("{}", describe_diff(&entry.name, &diff)),
-    }
-    Ok(ExitCode::SUCCESS)
+    let diff = clawpool_worktree::lane_diff(dir, &base, with_patch).map_err(|e| CommandError {
+        kind: "diff_failed",
+        message: e.to_string(),
+        exit: crate::output::EXIT_FAILURE,
+    })?;
+    Ok((entry.name, diff))
 }
 
 fn describe_diff(lane: &str, diff: &LaneDiff) -> String {
@@ -77,29 +89,31 @@ fn describe_diff(lane: &str, diff: &LaneDiff) -> String {
 }
 
 fn files(out: &mut String, files: &[FileChange]) {
+    for file in files {
+        out.push_str(&format!("  {}\n", file_line(file)));
+    }
     if files.is_empty() {
         out.push_str("  (nothing)\n");
     }
-    for file in files {
-        let status = serde_json::to_value(file.status)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .unwrap_or_default();
-        let counts = if file.binary {
-            "binary".to_owned()
-        } else {
-            format!("+{} -{}", file.insertions, file.deletions)
-        };
-        let renamed = file
-            .old_path
-            .as_ref()
-            .map(|old| format!(" (from {old})"))
-            .unwrap_or_default();
-        out.push_str(&format!(
-            "  {status:<10} {counts:>12}  {}{renamed}\n",
-            file.path
-        ));
-    }
+}
+
+/// One file of a diff in one line: its status, its line counts and its path.
+pub fn file_line(file: &FileChange) -> String {
+    let counts = if file.binary {
+        "binary".to_owned()
+    } else {
+        format!("+{} -{}", file.insertions, file.deletions)
+    };
+    let renamed = file
+        .old_path
+        .as_ref()
+        .map(|old| format!(" (from {old})"))
+        .unwrap_or_default();
+    format!(
+        "{:<10} {counts:>12}  {}{renamed}",
+        clawpool_lanes::wire_name(&file.status),
+        file.path
+    )
 }
 
 /// `clawpool land LANE... | --ready`.

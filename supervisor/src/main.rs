@@ -24,6 +24,7 @@ mod output;
 mod permissions_cmd;
 mod policy_cmd;
 mod progress;
+mod publish_cmd;
 mod run_lane;
 mod run_one;
 mod sandboxing;
@@ -272,6 +273,8 @@ fn main() -> ExitCode {
             Command::Diff(args) => handoff_cmd::run_diff(&args),
             Command::Land(args) => handoff_cmd::run_land(&args).await,
             Command::Mcp(args) => mcp::run(&args).await,
+            Command::Push(args) => publish_cmd::run_push(&args).await,
+            Command::Pr(args) => publish_cmd::run_pr(&args).await,
         }
     });
     // Hooks still running (each ends by its timeout) are not cut off by the exit.

@@ -25,6 +25,7 @@ mod packet_rules;
 mod permissions;
 mod policy;
 mod progress;
+mod publish;
 mod real_agents;
 mod recovery;
 mod run_one;

@@ -1242,9 +1242,12 @@ fn gc_removes_only_lanes_whose_work_is_merged_or_empty_unless_forced() {
     assert_eq!(verdict(&first, "alpha")["status"], "finished", "{first}");
     assert_eq!(verdict(&first, "beta")["removed"], false, "{first}");
     assert!(reason(&first, "beta").contains("uncommitted"), "{first}");
-    // Committed but not merged, with a clean tree: kept all the same.
+    // Committed, neither landed nor pushed, with a clean tree: kept all the same.
     assert_eq!(verdict(&first, "delta")["removed"], false, "{first}");
-    assert!(reason(&first, "delta").contains("not merged"), "{first}");
+    assert!(
+        reason(&first, "delta").contains("neither landed"),
+        "{first}"
+    );
     // Finished with no commits of its own: nothing to lose.
     assert_eq!(verdict(&first, "gamma")["removed"], true, "{first}");
     assert_eq!(reason(&first, "gamma"), "no commits of its own", "{first}");

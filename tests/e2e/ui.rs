@@ -851,3 +851,72 @@ fn log_lines_go_to_a_file_never_onto_the_dashboard() {
         );
     }
 }
+
+/// `d` opens the selected lane's diff whole-screen, as `clawpool diff` computes it: the file
+/// list with commits and uncommitted work apart, the patch coloured (`+` green, `-` red, hunk
+/// headers cyan), scrolled with j/k and PgUp/PgDn; Esc closes it back to the lane list.
+#[test]
+fn d_shows_the_selected_lanes_diff_scrollable_and_coloured() {
+    let s = setup();
+    let out = s.spawn(
+        r#"{"name": "alpha", "agent": "scripted", "prompt": "a"}"#,
+        &[],
+    );
+    assert!(out.status.success(), "{}", crate::spawn::stderr(&out));
+    let lane = s.lanes_dir().join("alpha");
+    // Not committed: the lane's committed line changed, and a new file far longer than the
+    // screen.
+    std::fs::write(lane.join("out.txt"), "redone\n").expect("write");
+    let long: String = (1..=120).map(|n| format!("pending {n}\n")).collect();
+    std::fs::write(lane.join("pending.txt"), long).expect("write");
+    let term = Term::start_ui(&s);
+    term.wait_for("alpha's row", |screen| row(screen, "alpha").is_some());
+    term.keys(&["d"]);
+    let screen = term.wait_for("the diff view", |screen| screen.contains("diff · alpha"));
+    for part in [
+        "1 commit(s)",
+        "lane work",
+        "committed (",
+        "out.txt",
+        "not committed (",
+        "pending.txt",
+        "── not committed ──",
+        "+redone",
+        "── committed ──",
+        "+done",
+        "pending 1",
+    ] {
+        assert!(screen.contains(part), "{part:?} not in:\n{screen}");
+    }
+    assert!(!screen.contains("pending 120"), "{screen}");
+    let coloured = term.screen_with_colours();
+    // tmux writes the 8 basic colours as `3N` or `38;5;N` depending on its version.
+    let in_colour = |n: u8, text: &str| {
+        coloured.contains(&format!("\u{1b}[3{n}m{text}"))
+            || coloured.contains(&format!("\u{1b}[38;5;{n}m{text}"))
+    };
+    assert!(in_colour(2, "+done"), "added lines green: {coloured:?}");
+    assert!(in_colour(6, "@@"), "hunk headers cyan: {coloured:?}");
+    assert!(in_colour(1, "-done"), "removed lines red: {coloured:?}");
+    // Down a page at a time to the end, one back up, then the top and a line down.
+    for _ in 0..6 {
+        term.keys(&["NPage"]);
+    }
+    let screen = term.wait_for("the end of the patch", |screen| {
+        screen.contains("+pending 120")
+    });
+    assert!(
+        !screen.contains("+done"),
+        "scrolled past the start:\n{screen}"
+    );
+    term.keys(&["PPage"]);
+    term.wait_for("a page back up", |screen| !screen.contains("+pending 120"));
+    term.keys(&["g"]);
+    term.wait_for("the top again", |screen| screen.contains("+done"));
+    term.keys(&["j"]);
+    term.wait_for("one line down", |screen| screen.contains("lines 2-"));
+    term.keys(&["Escape"]);
+    term.wait_for("the lane list back", |screen| {
+        !screen.contains("diff · alpha") && row(screen, "alpha").is_some()
+    });
+}

@@ -39,6 +39,9 @@
 //! own administrative files; fetches by another (`fetch.lock`), with a stamp file that
 //! throttles them. Nothing here knows about terminals or agents. See `docs/worktrees.md` for
 //! the rules.
+//!
+//! Publishing: [`push_branch`] pushes a lane's branch to a remote (the git CLI, with a timeout);
+//! [`pushed_to`] says which remote-tracking refs already contain a commit.
 
 mod base;
 mod checkout;
@@ -56,6 +59,7 @@ mod merge;
 mod now;
 mod operation;
 mod paths;
+mod push;
 mod register;
 mod repo;
 mod status;
@@ -76,6 +80,7 @@ pub use lane::{LaneWorktreeSpec, Prepared, prepare_lane_worktree, remove_lane_wo
 pub use merge::{MergeMethod, MergeOutcome, MergePolicy, merge_forward};
 pub use now::{BranchesNow, LaneNow};
 pub use operation::{GitOperation, GitOperationKind, git_operation};
+pub use push::{PUSH_TIMEOUT, Pushed, push_branch, pushed_to};
 pub use repo::Repo;
 pub use status::{
     HeadState, MissingCommit, NewCommits, OwnWork, WorktreeStatus, head_state, new_commits,

@@ -59,6 +59,9 @@ pub struct ConfigFile {
     /// model the last file wins.
     #[serde(default)]
     pub prices: BTreeMap<String, ModelPrice>,
+    /// Where `clawpool pr` opens pull requests (`[forge]`); for each key the last file wins.
+    #[serde(default)]
+    pub forge: super::forge::ForgeSection,
 }
 
 /// One `[prices."MODEL"]` table: US dollars per million tokens, and the date they were read.

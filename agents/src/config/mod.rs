@@ -17,6 +17,7 @@
 
 mod error;
 pub mod file;
+pub mod forge;
 pub mod handshake;
 mod locate;
 pub mod notify;
@@ -39,6 +40,7 @@ use crate::trust::expand_home;
 
 pub use error::ConfigError;
 pub use file::ConfigFile;
+pub use forge::{ForgeOptions, ForgeSettings};
 pub use handshake::{HandshakeKey, HandshakeOptions, HandshakeSettings};
 pub use provenance::{ProfileOrigins, Sourced};
 pub use sandbox::{SandboxOptions, SandboxSetting};
@@ -68,6 +70,8 @@ pub struct Config {
     notify: Vec<notify::NotifyTarget>,
     /// `[prices."MODEL"]` entries, each from the last file that set it.
     prices: BTreeMap<String, Sourced<file::ModelPrice>>,
+    /// The `[forge]` keys.
+    forge: ForgeOptions,
 }
 
 impl Config {
@@ -113,6 +117,9 @@ impl Config {
         let mut sandbox = self.sandbox.clone();
         sandbox.merge(path, text, home, &file)?;
         let notify = notify::parse_entries(path, text, &file.notify, self.notify.len())?;
+        let mut forge = self.forge.clone();
+        forge.merge(path, text, &file.forge)?;
+        self.forge = forge;
         self.sandbox = sandbox;
         self.notify.extend(notify);
         add_roots(&mut self.trusted_roots, trusted);
@@ -169,6 +176,11 @@ impl Config {
     /// The sandbox keys, each with the file that set it (`docs/sandbox.md`).
     pub fn sandbox(&self) -> &SandboxOptions {
         &self.sandbox
+    }
+
+    /// The `[forge]` keys with their defaults (`clawpool push`, `clawpool pr`).
+    pub fn forge(&self) -> ForgeSettings {
+        self.forge.resolve()
     }
 
     /// Every `[[notify]]` entry of every file, in file order.

@@ -16,7 +16,7 @@
 //! Everything else is refused with the file, the key's full path and its line: `trusted_roots`,
 //! `policy` (hooks run commands), the sandbox keys (`sandbox`, `network`, `sandbox_rw`,
 //! `bwrap`: the sandbox confines the repository's code), `[[notify]]` (a webhook sends, a
-//! command runs), `launch` (the program and its environment), `input` (where
+//! command runs), `[forge]` (its API URL is sent the token), `launch` (the program and its environment), `input` (where
 //! clawpool types), `dialogs` and `dialog_policy` (what is answered and with which keys), a rule
 //! that replaces an existing rule of the same name (a repository could remove the rule that
 //! keeps a prompt from being typed into a shell), and a profile clawpool does not have.
@@ -85,6 +85,13 @@ pub(crate) fn check_repository_file(
                     at,
                     &path,
                     "the sandbox confines the repository's own code, so the user decides it",
+                ));
+            }
+            "forge" => {
+                return Err(refuse(
+                    at,
+                    &path,
+                    "the forge's API URL is sent the token, and the remote is where branches are pushed",
                 ));
             }
             "notify" => {

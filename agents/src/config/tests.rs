@@ -601,3 +601,61 @@ fn prices_from_the_last_file_that_sets_a_model_and_never_from_the_repository() {
     let err = Config::load(&s.sources(Some(&bad), None)).expect_err("negative");
     assert!(err.to_string().contains("prices.\"m\""), "{err}");
 }
+
+#[test]
+fn forge_keys_come_from_the_last_file_and_a_repository_file_may_not_set_them() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path();
+    let mut config = Config::default();
+    assert_eq!(
+        config.forge(),
+        ForgeSettings {
+            api_url: "https://api.github.com".into(),
+            repository: None,
+            remote: "origin".into(),
+            token_env: "GITHUB_TOKEN".into(),
+        }
+    );
+    let user = home.join("user.toml");
+    config
+        .merge_text(
+            &user,
+            "[forge]\nkind = \"github\"\napi_url = \"http://127.0.0.1:9/api/v3/\"\nrepository = \"acme/widgets\"\n",
+            home,
+        )
+        .expect("merge");
+    config
+        .merge_text(
+            &home.join("explicit.toml"),
+            "[forge]\nremote = \"upstream\"\ntoken_env = \"FORGE_TOKEN\"\n",
+            home,
+        )
+        .expect("merge");
+    assert_eq!(
+        config.forge(),
+        ForgeSettings {
+            api_url: "http://127.0.0.1:9/api/v3".into(),
+            repository: Some(("acme".into(), "widgets".into())),
+            remote: "upstream".into(),
+            token_env: "FORGE_TOKEN".into(),
+        }
+    );
+    for (bad, key) in [
+        ("kind = \"gitlab\"", "forge.kind"),
+        ("repository = \"widgets\"", "forge.repository"),
+        ("api_url = \"ftp://x\"", "forge.api_url"),
+    ] {
+        let err = Config::default()
+            .merge_text(&user, &format!("[forge]\n{bad}\n"), home)
+            .expect_err(bad);
+        assert!(err.to_string().contains(key), "{err}");
+    }
+
+    let repo = home.join("repo");
+    std::fs::create_dir_all(&repo).expect("repo");
+    let file = repo.join(".clawpool.toml");
+    std::fs::write(&file, "[forge]\napi_url = \"https://evil.example\"\n").expect("write");
+    let sources = ConfigSources::discover(home, None, Some(&repo), None, None);
+    let err = Config::load(&sources).expect_err("a repository may not name the forge");
+    assert!(err.to_string().contains("forge"), "{err}");
+}

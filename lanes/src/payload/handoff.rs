@@ -1,4 +1,5 @@
-//! The payloads of a lane's hand-off: landing on its base (`lane.landed`, `lane.land_failed`).
+//! The payloads of a lane's hand-off: landing on its base (`lane.landed`, `lane.land_failed`)
+//! and its pull request (`lane.pr.opened`).
 
 use serde::{Deserialize, Serialize};
 
@@ -55,4 +56,25 @@ pub struct LandFailed {
     pub logs: Vec<String>,
     /// What a person or an orchestrator does next.
     pub next_action: String,
+}
+
+/// `lane.pr.opened`: the lane's branch has an open pull request on the forge.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PrOpened {
+    /// Its number on the forge.
+    pub number: u64,
+    /// Its page.
+    pub url: String,
+    /// The lane's branch, its head.
+    pub branch: String,
+    /// The branch it asks to merge into.
+    pub base: String,
+    /// The forge's repository, `owner/name`.
+    pub repository: String,
+    /// The lane's HEAD pushed with it.
+    pub head: String,
+    /// Whether it was already open (a second `clawpool pr` finds it instead of opening
+    /// another).
+    #[serde(default)]
+    pub existing: bool,
 }

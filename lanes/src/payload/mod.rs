@@ -38,7 +38,7 @@ pub use delivery::{
     DeliveryHeld, ErrorReport, InputCleared, PromptAccepted, PromptMisdelivery, PromptRound,
     PromptSent, PromptTyped, SendQueued, SendRefused,
 };
-pub use handoff::{LandFailed, LandFailure, Landed};
+pub use handoff::{LandFailed, LandFailure, Landed, PrOpened};
 pub use run::{
     ClosedOut, Escalated, LaneFailed, LaneOutcome, OutcomeReported, PreviousRun, PublicationFound,
     PublicationRestored, RecoveryAttempt, Rerun, RestartRequest, Restarted, SessionReplaced,
@@ -235,6 +235,8 @@ payloads! {
         Landed(Landed) => Landed,
         /// `lane.land_failed`.
         LandFailed(LandFailed) => LandFailed,
+        /// `lane.pr.opened`.
+        PrOpened(PrOpened) => PrOpened,
     }
     none {
         /// `lane.spawning`.
@@ -639,6 +641,15 @@ mod tests {
                 head: Some("ccc333".into()),
                 logs: vec!["/tmp/1.log".into()],
                 next_action: "read the log, send a follow-up, then land again".into(),
+            }),
+            Payload::PrOpened(PrOpened {
+                number: 7,
+                url: "https://github.com/acme/widgets/pull/7".into(),
+                branch: "lanes/a".into(),
+                base: "main".into(),
+                repository: "acme/widgets".into(),
+                head: "ccc333".into(),
+                existing: false,
             }),
             Payload::Spawning,
             Payload::TrustRequired,

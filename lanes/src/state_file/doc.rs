@@ -139,6 +139,10 @@ pub struct WorkerStateDoc {
     /// there is none; absent while the agent reported no usage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<super::cost::CostBasis>,
+    /// The lane's open pull request on the forge (`lane.pr.opened`, `clawpool pr`); absent
+    /// while it has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull_request: Option<PullRequest>,
     /// The prices the lane's supervisor prices usage with ([`WorkerStateDoc::set_prices`]);
     /// not part of the file: a reader shows the cost the supervisor wrote.
     #[serde(skip)]
@@ -148,6 +152,23 @@ pub struct WorkerStateDoc {
     /// version itself.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
+}
+
+/// A lane's pull request on the forge, as `lane.pr.opened` said.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PullRequest {
+    /// Its number.
+    pub number: u64,
+    /// Its page.
+    pub url: String,
+    /// Its head branch (the lane's).
+    pub branch: String,
+    /// The branch it merges into.
+    pub base: String,
+    /// The lane's HEAD when it was pushed for it.
+    pub head: String,
+    /// When it was recorded (epoch s).
+    pub at: u64,
 }
 
 /// claw-code's worker status vocabulary (`WorkerStatus` in claw-code's
@@ -544,6 +565,7 @@ impl WorkerStateDoc {
             usage: None,
             sandbox: None,
             cost_usd: None,
+            pull_request: None,
             cost: None,
             prices: None,
             extra: Map::new(),
@@ -694,6 +716,16 @@ impl WorkerStateDoc {
                 });
             }
             Some(Payload::Outcome(reported)) => self.outcome = Some(reported.outcome),
+            Some(Payload::PrOpened(opened)) => {
+                self.pull_request = Some(PullRequest {
+                    number: opened.number,
+                    url: opened.url,
+                    branch: opened.branch,
+                    base: opened.base,
+                    head: opened.head,
+                    at,
+                });
+            }
             Some(Payload::PermissionDecided(decided)) => self.permissions.record(decided, at),
             Some(Payload::ChannelOpened(opened)) => self.hooks.opened(opened),
             Some(Payload::ChannelDegraded(degraded)) => self.hooks.degraded(&degraded),

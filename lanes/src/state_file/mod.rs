@@ -37,8 +37,8 @@ pub use crate::verification::{
 };
 pub use doc::{
     Base, Blocked, ClawEvent, ClawEventKind, ClawStatus, Escalation, Failure, LastEvent, Prompt,
-    PromptReceipt, Supervisor, Transport, TransportKind, WorkerStateDoc, claw_event_kind,
-    claw_status,
+    PromptReceipt, PullRequest, Supervisor, Transport, TransportKind, WorkerStateDoc,
+    claw_event_kind, claw_status,
 };
 pub use hook_channel::HookChannel;
 pub use liveness::{Liveness, SupervisorLock, probe};

@@ -12,6 +12,7 @@
 
 mod actions;
 mod bell;
+mod diff;
 mod lanes;
 mod screen;
 mod view;
@@ -68,6 +69,8 @@ pub enum Mode {
     Verify,
     /// Asking before a destructive command.
     Confirm(Action),
+    /// The selected lane's diff (`App::diff`), whole-screen.
+    Diff,
 }
 
 /// The dashboard's state.
@@ -91,6 +94,8 @@ pub struct App {
     polling: Option<String>,
     /// Which lanes needed a person when last drawn.
     bell: bell::Bell,
+    /// The diff view, while `Mode::Diff`.
+    diff: Option<diff::DiffView>,
 }
 
 impl App {
@@ -170,6 +175,7 @@ pub async fn run(args: UiArgs) -> Result<ExitCode, CommandError> {
         loaded,
         config: args.config.config.clone(),
         polling,
+        diff: None,
     };
     follow_lanes(&mut app, &mut watch);
     // Ctrl-C is a key while the dashboard runs (raw mode); while a lane is attached it goes to
@@ -423,6 +429,15 @@ fn on_key(app: &mut App, key: KeyEvent) -> Next {
     match std::mem::replace(&mut app.mode, Mode::Normal) {
         Mode::Normal => on_normal_key(app, key),
         Mode::Help => Next::Stay,
+        Mode::Diff => {
+            let open = app.diff.as_mut().is_some_and(|view| view.on_key(key.code));
+            if open {
+                app.mode = Mode::Diff;
+            } else {
+                app.diff = None;
+            }
+            Next::Stay
+        }
         Mode::Filter => {
             match key.code {
                 KeyCode::Enter => {}
@@ -571,7 +586,34 @@ fn on_normal_key(app: &mut App, key: KeyEvent) -> Next {
         KeyCode::Char('m') => on_lane(Mode::Confirm(Action::MergeForward), app),
         KeyCode::Char('v') => on_lane(Mode::Verify, app),
         KeyCode::Char('R') => on_lane(Mode::Confirm(Action::Recover), app),
+        KeyCode::Char('d') if selected => {
+            open_diff(app);
+            Next::Stay
+        }
         _ => Next::Stay,
+    }
+}
+
+/// Opens the diff view of the selected lane; when its change cannot be read, says why in the
+/// footer instead.
+fn open_diff(app: &mut App) {
+    let Some(lane) = app.lanes.selected() else {
+        return;
+    };
+    let name = lane["lane"].as_str().unwrap_or_default().to_owned();
+    let (Some(key), Some(dir)) = (lanes::key_of(lane), lane["worktree"].as_str()) else {
+        return;
+    };
+    let Some(repo) = app.lanes.repos().get(key.repo) else {
+        return;
+    };
+    let events = clawpool_lane::registry::lane_registry(repo, &key.name).events();
+    match diff::DiffView::open(std::path::Path::new(dir), &events) {
+        Ok(view) => {
+            app.diff = Some(view);
+            app.mode = Mode::Diff;
+        }
+        Err(why) => app.status = Some((false, format!("{name}: no diff: {why}"))),
     }
 }
 

@@ -58,6 +58,10 @@ pub const KEY_MAP: &[(&str, &str)] = &[
     ),
     ("v", "verify a green level (clawpool verify --level)"),
     (
+        "d",
+        "the lane's diff: files, commits and uncommitted work apart (clawpool diff); j/k PgUp/PgDn scroll, Esc closes",
+    ),
+    (
         "R",
         "run the recovery recipe the policy decides (clawpool recover)",
     ),
@@ -84,6 +88,11 @@ pub fn draw(frame: &mut Frame<'_>, app: &App) {
     draw_footer(frame, app, footer);
     match &app.mode {
         Mode::Help => draw_help(frame, app),
+        Mode::Diff => {
+            if let Some(view) = &app.diff {
+                super::diff::draw(frame, app, view);
+            }
+        }
         Mode::Normal | Mode::Filter => {}
         prompt => draw_prompt(frame, app, prompt),
     }
@@ -320,7 +329,7 @@ fn draw_footer(frame: &mut Frame<'_>, app: &App, area: Rect) {
             Line::styled(message.clone(), app.style(Style::default().fg(colour)))
         }
         None => Line::raw(
-            "Enter attach · s send · a answer · t trust · x stop · r restart · m merge-forward · v verify · R recover · / filter · ? help · q quit",
+            "Enter attach · s send · a answer · t trust · x stop · r restart · m merge-forward · v verify · d diff · R recover · / filter · ? help · q quit",
         ),
     };
     frame.render_widget(Paragraph::new(line), area);
@@ -383,7 +392,7 @@ fn draw_prompt(frame: &mut Frame<'_>, app: &App, mode: &Mode) {
             Line::raw(format!("clawpool {} {lane}?", action.describe())),
             Line::raw("y runs it · any other key cancels"),
         ],
-        Mode::Normal | Mode::Filter | Mode::Help => return,
+        Mode::Normal | Mode::Filter | Mode::Help | Mode::Diff => return,
     };
     let area = centred(frame.area(), 60, lines.len() as u16 + 2);
     frame.render_widget(Clear, area);
