@@ -355,7 +355,8 @@ pub fn repository_cost(lanes: &[Value]) -> Value {
         .filter(|l| l["cost_usd"].is_null() && l["cost"].is_object())
         .count();
     json!({
-        "total_usd": priced.iter().sum::<f64>(),
+        // Folded from +0.0: an empty f64 sum is -0.0, printed `$-0.0000`.
+        "total_usd": priced.iter().fold(0.0, |total, cost| total + cost),
         "lanes_priced": priced.len(),
         "lanes_unpriced": unpriced,
     })
