@@ -150,13 +150,15 @@ pub enum LaneEventKind {
     Landed,
     /// `lane.land_failed`: `clawpool land` left the lane out: conflict, red, hang or a refusal.
     LandFailed,
+    /// `lane.budget_set`: An operator set the lane's budget (`clawpool budget`).
+    BudgetSet,
     /// A kind this build does not know, as written.
     Other(String),
 }
 
 impl LaneEventKind {
     /// Every kind this build records, in the order `docs/events.md` lists them.
-    pub const ALL: [LaneEventKind; 69] = [
+    pub const ALL: [LaneEventKind; 70] = [
         LaneEventKind::Started,
         LaneEventKind::Adopted,
         LaneEventKind::SessionReplaced,
@@ -226,6 +228,7 @@ impl LaneEventKind {
         LaneEventKind::PublicationRestored,
         LaneEventKind::Landed,
         LaneEventKind::LandFailed,
+        LaneEventKind::BudgetSet,
     ];
 
     /// The wire name.
@@ -300,6 +303,7 @@ impl LaneEventKind {
             LaneEventKind::PublicationRestored => "lane.publication_restored",
             LaneEventKind::Landed => "lane.landed",
             LaneEventKind::LandFailed => "lane.land_failed",
+            LaneEventKind::BudgetSet => "lane.budget_set",
             LaneEventKind::Other(name) => name,
         }
     }

@@ -88,6 +88,24 @@ pub struct UsageReported {
     /// The model that answered, as the transcript names it (what the usage is priced as).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// The id of the assistant message the usage is of: read again (a tool call's report,
+    /// then the turn's end), the same message replaces its earlier count instead of adding
+    /// to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
+}
+
+/// `lane.budget_set`: an operator set the lane's budget (`clawpool budget`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BudgetSet {
+    /// The new budget.
+    pub budget_usd: crate::cost::Usd,
+    /// The budget before, if there was one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub was_usd: Option<crate::cost::Usd>,
+    /// The lane's cost when it was set, if known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<crate::cost::Usd>,
 }
 
 /// `lane.channel.contradiction`: the agent's channel and its screen disagreed past a bound,

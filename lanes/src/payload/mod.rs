@@ -31,8 +31,8 @@ pub use branch::{
     MergeReady, Red, StaleRed, TestHung, Verified, VerifyBlocked,
 };
 pub use channel::{
-    ChannelContradiction, ChannelDegraded, ChannelOpened, HookReported, ProtocolReported,
-    UsageReported,
+    BudgetSet, ChannelContradiction, ChannelDegraded, ChannelOpened, HookReported,
+    ProtocolReported, UsageReported,
 };
 pub use delivery::{
     DeliveryHeld, ErrorReport, InputCleared, PromptAccepted, PromptMisdelivery, PromptRound,
@@ -235,6 +235,8 @@ payloads! {
         Landed(Landed) => Landed,
         /// `lane.land_failed`.
         LandFailed(LandFailed) => LandFailed,
+        /// `lane.budget_set`.
+        BudgetSet(BudgetSet) => BudgetSet,
     }
     none {
         /// `lane.spawning`.
@@ -420,6 +422,7 @@ mod tests {
                 usage: serde_json::json!({"input_tokens": 3, "output_tokens": 5}),
                 transcript_path: Some("/tmp/t.jsonl".into()),
                 model: Some("claude-sonnet-4-5-20250929".into()),
+                message_id: Some("msg_01".into()),
             }),
             Payload::SessionReplaced(SessionReplaced {
                 session: "clawpool:a".into(),
@@ -638,6 +641,11 @@ mod tests {
                 head: Some("ccc333".into()),
                 logs: vec!["/tmp/1.log".into()],
                 next_action: "read the log, send a follow-up, then land again".into(),
+            }),
+            Payload::BudgetSet(BudgetSet {
+                budget_usd: crate::cost::Usd(2.5),
+                was_usd: Some(crate::cost::Usd(1.0)),
+                cost_usd: Some(crate::cost::Usd(1.25)),
             }),
             Payload::Spawning,
             Payload::TrustRequired,

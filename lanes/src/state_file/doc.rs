@@ -139,6 +139,10 @@ pub struct WorkerStateDoc {
     /// there is none; absent while the agent reported no usage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<super::cost::CostBasis>,
+    /// What the lane may cost (the packet's `budget_usd`, or the last `clawpool budget`): past
+    /// it the lane is held `blocked{budget}`; absent when the lane has no budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_usd: Option<f64>,
     /// The prices the lane's supervisor prices usage with ([`WorkerStateDoc::set_prices`]);
     /// not part of the file: a reader shows the cost the supervisor wrote.
     #[serde(skip)]
@@ -541,6 +545,7 @@ impl WorkerStateDoc {
             sandbox: None,
             cost_usd: None,
             cost: None,
+            budget_usd: None,
             prices: None,
             extra: Map::new(),
         }
@@ -700,6 +705,7 @@ impl WorkerStateDoc {
                 super::usage::from_protocol(&mut self.usage, &message, at);
                 self.reprice();
             }
+            Some(Payload::BudgetSet(set)) => self.budget_usd = Some(set.budget_usd.0),
             Some(Payload::Verified(verified)) => {
                 let verified = *verified;
                 self.green_level = verified.green_level;
