@@ -873,7 +873,7 @@ mod tests {
             answer(4),
             json!({"type": "system", "subtype": "stop_hook_summary"}),
         ]);
-        let (usage, _) = last_turn_usage(&transcript).expect("usage");
+        let usage = last_turn_usage(&transcript).expect("usage").usage;
         assert_eq!(usage["output_tokens"], 4);
         assert_eq!(usage["cache_read_input_tokens"], 5);
         assert_eq!(last_turn_usage(&dir.path().join("none.jsonl")), None);
