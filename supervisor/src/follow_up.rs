@@ -87,6 +87,7 @@ pub async fn run(
         checks,
         policy: std::sync::Arc::clone(&loaded.policy),
         prices: std::sync::Arc::clone(&loaded.prices),
+        budget_usd: None,
         name: doc.lane.clone(),
         dir,
         profile: std::sync::Arc::new(profile),

@@ -102,6 +102,9 @@ pub enum Input {
     },
     /// The supervisor was told to stop (SIGINT, SIGTERM): the signal's name.
     Interrupted(&'static str),
+    /// The lane's cost in US dollars now, priced as its agent's usage arrived (`cost_usd`):
+    /// checked against its budget ([`super::LaneBudget`]).
+    Cost(f64),
 }
 
 /// What the driver carries out for the machine.
@@ -333,6 +336,8 @@ pub struct Machine<'a> {
     hooks: HookState,
     /// Effects decided while handling the current input.
     out: Vec<Effect>,
+    /// The lane's cost as last reported ([`Input::Cost`]); `None` while unknown.
+    cost_usd: Option<f64>,
 }
 
 /// How long a lane blocked on its provider must show the agent working without any
@@ -481,6 +486,7 @@ impl<'a> Machine<'a> {
             source: None,
             hooks: HookState::default(),
             out: Vec::new(),
+            cost_usd: None,
         }
     }
 
@@ -599,7 +605,7 @@ impl<'a> Machine<'a> {
             Input::Protocol(_) | Input::ProtocolLost { .. } => {
                 self.source = Some(EventSource::Protocol);
             }
-            Input::Interrupted(_) => self.source = None,
+            Input::Interrupted(_) | Input::Cost(_) => self.source = None,
             // An effect's result goes on with the decision that asked for it.
             _ => {}
         }
@@ -659,6 +665,7 @@ impl<'a> Machine<'a> {
             Input::ProtocolLost { error } => {
                 self.on_channel_failed(crate::app_server::CHANNEL, "connection".into(), error);
             }
+            Input::Cost(usd) => self.on_cost(usd),
         }
         std::mem::take(&mut self.out)
     }
@@ -692,6 +699,7 @@ impl<'a> Machine<'a> {
             reached_ready: self.reached_ready,
             trust: self.lane.trust,
             answered_outside: self.lane.answered_outside,
+            budget: self.lane.budget,
             restart_reply: self.restart_reply.take(),
             unsent: self.followups.drain(..).map(|f| f.text).collect(),
             dialog,
@@ -1734,7 +1742,10 @@ impl<'a> Machine<'a> {
                     self.deliver();
                     return;
                 }
-                if self.hooks.tool_running(self.now) || self.lane.answered_outside {
+                if self.hooks.tool_running(self.now)
+                    || self.lane.answered_outside
+                    || self.held_on_budget()
+                {
                     // The agent reported a tool running: an idle-looking screen does not
                     // overrule it. A lane held for a person is not finished by its agent
                     // going idle.
@@ -2110,7 +2121,14 @@ impl<'a> Machine<'a> {
                 ),
                 choices: Vec::new(),
             },
-            OperatorCommand::Send { text } => return self.queue_followup(text.clone(), reply),
+            OperatorCommand::Send { .. } if self.over_budget() => {
+                self.send_over_budget().unwrap_or_else(|| Verdict::done("within budget"))
+            }
+            OperatorCommand::Send { text } => {
+                self.release_budget_hold();
+                return self.queue_followup(text.clone(), reply);
+            }
+            OperatorCommand::Budget { usd } => self.set_budget(*usd),
             OperatorCommand::Stop => self.stop_by_operator(),
             OperatorCommand::Restart(restart) => {
                 self.restart(restart.clone(), None);
@@ -2329,6 +2347,8 @@ impl<'a> Machine<'a> {
         // may take it up again).
         let to = match self.state {
             _ if done => LaneState::Finished,
+            // Held on its budget: a person chose to end it, nothing failed.
+            LaneState::Blocked(BlockedSubphase::Budget) => LaneState::Stopped,
             LaneState::Blocked(subphase) => LaneState::Failed(subphase.failure_class()),
             _ => LaneState::Stopped,
         };
@@ -2353,7 +2373,7 @@ impl<'a> Machine<'a> {
     /// taken, the next text sent by an operator. A git operation paused in the worktree holds
     /// it: looked up first ([`Effect::ProbeGitOperation`]) unless a recent look still holds.
     fn deliver(&mut self) {
-        if !self.lane.trust.is_open() || self.suspended.is_some() {
+        if !self.lane.trust.is_open() || self.suspended.is_some() || self.held_on_budget() {
             return;
         }
         if self.receipt.text_to_type().is_none()
@@ -2555,7 +2575,7 @@ impl<'a> Machine<'a> {
 
     /// The one place a lane's state changes.
     fn transition(&mut self, to: LaneState, evidence: Option<Evidence>) {
-        if to == self.state {
+        if to == self.state || self.budget_holds_from(to) {
             return;
         }
         if self.lane.answered_outside
@@ -2657,6 +2677,8 @@ pub struct Ended {
     /// Whether a tool-permission question was answered outside clawpool and no operator
     /// acted since ([`super::LaneContext::answered_outside`]).
     pub answered_outside: bool,
+    /// The lane's budget as the run left it (raised, held).
+    pub budget: super::LaneBudget,
     /// The verdict owed to the operator who asked for a restart.
     pub restart_reply: Option<VerdictReply>,
     /// Texts still queued.
@@ -2807,5 +2829,6 @@ fn turn_still_open() -> Evidence {
     }
 }
 
+mod budget;
 #[cfg(test)]
 mod tests;

@@ -97,6 +97,7 @@ impl OperatorCommand {
             OperatorCommand::Answer { choice } => format!("answer --choice {choice}"),
             OperatorCommand::Send { .. } => "send".to_owned(),
             OperatorCommand::Stop => "stop".to_owned(),
+            OperatorCommand::Budget { usd } => format!("budget {}", usd.0),
             OperatorCommand::Restart(request) => {
                 let mut words = vec!["restart"];
                 if request.resume {
