@@ -439,10 +439,7 @@ impl HookInbox {
         // The turn's end, and each tool's start: the message that called the tool is in the
         // transcript before the tool runs, so a lane's cost is known mid-turn, in time for its
         // budget to stop a long tool call.
-        let reads_usage = matches!(
-            fact.event,
-            HookEvent::Stop | HookEvent::PreToolUse { .. }
-        );
+        let reads_usage = matches!(fact.event, HookEvent::Stop | HookEvent::PreToolUse { .. });
         if let (true, Some(transcript), Some(log)) =
             (reads_usage, &fact.transcript_path, &self.usage_log)
         {

@@ -9,7 +9,9 @@ use clawpool_agents::profiles::{AgentHooks, DialogKind, Policy as DialogPolicy};
 use clawpool_agents::trust::StoreGuard;
 use clawpool_lanes::payload::{ChannelDegraded, ChannelOpened, Restarted};
 use clawpool_lanes::state_file::{self, Base, SupervisorLock};
-use clawpool_lanes::{BlockedSubphase, EventLog, LaneEventKind, LaneState, Payload, WorkerStateDoc};
+use clawpool_lanes::{
+    BlockedSubphase, EventLog, LaneEventKind, LaneState, Payload, WorkerStateDoc,
+};
 use clawpool_pty::Worker;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;

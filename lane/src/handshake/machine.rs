@@ -2121,9 +2121,9 @@ impl<'a> Machine<'a> {
                 ),
                 choices: Vec::new(),
             },
-            OperatorCommand::Send { .. } if self.over_budget() => {
-                self.send_over_budget().unwrap_or_else(|| Verdict::done("within budget"))
-            }
+            OperatorCommand::Send { .. } if self.over_budget() => self
+                .send_over_budget()
+                .unwrap_or_else(|| Verdict::done("within budget")),
             OperatorCommand::Send { text } => {
                 self.release_budget_hold();
                 return self.queue_followup(text.clone(), reply);

@@ -85,7 +85,9 @@ impl Machine<'_> {
         self.lane.budget.held = true;
         let name = &self.lane.name;
         let escalated = Escalated {
-            reason: format!("lane {name} cost {cost}, past its budget of {budget}: its turn was interrupted"),
+            reason: format!(
+                "lane {name} cost {cost}, past its budget of {budget}: its turn was interrupted"
+            ),
             next_action: format!(
                 "raise the budget or stop it: `clawpool budget {name} USD`, then `clawpool send \
                  {name} TEXT` to carry on; or `clawpool stop {name}`"
@@ -129,7 +131,10 @@ impl Machine<'_> {
             cost_usd: cost,
         };
         self.report(Payload::BudgetSet(set), None, None, None);
-        let spent = cost.map_or_else(|| "no cost known yet".to_owned(), |c| format!("cost so far {c}"));
+        let spent = cost.map_or_else(
+            || "no cost known yet".to_owned(),
+            |c| format!("cost so far {c}"),
+        );
         let name = self.lane.name.clone();
         if self.over_budget() {
             if !self.lane.budget.held && !self.state.is_terminal() {
