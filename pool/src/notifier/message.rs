@@ -219,6 +219,7 @@ mod tests {
             at: rfc3339(0),
             cursor: 0,
             seq: 1,
+            cost_usd: Some(0.42),
         };
         let text =
             "clawpool app: lane a blocked (provider): API Error: 529. Next: `clawpool recover a`";
@@ -234,5 +235,12 @@ mod tests {
         assert_eq!(json["lane_status"], "blocked");
         assert_eq!(json["subphase"], "provider");
         assert_eq!(json["event"], "blocked");
+        assert_eq!(json["cost_usd"], 0.42);
+        let unknown = Notification {
+            cost_usd: None,
+            ..note
+        };
+        let json = unknown.body(WebhookFormat::Json);
+        assert!(json.get("cost_usd").is_none(), "absent when unknown: {json}");
     }
 }

@@ -178,7 +178,7 @@ mod tests {
     fn kinds(situations: &mut Situations, events: &[StreamEvent]) -> Vec<&'static str> {
         events
             .iter()
-            .filter_map(|e| situations.observe("/repo", e))
+            .filter_map(|e| situations.observe("/repo", e, &PriceTable::shipped()))
             .map(|n| n.event.name())
             .collect()
     }
@@ -233,11 +233,39 @@ mod tests {
             })),
         );
         let note = Situations::default()
-            .observe("/repo", &blocked)
+            .observe("/repo", &blocked, &PriceTable::shipped())
             .expect("a notification");
         assert_eq!(note.event, NotifyEvent::Blocked);
         assert_eq!(note.subphase, Some(BlockedSubphase::Stalled));
         assert_eq!(note.reason, "no progress after two nudges");
         assert_eq!(note.next_action, "clawpool attach a");
+    }
+
+    #[test]
+    fn a_lane_held_on_its_budget_is_one_budget_notification_with_its_cost() {
+        let mut lane = Lane { seq: 0, cursor: 0 };
+        let usage = lane.event(
+            LaneEventKind::Usage,
+            None,
+            Some(Payload::Usage(clawpool_lanes::payload::UsageReported {
+                source: "claude_transcript".into(),
+                usage: serde_json::json!({"input_tokens": 1_000_000, "output_tokens": 0}),
+                transcript_path: None,
+                model: Some("claude-sonnet-4-5-20250929".into()),
+                message_id: Some("m1".into()),
+            })),
+        );
+        let held = LaneState::Blocked(BlockedSubphase::Budget);
+        let events = [lane.to(LaneState::Running), usage, lane.to(held), lane.to(held)];
+        let mut situations = Situations::default();
+        let notes: Vec<Notification> = events
+            .iter()
+            .filter_map(|e| situations.observe("/repo", e, &PriceTable::shipped()))
+            .collect();
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert_eq!(notes[0].event, NotifyEvent::Budget);
+        // A million input tokens at claude-sonnet-4-5's $3.
+        assert_eq!(notes[0].cost_usd, Some(3.0));
+        assert!(notes[0].next_action.contains("clawpool budget a"), "{notes:?}");
     }
 }
