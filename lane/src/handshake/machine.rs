@@ -2156,6 +2156,7 @@ impl<'a> Machine<'a> {
         let payload = match &verdict {
             Verdict::Ignored { .. } => Some(Payload::OperatorIgnored(declined(&[]))),
             Verdict::Refused { choices, .. } => Some(Payload::OperatorRefused(declined(choices))),
+            Verdict::OverBudget { .. } => Some(Payload::OperatorRefused(declined(&[]))),
             // A dialog answered or not is in `lane.dialog_answered`; a stop in the transition.
             Verdict::Done { .. } | Verdict::Failed { .. } => None,
         };

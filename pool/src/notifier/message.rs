@@ -241,6 +241,9 @@ mod tests {
             ..note
         };
         let json = unknown.body(WebhookFormat::Json);
-        assert!(json.get("cost_usd").is_none(), "absent when unknown: {json}");
+        assert!(
+            json.get("cost_usd").is_none(),
+            "absent when unknown: {json}"
+        );
     }
 }

@@ -256,7 +256,12 @@ mod tests {
             })),
         );
         let held = LaneState::Blocked(BlockedSubphase::Budget);
-        let events = [lane.to(LaneState::Running), usage, lane.to(held), lane.to(held)];
+        let events = [
+            lane.to(LaneState::Running),
+            usage,
+            lane.to(held),
+            lane.to(held),
+        ];
         let mut situations = Situations::default();
         let notes: Vec<Notification> = events
             .iter()
@@ -266,6 +271,9 @@ mod tests {
         assert_eq!(notes[0].event, NotifyEvent::Budget);
         // A million input tokens at claude-sonnet-4-5's $3.
         assert_eq!(notes[0].cost_usd, Some(3.0));
-        assert!(notes[0].next_action.contains("clawpool budget a"), "{notes:?}");
+        assert!(
+            notes[0].next_action.contains("clawpool budget a"),
+            "{notes:?}"
+        );
     }
 }

@@ -103,14 +103,15 @@ impl Machine<'_> {
             return None;
         }
         let name = &self.lane.name;
-        Some(Verdict::Refused {
+        let cost = Usd(self.cost_usd.unwrap_or_default());
+        let budget = Usd(self.lane.budget.usd.unwrap_or_default());
+        Some(Verdict::OverBudget {
             reason: format!(
-                "over budget: lane {name} cost {}, past its budget of {}; nothing more is sent \
-                 to it until the budget is raised (`clawpool budget {name} USD`)",
-                Usd(self.cost_usd.unwrap_or_default()),
-                Usd(self.lane.budget.usd.unwrap_or_default()),
+                "over budget: lane {name} cost {cost}, past its budget of {budget}; nothing more \
+                 is sent to it until the budget is raised (`clawpool budget {name} USD`)"
             ),
-            choices: Vec::new(),
+            cost_usd: cost,
+            budget_usd: budget,
         })
     }
 

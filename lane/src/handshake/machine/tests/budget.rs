@@ -86,7 +86,7 @@ async fn a_cost_past_the_budget_mid_turn_interrupts_the_turn_and_holds_the_lane(
         &claude("08-finished-120x40"),
     );
     assert!(
-        matches!(&verdict, Verdict::Refused { reason, .. } if reason.contains("over budget")),
+        matches!(&verdict, Verdict::OverBudget { reason, .. } if reason.contains("over budget")),
         "{verdict:?}"
     );
     assert_eq!(lane.texts_typed().len(), typed);
