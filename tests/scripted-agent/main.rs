@@ -37,7 +37,8 @@ use scenario::Scenario;
 use term::{Signal, Signals, TermSize, Terminal};
 use ui::Renderer;
 
-const USAGE: &str = "usage: clawpool-scripted-agent [--scenario FILE] [--resume] [--settings FILE] \
+const USAGE: &str =
+    "usage: clawpool-scripted-agent [--scenario FILE] [--resume] [--settings FILE] \
      [--prompt TEXT] [PROMPT...]
 
   --scenario FILE  the TOML scenario (default: $CLAWPOOL_AGENT_SCENARIO, else built-in)

@@ -62,8 +62,10 @@ impl Machine<'_> {
             Usd(self.cost_usd.unwrap_or_default()),
             Usd(self.lane.budget.usd.unwrap_or_default()),
         );
-        if self.state.in_turn() {
-            // The turn spends; it stops first, before anything is recorded.
+        // In a turn, or a text submitted whose turn the screen has not shown yet (an agent
+        // reporting usage before its screen caught up): the turn spends; it stops first,
+        // before anything is recorded.
+        if self.state.in_turn() || self.receipt.submitted() {
             self.out.push(Effect::Send {
                 input: clawpool_pty::Input::Key(INTERRUPT),
                 on_sent: Vec::new(),

@@ -1,0 +1,165 @@
+//! A lane's budget (`budget_usd`, `docs/task-packet.md`): a real spawned lane of the scripted
+//! agent, started with Claude Code's hook settings (`--settings`), reports a tool's start
+//! whose transcript line carries usage priced past its tiny budget; the lane interrupts the
+//! agent mid-turn (its `hang` step, a tool call that would never end) and holds it
+//! `blocked{budget}`, the notifier's `budget` notification goes out once, `send` is refused,
+//! `clawpool budget` raises it, and `stop` ends it.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::spawn::{Setup, setup, stderr};
+
+/// How long any one awaited thing may take.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// The model the transcript names, priced by the test: $10 / $20 per million tokens.
+const MODEL: &str = "budget-test-model";
+
+/// A tool call's usage line in the agent's transcript: 1,000 input and 1,000 output tokens,
+/// $0.03 at the test's prices.
+fn transcript_line() -> String {
+    serde_json::json!({"type": "assistant", "message": {"id": "msg_1", "model": MODEL,
+        "usage": {"input_tokens": 1000, "output_tokens": 1000}}})
+    .to_string()
+}
+
+fn configure(s: &Setup, notified: &Path) {
+    let config = std::fs::read_to_string(&s.config).expect("config");
+    let config = config.replace(
+        "[profiles.scripted.launch]\n",
+        "[profiles.scripted.launch]\nhooks = \"claude\"\n",
+    );
+    let config = format!(
+        "{config}[prices.{MODEL:?}]\ninput_per_mtok = 10.0\noutput_per_mtok = 20.0\nas_of = \"2026-11-01\"\n\
+         [[notify]]\ncommand = [\"sh\", \"-c\", \"cat >> \\\"$0\\\"\", {:?}]\nevents = [\"budget\"]\n",
+        notified.display().to_string()
+    );
+    std::fs::write(&s.config, config).expect("config");
+}
+
+fn scenario(s: &Setup, transcript: &Path) {
+    let payload = serde_json::json!({"session_id": "s1",
+        "transcript_path": transcript.display().to_string(),
+        "tool_name": "Bash", "tool_input": {"command": "sleep 600"}})
+    .to_string();
+    let text = format!(
+        "[[prompt]]\nsteps = [\n  {{ do = \"write_file\", path = {:?}, content = {:?} }},\n  \
+         {{ do = \"hook\", event = \"PreToolUse\", payload = {:?} }},\n  \
+         {{ do = \"say\", text = \"$ sleep 600\" }},\n  {{ do = \"hang\" }},\n]\n",
+        transcript.display().to_string(),
+        transcript_line(),
+        payload
+    );
+    std::fs::write(s.sandbox.dir.path().join("scenario.toml"), text).expect("scenario");
+}
+
+fn clawpool_json(s: &Setup, args: &[&str]) -> std::process::Output {
+    s.sandbox
+        .clawpool()
+        .args(args)
+        .args(["--output-format", "json"])
+        .output()
+        .expect("clawpool runs")
+}
+
+/// `file`'s content once `ready` holds for it, within [`PATIENCE`].
+fn file_when(file: &Path, what: &str, ready: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        if ready(&text) {
+            return text;
+        }
+        assert!(Instant::now() < deadline, "{what}: {text}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_lane_past_its_budget_mid_turn_is_interrupted_held_notified_once_and_refuses_send() {
+    let s = setup();
+    let notified = s.sandbox.dir.path().join("notified.jsonl");
+    let transcript = s.sandbox.dir.path().join("transcript.jsonl");
+    configure(&s, &notified);
+    scenario(&s, &transcript);
+    let packet = s.sandbox.dir.path().join("packet.json");
+    std::fs::write(
+        &packet,
+        r#"{"name": "pricey", "agent": "scripted", "prompt": "work", "budget_usd": 0.01}"#,
+    )
+    .expect("packet");
+    let mut cmd = s.sandbox.clawpool();
+    cmd.arg("spawn")
+        .arg(&packet)
+        .args(["--output-format", "json", "--config"])
+        .arg(&s.config)
+        .arg("--repo")
+        .arg(&s.repo);
+    let mut run = clawpool_tests::LaneRun::start(cmd, &s.sandbox.dir.path().join("spawn.stderr"));
+
+    let blocked = run.wait_for(
+        "the lane held on its budget",
+        PATIENCE,
+        |e| e["kind"] == "lane.blocked" && e["to"]["subphase"] == "budget",
+        String::new,
+    );
+    assert_eq!(blocked["evidence"]["rule"], "budget", "{blocked:#}");
+    // The agent's own interrupt ended its tool call mid-turn.
+    let terminal = s.repo.join(".git/clawpool/lanes/pricey/terminal.log");
+    file_when(&terminal, "the agent interrupted", |t| {
+        t.contains("Interrupted")
+    });
+
+    let lane = s.lanes_dir().join("pricey");
+    let state: Value = serde_json::from_str(
+        &std::fs::read_to_string(lane.join(".claw/worker-state.json")).expect("state file"),
+    )
+    .expect("JSON");
+    assert_eq!(state["lane_status"], "blocked", "{state:#}");
+    assert_eq!(state["blocked"]["subphase"], "budget", "{state:#}");
+    assert_eq!(state["budget_usd"], 0.01, "{state:#}");
+    let cost = state["cost_usd"].as_f64().expect("cost_usd");
+    assert!((cost - 0.03).abs() < 1e-12, "{state:#}");
+    assert!(
+        state["escalation"]["next_action"]
+            .as_str()
+            .is_some_and(|a| a.contains("raise the budget or stop it")),
+        "{state:#}"
+    );
+
+    // No text spends past the budget.
+    let lane_arg = lane.display().to_string();
+    let send = clawpool_json(&s, &["send", &lane_arg, "keep going"]);
+    assert!(!send.status.success(), "send was taken");
+    let error: Value = serde_json::from_str(stderr(&send).trim()).expect("one JSON error");
+    assert_eq!(error["error"]["kind"], "lane_over_budget", "{error:#}");
+
+    // The budget notification, once.
+    let text = file_when(&notified, "the budget notification", |t| t.ends_with('\n'));
+    let note: Value = serde_json::from_str(text.lines().next().expect("a line")).expect("JSON");
+    assert_eq!(note["event"], "budget", "{note:#}");
+    assert_eq!(note["lane"], "pricey");
+    assert_eq!(note["subphase"], "budget");
+    assert!((note["cost_usd"].as_f64().expect("cost_usd") - 0.03).abs() < 1e-12);
+
+    // Raised, then stopped by a person: stopped, not failed.
+    let raised = clawpool_json(&s, &["budget", &lane_arg, "1.00"]);
+    assert!(raised.status.success(), "{}", stderr(&raised));
+    let bad = clawpool_json(&s, &["budget", &lane_arg, "-3"]);
+    assert!(!bad.status.success());
+    let stop = clawpool_json(&s, &["stop", &lane_arg]);
+    assert!(stop.status.success(), "{}", stderr(&stop));
+    run.wait_exit(PATIENCE);
+    let state: Value = serde_json::from_str(
+        &std::fs::read_to_string(lane.join(".claw/worker-state.json")).expect("state file"),
+    )
+    .expect("JSON");
+    assert_eq!(state["lane_status"], "stopped", "{state:#}");
+    assert_eq!(state["budget_usd"], 1.0, "{state:#}");
+    let text = std::fs::read_to_string(&notified).expect("notified");
+    let notes = text.lines().filter(|l| !l.trim().is_empty()).count();
+    assert_eq!(notes, 1, "exactly one budget notification: {text}");
+}
