@@ -49,8 +49,8 @@ pub async fn run(
                  to it (a new packet with a larger `budget_usd`, or `spawn --rerun`, starts it \
                  again)",
                 doc.lane,
-                clawpool_lanes::cost::Usd(cost),
-                clawpool_lanes::cost::Usd(budget)
+                clawpool_lanes::payload::Usd(cost),
+                clawpool_lanes::payload::Usd(budget)
             ),
         ));
     }

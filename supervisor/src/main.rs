@@ -166,7 +166,7 @@ fn main() -> ExitCode {
             }
             Command::Init(args) => init::run(&args),
             Command::Budget(args) => {
-                let usd = clawpool_lanes::cost::Usd(args.usd);
+                let usd = clawpool_lanes::payload::Usd(args.usd);
                 let command = clawpool_lane::handshake::OperatorCommand::Budget { usd };
                 let lane = cli::LaneArgs {
                     lane: args.lane,

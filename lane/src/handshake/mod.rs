@@ -78,7 +78,7 @@ pub enum OperatorCommand {
     /// again once its cost is within the new one.
     Budget {
         /// The new budget.
-        usd: clawpool_lanes::cost::Usd,
+        usd: clawpool_lanes::payload::Usd,
     },
 }
 

@@ -42,9 +42,9 @@ pub enum Verdict {
         /// Why, in words, with the cost and the budget.
         reason: String,
         /// The lane's cost.
-        cost_usd: clawpool_lanes::cost::Usd,
+        cost_usd: clawpool_lanes::payload::Usd,
         /// Its budget.
-        budget_usd: clawpool_lanes::cost::Usd,
+        budget_usd: clawpool_lanes::payload::Usd,
     },
     /// The lane tried and it did not work (the dialog stayed after its keys were pressed, the
     /// worker could not be started again).

@@ -32,7 +32,7 @@ pub use branch::{
 };
 pub use channel::{
     BudgetSet, ChannelContradiction, ChannelDegraded, ChannelOpened, HookReported,
-    ProtocolReported, UsageReported,
+    ProtocolReported, UsageReported, Usd,
 };
 pub use delivery::{
     DeliveryHeld, ErrorReport, InputCleared, PromptAccepted, PromptMisdelivery, PromptRound,
@@ -643,9 +643,9 @@ mod tests {
                 next_action: "read the log, send a follow-up, then land again".into(),
             }),
             Payload::BudgetSet(BudgetSet {
-                budget_usd: crate::cost::Usd(2.5),
-                was_usd: Some(crate::cost::Usd(1.0)),
-                cost_usd: Some(crate::cost::Usd(1.25)),
+                budget_usd: Usd(2.5),
+                was_usd: Some(Usd(1.0)),
+                cost_usd: Some(Usd(1.25)),
             }),
             Payload::Spawning,
             Payload::TrustRequired,

@@ -12,26 +12,6 @@ use serde::{Deserialize, Serialize};
 
 use super::Usage;
 
-/// An amount of US dollars in an event or a command (a lane's budget, its cost when the
-/// budget was set). Never NaN: JSON has no NaN, and budgets are checked to be above 0 where
-/// they are read (the packet, `clawpool budget`), so equality is total.
-#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct Usd(pub f64);
-
-impl Eq for Usd {}
-
-impl std::fmt::Display for Usd {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Small budgets (a test's, a cent) keep their digits; larger ones read as money.
-        if self.0 < 1.0 {
-            write!(f, "${:.6}", self.0)
-        } else {
-            write!(f, "${:.2}", self.0)
-        }
-    }
-}
-
 /// One model's prices, in US dollars per million tokens.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -7,7 +7,7 @@
 //! cost is past the budget; once the budget is raised (`clawpool budget`,
 //! [`OperatorCommand::Budget`](super::OperatorCommand::Budget)) a text releases the hold.
 
-use clawpool_lanes::cost::Usd;
+use clawpool_lanes::payload::Usd;
 use clawpool_lanes::payload::{BudgetSet, Escalated, Payload};
 use clawpool_lanes::{BlockedSubphase, Evidence, LaneState};
 use clawpool_pty::Key;

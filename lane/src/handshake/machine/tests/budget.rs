@@ -5,7 +5,7 @@
 
 use super::*;
 use crate::handshake::LaneBudget;
-use clawpool_lanes::cost::Usd;
+use clawpool_lanes::payload::Usd;
 
 fn budgeted(usd: f64) -> Lane {
     Lane::with_context("claude", TrustGate::AllowListed, Some(PROMPT), |lane| {
