@@ -163,3 +163,96 @@ fn a_lane_past_its_budget_mid_turn_is_interrupted_held_notified_once_and_refuses
     let notes = text.lines().filter(|l| !l.trim().is_empty()).count();
     assert_eq!(notes, 1, "exactly one budget notification: {text}");
 }
+
+/// The real Claude Code 2.1.330 against the scripted model server (offline, as in
+/// `real_agents.rs`): its model asks for a Bash `sleep 8` (Claude Code refuses a longer
+/// standalone sleep); the lane reads the turn's usage
+/// from the transcript when the tool starts (`PreToolUse`), prices it past the lane's budget
+/// and presses Esc while the tool runs: the lane is held `blocked{budget}` long before the
+/// tool would have ended, and the tool's end is never reported.
+#[test]
+fn claude_lane_past_its_budget_is_interrupted_in_its_long_tool_call() {
+    use crate::real_agents::{
+        assert_nothing_left, claude_env, finish, lanes_dir, plain_lane, screen_report, start_lane,
+        wait_kind, write_config,
+    };
+    clawpool_tests::real_agent("claude");
+    let sandbox = clawpool_tests::Sandbox::new();
+    clawpool_tests::seed_claude_home(
+        &sandbox.home(),
+        serde_json::json!({"customApiKeyResponses": {"approved": ["sk-ant-fake"], "rejected": []}}),
+    );
+    let lane = plain_lane(&sandbox, "pricey");
+    let mut server = clawpool_tests::ModelServer::start(
+        &sandbox.dir.path().join("model"),
+        &serde_json::json!([
+            {"tool_use": {"name": "Bash", "input": {"command": "sleep 8", "description": "Wait"}}},
+            {"text": "Done waiting."}
+        ]),
+    );
+    let config = write_config(
+        &sandbox,
+        Some(&lanes_dir(&sandbox)),
+        "claude",
+        "args = [\"--allowedTools\", \"Bash(sleep 8)\"]\n",
+    );
+    let mut text = std::fs::read_to_string(&config).expect("config");
+    text.push_str(&format!(
+        "\n[prices.{MODEL:?}]\ninput_per_mtok = 1000.0\noutput_per_mtok = 2000.0\nas_of = \"2026-11-01\"\n"
+    ));
+    std::fs::write(&config, text).expect("config");
+    let mut env = claude_env(&sandbox, &server.url());
+    env.push(format!("ANTHROPIC_MODEL={MODEL}"));
+    let mut run = start_lane(&sandbox, &config, "claude", &lane, &env, "pty");
+    // A budget no usage fits in, set before the agent's first answer.
+    wait_kind(&mut run, &lane, "lane.started");
+    let set = sandbox
+        .clawpool()
+        .args(["budget", "--output-format", "json"])
+        .arg(&lane)
+        .arg("0.000001")
+        .output()
+        .expect("clawpool budget");
+    assert!(set.status.success(), "{}", stderr(&set));
+
+    let blocked = run.wait_for(
+        "the lane held on its budget",
+        PATIENCE,
+        |e| e["kind"] == "lane.blocked" && e["to"]["subphase"] == "budget",
+        || screen_report(&lane),
+    );
+    assert_eq!(blocked["evidence"]["rule"], "budget", "{blocked:#}");
+    let events = run.events();
+    assert!(
+        events
+            .iter()
+            .any(|e| e["kind"] == "lane.hook" && e["detail"]["event"] == "PreToolUse"),
+        "{}",
+        run.report()
+    );
+    // Claude Code took the Esc: the tool call was interrupted.
+    let deadline = Instant::now() + PATIENCE;
+    while !screen_report(&lane).contains("Interrupted") {
+        assert!(Instant::now() < deadline, "{}", screen_report(&lane));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let stop = sandbox
+        .clawpool()
+        .args(["stop", "--output-format", "json"])
+        .arg(&lane)
+        .output()
+        .expect("clawpool stop");
+    assert!(stop.status.success(), "{}", stderr(&stop));
+    let (_, outcome) = finish(&mut run, &lane);
+    assert_eq!(outcome["state"]["status"], "stopped", "{outcome:#}");
+    assert!(
+        !run.events()
+            .iter()
+            .any(|e| e["kind"] == "lane.hook" && e["detail"]["event"] == "PostToolUse"),
+        "the tool ran to its end: {}",
+        run.report()
+    );
+    drop(run);
+    server.stop();
+    assert_nothing_left(&sandbox);
+}
