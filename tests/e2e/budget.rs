@@ -107,6 +107,13 @@ fn a_lane_past_its_budget_mid_turn_is_interrupted_held_notified_once_and_refuses
         String::new,
     );
     assert_eq!(blocked["evidence"]["rule"], "budget", "{blocked:#}");
+    // Its next action comes with it.
+    run.wait_for(
+        "the escalation",
+        PATIENCE,
+        |e| e["kind"] == "lane.escalated",
+        String::new,
+    );
     // The agent's own interrupt ended its tool call mid-turn.
     let terminal = s.repo.join(".git/clawpool/lanes/pricey/terminal.log");
     file_when(&terminal, "the agent interrupted", |t| {
