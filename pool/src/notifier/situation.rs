@@ -244,6 +244,7 @@ mod tests {
     #[test]
     fn a_lane_held_on_its_budget_is_one_budget_notification_with_its_cost() {
         let mut lane = Lane { seq: 0, cursor: 0 };
+        let running = lane.to(LaneState::Running);
         let usage = lane.event(
             LaneEventKind::Usage,
             None,
