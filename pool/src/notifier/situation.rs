@@ -257,12 +257,7 @@ mod tests {
             })),
         );
         let held = LaneState::Blocked(BlockedSubphase::Budget);
-        let events = [
-            lane.to(LaneState::Running),
-            usage,
-            lane.to(held),
-            lane.to(held),
-        ];
+        let events = [running, usage, lane.to(held), lane.to(held)];
         let mut situations = Situations::default();
         let notes: Vec<Notification> = events
             .iter()
