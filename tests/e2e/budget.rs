@@ -3,7 +3,8 @@
 //! whose transcript line carries usage priced past its tiny budget; the lane interrupts the
 //! agent mid-turn (its `hang` step, a tool call that would never end) and holds it
 //! `blocked{budget}`, the notifier's `budget` notification goes out once, `send` is refused,
-//! `clawpool budget` raises it, and `stop` ends it.
+//! `clawpool budget` below its cost keeps it held, `stop` ends it, and a follow-up to the
+//! stopped lane is refused.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -152,9 +153,17 @@ fn a_lane_past_its_budget_mid_turn_is_interrupted_held_notified_once_and_refuses
     assert_eq!(note["subphase"], "budget");
     assert!((note["cost_usd"].as_f64().expect("cost_usd") - 0.03).abs() < 1e-12);
 
-    // Raised, then stopped by a person: stopped, not failed.
-    let raised = clawpool_json(&s, &["budget", &lane_arg, "1.00"]);
+    // Raised, but not past what it cost: still held. Then stopped by a person: stopped, not
+    // failed — and a follow-up to the stopped lane is refused too.
+    let raised = clawpool_json(&s, &["budget", &lane_arg, "0.02"]);
     assert!(raised.status.success(), "{}", stderr(&raised));
+    let verdict: Value = serde_json::from_slice(&raised.stdout).expect("JSON");
+    assert!(
+        verdict["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("still past it")),
+        "{verdict:#}"
+    );
     let bad = clawpool_json(&s, &["budget", &lane_arg, "-3"]);
     assert!(!bad.status.success());
     let stop = clawpool_json(&s, &["stop", &lane_arg]);
@@ -165,7 +174,24 @@ fn a_lane_past_its_budget_mid_turn_is_interrupted_held_notified_once_and_refuses
     )
     .expect("JSON");
     assert_eq!(state["lane_status"], "stopped", "{state:#}");
-    assert_eq!(state["budget_usd"], 1.0, "{state:#}");
+    assert_eq!(state["budget_usd"], 0.02, "{state:#}");
+    let follow_up = s
+        .sandbox
+        .clawpool()
+        .args([
+            "send",
+            &lane_arg,
+            "keep going",
+            "--output-format",
+            "json",
+            "--config",
+        ])
+        .arg(&s.config)
+        .output()
+        .expect("clawpool send");
+    assert_eq!(follow_up.status.code(), Some(2), "{}", stderr(&follow_up));
+    let error: Value = serde_json::from_str(stderr(&follow_up).trim()).expect("one JSON error");
+    assert_eq!(error["error"]["kind"], "over_budget", "{error:#}");
     let text = std::fs::read_to_string(&notified).expect("notified");
     let notes = text.lines().filter(|l| !l.trim().is_empty()).count();
     assert_eq!(notes, 1, "exactly one budget notification: {text}");
