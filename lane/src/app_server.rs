@@ -95,6 +95,9 @@ pub struct Observer {
     subscribed: bool,
     /// The last request id used.
     last_id: u64,
+    /// The model the thread runs, as `thread/resume`'s reply names it (no notification does):
+    /// what its token usage is priced as (the state file's `cost_usd`).
+    model: Option<String>,
 }
 
 /// What a request the lane sent asked.
@@ -191,7 +194,7 @@ impl Observer {
                 let usage = &params["tokenUsage"];
                 (
                     other(method),
-                    json!({"turn_id": params["turnId"],
+                    json!({"turn_id": params["turnId"], "model": self.model,
                            "usage": {"last": usage["last"], "total": usage["total"]}}),
                 )
             }
@@ -257,6 +260,7 @@ impl Observer {
         match asked {
             Asked::Rejoin => {
                 self.subscribed = result.is_some();
+                self.model = result.and_then(|r| r["model"].as_str()).map(str::to_owned);
                 (None, None)
             }
             Asked::LoadedThreads => {
@@ -284,6 +288,7 @@ impl Observer {
                 self.candidates.clear();
                 self.thread = Some(id.clone());
                 self.subscribed = true;
+                self.model = result.and_then(|r| r["model"].as_str()).map(str::to_owned);
                 self.status_changed("thread/resume", Some(&id), status)
             }
         }

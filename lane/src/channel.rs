@@ -10,9 +10,11 @@
 //! socket as one [`HookReport`] line. The control socket checks the token and passes the
 //! report on as a [`ChannelMessage`]; the handshake turns it into a typed [`HookFact`].
 //!
-//! After a `Stop`, the lane reads the turn's token usage from the transcript the hook named
-//! ([`last_turn_usage`]), in a task of its own: Claude Code writes the turn's last assistant
-//! message to its transcript after the hook, so the finish never waits for it.
+//! After a `Stop`, and when a tool starts (`PreToolUse`), the lane reads the latest assistant
+//! message's token usage from the transcript the hook named ([`last_turn_usage`]), in a task
+//! of its own: Claude Code writes the turn's last assistant message to its transcript after
+//! the hook, so the finish never waits for it; a tool's start gives the cost mid-turn, which
+//! the lane's budget is checked against.
 //!
 //! Codex, when its app server does not start, reports its turns' ends through its `notify`
 //! program instead ([`codex_notify`]): the same command, token and control socket, one event.
@@ -434,8 +436,12 @@ impl HookInbox {
             return Err(HookRefused::WrongToken);
         }
         let fact = HookFact::from_report(&report.event, &report.payload);
-        if let (HookEvent::Stop, Some(transcript), Some(log)) =
-            (&fact.event, &fact.transcript_path, &self.usage_log)
+        // The turn's end, and each tool's start: the message that called the tool is in the
+        // transcript before the tool runs, so a lane's cost is known mid-turn, in time for its
+        // budget to stop a long tool call.
+        let reads_usage = matches!(fact.event, HookEvent::Stop | HookEvent::PreToolUse { .. });
+        if let (true, Some(transcript), Some(log)) =
+            (reads_usage, &fact.transcript_path, &self.usage_log)
         {
             tokio::spawn(record_turn_usage(
                 PathBuf::from(transcript),
@@ -652,12 +658,13 @@ const TRANSCRIPT_POLL: Duration = Duration::from_millis(100);
 async fn record_turn_usage(transcript: PathBuf, log: Arc<clawpool_lanes::EventLog>) {
     let deadline = tokio::time::Instant::now() + TRANSCRIPT_WAIT;
     while tokio::time::Instant::now() < deadline {
-        if let Some((usage, model)) = last_turn_usage(&transcript) {
+        if let Some(read) = last_turn_usage(&transcript) {
             let reported = Payload::Usage(UsageReported {
                 source: "claude_transcript".into(),
-                usage,
+                usage: read.usage,
                 transcript_path: Some(transcript.display().to_string()),
-                model,
+                model: read.model,
+                message_id: read.message_id,
             });
             let _ = log.report(reported, None, None, None);
             return;
@@ -666,12 +673,22 @@ async fn record_turn_usage(transcript: PathBuf, log: Arc<clawpool_lanes::EventLo
     }
 }
 
-/// The `usage` of the turn's last assistant message in Claude Code's transcript (JSON lines:
-/// `{"type": "assistant", "message": {"usage": {…}}}`), read from its last
-/// [`TRANSCRIPT_TAIL`] bytes: the last assistant line, if no `user` line (a prompt or a tool's
-/// result) follows it — else the turn's answer is not written yet. With the usage, the model
-/// that message names.
-pub fn last_turn_usage(transcript: &Path) -> Option<(Value, Option<String>)> {
+/// An assistant message's usage, as the transcript has it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TranscriptUsage {
+    /// The message's `usage`, in Claude Code's vocabulary.
+    pub usage: Value,
+    /// The model the message names.
+    pub model: Option<String>,
+    /// The message's id (one API response; its content blocks are separate lines).
+    pub message_id: Option<String>,
+}
+
+/// The `usage` of the last assistant message in Claude Code's transcript (JSON lines:
+/// `{"type": "assistant", "message": {"id": …, "model": …, "usage": {…}}}`), read from its
+/// last [`TRANSCRIPT_TAIL`] bytes: the last assistant line, if no `user` line (a prompt or a
+/// tool's result) follows it — else the turn's answer is not written yet.
+pub fn last_turn_usage(transcript: &Path) -> Option<TranscriptUsage> {
     let mut file = std::fs::File::open(transcript).ok()?;
     let len = file.metadata().ok()?.len();
     file.seek(SeekFrom::Start(len.saturating_sub(TRANSCRIPT_TAIL)))
@@ -685,9 +702,13 @@ pub fn last_turn_usage(transcript: &Path) -> Option<(Value, Option<String>)> {
         .find(|line| line["type"] == "assistant" || line["type"] == "user")
         .filter(|line| line["type"] == "assistant")
         .and_then(|line| {
-            let usage = &line["message"]["usage"];
-            let model = line["message"]["model"].as_str().map(str::to_owned);
-            usage.is_object().then(|| (usage.clone(), model))
+            let message = &line["message"];
+            let usage = &message["usage"];
+            usage.is_object().then(|| TranscriptUsage {
+                usage: usage.clone(),
+                model: message["model"].as_str().map(str::to_owned),
+                message_id: message["id"].as_str().map(str::to_owned),
+            })
         })
 }
 
@@ -849,7 +870,7 @@ mod tests {
             answer(4),
             json!({"type": "system", "subtype": "stop_hook_summary"}),
         ]);
-        let (usage, _) = last_turn_usage(&transcript).expect("usage");
+        let usage = last_turn_usage(&transcript).expect("usage").usage;
         assert_eq!(usage["output_tokens"], 4);
         assert_eq!(usage["cache_read_input_tokens"], 5);
         assert_eq!(last_turn_usage(&dir.path().join("none.jsonl")), None);

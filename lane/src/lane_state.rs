@@ -25,6 +25,9 @@ pub struct StateRecorder {
     marked: Arc<AtomicBool>,
     /// The lane's status after every update, for whoever waits for the lane to be idle.
     status: Arc<watch::Sender<LaneStatus>>,
+    /// The lane's cost after every update (`cost_usd`), for the handshake, which checks it
+    /// against the lane's budget as usage arrives.
+    cost: Arc<watch::Sender<Option<f64>>>,
 }
 
 struct Files {
@@ -68,6 +71,7 @@ impl StateRecorder {
         marker: Option<PathBuf>,
     ) -> Self {
         let status = Arc::new(watch::Sender::new(doc.status));
+        let cost = Arc::new(watch::Sender::new(doc.cost_usd));
         let marked = marker.as_ref().is_some_and(|m| m.exists());
         let files = Files {
             doc,
@@ -82,9 +86,15 @@ impl StateRecorder {
             marker: marker.map(Arc::new),
             marked: Arc::new(AtomicBool::new(marked)),
             status,
+            cost,
         };
         recorder.update(|_| {});
         recorder
+    }
+
+    /// The lane's cost (`cost_usd`) as it changes: unknown until its agent reports usage.
+    pub fn cost(&self) -> watch::Receiver<Option<f64>> {
+        self.cost.subscribe()
     }
 
     /// Applies an event and writes the record and the publication.
@@ -101,6 +111,11 @@ impl StateRecorder {
         self.status.send_if_modified(|status| {
             let changed = *status != files.doc.status;
             *status = files.doc.status;
+            changed
+        });
+        self.cost.send_if_modified(|cost| {
+            let changed = *cost != files.doc.cost_usd;
+            *cost = files.doc.cost_usd;
             changed
         });
         let bytes = StateFileWriter::render(&files.doc);

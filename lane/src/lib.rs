@@ -29,7 +29,9 @@
 //! [`handshake::Handshake::run`] is the machine's driver for one run of the handshake. It
 //! waits, in one `select!`, for: the screen changing (a `watch` channel fed by the worker's
 //! transport, coalesced to at most one wake-up per 10 ms), the worker's exit, an operator's
-//! command (an `mpsc` channel from the control socket), the supervisor's interrupt, and the
+//! command (an `mpsc` channel from the control socket), the supervisor's interrupt, the
+//! lane's cost changing (a `watch` channel of the lane's state recorder, which prices each
+//! usage event as it is recorded: the budget is checked as usage arrives, mid-turn), and the
 //! machine's deadline. Each wake-up becomes one input; the effects are carried out in the
 //! order given.
 //!

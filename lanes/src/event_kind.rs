@@ -152,13 +152,15 @@ pub enum LaneEventKind {
     LandFailed,
     /// `lane.pr.opened`: A pull request of the lane's branch was opened on the forge, or found open (`clawpool pr`).
     PrOpened,
+    /// `lane.budget_set`: An operator set the lane's budget (`clawpool budget`).
+    BudgetSet,
     /// A kind this build does not know, as written.
     Other(String),
 }
 
 impl LaneEventKind {
     /// Every kind this build records, in the order `docs/events.md` lists them.
-    pub const ALL: [LaneEventKind; 70] = [
+    pub const ALL: [LaneEventKind; 71] = [
         LaneEventKind::Started,
         LaneEventKind::Adopted,
         LaneEventKind::SessionReplaced,
@@ -229,6 +231,7 @@ impl LaneEventKind {
         LaneEventKind::Landed,
         LaneEventKind::LandFailed,
         LaneEventKind::PrOpened,
+        LaneEventKind::BudgetSet,
     ];
 
     /// The wire name.
@@ -304,6 +307,7 @@ impl LaneEventKind {
             LaneEventKind::Landed => "lane.landed",
             LaneEventKind::LandFailed => "lane.land_failed",
             LaneEventKind::PrOpened => "lane.pr.opened",
+            LaneEventKind::BudgetSet => "lane.budget_set",
             LaneEventKind::Other(name) => name,
         }
     }

@@ -78,6 +78,9 @@ pub enum BlockedSubphase {
     TestHang,
     /// The agent shows no meaningful progress while working (and recovery did not help).
     Stalled,
+    /// The lane's cost passed its budget (`budget_usd`): its turn was interrupted and it is
+    /// held until the budget is raised or the lane stopped.
+    Budget,
 }
 
 impl BlockedSubphase {
@@ -94,6 +97,7 @@ impl BlockedSubphase {
             BlockedSubphase::BranchFreshness => FailureClass::BranchDivergence,
             BlockedSubphase::TestHang => FailureClass::TestHang,
             BlockedSubphase::Stalled => FailureClass::Stalled,
+            BlockedSubphase::Budget => FailureClass::Budget,
         }
     }
 }
@@ -128,6 +132,8 @@ pub enum FailureClass {
     Stalled,
     /// Something around the agent failed (disk, git, terminal).
     Infra,
+    /// The lane's cost passed its budget.
+    Budget,
 }
 
 /// A lane's state: its status with the data that belongs to that status and to no other.

@@ -29,6 +29,7 @@ pub mod message;
 pub mod record;
 pub mod situation;
 
+use clawpool_lanes::cost::PriceTable;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -99,11 +100,13 @@ pub struct Notifier {
 
 impl Notifier {
     /// Starts notifying `targets` of the lanes of the repository at `repository`, whose
-    /// clawpool folder is `dir`. `None` when there are no targets.
+    /// clawpool folder is `dir`, each notification with the lane's cost priced with `prices`.
+    /// `None` when there are no targets.
     pub fn start(
         dir: &StateDir,
         repository: &Path,
         targets: Vec<NotifyTarget>,
+        prices: Arc<PriceTable>,
     ) -> Result<Option<Self>, NotifierError> {
         if targets.is_empty() {
             return Ok(None);
@@ -154,7 +157,12 @@ impl Notifier {
             })
             .collect();
         let repository = repository.display().to_string();
-        let reader = tokio::spawn(read(Arc::clone(&shared), targets, follower, repository));
+        let reader = tokio::spawn(read(
+            Arc::clone(&shared),
+            targets,
+            follower,
+            (repository, prices),
+        ));
         Ok(Some(Notifier {
             shared,
             reader,
@@ -192,7 +200,7 @@ async fn read(
     shared: Arc<Shared>,
     targets: Arc<Vec<NotifyTarget>>,
     mut follower: Follower,
-    repository: String,
+    (repository, prices): (String, Arc<PriceTable>),
 ) {
     let mut stopping = false;
     loop {
@@ -219,7 +227,7 @@ async fn read(
                 record.cursor = Some(last.cursor);
                 let mut grew = vec![false; targets.len()];
                 for line in &events {
-                    let Some(note) = record.lanes.observe(&repository, line) else {
+                    let Some(note) = record.lanes.observe(&repository, line, &prices) else {
                         continue;
                     };
                     for (i, target) in targets.iter().enumerate() {

@@ -112,7 +112,7 @@ pub const ALL_STATUSES: [LaneStatus; 10] = [
 ];
 
 /// Every blocked subphase.
-pub const ALL_SUBPHASES: [BlockedSubphase; 9] = [
+pub const ALL_SUBPHASES: [BlockedSubphase; 10] = [
     BlockedSubphase::TrustPrompt,
     BlockedSubphase::ToolPermission,
     BlockedSubphase::BootDialog,
@@ -122,10 +122,11 @@ pub const ALL_SUBPHASES: [BlockedSubphase; 9] = [
     BlockedSubphase::BranchFreshness,
     BlockedSubphase::TestHang,
     BlockedSubphase::Stalled,
+    BlockedSubphase::Budget,
 ];
 
 /// Every failure class.
-pub const ALL_FAILURE_CLASSES: [FailureClass; 13] = [
+pub const ALL_FAILURE_CLASSES: [FailureClass; 14] = [
     FailureClass::PromptDelivery,
     FailureClass::TrustGate,
     FailureClass::ToolPermission,
@@ -139,6 +140,7 @@ pub const ALL_FAILURE_CLASSES: [FailureClass; 13] = [
     FailureClass::WorkerLost,
     FailureClass::Stalled,
     FailureClass::Infra,
+    FailureClass::Budget,
 ];
 
 /// The snake_case name a unit variant has on the wire (`worker_crashed`, `blocked`, …).
@@ -249,7 +251,8 @@ mod tests {
             | BlockedSubphase::Provider
             | BlockedSubphase::BranchFreshness
             | BlockedSubphase::TestHang
-            | BlockedSubphase::Stalled => ALL_SUBPHASES.contains(&subphase),
+            | BlockedSubphase::Stalled
+            | BlockedSubphase::Budget => ALL_SUBPHASES.contains(&subphase),
         };
         let c = match class {
             FailureClass::PromptDelivery
@@ -264,7 +267,8 @@ mod tests {
             | FailureClass::WorkerCrashed
             | FailureClass::WorkerLost
             | FailureClass::Stalled
-            | FailureClass::Infra => ALL_FAILURE_CLASSES.contains(&class),
+            | FailureClass::Infra
+            | FailureClass::Budget => ALL_FAILURE_CLASSES.contains(&class),
         };
         [s, p, c]
     }

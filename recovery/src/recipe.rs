@@ -133,7 +133,8 @@ impl Trigger {
                 | BlockedSubphase::TrustPrompt
                 | BlockedSubphase::ToolPermission
                 | BlockedSubphase::BootDialog
-                | BlockedSubphase::TestHang => None,
+                | BlockedSubphase::TestHang
+                | BlockedSubphase::Budget => None,
             },
             _ => None,
         }

@@ -110,6 +110,31 @@ pub enum Command {
     /// Push a lane's branch and open its pull request on the forge ([forge], docs/handoff.md),
     /// or find the one already open for the branch.
     Pr(PublishArgs),
+    /// Set a running lane's budget in US dollars (`budget_usd`): a lane held over its old one
+    /// takes a text again (`clawpool send`) once its cost is within the new one.
+    Budget(BudgetArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BudgetArgs {
+    /// The lane: its folder, or its name in this repository.
+    pub lane: PathBuf,
+    /// The new budget in US dollars (a number above 0).
+    #[arg(value_parser = parse_usd)]
+    pub usd: f64,
+    /// Output format for the reply and errors.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub output_format: OutputFormat,
+}
+
+/// An amount of US dollars above 0 (`1.5`, `0.25`).
+fn parse_usd(text: &str) -> Result<f64, String> {
+    match text.trim().trim_start_matches('$').parse::<f64>() {
+        Ok(usd) if usd.is_finite() && usd > 0.0 => Ok(usd),
+        _ => Err(format!(
+            "`{text}` is not an amount of US dollars above 0 (e.g. 2.50)"
+        )),
+    }
 }
 
 #[derive(Debug, Args)]
@@ -389,6 +414,7 @@ impl Command {
             Command::Diff(args) => args.output_format,
             Command::Land(args) => args.output_format,
             Command::Push(args) | Command::Pr(args) => args.output_format,
+            Command::Budget(args) => args.output_format,
         }
     }
 }

@@ -5,7 +5,8 @@
 //! the text typed and verified as a new turn of the same session, never the lane's task again.
 //!
 //! Which lanes: those whose record says `stopped` or `finished`. A failed lane is left
-//! to `restart`/`spawn --rerun`: its session may be what failed.
+//! to `restart`/`spawn --rerun`: its session may be what failed. A lane whose recorded cost is
+//! past its budget is refused (`over_budget`): no follow-up spends past it.
 
 use std::path::Path;
 
@@ -37,6 +38,22 @@ pub async fn run(
     text: String,
     loaded: &Loaded,
 ) -> Result<LaneResult, CommandError> {
+    if let (Some(cost), Some(budget)) = (doc.cost_usd, doc.budget_usd)
+        && cost > budget
+    {
+        // The follow-up would spend past the lane's budget: nothing is started.
+        return Err(CommandError::invalid(
+            "over_budget",
+            format!(
+                "lane {} is over its budget: it cost {}, past its budget of {}; nothing is sent \
+                 to it (a new packet with a larger `budget_usd`, or `spawn --rerun`, starts it \
+                 again)",
+                doc.lane,
+                clawpool_lanes::payload::Usd(cost),
+                clawpool_lanes::payload::Usd(budget)
+            ),
+        ));
+    }
     let profile = loaded
         .profiles
         .get(&doc.agent)
@@ -87,6 +104,7 @@ pub async fn run(
         checks,
         policy: std::sync::Arc::clone(&loaded.policy),
         prices: std::sync::Arc::clone(&loaded.prices),
+        budget_usd: None,
         name: doc.lane.clone(),
         dir,
         profile: std::sync::Arc::new(profile),

@@ -166,6 +166,15 @@ fn main() -> ExitCode {
                 Ok(ExitCode::SUCCESS)
             }
             Command::Init(args) => init::run(&args),
+            Command::Budget(args) => {
+                let usd = clawpool_lanes::payload::Usd(args.usd);
+                let command = clawpool_lane::handshake::OperatorCommand::Budget { usd };
+                let lane = cli::LaneArgs {
+                    lane: args.lane,
+                    output_format: args.output_format,
+                };
+                operator(&lane, command).await
+            }
             Command::Spawn(args) => {
                 let loaded = loaded::Loaded::load(&args.config, Some(&args.repo))?;
                 match spawn::run(&args, loaded).await? {

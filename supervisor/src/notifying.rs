@@ -21,7 +21,8 @@ const FINISH_GRACE: Duration = Duration::from_secs(3);
 /// cannot start is said on stderr and the lanes run without it.
 pub fn start(repo: &Repo, loaded: &Loaded) -> Option<Notifier> {
     let targets = loaded.config.notify_targets().to_vec();
-    match Notifier::start(&repo.state_dir(), repo.root(), targets) {
+    let prices = std::sync::Arc::clone(&loaded.prices);
+    match Notifier::start(&repo.state_dir(), repo.root(), targets, prices) {
         Ok(notifier) => notifier,
         Err(e) => {
             eprintln!("clawpool: notifications are off: {e}");

@@ -109,6 +109,7 @@ pub async fn run(request: RunRequest) -> Result<ExitCode, CommandError> {
         checks: None,
         policy: request.policy,
         prices: request.prices,
+        budget_usd: None,
         interrupt: Interrupt::listen()
             .map_err(|e| CommandError::io("listening for SIGINT and SIGTERM", e))?,
         lock: None,

@@ -84,6 +84,9 @@ fn threads(events: &[Value]) -> std::collections::BTreeSet<String> {
         .collect()
 }
 
+/// The model the test's Codex configuration names (`clawpool_tests::seed_codex_home`).
+const CODEX_MODEL: &str = "gpt-5";
+
 #[test]
 fn codex_protocol_decides_acceptance_and_the_finish() {
     let (sandbox, lane, mut server, mut run) = start_codex(
@@ -148,6 +151,13 @@ fn codex_protocol_decides_acceptance_and_the_finish() {
         "{usage}"
     );
     assert!(usage["total"]["output"].as_u64() > Some(0), "{usage}");
+    // Priced: the thread's model from the lane's rejoining reply, at its shipped price.
+    assert_eq!(usage["model"], CODEX_MODEL, "{usage}");
+    assert_eq!(state["cost"]["priced_as"], CODEX_MODEL, "{state}");
+    assert!(
+        state["cost_usd"].as_f64().is_some_and(|usd| usd > 0.0),
+        "{state}"
+    );
     let shown = sandbox
         .clawpool_clean_env()
         .arg("state")

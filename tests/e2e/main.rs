@@ -1,6 +1,7 @@
 //! End-to-end tests: the built `clawpool` binary and the scripted agent, on real PTYs, real
 //! private tmux servers and real git repositories made in the test.
 
+mod budget;
 mod callers;
 mod claw_compat;
 mod codex_channel;

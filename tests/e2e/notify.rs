@@ -173,6 +173,8 @@ fn one_notification_per_situation_across_blocks_answers_and_the_finish() {
             "{note:#}"
         );
         assert!(note["at"].as_str().is_some_and(|t| t.ends_with('Z')));
+        // The scripted agent reports no usage: the cost is unknown, so absent (never 0).
+        assert!(note.get("cost_usd").is_none(), "{note:#}");
         cursors.push(note["cursor"].as_u64().expect("cursor"));
         // The lane stays blocked (and escalates) until answered: nothing more meanwhile.
         run.wait_for(

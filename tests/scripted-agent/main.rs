@@ -38,10 +38,12 @@ use term::{Signal, Signals, TermSize, Terminal};
 use ui::Renderer;
 
 const USAGE: &str =
-    "usage: clawpool-scripted-agent [--scenario FILE] [--resume] [--prompt TEXT] [PROMPT...]
+    "usage: clawpool-scripted-agent [--scenario FILE] [--resume] [--settings FILE] \
+     [--prompt TEXT] [PROMPT...]
 
   --scenario FILE  the TOML scenario (default: $CLAWPOOL_AGENT_SCENARIO, else built-in)
   --resume         continue the earlier session: the prompts already in the prompt log count
+  --settings FILE  Claude Code's settings file: the command hooks its `hook` steps run
   --prompt TEXT    a prompt submitted as soon as the agent is ready (so is PROMPT...)";
 
 /// The command line.
@@ -50,6 +52,7 @@ struct Args {
     scenario: Option<PathBuf>,
     prompt: Option<String>,
     resume: bool,
+    settings: Option<PathBuf>,
 }
 
 /// Parses the arguments after the program name; `Ok(None)` means `--help`.
@@ -75,6 +78,7 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Option<Args>, St
             "--scenario" => parsed.scenario = Some(PathBuf::from(value("--scenario")?)),
             "--prompt" => parsed.prompt = Some(value("--prompt")?),
             "--resume" => parsed.resume = true,
+            "--settings" => parsed.settings = Some(PathBuf::from(value("--settings")?)),
             "--" => positional.extend(args.by_ref()),
             s if s.starts_with('-') && s.len() > 1 => return Err(format!("unknown option {s}")),
             _ => positional.push(arg),
@@ -156,6 +160,9 @@ fn run() -> i32 {
     };
     let log = PromptLog::new(log_path);
     let resumed = if args.resume { log.prompts() } else { 0 };
+    if let Some(settings) = args.settings {
+        steps::use_settings(settings);
+    }
     let app = App::new(
         scenario,
         cwd,
@@ -379,6 +386,7 @@ mod main_tests {
                 scenario: Some("s.toml".into()),
                 prompt: Some("do it".into()),
                 resume: false,
+                settings: None,
             })
         );
         let parsed = args(&["--resume", "go on"]).expect("valid");
@@ -388,7 +396,13 @@ mod main_tests {
                 scenario: None,
                 prompt: Some("go on".into()),
                 resume: true,
+                settings: None,
             })
+        );
+        let parsed = args(&["--settings", "/l/.claw/hooks.json", "--prompt", "go"]).expect("valid");
+        assert_eq!(
+            parsed.and_then(|a| a.settings),
+            Some("/l/.claw/hooks.json".into())
         );
         let parsed = args(&["--scenario=s.toml", "fix", "the bug"]).expect("valid");
         assert_eq!(

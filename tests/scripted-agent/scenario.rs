@@ -121,6 +121,15 @@ pub enum Step {
         /// The command line.
         command: String,
     },
+    /// Run the command hooks the `--settings` file declares for `event` (as Claude Code runs
+    /// them: `sh -c COMMAND` in the working folder, `payload` on stdin, waited for); the
+    /// transcript gets `Hook EVENT: N command(s)`.
+    Hook {
+        /// The hook event (`PreToolUse`, `Stop`, …).
+        event: String,
+        /// The hook's JSON input, as written.
+        payload: String,
+    },
     /// Keep working (spinner running) for a while.
     Sleep {
         /// How long, in milliseconds.

@@ -162,6 +162,9 @@ impl Run {
                 }
                 Step::GitCommit { message } => transcript.push(&git_commit(cwd, &message)),
                 Step::Run { command } => transcript.push(&run_command(cwd, &command)),
+                Step::Hook { event, payload } => {
+                    transcript.push(&run_hooks(cwd, &event, &payload));
+                }
                 Step::Sleep { ms } => self.wait = Wait::Until(now + Duration::from_millis(ms)),
                 Step::Hang {} => self.wait = Wait::Hang,
                 Step::SpinnerForever {} => self.wait = Wait::Frozen(self.elapsed_secs(now)),
@@ -343,6 +346,53 @@ fn write_file(cwd: &Path, path: &Path, content: &str, append: bool) -> String {
 /// `git add -A && git commit -m MESSAGE` in `cwd`; returns the transcript line. Git's own
 /// output is captured: it would scribble over the screen.
 /// `$ COMMAND`, then what it printed (stdout, then stderr) and, when it failed, its status.
+/// The `--settings` file the agent was started with, set once at start.
+static SETTINGS: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+
+/// Takes `file` as the settings whose hooks `hook` steps run.
+pub fn use_settings(file: std::path::PathBuf) {
+    let _ = SETTINGS.set(file);
+}
+
+/// Runs the command hooks the settings declare for `event`, each given `payload` on stdin:
+/// what a `hook` step shows in the transcript.
+fn run_hooks(cwd: &Path, event: &str, payload: &str) -> String {
+    let Some(file) = SETTINGS.get() else {
+        return format!("Hook {event}: no --settings");
+    };
+    let settings: serde_json::Value = match std::fs::read(file)
+        .map_err(|e| e.to_string())
+        .and_then(|bytes| serde_json::from_slice(&bytes).map_err(|e| e.to_string()))
+    {
+        Ok(settings) => settings,
+        Err(e) => return format!("Hook {event}: {}: {e}", file.display()),
+    };
+    let commands: Vec<String> = settings["hooks"][event]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|entry| entry["hooks"].as_array().into_iter().flatten())
+        .filter(|hook| hook["type"] == "command")
+        .filter_map(|hook| hook["command"].as_str().map(str::to_owned))
+        .collect();
+    for command in &commands {
+        let child = Command::new("sh")
+            .args(["-c", command])
+            .current_dir(cwd)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn();
+        if let Ok(mut child) = child {
+            if let Some(mut stdin) = child.stdin.take() {
+                let _ = stdin.write_all(payload.as_bytes());
+            }
+            let _ = child.wait();
+        }
+    }
+    format!("Hook {event}: {} command(s)", commands.len())
+}
+
 fn run_command(cwd: &Path, command: &str) -> String {
     let output = Command::new("sh")
         .args(["-c", command])

@@ -22,7 +22,7 @@ use super::locate::line_at;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum NotifyEvent {
-    /// A lane entered `blocked` (any subphase but `tool_permission`).
+    /// A lane entered `blocked` (any subphase but `tool_permission` and `budget`).
     Blocked,
     /// A person must act while the lane stays in its state (`lane.escalated`).
     Escalated,
@@ -36,20 +36,20 @@ pub enum NotifyEvent {
     /// A lane's work is ready to land: green at `merge_ready` on a fresh branch
     /// (`lane.merge.ready`).
     Landed,
-    /// A lane held over its budget. Accepted in the schema so a config written for a build
-    /// with budgets reads here; refused by [`parse_entries`] until lanes have budgets.
+    /// A lane held over its budget (`blocked{budget}`).
     Budget,
 }
 
 impl NotifyEvent {
     /// Every situation this build can notify, in the order `docs/notify.md` lists them.
-    pub const SUPPORTED: [NotifyEvent; 6] = [
+    pub const SUPPORTED: [NotifyEvent; 7] = [
         NotifyEvent::Blocked,
         NotifyEvent::Escalated,
         NotifyEvent::ToolPermission,
         NotifyEvent::Finished,
         NotifyEvent::Failed,
         NotifyEvent::Landed,
+        NotifyEvent::Budget,
     ];
 
     /// Its name in `events` and in a notification's `event`.
@@ -259,13 +259,6 @@ pub fn parse_entries(
                             "no events: list at least one, or leave `events` out for all".to_owned(),
                         ));
                     }
-                    if events.get_ref().contains(&NotifyEvent::Budget) {
-                        return Err(at(
-                            events.span(),
-                            "events",
-                            "`budget`: this build has no lane budgets yet, so no lane is ever held over one".to_owned(),
-                        ));
-                    }
                     events.get_ref().iter().copied().collect()
                 }
             };
@@ -332,11 +325,6 @@ mod tests {
                 "[[notify]]\ndesktop = true\nformat = \"slack\"\n",
                 3,
                 "has no `webhook`",
-            ),
-            (
-                "[[notify]]\ndesktop = true\nevents = [\"budget\"]\n",
-                3,
-                "no lane budgets",
             ),
         ];
         for (text, line, says) in cases {

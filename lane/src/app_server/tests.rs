@@ -54,8 +54,19 @@ fn a_turn_of_the_tuis_thread_reads_as_prompt_tool_and_stop() {
     assert_eq!(resume["method"], "thread/resume");
     assert_eq!(resume["params"]["threadId"], MAIN);
     // Rejoined: no second request on the next turn.
-    let (_, none) = observer.on_message(&json!({"id": resume["id"], "result": {"thread": {}}}));
+    let (_, none) = observer.on_message(
+        &json!({"id": resume["id"], "result": {"thread": {}, "model": "gpt-5.1-codex"}}),
+    );
     assert_eq!(none, None);
+    // Its reply named the thread's model: the usage says what it is priced as.
+    let usage = observer
+        .on_message(&json!({"method": "thread/tokenUsage/updated", "params": {
+            "threadId": MAIN, "turnId": "t1", "tokenUsage": {
+                "total": {"inputTokens": 2, "cachedInputTokens": 0, "outputTokens": 1},
+                "last": {"inputTokens": 2, "cachedInputTokens": 0, "outputTokens": 1}}}}))
+        .0
+        .expect("usage is a fact");
+    assert_eq!(usage.detail()["model"], "gpt-5.1-codex");
 
     let tool = observer
         .on_message(&item("item/started", "commandExecution"))

@@ -95,6 +95,9 @@ pub struct LaneJob {
     pub policy: Arc<clawpool_recovery::Policy>,
     /// What the lane's usage is priced with (`cost_usd` in the state file).
     pub prices: Arc<clawpool_lanes::cost::PriceTable>,
+    /// What the lane may cost (the packet's `budget_usd`); `None` keeps the budget its state
+    /// file records (a lane adopted or taken up again).
+    pub budget_usd: Option<f64>,
     /// SIGINT/SIGTERM to the supervisor: the lane's agent is stopped and the lane recorded as
     /// failed, with the signal as evidence.
     pub interrupt: Interrupt,

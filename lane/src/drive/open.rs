@@ -9,7 +9,9 @@ use clawpool_agents::profiles::{AgentHooks, DialogKind, Policy as DialogPolicy};
 use clawpool_agents::trust::StoreGuard;
 use clawpool_lanes::payload::{ChannelDegraded, ChannelOpened, Restarted};
 use clawpool_lanes::state_file::{self, Base, SupervisorLock};
-use clawpool_lanes::{EventLog, LaneEventKind, Payload, WorkerStateDoc};
+use clawpool_lanes::{
+    BlockedSubphase, EventLog, LaneEventKind, LaneState, Payload, WorkerStateDoc,
+};
 use clawpool_pty::Worker;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -23,7 +25,9 @@ use crate::channel::{self, ChannelMessage, ChannelSetup, FailureWatch, HookInbox
 use crate::control::{self, ControlSocket, ScreenSource};
 use crate::error::LaneError;
 use crate::handshake::OperatorRequest;
-use crate::handshake::{ExternalProgress, LaneContext, Resumed, TrustGate, plan_prompt};
+use crate::handshake::{
+    ExternalProgress, LaneBudget, LaneContext, Resumed, TrustGate, plan_prompt,
+};
 use crate::lane_state::StateRecorder;
 use crate::permission_gate::PermissionGate;
 use crate::registry::RegistryFolder;
@@ -198,6 +202,14 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
         .map(|registry| registry.join(crate::lane_state::DEGRADED_MARKER));
     let mut doc = doc;
     doc.set_prices(Arc::clone(&job.prices));
+    if job.budget_usd.is_some() {
+        doc.budget_usd = job.budget_usd;
+    }
+    let budget = LaneBudget {
+        usd: doc.budget_usd,
+        // A lane found held is held still (its cost is checked again as the run starts).
+        held: doc.lane_state() == LaneState::Blocked(BlockedSubphase::Budget),
+    };
     let recorder = StateRecorder::with_marker(doc, &record, Some(&job.dir), marker);
     let on_state = recorder.clone();
     // The event log's observer calls the job's `on_event` from now on.
@@ -474,6 +486,7 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
             prompt: plan.clone(),
             restarted_to_apply_trust: false,
             answered_outside: false,
+            budget,
         },
         plan,
         base_spec,

@@ -56,6 +56,8 @@ impl OpenLane {
             // A lane held for a person stays held until one acts: a restart is one.
             self.rig.lane.answered_outside =
                 outcome.answered_outside && !matches!(outcome.next, Next::Restart(_));
+            // A budget raised or a hold taken during the run holds for the next.
+            self.rig.lane.budget = outcome.budget;
             if let Next::Restart(request) = &outcome.next {
                 if let Err(failed) = self.restart_for(&outcome, request.clone()).await {
                     return Ok(failed);
@@ -132,7 +134,8 @@ impl OpenLane {
         .with_followups(next.followups)
         .with_external_progress(self.external.clone())
         .with_permissions(self.permission_gate.clone())
-        .with_interrupt(self.job.interrupt.clone());
+        .with_interrupt(self.job.interrupt.clone())
+        .with_cost(self.recorder.cost());
         if let Some(hook_rx) = self.hook_rx.as_mut() {
             handshake = handshake.with_hook_channel(hook_rx);
         }

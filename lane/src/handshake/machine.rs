@@ -104,6 +104,9 @@ pub enum Input {
     Interrupted(&'static str),
     /// The lane's worktree (this folder) is gone: deleted or moved away while the lane ran.
     WorktreeGone(std::path::PathBuf),
+    /// The lane's cost in US dollars now, priced as its agent's usage arrived (`cost_usd`):
+    /// checked against its budget ([`super::LaneBudget`]).
+    Cost(f64),
 }
 
 /// What the driver carries out for the machine.
@@ -335,6 +338,8 @@ pub struct Machine<'a> {
     hooks: HookState,
     /// Effects decided while handling the current input.
     out: Vec<Effect>,
+    /// The lane's cost as last reported ([`Input::Cost`]); `None` while unknown.
+    cost_usd: Option<f64>,
 }
 
 /// How long a lane blocked on its provider must show the agent working without any
@@ -483,6 +488,7 @@ impl<'a> Machine<'a> {
             source: None,
             hooks: HookState::default(),
             out: Vec::new(),
+            cost_usd: None,
         }
     }
 
@@ -606,7 +612,7 @@ impl<'a> Machine<'a> {
             Input::Protocol(_) | Input::ProtocolLost { .. } => {
                 self.source = Some(EventSource::Protocol);
             }
-            Input::Interrupted(_) | Input::WorktreeGone(_) => self.source = None,
+            Input::Interrupted(_) | Input::WorktreeGone(_) | Input::Cost(_) => self.source = None,
             // An effect's result goes on with the decision that asked for it.
             _ => {}
         }
@@ -677,6 +683,7 @@ impl<'a> Machine<'a> {
             Input::ProtocolLost { error } => {
                 self.on_channel_failed(crate::app_server::CHANNEL, "connection".into(), error);
             }
+            Input::Cost(usd) => self.on_cost(usd),
         }
         std::mem::take(&mut self.out)
     }
@@ -710,6 +717,7 @@ impl<'a> Machine<'a> {
             reached_ready: self.reached_ready,
             trust: self.lane.trust,
             answered_outside: self.lane.answered_outside,
+            budget: self.lane.budget,
             restart_reply: self.restart_reply.take(),
             unsent: self.followups.drain(..).map(|f| f.text).collect(),
             dialog,
@@ -1752,7 +1760,10 @@ impl<'a> Machine<'a> {
                     self.deliver();
                     return;
                 }
-                if self.hooks.tool_running(self.now) || self.lane.answered_outside {
+                if self.hooks.tool_running(self.now)
+                    || self.lane.answered_outside
+                    || self.held_on_budget()
+                {
                     // The agent reported a tool running: an idle-looking screen does not
                     // overrule it. A lane held for a person is not finished by its agent
                     // going idle.
@@ -2128,7 +2139,14 @@ impl<'a> Machine<'a> {
                 ),
                 choices: Vec::new(),
             },
-            OperatorCommand::Send { text } => return self.queue_followup(text.clone(), reply),
+            OperatorCommand::Send { .. } if self.over_budget() => self
+                .send_over_budget()
+                .unwrap_or_else(|| Verdict::done("within budget")),
+            OperatorCommand::Send { text } => {
+                self.release_budget_hold();
+                return self.queue_followup(text.clone(), reply);
+            }
+            OperatorCommand::Budget { usd } => self.set_budget(*usd),
             OperatorCommand::Stop => self.stop_by_operator(),
             OperatorCommand::Restart(restart) => {
                 self.restart(restart.clone(), None);
@@ -2156,6 +2174,7 @@ impl<'a> Machine<'a> {
         let payload = match &verdict {
             Verdict::Ignored { .. } => Some(Payload::OperatorIgnored(declined(&[]))),
             Verdict::Refused { choices, .. } => Some(Payload::OperatorRefused(declined(choices))),
+            Verdict::OverBudget { .. } => Some(Payload::OperatorRefused(declined(&[]))),
             // A dialog answered or not is in `lane.dialog_answered`; a stop in the transition.
             Verdict::Done { .. } | Verdict::Failed { .. } => None,
         };
@@ -2347,6 +2366,8 @@ impl<'a> Machine<'a> {
         // may take it up again).
         let to = match self.state {
             _ if done => LaneState::Finished,
+            // Held on its budget: a person chose to end it, nothing failed.
+            LaneState::Blocked(BlockedSubphase::Budget) => LaneState::Stopped,
             LaneState::Blocked(subphase) => LaneState::Failed(subphase.failure_class()),
             _ => LaneState::Stopped,
         };
@@ -2371,7 +2392,7 @@ impl<'a> Machine<'a> {
     /// taken, the next text sent by an operator. A git operation paused in the worktree holds
     /// it: looked up first ([`Effect::ProbeGitOperation`]) unless a recent look still holds.
     fn deliver(&mut self) {
-        if !self.lane.trust.is_open() || self.suspended.is_some() {
+        if !self.lane.trust.is_open() || self.suspended.is_some() || self.held_on_budget() {
             return;
         }
         if self.receipt.text_to_type().is_none()
@@ -2573,7 +2594,7 @@ impl<'a> Machine<'a> {
 
     /// The one place a lane's state changes.
     fn transition(&mut self, to: LaneState, evidence: Option<Evidence>) {
-        if to == self.state {
+        if to == self.state || self.budget_holds_from(to) {
             return;
         }
         if self.lane.answered_outside
@@ -2675,6 +2696,8 @@ pub struct Ended {
     /// Whether a tool-permission question was answered outside clawpool and no operator
     /// acted since ([`super::LaneContext::answered_outside`]).
     pub answered_outside: bool,
+    /// The lane's budget as the run left it (raised, held).
+    pub budget: super::LaneBudget,
     /// The verdict owed to the operator who asked for a restart.
     pub restart_reply: Option<VerdictReply>,
     /// Texts still queued.
@@ -2826,5 +2849,6 @@ fn turn_still_open() -> Evidence {
     }
 }
 
+mod budget;
 #[cfg(test)]
 mod tests;

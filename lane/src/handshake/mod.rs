@@ -74,6 +74,12 @@ pub enum OperatorCommand {
     Stop,
     /// Stop the worker and start it again in the same worktree.
     Restart(RestartRequest),
+    /// Set the lane's budget (`clawpool budget`): a lane held over its old one takes a text
+    /// again once its cost is within the new one.
+    Budget {
+        /// The new budget.
+        usd: clawpool_lanes::payload::Usd,
+    },
 }
 
 /// Why and how a lane's worker is started again: what `lane.restart_requested` records.
@@ -148,6 +154,18 @@ pub struct LaneContext {
     /// `blocked{tool_permission}` — never running, finished or answered by its policy again —
     /// until an operator's text goes in (`clawpool send`) or a restart.
     pub answered_outside: bool,
+    /// What the lane may cost, and whether it is held over it.
+    pub budget: LaneBudget,
+}
+
+/// A lane's budget as the machine keeps it across runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct LaneBudget {
+    /// The budget in US dollars (`budget_usd`); `None`: no budget.
+    pub usd: Option<f64>,
+    /// The lane is held `blocked{budget}`: its cost passed the budget and no text went in
+    /// since (`clawpool send`, taken only within the budget).
+    pub held: bool,
 }
 
 /// Who asks for a restart of an agent that saved the trust clawpool gave it but still does
@@ -190,6 +208,9 @@ pub struct Outcome {
     /// outside clawpool ([`LaneContext::answered_outside`]): later runs keep holding it.
     #[serde(skip)]
     pub answered_outside: bool,
+    /// The lane's budget as the run left it (raised, held): later runs keep it.
+    #[serde(skip)]
+    pub budget: LaneBudget,
     /// The supervisor was told to stop during the run, by this signal: the lane was failed
     /// for it (`supervisor_interrupted`) and its worker stopped.
     #[serde(skip)]
@@ -256,6 +277,8 @@ pub struct Handshake<'a> {
     permissions: Option<PermissionGate>,
     /// The signals that stop the supervisor: the run ends the lane on one.
     interrupt: Interrupt,
+    /// The lane's cost as usage arrives ([`Input::Cost`]), when it is priced.
+    cost: Option<tokio::sync::watch::Receiver<Option<f64>>>,
     settings: Settings,
 }
 
@@ -297,6 +320,7 @@ impl<'a> Handshake<'a> {
             external: None,
             permissions: None,
             interrupt: Interrupt::never(),
+            cost: None,
             settings,
         }
     }
@@ -305,6 +329,13 @@ impl<'a> Handshake<'a> {
     /// run ([`Outcome::interrupted`]).
     pub fn with_interrupt(mut self, interrupt: Interrupt) -> Self {
         self.interrupt = interrupt;
+        self
+    }
+
+    /// Checks the lane's cost against its budget as it changes (`cost`: the lane's state
+    /// recorder's, which prices each usage event as it is recorded), from the start of the run.
+    pub fn with_cost(mut self, cost: tokio::sync::watch::Receiver<Option<f64>>) -> Self {
+        self.cost = Some(cost);
         self
     }
 
@@ -406,6 +437,12 @@ impl<'a> Handshake<'a> {
             let effects = self.machine.open(adopted, self.worker.pid());
             self.carry_out(effects).await;
         }
+        let mut cost = self.cost.take();
+        if let Some(usd) = cost.as_mut().and_then(|c| *c.borrow_and_update()) {
+            // A lane already past its budget (held before, or a budget lowered) is held
+            // before anything is typed.
+            self.input(Input::Cost(usd)).await;
+        }
         let mut changes = self.worker.changes();
         let mut output_open = true;
         let mut interrupted = None;
@@ -468,6 +505,14 @@ impl<'a> Handshake<'a> {
                         break;
                     }
                 }
+                usd = next_cost(&mut cost) => {
+                    if let Some(usd) = usd {
+                        self.input(Input::Cost(usd)).await;
+                        if self.machine.is_over() {
+                            break;
+                        }
+                    }
+                }
                 signal = interrupt.wait() => {
                     self.input(Input::Interrupted(signal.name())).await;
                     interrupted = Some(signal);
@@ -492,6 +537,7 @@ impl<'a> Handshake<'a> {
             reached_ready: ended.reached_ready,
             trust: ended.trust,
             answered_outside: ended.answered_outside,
+            budget: ended.budget,
             store: self.store,
             restart_reply: ended.restart_reply,
             unsent: ended.unsent,
@@ -617,6 +663,19 @@ impl Record {
     pub fn append_to(self, events: &EventLog) -> Result<LaneEvent, EventLogError> {
         events.report_from(self.source, self.payload, self.from, self.to, self.evidence)
     }
+}
+
+/// The lane's cost once it changes (`None`: still unknown); never when the run has no cost
+/// to watch, or its recorder is gone.
+async fn next_cost(cost: &mut Option<tokio::sync::watch::Receiver<Option<f64>>>) -> Option<f64> {
+    let Some(receiver) = cost else {
+        return std::future::pending().await;
+    };
+    if receiver.changed().await.is_err() {
+        *cost = None;
+        return std::future::pending().await;
+    }
+    *receiver.borrow_and_update()
 }
 
 /// The next message of the hook channel, if the lane has one; never, otherwise.

@@ -10,7 +10,7 @@ use tokio::sync::oneshot;
 use super::OperatorCommand;
 
 /// What a lane did with an operator's command (the control socket's reply, one JSON line:
-/// `{"verdict": "done" | "ignored" | "refused" | "failed", "reason": …}`).
+/// `{"verdict": "done" | "ignored" | "refused" | "over_budget" | "failed", "reason": …}`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "verdict", rename_all = "snake_case")]
 pub enum Verdict {
@@ -35,6 +35,16 @@ pub enum Verdict {
         /// The choices of the dialog on screen, when the command named a choice.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         choices: Vec<String>,
+    },
+    /// The lane will not take a text: its cost is past its budget (`clawpool budget` raises
+    /// it); nothing was typed.
+    OverBudget {
+        /// Why, in words, with the cost and the budget.
+        reason: String,
+        /// The lane's cost.
+        cost_usd: clawpool_lanes::payload::Usd,
+        /// Its budget.
+        budget_usd: clawpool_lanes::payload::Usd,
     },
     /// The lane tried and it did not work (the dialog stayed after its keys were pressed, the
     /// worker could not be started again).
@@ -61,6 +71,7 @@ impl Verdict {
             Verdict::Done { .. } => "done",
             Verdict::Ignored { .. } => "ignored",
             Verdict::Refused { .. } => "refused",
+            Verdict::OverBudget { .. } => "over_budget",
             Verdict::Failed { .. } => "failed",
         }
     }
@@ -71,6 +82,7 @@ impl Verdict {
             Verdict::Done { reason, .. }
             | Verdict::Ignored { reason }
             | Verdict::Refused { reason, .. }
+            | Verdict::OverBudget { reason, .. }
             | Verdict::Failed { reason } => reason,
         }
     }
@@ -97,6 +109,7 @@ impl OperatorCommand {
             OperatorCommand::Answer { choice } => format!("answer --choice {choice}"),
             OperatorCommand::Send { .. } => "send".to_owned(),
             OperatorCommand::Stop => "stop".to_owned(),
+            OperatorCommand::Budget { usd } => format!("budget {}", usd.0),
             OperatorCommand::Restart(request) => {
                 let mut words = vec!["restart"];
                 if request.resume {

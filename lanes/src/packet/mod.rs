@@ -225,6 +225,9 @@ pub struct LaneSpec {
     /// The lane's sandbox (`workspace` or `off`; `docs/sandbox.md`), over the configuration's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<String>,
+    /// What the lane may cost, in US dollars: past it (its `cost_usd`, checked as usage
+    /// arrives) its turn is interrupted and the lane held `blocked{budget}`.
+    pub budget_usd: Option<f64>,
 }
 
 /// One problem, at its JSON path.
@@ -579,6 +582,7 @@ fn build_lane(
         verify_timeout_secs: fields.seconds("verify_timeout_secs"),
         verify_on_finish: fields.text("verify_on_finish"),
         sandbox: fields.text("sandbox"),
+        budget_usd: fields.dollars("budget_usd"),
     };
     if spec.branch.is_none() && !spec.name.is_empty() {
         let branch = format!("{DEFAULT_BRANCH_PREFIX}{}", spec.name);

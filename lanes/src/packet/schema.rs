@@ -24,6 +24,7 @@ pub(crate) enum Val {
     Scope(TaskScope),
     Resources(Vec<TaskResource>),
     Seconds(u64),
+    Dollars(f64),
     LevelCommands(BTreeMap<String, Vec<String>>),
 }
 
@@ -72,6 +73,8 @@ enum Kind {
     Seconds,
     /// `{level: [command, …]}` for the green levels.
     LevelCommands,
+    /// An amount of US dollars, more than 0.
+    Dollars,
 }
 
 /// The lane merge policies (`merge_policy`).
@@ -127,6 +130,7 @@ const FIELDS: &[FieldDef] = &[
     field("verify_timeout_secs", Kind::Seconds, None),
     field("verify_on_finish", Kind::Choice(GREEN_LEVELS), None),
     field("sandbox", Kind::Choice(crate::sandbox::SANDBOX_MODES), None),
+    field("budget_usd", Kind::Dollars, None),
 ];
 
 const fn field(name: &'static str, kind: Kind, lane_only: Option<&'static str>) -> FieldDef {
@@ -198,6 +202,13 @@ impl Fields {
     pub(crate) fn seconds(&self, name: &str) -> Option<u64> {
         match self.map.get(name) {
             Some(Slot::Set(Val::Seconds(n))) => Some(*n),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn dollars(&self, name: &str) -> Option<f64> {
+        match self.map.get(name) {
+            Some(Slot::Set(Val::Dollars(n))) => Some(*n),
             _ => None,
         }
     }
@@ -428,6 +439,19 @@ fn read_value(
                 ),
             ),
         },
+        Kind::Dollars => match value {
+            Json::Number(n) if n.as_f64().is_some_and(|n| n > 0.0 && n.is_finite()) => {
+                n.as_f64().map(Val::Dollars)
+            }
+            other => fail(
+                errors,
+                at,
+                format!(
+                    "expected an amount of US dollars (a number above 0), found {}",
+                    describe_number(other)
+                ),
+            ),
+        },
         Kind::LevelCommands => {
             let Json::Object(entries) = value else {
                 return fail(
@@ -598,5 +622,13 @@ fn expect_array<'a>(
             ));
             None
         }
+    }
+}
+
+/// A value that is not a budget, as the error names it: the number itself, or its kind.
+fn describe_number(value: &Json) -> String {
+    match value {
+        Json::Number(n) => n.to_string(),
+        other => other.kind().to_owned(),
     }
 }

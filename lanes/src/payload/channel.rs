@@ -88,6 +88,44 @@ pub struct UsageReported {
     /// The model that answered, as the transcript names it (what the usage is priced as).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// The id of the assistant message the usage is of: read again (a tool call's report,
+    /// then the turn's end), the same message replaces its earlier count instead of adding
+    /// to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
+}
+
+/// An amount of US dollars in an event or a command (a lane's budget, its cost when the
+/// budget was set). Never NaN: JSON has no NaN, and budgets are checked to be above 0 where
+/// they are read (the packet, `clawpool budget`), so equality is total.
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Usd(pub f64);
+
+impl Eq for Usd {}
+
+impl std::fmt::Display for Usd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Small budgets (a test's, a cent) keep their digits; larger ones read as money.
+        if self.0 < 1.0 {
+            write!(f, "${:.6}", self.0)
+        } else {
+            write!(f, "${:.2}", self.0)
+        }
+    }
+}
+
+/// `lane.budget_set`: an operator set the lane's budget (`clawpool budget`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BudgetSet {
+    /// The new budget.
+    pub budget_usd: Usd,
+    /// The budget before, if there was one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub was_usd: Option<Usd>,
+    /// The lane's cost when it was set, if known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<Usd>,
 }
 
 /// `lane.channel.contradiction`: the agent's channel and its screen disagreed past a bound,

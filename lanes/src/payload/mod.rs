@@ -31,8 +31,8 @@ pub use branch::{
     MergeReady, Red, StaleRed, TestHung, Verified, VerifyBlocked,
 };
 pub use channel::{
-    ChannelContradiction, ChannelDegraded, ChannelOpened, HookReported, ProtocolReported,
-    UsageReported,
+    BudgetSet, ChannelContradiction, ChannelDegraded, ChannelOpened, HookReported,
+    ProtocolReported, UsageReported, Usd,
 };
 pub use delivery::{
     DeliveryHeld, ErrorReport, InputCleared, PromptAccepted, PromptMisdelivery, PromptRound,
@@ -237,6 +237,8 @@ payloads! {
         LandFailed(LandFailed) => LandFailed,
         /// `lane.pr.opened`.
         PrOpened(PrOpened) => PrOpened,
+        /// `lane.budget_set`.
+        BudgetSet(BudgetSet) => BudgetSet,
     }
     none {
         /// `lane.spawning`.
@@ -422,6 +424,7 @@ mod tests {
                 usage: serde_json::json!({"input_tokens": 3, "output_tokens": 5}),
                 transcript_path: Some("/tmp/t.jsonl".into()),
                 model: Some("claude-sonnet-4-5-20250929".into()),
+                message_id: Some("msg_01".into()),
             }),
             Payload::SessionReplaced(SessionReplaced {
                 session: "clawpool:a".into(),
@@ -650,6 +653,11 @@ mod tests {
                 repository: "acme/widgets".into(),
                 head: "ccc333".into(),
                 existing: false,
+            }),
+            Payload::BudgetSet(BudgetSet {
+                budget_usd: Usd(2.5),
+                was_usd: Some(Usd(1.0)),
+                cost_usd: Some(Usd(1.25)),
             }),
             Payload::Spawning,
             Payload::TrustRequired,

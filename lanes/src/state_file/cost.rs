@@ -220,6 +220,7 @@ mod tests {
             at: 1,
             turn_id: None,
             model: model.map(str::to_owned),
+            message_id: None,
         }
     }
 

@@ -143,6 +143,10 @@ pub struct WorkerStateDoc {
     /// while it has none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pull_request: Option<PullRequest>,
+    /// What the lane may cost (the packet's `budget_usd`, or the last `clawpool budget`): past
+    /// it the lane is held `blocked{budget}`; absent when the lane has no budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_usd: Option<f64>,
     /// The prices the lane's supervisor prices usage with ([`WorkerStateDoc::set_prices`]);
     /// not part of the file: a reader shows the cost the supervisor wrote.
     #[serde(skip)]
@@ -567,6 +571,7 @@ impl WorkerStateDoc {
             cost_usd: None,
             pull_request: None,
             cost: None,
+            budget_usd: None,
             prices: None,
             extra: Map::new(),
         }
@@ -739,6 +744,7 @@ impl WorkerStateDoc {
                 super::usage::from_protocol(&mut self.usage, &message, at);
                 self.reprice();
             }
+            Some(Payload::BudgetSet(set)) => self.budget_usd = Some(set.budget_usd.0),
             Some(Payload::Verified(verified)) => {
                 let verified = *verified;
                 self.green_level = verified.green_level;

@@ -46,7 +46,9 @@ pub use permissions::{
     GrantUse, PermissionDecision, PermissionDecisions, RECENT_PERMISSION_DECISIONS,
 };
 pub use read::{StateFileError, parse_state, read_lane_record, read_state_file};
-pub use usage::{Tokens, Usage};
+pub use usage::{
+    Tokens, Usage, from_protocol as usage_from_protocol, from_transcript as usage_from_transcript,
+};
 pub use view::{ShownStatus, StateView, with_ages};
 pub use write::StateFileWriter;
 

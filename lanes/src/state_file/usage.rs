@@ -86,6 +86,10 @@ pub struct Usage {
     /// the usage is priced as (`crate::cost`); absent when the agent does not say.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// The last assistant message counted, where the agent names it (Claude Code's transcript):
+    /// the same message read again replaces its count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
 }
 
 impl Usage {
@@ -135,11 +139,13 @@ pub fn from_protocol(usage: &mut Option<Usage>, message: &ProtocolReported, at: 
         at,
         turn_id: Some(turn_id),
         model,
+        message_id: None,
     });
 }
 
-/// Applies a `lane.usage` event to `usage`: the usage of a turn's last assistant message in
-/// Claude Code's transcript.
+/// Applies a `lane.usage` event to `usage`: the usage of an assistant message in Claude Code's
+/// transcript — read when a tool starts (mid-turn) and at the turn's end. Each message counts
+/// once: the message counted last, read again, replaces its count (`turns` counts messages).
 pub fn from_transcript(usage: &mut Option<Usage>, reported: &UsageReported, at: u64) {
     let Some(mut turn) = Tokens::read(
         &reported.usage,
@@ -153,17 +159,21 @@ pub fn from_transcript(usage: &mut Option<Usage>, reported: &UsageReported, at: 
         .usage
         .get("cache_creation_input_tokens")
         .and_then(Value::as_u64);
-    let (turns, total, model) = usage.as_ref().map_or((0, Tokens::default(), None), |u| {
-        (u.turns, u.total, u.model.clone())
-    });
+    let again = |u: &Usage| reported.message_id.is_some() && u.message_id == reported.message_id;
+    let (turns, total, model) = match usage.as_ref() {
+        Some(u) if again(u) => (u.turns, u.total.minus(u.last_turn), u.model.clone()),
+        Some(u) => (u.turns + 1, u.total, u.model.clone()),
+        None => (1, Tokens::default(), None),
+    };
     *usage = Some(Usage {
         source: "claude_transcript".into(),
-        turns: turns + 1,
+        turns,
         last_turn: turn,
         total: total.plus(turn),
         at,
         turn_id: None,
         model: reported.model.clone().or(model),
+        message_id: reported.message_id.clone(),
     });
 }
 
@@ -220,6 +230,7 @@ mod tests {
             usage,
             transcript_path: None,
             model: None,
+            message_id: None,
         };
         from_transcript(&mut usage, &turn(json!({})), 1);
         assert_eq!(usage, None);
@@ -242,5 +253,27 @@ mod tests {
                 output: 9
             }
         );
+    }
+
+    #[test]
+    fn a_message_read_again_replaces_its_count() {
+        let mut usage = None;
+        let read = |id: &str, output: u64| UsageReported {
+            source: "claude_transcript".into(),
+            usage: json!({"input_tokens": 10, "output_tokens": output}),
+            transcript_path: None,
+            model: Some("m".into()),
+            message_id: Some(id.into()),
+        };
+        // A tool's start reads the message that called it; the turn's end reads it again
+        // (its output complete), then the answer after the tool.
+        from_transcript(&mut usage, &read("m1", 3), 1);
+        from_transcript(&mut usage, &read("m1", 5), 2);
+        from_transcript(&mut usage, &read("m2", 7), 3);
+        let usage = usage.expect("usage");
+        assert_eq!(usage.turns, 2);
+        assert_eq!(usage.total.input, 20);
+        assert_eq!(usage.total.output, 12);
+        assert_eq!(usage.message_id.as_deref(), Some("m2"));
     }
 }

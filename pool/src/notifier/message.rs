@@ -38,6 +38,10 @@ pub struct Notification {
     pub cursor: u64,
     /// The lane event's `seq` in the lane's own log.
     pub seq: u64,
+    /// What the lane cost so far, in US dollars (its agent's usage at the configured prices,
+    /// as the state file's `cost_usd`); absent when unknown, never 0 for unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
 }
 
 impl Notification {
@@ -73,6 +77,12 @@ impl Notification {
                 seen.unwrap_or_else(|| "the lane failed".into()),
                 format!("see why: `clawpool events {lane}`"),
             ),
+            (NotifyEvent::Budget, _) => (
+                seen.unwrap_or_else(|| "the lane's cost passed its budget".into()),
+                format!(
+                    "raise the budget or stop it: `clawpool budget {lane} USD`, then `clawpool send {lane} TEXT`; or `clawpool stop {lane}`"
+                ),
+            ),
             (NotifyEvent::Landed, _) => (
                 "green at merge_ready on a fresh branch".to_owned(),
                 format!("merge lane {lane}'s branch"),
@@ -95,7 +105,14 @@ impl Notification {
             at: rfc3339(line.event.at_ms),
             cursor: line.cursor,
             seq: line.event.seq,
+            cost_usd: None,
         }
+    }
+
+    /// With the lane's cost, when known.
+    pub fn costing(mut self, cost_usd: Option<f64>) -> Self {
+        self.cost_usd = cost_usd;
+        self
     }
 
     /// With the reason and next action of the escalation that came with it, if one did.
@@ -202,6 +219,7 @@ mod tests {
             at: rfc3339(0),
             cursor: 0,
             seq: 1,
+            cost_usd: Some(0.42),
         };
         let text =
             "clawpool app: lane a blocked (provider): API Error: 529. Next: `clawpool recover a`";
@@ -217,5 +235,15 @@ mod tests {
         assert_eq!(json["lane_status"], "blocked");
         assert_eq!(json["subphase"], "provider");
         assert_eq!(json["event"], "blocked");
+        assert_eq!(json["cost_usd"], 0.42);
+        let unknown = Notification {
+            cost_usd: None,
+            ..note
+        };
+        let json = unknown.body(WebhookFormat::Json);
+        assert!(
+            json.get("cost_usd").is_none(),
+            "absent when unknown: {json}"
+        );
     }
 }

@@ -15,6 +15,8 @@
 use std::collections::BTreeMap;
 
 use clawpool_agents::config::notify::NotifyEvent;
+use clawpool_lanes::cost::{self, PriceTable};
+use clawpool_lanes::state_file::{Usage, usage_from_protocol, usage_from_transcript};
 use clawpool_lanes::stream::StreamEvent;
 use clawpool_lanes::{BlockedSubphase, LaneState, Payload};
 use serde::{Deserialize, Serialize};
@@ -36,6 +38,10 @@ pub struct LaneMark {
     /// The lane's last event seen: an event seen again (a stream repair) is skipped.
     #[serde(default)]
     pub seq: u64,
+    /// The tokens the lane's agent reported, from its usage events in the stream (as the
+    /// state file counts them): what a notification's `cost_usd` is priced from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
 }
 
 /// Every lane's mark, by lane name.
@@ -46,8 +52,14 @@ pub struct Situations {
 }
 
 impl Situations {
-    /// The notification `line` makes for repository `repository`, if it is a new situation.
-    pub fn observe(&mut self, repository: &str, line: &StreamEvent) -> Option<Notification> {
+    /// The notification `line` makes for repository `repository`, if it is a new situation,
+    /// with the lane's cost priced with `prices` (absent while unknown).
+    pub fn observe(
+        &mut self,
+        repository: &str,
+        line: &StreamEvent,
+        prices: &PriceTable,
+    ) -> Option<Notification> {
         let event = &line.event;
         let mark = self.lanes.entry(event.lane.clone()).or_default();
         if event.seq <= mark.seq {
@@ -55,18 +67,29 @@ impl Situations {
         }
         mark.seq = event.seq;
         let payload = event.payload();
+        let at = event.at_ms / 1000;
+        match &payload {
+            Some(Payload::Usage(reported)) => usage_from_transcript(&mut mark.usage, reported, at),
+            Some(Payload::Protocol(message)) => usage_from_protocol(&mut mark.usage, message, at),
+            _ => {}
+        }
+        let cost_usd = mark
+            .usage
+            .as_ref()
+            .and_then(|usage| cost::price(usage, prices).0);
         let escalation = match &payload {
             Some(Payload::Escalated(e) | Payload::BlockedEscalated(e)) => Some(e),
             _ => None,
         };
         let note = |kind: NotifyEvent, state: Option<LaneState>| {
-            Notification::new(repository, line, kind, state)
+            Notification::new(repository, line, kind, state).costing(cost_usd)
         };
         if let Some(to) = event.to.filter(|to| mark.state != Some(*to)) {
             mark.state = Some(to);
             mark.escalation = escalation.map(|e| e.reason.clone());
             let kind = match to {
                 LaneState::Blocked(BlockedSubphase::ToolPermission) => NotifyEvent::ToolPermission,
+                LaneState::Blocked(BlockedSubphase::Budget) => NotifyEvent::Budget,
                 LaneState::Blocked(_) => NotifyEvent::Blocked,
                 LaneState::Finished => NotifyEvent::Finished,
                 LaneState::Failed(_) => NotifyEvent::Failed,
@@ -155,7 +178,7 @@ mod tests {
     fn kinds(situations: &mut Situations, events: &[StreamEvent]) -> Vec<&'static str> {
         events
             .iter()
-            .filter_map(|e| situations.observe("/repo", e))
+            .filter_map(|e| situations.observe("/repo", e, &PriceTable::shipped()))
             .map(|n| n.event.name())
             .collect()
     }
@@ -210,11 +233,43 @@ mod tests {
             })),
         );
         let note = Situations::default()
-            .observe("/repo", &blocked)
+            .observe("/repo", &blocked, &PriceTable::shipped())
             .expect("a notification");
         assert_eq!(note.event, NotifyEvent::Blocked);
         assert_eq!(note.subphase, Some(BlockedSubphase::Stalled));
         assert_eq!(note.reason, "no progress after two nudges");
         assert_eq!(note.next_action, "clawpool attach a");
+    }
+
+    #[test]
+    fn a_lane_held_on_its_budget_is_one_budget_notification_with_its_cost() {
+        let mut lane = Lane { seq: 0, cursor: 0 };
+        let running = lane.to(LaneState::Running);
+        let usage = lane.event(
+            LaneEventKind::Usage,
+            None,
+            Some(Payload::Usage(clawpool_lanes::payload::UsageReported {
+                source: "claude_transcript".into(),
+                usage: serde_json::json!({"input_tokens": 1_000_000, "output_tokens": 0}),
+                transcript_path: None,
+                model: Some("claude-sonnet-4-5-20250929".into()),
+                message_id: Some("m1".into()),
+            })),
+        );
+        let held = LaneState::Blocked(BlockedSubphase::Budget);
+        let events = [running, usage, lane.to(held), lane.to(held)];
+        let mut situations = Situations::default();
+        let notes: Vec<Notification> = events
+            .iter()
+            .filter_map(|e| situations.observe("/repo", e, &PriceTable::shipped()))
+            .collect();
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert_eq!(notes[0].event, NotifyEvent::Budget);
+        // A million input tokens at claude-sonnet-4-5's $3.
+        assert_eq!(notes[0].cost_usd, Some(3.0));
+        assert!(
+            notes[0].next_action.contains("clawpool budget a"),
+            "{notes:?}"
+        );
     }
 }

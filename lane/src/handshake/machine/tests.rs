@@ -23,6 +23,7 @@ use crate::handshake::{
 use clawpool_agents::profiles::{Profile, ProfileSet};
 
 mod adopted;
+mod budget;
 mod codex_notify;
 mod protocol;
 mod screen_lies;
@@ -126,6 +127,7 @@ impl Lane {
             },
             restarted_to_apply_trust: false,
             answered_outside: false,
+            budget: Default::default(),
         };
         edit(&mut lane);
         let machine = Machine::new(

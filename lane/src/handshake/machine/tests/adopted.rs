@@ -20,6 +20,7 @@ fn adopted_claude_lane() -> Lane {
             },
             restarted_to_apply_trust: false,
             answered_outside: false,
+            budget: Default::default(),
         },
         Settings::default(),
         Instant::now(),
