@@ -130,11 +130,7 @@ impl CandidateWorktree {
                 OsStr::new(commit),
             ],
         )?;
-        git::run(
-            &self.path,
-            &[OsStr::new("clean"), OsStr::new("-ffdq")],
-        )
-        .map(|_| ())
+        git::run(&self.path, &[OsStr::new("clean"), OsStr::new("-ffdq")]).map(|_| ())
     }
 }
 
@@ -212,8 +208,7 @@ mod tests {
         let TreeMerge::Clean { tree } = merge_trees(&repo, &step, &c).expect("merge") else {
             panic!("c merges cleanly");
         };
-        let candidate =
-            commit_tree(&repo, &tree, &[&base, &b, &c], "candidate").expect("commit");
+        let candidate = commit_tree(&repo, &tree, &[&base, &b, &c], "candidate").expect("commit");
         assert_eq!(
             git(root, &["rev-list", "--parents", "-n1", &candidate]),
             format!("{candidate} {base} {b} {c}")

@@ -328,7 +328,10 @@ mod tests {
     fn a_base_that_moves_under_a_green_batch_is_retried_then_given_up() {
         let mut plan = BatchPlan::new([1, 2], 2, 2);
         assert_eq!(plan.next(), Some(vec![1, 2]));
-        assert_eq!(plan.verified(Trial::BaseMoved), vec![Decision::Retry(vec![1, 2])]);
+        assert_eq!(
+            plan.verified(Trial::BaseMoved),
+            vec![Decision::Retry(vec![1, 2])]
+        );
         assert_eq!(plan.next(), Some(vec![1, 2]));
         assert_eq!(
             plan.verified(Trial::BaseMoved),
