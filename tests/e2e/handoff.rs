@@ -390,8 +390,8 @@ fn land_batch_verifies_lanes_together_and_bisects_a_red_candidate() {
         2
     );
     assert_eq!(red_commits(&s, &start), Vec::<String>::new());
-    for lane in ["l1", "l2", "l3"] {
-        assert!(is_on_main(&s, verdicts[0]["head"].as_str().expect("head")));
+    for (n, lane) in ["l1", "l2", "l3"].into_iter().enumerate() {
+        assert!(is_on_main(&s, verdicts[n]["head"].as_str().expect("head")));
         assert!(s.repo.join(format!("{lane}.txt")).exists(), "{lane}");
         let landed = events(&s, lane);
         assert!(landed.iter().any(|e| e["kind"] == "lane.landed"), "{lane}");
