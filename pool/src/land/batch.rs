@@ -134,7 +134,7 @@ pub(super) async fn land_batched(
     };
     let logs_dir = repo.common_dir().join("clawpool").join("land").join("logs");
     let mut plan = BatchPlan::new(taken.keys().copied(), size, options.attempts);
-    while let Some(batch) = plan.next() {
+    while let Some(batch) = plan.next_batch() {
         let base_sha = match repo.resolve(base_ref) {
             Ok(sha) => sha,
             Err(e) => {

@@ -95,7 +95,7 @@ impl<L: Clone + PartialEq> BatchPlan<L> {
 
     /// The next batch to build a candidate of, or `None` when every lane is decided. A batch
     /// not reported on yet is handed out again.
-    pub fn next(&mut self) -> Option<Vec<L>> {
+    pub fn next_batch(&mut self) -> Option<Vec<L>> {
         if self.current.is_none() {
             self.current = self.pending.pop_front().or_else(|| {
                 let n = self.size.min(self.queue.len());
@@ -196,7 +196,7 @@ mod tests {
         let mut plan = BatchPlan::new(lanes.iter().copied(), size, 3);
         let mut decisions = Vec::new();
         let mut candidates = Vec::new();
-        while let Some(batch) = plan.next() {
+        while let Some(batch) = plan.next_batch() {
             let mut merged: Vec<u32> = Vec::new();
             for lane in batch {
                 if conflicts(lane, &[]) {
@@ -327,12 +327,12 @@ mod tests {
     #[test]
     fn a_base_that_moves_under_a_green_batch_is_retried_then_given_up() {
         let mut plan = BatchPlan::new([1, 2], 2, 2);
-        assert_eq!(plan.next(), Some(vec![1, 2]));
+        assert_eq!(plan.next_batch(), Some(vec![1, 2]));
         assert_eq!(
             plan.verified(Trial::BaseMoved),
             vec![Decision::Retry(vec![1, 2])]
         );
-        assert_eq!(plan.next(), Some(vec![1, 2]));
+        assert_eq!(plan.next_batch(), Some(vec![1, 2]));
         assert_eq!(
             plan.verified(Trial::BaseMoved),
             vec![
@@ -340,24 +340,24 @@ mod tests {
                 Decision::LeaveOut(2, Exclusion::BaseKeptMoving)
             ]
         );
-        assert_eq!(plan.next(), None);
+        assert_eq!(plan.next_batch(), None);
     }
 
     #[test]
     fn a_hung_lane_alone_is_left_out_as_hung() {
         let mut plan = BatchPlan::new([1, 2], 2, 1);
-        plan.next();
+        plan.next_batch();
         assert_eq!(
             plan.verified(Trial::Hung),
             vec![Decision::Split(vec![1], vec![2])]
         );
-        assert_eq!(plan.next(), Some(vec![1]));
+        assert_eq!(plan.next_batch(), Some(vec![1]));
         assert_eq!(
             plan.verified(Trial::Hung),
             vec![Decision::LeaveOut(1, Exclusion::Hung)]
         );
-        assert_eq!(plan.next(), Some(vec![2]));
+        assert_eq!(plan.next_batch(), Some(vec![2]));
         assert_eq!(plan.verified(Trial::Green), vec![Decision::Land(vec![2])]);
-        assert_eq!(plan.next(), None);
+        assert_eq!(plan.next_batch(), None);
     }
 }
