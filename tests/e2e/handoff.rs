@@ -1,6 +1,9 @@
 //! Hand-off of finished lanes: `clawpool diff` (committed and uncommitted apart) and
 //! `clawpool land`, the merge queue — only green commits reach the base, a conflicting or red
-//! lane is left out with its reason and the queue goes on, a dirty base checkout is refused.
+//! lane is left out with its reason and the queue goes on, a dirty base checkout is refused, a
+//! hanging verification is left out past `--timeout`, a base that moves during the run is
+//! re-done and kept, batch mode bisects a red candidate, and a lane committed by the real
+//! Claude Code lands; after each, no red commit on the base's first-parent line.
 
 use std::path::Path;
 use std::process::Output;
@@ -409,4 +412,93 @@ fn land_batch_verifies_lanes_together_and_bisects_a_red_candidate() {
             .count(),
         0
     );
+}
+
+/// A lane that commits with the real Claude Code (2.1.330, against the scripted model server,
+/// offline): its model writes `hello.txt` and commits it with git through the Bash tool; the
+/// lane lands (merge commit) and the base gets exactly its verified work, 0 red commits.
+#[test]
+fn land_a_lane_committed_by_the_real_claude_code() {
+    use crate::real_agents::{claude_env, launch_env, write_config};
+    clawpool_tests::real_agent("claude");
+    let sandbox = clawpool_tests::Sandbox::new();
+    clawpool_tests::seed_claude_home(
+        &sandbox.home(),
+        serde_json::json!({"customApiKeyResponses": {"approved": ["sk-ant-fake"], "rejected": []}}),
+    );
+    let repo = clawpool_tests::git_repo(sandbox.dir.path(), "repo");
+    for (key, value) in [("user.name", "lane"), ("user.email", "lane@test")] {
+        git(&repo, &["config", key, value]);
+    }
+    let lane = repo.with_extension("lanes").join("claude");
+    let mut server = clawpool_tests::ModelServer::start(
+        &sandbox.dir.path().join("model"),
+        &serde_json::json!([
+            {"tool_use": {"name": "Write", "input": {
+                "file_path": lane.join("hello.txt").display().to_string(),
+                "content": "hi\n"
+            }}},
+            {"tool_use": {"name": "Bash", "input": {"command": "git add hello.txt", "description": "Stage"}}},
+            {"tool_use": {"name": "Bash", "input": {"command": "git commit -qm 'claude work'", "description": "Commit"}}},
+            {"text": "Done. Committed hello.txt."}
+        ]),
+    );
+    let config = write_config(
+        &sandbox,
+        Some(sandbox.dir.path()),
+        "claude",
+        &format!(
+            "args = [\"--allowedTools\", \"Write,Bash(git add:*),Bash(git commit:*)\"]\n{}",
+            launch_env(&claude_env(&sandbox, &server.url()))
+        ),
+    );
+    let packet = sandbox.dir.path().join("packet.json");
+    std::fs::write(
+        &packet,
+        r#"{"defaults": {"agent": "claude"}, "lanes": [{"name": "claude", "prompt": "write hello.txt and commit it", "acceptance_tests": ["test \"$(cat hello.txt)\" = hi"]}]}"#,
+    )
+    .expect("packet");
+    let out = sandbox
+        .clawpool()
+        .arg("spawn")
+        .arg(&packet)
+        .args(["--output-format", "json", "--config"])
+        .arg(&config)
+        .arg("--repo")
+        .arg(&repo)
+        .output()
+        .expect("clawpool spawn");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(clawpool_tests::git_log(&lane)[0], "claude work");
+    let start = git(&repo, &["rev-parse", "main"]);
+    let out = sandbox
+        .clawpool()
+        .args([
+            "land",
+            "claude",
+            "--level",
+            "package",
+            "--method",
+            "merge-commit",
+        ])
+        .args(["--output-format", "json"])
+        .current_dir(&repo)
+        .output()
+        .expect("clawpool land");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let report = json(&out);
+    assert_eq!(report["lanes"][0]["verdict"], "landed", "{report}");
+    let main = git(&repo, &["rev-parse", "main"]);
+    assert_eq!(report["base_after"], main.as_str());
+    let range = format!("{start}..main");
+    let first_parent = git(&repo, &["rev-list", "--first-parent", &range]);
+    assert_eq!(first_parent.lines().count(), 1, "one landing commit");
+    // The one commit on the base is the verified tree: its check passes there.
+    assert_eq!(git(&repo, &["show", "main:hello.txt"]), "hi");
+    assert_eq!(
+        std::fs::read_to_string(repo.join("hello.txt")).expect("brought along"),
+        "hi\n"
+    );
+    server.stop();
+    crate::real_agents::assert_nothing_left(&sandbox);
 }
