@@ -502,3 +502,61 @@ fn land_a_lane_committed_by_the_real_claude_code() {
     server.stop();
     crate::real_agents::assert_nothing_left(&sandbox);
 }
+
+/// Batch mode on a base that moves while a candidate is verified (its command commits to the
+/// base in the main checkout, once): the green candidate is not put on the base; the batch is
+/// made again on the new base, verified and landed, and the commit made meanwhile stays.
+#[test]
+fn land_batch_redoes_a_candidate_whose_base_moved() {
+    let s = setup();
+    let armed = s.sandbox.dir.path().join("armed");
+    let moved = s.sandbox.dir.path().join("moved");
+    let mover = format!(
+        "! test -e {a} || test -e {m} || {{ touch {m} && git -C {r} commit -q --allow-empty -m 'base moved'; }}",
+        a = armed.display(),
+        m = moved.display(),
+        r = s.repo.display()
+    );
+    let packet = serde_json::json!({"defaults": {"agent": "scripted"}, "lanes": [
+        {"name": "b1", "prompt": "work", "acceptance_tests": [mover]},
+        {"name": "b2", "prompt": "work", "acceptance_tests": ["test -f b2.txt"]},
+    ]});
+    let start = spawn_own_files(&s, &packet.to_string());
+    std::fs::write(&armed, "").expect("arm");
+    let out = clawpool(
+        &s,
+        &[
+            "land",
+            "b1",
+            "b2",
+            "--batch",
+            "2",
+            "--level",
+            "package",
+            "--output-format",
+            "json",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let report = json(&out);
+    let results: Vec<&str> = report["candidates"]
+        .as_array()
+        .expect("candidates")
+        .iter()
+        .map(|c| c["result"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(results, ["base_moved", "green"], "{report}");
+    for verdict in report["lanes"].as_array().expect("verdicts") {
+        assert_eq!(verdict["verdict"], "landed", "{report}");
+        assert_eq!(verdict["attempts"], 2, "{report}");
+    }
+    let main = git(&s.repo, &["rev-parse", "main"]);
+    let moved_commit = git(&s.repo, &["rev-parse", "main^1"]);
+    assert_eq!(
+        git(&s.repo, &["log", "-1", "--format=%s", &moved_commit]),
+        "base moved",
+        "the candidate sits on the commit made meanwhile"
+    );
+    assert_eq!(report["base_after"], main.as_str());
+    assert_eq!(red_commits(&s, &start), Vec::<String>::new());
+}
