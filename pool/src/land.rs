@@ -12,9 +12,15 @@
 //! base branch checked out is brought along as a fast-forward would; a dirty one refuses the
 //! whole run before anything moves. A lane that conflicts, turns red, hangs or cannot be
 //! verified is left out with its reason and evidence (`lane.land_failed`) and the queue goes
-//! on. Rules and exit codes: `docs/handoff.md`.
+//! on. With [`LandOptions::batch`] the lanes are instead tried several at a time in one
+//! candidate and a red candidate is bisected ([`batch`], decided by [`batch_plan`]). Rules and
+//! exit codes: `docs/handoff.md`.
+
+mod batch;
+pub mod batch_plan;
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use clawpool_lane::checks::LaneChecks;
 use clawpool_lane::lane_state::StateRecorder;
@@ -47,6 +53,12 @@ pub struct LandOptions {
     pub level: GreenLevel,
     /// How many times a lane is merged forward and verified when the base keeps moving.
     pub attempts: u32,
+    /// At most how long each verification command may run, whatever the lane's own timeout
+    /// (its packet's `verify_timeout_secs`) allows: `None` keeps the lane's.
+    pub timeout: Option<Duration>,
+    /// Batch mode: up to this many lanes are merged together into one candidate, verified
+    /// once, and a red candidate is bisected (`None`: one lane at a time).
+    pub batch: Option<usize>,
 }
 
 /// What became of one lane.
@@ -67,6 +79,9 @@ pub enum LaneVerdict {
         /// branch: `git reset --keep HEAD` there catches up).
         #[serde(skip_serializing_if = "Option::is_none")]
         checkout_error: Option<String>,
+        /// Batch mode: the lanes that landed in the same candidate commit (this one included).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        batch: Option<Vec<String>>,
     },
     /// The base already has all of it: nothing to land.
     AlreadyOnBase {
@@ -101,8 +116,11 @@ pub struct LandReport {
     pub base_after: String,
     /// The checkout brought along, if the base is checked out.
     pub checkout: Option<PathBuf>,
-    /// One verdict per lane, in the order they were taken.
+    /// One verdict per lane, in the order they were taken (batch mode: in the order given).
     pub lanes: Vec<LaneVerdict>,
+    /// Batch mode: every candidate verified, in order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub candidates: Vec<batch::CandidateRecord>,
 }
 
 /// Why a land run did nothing at all.
@@ -183,13 +201,16 @@ pub async fn land(
         let entry = registry.entry().map_err(|_| LandError::NotSpawned {
             dir: lane.dir.display().to_string(),
         })?;
-        let checks = LaneChecks::from_registry(
+        let mut checks = LaneChecks::from_registry(
             &entry,
             repo,
             &lane.dir,
             &registry,
             FreshnessSettings::default(),
         );
+        if let Some(cap) = options.timeout {
+            checks.spec.timeout_secs = checks.spec.timeout_secs.min(cap.as_secs().max(1));
+        }
         prepared.push(Prepared {
             name: entry.name.clone(),
             checks,
@@ -217,8 +238,17 @@ pub async fn land(
     }
     let base_before = repo.resolve(&base_ref)?;
     let mut verdicts = Vec::new();
-    for lane in &prepared {
-        verdicts.push(land_one(repo, &base_ref, lane, options).await);
+    let mut candidates = Vec::new();
+    match options.batch {
+        Some(size) => {
+            (verdicts, candidates) =
+                batch::land_batched(repo, &base_ref, &prepared, options, size).await;
+        }
+        None => {
+            for lane in &prepared {
+                verdicts.push(land_one(repo, &base_ref, lane, options).await);
+            }
+        }
     }
     Ok(LandReport {
         base_after: repo.resolve(&base_ref)?,
@@ -226,6 +256,7 @@ pub async fn land(
         base_before,
         checkout: checkout.map(|c| c.path),
         lanes: verdicts,
+        candidates,
     })
 }
 
@@ -267,15 +298,20 @@ fn left_out(
     }
 }
 
-async fn land_one(
-    repo: &Repo,
-    base_ref: &str,
-    lane: &Prepared,
-    options: LandOptions,
-) -> LaneVerdict {
+/// A lane taken for a land run: its supervisor lock held (nobody may drive it while it is
+/// merged and verified here), its state recorder, and its event log feeding that recorder.
+struct OpenLane {
+    _lock: SupervisorLock,
+    recorder: StateRecorder,
+    events: EventLog,
+}
+
+/// Takes `lane` for landing at `options.level`, or the verdict that leaves it out (refused:
+/// no commands at the level, a supervisor driving it, its state or log unreadable).
+fn open_lane(lane: &Prepared, options: LandOptions) -> Result<OpenLane, Box<LaneVerdict>> {
     let name = lane.name.as_str();
     let refused = |reason: String| {
-        left_out(
+        Box::new(left_out(
             name,
             None,
             LandFailure::Refused,
@@ -283,7 +319,7 @@ async fn land_one(
             None,
             None,
             Vec::new(),
-        )
+        ))
     };
     if lane
         .checks
@@ -292,10 +328,10 @@ async fn land_one(
         .get(&options.level)
         .is_none_or(Vec::is_empty)
     {
-        return refused(format!(
+        return Err(refused(format!(
             "the lane has no verification commands at {}: nothing would prove its work green",
             options.level.as_str()
-        ));
+        )));
     }
     let record = lane
         .lane
@@ -303,27 +339,50 @@ async fn land_one(
         .parent()
         .map(Path::to_owned)
         .unwrap_or_default();
-    // Nobody may drive the lane while it is merged and verified here.
-    let _lock = match SupervisorLock::hold(&record) {
+    let lock = match SupervisorLock::hold(&record) {
         Ok(lock) => lock,
         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-            return refused(format!(
+            return Err(refused(format!(
                 "a supervisor drives the lane ({e}): stop it or let it finish"
-            ));
+            )));
         }
-        Err(e) => return refused(format!("taking the lane's supervisor lock: {e}")),
+        Err(e) => return Err(refused(format!("taking the lane's supervisor lock: {e}"))),
     };
     let doc = match read_lane_record(&record, &lane.checks.dir) {
         Ok(doc) => doc,
-        Err(e) => return refused(format!("reading the lane's state: {e}")),
+        Err(e) => return Err(refused(format!("reading the lane's state: {e}"))),
     };
     let recorder = StateRecorder::new(doc, &record, Some(&lane.checks.dir));
     let on_state = recorder.clone();
     let events = match EventLog::open(name, &lane.lane.events) {
         Ok(log) => log.observe(Box::new(move |event| on_state.on_event(event))),
-        Err(e) => return refused(format!("opening the lane's event log: {}", e.source)),
+        Err(e) => {
+            return Err(refused(format!(
+                "opening the lane's event log: {}",
+                e.source
+            )));
+        }
     };
-    let events = &events;
+    Ok(OpenLane {
+        _lock: lock,
+        recorder,
+        events,
+    })
+}
+
+async fn land_one(
+    repo: &Repo,
+    base_ref: &str,
+    lane: &Prepared,
+    options: LandOptions,
+) -> LaneVerdict {
+    let name = lane.name.as_str();
+    let open = match open_lane(lane, options) {
+        Ok(open) => open,
+        Err(verdict) => return *verdict,
+    };
+    let recorder = &open.recorder;
+    let events = &open.events;
     let mut attempts = 0;
     loop {
         attempts += 1;
@@ -343,7 +402,7 @@ async fn land_one(
         };
         let (reply, problem) = lane
             .checks
-            .bring_base_in(events, &recorder, Some(recorder.doc().lane_state()))
+            .bring_base_in(events, recorder, Some(recorder.doc().lane_state()))
             .await;
         if let Some(reason) = problem {
             let (failure, head) = match reply {
@@ -365,7 +424,7 @@ async fn land_one(
             .verify(
                 options.level,
                 events,
-                &recorder,
+                recorder,
                 Some(recorder.doc().lane_state()),
             )
             .await;
@@ -550,6 +609,7 @@ async fn land_one(
             head,
             attempts,
             checkout_error,
+            batch: None,
         };
     }
 }

@@ -847,6 +847,15 @@ pub struct LandArgs {
     /// it was verified, before it is left out.
     #[arg(long, default_value_t = 3)]
     pub attempts: u32,
+    /// At most this many seconds for each verification command (a lane's own
+    /// `verify_timeout_secs` applies when it is shorter); a command still running then hangs
+    /// and its lane is left out as `hung`.
+    #[arg(long, value_name = "SECS")]
+    pub timeout: Option<u64>,
+    /// Batch mode (bors-style): merge up to N lanes together into one candidate commit, verify
+    /// it once, land them all when green, bisect when red. Lands merge commits.
+    #[arg(long, value_name = "N", conflicts_with = "method")]
+    pub batch: Option<usize>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub output_format: OutputFormat,

@@ -130,6 +130,12 @@ pub async fn run_land(args: &LandArgs) -> Result<ExitCode, CommandError> {
             ));
         }
     };
+    if args.batch == Some(0) || args.timeout == Some(0) {
+        return Err(CommandError::invalid(
+            "invalid_argument",
+            "--batch and --timeout must be at least 1",
+        ));
+    }
     if args.attempts == 0 {
         return Err(CommandError::invalid(
             "invalid_argument",
@@ -186,6 +192,8 @@ pub async fn run_land(args: &LandArgs) -> Result<ExitCode, CommandError> {
         },
         level,
         attempts: args.attempts,
+        timeout: args.timeout.map(std::time::Duration::from_secs),
+        batch: args.batch,
     };
     let progress = crate::progress::Progress::spinner(
         args.output_format,
@@ -230,6 +238,7 @@ fn describe_verdict(verdict: &LaneVerdict) -> String {
             new_base,
             attempts,
             checkout_error,
+            batch,
             ..
         } => {
             let again = if *attempts > 1 {
@@ -241,8 +250,13 @@ fn describe_verdict(verdict: &LaneVerdict) -> String {
                 .as_ref()
                 .map(|e| format!("; the base's checkout was not updated: {e}"))
                 .unwrap_or_default();
+            let together = batch
+                .as_ref()
+                .filter(|lanes| lanes.len() > 1)
+                .map(|lanes| format!(" (with {})", lanes.join(", ")))
+                .unwrap_or_default();
             format!(
-                "landed    {lane}: base now {}{again}{checkout}",
+                "landed    {lane}: base now {}{together}{again}{checkout}",
                 short(new_base)
             )
         }

@@ -138,7 +138,7 @@ pub(crate) fn read(
 
 /// `git -C <dir> <args>` with the repository-selecting variables removed and nothing that
 /// could wait for a person.
-fn command(dir: &Path, args: &[&OsStr]) -> Command {
+pub(crate) fn command(dir: &Path, args: &[&OsStr]) -> Command {
     let mut cmd = scrubbed();
     cmd.arg("-C").arg(dir).args(args);
     cmd
@@ -160,7 +160,7 @@ fn scrubbed() -> Command {
 }
 
 /// Standard output on success; [`WorktreeError::Git`] with git's message otherwise.
-fn finish(
+pub(crate) fn finish(
     args: &[&OsStr],
     status: ExitStatus,
     stdout: &[u8],

@@ -44,6 +44,7 @@
 //! [`pushed_to`] says which remote-tracking refs already contain a commit.
 
 mod base;
+mod candidate;
 mod checkout;
 mod diff;
 mod error;
@@ -65,6 +66,7 @@ mod repo;
 mod status;
 
 pub use base::{BaseRef, resolve_base};
+pub use candidate::{CandidateWorktree, TreeMerge, commit_tree, merge_trees};
 pub use diff::{FileChange, FileStatus, LaneCommit, LaneDiff, lane_diff};
 pub use error::WorktreeError;
 pub use fetch::{FetchOptions, FetchOutcome, fetch_if_due};

@@ -14,7 +14,7 @@ pub struct Landed {
     pub new_base: String,
     /// The lane's verified HEAD.
     pub head: String,
-    /// `fast_forward` or `merge_commit`.
+    /// `fast_forward`, `merge_commit`, or `batch` (in one candidate commit with other lanes).
     pub method: String,
     /// How many times the lane was merged forward and verified (more than one when the base
     /// moved meanwhile).
