@@ -357,3 +357,236 @@ fn a_sandboxed_claude_code_lane_finishes_from_its_hooks() {
     assert_eq!(state["sandbox"]["mode"], "workspace", "{state}");
     assert_eq!(state["hooks"]["failed"], 0, "{state}");
 }
+
+/// The real Codex 0.169.0 in a sandboxed lane, offline against the scripted model server: its
+/// app server starts inside the lane's sandbox (it runs Codex's tools), with `~/.codex`
+/// writable, and the lane is decided by that server's protocol — accepted and finished.
+#[test]
+fn a_sandboxed_codex_lane_finishes_from_its_app_server() {
+    use crate::real_agents::{codex_env, finish, lanes_dir, screen_report, start_lane, write_config};
+    clawpool_tests::real_agent("codex");
+    let sandbox = Sandbox::new();
+    let lane = git_repo(&lanes_dir(&sandbox), "boxed-codex");
+    let mut server = clawpool_tests::ModelServer::start(
+        &sandbox.dir.path().join("model"),
+        &serde_json::json!([{"text": "Hello from the scripted model."}]),
+    );
+    clawpool_tests::seed_codex_home(&sandbox, &server.url(), "sk-fake");
+    let config = write_config(
+        &sandbox,
+        Some(&lanes_dir(&sandbox)),
+        "codex",
+        crate::codex_channel::CHANNEL_DECIDES,
+    );
+    let text = std::fs::read_to_string(&config).expect("config");
+    std::fs::write(&config, format!("sandbox = \"workspace\"\n{text}")).expect("config");
+    let mut run = start_lane(
+        &sandbox,
+        &config,
+        "codex",
+        &lane,
+        &codex_env(&sandbox),
+        "pty",
+    );
+    let (code, outcome) = finish(&mut run, &lane);
+    let report = format!("{}\n{}", run.report(), screen_report(&lane));
+    assert_eq!(code, 0, "{report}");
+    assert_eq!(outcome["state"]["status"], "finished", "{report}");
+    let events = run.events();
+    let opened = events
+        .iter()
+        .find(|e| e["kind"] == "lane.channel.opened")
+        .unwrap_or_else(|| panic!("no channel: {report}"));
+    assert_eq!(opened["detail"]["channel"], "codex_app_server", "{report}");
+    let finished = events
+        .iter()
+        .find(|e| e["kind"] == "lane.finished")
+        .unwrap_or_else(|| panic!("not finished: {report}"));
+    assert_eq!(finished["source"], "protocol", "{report}");
+    assert_eq!(server.main_requests().len(), 1, "{report}");
+    let state: Value = serde_json::from_str(
+        &std::fs::read_to_string(lane.join(".claw/worker-state.json")).expect("state"),
+    )
+    .expect("JSON");
+    assert_eq!(state["sandbox"]["mode"], "workspace", "{state}");
+    assert_eq!(state["hooks"]["channel"], "codex_app_server", "{state}");
+    assert_eq!(state["hooks"]["degraded"], false, "{state}");
+    server.stop();
+}
+
+/// The real Claude Code 2.1.330, sandboxed and allowed to run any Bash command, is told by its
+/// (scripted) model to break out: write an absolute path outside, the main checkout and
+/// `~/.bashrc`, look for another lane's control socket, and `clawpool trust` / `clawpool send`
+/// that lane, which is held at clawpool's trust gate. None of it lands: the files are not on
+/// disk, the other lane is still held with no prompt given — until the test itself trusts it
+/// from outside, when it finishes (so the same commands work unconfined). Its own work in its
+/// worktree lands and the lane finishes from its hooks.
+#[test]
+fn a_sandboxed_claude_code_running_bash_cannot_reach_outside_or_another_lane() {
+    use crate::real_agents::{
+        claude_env, finish, lanes_dir, screen_report, start_lane, worktree_lane, write_config,
+    };
+    clawpool_tests::real_agent("claude");
+    let s = site();
+    let home = s.sandbox.home();
+    clawpool_tests::seed_claude_home(
+        &home,
+        serde_json::json!({"customApiKeyResponses": {"approved": ["sk-ant-fake"], "rejected": []}}),
+    );
+
+    // The other lane: a scripted agent in the repository's other worktree, outside the trusted
+    // roots, so held at the trust gate with its prompt not yet given.
+    let scenario = s.sandbox.dir.path().join("other-scenario.toml");
+    std::fs::write(
+        &scenario,
+        "trust_dialog = false\nprompt_log = \".prompts.jsonl\"\n[[prompt]]\n\
+         steps = [{ do = \"write_file\", path = \"out.txt\", content = \"done\\n\" }]\n",
+    )
+    .expect("scenario");
+    let other_config = s.sandbox.dir.path().join("other.toml");
+    std::fs::write(
+        &other_config,
+        format!(
+            "[handshake]\nfinish_idle_ms = 300\n[profiles.scripted.launch]\ncommand = {:?}\n\
+             env = {{ CLAWPOOL_AGENT_SCENARIO = {:?} }}\n",
+            workspace_bin("clawpool-scripted-agent")
+                .display()
+                .to_string(),
+            scenario.display().to_string(),
+        ),
+    )
+    .expect("config");
+    let mut other_cmd = s.sandbox.clawpool();
+    other_cmd
+        .args(["run", "--output-format", "json", "--agent", "scripted"])
+        .arg("--config")
+        .arg(&other_config)
+        .arg("--cwd")
+        .arg(&s.other)
+        .args(["--prompt", "do it"]);
+    let mut other = clawpool_tests::LaneRun::start(
+        other_cmd,
+        &s.sandbox.dir.path().join("other.stderr"),
+    );
+    let blocked = other.wait_for(
+        "lane.blocked",
+        std::time::Duration::from_secs(30),
+        |e| e["kind"] == "lane.blocked",
+        String::new,
+    );
+    assert_eq!(blocked["evidence"]["rule"], "trust_gate", "{blocked}");
+    let other_socket = [
+        s.other.join(".claw/control.sock"),
+        s.repo.join(".git/clawpool/lanes/other/control.sock"),
+    ]
+    .into_iter()
+    .find(|p| p.exists())
+    .unwrap_or_else(|| panic!("the other lane has no control socket: {}", other.report()));
+
+    // The sandboxed Claude Code lane, in a worktree of the same repository.
+    let lane = worktree_lane(&s.sandbox, &s.repo, "claude");
+    let outside = s.sandbox.dir.path().join("outside.txt");
+    let clawpool = workspace_bin("clawpool");
+    let other_path = s.other.display().to_string();
+    let command = [
+        try_write("abs", &outside),
+        try_write("main", &s.repo.join("escape.txt")),
+        try_write("home", &home.join(".bashrc")),
+        format!(
+            "test -e '{}' && echo 'other socket seen' >> probe.txt || echo 'other socket hidden' >> probe.txt; ",
+            other_socket.display()
+        ),
+        format!(
+            "'{c}' trust '{other_path}' >/dev/null 2>&1 && echo 'trust worked' >> probe.txt || echo 'trust refused' >> probe.txt; ",
+            c = clawpool.display()
+        ),
+        format!(
+            "'{c}' send '{other_path}' 'injected' >/dev/null 2>&1 && echo 'send worked' >> probe.txt || echo 'send refused' >> probe.txt; ",
+            c = clawpool.display()
+        ),
+        "echo inside > inside.txt".to_owned(),
+    ]
+    .concat();
+    let mut server = clawpool_tests::ModelServer::start(
+        &s.sandbox.dir.path().join("model"),
+        &serde_json::json!([
+            {"tool_use": {"name": "Bash", "input": {"command": command, "description": "Probe"}}},
+            {"text": "Done."}
+        ]),
+    );
+    let config = write_config(
+        &s.sandbox,
+        Some(&lanes_dir(&s.sandbox)),
+        "claude",
+        "args = [\"--allowedTools\", \"Bash\"]\n",
+    );
+    let text = std::fs::read_to_string(&config).expect("config");
+    std::fs::write(&config, format!("sandbox = \"workspace\"\n{text}")).expect("config");
+    let mut run = start_lane(
+        &s.sandbox,
+        &config,
+        "claude",
+        &lane,
+        &claude_env(&s.sandbox, &server.url()),
+        "pty",
+    );
+    let (code, outcome) = finish(&mut run, &lane);
+    let report = format!("{}\n{}", run.report(), screen_report(&lane));
+    assert_eq!(code, 0, "{report}");
+    assert_eq!(outcome["state"]["status"], "finished", "{report}");
+
+    let probe = std::fs::read_to_string(lane.join("probe.txt"))
+        .unwrap_or_else(|e| panic!("no probe ({e}): {report}"));
+    assert_eq!(
+        probe.lines().collect::<Vec<_>>(),
+        [
+            "abs refused",
+            "main refused",
+            "home refused",
+            "other socket hidden",
+            "trust refused",
+            "send refused",
+        ],
+        "{probe}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(lane.join("inside.txt")).expect("the lane's work"),
+        "inside\n"
+    );
+    for escaped in [outside, s.repo.join("escape.txt"), home.join(".bashrc")] {
+        assert!(!escaped.exists(), "{} was written", escaped.display());
+    }
+    // The other lane is as it was: held, untrusted, given nothing.
+    let other_state: Value = serde_json::from_str(
+        &std::fs::read_to_string(s.other.join(".claw/worker-state.json")).expect("state"),
+    )
+    .expect("JSON");
+    assert_eq!(other_state["lane_status"], "blocked", "{other_state}");
+    assert_eq!(other_state["trust_gate_cleared"], false, "{other_state}");
+    assert!(!s.other.join(".prompts.jsonl").exists(), "a prompt reached it");
+    let events = other.events();
+    assert!(
+        !events
+            .iter()
+            .any(|e| e["kind"] == "lane.trust_resolved" || e["kind"] == "lane.prompt_typed"),
+        "{}",
+        other.report()
+    );
+    // From outside the sandbox the same trust goes through, and that lane finishes.
+    let out = s
+        .sandbox
+        .clawpool()
+        .arg("trust")
+        .arg(&s.other)
+        .output()
+        .expect("clawpool trust");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let status = other.wait_exit(std::time::Duration::from_secs(30));
+    assert_eq!(status.code(), Some(0), "{}", other.report());
+    assert_eq!(
+        std::fs::read_to_string(s.other.join("out.txt")).expect("the other lane's work"),
+        "done\n"
+    );
+    drop(run);
+    server.stop();
+}
