@@ -363,7 +363,9 @@ fn a_sandboxed_claude_code_lane_finishes_from_its_hooks() {
 /// writable, and the lane is decided by that server's protocol — accepted and finished.
 #[test]
 fn a_sandboxed_codex_lane_finishes_from_its_app_server() {
-    use crate::real_agents::{codex_env, finish, lanes_dir, screen_report, start_lane, write_config};
+    use crate::real_agents::{
+        codex_env, finish, lanes_dir, screen_report, start_lane, write_config,
+    };
     clawpool_tests::real_agent("codex");
     let sandbox = Sandbox::new();
     let lane = git_repo(&lanes_dir(&sandbox), "boxed-codex");
@@ -464,10 +466,8 @@ fn a_sandboxed_claude_code_running_bash_cannot_reach_outside_or_another_lane() {
         .arg("--cwd")
         .arg(&s.other)
         .args(["--prompt", "do it"]);
-    let mut other = clawpool_tests::LaneRun::start(
-        other_cmd,
-        &s.sandbox.dir.path().join("other.stderr"),
-    );
+    let mut other =
+        clawpool_tests::LaneRun::start(other_cmd, &s.sandbox.dir.path().join("other.stderr"));
     let blocked = other.wait_for(
         "lane.blocked",
         std::time::Duration::from_secs(30),
@@ -563,7 +563,10 @@ fn a_sandboxed_claude_code_running_bash_cannot_reach_outside_or_another_lane() {
     .expect("JSON");
     assert_eq!(other_state["lane_status"], "blocked", "{other_state}");
     assert_eq!(other_state["trust_gate_cleared"], false, "{other_state}");
-    assert!(!s.other.join(".prompts.jsonl").exists(), "a prompt reached it");
+    assert!(
+        !s.other.join(".prompts.jsonl").exists(),
+        "a prompt reached it"
+    );
     let events = other.events();
     assert!(
         !events
@@ -589,4 +592,68 @@ fn a_sandboxed_claude_code_running_bash_cannot_reach_outside_or_another_lane() {
     );
     drop(run);
     server.stop();
+}
+
+/// A sandboxed lane in a main checkout (`clawpool run`): its worktree holds `.git`, yet the
+/// repository's hooks and config (which clawpool's own git commands would run outside the
+/// sandbox) and clawpool's folder stay out of its reach, while its commit lands.
+#[test]
+fn a_sandboxed_lane_in_a_main_checkout_cannot_touch_git_hooks_config_or_clawpool() {
+    let s = site();
+    let git_dir = s.repo.join(".git");
+    let config_before = std::fs::read_to_string(git_dir.join("config")).expect("config");
+    let command = [
+        try_write("hook", &git_dir.join("hooks/post-commit")),
+        format!(
+            "(echo '[alias]' >> '{}') 2>/dev/null && echo 'config wrote' >> probe.txt || echo 'config refused' >> probe.txt; ",
+            git_dir.join("config").display()
+        ),
+        try_write("clawpool", &git_dir.join("clawpool/escape.txt")),
+    ]
+    .concat();
+    let scenario_file = s.sandbox.dir.path().join("scenario.toml");
+    std::fs::write(&scenario_file, scenario(&command)).expect("scenario");
+    let config = s.sandbox.dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "sandbox = \"workspace\"\ntrusted_roots = [{:?}]\n[handshake]\nfinish_idle_ms = 300\n\
+             [profiles.scripted.launch]\ncommand = {:?}\n\
+             env = {{ CLAWPOOL_AGENT_SCENARIO = {:?} }}\n",
+            s.sandbox.dir.path().display().to_string(),
+            workspace_bin("clawpool-scripted-agent")
+                .display()
+                .to_string(),
+            scenario_file.display().to_string(),
+        ),
+    )
+    .expect("config");
+    let out = s
+        .sandbox
+        .clawpool()
+        .args(["run", "--output-format", "json", "--agent", "scripted"])
+        .arg("--config")
+        .arg(&config)
+        .arg("--cwd")
+        .arg(&s.repo)
+        .args(["--prompt", "work"])
+        .output()
+        .expect("clawpool run");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let probe = std::fs::read_to_string(s.repo.join("probe.txt")).expect("probe");
+    assert_eq!(
+        probe.lines().collect::<Vec<_>>(),
+        ["hook refused", "config refused", "clawpool refused"],
+        "{probe}"
+    );
+    assert!(
+        !git_dir.join("hooks/post-commit").exists(),
+        "a hook was written"
+    );
+    assert!(!git_dir.join("clawpool/escape.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(git_dir.join("config")).expect("config"),
+        config_before
+    );
+    assert_eq!(git_log(&s.repo)[0], "sandboxed work");
 }
