@@ -416,7 +416,8 @@ fn a_sandboxed_codex_lane_finishes_from_its_app_server() {
     server.stop();
 }
 
-/// The real Claude Code 2.1.330, sandboxed and allowed to run any Bash command, is told by its
+/// The real Claude Code 2.1.330, sandboxed and allowed to run any command without asking
+/// (`--dangerously-skip-permissions`), is told by its
 /// (scripted) model to break out: write an absolute path outside, the main checkout and
 /// `~/.bashrc`, look for another lane's control socket, and `clawpool trust` / `clawpool send`
 /// that lane, which is held at clawpool's trust gate. None of it lands: the files are not on
@@ -433,8 +434,20 @@ fn a_sandboxed_claude_code_running_bash_cannot_reach_outside_or_another_lane() {
     let home = s.sandbox.home();
     clawpool_tests::seed_claude_home(
         &home,
-        serde_json::json!({"customApiKeyResponses": {"approved": ["sk-ant-fake"], "rejected": []}}),
+        serde_json::json!({
+            "customApiKeyResponses": {"approved": ["sk-ant-fake"], "rejected": []},
+            "bypassPermissionsModeAccepted": true,
+        }),
     );
+    // The bypass mode's one-time warning, accepted as a user who chose it would have.
+    let settings = home.join(".claude/settings.json");
+    let mut doc: Value = std::fs::read_to_string(&settings)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_else(|| serde_json::json!({}));
+    doc["skipDangerousModePermissionPrompt"] = Value::Bool(true);
+    std::fs::create_dir_all(home.join(".claude")).expect(".claude");
+    std::fs::write(&settings, doc.to_string()).expect("settings");
 
     // The other lane: a scripted agent in the repository's other worktree, outside the trusted
     // roots, so held at the trust gate with its prompt not yet given.
@@ -518,18 +531,14 @@ fn a_sandboxed_claude_code_running_bash_cannot_reach_outside_or_another_lane() {
         &s.sandbox,
         Some(&lanes_dir(&s.sandbox)),
         "claude",
-        "args = [\"--allowedTools\", \"Bash\"]\n",
+        "args = [\"--dangerously-skip-permissions\"]\n",
     );
     let text = std::fs::read_to_string(&config).expect("config");
     std::fs::write(&config, format!("sandbox = \"workspace\"\n{text}")).expect("config");
-    let mut run = start_lane(
-        &s.sandbox,
-        &config,
-        "claude",
-        &lane,
-        &claude_env(&s.sandbox, &server.url()),
-        "pty",
-    );
+    // The yolo mode a sandbox is for; IS_SANDBOX lets Claude Code take it as root (CI's user).
+    let mut env = claude_env(&s.sandbox, &server.url());
+    env.push("IS_SANDBOX=1".into());
+    let mut run = start_lane(&s.sandbox, &config, "claude", &lane, &env, "pty");
     let (code, outcome) = finish(&mut run, &lane);
     let report = format!("{}\n{}", run.report(), screen_report(&lane));
     assert_eq!(code, 0, "{report}");
