@@ -1,8 +1,12 @@
 //! Sandboxed lanes (`docs/sandbox.md`): a scripted lane under bubblewrap writes and commits in
 //! its worktree while its writes to the main checkout, another lane's worktree and `$HOME` do
 //! not land, the other lanes' sockets are out of its sight and its own is not; `network =
-//! "none"` keeps it off a loopback listener the shared network reaches; and a lane that asks
-//! for a sandbox this machine cannot make does not start.
+//! "none"` keeps it off a loopback listener the shared network reaches; a lane that asks
+//! for a sandbox this machine cannot make does not start; a lane in a main checkout cannot
+//! write its `.git`'s hooks, config or clawpool's folder. The real agents, sandboxed: Claude
+//! Code finishes from its hooks, and in bypass-permissions mode its Bash cannot write outside,
+//! see another lane's socket, or `clawpool trust`/`send` that lane; Codex's app server runs
+//! in the sandbox and its protocol finishes the lane.
 //!
 //! The test folders are made under the target folder, not `/tmp`: a sandbox's `/tmp` is its
 //! own, and the agent's scenario must stay readable.
