@@ -6,7 +6,8 @@
 //! write its `.git`'s hooks, config or clawpool's folder. The real agents, sandboxed: Claude
 //! Code finishes from its hooks, and in bypass-permissions mode its Bash cannot write outside,
 //! see another lane's socket, or `clawpool trust`/`send` that lane; Codex's app server runs
-//! in the sandbox and its protocol finishes the lane.
+//! in the sandbox and its protocol finishes the lane. A sandboxed tmux lane outlives its
+//! SIGKILLed supervisor and is adopted to its finish.
 //!
 //! The test folders are made under the target folder, not `/tmp`: a sandbox's `/tmp` is its
 //! own, and the agent's scenario must stay readable.
@@ -669,4 +670,99 @@ fn a_sandboxed_lane_in_a_main_checkout_cannot_touch_git_hooks_config_or_clawpool
         config_before
     );
     assert_eq!(git_log(&s.repo)[0], "sandboxed work");
+}
+
+/// A sandboxed tmux lane whose supervisor is SIGKILLed mid-turn: the state file's pid is the
+/// sandbox's leader (bubblewrap, leading the process group the agent is in), alive in the
+/// tmux pane; `clawpool adopt` takes the lane over and it finishes, its commit made inside.
+#[test]
+fn a_sandboxed_tmux_lane_is_adopted_after_its_supervisor_is_killed() {
+    let s = site();
+    let dir = s.sandbox.dir.path();
+    // The turn waits for the test's go-ahead file, so the kill lands mid-turn.
+    std::fs::write(
+        dir.join("scenario.toml"),
+        scenario("while [ ! -e go ]; do sleep 0.05; done; ").replace(
+            "steps = [\n",
+            "steps = [\n  { do = \"sleep\", ms = 500 },\n",
+        ),
+    )
+    .expect("scenario");
+    let config = dir.join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "sandbox = \"workspace\"\ntrusted_roots = [{:?}]\n[handshake]\nfinish_idle_ms = 300\n\
+             [profiles.scripted.launch]\ncommand = {:?}\n\
+             env = {{ CLAWPOOL_AGENT_SCENARIO = {:?} }}\n",
+            dir.display().to_string(),
+            workspace_bin("clawpool-scripted-agent")
+                .display()
+                .to_string(),
+            dir.join("scenario.toml").display().to_string(),
+        ),
+    )
+    .expect("config");
+    let packet = dir.join("packet.json");
+    std::fs::write(
+        &packet,
+        r#"{"lanes": [{"name": "boxed", "agent": "scripted", "prompt": "work"}]}"#,
+    )
+    .expect("packet");
+    let mut cmd = s.sandbox.clawpool();
+    cmd.arg("spawn")
+        .arg(&packet)
+        .args(["--output-format", "json", "--transport", "tmux", "--config"])
+        .arg(&config)
+        .arg("--repo")
+        .arg(&s.repo);
+    let mut first = clawpool_tests::LaneRun::start(cmd, &dir.join("first.stderr"));
+    first.wait_for(
+        "lane.running",
+        std::time::Duration::from_secs(30),
+        |e| e["kind"] == "lane.running",
+        || crate::real_agents::screen_report(&s.lane()),
+    );
+    first.signal(libc::SIGKILL);
+    first.wait_exit(std::time::Duration::from_secs(10));
+
+    let state = s.state();
+    assert_eq!(state["sandbox"]["mode"], "workspace", "{state}");
+    let pid = state["pid"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no pid: {state}"));
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).expect("the lane's pid is alive");
+    let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+    assert!(
+        args[0].ends_with(b"bwrap"),
+        "{:?}",
+        String::from_utf8_lossy(&cmdline)
+    );
+    assert!(
+        args.iter().any(|a| a.ends_with(b"clawpool-scripted-agent")),
+        "{:?}",
+        String::from_utf8_lossy(&cmdline)
+    );
+    // It leads the group clawpool signals: the agent inside is in it.
+    let pgid = unsafe { libc::getpgid(pid as i32) };
+    assert_eq!(pgid, pid as i32);
+
+    std::fs::write(s.lane().join("go"), "").expect("go");
+    let out = s
+        .sandbox
+        .clawpool()
+        .args(["adopt", "--output-format", "json", "--config"])
+        .arg(&config)
+        .arg("--repo")
+        .arg(&s.repo)
+        .output()
+        .expect("clawpool adopt");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let state = s.state();
+    assert_eq!(state["status"], "finished", "{state}");
+    assert_eq!(
+        std::fs::read_to_string(s.lane().join("out.txt")).expect("out"),
+        "done\n"
+    );
+    assert_eq!(git_log(&s.lane())[0], "sandboxed work");
 }
