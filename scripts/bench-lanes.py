@@ -6,7 +6,9 @@ of 200 lanes run to completion with every transition checked, and the supervisor
 per-lane creation cost by hundreds for both, and SCALE idle lanes for 65 s. Prints a Markdown
 report.
 
-Usage: cargo build --release --workspace && scripts/bench-lanes.py [SCALE]
+Usage: cargo build --release --workspace && scripts/bench-lanes.py [--sandbox] [SCALE]
+--sandbox runs every lane in its bubblewrap sandbox (`sandbox = "workspace"`, docs/sandbox.md),
+for the same figures with it.
 Runs in a throwaway folder with its own HOME and TMUX_TMPDIR; removes it at the end.
 """
 import json
@@ -24,6 +26,9 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 IDLE_WINDOW = 65
 CLAWPOOL = os.path.join(ROOT, "target", "release", "clawpool")
 AGENT = os.path.join(ROOT, "target", "release", "clawpool-scripted-agent")
+# `--sandbox`: every lane in its bubblewrap sandbox.
+SANDBOX = "--sandbox" in sys.argv[1:]
+ARGS = [a for a in sys.argv[1:] if a != "--sandbox"]
 
 WORK = r'''
 trust_dialog = true
@@ -50,6 +55,8 @@ def write_config(base, scenario, trusted):
         f.write(scenario)
     config = os.path.join(base, "config.toml")
     with open(config, "w") as f:
+        if SANDBOX:
+            f.write('sandbox = "workspace"\n')
         if trusted:
             f.write(f'trusted_roots = ["{base}"]\n')
         f.write("[handshake]\nfinish_idle_ms = 500\n")
@@ -197,8 +204,9 @@ class Rows(list):
 
 
 def main():
-    scale = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
-    base = tempfile.mkdtemp(prefix="clawpool-bench-lanes-")
+    scale = int(ARGS[0]) if ARGS else 1000
+    # A sandbox's /tmp is its own: the agent's scenario must be outside it.
+    base = tempfile.mkdtemp(prefix="clawpool-bench-lanes-", dir=os.path.join(ROOT, "target") if SANDBOX else None)
     rows = Rows()
     hundreds = []
     try:

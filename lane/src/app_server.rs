@@ -413,7 +413,8 @@ impl AppServer {
                         "the app server exited ({status}) before listening (.claw/{LOG_FILE})"
                     ));
                 }
-                if let Ok(connection) = WebSocket::connect(&socket).await {
+                let (path, _folder) = reachable(&socket);
+                if let Ok(connection) = WebSocket::connect(&path).await {
                     return Ok(connection);
                 }
                 tokio::time::sleep(CONNECT_INTERVAL).await;
@@ -450,7 +451,8 @@ impl AppServer {
         let socket = dir
             .join(clawpool_worktree::layout::LANE_DIR)
             .join(SOCKET_FILE);
-        let mut connection = WebSocket::connect(&socket)
+        let (path, _folder) = reachable(&socket);
+        let mut connection = WebSocket::connect(&path)
             .await
             .map_err(|e| format!("connecting to .claw/{SOCKET_FILE}: {e}"))?;
         let pid = connection
@@ -624,6 +626,44 @@ async fn observe(
         }
     };
     let _ = sender.send(ChannelMessage::ProtocolLost { error }).await;
+}
+
+/// The lane's folder that stands in for Codex's daemon folder in its sandbox
+/// (`crate::sandbox::codex_daemon_dir`).
+pub fn daemon_stand_in(dir: &Path) -> std::path::PathBuf {
+    dir.join(clawpool_worktree::layout::LANE_DIR)
+        .join("codex-daemon")
+}
+
+/// Where to connect for the app server listening on `socket`: Codex makes `socket` a link into
+/// its daemon folder; for a sandboxed lane that folder was the lane's stand-in, so the link's
+/// target is looked up there (outside the sandbox the link resolves as it is). The stand-in's
+/// path is too long for a socket address, so it is reached through an open handle on the
+/// folder (`/proc/self/fd/N/NAME`), which the caller keeps open while it connects.
+fn reachable(socket: &Path) -> (std::path::PathBuf, Option<std::fs::File>) {
+    let unchanged = (socket.to_owned(), None);
+    let Ok(target) = std::fs::read_link(socket) else {
+        return unchanged;
+    };
+    let (Some(parent), Some(name), Some(lane_dir)) =
+        (target.parent(), target.file_name(), socket.parent())
+    else {
+        return unchanged;
+    };
+    let stand_in = lane_dir.join("codex-daemon");
+    if parent != crate::sandbox::codex_daemon_dir() || !stand_in.join(name).exists() {
+        return unchanged;
+    }
+    match std::fs::File::open(&stand_in) {
+        Ok(folder) => {
+            use std::os::fd::AsRawFd;
+            let path = Path::new("/proc/self/fd")
+                .join(folder.as_raw_fd().to_string())
+                .join(name);
+            (path, Some(folder))
+        }
+        Err(_) => unchanged,
+    }
 }
 
 #[cfg(test)]

@@ -5,14 +5,15 @@
 //! Everything is read-only (`--ro-bind / /`) but, in this order (later mounts win):
 //!
 //! 1. a private `/tmp`, `/dev` and `/proc`;
-//! 2. what git needs to commit from the worktree: the repository's `objects/`, `refs/` and
+//! 2. the worktree itself, read-write (first, because a main checkout's worktree holds its
+//!    `.git`, which the next steps narrow);
+//! 3. what git needs to commit from the worktree: the repository's `objects/`, `refs/` and
 //!    `logs/`, and this worktree's own admin folder `<common>/worktrees/<name>` (a lane in a
 //!    main checkout gets its `.git` with `hooks/` and `config` kept read-only: a hook written
 //!    there would run outside the sandbox, in clawpool's own git commands);
-//! 3. hidden (an empty read-only tmpfs): clawpool's folder in the common git dir (every lane's
+//! 4. hidden (an empty read-only tmpfs): clawpool's folder in the common git dir (every lane's
 //!    record, the pool's sockets, the operators' grants), the other worktrees of the
 //!    repository, and the user's runtime folder of long-path sockets;
-//! 4. the worktree itself, read-write;
 //! 5. the agent's own state (its profile's `sandbox_writes`) and the configuration's
 //!    `sandbox_rw`, read-write;
 //! 6. the lane's own record folder, read-only, so that its hooks reach its control socket
@@ -98,6 +99,19 @@ pub struct SandboxSite<'a> {
     pub agent_writes: &'a [String],
     /// `PATH` as the agent will have it (to find bubblewrap).
     pub path_var: Option<&'a std::ffi::OsStr>,
+    /// For a lane whose channel is Codex's app server: the lane's folder that stands in for
+    /// Codex's daemon folder (see [`codex_daemon_dir`]).
+    pub codex_daemon: Option<&'a Path>,
+}
+
+/// The folder Codex 0.169.0 keeps its app server's socket in, whatever `--listen` names: it
+/// makes the named path a link to `/tmp/codex-daemon-<uid>/<hash>`. In a sandbox `/tmp` is
+/// private, so the lane's own folder is bound there instead — not the host's, which holds
+/// every other Codex's sockets — and clawpool follows the link into that folder.
+pub fn codex_daemon_dir() -> PathBuf {
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::getuid() };
+    PathBuf::from(format!("/tmp/codex-daemon-{uid}"))
 }
 
 impl Sandbox {
@@ -114,6 +128,9 @@ impl Sandbox {
         args.one("--dev", "/dev")
             .one("--proc", "/proc")
             .one("--tmpfs", "/tmp");
+        // The worktree first: a main checkout holds its `.git`, whose binds and hidden folders
+        // below must land on top of it, not be covered by it again.
+        args.pair("--bind", site.dir, site.dir);
         let git = GitSite::of(site.dir);
         if let Some(git) = &git {
             git.bind(&mut args)?;
@@ -136,7 +153,6 @@ impl Sandbox {
         for path in &hidden {
             args.one("--tmpfs", path);
         }
-        args.pair("--bind", site.dir, site.dir);
         for entry in site.agent_writes {
             let folder = entry.ends_with('/');
             let Some(path) = home_path(entry.trim_end_matches('/'), site.home) else {
@@ -159,6 +175,16 @@ impl Sandbox {
                 ));
             }
             args.pair("--bind", path, path);
+        }
+        if let Some(daemon) = site.codex_daemon {
+            // Codex refuses a socket folder that is not the user's own with mode 0700.
+            std::fs::create_dir_all(daemon)
+                .and_then(|()| {
+                    use std::os::unix::fs::PermissionsExt;
+                    std::fs::set_permissions(daemon, std::fs::Permissions::from_mode(0o700))
+                })
+                .map_err(|e| format!("making {} for Codex's sockets: {e}", daemon.display()))?;
+            args.pair("--bind", daemon, codex_daemon_dir());
         }
         // The lane's own hook endpoint, and nothing else of its record.
         match site.record {

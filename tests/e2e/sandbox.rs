@@ -1,8 +1,13 @@
 //! Sandboxed lanes (`docs/sandbox.md`): a scripted lane under bubblewrap writes and commits in
 //! its worktree while its writes to the main checkout, another lane's worktree and `$HOME` do
 //! not land, the other lanes' sockets are out of its sight and its own is not; `network =
-//! "none"` keeps it off a loopback listener the shared network reaches; and a lane that asks
-//! for a sandbox this machine cannot make does not start.
+//! "none"` keeps it off a loopback listener the shared network reaches; a lane that asks
+//! for a sandbox this machine cannot make does not start; a lane in a main checkout cannot
+//! write its `.git`'s hooks, config or clawpool's folder. The real agents, sandboxed: Claude
+//! Code finishes from its hooks, and in bypass-permissions mode its Bash cannot write outside,
+//! see another lane's socket, or `clawpool trust`/`send` that lane; Codex's app server runs
+//! in the sandbox and its protocol finishes the lane. A sandboxed tmux lane outlives its
+//! SIGKILLed supervisor and is adopted to its finish.
 //!
 //! The test folders are made under the target folder, not `/tmp`: a sandbox's `/tmp` is its
 //! own, and the agent's scenario must stay readable.
@@ -356,4 +361,408 @@ fn a_sandboxed_claude_code_lane_finishes_from_its_hooks() {
     .expect("JSON");
     assert_eq!(state["sandbox"]["mode"], "workspace", "{state}");
     assert_eq!(state["hooks"]["failed"], 0, "{state}");
+}
+
+/// The real Codex 0.169.0 in a sandboxed lane, offline against the scripted model server: its
+/// app server starts inside the lane's sandbox (it runs Codex's tools), with `~/.codex`
+/// writable, and the lane is decided by that server's protocol — accepted and finished.
+#[test]
+fn a_sandboxed_codex_lane_finishes_from_its_app_server() {
+    use crate::real_agents::{
+        codex_env, finish, lanes_dir, screen_report, start_lane, write_config,
+    };
+    clawpool_tests::real_agent("codex");
+    let sandbox = Sandbox::new();
+    let lane = git_repo(&lanes_dir(&sandbox), "boxed-codex");
+    let mut server = clawpool_tests::ModelServer::start(
+        &sandbox.dir.path().join("model"),
+        &serde_json::json!([{"text": "Hello from the scripted model."}]),
+    );
+    clawpool_tests::seed_codex_home(&sandbox, &server.url(), "sk-fake");
+    let config = write_config(
+        &sandbox,
+        Some(&lanes_dir(&sandbox)),
+        "codex",
+        crate::codex_channel::CHANNEL_DECIDES,
+    );
+    let text = std::fs::read_to_string(&config).expect("config");
+    std::fs::write(&config, format!("sandbox = \"workspace\"\n{text}")).expect("config");
+    let mut run = start_lane(
+        &sandbox,
+        &config,
+        "codex",
+        &lane,
+        &codex_env(&sandbox),
+        "pty",
+    );
+    let (code, outcome) = finish(&mut run, &lane);
+    let report = format!("{}\n{}", run.report(), screen_report(&lane));
+    assert_eq!(code, 0, "{report}");
+    assert_eq!(outcome["state"]["status"], "finished", "{report}");
+    let events = run.events();
+    let opened = events
+        .iter()
+        .find(|e| e["kind"] == "lane.channel.opened")
+        .unwrap_or_else(|| panic!("no channel: {report}"));
+    assert_eq!(opened["detail"]["channel"], "codex_app_server", "{report}");
+    let finished = events
+        .iter()
+        .find(|e| e["kind"] == "lane.finished")
+        .unwrap_or_else(|| panic!("not finished: {report}"));
+    assert_eq!(finished["source"], "protocol", "{report}");
+    assert_eq!(server.main_requests().len(), 1, "{report}");
+    let state: Value = serde_json::from_str(
+        &std::fs::read_to_string(lane.join(".claw/worker-state.json")).expect("state"),
+    )
+    .expect("JSON");
+    assert_eq!(state["sandbox"]["mode"], "workspace", "{state}");
+    assert_eq!(state["hooks"]["channel"], "codex_app_server", "{state}");
+    assert_eq!(state["hooks"]["degraded"], false, "{state}");
+    server.stop();
+}
+
+/// The real Claude Code 2.1.330, sandboxed and allowed to run any command without asking
+/// (`--dangerously-skip-permissions`), is told by its
+/// (scripted) model to break out: write an absolute path outside, the main checkout and
+/// `~/.bashrc`, look for another lane's control socket, and `clawpool trust` / `clawpool send`
+/// that lane, which is held at clawpool's trust gate. None of it lands: the files are not on
+/// disk, the other lane is still held with no prompt given — until the test itself trusts it
+/// from outside, when it finishes (so the same commands work unconfined). Its own work in its
+/// worktree lands and the lane finishes from its hooks.
+#[test]
+fn a_sandboxed_claude_code_running_bash_cannot_reach_outside_or_another_lane() {
+    use crate::real_agents::{
+        claude_env, finish, lanes_dir, screen_report, start_lane, worktree_lane, write_config,
+    };
+    clawpool_tests::real_agent("claude");
+    let s = site();
+    let home = s.sandbox.home();
+    clawpool_tests::seed_claude_home(
+        &home,
+        serde_json::json!({
+            "customApiKeyResponses": {"approved": ["sk-ant-fake"], "rejected": []},
+            "bypassPermissionsModeAccepted": true,
+        }),
+    );
+    // The bypass mode's one-time warning, accepted as a user who chose it would have.
+    let settings = home.join(".claude/settings.json");
+    let mut doc: Value = std::fs::read_to_string(&settings)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_else(|| serde_json::json!({}));
+    doc["skipDangerousModePermissionPrompt"] = Value::Bool(true);
+    std::fs::create_dir_all(home.join(".claude")).expect(".claude");
+    std::fs::write(&settings, doc.to_string()).expect("settings");
+
+    // The other lane: a scripted agent in the repository's other worktree, outside the trusted
+    // roots, so held at the trust gate with its prompt not yet given.
+    let scenario = s.sandbox.dir.path().join("other-scenario.toml");
+    std::fs::write(
+        &scenario,
+        "trust_dialog = false\nprompt_log = \".prompts.jsonl\"\n[[prompt]]\n\
+         steps = [{ do = \"write_file\", path = \"out.txt\", content = \"done\\n\" }]\n",
+    )
+    .expect("scenario");
+    let other_config = s.sandbox.dir.path().join("other.toml");
+    std::fs::write(
+        &other_config,
+        format!(
+            "[handshake]\nfinish_idle_ms = 300\n[profiles.scripted.launch]\ncommand = {:?}\n\
+             env = {{ CLAWPOOL_AGENT_SCENARIO = {:?} }}\n",
+            workspace_bin("clawpool-scripted-agent")
+                .display()
+                .to_string(),
+            scenario.display().to_string(),
+        ),
+    )
+    .expect("config");
+    let mut other_cmd = s.sandbox.clawpool();
+    other_cmd
+        .args(["run", "--output-format", "json", "--agent", "scripted"])
+        .arg("--config")
+        .arg(&other_config)
+        .arg("--cwd")
+        .arg(&s.other)
+        .args(["--prompt", "do it"]);
+    let mut other =
+        clawpool_tests::LaneRun::start(other_cmd, &s.sandbox.dir.path().join("other.stderr"));
+    let blocked = other.wait_for(
+        "lane.blocked",
+        std::time::Duration::from_secs(30),
+        |e| e["kind"] == "lane.blocked",
+        String::new,
+    );
+    assert_eq!(blocked["evidence"]["rule"], "trust_gate", "{blocked}");
+    let other_socket = [
+        s.other.join(".claw/control.sock"),
+        s.repo.join(".git/clawpool/lanes/other/control.sock"),
+    ]
+    .into_iter()
+    .find(|p| p.exists())
+    .unwrap_or_else(|| panic!("the other lane has no control socket: {}", other.report()));
+
+    // The sandboxed Claude Code lane, in a worktree of the same repository.
+    let lane = worktree_lane(&s.sandbox, &s.repo, "claude");
+    let outside = s.sandbox.dir.path().join("outside.txt");
+    let clawpool = workspace_bin("clawpool");
+    let other_path = s.other.display().to_string();
+    let command = [
+        try_write("abs", &outside),
+        try_write("main", &s.repo.join("escape.txt")),
+        try_write("home", &home.join(".bashrc")),
+        format!(
+            "test -e '{}' && echo 'other socket seen' >> probe.txt || echo 'other socket hidden' >> probe.txt; ",
+            other_socket.display()
+        ),
+        format!(
+            "'{c}' trust '{other_path}' >/dev/null 2>&1 && echo 'trust worked' >> probe.txt || echo 'trust refused' >> probe.txt; ",
+            c = clawpool.display()
+        ),
+        format!(
+            "'{c}' send '{other_path}' 'injected' >/dev/null 2>&1 && echo 'send worked' >> probe.txt || echo 'send refused' >> probe.txt; ",
+            c = clawpool.display()
+        ),
+        "echo inside > inside.txt".to_owned(),
+    ]
+    .concat();
+    let mut server = clawpool_tests::ModelServer::start(
+        &s.sandbox.dir.path().join("model"),
+        &serde_json::json!([
+            {"tool_use": {"name": "Bash", "input": {"command": command, "description": "Probe"}}},
+            {"text": "Done."}
+        ]),
+    );
+    let config = write_config(
+        &s.sandbox,
+        Some(&lanes_dir(&s.sandbox)),
+        "claude",
+        "args = [\"--dangerously-skip-permissions\"]\n",
+    );
+    let text = std::fs::read_to_string(&config).expect("config");
+    std::fs::write(&config, format!("sandbox = \"workspace\"\n{text}")).expect("config");
+    // The yolo mode a sandbox is for; IS_SANDBOX lets Claude Code take it as root (CI's user).
+    let mut env = claude_env(&s.sandbox, &server.url());
+    env.push("IS_SANDBOX=1".into());
+    let mut run = start_lane(&s.sandbox, &config, "claude", &lane, &env, "pty");
+    let (code, outcome) = finish(&mut run, &lane);
+    let report = format!("{}\n{}", run.report(), screen_report(&lane));
+    assert_eq!(code, 0, "{report}");
+    assert_eq!(outcome["state"]["status"], "finished", "{report}");
+
+    let probe = std::fs::read_to_string(lane.join("probe.txt"))
+        .unwrap_or_else(|e| panic!("no probe ({e}): {report}"));
+    assert_eq!(
+        probe.lines().collect::<Vec<_>>(),
+        [
+            "abs refused",
+            "main refused",
+            "home refused",
+            "other socket hidden",
+            "trust refused",
+            "send refused",
+        ],
+        "{probe}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(lane.join("inside.txt")).expect("the lane's work"),
+        "inside\n"
+    );
+    for escaped in [outside, s.repo.join("escape.txt"), home.join(".bashrc")] {
+        assert!(!escaped.exists(), "{} was written", escaped.display());
+    }
+    // The other lane is as it was: held, untrusted, given nothing.
+    let other_state: Value = serde_json::from_str(
+        &std::fs::read_to_string(s.other.join(".claw/worker-state.json")).expect("state"),
+    )
+    .expect("JSON");
+    assert_eq!(other_state["lane_status"], "blocked", "{other_state}");
+    assert_eq!(other_state["trust_gate_cleared"], false, "{other_state}");
+    assert!(
+        !s.other.join(".prompts.jsonl").exists(),
+        "a prompt reached it"
+    );
+    let events = other.events();
+    assert!(
+        !events
+            .iter()
+            .any(|e| e["kind"] == "lane.trust_resolved" || e["kind"] == "lane.prompt_typed"),
+        "{}",
+        other.report()
+    );
+    // From outside the sandbox the same trust goes through, and that lane finishes.
+    let out = s
+        .sandbox
+        .clawpool()
+        .arg("trust")
+        .arg(&s.other)
+        .output()
+        .expect("clawpool trust");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let status = other.wait_exit(std::time::Duration::from_secs(30));
+    assert_eq!(status.code(), Some(0), "{}", other.report());
+    assert_eq!(
+        std::fs::read_to_string(s.other.join("out.txt")).expect("the other lane's work"),
+        "done\n"
+    );
+    drop(run);
+    server.stop();
+}
+
+/// A sandboxed lane in a main checkout (`clawpool run`): its worktree holds `.git`, yet the
+/// repository's hooks and config (which clawpool's own git commands would run outside the
+/// sandbox) and clawpool's folder stay out of its reach, while its commit lands.
+#[test]
+fn a_sandboxed_lane_in_a_main_checkout_cannot_touch_git_hooks_config_or_clawpool() {
+    let s = site();
+    let git_dir = s.repo.join(".git");
+    let config_before = std::fs::read_to_string(git_dir.join("config")).expect("config");
+    let command = [
+        try_write("hook", &git_dir.join("hooks/post-commit")),
+        format!(
+            "(echo '[alias]' >> '{}') 2>/dev/null && echo 'config wrote' >> probe.txt || echo 'config refused' >> probe.txt; ",
+            git_dir.join("config").display()
+        ),
+        try_write("clawpool", &git_dir.join("clawpool/escape.txt")),
+    ]
+    .concat();
+    let scenario_file = s.sandbox.dir.path().join("scenario.toml");
+    std::fs::write(&scenario_file, scenario(&command)).expect("scenario");
+    let config = s.sandbox.dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "sandbox = \"workspace\"\ntrusted_roots = [{:?}]\n[handshake]\nfinish_idle_ms = 300\n\
+             [profiles.scripted.launch]\ncommand = {:?}\n\
+             env = {{ CLAWPOOL_AGENT_SCENARIO = {:?} }}\n",
+            s.sandbox.dir.path().display().to_string(),
+            workspace_bin("clawpool-scripted-agent")
+                .display()
+                .to_string(),
+            scenario_file.display().to_string(),
+        ),
+    )
+    .expect("config");
+    let out = s
+        .sandbox
+        .clawpool()
+        .args(["run", "--output-format", "json", "--agent", "scripted"])
+        .arg("--config")
+        .arg(&config)
+        .arg("--cwd")
+        .arg(&s.repo)
+        .args(["--prompt", "work"])
+        .output()
+        .expect("clawpool run");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let probe = std::fs::read_to_string(s.repo.join("probe.txt")).expect("probe");
+    assert_eq!(
+        probe.lines().collect::<Vec<_>>(),
+        ["hook refused", "config refused", "clawpool refused"],
+        "{probe}"
+    );
+    assert!(
+        !git_dir.join("hooks/post-commit").exists(),
+        "a hook was written"
+    );
+    assert!(!git_dir.join("clawpool/escape.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(git_dir.join("config")).expect("config"),
+        config_before
+    );
+    assert_eq!(git_log(&s.repo)[0], "sandboxed work");
+}
+
+/// A sandboxed tmux lane whose supervisor is SIGKILLed mid-turn: the state file's pid is the
+/// sandbox's leader (bubblewrap, leading the process group the agent is in), alive in the
+/// tmux pane; `clawpool adopt` takes the lane over and it finishes, its commit made inside.
+#[test]
+fn a_sandboxed_tmux_lane_is_adopted_after_its_supervisor_is_killed() {
+    let s = site();
+    let dir = s.sandbox.dir.path();
+    // The turn waits for the test's go-ahead file, so the kill lands mid-turn.
+    std::fs::write(
+        dir.join("scenario.toml"),
+        scenario("while [ ! -e go ]; do sleep 0.05; done; ").replace(
+            "steps = [\n",
+            "steps = [\n  { do = \"sleep\", ms = 500 },\n",
+        ),
+    )
+    .expect("scenario");
+    let config = dir.join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "sandbox = \"workspace\"\ntrusted_roots = [{:?}]\n[handshake]\nfinish_idle_ms = 300\n\
+             [profiles.scripted.launch]\ncommand = {:?}\n\
+             env = {{ CLAWPOOL_AGENT_SCENARIO = {:?} }}\n",
+            dir.display().to_string(),
+            workspace_bin("clawpool-scripted-agent")
+                .display()
+                .to_string(),
+            dir.join("scenario.toml").display().to_string(),
+        ),
+    )
+    .expect("config");
+    let packet = dir.join("packet.json");
+    std::fs::write(
+        &packet,
+        r#"{"lanes": [{"name": "boxed", "agent": "scripted", "prompt": "work"}]}"#,
+    )
+    .expect("packet");
+    let mut cmd = s.sandbox.clawpool();
+    cmd.arg("spawn")
+        .arg(&packet)
+        .args(["--output-format", "json", "--transport", "tmux", "--config"])
+        .arg(&config)
+        .arg("--repo")
+        .arg(&s.repo);
+    let mut first = clawpool_tests::LaneRun::start(cmd, &dir.join("first.stderr"));
+    first.wait_for(
+        "lane.running",
+        std::time::Duration::from_secs(30),
+        |e| e["kind"] == "lane.running",
+        || crate::real_agents::screen_report(&s.lane()),
+    );
+    first.signal(libc::SIGKILL);
+    first.wait_exit(std::time::Duration::from_secs(10));
+
+    let state = s.state();
+    assert_eq!(state["sandbox"]["mode"], "workspace", "{state}");
+    let pid = state["pid"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no pid: {state}"));
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).expect("the lane's pid is alive");
+    let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+    assert!(
+        args[0].ends_with(b"bwrap"),
+        "{:?}",
+        String::from_utf8_lossy(&cmdline)
+    );
+    assert!(
+        args.iter().any(|a| a.ends_with(b"clawpool-scripted-agent")),
+        "{:?}",
+        String::from_utf8_lossy(&cmdline)
+    );
+    // It leads the group clawpool signals: the agent inside is in it.
+    let pgid = unsafe { libc::getpgid(pid as i32) };
+    assert_eq!(pgid, pid as i32);
+
+    std::fs::write(s.lane().join("go"), "").expect("go");
+    let out = s
+        .sandbox
+        .clawpool()
+        .args(["adopt", "--output-format", "json", "--config"])
+        .arg(&config)
+        .arg("--repo")
+        .arg(&s.repo)
+        .output()
+        .expect("clawpool adopt");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let state = s.state();
+    assert_eq!(state["status"], "finished", "{state}");
+    assert_eq!(
+        std::fs::read_to_string(s.lane().join("out.txt")).expect("out"),
+        "done\n"
+    );
+    assert_eq!(git_log(&s.lane())[0], "sandboxed work");
 }

@@ -80,6 +80,8 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
         Some(request) => {
             let home = spec.env_value("HOME").map(PathBuf::from);
             let path_var = spec.env_value("PATH");
+            let codex_daemon = (job.profile.manifest.launch.hooks == AgentHooks::CodexAppServer)
+                .then(|| crate::app_server::daemon_stand_in(&job.dir));
             let site = SandboxSite {
                 dir: &job.dir,
                 record: (record != job.dir.join(STATE_DIR)).then_some(record.as_path()),
@@ -87,6 +89,7 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
                 home: home.as_deref(),
                 agent_writes: &job.profile.manifest.launch.sandbox_writes,
                 path_var: path_var.as_deref(),
+                codex_daemon: codex_daemon.as_deref(),
             };
             let sandbox = Sandbox::build(request, &site).map_err(|message| {
                 LaneError::invalid(

@@ -200,6 +200,7 @@ mod tests {
             home: None,
             agent_writes: &[],
             path_var: path.as_deref(),
+            codex_daemon: None,
         };
         let sandbox = crate::sandbox::Sandbox::build(&request, &site).expect("bwrap works here");
         let logs = lane.path().join("logs");
