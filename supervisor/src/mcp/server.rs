@@ -23,15 +23,45 @@ use serde_json::{Value, json};
 
 use super::access::{AuditEntry, AuditLog, Tier, Who, digest};
 use super::pool_api::{ApiError, OpReply, Operation, PoolApi};
+use super::tokens::Grant;
 
 /// The largest number of events one `lane_events` call answers (ask again from `next_cursor`).
 const MAX_EVENTS: usize = 1000;
 
-/// The server: one repository's pool, at one tier.
+/// Where a call's tier comes from.
+#[derive(Debug, Clone, Copy)]
+pub enum Access {
+    /// Stdio: the tier the server was launched with (`--tier`), for its one client.
+    Launch(Tier),
+    /// HTTP: each request's bearer token's, put in the request by `http.rs`. A request
+    /// without one has no tier (the listener lets none through; this refuses it regardless).
+    Tokens,
+}
+
+/// Refuses a call needing `needs` from a caller at `tier`.
+fn check(tier: Option<Tier>, needs: Tier, tool: &str) -> Result<(), ApiError> {
+    match tier {
+        Some(tier) if tier >= needs => Ok(()),
+        Some(tier) => Err(ApiError::new(
+            "tier_refused",
+            format!(
+                "{tool} needs the {} tier; this caller has {} (`clawpool mcp --tier`, or the token's tier)",
+                needs.as_str(),
+                tier.as_str()
+            ),
+        )),
+        None => Err(ApiError::new(
+            "unauthorized",
+            format!("{tool}: the request carries no token"),
+        )),
+    }
+}
+
+/// The server: one repository's pool, at one tier or at each token's.
 #[derive(Clone)]
 pub struct PoolServer {
     api: PoolApi,
-    tier: Tier,
+    access: Access,
     audit: AuditLog,
     tool_router: ToolRouter<Self>,
 }
@@ -259,47 +289,64 @@ pub struct OpResult {
 }
 
 impl PoolServer {
-    pub fn new(api: PoolApi, tier: Tier) -> Self {
+    pub fn new(api: PoolApi, access: Access) -> Self {
         let audit = AuditLog::new(api.state_dir().root().join("audit.jsonl"));
         Self {
             api,
-            tier,
+            access,
             audit,
             tool_router: Self::tool_router(),
         }
     }
 
-    /// Whoever is on the other end.
-    fn who(ctx: &RequestContext<RoleServer>) -> Who {
+    /// The caller's tier and who it is: the launch's, or the request's token's.
+    fn caller(&self, ctx: &RequestContext<RoleServer>) -> (Option<Tier>, Who) {
         let info = ctx.peer.peer_info();
-        Who {
-            client: info.as_ref().map(|i| i.client_info.name.clone()),
-            client_version: info.as_ref().map(|i| i.client_info.version.clone()),
-            transport: "stdio",
-            parent_pid: std::os::unix::process::parent_id(),
-            // SAFETY: getuid has no preconditions and cannot fail.
-            uid: unsafe { libc::getuid() },
-        }
-    }
-
-    /// Refuses a read call above the server's tier (reads are not audited).
-    fn check_read(&self, tool: &str) -> Result<(), CallToolResult> {
-        self.check(Tier::Read, tool)
-            .map_err(|err| tool_error(&err, Value::Null))
-    }
-
-    fn check(&self, needs: Tier, tool: &str) -> Result<(), ApiError> {
-        if self.tier >= needs {
-            return Ok(());
-        }
-        Err(ApiError::new(
-            "tier_refused",
-            format!(
-                "{tool} needs the {} tier; this server runs at {} (`clawpool mcp --tier`)",
-                needs.as_str(),
-                self.tier.as_str()
+        let client = info.as_ref().map(|i| i.client_info.name.clone());
+        let client_version = info.as_ref().map(|i| i.client_info.version.clone());
+        // SAFETY: getuid has no preconditions and cannot fail.
+        let uid = unsafe { libc::getuid() };
+        match self.access {
+            Access::Launch(tier) => (
+                Some(tier),
+                Who {
+                    client,
+                    client_version,
+                    transport: "stdio",
+                    parent_pid: Some(std::os::unix::process::parent_id()),
+                    token: None,
+                    peer_pid: None,
+                    uid,
+                },
             ),
-        ))
+            Access::Tokens => {
+                let grant = ctx
+                    .extensions
+                    .get::<http::request::Parts>()
+                    .and_then(|parts| parts.extensions.get::<Grant>());
+                (
+                    grant.map(|g| g.tier),
+                    Who {
+                        client,
+                        client_version,
+                        transport: "http",
+                        parent_pid: None,
+                        token: grant.map(|g| g.token.clone()),
+                        peer_pid: grant.and_then(|g| g.peer_pid),
+                        uid,
+                    },
+                )
+            }
+        }
+    }
+
+    /// Refuses a read call above the caller's tier (reads are not audited).
+    fn check_read(
+        &self,
+        tool: &str,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<(), CallToolResult> {
+        check(self.caller(ctx).0, Tier::Read, tool).map_err(|err| tool_error(&err, Value::Null))
     }
 
     /// Runs a call that changes something: tier check, the audit line, then `act`. A call
@@ -315,20 +362,20 @@ impl PoolServer {
     where
         F: std::future::Future<Output = Result<T, (ApiError, Value)>>,
     {
-        let who = Self::who(ctx);
+        let (tier, who) = self.caller(ctx);
         let args_sha256 = digest(args);
         let record = |verdict: &str, kind: Option<&str>| {
             self.audit.append(&AuditEntry {
                 at_ms: clawpool_lanes::now_ms(),
                 who: &who,
-                tier: self.tier,
+                tier,
                 tool,
                 args_sha256: args_sha256.clone(),
                 verdict,
                 kind,
             })
         };
-        if let Err(err) = self.check(needs, tool) {
+        if let Err(err) = check(tier, needs, tool) {
             let _ = record("refused", Some(&err.kind));
             return Err(tool_error(&err, Value::Null));
         }
@@ -546,8 +593,8 @@ impl PoolServer {
         description = "Every lane of the repository, as `clawpool board` shows it: status, agent, branch, commits ahead, dirty, escalation. Tier: read.",
         annotations(read_only_hint = true)
     )]
-    async fn list_lanes(&self) -> ToolResult<LanesResult> {
-        self.check_read("list_lanes")?;
+    async fn list_lanes(&self, ctx: RequestContext<RoleServer>) -> ToolResult<LanesResult> {
+        self.check_read("list_lanes", &ctx)?;
         let lanes = self
             .api
             .list_lanes()
@@ -559,8 +606,12 @@ impl PoolServer {
         description = "One lane's state document (`clawpool state LANE`): lane_status, blocked subphase, escalation and next action, usage, last event. Tier: read.",
         annotations(read_only_hint = true)
     )]
-    async fn lane_state(&self, Parameters(p): Parameters<LaneParams>) -> ToolResult<StateResult> {
-        self.check_read("lane_state")?;
+    async fn lane_state(
+        &self,
+        Parameters(p): Parameters<LaneParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> ToolResult<StateResult> {
+        self.check_read("lane_state", &ctx)?;
         let state = self
             .api
             .lane_state(&p.lane)
@@ -578,8 +629,9 @@ impl PoolServer {
     async fn lane_events(
         &self,
         Parameters(p): Parameters<EventsParams>,
+        ctx: RequestContext<RoleServer>,
     ) -> ToolResult<EventsResult> {
-        self.check_read("lane_events")?;
+        self.check_read("lane_events", &ctx)?;
         let limit = p.limit.unwrap_or(MAX_EVENTS).clamp(1, MAX_EVENTS);
         let (events, next_cursor) = self
             .api
@@ -603,7 +655,7 @@ impl PoolServer {
         Parameters(p): Parameters<WaitParams>,
         ctx: RequestContext<RoleServer>,
     ) -> ToolResult<WaitResult> {
-        self.check_read("wait_lanes")?;
+        self.check_read("wait_lanes", &ctx)?;
         let invalid =
             |message: String| tool_error(&ApiError::new("invalid_argument", message), Value::Null);
         if p.lanes.is_empty() || p.until.is_empty() {
@@ -853,11 +905,14 @@ impl PoolServer {
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for PoolServer {
     fn get_info(&self) -> InitializeResult {
+        let tier = match self.access {
+            Access::Launch(tier) => format!("This server runs at the `{}` tier.", tier.as_str()),
+            Access::Tokens => "Each call runs at its bearer token's tier.".to_owned(),
+        };
         InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("clawpool", env!("CARGO_PKG_VERSION")))
             .with_instructions(format!(
-                "clawpool's worker pool for this repository: lanes of coding agents, one worktree each. This server runs at the `{}` tier. Start lanes with spawn_lane, wait_lanes for states, read lane_state/lane_events, follow up with send_to_lane.",
-                self.tier.as_str()
+                "clawpool's worker pool for this repository: lanes of coding agents, one worktree each. {tier} Start lanes with spawn_lane, wait_lanes for states, read lane_state/lane_events, follow up with send_to_lane."
             ))
     }
 }
