@@ -122,13 +122,23 @@ async fn over_http_a_read_token_lists_lanes_and_its_stop_lane_is_refused_and_aud
 
     // An operate token starts a lane; a read token sees it and may not stop it.
     let operator = connect(&server, &operate).await;
+    // A packet with a problem is refused whole, with the problem's JSON path.
+    let bad = call(&operator, "spawn_packet", json!({"packet": {"lanes": []}})).await;
+    assert_eq!(bad.is_error, Some(true), "{bad:?}");
+    assert_eq!(structured(&bad)["kind"], "invalid_packet", "{bad:?}");
+    assert_eq!(
+        structured(&bad)["problems"][0]["path"],
+        "$.lanes",
+        "{bad:?}"
+    );
     let spawned = call(
         &operator,
-        "spawn_lane",
-        json!({"name": "alpha", "prompt": "do alpha", "agent": "scripted"}),
+        "spawn_packet",
+        json!({"packet": {"lanes": [{"name": "alpha", "prompt": "do alpha", "agent": "scripted"}]}}),
     )
     .await;
     assert_ne!(spawned.is_error, Some(true), "{spawned:?}");
+    assert_eq!(structured(&spawned)["receipt"], "queued", "{spawned:?}");
     operator.cancel().await.expect("close");
 
     let reader = connect(&server, &read).await;
@@ -161,9 +171,9 @@ async fn over_http_a_read_token_lists_lanes_and_its_stop_lane_is_refused_and_aud
     assert_eq!(refused[0]["who"]["transport"], "http");
     assert_eq!(refused[0]["who"]["token"], read_id.as_str());
     assert!(
-        audit
-            .iter()
-            .any(|l| l["tool"] == "spawn_lane" && l["verdict"] == "done" && l["tier"] == "operate"),
+        audit.iter().any(|l| l["tool"] == "spawn_packet"
+            && l["verdict"] == "done"
+            && l["tier"] == "operate"),
         "{audit:?}"
     );
     // The token file keeps digests only, readable by its owner alone.

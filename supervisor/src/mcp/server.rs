@@ -136,6 +136,14 @@ pub struct SpawnParams {
     pub await_delivery_s: Option<f64>,
 }
 
+/// A task packet.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct PacketParams {
+    /// The packet as `clawpool spawn PACKET` reads it (`docs/task-packet.md`): one packet
+    /// object, an array of them, or a batch `{"defaults": {…}, "lanes": [{…}, …]}`.
+    pub packet: Value,
+}
+
 /// A text for a lane's agent.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct SendParams {
@@ -274,6 +282,15 @@ pub struct DeliveryResult {
     #[serde(flatten)]
     pub receipt: Receipt,
     /// The command's own answer (`clawpool send`/`spawn --output-format json`).
+    pub result: Value,
+}
+
+/// A packet's lanes, handed over.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct PacketResult {
+    #[serde(flatten)]
+    pub receipt: Receipt,
+    /// `clawpool spawn --detach --output-format json`'s answer: the lanes handed over.
     pub result: Value,
 }
 
@@ -734,6 +751,32 @@ impl PoolServer {
         ctx: RequestContext<RoleServer>,
     ) -> ToolResult<DeliveryResult> {
         self.audited(Tier::Operate, "spawn_lane", &p, &ctx, self.spawn(&p))
+            .await
+    }
+
+    #[tool(
+        description = "Start the lanes of a task packet (`clawpool spawn PACKET`: one packet, an array, or a batch with defaults; docs/task-packet.md), handed to the repository's daemon. A packet with problems is refused whole with each problem's JSON path. Answers each lane's prompt `queued`; wait_lanes until prompt_accepted for delivery. Tier: operate."
+    )]
+    async fn spawn_packet(
+        &self,
+        Parameters(p): Parameters<PacketParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> ToolResult<PacketResult> {
+        let op = Operation::SpawnPacket {
+            packet: p.packet.clone(),
+        };
+        let act = async {
+            let OpReply { document, .. } =
+                self.api.operate(&op).await.map_err(|e| (e, Value::Null))?;
+            Ok(PacketResult {
+                receipt: Receipt::Queued {
+                    place: None,
+                    note: "handed to the repository's daemon; each lane's prompt is delivered when it starts (wait_lanes until prompt_accepted)".into(),
+                },
+                result: document,
+            })
+        };
+        self.audited(Tier::Operate, "spawn_packet", &p, &ctx, act)
             .await
     }
 
