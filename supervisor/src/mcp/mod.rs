@@ -6,6 +6,7 @@
 //! - [`access`]: the permission tiers and the audit log.
 //! - [`http`]: the HTTP listener and its gate (Origin, bearer token).
 //! - [`tokens`]: the token file.
+//! - [`resources`]: lane states as resources, and their subscriptions.
 //! - [`pool_api`]: the one adapter to the pool every tool goes through.
 //!
 //! The rule that a lane never drives the pool (`docs/trust.md`) covers this entry point too:
@@ -17,6 +18,7 @@
 mod access;
 mod http;
 mod pool_api;
+mod resources;
 mod server;
 mod tokens;
 

@@ -10,10 +10,15 @@ use std::time::Duration;
 use clawpool_lane::handshake::{SendFate, Verdict};
 use clawpool_lanes::{LaneEventKind, LaneStatus};
 use clawpool_pool::{LaneProgress, Until, WaitOutcome};
+use rmcp::ErrorData as McpError;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
-    CallToolResult, Implementation, InitializeResult, ProgressNotificationParam, ServerCapabilities,
+    CallToolResult, Implementation, InitializeResult, ListResourceTemplatesResult,
+    ListResourcesResult, PaginatedRequestParams, ProgressNotificationParam,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+    ResourceContents, ResourceTemplate, ServerCapabilities, SubscribeRequestParams,
+    UnsubscribeRequestParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{Json, RoleServer, ServerHandler, tool, tool_handler, tool_router};
@@ -23,6 +28,7 @@ use serde_json::{Value, json};
 
 use super::access::{AuditEntry, AuditLog, Tier, Who, digest};
 use super::pool_api::{ApiError, OpReply, Operation, PoolApi};
+use super::resources::{self, Subscriptions};
 use super::tokens::Grant;
 
 /// The largest number of events one `lane_events` call answers (ask again from `next_cursor`).
@@ -64,6 +70,8 @@ pub struct PoolServer {
     access: Access,
     audit: AuditLog,
     tool_router: ToolRouter<Self>,
+    /// This session's resource subscriptions.
+    subscriptions: Subscriptions,
 }
 
 type ToolResult<T> = Result<Json<T>, CallToolResult>;
@@ -313,6 +321,7 @@ impl PoolServer {
             access,
             audit,
             tool_router: Self::tool_router(),
+            subscriptions: Subscriptions::default(),
         }
     }
 
@@ -952,10 +961,115 @@ impl ServerHandler for PoolServer {
             Access::Launch(tier) => format!("This server runs at the `{}` tier.", tier.as_str()),
             Access::Tokens => "Each call runs at its bearer token's tier.".to_owned(),
         };
-        InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
+        InitializeResult::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .enable_resources_subscribe()
+                .build(),
+        )
             .with_server_info(Implementation::new("clawpool", env!("CARGO_PKG_VERSION")))
             .with_instructions(format!(
-                "clawpool's worker pool for this repository: lanes of coding agents, one worktree each. {tier} Start lanes with spawn_lane, wait_lanes for states, read lane_state/lane_events, follow up with send_to_lane."
+                "clawpool's worker pool for this repository: lanes of coding agents, one worktree each. {tier} Start lanes with spawn_lane, wait_lanes for states, read lane_state/lane_events, follow up with send_to_lane. Each lane's state is the resource clawpool://lanes/{{name}}/state; subscribe to hear when it changes."
             ))
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        self.resource_access(&ctx)?;
+        let lanes = self.api.list_lanes().map_err(mcp_error)?;
+        let resources = lanes
+            .iter()
+            .filter_map(|lane| lane["lane"].as_str())
+            .map(|name| {
+                Resource::new(resources::uri(name), format!("{name} state"))
+                    .with_description(format!(
+                        "Lane {name}'s state document (`clawpool state {name}`)"
+                    ))
+                    .with_mime_type("application/json")
+            })
+            .collect();
+        Ok(ListResourcesResult::with_all_items(resources))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        self.resource_access(&ctx)?;
+        Ok(ListResourceTemplatesResult::with_all_items(vec![
+            ResourceTemplate::new(resources::TEMPLATE, "lane state")
+                .with_description("A lane's state document (`clawpool state NAME`); subscribe to hear when it changes")
+                .with_mime_type("application/json"),
+        ]))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        self.resource_access(&ctx)?;
+        let lane = resource_lane(&request.uri)?;
+        let state = self.api.lane_state(lane).map_err(mcp_error)?;
+        Ok(ReadResourceResult::new(vec![
+            ResourceContents::text(state.to_string(), request.uri.clone())
+                .with_mime_type("application/json"),
+        ])
+        .into())
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.resource_access(&ctx)?;
+        let lane = resource_lane(&request.uri)?;
+        self.subscriptions
+            .subscribe(&self.api, &ctx.peer, lane)
+            .map_err(|m| McpError::internal_error(m, None))
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.resource_access(&ctx)?;
+        self.subscriptions.unsubscribe(resource_lane(&request.uri)?);
+        Ok(())
+    }
+}
+
+/// The lane a resource URI names, or the protocol's error for an unknown resource.
+fn resource_lane(uri: &str) -> Result<&str, McpError> {
+    resources::lane_of(uri).ok_or_else(|| {
+        McpError::resource_not_found(
+            format!("{uri} is no resource of clawpool's (clawpool://lanes/NAME/state)"),
+            None,
+        )
+    })
+}
+
+/// An API error as a protocol error carrying its `kind`.
+fn mcp_error(err: ApiError) -> McpError {
+    let data = Some(json!({"kind": err.kind}));
+    if err.kind == "unknown_lane" {
+        McpError::resource_not_found(err.message, data)
+    } else {
+        McpError::internal_error(err.message, data)
+    }
+}
+
+impl PoolServer {
+    /// Resources are reads: the caller needs the read tier.
+    fn resource_access(&self, ctx: &RequestContext<RoleServer>) -> Result<(), McpError> {
+        check(self.caller(ctx).0, Tier::Read, "resources")
+            .map_err(|err| McpError::invalid_request(err.message, Some(json!({"kind": err.kind}))))
     }
 }
