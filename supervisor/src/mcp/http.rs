@@ -121,14 +121,14 @@ impl Gate {
                 "clawpool mcp answers on /mcp",
             );
         }
-        if let Some(origin) = request.headers().get(header::ORIGIN) {
-            if !origin.to_str().is_ok_and(loopback_origin) {
-                return refusal(
-                    StatusCode::FORBIDDEN,
-                    "origin_refused",
-                    "a request from a web page not on this machine (its Origin) is refused",
-                );
-            }
+        if let Some(origin) = request.headers().get(header::ORIGIN)
+            && !origin.to_str().is_ok_and(loopback_origin)
+        {
+            return refusal(
+                StatusCode::FORBIDDEN,
+                "origin_refused",
+                "a request from a web page not on this machine (its Origin) is refused",
+            );
         }
         let presented = request
             .headers()
