@@ -373,3 +373,89 @@ async fn a_subscribed_lane_state_resource_is_updated_when_the_lane_changes() {
     session.cancel().await.expect("close");
     crate::spawn::stop_daemon(&s);
 }
+
+/// A first turn that works a while (the follow-up sent during it waits), then a quick one.
+const TWO_TURNS: &str = r#"
+prompt_log = ".prompts.jsonl"
+[[prompt]]
+steps = [{ do = "sleep", ms = 3000 }]
+[[prompt]]
+steps = [{ do = "write_file", path = "second.txt", content = "second\n" }]
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn receipts_delivered_queued_then_delivered_and_refused_come_from_real_situations() {
+    let s = setup();
+    let scenario = s.sandbox.dir.path().join("scenario.toml");
+    std::fs::write(&scenario, TWO_TURNS).expect("scenario");
+    let (session, _) = connect(&s, "operate").await;
+
+    // The prompt of a spawned lane, waited for: delivered, with the handshake's evidence.
+    let spawned = call(
+        &session,
+        "spawn_lane",
+        json!({"name": "alpha", "prompt": "work a while", "agent": "scripted", "await_delivery_s": 60}),
+    )
+    .await;
+    let receipt = structured(&spawned);
+    assert_eq!(receipt["receipt"], "delivered", "{spawned:?}");
+    assert!(
+        receipt["source"]
+            .as_str()
+            .is_some_and(|s| s.contains("lane.prompt_accepted")),
+        "{spawned:?}"
+    );
+
+    // A text sent while the agent works its turn: queued behind it.
+    let cursor = call(&session, "lane_events", json!({"lane": "alpha"})).await;
+    let since = structured(&cursor)["next_cursor"].as_u64().expect("cursor");
+    let sent = call(
+        &session,
+        "send_to_lane",
+        json!({"lane": "alpha", "text": "and then this"}),
+    )
+    .await;
+    assert_ne!(sent.is_error, Some(true), "{sent:?}");
+    assert_eq!(structured(&sent)["receipt"], "queued", "{sent:?}");
+    // Its later delivery is on the stream: once the turn ends, the text is the lane's next
+    // prompt, accepted (`lane.prompt_accepted` after `lane.send_queued`).
+    let waited = call(
+        &session,
+        "wait_lanes",
+        json!({"lanes": ["alpha"], "until": ["finished"], "timeout_s": 60}),
+    )
+    .await;
+    assert_eq!(structured(&waited)["outcome"], "reached", "{waited:?}");
+    let after = call(
+        &session,
+        "lane_events",
+        json!({"lane": "alpha", "since": since}),
+    )
+    .await;
+    let kinds: Vec<&str> = structured(&after)["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter_map(|e| e["kind"].as_str())
+        .collect();
+    let queued_at = kinds.iter().position(|k| *k == "lane.send_queued");
+    let accepted_at = kinds.iter().rposition(|k| *k == "lane.prompt_accepted");
+    assert!(
+        queued_at.is_some() && accepted_at > queued_at,
+        "queued, then accepted as the next prompt: {kinds:?}"
+    );
+
+    // A lane that is not there: refused, with why.
+    let refused = call(
+        &session,
+        "send_to_lane",
+        json!({"lane": "nobody", "text": "hello"}),
+    )
+    .await;
+    assert_eq!(refused.is_error, Some(true), "{refused:?}");
+    assert_eq!(structured(&refused)["receipt"], "refused", "{refused:?}");
+    assert_eq!(structured(&refused)["kind"], "unknown_lane", "{refused:?}");
+
+    session.cancel().await.expect("close");
+    crate::spawn::stop_daemon(&s);
+}
