@@ -382,7 +382,10 @@ impl Command {
                 command: ConfigCommand::Show(args),
             }) => args.output_format,
             Command::Doctor(args) => args.output_format,
-            Command::Mcp(args) => args.output_format,
+            Command::Mcp(args) => match &args.action {
+                Some(McpAction::Token(token)) => token.output_format,
+                None => args.output_format,
+            },
             Command::State(args) => args.output_format,
             Command::Spawn(args) => args.output_format,
             Command::Init(args) => args.output_format,
@@ -863,6 +866,13 @@ pub struct LandArgs {
 
 #[derive(Debug, Args)]
 pub struct McpArgs {
+    #[command(subcommand)]
+    pub action: Option<McpAction>,
+    /// Serve over Streamable HTTP instead of stdio: 127.0.0.1:PORT, [::1]:PORT (loopback
+    /// only; port 0 picks one) or a Unix socket's path. Each request needs a bearer token
+    /// (`clawpool mcp token`), whose tier replaces --tier.
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<String>,
     /// What its tools may do: read (state, events, board, wait), operate (also spawn, send,
     /// stop, restart, recover, verify, merge-forward) or admin (also trust and answer).
     #[arg(long, value_enum, default_value_t = Tier::Operate)]
@@ -877,9 +887,43 @@ pub struct McpArgs {
     pub output_format: OutputFormat,
 }
 
+/// `clawpool mcp token`.
+#[derive(Debug, clap::Subcommand)]
+pub enum McpAction {
+    /// Make a bearer token for `clawpool mcp --listen`; printed once, only its digest is kept.
+    Token(McpTokenArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct McpTokenArgs {
+    /// What the token's calls may do.
+    #[arg(long, value_enum)]
+    pub tier: Tier,
+    /// A name for it, shown in the token file.
+    #[arg(long)]
+    pub label: Option<String>,
+    /// The repository (default: the one containing the current folder).
+    #[arg(long, default_value = ".")]
+    pub repo: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub output_format: OutputFormat,
+}
+
 /// `clawpool mcp --tier`: here, not in `mcp/`, so the flags need nothing of the server.
 /// A server's, or a tool's, permission tier; each includes the ones below it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, clap::ValueEnum)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    serde::Serialize,
+    serde::Deserialize,
+    clap::ValueEnum,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Tier {
     /// State, events, the board, waiting.

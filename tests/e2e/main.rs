@@ -19,6 +19,7 @@ mod lane_truth;
 mod layering;
 mod lives;
 mod mcp;
+mod mcp_http;
 mod model_server;
 mod more_agents;
 mod notify;

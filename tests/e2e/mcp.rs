@@ -5,8 +5,9 @@
 use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientRequest, ProgressNotificationParam, Request,
-    ServerResult,
+    CallToolRequestParams, CallToolResult, ClientRequest, ProgressNotificationParam,
+    ReadResourceRequestParams, Request, ResourceContents, ResourceUpdatedNotificationParam,
+    ServerResult, SubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, PeerRequestOptions, RunningService};
 use rmcp::transport::TokioChildProcess;
@@ -15,10 +16,12 @@ use serde_json::{Value, json};
 
 use crate::spawn::{Setup, setup, stderr};
 
-/// A client that keeps the progress notifications it gets.
+/// A client that keeps the progress notifications and resource updates it gets.
 #[derive(Clone, Default)]
 struct Client {
     progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
+    updated: Arc<Mutex<Vec<String>>>,
+    on_update: Arc<tokio::sync::Notify>,
 }
 
 impl ClientHandler for Client {
@@ -28,6 +31,15 @@ impl ClientHandler for Client {
         _context: NotificationContext<RoleClient>,
     ) {
         self.progress.lock().expect("progress").push(params);
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.updated.lock().expect("updated").push(params.uri);
+        self.on_update.notify_one();
     }
 }
 
@@ -301,6 +313,148 @@ async fn a_trust_dialog_holds_a_spawned_prompt_and_a_send_and_trust_needs_admin(
 
     let trusted = call(&session, "trust_lane", json!({"lane": "alpha"})).await;
     assert_eq!(structured(&trusted)["kind"], "tier_refused", "{trusted:?}");
+
+    session.cancel().await.expect("close");
+    crate::spawn::stop_daemon(&s);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscribed_lane_state_resource_is_updated_when_the_lane_changes() {
+    let s = setup();
+    let (session, client) = connect(&s, "operate").await;
+    let uri = "clawpool://lanes/alpha/state";
+    let templates = session
+        .list_all_resource_templates()
+        .await
+        .expect("resources/templates/list");
+    assert_eq!(templates[0].uri_template, "clawpool://lanes/{name}/state");
+    // Subscribed before the lane exists: every change of its state is announced.
+    #[allow(deprecated)]
+    // resources/subscribe is the protocol before 2026-07-28, which stdio speaks
+    session
+        .subscribe(SubscribeRequestParams::new(uri))
+        .await
+        .expect("resources/subscribe");
+    assert!(client.updated.lock().expect("updated").is_empty());
+    let spawned = call(
+        &session,
+        "spawn_lane",
+        json!({"name": "alpha", "prompt": "do alpha", "agent": "scripted"}),
+    )
+    .await;
+    assert_ne!(spawned.is_error, Some(true), "{spawned:?}");
+    tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        client.on_update.notified(),
+    )
+    .await
+    .expect("a resources/updated notification");
+    assert_eq!(client.updated.lock().expect("updated")[0], uri);
+
+    // Read after the notification, the resource is the lane's record.
+    let read = session
+        .read_resource(ReadResourceRequestParams::new(uri))
+        .await
+        .expect("resources/read");
+    let ResourceContents::TextResourceContents { text, .. } = &read.contents[0] else {
+        panic!("a JSON text: {read:?}");
+    };
+    let doc: Value = serde_json::from_str(text).expect("JSON");
+    assert_eq!(doc["lane"], "alpha", "{doc}");
+    let listed = session.list_all_resources().await.expect("resources/list");
+    assert!(listed.iter().any(|r| r.uri == uri), "{listed:?}");
+    let unknown = session
+        .read_resource(ReadResourceRequestParams::new(
+            "clawpool://lanes/nobody/state",
+        ))
+        .await;
+    assert!(unknown.is_err(), "{unknown:?}");
+
+    session.cancel().await.expect("close");
+    crate::spawn::stop_daemon(&s);
+}
+
+/// A first turn that works a while (the follow-up sent during it waits), then a quick one.
+const TWO_TURNS: &str = r#"
+prompt_log = ".prompts.jsonl"
+[[prompt]]
+steps = [{ do = "sleep", ms = 3000 }]
+[[prompt]]
+steps = [{ do = "write_file", path = "second.txt", content = "second\n" }]
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn receipts_delivered_queued_then_delivered_and_refused_come_from_real_situations() {
+    let s = setup();
+    let scenario = s.sandbox.dir.path().join("scenario.toml");
+    std::fs::write(&scenario, TWO_TURNS).expect("scenario");
+    let (session, _) = connect(&s, "operate").await;
+
+    // The prompt of a spawned lane, waited for: delivered, with the handshake's evidence.
+    let spawned = call(
+        &session,
+        "spawn_lane",
+        json!({"name": "alpha", "prompt": "work a while", "agent": "scripted", "await_delivery_s": 60}),
+    )
+    .await;
+    let receipt = structured(&spawned);
+    assert_eq!(receipt["receipt"], "delivered", "{spawned:?}");
+    assert!(
+        receipt["source"]
+            .as_str()
+            .is_some_and(|s| s.contains("lane.prompt_accepted")),
+        "{spawned:?}"
+    );
+
+    // A text sent while the agent works its turn: queued behind it.
+    let cursor = call(&session, "lane_events", json!({"lane": "alpha"})).await;
+    let since = structured(&cursor)["next_cursor"].as_u64().expect("cursor");
+    let sent = call(
+        &session,
+        "send_to_lane",
+        json!({"lane": "alpha", "text": "and then this"}),
+    )
+    .await;
+    assert_ne!(sent.is_error, Some(true), "{sent:?}");
+    assert_eq!(structured(&sent)["receipt"], "queued", "{sent:?}");
+    // Its later delivery is on the stream: once the turn ends, the text is the lane's next
+    // prompt, accepted (`lane.prompt_accepted` after `lane.send_queued`).
+    let waited = call(
+        &session,
+        "wait_lanes",
+        json!({"lanes": ["alpha"], "until": ["finished"], "timeout_s": 60}),
+    )
+    .await;
+    assert_eq!(structured(&waited)["outcome"], "reached", "{waited:?}");
+    let after = call(
+        &session,
+        "lane_events",
+        json!({"lane": "alpha", "since": since}),
+    )
+    .await;
+    let kinds: Vec<&str> = structured(&after)["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter_map(|e| e["kind"].as_str())
+        .collect();
+    let queued_at = kinds.iter().position(|k| *k == "lane.send_queued");
+    let accepted_at = kinds.iter().rposition(|k| *k == "lane.prompt_accepted");
+    assert!(
+        queued_at.is_some() && accepted_at > queued_at,
+        "queued, then accepted as the next prompt: {kinds:?}"
+    );
+
+    // A lane that is not there: refused, with why.
+    let refused = call(
+        &session,
+        "send_to_lane",
+        json!({"lane": "nobody", "text": "hello"}),
+    )
+    .await;
+    assert_eq!(refused.is_error, Some(true), "{refused:?}");
+    assert_eq!(structured(&refused)["receipt"], "refused", "{refused:?}");
+    assert_eq!(structured(&refused)["kind"], "unknown_lane", "{refused:?}");
 
     session.cancel().await.expect("close");
     crate::spawn::stop_daemon(&s);

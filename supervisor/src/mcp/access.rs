@@ -20,10 +20,10 @@ pub struct AuditEntry<'a> {
     /// When, in milliseconds since the epoch.
     pub at_ms: u64,
     /// The client: its name and version from the MCP handshake, and the process that launched
-    /// this server (for stdio, the client itself).
+    /// this server (for stdio, the client itself) or the token it presented (HTTP).
     pub who: &'a Who,
-    /// The server's tier.
-    pub tier: Tier,
+    /// The caller's tier (`null`: an HTTP request without a token's).
+    pub tier: Option<Tier>,
     /// The tool called.
     pub tool: &'a str,
     /// SHA-256 of the call's arguments as JSON (the arguments themselves may hold a prompt).
@@ -40,8 +40,18 @@ pub struct AuditEntry<'a> {
 pub struct Who {
     pub client: Option<String>,
     pub client_version: Option<String>,
+    /// `stdio` or `http`.
     pub transport: &'static str,
-    pub parent_pid: u32,
+    /// Stdio: the process that launched the server.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent_pid: Option<u32>,
+    /// HTTP: the bearer token's id (`mcp-tokens.json`), never the token.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+    /// HTTP on a Unix socket: the peer process.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peer_pid: Option<u32>,
+    /// The server's user.
     pub uid: u32,
 }
 

@@ -1,8 +1,12 @@
-//! `clawpool mcp`: the repository's pool as an MCP server on stdio (`docs/mcp.md`), for an
-//! orchestrating agent (Claude Code, Codex, any MCP client).
+//! `clawpool mcp`: the repository's pool as an MCP server on stdio, or over Streamable HTTP
+//! with `--listen` (`docs/mcp.md`), for an orchestrating agent (Claude Code, Codex, any MCP
+//! client); and `clawpool mcp token`, the HTTP server's bearer tokens.
 //!
 //! - [`server`]: the tools, their schemas, tiers, audit lines and receipts.
 //! - [`access`]: the permission tiers and the audit log.
+//! - [`http`]: the HTTP listener and its gate (Origin, bearer token).
+//! - [`tokens`]: the token file.
+//! - [`resources`]: lane states as resources, and their subscriptions.
 //! - [`pool_api`]: the one adapter to the pool every tool goes through.
 //!
 //! The rule that a lane never drives the pool (`docs/trust.md`) covers this entry point too:
@@ -12,19 +16,31 @@
 //! tool (read ones neither) can be used to probe or to wait on other lanes.
 
 mod access;
+mod http;
 mod pool_api;
+mod resources;
 mod server;
+mod tokens;
 
 use std::process::ExitCode;
 
 use clawpool_lane::caller::{Caller, ProcFs};
 use rmcp::ServiceExt;
 
-use crate::cli::McpArgs;
+use crate::cli::{McpAction, McpArgs, McpTokenArgs, OutputFormat};
 use crate::output::{CommandError, EXIT_FAILURE};
 
-/// Runs the server until the client closes its end.
+/// Runs the server until the client closes its end (stdio) or a signal (HTTP).
 pub async fn run(args: &McpArgs) -> Result<ExitCode, CommandError> {
+    if let Some(McpAction::Token(token)) = &args.action {
+        return make_token(token);
+    }
+    let listen = match &args.listen {
+        Some(addr) => Some(
+            http::Listen::parse(addr).map_err(|m| CommandError::invalid("invalid_argument", m))?,
+        ),
+        None => None,
+    };
     // SAFETY: getuid has no preconditions and cannot fail.
     let uid = unsafe { libc::getuid() };
     if let Err(refusal) = Caller::identify(std::process::id(), uid, &ProcFs).check_operator() {
@@ -45,7 +61,17 @@ pub async fn run(args: &McpArgs) -> Result<ExitCode, CommandError> {
             exit: crate::output::EXIT_INVALID_INPUT,
         }
     })?;
-    let service = server::PoolServer::new(api, args.tier)
+    if let Some(listen) = listen {
+        let format = args.output_format;
+        http::serve(api, &listen, |url| match format {
+            OutputFormat::Json => println!("{}", serde_json::json!({ "listening": url })),
+            OutputFormat::Text => println!("clawpool mcp: listening on {url}"),
+        })
+        .await
+        .map_err(|e| CommandError::io("clawpool mcp --listen", e))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let service = server::PoolServer::new(api, server::Access::Launch(args.tier))
         .serve(rmcp::transport::stdio())
         .await
         .map_err(|e| CommandError {
@@ -58,5 +84,37 @@ pub async fn run(args: &McpArgs) -> Result<ExitCode, CommandError> {
         message: format!("the MCP session: {e}"),
         exit: EXIT_FAILURE,
     })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `clawpool mcp token`: a new token, printed once.
+fn make_token(args: &McpTokenArgs) -> Result<ExitCode, CommandError> {
+    let repo = clawpool_worktree::Repo::open(&args.repo)
+        .map_err(|e| CommandError::invalid("not_a_repository", e.to_string()))?;
+    let dir = clawpool_worktree::layout::StateDir::of(repo.common_dir());
+    let tokens = tokens::Tokens::in_dir(dir.root());
+    let (token, entry) = tokens
+        .create(args.tier, args.label.clone())
+        .map_err(|e| CommandError::io("writing the token file", e))?;
+    match args.output_format {
+        OutputFormat::Json => println!(
+            "{}",
+            serde_json::json!({
+                "token": token,
+                "id": entry.id,
+                "tier": entry.tier,
+                "file": tokens.path(),
+            })
+        ),
+        OutputFormat::Text => {
+            println!("{token}");
+            eprintln!(
+                "a {} token (id {}); only its digest is kept in {}: it is not shown again",
+                entry.tier.as_str(),
+                entry.id,
+                tokens.path().display()
+            );
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }

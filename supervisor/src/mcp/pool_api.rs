@@ -55,6 +55,11 @@ pub enum Operation {
         agent: Option<String>,
         base: Option<String>,
     },
+    /// A task packet in any of its forms (`docs/task-packet.md`), as `clawpool spawn PACKET`
+    /// reads it from a file.
+    SpawnPacket {
+        packet: Value,
+    },
     Send {
         lane: String,
         text: String,
@@ -88,9 +93,10 @@ pub enum Operation {
 }
 
 impl Operation {
-    /// The lane it names.
-    fn lane(&self) -> &str {
-        match self {
+    /// The lane it names (a packet names its own, checked by the packet's rules).
+    fn lane(&self) -> Option<&str> {
+        Some(match self {
+            Operation::SpawnPacket { .. } => return None,
             Operation::Spawn { name, .. } => name,
             Operation::Send { lane, .. }
             | Operation::Stop { lane }
@@ -100,15 +106,26 @@ impl Operation {
             | Operation::Recover { lane, .. }
             | Operation::Verify { lane, .. }
             | Operation::MergeForward { lane } => lane,
-        }
+        })
     }
 
     /// The CLI command that carries it out. Options first, then `--` and the positionals, so
     /// a text starting with `-` stays a text.
-    fn command_line(&self, repo: &Path) -> Vec<OsString> {
+    fn command_line(&self, repo: &Path, packet_file: Option<&Path>) -> Vec<OsString> {
         let mut args: Vec<OsString> = Vec::new();
         let mut push = |a: &str| args.push(a.into());
         match self {
+            Operation::SpawnPacket { .. } => {
+                push("spawn");
+                push("--detach");
+                push("--output-format");
+                push("json");
+                push("--repo");
+                args.push(repo.into());
+                args.push("--".into());
+                args.push(packet_file.unwrap_or(Path::new("")).into());
+                return args;
+            }
             Operation::Spawn {
                 name,
                 prompt,
@@ -181,7 +198,7 @@ impl Operation {
         push("--output-format");
         push("json");
         push("--");
-        push(self.lane());
+        push(self.lane().unwrap_or_default());
         args
     }
 }
@@ -321,12 +338,34 @@ impl PoolApi {
             .unwrap_or_default()
     }
 
+    /// `packet` as a file for `clawpool spawn`.
+    fn packet_file(&self, packet: &Value) -> Result<tempfile::NamedTempFile, ApiError> {
+        let io = |e: std::io::Error| ApiError::new("io", format!("writing the packet: {e}"));
+        std::fs::create_dir_all(self.state.root()).map_err(io)?;
+        let mut file = tempfile::Builder::new()
+            .prefix("mcp-packet-")
+            .suffix(".json")
+            .tempfile_in(self.state.root())
+            .map_err(io)?;
+        std::io::Write::write_all(&mut file, packet.to_string().as_bytes()).map_err(io)?;
+        Ok(file)
+    }
+
     /// Carries out `op` with the CLI's own command (see the module's doc).
     pub async fn operate(&self, op: &Operation) -> Result<OpReply, ApiError> {
-        check_name(op.lane())?;
+        if let Some(lane) = op.lane() {
+            check_name(lane)?;
+        }
+        // A packet goes to `clawpool spawn` as the file it reads, in the clawpool folder (its
+        // relative paths resolve against the repository, wherever the file is), removed after.
+        let packet_file = match op {
+            Operation::SpawnPacket { packet } => Some(self.packet_file(packet)?),
+            _ => None,
+        };
+        let command_line = op.command_line(&self.root, packet_file.as_ref().map(|f| f.path()));
         let mut command = tokio::process::Command::new(&self.exe);
         command
-            .args(op.command_line(&self.root))
+            .args(&command_line)
             .current_dir(&self.root)
             .stdin(std::process::Stdio::null())
             .kill_on_drop(true);
@@ -370,7 +409,7 @@ impl PoolApi {
                 "command_failed",
                 format!(
                     "clawpool {} exited {}: {}",
-                    op.command_line(&self.root)[0].to_string_lossy(),
+                    command_line[0].to_string_lossy(),
                     out.status,
                     String::from_utf8_lossy(&out.stderr).trim()
                 ),

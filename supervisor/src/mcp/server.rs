@@ -10,10 +10,15 @@ use std::time::Duration;
 use clawpool_lane::handshake::{SendFate, Verdict};
 use clawpool_lanes::{LaneEventKind, LaneStatus};
 use clawpool_pool::{LaneProgress, Until, WaitOutcome};
+use rmcp::ErrorData as McpError;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
-    CallToolResult, Implementation, InitializeResult, ProgressNotificationParam, ServerCapabilities,
+    CallToolResult, Implementation, InitializeResult, ListResourceTemplatesResult,
+    ListResourcesResult, PaginatedRequestParams, ProgressNotificationParam,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+    ResourceContents, ResourceTemplate, ServerCapabilities, SubscribeRequestParams,
+    UnsubscribeRequestParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{Json, RoleServer, ServerHandler, tool, tool_handler, tool_router};
@@ -23,17 +28,50 @@ use serde_json::{Value, json};
 
 use super::access::{AuditEntry, AuditLog, Tier, Who, digest};
 use super::pool_api::{ApiError, OpReply, Operation, PoolApi};
+use super::resources::{self, Subscriptions};
+use super::tokens::Grant;
 
 /// The largest number of events one `lane_events` call answers (ask again from `next_cursor`).
 const MAX_EVENTS: usize = 1000;
 
-/// The server: one repository's pool, at one tier.
+/// Where a call's tier comes from.
+#[derive(Debug, Clone, Copy)]
+pub enum Access {
+    /// Stdio: the tier the server was launched with (`--tier`), for its one client.
+    Launch(Tier),
+    /// HTTP: each request's bearer token's, put in the request by `http.rs`. A request
+    /// without one has no tier (the listener lets none through; this refuses it regardless).
+    Tokens,
+}
+
+/// Refuses a call needing `needs` from a caller at `tier`.
+fn check(tier: Option<Tier>, needs: Tier, tool: &str) -> Result<(), ApiError> {
+    match tier {
+        Some(tier) if tier >= needs => Ok(()),
+        Some(tier) => Err(ApiError::new(
+            "tier_refused",
+            format!(
+                "{tool} needs the {} tier; this caller has {} (`clawpool mcp --tier`, or the token's tier)",
+                needs.as_str(),
+                tier.as_str()
+            ),
+        )),
+        None => Err(ApiError::new(
+            "unauthorized",
+            format!("{tool}: the request carries no token"),
+        )),
+    }
+}
+
+/// The server: one repository's pool, at one tier or at each token's.
 #[derive(Clone)]
 pub struct PoolServer {
     api: PoolApi,
-    tier: Tier,
+    access: Access,
     audit: AuditLog,
     tool_router: ToolRouter<Self>,
+    /// This session's resource subscriptions.
+    subscriptions: Subscriptions,
 }
 
 type ToolResult<T> = Result<Json<T>, CallToolResult>;
@@ -104,6 +142,14 @@ pub struct SpawnParams {
     /// says `delivered` or `held` (default: answer at once, `queued`).
     #[serde(default)]
     pub await_delivery_s: Option<f64>,
+}
+
+/// A task packet.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct PacketParams {
+    /// The packet as `clawpool spawn PACKET` reads it (`docs/task-packet.md`): one packet
+    /// object, an array of them, or a batch `{"defaults": {…}, "lanes": [{…}, …]}`.
+    pub packet: Value,
 }
 
 /// A text for a lane's agent.
@@ -247,6 +293,15 @@ pub struct DeliveryResult {
     pub result: Value,
 }
 
+/// A packet's lanes, handed over.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct PacketResult {
+    #[serde(flatten)]
+    pub receipt: Receipt,
+    /// `clawpool spawn --detach --output-format json`'s answer: the lanes handed over.
+    pub result: Value,
+}
+
 /// An operation's answer.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct OpResult {
@@ -259,47 +314,65 @@ pub struct OpResult {
 }
 
 impl PoolServer {
-    pub fn new(api: PoolApi, tier: Tier) -> Self {
+    pub fn new(api: PoolApi, access: Access) -> Self {
         let audit = AuditLog::new(api.state_dir().root().join("audit.jsonl"));
         Self {
             api,
-            tier,
+            access,
             audit,
             tool_router: Self::tool_router(),
+            subscriptions: Subscriptions::default(),
         }
     }
 
-    /// Whoever is on the other end.
-    fn who(ctx: &RequestContext<RoleServer>) -> Who {
+    /// The caller's tier and who it is: the launch's, or the request's token's.
+    fn caller(&self, ctx: &RequestContext<RoleServer>) -> (Option<Tier>, Who) {
         let info = ctx.peer.peer_info();
-        Who {
-            client: info.as_ref().map(|i| i.client_info.name.clone()),
-            client_version: info.as_ref().map(|i| i.client_info.version.clone()),
-            transport: "stdio",
-            parent_pid: std::os::unix::process::parent_id(),
-            // SAFETY: getuid has no preconditions and cannot fail.
-            uid: unsafe { libc::getuid() },
-        }
-    }
-
-    /// Refuses a read call above the server's tier (reads are not audited).
-    fn check_read(&self, tool: &str) -> Result<(), CallToolResult> {
-        self.check(Tier::Read, tool)
-            .map_err(|err| tool_error(&err, Value::Null))
-    }
-
-    fn check(&self, needs: Tier, tool: &str) -> Result<(), ApiError> {
-        if self.tier >= needs {
-            return Ok(());
-        }
-        Err(ApiError::new(
-            "tier_refused",
-            format!(
-                "{tool} needs the {} tier; this server runs at {} (`clawpool mcp --tier`)",
-                needs.as_str(),
-                self.tier.as_str()
+        let client = info.as_ref().map(|i| i.client_info.name.clone());
+        let client_version = info.as_ref().map(|i| i.client_info.version.clone());
+        // SAFETY: getuid has no preconditions and cannot fail.
+        let uid = unsafe { libc::getuid() };
+        match self.access {
+            Access::Launch(tier) => (
+                Some(tier),
+                Who {
+                    client,
+                    client_version,
+                    transport: "stdio",
+                    parent_pid: Some(std::os::unix::process::parent_id()),
+                    token: None,
+                    peer_pid: None,
+                    uid,
+                },
             ),
-        ))
+            Access::Tokens => {
+                let grant = ctx
+                    .extensions
+                    .get::<http::request::Parts>()
+                    .and_then(|parts| parts.extensions.get::<Grant>());
+                (
+                    grant.map(|g| g.tier),
+                    Who {
+                        client,
+                        client_version,
+                        transport: "http",
+                        parent_pid: None,
+                        token: grant.map(|g| g.token.clone()),
+                        peer_pid: grant.and_then(|g| g.peer_pid),
+                        uid,
+                    },
+                )
+            }
+        }
+    }
+
+    /// Refuses a read call above the caller's tier (reads are not audited).
+    fn check_read(
+        &self,
+        tool: &str,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<(), CallToolResult> {
+        check(self.caller(ctx).0, Tier::Read, tool).map_err(|err| tool_error(&err, Value::Null))
     }
 
     /// Runs a call that changes something: tier check, the audit line, then `act`. A call
@@ -315,20 +388,20 @@ impl PoolServer {
     where
         F: std::future::Future<Output = Result<T, (ApiError, Value)>>,
     {
-        let who = Self::who(ctx);
+        let (tier, who) = self.caller(ctx);
         let args_sha256 = digest(args);
         let record = |verdict: &str, kind: Option<&str>| {
             self.audit.append(&AuditEntry {
                 at_ms: clawpool_lanes::now_ms(),
                 who: &who,
-                tier: self.tier,
+                tier,
                 tool,
                 args_sha256: args_sha256.clone(),
                 verdict,
                 kind,
             })
         };
-        if let Err(err) = self.check(needs, tool) {
+        if let Err(err) = check(tier, needs, tool) {
             let _ = record("refused", Some(&err.kind));
             return Err(tool_error(&err, Value::Null));
         }
@@ -546,8 +619,8 @@ impl PoolServer {
         description = "Every lane of the repository, as `clawpool board` shows it: status, agent, branch, commits ahead, dirty, escalation. Tier: read.",
         annotations(read_only_hint = true)
     )]
-    async fn list_lanes(&self) -> ToolResult<LanesResult> {
-        self.check_read("list_lanes")?;
+    async fn list_lanes(&self, ctx: RequestContext<RoleServer>) -> ToolResult<LanesResult> {
+        self.check_read("list_lanes", &ctx)?;
         let lanes = self
             .api
             .list_lanes()
@@ -559,8 +632,12 @@ impl PoolServer {
         description = "One lane's state document (`clawpool state LANE`): lane_status, blocked subphase, escalation and next action, usage, last event. Tier: read.",
         annotations(read_only_hint = true)
     )]
-    async fn lane_state(&self, Parameters(p): Parameters<LaneParams>) -> ToolResult<StateResult> {
-        self.check_read("lane_state")?;
+    async fn lane_state(
+        &self,
+        Parameters(p): Parameters<LaneParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> ToolResult<StateResult> {
+        self.check_read("lane_state", &ctx)?;
         let state = self
             .api
             .lane_state(&p.lane)
@@ -578,8 +655,9 @@ impl PoolServer {
     async fn lane_events(
         &self,
         Parameters(p): Parameters<EventsParams>,
+        ctx: RequestContext<RoleServer>,
     ) -> ToolResult<EventsResult> {
-        self.check_read("lane_events")?;
+        self.check_read("lane_events", &ctx)?;
         let limit = p.limit.unwrap_or(MAX_EVENTS).clamp(1, MAX_EVENTS);
         let (events, next_cursor) = self
             .api
@@ -603,7 +681,7 @@ impl PoolServer {
         Parameters(p): Parameters<WaitParams>,
         ctx: RequestContext<RoleServer>,
     ) -> ToolResult<WaitResult> {
-        self.check_read("wait_lanes")?;
+        self.check_read("wait_lanes", &ctx)?;
         let invalid =
             |message: String| tool_error(&ApiError::new("invalid_argument", message), Value::Null);
         if p.lanes.is_empty() || p.until.is_empty() {
@@ -682,6 +760,32 @@ impl PoolServer {
         ctx: RequestContext<RoleServer>,
     ) -> ToolResult<DeliveryResult> {
         self.audited(Tier::Operate, "spawn_lane", &p, &ctx, self.spawn(&p))
+            .await
+    }
+
+    #[tool(
+        description = "Start the lanes of a task packet (`clawpool spawn PACKET`: one packet, an array, or a batch with defaults; docs/task-packet.md), handed to the repository's daemon. A packet with problems is refused whole with each problem's JSON path. Answers each lane's prompt `queued`; wait_lanes until prompt_accepted for delivery. Tier: operate."
+    )]
+    async fn spawn_packet(
+        &self,
+        Parameters(p): Parameters<PacketParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> ToolResult<PacketResult> {
+        let op = Operation::SpawnPacket {
+            packet: p.packet.clone(),
+        };
+        let act = async {
+            let OpReply { document, .. } =
+                self.api.operate(&op).await.map_err(|e| (e, Value::Null))?;
+            Ok(PacketResult {
+                receipt: Receipt::Queued {
+                    place: None,
+                    note: "handed to the repository's daemon; each lane's prompt is delivered when it starts (wait_lanes until prompt_accepted)".into(),
+                },
+                result: document,
+            })
+        };
+        self.audited(Tier::Operate, "spawn_packet", &p, &ctx, act)
             .await
     }
 
@@ -853,11 +957,119 @@ impl PoolServer {
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for PoolServer {
     fn get_info(&self) -> InitializeResult {
-        InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
+        let tier = match self.access {
+            Access::Launch(tier) => format!("This server runs at the `{}` tier.", tier.as_str()),
+            Access::Tokens => "Each call runs at its bearer token's tier.".to_owned(),
+        };
+        InitializeResult::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .enable_resources_subscribe()
+                .build(),
+        )
             .with_server_info(Implementation::new("clawpool", env!("CARGO_PKG_VERSION")))
             .with_instructions(format!(
-                "clawpool's worker pool for this repository: lanes of coding agents, one worktree each. This server runs at the `{}` tier. Start lanes with spawn_lane, wait_lanes for states, read lane_state/lane_events, follow up with send_to_lane.",
-                self.tier.as_str()
+                "clawpool's worker pool for this repository: lanes of coding agents, one worktree each. {tier} Start lanes with spawn_lane, wait_lanes for states, read lane_state/lane_events, follow up with send_to_lane. Each lane's state is the resource clawpool://lanes/{{name}}/state; subscribe to hear when it changes."
             ))
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        self.resource_access(&ctx)?;
+        let lanes = self.api.list_lanes().map_err(mcp_error)?;
+        let resources = lanes
+            .iter()
+            .filter_map(|lane| lane["lane"].as_str())
+            .map(|name| {
+                Resource::new(resources::uri(name), format!("{name} state"))
+                    .with_description(format!(
+                        "Lane {name}'s state document (`clawpool state {name}`)"
+                    ))
+                    .with_mime_type("application/json")
+            })
+            .collect();
+        Ok(ListResourcesResult::with_all_items(resources))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        self.resource_access(&ctx)?;
+        Ok(ListResourceTemplatesResult::with_all_items(vec![
+            ResourceTemplate::new(resources::TEMPLATE, "lane state")
+                .with_description("A lane's state document (`clawpool state NAME`); subscribe to hear when it changes")
+                .with_mime_type("application/json"),
+        ]))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        self.resource_access(&ctx)?;
+        let lane = resource_lane(&request.uri)?;
+        let state = self.api.lane_state(lane).map_err(mcp_error)?;
+        Ok(ReadResourceResult::new(vec![
+            ResourceContents::text(state.to_string(), request.uri.clone())
+                .with_mime_type("application/json"),
+        ])
+        .into())
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.resource_access(&ctx)?;
+        let lane = resource_lane(&request.uri)?;
+        self.subscriptions
+            .subscribe(&self.api, &ctx.peer, lane)
+            .map_err(|m| McpError::internal_error(m, None))
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.resource_access(&ctx)?;
+        self.subscriptions.unsubscribe(resource_lane(&request.uri)?);
+        Ok(())
+    }
+}
+
+/// The lane a resource URI names, or the protocol's error for an unknown resource.
+fn resource_lane(uri: &str) -> Result<&str, McpError> {
+    resources::lane_of(uri).ok_or_else(|| {
+        McpError::resource_not_found(
+            format!("{uri} is no resource of clawpool's (clawpool://lanes/NAME/state)"),
+            None,
+        )
+    })
+}
+
+/// An API error as a protocol error carrying its `kind`.
+fn mcp_error(err: ApiError) -> McpError {
+    let data = Some(json!({"kind": err.kind}));
+    if err.kind == "unknown_lane" {
+        McpError::resource_not_found(err.message, data)
+    } else {
+        McpError::internal_error(err.message, data)
+    }
+}
+
+impl PoolServer {
+    /// Resources are reads: the caller needs the read tier.
+    fn resource_access(&self, ctx: &RequestContext<RoleServer>) -> Result<(), McpError> {
+        check(self.caller(ctx).0, Tier::Read, "resources")
+            .map_err(|err| McpError::invalid_request(err.message, Some(json!({"kind": err.kind}))))
     }
 }
