@@ -64,6 +64,8 @@ mod push;
 mod register;
 mod repo;
 mod status;
+#[cfg(test)]
+mod test_git;
 
 pub use base::{BaseRef, resolve_base};
 pub use candidate::{CandidateWorktree, TreeMerge, commit_tree, merge_trees};
