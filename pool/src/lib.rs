@@ -21,11 +21,13 @@
 //! Following never polls: a `notify` watch on the journal (inotify) wakes the reader, which
 //! reads what was appended since its last whole line.
 
+pub mod error;
 pub mod forge;
 pub mod land;
 pub mod notifier;
 pub mod publish;
 pub mod stream;
+pub mod tmux;
 pub mod wait;
 
 pub use land::{LandError, LandOptions, LandReport, LaneToLand, LaneVerdict, land};

@@ -27,6 +27,8 @@ use clawpool_worktree::{LaneWorktreeSpec, Repo, prepare_lane_worktree};
 use serde_json::json;
 use tokio::sync::Semaphore;
 
+pub use clawpool_pool::tmux::{tmux_attach_command, tmux_socket_name};
+
 use crate::cli::{AdoptArgs, OutputFormat, SpawnArgs, TransportKind};
 use crate::loaded::Loaded;
 use crate::output::{CommandError, EXIT_INVALID_INPUT};
@@ -920,19 +922,6 @@ pub fn supervisor_lock_holder(path: &Path) -> Result<LockHolder, CommandError> {
             Err(CommandError::io("testing the supervisor lock", e))
         }
     }
-}
-
-/// The command that attaches a person to lane `name`'s session on the tmux server `socket`.
-pub fn tmux_attach_command(socket: &str, name: &str) -> String {
-    format!("tmux -L {socket} attach -t {}", session_name(name))
-}
-
-/// A short, stable tmux socket name for a repository: `clawpool-<hash of its common dir>`.
-pub fn tmux_socket_name(repo: &Repo) -> String {
-    use std::hash::{Hash, Hasher};
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    repo.common_dir().hash(&mut hasher);
-    format!("clawpool-{:08x}", hasher.finish() as u32)
 }
 
 /// What the user sees while lanes run: on a terminal, one live line per lane; otherwise (or
