@@ -13,7 +13,10 @@
 //!    there would run outside the sandbox, in clawpool's own git commands);
 //! 4. hidden (an empty read-only tmpfs): clawpool's folder in the common git dir (every lane's
 //!    record, the pool's sockets, the operators' grants), the other worktrees of the
-//!    repository, and the user's runtime folder of long-path sockets;
+//!    repository, and the user's runtime folder of long-path sockets. A folder that holds
+//!    nothing but the repository's worktrees (the default `<repo>.lanes/`) is hidden whole and
+//!    a linked worktree inside it bound back: one mount, not one per other lane — at 1,000
+//!    lanes, 999 mounts in each of 1,000 sandboxes stalled the kernel's mount locks;
 //! 5. the agent's own state (its profile's `sandbox_writes`) and the configuration's
 //!    `sandbox_rw`, read-write;
 //! 6. the lane's own record folder, read-only, so that its hooks reach its control socket
@@ -139,12 +142,15 @@ impl Sandbox {
         // worktrees, the runtime folder of long-path sockets. Each is an empty tmpfs now and
         // made read-only last, once what is put back inside it has its mount point.
         let mut hidden = Vec::new();
+        let mut bind_back = false;
         if let Some(git) = &git {
             let own = git.common.join("clawpool");
             if own.is_dir() {
                 hidden.push(own);
             }
-            hidden.extend(git.other_worktrees(site.dir));
+            let worktrees = git.hidden_worktrees(site.dir);
+            hidden.extend(worktrees.folders);
+            bind_back = worktrees.own_inside;
         }
         let runtime = clawpool_worktree::layout::runtime_dir();
         if runtime.is_dir() && !runtime.starts_with("/tmp") {
@@ -152,6 +158,9 @@ impl Sandbox {
         }
         for path in &hidden {
             args.one("--tmpfs", path);
+        }
+        if bind_back {
+            args.pair("--bind", site.dir, site.dir);
         }
         for entry in site.agent_writes {
             let folder = entry.ends_with('/');
@@ -357,6 +366,67 @@ impl GitSite {
             .filter(|folder| *folder != own && !own.starts_with(folder))
             .collect()
     }
+
+    /// The folders that hide the other worktrees from the lane in `dir`.
+    fn hidden_worktrees(&self, dir: &Path) -> HiddenWorktrees {
+        let own = dir.canonicalize().unwrap_or_else(|_| dir.to_owned());
+        // A main checkout is never bound back: its `.git` binds, made before, would be
+        // covered by the worktree's own files again.
+        let linked = self.admin.is_some();
+        hide_worktrees(self.other_worktrees(dir), &own, linked)
+    }
+}
+
+/// How a lane's sandbox hides the repository's other worktrees.
+#[derive(Debug, PartialEq)]
+struct HiddenWorktrees {
+    /// Each hidden by an empty tmpfs.
+    folders: Vec<PathBuf>,
+    /// The lane's own worktree is inside one of `folders` and must be bound back.
+    own_inside: bool,
+}
+
+/// Groups `others` (canonical paths) by the folder they are in: a folder whose every entry is
+/// one of them — or the lane's own worktree `own`, when it is a linked one and can be bound
+/// back — is hidden whole; any other folder keeps its worktrees hidden one by one.
+fn hide_worktrees(others: Vec<PathBuf>, own: &Path, own_linked: bool) -> HiddenWorktrees {
+    use std::collections::{BTreeMap, BTreeSet};
+    let mut by_parent: BTreeMap<PathBuf, BTreeSet<PathBuf>> = BTreeMap::new();
+    let mut alone = Vec::new();
+    for other in others {
+        match other.parent() {
+            Some(parent) => {
+                by_parent
+                    .entry(parent.to_owned())
+                    .or_default()
+                    .insert(other);
+            }
+            None => alone.push(other),
+        }
+    }
+    let mut hidden = HiddenWorktrees {
+        folders: alone,
+        own_inside: false,
+    };
+    for (parent, worktrees) in by_parent {
+        let own_here = own.parent() == Some(parent.as_path());
+        let only_worktrees = (own_linked || !own_here)
+            && std::fs::read_dir(&parent).is_ok_and(|entries| {
+                // `parent` is canonical, so an entry's path is too unless it is a link — which
+                // then matches nothing and keeps the folder visible.
+                entries.flatten().all(|entry| {
+                    let path = parent.join(entry.file_name());
+                    worktrees.contains(&path) || (own_here && path == own)
+                })
+            });
+        if only_worktrees {
+            hidden.folders.push(parent);
+            hidden.own_inside |= own_here;
+        } else {
+            hidden.folders.extend(worktrees);
+        }
+    }
+    hidden
 }
 
 #[cfg(test)]
@@ -380,5 +450,56 @@ mod tests {
         assert_eq!(home_path("~/.codex", None), None);
         assert_eq!(home_path("rel", Some(home)), None);
         assert_eq!(home_path("/abs", Some(home)), Some(PathBuf::from("/abs")));
+    }
+
+    /// `lanes/` with three worktrees (the lane's own among them), `mixed/` with two and a
+    /// file of somebody else's.
+    fn worktree_folders() -> (tempfile::TempDir, PathBuf, Vec<PathBuf>) {
+        let root = tempfile::tempdir().expect("tempdir");
+        let base = root.path().canonicalize().expect("canonical");
+        let mut others = Vec::new();
+        for path in ["lanes/a", "lanes/b", "lanes/own", "mixed/c", "mixed/d"] {
+            std::fs::create_dir_all(base.join(path)).expect("mkdir");
+            if path != "lanes/own" {
+                others.push(base.join(path));
+            }
+        }
+        std::fs::write(base.join("mixed/notes.txt"), "not a worktree").expect("write");
+        (root, base, others)
+    }
+
+    #[test]
+    fn a_folder_of_nothing_but_worktrees_is_hidden_whole_and_the_own_one_bound_back() {
+        let (_root, base, others) = worktree_folders();
+        let hidden = hide_worktrees(others, &base.join("lanes/own"), true);
+        assert_eq!(
+            hidden,
+            HiddenWorktrees {
+                folders: vec![
+                    base.join("lanes"),
+                    base.join("mixed/c"),
+                    base.join("mixed/d")
+                ],
+                own_inside: true,
+            }
+        );
+    }
+
+    #[test]
+    fn a_main_checkout_among_the_worktrees_keeps_them_hidden_one_by_one() {
+        let (_root, base, others) = worktree_folders();
+        let hidden = hide_worktrees(others, &base.join("lanes/own"), false);
+        assert!(!hidden.own_inside);
+        assert!(hidden.folders.contains(&base.join("lanes/a")), "{hidden:?}");
+        assert!(!hidden.folders.contains(&base.join("lanes")), "{hidden:?}");
+    }
+
+    #[test]
+    fn worktrees_in_a_folder_of_another_lane_are_hidden_whole_without_binding_back() {
+        let (_root, base, mut others) = worktree_folders();
+        others.push(base.join("lanes/own"));
+        let hidden = hide_worktrees(others, &base.join("elsewhere"), true);
+        assert!(hidden.folders.contains(&base.join("lanes")), "{hidden:?}");
+        assert!(!hidden.own_inside);
     }
 }

@@ -766,3 +766,73 @@ fn a_sandboxed_tmux_lane_is_adopted_after_its_supervisor_is_killed() {
     );
     assert_eq!(git_log(&s.lane())[0], "sandboxed work");
 }
+
+/// Codex 0.169.0's own sandbox nested in the lane's: its model asks it to run a command
+/// (`exec_command`, no escalation) that writes in the worktree and to an absolute path outside.
+/// Codex runs it under its own `workspace-write` sandbox (bubblewrap) inside the lane's: the
+/// inside write lands, the outside one is refused, and the lane finishes from Codex's protocol.
+/// HOME is outside `/tmp`: Codex's sandbox gives the command a fresh `/tmp`, and its helper
+/// (`codex-linux-sandbox`, linked under `~/.codex/tmp`) must still be found there.
+#[test]
+fn a_sandboxed_codex_runs_a_command_in_its_own_sandbox_nested_in_the_lanes() {
+    use crate::real_agents::{
+        codex_env, finish, lanes_dir, screen_report, start_lane, write_config,
+    };
+    clawpool_tests::real_agent("codex");
+    let sandbox = Sandbox::new_in(Path::new(env!("CARGO_TARGET_TMPDIR")));
+    let lane = git_repo(&lanes_dir(&sandbox), "nested-codex");
+    let outside = sandbox.dir.path().join("outside-by-codex.txt");
+    let command = format!(
+        "printf inside > inside.txt; printf outside > {}",
+        outside.display()
+    );
+    let mut server = clawpool_tests::ModelServer::start(
+        &sandbox.dir.path().join("model"),
+        &serde_json::json!([
+            {"tool_use": {"name": "exec_command", "input": {"cmd": command}}},
+            {"text": "Done."}
+        ]),
+    );
+    clawpool_tests::seed_codex_home(&sandbox, &server.url(), "sk-fake");
+    let config = write_config(
+        &sandbox,
+        Some(&lanes_dir(&sandbox)),
+        "codex",
+        crate::codex_channel::CHANNEL_DECIDES,
+    );
+    let text = std::fs::read_to_string(&config).expect("config");
+    std::fs::write(&config, format!("sandbox = \"workspace\"\n{text}")).expect("config");
+    let mut run = start_lane(
+        &sandbox,
+        &config,
+        "codex",
+        &lane,
+        &codex_env(&sandbox),
+        "pty",
+    );
+    let (code, outcome) = finish(&mut run, &lane);
+    let report = format!("{}\n{}", run.report(), screen_report(&lane));
+    assert_eq!(code, 0, "{report}");
+    assert_eq!(outcome["state"]["status"], "finished", "{report}");
+    // What Codex sent its model back as the command's output: the command ran (no sandbox
+    // set-up error from the inner bubblewrap) and its outside write was refused.
+    let outputs: Vec<String> = server
+        .main_requests()
+        .iter()
+        .flat_map(|r| r["body"]["input"].as_array().cloned().unwrap_or_default())
+        .filter(|item| item["type"] == "function_call_output")
+        .map(|item| item["output"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(outputs.len(), 1, "{outputs:?}\n{report}");
+    assert!(!outputs[0].contains("bwrap:"), "{outputs:?}");
+    assert!(outputs[0].contains("Read-only file system"), "{outputs:?}");
+    assert_eq!(
+        std::fs::read_to_string(lane.join("inside.txt"))
+            .ok()
+            .as_deref(),
+        Some("inside"),
+        "{outputs:?}\n{report}"
+    );
+    assert!(!outside.exists(), "{report}");
+    server.stop();
+}

@@ -36,7 +36,13 @@ pub struct Sandbox {
 impl Sandbox {
     /// A new, empty sandbox.
     pub fn new() -> Self {
-        let dir = tempfile::tempdir().expect("sandbox temp dir");
+        Self::new_in(&std::env::temp_dir())
+    }
+
+    /// A new, empty sandbox in `parent`: for an agent whose own sandbox replaces `/tmp`, whose
+    /// HOME must then be elsewhere.
+    pub fn new_in(parent: &Path) -> Self {
+        let dir = tempfile::tempdir_in(parent).expect("sandbox temp dir");
         std::fs::create_dir_all(dir.path().join("home")).expect("sandbox home");
         std::fs::create_dir_all(dir.path().join("tmux")).expect("sandbox tmux dir");
         let marker = format!(
