@@ -49,6 +49,13 @@ pub struct SandboxRequest {
     pub bwrap: OsString,
 }
 
+/// The bubblewrap programs that made a sandbox in this process: probed once each. A lane
+/// start probed it anew before — a namespace made and torn down per lane, on the runtime's
+/// thread, which at 200 lanes started at once queued every start behind the others'. Only
+/// success is kept: a program that stops working later fails the agent's own start instead,
+/// so a lane is still never started unsandboxed.
+static WORKING: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
 /// Whether bubblewrap can make a sandbox here: the program it found, or why not.
 pub fn probe(bwrap: &OsString, path_var: Option<&std::ffi::OsStr>) -> Result<PathBuf, String> {
     let program = clawpool_pty::resolve_program(bwrap, Path::new("/"), path_var).map_err(|_| {
@@ -58,6 +65,13 @@ pub fn probe(bwrap: &OsString, path_var: Option<&std::ffi::OsStr>) -> Result<Pat
             bwrap.to_string_lossy()
         )
     })?;
+    if WORKING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .contains(&program)
+    {
+        return Ok(program);
+    }
     let output = Command::new(&program)
         .args(["--unshare-user", "--die-with-parent", "--ro-bind", "/", "/"])
         .args(["--proc", "/proc", "--dev", "/dev", "--", "true"])
@@ -67,6 +81,10 @@ pub fn probe(bwrap: &OsString, path_var: Option<&std::ffi::OsStr>) -> Result<Pat
         .output()
         .map_err(|e| format!("running {}: {e}", program.display()))?;
     if output.status.success() {
+        WORKING
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(program.clone());
         return Ok(program);
     }
     let said = String::from_utf8_lossy(&output.stderr).trim().to_owned();
