@@ -21,16 +21,28 @@
 //! Following never polls: a `notify` watch on the journal (inotify) wakes the reader, which
 //! reads what was appended since its last whole line.
 
+pub mod adoption;
+pub mod config;
 pub mod error;
 pub mod forge;
+pub mod known_repos;
 pub mod land;
 pub mod notifier;
+pub mod observer;
 pub mod publish;
+pub mod registry;
+pub mod request;
+pub mod sandboxing;
+pub mod start;
 pub mod stream;
+pub mod supervisor_lock;
 pub mod tmux;
+pub mod tmux_servers;
 pub mod wait;
 
 pub use land::{LandError, LandOptions, LandReport, LaneToLand, LaneVerdict, land};
 pub use notifier::{Notifier, NotifierError};
+pub use observer::{LaneNote, Notice, Observer};
+pub use request::{Pool, PoolReply, PoolRequest};
 pub use stream::{Follower, Start, StreamError};
 pub use wait::{LaneProgress, Until, WaitError, WaitOutcome, wait};
