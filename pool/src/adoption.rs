@@ -22,7 +22,7 @@ use crate::config::Loaded;
 use crate::error::CommandError;
 use crate::observer::{LaneNote, Observer};
 use crate::registry::registered_lanes;
-use crate::request::{AdoptReply, AdoptRequest};
+use crate::request::{AdoptReply, AdoptRequest, NotAdopted};
 use crate::start::open_repo;
 use crate::supervisor_lock::{SupervisorRole, hold_supervisor_lock, lock_path};
 use crate::tmux::tmux_socket_name;
@@ -71,19 +71,6 @@ pub async fn adopt(
         not_adopted,
         interrupted: interrupt.received(),
     })
-}
-
-/// A lane that could not be taken over, and why: `kind` is the error's stable name
-/// (`invalid_state_file`, `missing_worker_state`, `invalid_registry_entry`, `unknown_agent`,
-/// or the kind of the error that stopped it, e.g. `tmux_failed`).
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct NotAdopted {
-    /// The lane.
-    pub lane: String,
-    /// The error's stable name.
-    pub kind: &'static str,
-    /// For people.
-    pub error: String,
 }
 
 /// One adopted lane's task: it ends with the lane's final state, or why it could not be driven

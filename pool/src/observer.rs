@@ -6,7 +6,7 @@
 use clawpool_lane::interrupt::StopSignal;
 use clawpool_lanes::{LaneEvent, LaneState};
 
-use crate::start::Skipped;
+use crate::request::Skipped;
 
 /// Receives the pool's progress. Called from the lanes' tasks: implementations are cheap and
 /// never block on the lanes.

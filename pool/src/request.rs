@@ -3,24 +3,16 @@
 //! the MCP server) convert their own flags or wire messages into these; nothing here is a
 //! command line or a JSON value. Progress while a request runs goes to the caller's
 //! [`Observer`](crate::observer::Observer); the reply is what the request came to.
-//!
-//! [`Pool::handle`] takes any request. Spawn and adopt stream their progress through the
-//! observer and reply once every lane is over, so one entry point serves them as well as a
-//! one-shot request.
+//! This module is the API's data only; [`crate::service::Pool::handle`] runs a request.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use clawpool_lane::interrupt::StopSignal;
-use clawpool_lanes::LaneState;
+use clawpool_lanes::{LaneState, PacketErrors};
 use clawpool_worktree::Repo;
 
-use crate::adoption::NotAdopted;
-use crate::config::Loaded;
-use crate::error::CommandError;
-use crate::observer::Observer;
-use crate::start::{InvalidPacket, SkippedLane};
+use crate::error::{CommandError, EXIT_INVALID_INPUT};
 
 /// A request to the pool of one repository.
 pub enum PoolRequest {
@@ -154,30 +146,77 @@ impl AdoptReply {
     }
 }
 
-/// A repository's pool as one caller sees it: the configuration its requests run with.
-pub struct Pool {
-    loaded: Loaded,
+/// Why a lane of the packet is not started again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Skipped {
+    /// Its last run finished (a close-out included): its prompt is not typed again.
+    Finished,
+    /// A person stopped its last run (`clawpool stop`): a spawn does not undo that by typing
+    /// the task again; `clawpool send` continues the lane's session.
+    Stopped,
+    /// `clawpool gc` removed its worktree and registry entry: it is not re-created.
+    RemovedByGc,
 }
 
-impl Pool {
-    /// The pool with the configuration `loaded` (the pool's input).
-    pub fn new(loaded: Loaded) -> Self {
-        Self { loaded }
-    }
-
-    /// Runs `request`, telling `observer` of its progress, and replies with what it came to.
-    pub async fn handle(
-        &self,
-        request: PoolRequest,
-        observer: Arc<dyn Observer>,
-    ) -> Result<PoolReply, CommandError> {
-        Ok(match request {
-            PoolRequest::Spawn(spawn) => {
-                PoolReply::Spawn(crate::start::spawn(&self.loaded, spawn, observer).await?)
-            }
-            PoolRequest::Adopt(adopt) => {
-                PoolReply::Adopt(crate::adoption::adopt(&self.loaded, adopt, observer).await?)
-            }
+impl std::fmt::Display for Skipped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Skipped::Finished => "finished",
+            Skipped::Stopped => "stopped (`clawpool send` continues it)",
+            Skipped::RemovedByGc => "removed by gc",
         })
     }
+}
+
+/// A lane of the packet left as an earlier run left it; serialized as spawn's final document
+/// lists it: `{"lane", "state", "skipped"}`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SkippedLane {
+    /// The lane's name.
+    #[serde(rename = "lane")]
+    pub name: String,
+    /// Its state as its state file has it (none for a lane gc removed).
+    pub state: Option<LaneState>,
+    /// Why it was not started.
+    #[serde(rename = "skipped")]
+    pub why: Skipped,
+}
+
+/// A packet refused before anything was created, with every problem found.
+#[derive(Debug)]
+pub struct InvalidPacket {
+    /// The packet file, as given.
+    pub file: PathBuf,
+    /// Every problem, each with its JSON path.
+    pub problems: PacketErrors,
+}
+
+impl From<&InvalidPacket> for CommandError {
+    fn from(invalid: &InvalidPacket) -> Self {
+        CommandError {
+            kind: "invalid_packet",
+            message: format!("{}: {}", invalid.file.display(), invalid.problems),
+            exit: EXIT_INVALID_INPUT,
+        }
+    }
+}
+
+impl From<InvalidPacket> for CommandError {
+    fn from(invalid: InvalidPacket) -> Self {
+        Self::from(&invalid)
+    }
+}
+
+/// A lane that could not be taken over, and why: `kind` is the error's stable name
+/// (`invalid_state_file`, `missing_worker_state`, `invalid_registry_entry`, `unknown_agent`,
+/// or the kind of the error that stopped it, e.g. `tmux_failed`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct NotAdopted {
+    /// The lane.
+    pub lane: String,
+    /// The error's stable name.
+    pub kind: &'static str,
+    /// For people.
+    pub error: String,
 }

@@ -11,11 +11,11 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use clawpool_lanes::LaneEvent;
+use clawpool_pool::Pool;
 use clawpool_pool::observer::{LaneNote, Notice, Observer};
 use clawpool_pool::request::{
-    AdoptRequest, Pool, PoolReply, PoolRequest, SpawnReply, SpawnRequest, Transport,
+    AdoptRequest, InvalidPacket, PoolReply, PoolRequest, SpawnReply, SpawnRequest, Transport,
 };
-use clawpool_pool::start::InvalidPacket;
 use clawpool_worktree::Repo;
 use serde_json::json;
 

@@ -8,43 +8,7 @@ use clawpool_worktree::Repo;
 
 use super::PlannedLane;
 use crate::error::CommandError;
-
-/// Why a lane of the packet is not started again.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Skipped {
-    /// Its last run finished (a close-out included): its prompt is not typed again.
-    Finished,
-    /// A person stopped its last run (`clawpool stop`): a spawn does not undo that by typing
-    /// the task again; `clawpool send` continues the lane's session.
-    Stopped,
-    /// `clawpool gc` removed its worktree and registry entry: it is not re-created.
-    RemovedByGc,
-}
-
-impl std::fmt::Display for Skipped {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Skipped::Finished => "finished",
-            Skipped::Stopped => "stopped (`clawpool send` continues it)",
-            Skipped::RemovedByGc => "removed by gc",
-        })
-    }
-}
-
-/// A lane of the packet left as an earlier run left it; serialized as spawn's final document
-/// lists it: `{"lane", "state", "skipped"}`.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct SkippedLane {
-    /// The lane's name.
-    #[serde(rename = "lane")]
-    pub name: String,
-    /// Its state as its state file has it (none for a lane gc removed).
-    pub state: Option<LaneState>,
-    /// Why it was not started.
-    #[serde(rename = "skipped")]
-    pub why: Skipped,
-}
+use crate::request::{Skipped, SkippedLane};
 
 /// What an earlier run left of lane `name` that keeps it from starting again: a registry
 /// entry whose state file says finished or stopped, or gc's marker with no registry entry.

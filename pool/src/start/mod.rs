@@ -21,13 +21,16 @@ use clawpool_pty::{TmuxConfig, TmuxServer};
 use clawpool_worktree::{LaneWorktreeSpec, Repo};
 use tokio::sync::Semaphore;
 
-pub use earlier::{Skipped, SkippedLane, leave_earlier_runs};
-pub use plan::{AgentOverride, InvalidPacket, agent_overrides, prepare};
+pub use earlier::leave_earlier_runs;
+pub use plan::{AgentOverride, agent_overrides, prepare};
 
 use crate::config::Loaded;
 use crate::error::CommandError;
+use crate::notifier::Notifier;
 use crate::observer::{LaneNote, Notice, Observer};
-use crate::request::{HandOver, SpawnReply, SpawnReport, SpawnRequest, Transport};
+use crate::request::{
+    HandOver, Skipped, SkippedLane, SpawnReply, SpawnReport, SpawnRequest, Transport,
+};
 use crate::supervisor_lock::{SupervisorRole, hold_supervisor_lock, lock_path};
 use crate::tmux::{tmux_attach_command, tmux_socket_name};
 
@@ -74,14 +77,10 @@ pub async fn terminal_for(repo: &Repo, transport: Transport) -> Result<Terminal,
 
 /// Starts the repository's notifier when the configuration has endpoints; one that cannot
 /// start is a notice and the lanes run without it.
-pub fn start_notifier(
-    repo: &Repo,
-    loaded: &Loaded,
-    observer: &dyn Observer,
-) -> Option<crate::Notifier> {
+pub fn start_notifier(repo: &Repo, loaded: &Loaded, observer: &dyn Observer) -> Option<Notifier> {
     let targets = loaded.config.notify_targets().to_vec();
     let prices = Arc::clone(&loaded.prices);
-    match crate::Notifier::start(&repo.state_dir(), repo.root(), targets, prices) {
+    match Notifier::start(&repo.state_dir(), repo.root(), targets, prices) {
         Ok(notifier) => notifier,
         Err(e) => {
             observer.notice(Notice::NotificationsOff(e.to_string()));

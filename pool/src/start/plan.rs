@@ -13,7 +13,7 @@ use clawpool_worktree::{LaneWorktreeSpec, Repo};
 
 use super::PlannedLane;
 use crate::config::Loaded;
-use crate::error::{CommandError, EXIT_INVALID_INPUT};
+use crate::request::InvalidPacket;
 
 /// Reads and validates a packet against the repository and configuration: every problem at
 /// once (the packet's own, then each lane's against the repository), nothing created.
@@ -40,15 +40,6 @@ pub fn prepare(
             problems: PacketErrors(problems),
         })
     }
-}
-
-/// A packet refused before anything was created, with every problem found.
-#[derive(Debug)]
-pub struct InvalidPacket {
-    /// The packet file, as given.
-    pub file: PathBuf,
-    /// Every problem, each with its JSON path.
-    pub problems: PacketErrors,
 }
 
 /// Validates every lane against the repository and configuration, adding every problem found
@@ -213,22 +204,6 @@ fn existing_folder_on_other_branch(spec: &LaneWorktreeSpec) -> Option<String> {
             other.map_or("a detached HEAD".to_owned(), |b| format!("branch {b}")),
             spec.branch
         )),
-    }
-}
-
-impl From<&InvalidPacket> for CommandError {
-    fn from(invalid: &InvalidPacket) -> Self {
-        CommandError {
-            kind: "invalid_packet",
-            message: format!("{}: {}", invalid.file.display(), invalid.problems),
-            exit: EXIT_INVALID_INPUT,
-        }
-    }
-}
-
-impl From<InvalidPacket> for CommandError {
-    fn from(invalid: InvalidPacket) -> Self {
-        Self::from(&invalid)
     }
 }
 

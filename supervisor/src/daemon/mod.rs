@@ -38,10 +38,12 @@ use crate::output::{CommandError, EXIT_FAILURE};
 use crate::spawn::Board;
 use clawpool_lane::caller::Caller;
 use clawpool_lane::interrupt::Interrupt;
-use clawpool_pool::adoption::{NotAdopted, adopt_lanes};
+use clawpool_pool::adoption::adopt_lanes;
 use clawpool_pool::observer::Observer;
 use clawpool_pool::registry::registered_lanes;
-use clawpool_pool::start::{SkippedLane, start_lanes};
+use clawpool_pool::request::NotAdopted;
+use clawpool_pool::request::SkippedLane;
+use clawpool_pool::start::start_lanes;
 use clawpool_pool::supervisor_lock::{
     LockHolder, SupervisorRole, hold_supervisor_lock, lock_path, supervisor_lock_holder,
 };

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cli::TransportKind;
 use clawpool_pool::config::ConfigInput;
-use clawpool_pool::start::Skipped;
+use clawpool_pool::request::Skipped;
 
 /// The protocol version this build speaks.
 pub const VERSION: u32 = 1;
