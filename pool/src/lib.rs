@@ -10,9 +10,15 @@
 //! `clawpool_lanes::EventLog` (`clawpool_lanes::stream`: the cursor, its lock, and the repair
 //! after a crash), because every process that records a lane event — a foreground `spawn`,
 //! the daemon, `adopt`, an operator command — writes through it. A lane's life is the lane
-//! engine's (`clawpool-lane`). Starting lanes, the registry, adoption, gc and the board are
-//! still the binary's (`supervisor/src/spawn.rs`, `gc.rs`, `board.rs`); they move here next,
-//! behind one typed request API (issue #27).
+//! engine's (`clawpool-lane`). Gc and the board are still the binary's (`supervisor/src/gc.rs`,
+//! `board.rs`); they move here next (issue #27).
+//!
+//! It owns **starting and adopting lanes** behind one typed request API: a [`PoolRequest`]
+//! (`request`) runs through [`Pool::handle`] (`service`) with the configuration the pool was
+//! given ([`config`]) and comes back as a typed [`PoolReply`]; progress goes to the caller's
+//! [`Observer`] (`observer`), and the pool writes nothing to a terminal. Planning and starting
+//! with bounded concurrency are [`start`]; the registry's writes [`registry`]; one supervisor
+//! per repository [`supervisor_lock`]; taking over a dead supervisor's lanes [`adoption`].
 //!
 //! It also owns **hand-off** of finished lanes to their base: the merge queue ([`land`]) that
 //! moves the base only to verified commits — and **publishing** a lane's branch: [`publish`]
