@@ -117,3 +117,47 @@ pub fn supervisor_lock_holder(path: &Path) -> Result<LockHolder, CommandError> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A second supervisor is refused by name while the first holds the lock, `spawn
+    /// --detach` reads the holder as a foreground one (never to wait for), and the lock is
+    /// free again once its holder is gone.
+    #[test]
+    fn one_supervisor_at_a_time_and_its_role_is_read_back() {
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let path = dir.path().join("clawpool/supervisor.lock");
+        assert!(matches!(
+            supervisor_lock_holder(&path).expect("probe"),
+            LockHolder::Free
+        ));
+        let held = hold_supervisor_lock(&path, SupervisorRole::Spawn).expect("the first holds it");
+        let refused = hold_supervisor_lock(&path, SupervisorRole::Daemon)
+            .expect_err("a second supervisor is refused");
+        assert_eq!(refused.kind, "supervisor_running");
+        assert!(
+            refused
+                .message
+                .contains(&format!("(pid {})", std::process::id())),
+            "{}",
+            refused.message
+        );
+        assert!(matches!(
+            supervisor_lock_holder(&path).expect("probe"),
+            LockHolder::Foreground(_)
+        ));
+        drop(held);
+        assert!(matches!(
+            supervisor_lock_holder(&path).expect("probe"),
+            LockHolder::Free
+        ));
+        let daemon = hold_supervisor_lock(&path, SupervisorRole::Daemon).expect("free again");
+        assert!(matches!(
+            supervisor_lock_holder(&path).expect("probe"),
+            LockHolder::DaemonOrStarting
+        ));
+        drop(daemon);
+    }
+}
