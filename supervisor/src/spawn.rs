@@ -332,11 +332,7 @@ impl Board {
         let done = inner.lanes.values().filter(|l| l.is_done()).count();
         let queued = inner.lanes.values().filter(|l| l.state == "queued").count();
         let working = inner.lanes.len() - done - queued;
-        let Some(progress) = self.progress.get() else {
-            print!("{out}");
-            let _ = std::io::stdout().flush();
-            return;
-        };
+        let progress = self.progress.get_or_init(Progress::none);
         progress.set(done as u64, format!("{working} working · {queued} queued"));
         // The progress line sits under the lane lines: out of the way while they are redrawn.
         progress.suspend(|| {
