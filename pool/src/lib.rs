@@ -10,9 +10,15 @@
 //! `clawpool_lanes::EventLog` (`clawpool_lanes::stream`: the cursor, its lock, and the repair
 //! after a crash), because every process that records a lane event — a foreground `spawn`,
 //! the daemon, `adopt`, an operator command — writes through it. A lane's life is the lane
-//! engine's (`clawpool-lane`). Starting lanes, the registry, adoption, gc and the board are
-//! still the binary's (`supervisor/src/spawn.rs`, `gc.rs`, `board.rs`); they move here next,
-//! behind one typed request API (issue #27).
+//! engine's (`clawpool-lane`). Gc and the board are still the binary's (`supervisor/src/gc.rs`,
+//! `board.rs`); they move here next (issue #27).
+//!
+//! It owns **starting and adopting lanes** behind one typed request API: a [`PoolRequest`]
+//! (`request`) runs through [`Pool::handle`] (`service`) with the configuration the pool was
+//! given ([`config`]) and comes back as a typed [`PoolReply`]; progress goes to the caller's
+//! [`Observer`] (`observer`), and the pool writes nothing to a terminal. Planning and starting
+//! with bounded concurrency are [`start`]; the registry's writes [`registry`]; one supervisor
+//! per repository [`supervisor_lock`]; taking over a dead supervisor's lanes [`adoption`].
 //!
 //! It also owns **hand-off** of finished lanes to their base: the merge queue ([`land`]) that
 //! moves the base only to verified commits — and **publishing** a lane's branch: [`publish`]
@@ -21,16 +27,30 @@
 //! Following never polls: a `notify` watch on the journal (inotify) wakes the reader, which
 //! reads what was appended since its last whole line.
 
+pub mod adoption;
+pub mod config;
 pub mod error;
 pub mod forge;
+pub mod known_repos;
 pub mod land;
 pub mod notifier;
+pub mod observer;
 pub mod publish;
+pub mod registry;
+pub mod request;
+pub mod sandboxing;
+pub mod service;
+pub mod start;
 pub mod stream;
+pub mod supervisor_lock;
 pub mod tmux;
+pub mod tmux_servers;
 pub mod wait;
 
 pub use land::{LandError, LandOptions, LandReport, LaneToLand, LaneVerdict, land};
 pub use notifier::{Notifier, NotifierError};
+pub use observer::{LaneNote, Notice, Observer};
+pub use request::{PoolReply, PoolRequest};
+pub use service::Pool;
 pub use stream::{Follower, Start, StreamError};
 pub use wait::{LaneProgress, Until, WaitError, WaitOutcome, wait};

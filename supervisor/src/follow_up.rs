@@ -18,10 +18,9 @@ use clawpool_lanes::{LaneStatus, WorkerStateDoc};
 use clawpool_worktree::Repo;
 
 use crate::board::FoundLane;
-use crate::cli::TransportKind;
 use crate::loaded::Loaded;
 use crate::output::CommandError;
-use crate::spawn::terminal_for;
+use clawpool_pool::start::terminal_for;
 
 /// The lane's recorded state when a follow-up may start it again: stopped or finished, with
 /// no supervisor driving it. `None` for a lane in any other state.
@@ -74,10 +73,7 @@ pub async fn run(
     let repo = Repo::open(&dir).ok();
     let registry = repo.as_ref().map(|repo| lane_registry(repo, &doc.lane));
     let entry = registry.as_ref().and_then(|r| r.entry().ok());
-    let transport = match doc.transport.kind {
-        clawpool_lanes::state_file::TransportKind::Pty => TransportKind::Pty,
-        clawpool_lanes::state_file::TransportKind::Tmux => TransportKind::Tmux,
-    };
+    let transport = doc.transport.kind.into();
     let terminal = match &repo {
         Some(repo) => terminal_for(repo, transport).await?,
         None => clawpool_lane::drive::Terminal::Pty,

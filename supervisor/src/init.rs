@@ -81,7 +81,7 @@ impl Found {
 pub fn run(args: &InitArgs) -> Result<ExitCode, CommandError> {
     let repo = Repo::open(&args.repo)
         .map_err(|e| CommandError::invalid("not_a_repository", e.to_string()))?;
-    let loaded = Loaded::load(&args.config, Some(repo.root()))?;
+    let loaded = crate::loaded::load(&args.config, Some(repo.root()))?;
     let home = std::env::var_os("HOME")
         .map(PathBuf::from)
         .ok_or_else(|| CommandError::invalid("no_home", "HOME is not set"))?;

@@ -504,7 +504,7 @@ fn unsandboxed_check(loaded: &Loaded, own_config: &str) -> Check {
 fn sandbox_check(loaded: &Loaded, own_config: &str) -> Check {
     use clawpool_agents::config::SandboxSetting;
     let mode = loaded.config.sandbox().mode.as_ref().map(|m| m.value);
-    match crate::sandboxing::doctor_finding(&loaded.config) {
+    match clawpool_pool::sandboxing::doctor_finding(&loaded.config) {
         Ok(detail) => Check {
             name: "sandbox".into(),
             ok: true,

@@ -27,7 +27,6 @@ mod progress;
 mod publish_cmd;
 mod run_lane;
 mod run_one;
-mod sandboxing;
 mod spawn;
 mod stream_cmd;
 mod ui;
@@ -36,6 +35,7 @@ mod ui_log;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches};
+use clawpool_pool::supervisor_lock::{LockHolder, lock_path, supervisor_lock_holder};
 
 use crate::cli::{Cli, Command};
 use crate::output::CommandError;
@@ -105,7 +105,7 @@ fn main() -> ExitCode {
                     && clawpool_lanes::state_file::probe(&found.dir)
                         != clawpool_lanes::state_file::Liveness::Alive
                 {
-                    let loaded = loaded::Loaded::load(&args.config, Some(&found.dir))?;
+                    let loaded = loaded::load(&args.config, Some(&found.dir))?;
                     let result = follow_up::run(&found, doc, args.text.clone(), &loaded).await?;
                     return Ok(run_lane::print_follow_up(
                         &args.lane.display().to_string(),
@@ -136,7 +136,7 @@ fn main() -> ExitCode {
             Command::MergeForward(args) => checks::run_merge_forward(args).await,
             Command::Verify(args) => checks::run_verify(args).await,
             Command::Explain(args) => {
-                let loaded = loaded::Loaded::load(&args.config, None)?;
+                let loaded = loaded::load(&args.config, None)?;
                 match (&args.lane, &args.screen) {
                     (Some(lane), _) => inspect::run_explain_lane(
                         &loaded.profiles,
@@ -161,8 +161,8 @@ fn main() -> ExitCode {
             Command::Config(cli::ConfigArgs {
                 command: cli::ConfigCommand::Show(args),
             }) => {
-                let loaded = loaded::Loaded::load(&args.config, None)?;
-                loaded.show(args.output_format);
+                let loaded = loaded::load(&args.config, None)?;
+                loaded::show(&loaded, args.output_format);
                 Ok(ExitCode::SUCCESS)
             }
             Command::Init(args) => init::run(&args),
@@ -176,7 +176,7 @@ fn main() -> ExitCode {
                 operator(&lane, command).await
             }
             Command::Spawn(args) => {
-                let loaded = loaded::Loaded::load(&args.config, Some(&args.repo))?;
+                let loaded = loaded::load(&args.config, Some(&args.repo))?;
                 match spawn::run(&args, loaded).await? {
                     spawn::Spawned::Ran(code) => Ok(code),
                     spawn::Spawned::HandOver {
@@ -191,7 +191,7 @@ fn main() -> ExitCode {
                 }
             }
             Command::Adopt(args) => {
-                let loaded = loaded::Loaded::load(&args.config, Some(&args.repo))?;
+                let loaded = loaded::load(&args.config, Some(&args.repo))?;
                 spawn::adopt(args, loaded).await
             }
             Command::Gc(args) => {
@@ -199,15 +199,15 @@ fn main() -> ExitCode {
                 // A server no lane runs on goes too, unless a supervisor may be about to start
                 // one there.
                 if let Ok(repo) = clawpool_worktree::Repo::open(&args.repo)
-                    && spawn::supervisor_lock_holder(&spawn::lock_path(&repo))
-                        .is_ok_and(|holder| matches!(holder, spawn::LockHolder::Free))
+                    && supervisor_lock_holder(&lock_path(&repo))
+                        .is_ok_and(|holder| matches!(holder, LockHolder::Free))
                 {
                     gc::end_idle_tmux_server(&repo).await;
                 }
                 Ok(code)
             }
             Command::Daemon(args) => {
-                let loaded = loaded::Loaded::load(&args.config, Some(&args.repo))?;
+                let loaded = loaded::load(&args.config, Some(&args.repo))?;
                 daemon::run(args, loaded).await
             }
             Command::Board(args) => {
@@ -254,7 +254,7 @@ fn main() -> ExitCode {
             Command::Packet(cli::PacketArgs {
                 command: cli::PacketCommand::Validate(args),
             }) => {
-                let loaded = loaded::Loaded::load(&args.config, Some(&args.repo))?;
+                let loaded = loaded::load(&args.config, Some(&args.repo))?;
                 inspect::run_packet_validate(
                     &loaded.profiles,
                     &args.file,
@@ -276,7 +276,7 @@ fn main() -> ExitCode {
                 command: cli::PermissionsCommand::Explain(args),
             }) => permissions_cmd::run_explain(&args),
             Command::Doctor(args) => {
-                let loaded = loaded::Loaded::load(&args.config, Some(&args.repo))?;
+                let loaded = loaded::load(&args.config, Some(&args.repo))?;
                 inspect::run_doctor(&loaded, &args)
             }
             Command::Diff(args) => handoff_cmd::run_diff(&args),
@@ -307,7 +307,7 @@ async fn run_lane(args: cli::RunArgs) -> Result<ExitCode, CommandError> {
         })?),
         (None, None) => None,
     };
-    let loaded = loaded::Loaded::load(&args.config, Some(&args.cwd))?;
+    let loaded = loaded::load(&args.config, Some(&args.cwd))?;
     let profile = loaded
         .profiles
         .get(&args.agent)
@@ -325,7 +325,7 @@ async fn run_lane(args: cli::RunArgs) -> Result<ExitCode, CommandError> {
         env: args.env,
         size: args.size,
         policy: std::sync::Arc::clone(&loaded.policy),
-        sandbox: sandboxing::lane_request(
+        sandbox: clawpool_pool::sandboxing::lane_request(
             &loaded.config,
             None,
             loaded.policy.permissions().default_profile,

@@ -1,10 +1,10 @@
-//! The notifier in the processes that own a repository's lanes (a foreground `spawn`, the
-//! daemon), and what `clawpool doctor` says of each `[[notify]]` endpoint (`docs/notify.md`).
+//! The notifier in the daemon (a foreground `spawn` starts its own in the pool,
+//! `clawpool_pool::start::start_notifier`), and what `clawpool doctor` says of each
+//! `[[notify]]` endpoint (`docs/notify.md`).
 //! The notifier itself — following the stream, one notification per situation, retries — is
 //! the pool's ([`clawpool_pool::notifier`]).
 
 use std::path::Path;
-use std::time::Duration;
 
 use clawpool_agents::config::notify::{NotifySink, NotifyTarget};
 use clawpool_pool::Notifier;
@@ -12,10 +12,6 @@ use clawpool_pool::notifier::NotifyRecord;
 use clawpool_worktree::Repo;
 
 use crate::loaded::Loaded;
-
-/// How long an owner that is done waits for the notifications still queued (a lane's last
-/// `finished`) before it exits; what is left goes out with the repository's next notifier.
-const FINISH_GRACE: Duration = Duration::from_secs(3);
 
 /// Starts the repository's notifier when the configuration has endpoints. A notifier that
 /// cannot start is said on stderr and the lanes run without it.
@@ -34,7 +30,7 @@ pub fn start(repo: &Repo, loaded: &Loaded) -> Option<Notifier> {
 /// Lets the notifier send what the lanes' last events made, briefly.
 pub async fn finish(notifier: Option<Notifier>) {
     if let Some(notifier) = notifier {
-        notifier.finish(FINISH_GRACE).await;
+        notifier.finish(clawpool_pool::start::NOTIFY_GRACE).await;
     }
 }
 

@@ -16,7 +16,6 @@ use clawpool_recovery::permissions::{
 use serde_json::json;
 
 use crate::cli::{AnswerArgs, OutputFormat, PermissionsCheckArgs, PermissionsExplainArgs};
-use crate::loaded::Loaded;
 use crate::output::CommandError;
 use clawpool_lane::permission_gate::lane_context;
 
@@ -40,7 +39,7 @@ pub fn run_check(args: &PermissionsCheckArgs) -> Result<ExitCode, CommandError> 
             worktree_top(cwd.as_deref().unwrap_or(&here))
         }
     };
-    let loaded = Loaded::load(&args.config, Some(&worktree))?;
+    let loaded = crate::loaded::load(&args.config, Some(&worktree))?;
     let settings = loaded.policy.permissions();
     let mut lane = lane_context(&worktree, settings)?;
     if let Some(name) = &args.profile {

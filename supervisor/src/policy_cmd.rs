@@ -20,7 +20,6 @@ use serde_json::{Value, json};
 
 use crate::board::FoundLane;
 use crate::cli::{OutputFormat, PolicyCheckArgs, PolicyExplainArgs, RecoverArgs};
-use crate::loaded::Loaded;
 use crate::output::{CommandError, EXIT_FAILURE, EXIT_INVALID_INPUT};
 use clawpool_lane::facts::lane_facts;
 
@@ -28,7 +27,7 @@ use clawpool_lane::facts::lane_facts;
 pub fn run_explain(args: &PolicyExplainArgs) -> Result<ExitCode, CommandError> {
     let lane = crate::board::find_lane(&args.lane.lane)?;
     let doc = read_doc(&lane)?;
-    let loaded = Loaded::load(&args.config, Some(&lane.dir))?;
+    let loaded = crate::loaded::load(&args.config, Some(&lane.dir))?;
     let policy = &loaded.policy;
     let facts = lane_facts(&doc, &lane.events, now_secs());
     let rules = policy.explain(&facts);
@@ -171,7 +170,7 @@ pub async fn run_recover(args: &RecoverArgs) -> Result<ExitCode, CommandError> {
         return Ok(not_by_hand(format, name, None, &why));
     }
     let lane = crate::board::find_lane(&args.lane.lane)?;
-    let loaded = Loaded::load(&args.config, Some(&lane.dir))?;
+    let loaded = crate::loaded::load(&args.config, Some(&lane.dir))?;
     let policy = &loaded.policy;
     let doc = read_doc(&lane);
     let lane_name = doc

@@ -11,7 +11,6 @@ use clawpool_pool::publish::{self, LaneToPublish, PublishError};
 use clawpool_worktree::Repo;
 
 use crate::cli::{OutputFormat, PublishArgs};
-use crate::loaded::Loaded;
 use crate::output::{CommandError, EXIT_FAILURE, EXIT_INVALID_INPUT};
 
 /// The lane, its repository and the `[forge]` settings.
@@ -27,7 +26,7 @@ fn prepare(
         ));
     }
     let found = crate::board::find_lane(&args.lane)?;
-    let loaded = Loaded::load(&args.config, Some(&found.dir))?;
+    let loaded = crate::loaded::load(&args.config, Some(&found.dir))?;
     let repo = Repo::open(&found.dir)
         .map_err(|e| CommandError::invalid("not_a_repository", e.to_string()))?;
     let mut forge = loaded.config.forge();

@@ -282,3 +282,113 @@ fn a_cycle_through_a_grouped_import_is_found_and_comments_are_not_imports() {
     .collect();
     assert_eq!(cycles(&graph), vec![vec!["a".to_owned(), "b".to_owned()]]);
 }
+
+/// What the binary's spawn, adopt and daemon files must not hold, each with why: starting,
+/// the registry, the supervisor lock and adoption are the pool's (`clawpool_pool::start`,
+/// `registry`, `supervisor_lock`, `adoption`; issue #27, "the pool as a library"). These
+/// files turn flags and socket messages into the pool's requests and render its replies.
+const POOL_LOGIC: [(&str, &str); 18] = [
+    (
+        "lane_registry(",
+        "a lane's registry folder is read or written by the pool",
+    ),
+    (
+        "RegistryEntry",
+        "a lane's registry entry is built and written by the pool",
+    ),
+    (
+        "write_entry(",
+        "a lane's registry entry is written by the pool",
+    ),
+    (
+        "prepare_lane_worktree",
+        "worktrees are made by the pool's start",
+    ),
+    (
+        "worktree_status(",
+        "git: a lane's folder is checked by the pool's plan",
+    ),
+    ("git2::", "git is the pool's (through the worktree crate)"),
+    (
+        "Command::new(\"git\")",
+        "git is the pool's (through the worktree crate)",
+    ),
+    (
+        "SupervisorLock::hold",
+        "a lane's own lock is taken by the pool's start and adoption",
+    ),
+    (
+        "StateRecorder",
+        "a lane's state is recorded by its engine, set up by the pool",
+    ),
+    (
+        "LaneJob",
+        "a lane's job is built by the pool's start and adoption",
+    ),
+    (
+        "try_lock(",
+        "the repository's supervisor lock is the pool's",
+    ),
+    ("fn adopt_lane", "adoption decisions are the pool's"),
+    ("fn find_worker", "adoption decisions are the pool's"),
+    ("fn never_started", "adoption decisions are the pool's"),
+    ("fn record_lost", "adoption decisions are the pool's"),
+    (
+        "fn earlier_run",
+        "which lanes an earlier run left is the pool's",
+    ),
+    (
+        "fn start_all",
+        "starting lanes with bounded concurrency is the pool's",
+    ),
+    ("fn plan(", "planning a packet's lanes is the pool's"),
+];
+
+/// The binary's files that issue #27 emptied of pool logic (`supervisor/src/`, a folder
+/// meaning every file in it). `board.rs` and `gc.rs` join once they move too.
+const POOL_CLIENTS: [&str; 4] = ["spawn.rs", "daemon", "loaded.rs", "known_repos.rs"];
+
+/// The places in `code` (production code of `file`) that hold pool logic.
+fn pool_logic_in(file: &str, code: &str) -> Vec<String> {
+    POOL_LOGIC
+        .iter()
+        .filter(|(pattern, _)| code.contains(pattern))
+        .map(|(pattern, why)| format!("{file}: `{pattern}` ({why})"))
+        .collect()
+}
+
+/// Issue #27: the binary's spawn, adopt and daemon hold no pool logic — no registry writes,
+/// no adoption decisions, no git — only the conversion of their input into the pool's
+/// requests and the rendering of what it reports.
+#[test]
+fn the_binary_holds_no_pool_logic_in_spawn_adopt_and_the_daemon() {
+    let src = workspace().join("supervisor/src");
+    let mut found = Vec::new();
+    for client in POOL_CLIENTS {
+        let path = src.join(client);
+        assert!(path.exists(), "{client} is gone: update this test");
+        let files = if path.is_dir() {
+            rust_files(&path)
+        } else {
+            vec![path]
+        };
+        for file in files {
+            let code = production_code(&std::fs::read_to_string(&file).expect("read"));
+            let name = file.strip_prefix(&src).expect("below src").display();
+            found.extend(pool_logic_in(&name.to_string(), &code));
+        }
+    }
+    assert!(found.is_empty(), "pool logic in the binary: {found:#?}");
+}
+
+/// A registry write or an adoption decision in one of those files is caught (the check above
+/// is not vacuous); one in a comment is not.
+#[test]
+fn pool_logic_in_the_binary_is_caught() {
+    let code = production_code(
+        "// lane_registry(&repo, name) in a comment\nlet entry = lane_registry(&repo, name).entry();\nasync fn adopt_lane() {}",
+    );
+    let found = pool_logic_in("spawn.rs", &code);
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert!(pool_logic_in("spawn.rs", &production_code("// RegistryEntry {")).is_empty());
+}

@@ -33,15 +33,20 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 
 use crate::cli::{DaemonArgs, OutputFormat, SpawnArgs};
-use crate::loaded::{ConfigInput, Loaded};
+use crate::loaded::Loaded;
 use crate::output::{CommandError, EXIT_FAILURE};
-use crate::spawn::{
-    Board, LockHolder, NotAdopted, SkippedLane, SupervisorRole, adopt_lanes, hold_supervisor_lock,
-    leave_earlier_runs, lock_path, prepare, registered_lanes, start_all, supervisor_lock_holder,
-    terminal_for,
-};
+use crate::spawn::Board;
 use clawpool_lane::caller::Caller;
 use clawpool_lane::interrupt::Interrupt;
+use clawpool_pool::adoption::adopt_lanes;
+use clawpool_pool::observer::Observer;
+use clawpool_pool::registry::registered_lanes;
+use clawpool_pool::request::NotAdopted;
+use clawpool_pool::request::SkippedLane;
+use clawpool_pool::start::start_lanes;
+use clawpool_pool::supervisor_lock::{
+    LockHolder, SupervisorRole, hold_supervisor_lock, lock_path, supervisor_lock_holder,
+};
 
 /// How long `spawn --detach` waits for a daemon it started to listen.
 const START_TIMEOUT: Duration = Duration::from_secs(15);
@@ -97,7 +102,9 @@ pub async fn run(args: DaemonArgs, loaded: Loaded) -> Result<ExitCode, CommandEr
     let running = Arc::new(AtomicUsize::new(0));
     // Holding the lock, every lane that has not ended lost its supervisor: take them over.
     let names = registered_lanes(&repo);
-    let board = Board::new(names.clone(), OutputFormat::Json);
+    let board = Board::new(OutputFormat::Json);
+    board.starting(&names);
+    let board: Arc<dyn Observer> = Arc::new(board);
     // The daemon is stopped with `clawpool daemon --stop`, not by a signal to its lanes.
     let adoptions = adopt_lanes(&repo, names, &loaded, &board, &Interrupt::never());
     // The board prints nothing for these in JSON: the log must say which lanes were left alone.
@@ -200,12 +207,6 @@ async fn start(
     spawn: &SpawnRequest,
     running: &Arc<AtomicUsize>,
 ) -> Result<(Vec<String>, Vec<SkippedLane>), DaemonError> {
-    let refused = |err: CommandError| {
-        DaemonError::new(
-            DaemonErrorKind::SpawnRefused,
-            format!("{} ({})", err.message, err.kind),
-        )
-    };
     let repo = Repo::open(root)
         .map_err(|e| DaemonError::new(DaemonErrorKind::SpawnRefused, e.to_string()))?;
     let loaded = Loaded::load_input(&spawn.config, Some(root)).map_err(|err| {
@@ -214,38 +215,35 @@ async fn start(
             format!("the configuration this spawn was given: {}", err.message),
         )
     })?;
-    let lanes = prepare(
-        &repo,
-        &loaded,
-        &spawn.packet_name,
-        &spawn.packet,
-        spawn.agent.as_deref(),
-    )
-    .map_err(|invalid| refused(invalid.into()))?;
-    let (lanes, skipped) = leave_earlier_runs(&repo, lanes, spawn.rerun);
-    let names: Vec<String> = lanes.iter().map(|l| l.spec.name.clone()).collect();
-    let terminal = terminal_for(&repo, spawn.transport)
-        .await
-        .map_err(refused)?;
+    let request = clawpool_pool::request::SpawnRequest {
+        repo: root.to_owned(),
+        packet: spawn.packet.clone(),
+        packet_name: spawn.packet_name.clone(),
+        transport: spawn.transport.into(),
+        concurrency: spawn.concurrency,
+        agent: spawn.agent.clone(),
+        rerun: spawn.rerun,
+        detach: false,
+    };
     // The daemon has no terminal of its own: progress goes to its log as event lines.
-    let board = Board::new(names.clone(), OutputFormat::Json);
-    running.fetch_add(names.len(), Ordering::SeqCst);
-    for task in start_all(
-        root,
-        lanes,
-        &terminal,
-        loaded.settings,
-        spawn.concurrency,
-        &board,
-        &Interrupt::never(),
-    ) {
+    let board = Arc::new(Board::new(OutputFormat::Json));
+    let started = start_lanes(&repo, &loaded, &request, board)
+        .await
+        .map_err(|err| {
+            DaemonError::new(
+                DaemonErrorKind::SpawnRefused,
+                format!("{} ({})", err.message, err.kind),
+            )
+        })?;
+    running.fetch_add(started.names.len(), Ordering::SeqCst);
+    for task in started.tasks {
         let running = Arc::clone(running);
         tokio::spawn(async move {
             let _ = task.await;
             running.fetch_sub(1, Ordering::SeqCst);
         });
     }
-    Ok((names, skipped))
+    Ok((started.names, started.skipped))
 }
 
 async fn request(socket: &Path, request: Request) -> std::io::Result<Reply> {
@@ -291,7 +289,7 @@ pub async fn hand_over(
         concurrency: args.concurrency,
         agent: args.agent.clone(),
         rerun: args.rerun,
-        config: ConfigInput::of_this_process(&args.config),
+        config: crate::loaded::input(&args.config),
     });
     let reply = if start {
         start_and_reach(repo, args, &socket, &message).await?

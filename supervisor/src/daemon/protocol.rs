@@ -12,8 +12,8 @@ use clawpool_lanes::LaneState;
 use serde::{Deserialize, Serialize};
 
 use crate::cli::TransportKind;
-use crate::loaded::ConfigInput;
-use crate::spawn::Skipped;
+use clawpool_pool::config::ConfigInput;
+use clawpool_pool::request::Skipped;
 
 /// The protocol version this build speaks.
 pub const VERSION: u32 = 1;

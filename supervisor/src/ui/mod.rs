@@ -131,7 +131,7 @@ pub async fn run(args: UiArgs) -> Result<ExitCode, CommandError> {
             "clawpool ui draws on a terminal: run it in one (`clawpool board` prints the same lanes as text or JSON)",
         ));
     }
-    let loaded = Loaded::load(&args.config, Some(&args.repo))?;
+    let loaded = crate::loaded::load(&args.config, Some(&args.repo))?;
     if !args.all {
         // The registry folder is where the first lane appears; watching needs it to exist.
         for repo in &repos {

@@ -1,0 +1,222 @@
+//! The pool's typed API: one [`PoolRequest`] per operation, each carrying its own data, and
+//! one typed reply per request ([`PoolReply`]). Callers (the CLI, the daemon, `clawpool ui`,
+//! the MCP server) convert their own flags or wire messages into these; nothing here is a
+//! command line or a JSON value. Progress while a request runs goes to the caller's
+//! [`Observer`](crate::observer::Observer); the reply is what the request came to.
+//! This module is the API's data only; [`crate::service::Pool::handle`] runs a request.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use clawpool_lane::interrupt::StopSignal;
+use clawpool_lanes::{LaneState, PacketErrors};
+use clawpool_worktree::Repo;
+
+use crate::error::{CommandError, EXIT_INVALID_INPUT};
+
+/// A request to the pool of one repository.
+pub enum PoolRequest {
+    /// Start a packet's lanes here (or say that the daemon is to take them).
+    Spawn(SpawnRequest),
+    /// Take over the lanes a supervisor that died left.
+    Adopt(AdoptRequest),
+}
+
+/// The reply to a [`PoolRequest`], variant for variant.
+pub enum PoolReply {
+    /// What a [`PoolRequest::Spawn`] came to.
+    Spawn(SpawnReply),
+    /// What a [`PoolRequest::Adopt`] came to.
+    Adopt(AdoptReply),
+}
+
+/// The terminal a packet's lanes run in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// A PTY owned by the supervisor: its lanes end with it.
+    Pty,
+    /// A session on the repository's private tmux server: lanes outlive their supervisor and
+    /// can be adopted.
+    Tmux,
+}
+
+impl From<clawpool_lanes::state_file::TransportKind> for Transport {
+    fn from(kind: clawpool_lanes::state_file::TransportKind) -> Self {
+        match kind {
+            clawpool_lanes::state_file::TransportKind::Pty => Transport::Pty,
+            clawpool_lanes::state_file::TransportKind::Tmux => Transport::Tmux,
+        }
+    }
+}
+
+/// Start the lanes of a task packet.
+#[derive(Debug, Clone)]
+pub struct SpawnRequest {
+    /// A folder in the repository.
+    pub repo: PathBuf,
+    /// The packet's text.
+    pub packet: String,
+    /// The packet's name in messages (its file, or a name for an inline packet).
+    pub packet_name: PathBuf,
+    /// The terminal the lanes run in.
+    pub transport: Transport,
+    /// Lanes started at once (default [`crate::start::DEFAULT_CONCURRENCY`]).
+    pub concurrency: Option<usize>,
+    /// The agent of lanes that name none.
+    pub agent: Option<String>,
+    /// Run again the lanes earlier runs finished, stopped or gc removed.
+    pub rerun: bool,
+    /// Hand the lanes to the repository's daemon rather than run them here.
+    pub detach: bool,
+}
+
+/// Take over every registered lane of a repository that has not ended.
+#[derive(Debug, Clone)]
+pub struct AdoptRequest {
+    /// A folder in the repository.
+    pub repo: PathBuf,
+}
+
+/// What a spawn came to.
+pub enum SpawnReply {
+    /// The packet was refused before anything was created, with every problem found.
+    Invalid(InvalidPacket),
+    /// The repository's daemon is to take the packet (handing over is the caller's, so that
+    /// the pool never depends on the daemon's transport).
+    HandOver(HandOver),
+    /// The lanes ran here to their ends.
+    Ran(SpawnReport),
+}
+
+/// A packet the daemon is to take.
+pub struct HandOver {
+    /// The repository.
+    pub repo: Repo,
+    /// The packet's text.
+    pub packet: String,
+    /// Start a daemon if none runs (`--detach`); otherwise only hand over to a running one.
+    pub start: bool,
+    /// Why this process could not run it itself, when handing over is the fallback: the error
+    /// to report if no daemon takes it.
+    pub refused: Option<CommandError>,
+}
+
+/// The lanes a foreground spawn ran, and how each ended.
+pub struct SpawnReport {
+    /// Each lane started, with its final state (none when it never started).
+    pub lanes: BTreeMap<String, Option<LaneState>>,
+    /// The lanes whose outcome is in their event log but could not be written to their state
+    /// file, with the write's error.
+    pub unpersisted: BTreeMap<String, String>,
+    /// The lanes an earlier run left, not started.
+    pub skipped: Vec<SkippedLane>,
+    /// The signal that stopped the run, if one did.
+    pub interrupted: Option<StopSignal>,
+}
+
+impl SpawnReport {
+    /// Whether every lane started here finished and its state file says so.
+    pub fn all_finished(&self) -> bool {
+        self.unpersisted.is_empty()
+            && self
+                .lanes
+                .values()
+                .all(|s| s.is_some_and(|s| s == LaneState::Finished))
+    }
+}
+
+/// The lanes an adoption took over, and those it left alone.
+pub struct AdoptReply {
+    /// Each lane taken over (or recorded as lost), with its final state.
+    pub adopted: BTreeMap<String, Option<LaneState>>,
+    /// The lanes not taken over, and why: nothing was done to them.
+    pub not_adopted: Vec<NotAdopted>,
+    /// The signal that stopped the run, if one did.
+    pub interrupted: Option<StopSignal>,
+}
+
+impl AdoptReply {
+    /// Whether every lane was taken over and finished.
+    pub fn all_finished(&self) -> bool {
+        self.not_adopted.is_empty()
+            && self
+                .adopted
+                .values()
+                .all(|s| s.is_some_and(|s| s == LaneState::Finished))
+    }
+}
+
+/// Why a lane of the packet is not started again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Skipped {
+    /// Its last run finished (a close-out included): its prompt is not typed again.
+    Finished,
+    /// A person stopped its last run (`clawpool stop`): a spawn does not undo that by typing
+    /// the task again; `clawpool send` continues the lane's session.
+    Stopped,
+    /// `clawpool gc` removed its worktree and registry entry: it is not re-created.
+    RemovedByGc,
+}
+
+impl std::fmt::Display for Skipped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Skipped::Finished => "finished",
+            Skipped::Stopped => "stopped (`clawpool send` continues it)",
+            Skipped::RemovedByGc => "removed by gc",
+        })
+    }
+}
+
+/// A lane of the packet left as an earlier run left it; serialized as spawn's final document
+/// lists it: `{"lane", "state", "skipped"}`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SkippedLane {
+    /// The lane's name.
+    #[serde(rename = "lane")]
+    pub name: String,
+    /// Its state as its state file has it (none for a lane gc removed).
+    pub state: Option<LaneState>,
+    /// Why it was not started.
+    #[serde(rename = "skipped")]
+    pub why: Skipped,
+}
+
+/// A packet refused before anything was created, with every problem found.
+#[derive(Debug)]
+pub struct InvalidPacket {
+    /// The packet file, as given.
+    pub file: PathBuf,
+    /// Every problem, each with its JSON path.
+    pub problems: PacketErrors,
+}
+
+impl From<&InvalidPacket> for CommandError {
+    fn from(invalid: &InvalidPacket) -> Self {
+        CommandError {
+            kind: "invalid_packet",
+            message: format!("{}: {}", invalid.file.display(), invalid.problems),
+            exit: EXIT_INVALID_INPUT,
+        }
+    }
+}
+
+impl From<InvalidPacket> for CommandError {
+    fn from(invalid: InvalidPacket) -> Self {
+        Self::from(&invalid)
+    }
+}
+
+/// A lane that could not be taken over, and why: `kind` is the error's stable name
+/// (`invalid_state_file`, `missing_worker_state`, `invalid_registry_entry`, `unknown_agent`,
+/// or the kind of the error that stopped it, e.g. `tmux_failed`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct NotAdopted {
+    /// The lane.
+    pub lane: String,
+    /// The error's stable name.
+    pub kind: &'static str,
+    /// For people.
+    pub error: String,
+}
