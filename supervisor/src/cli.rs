@@ -891,14 +891,19 @@ pub struct McpArgs {
 #[derive(Debug, clap::Subcommand)]
 pub enum McpAction {
     /// Make a bearer token for `clawpool mcp --listen`; printed once, only its digest is kept.
+    /// `--revoke ID` removes one instead.
     Token(McpTokenArgs),
 }
 
 #[derive(Debug, Args)]
 pub struct McpTokenArgs {
     /// What the token's calls may do.
-    #[arg(long, value_enum)]
-    pub tier: Tier,
+    #[arg(long, value_enum, required_unless_present = "revoke")]
+    pub tier: Option<Tier>,
+    /// Revoke the token with this id (as the token file and the audit log name it) instead of
+    /// making one: it stops working at the next request.
+    #[arg(long, value_name = "ID", conflicts_with_all = ["tier", "label"])]
+    pub revoke: Option<String>,
     /// A name for it, shown in the token file.
     #[arg(long)]
     pub label: Option<String>,

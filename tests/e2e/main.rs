@@ -20,6 +20,7 @@ mod layering;
 mod lives;
 mod mcp;
 mod mcp_http;
+mod mcp_orchestrators;
 mod model_server;
 mod more_agents;
 mod notify;

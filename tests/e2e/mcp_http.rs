@@ -262,3 +262,62 @@ async fn over_http_no_token_a_wrong_token_and_a_foreign_origin_are_refused() {
     let error: Value = serde_json::from_slice(&out.stderr).expect("one JSON error");
     assert_eq!(error["error"]["kind"], "invalid_argument", "{error}");
 }
+
+/// `clawpool mcp token --revoke ID` as the person runs it.
+fn revoke(s: &Setup, id: &str) -> std::process::Output {
+    s.sandbox
+        .clawpool()
+        .args([
+            "mcp",
+            "token",
+            "--revoke",
+            id,
+            "--output-format",
+            "json",
+            "--repo",
+        ])
+        .arg(&s.repo)
+        .output()
+        .expect("clawpool mcp token --revoke")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_token_is_refused_by_the_running_server_and_the_others_still_work() {
+    let s = setup();
+    let server = listen(&s);
+    let (gone, gone_id) = token(&s, "operate");
+    let (kept, _) = token(&s, "read");
+    let session = connect(&server, &gone).await;
+    let lanes = call(&session, "list_lanes", json!({})).await;
+    assert_ne!(lanes.is_error, Some(true), "{lanes:?}");
+
+    let out = revoke(&s, &gone_id);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(doc["revoked"], gone_id, "{doc}");
+    assert_eq!(doc["tier"], "operate", "{doc}");
+
+    // The same session's next request carries the revoked token: refused, no restart needed.
+    let params = CallToolRequestParams::new("list_lanes");
+    assert!(
+        session.call_tool(params).await.is_err(),
+        "a revoked token's call was answered"
+    );
+    let file =
+        std::fs::read_to_string(s.repo.join(".git/clawpool/mcp-tokens.json")).expect("token file");
+    assert!(!file.contains(&gone_id), "{file}");
+    // The other token still lets its holder in.
+    let other = connect(&server, &kept).await;
+    let lanes = call(&other, "list_lanes", json!({})).await;
+    assert_ne!(lanes.is_error, Some(true), "{lanes:?}");
+
+    // An id that is no token's: a clear error, the file untouched.
+    let out = revoke(&s, "nosuchtoken0");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let error: Value = serde_json::from_slice(&out.stderr).expect("one JSON error");
+    assert_eq!(error["error"]["kind"], "unknown_token", "{error}");
+    assert_eq!(
+        std::fs::read_to_string(s.repo.join(".git/clawpool/mcp-tokens.json")).expect("file"),
+        file
+    );
+}

@@ -158,6 +158,7 @@ mod tests {
             name: "Write".into(),
             input: json!({"file_path": "/tmp/cp/app/hello.txt", "content": "hi"}),
             id: None,
+            namespace: None,
         };
         let events = reply_events(Some("Writing it."), Some((&tool, "toolu_1")));
         let partial: String = events

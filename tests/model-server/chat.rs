@@ -146,6 +146,7 @@ mod tests {
             name: "write".into(),
             input: json!({"filePath": "/tmp/é/hello.txt", "content": "hi there, this is long"}),
             id: None,
+            namespace: None,
         };
         let chunks = reply_chunks("c1", "m", Some("Writing it."), Some((&tool, "call_1")));
         let arguments: String = chunks

@@ -146,6 +146,7 @@ mod tests {
             name: "write_file".into(),
             input: json!({"file_path": "/tmp/x", "content": "hi"}),
             id: None,
+            namespace: None,
         };
         let chunks = reply_chunks("m", Some("Writing the file now."), Some((&tool, "c1")));
         let last = chunks.last().expect("chunks");

@@ -46,7 +46,7 @@ fn message_item(item_id: &str, text: &str, status: &str) -> Value {
 }
 
 fn function_call_item(item_id: &str, tool: &ToolUse, call_id: &str) -> Value {
-    json!({
+    let mut item = json!({
         "type": "function_call",
         "id": item_id,
         "call_id": call_id,
@@ -54,7 +54,11 @@ fn function_call_item(item_id: &str, tool: &ToolUse, call_id: &str) -> Value {
         // The Responses API carries arguments as a JSON-encoded string.
         "arguments": tool.input.to_string(),
         "status": "completed",
-    })
+    });
+    if let Some(namespace) = &tool.namespace {
+        item["namespace"] = json!(namespace);
+    }
+    item
 }
 
 /// The output items of a reply: an assistant message and/or a function call.
@@ -186,5 +190,24 @@ mod tests {
             .expect("an output_item.done");
         assert_eq!(done["item"]["content"][0]["text"], "Hello there");
         assert_eq!(events.last().expect("events")["type"], "response.completed");
+    }
+
+    #[test]
+    fn a_namespaced_tool_call_names_its_namespace() {
+        let tool = ToolUse {
+            name: "spawn_lane".into(),
+            input: json!({"name": "alpha"}),
+            id: None,
+            namespace: Some("mcp__clawpool".into()),
+        };
+        let items = output_items("resp_1", None, Some((&tool, "call_1")));
+        assert_eq!(items[0]["name"], "spawn_lane");
+        assert_eq!(items[0]["namespace"], "mcp__clawpool");
+        let plain = ToolUse {
+            namespace: None,
+            ..tool
+        };
+        let items = output_items("resp_1", None, Some((&plain, "call_1")));
+        assert!(items[0].get("namespace").is_none(), "{}", items[0]);
     }
 }

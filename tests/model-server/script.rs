@@ -5,7 +5,8 @@
 //! - `{"text": "..."}`: a plain assistant reply that ends the agent's turn;
 //! - `{"tool_use": {"name": "Write", "input": {...}}}`: a tool call (optionally with a
 //!   `"text"` said before it); the agent runs the tool and sends the result in its
-//!   next request, which takes the next turn;
+//!   next request, which takes the next turn; `"namespace"` next to `"name"` puts the
+//!   call in a tool namespace (Responses API only: Codex's MCP tools are `mcp__<server>`);
 //! - `{"hang": true}`: start answering, then stall until the client disconnects;
 //! - `{"refuse": true}`: close the connection without any response;
 //! - `{"error": {"status": 529, "type": "overloaded_error", "message": "..."}}`.
@@ -52,6 +53,10 @@ pub struct ToolUse {
     pub input: Value,
     /// The call id; generated when absent.
     pub id: Option<String>,
+    /// The tool's namespace, for agents that group tools under one (Codex 0.169 offers an MCP
+    /// server's tools as the namespace `mcp__<server>` and runs a call only when the Responses
+    /// API's `function_call` names it). Sent by the Responses API dialect only.
+    pub namespace: Option<String>,
 }
 
 fn empty_object() -> Value {

@@ -87,14 +87,24 @@ pub async fn run(args: &McpArgs) -> Result<ExitCode, CommandError> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `clawpool mcp token`: a new token, printed once.
+/// `clawpool mcp token`: a new token, printed once; or, with `--revoke ID`, one fewer.
 fn make_token(args: &McpTokenArgs) -> Result<ExitCode, CommandError> {
     let repo = clawpool_worktree::Repo::open(&args.repo)
         .map_err(|e| CommandError::invalid("not_a_repository", e.to_string()))?;
     let dir = clawpool_worktree::layout::StateDir::of(repo.common_dir());
     let tokens = tokens::Tokens::in_dir(dir.root());
+    if let Some(id) = &args.revoke {
+        return revoke_token(&tokens, id, args.output_format);
+    }
+    // clap requires --tier unless --revoke is given.
+    let Some(tier) = args.tier else {
+        return Err(CommandError::invalid(
+            "invalid_argument",
+            "clawpool mcp token needs --tier or --revoke ID",
+        ));
+    };
     let (token, entry) = tokens
-        .create(args.tier, args.label.clone())
+        .create(tier, args.label.clone())
         .map_err(|e| CommandError::io("writing the token file", e))?;
     match args.output_format {
         OutputFormat::Json => println!(
@@ -115,6 +125,41 @@ fn make_token(args: &McpTokenArgs) -> Result<ExitCode, CommandError> {
                 tokens.path().display()
             );
         }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `clawpool mcp token --revoke ID`: removes the token from the file, which every request reads,
+/// so a running server refuses it from its next request on.
+fn revoke_token(
+    tokens: &tokens::Tokens,
+    id: &str,
+    format: OutputFormat,
+) -> Result<ExitCode, CommandError> {
+    let entry = tokens
+        .revoke(id)
+        .map_err(|e| CommandError::io("revoking a token", e))?
+        .ok_or_else(|| {
+            CommandError::invalid(
+                "unknown_token",
+                format!("no token with id {id:?} in {}", tokens.path().display()),
+            )
+        })?;
+    match format {
+        OutputFormat::Json => println!(
+            "{}",
+            serde_json::json!({"revoked": entry.id, "tier": entry.tier, "file": tokens.path()})
+        ),
+        OutputFormat::Text => println!(
+            "revoked the {} token {}{}",
+            entry.tier.as_str(),
+            entry.id,
+            entry
+                .label
+                .as_deref()
+                .map(|l| format!(" ({l})"))
+                .unwrap_or_default()
+        ),
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,6 +1,6 @@
 //! The bearer tokens of `clawpool mcp --listen` (`docs/mcp.md`, "Over HTTP"): the token file
-//! `<git common dir>/clawpool/mcp-tokens.json`, its one writer (`clawpool mcp token`) and the
-//! lookup a request's `Authorization` goes through.
+//! `<git common dir>/clawpool/mcp-tokens.json`, its one writer (`clawpool mcp token`, which
+//! makes and revokes) and the lookup a request's `Authorization` goes through.
 //!
 //! The file holds each token's SHA-256, never the token: every lane's worktree shares the git
 //! common dir, so a lane's agent can read the file, and must find nothing there that lets it in.
@@ -129,6 +129,18 @@ impl Tokens {
         Ok((token, entry))
     }
 
+    /// Removes the token whose id is `id`, answering its entry; `None` when no token has it
+    /// (the file is then left as it was).
+    pub fn revoke(&self, id: &str) -> std::io::Result<Option<TokenEntry>> {
+        let mut file = self.read()?;
+        let Some(at) = file.tokens.iter().position(|t| t.id == id) else {
+            return Ok(None);
+        };
+        let entry = file.tokens.remove(at);
+        self.write(&file)?;
+        Ok(Some(entry))
+    }
+
     fn write(&self, file: &TokenFile) -> std::io::Result<()> {
         let dir = self.path.parent().unwrap_or(Path::new("."));
         std::fs::create_dir_all(dir)?;
@@ -172,5 +184,18 @@ mod tests {
             tokens.check(&entry.sha256).is_none(),
             "the digest is no token"
         );
+    }
+
+    #[test]
+    fn a_revoked_token_no_longer_checks_and_the_others_stay() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let tokens = Tokens::in_dir(dir.path());
+        let (gone, gone_entry) = tokens.create(Tier::Operate, None).expect("created");
+        let (kept, kept_entry) = tokens.create(Tier::Read, None).expect("created");
+        let revoked = tokens.revoke(&gone_entry.id).expect("revoked");
+        assert_eq!(revoked.map(|e| e.id), Some(gone_entry.id.clone()));
+        assert!(tokens.check(&gone).is_none());
+        assert_eq!(tokens.check(&kept).map(|e| e.id), Some(kept_entry.id));
+        assert!(tokens.revoke(&gone_entry.id).expect("read").is_none());
     }
 }
