@@ -302,8 +302,24 @@ fn a_turn_a_restart_dropped_is_never_finished_after_a_daemon_adopted_the_lane() 
         .spawn()
         .expect("clawpool daemon");
     wait_for_event(&s, "lane.adopted");
-    // Adopted, it still says what a person must do.
-    let adopted = state(&s);
+    // Adopted, it still says what a person must do: the adopting daemon escalates again right
+    // after its `lane.adopted`, and writes the state file after that event.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let adopted = loop {
+        let now = state(&s);
+        let escalations = events(&s)
+            .iter()
+            .filter(|e| e["kind"] == "lane.escalated")
+            .count();
+        if escalations >= 2 && now["escalation"]["reason"].is_string() {
+            break now;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no escalation after adoption: {now}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
     assert_eq!(adopted["prompt"]["turn_dropped"], true, "{adopted}");
     assert!(
         adopted["escalation"]["reason"]
