@@ -196,8 +196,22 @@ fn lane_row(repo: &Repo, branches: Option<&mut BranchesNow>, name: &str, now: u6
         .filter_map(|e| e.base.sha.as_deref())
         .chain(recorded.and_then(|f| f.base_sha.as_deref()))
         .collect();
+    // A lane that has not ended may have an agent at work (its supervisor's, or one whose
+    // supervisor was lost): its files change without its HEAD moving, so it is worked out
+    // now. An ended one is taken from its kept branch record while that is current, and the
+    // record is written back whenever the worktree had to be opened, so the next board of
+    // it reads files only.
+    let owned = record.as_ref().map_or(true, |doc| !doc.status.is_terminal());
     let branch = match (branches, base) {
-        (Some(branches), Some(base)) => Some(branches.lane(&dir, &base, &known, recorded)),
+        (Some(branches), Some(base)) => {
+            let kept = if owned { None } else { registry.branch_record() };
+            let (lane, fresh) =
+                branches.lane_kept(&dir, &base, &known, recorded, kept.as_ref(), owned);
+            if let Some(fresh) = fresh.filter(|f| kept.as_ref() != Some(f)) {
+                registry.keep_branch_record(&fresh);
+            }
+            Some(lane)
+        }
         _ => None,
     };
     let mut recorded_green = Value::Null;
