@@ -201,10 +201,14 @@ fn lane_row(repo: &Repo, branches: Option<&mut BranchesNow>, name: &str, now: u6
     // now. An ended one is taken from its kept branch record while that is current, and the
     // record is written back whenever the worktree had to be opened, so the next board of
     // it reads files only.
-    let owned = record.as_ref().map_or(true, |doc| !doc.status.is_terminal());
+    let owned = !record.as_ref().is_ok_and(|doc| doc.status.is_terminal());
     let branch = match (branches, base) {
         (Some(branches), Some(base)) => {
-            let kept = if owned { None } else { registry.branch_record() };
+            let kept = if owned {
+                None
+            } else {
+                registry.branch_record()
+            };
             let (lane, fresh) =
                 branches.lane_kept(&dir, &base, &known, recorded, kept.as_ref(), owned);
             if let Some(fresh) = fresh.filter(|f| kept.as_ref() != Some(f)) {

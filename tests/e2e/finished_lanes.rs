@@ -240,13 +240,19 @@ fn a_finished_lanes_kept_branch_record_is_read_back_only_while_it_is_current() {
     assert_eq!(row["board"]["dirty"], false, "{row}");
     assert_eq!(row["board"]["commits_ahead"], 1, "{row}");
     let kept = std::fs::read_to_string(&record).expect("the board kept the lane's branch");
-    let stamp = std::fs::metadata(&record).expect("record").modified().expect("mtime");
+    let stamp = std::fs::metadata(&record)
+        .expect("record")
+        .modified()
+        .expect("mtime");
 
     // Nothing moved: read back, not written again.
     assert_eq!(board_row(&s, "kept")["board"]["commits_ahead"], 1);
     assert_eq!(std::fs::read_to_string(&record).expect("record"), kept);
     assert_eq!(
-        std::fs::metadata(&record).expect("record").modified().expect("mtime"),
+        std::fs::metadata(&record)
+            .expect("record")
+            .modified()
+            .expect("mtime"),
         stamp,
         "a board of an unchanged lane wrote its record again"
     );
@@ -258,7 +264,15 @@ fn a_finished_lanes_kept_branch_record_is_read_back_only_while_it_is_current() {
     git(&lane, &["add", "draft.txt"]);
     git(
         &lane,
-        &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "by hand"],
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "by hand",
+        ],
     );
     let row = board_row(&s, "kept");
     assert_eq!(row["board"]["dirty"], false, "{row}");
