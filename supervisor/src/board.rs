@@ -169,8 +169,9 @@ pub fn board_lane(repo: &Repo, name: &str, now: u64) -> Value {
 /// that check (`BranchesNow`). Otherwise the branch is checked again here (no fetch) and the
 /// row shows that; a `merge_ready` green then stands only on a branch still `fresh` (else the
 /// row shows `workspace`, the most a branch not known fresh reaches, and
-/// `board.recorded_green_level` keeps what the record says). The record itself is left to its
-/// owner.
+/// `board.recorded_green_level` keeps what the record says). The state record itself is left
+/// to its owner; what was worked out for an ended lane is kept in its `branch.json` (see
+/// `BranchesNow::lane_kept`) so that the next board reads it instead of the worktree.
 fn lane_row(repo: &Repo, branches: Option<&mut BranchesNow>, name: &str, now: u64) -> Value {
     let registry = lane_registry(repo, name);
     let entry = registry.entry().ok();

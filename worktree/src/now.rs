@@ -152,11 +152,9 @@ impl BranchesNow {
         let head = std::fs::read_to_string(admin.join("HEAD")).ok()?;
         let head = head.trim_end();
         match head.strip_prefix("ref: ") {
-            Some(name) if name.starts_with("refs/heads/") => self
-                .git
-                .refname_to_id(name)
-                .ok()
-                .map(|oid| oid.to_string()),
+            Some(name) if name.starts_with("refs/heads/") => {
+                self.git.refname_to_id(name).ok().map(|oid| oid.to_string())
+            }
             Some(_) => None,
             None => git2::Oid::from_str(head).ok().map(|oid| oid.to_string()),
         }
@@ -203,8 +201,8 @@ impl BranchesNow {
         let record = match (head, base_sha) {
             (Some(head), Some(base_sha))
                 if lane.freshness.head.as_deref() == Some(head.as_str())
-                && lane.freshness.base_sha.as_deref() == Some(base_sha.as_str())
-                && lane.freshness.state != FreshnessState::Unknown =>
+                    && lane.freshness.base_sha.as_deref() == Some(base_sha.as_str())
+                    && lane.freshness.state != FreshnessState::Unknown =>
             {
                 Some(BranchRecord {
                     head,
