@@ -2,13 +2,16 @@
 //! ([`clawpool_worktree::layout`]), holding the lane's entry (`lane.json`, a [`RegistryEntry`]),
 //! its event log, hooks log, degraded mark and verification logs. `spawn` writes the entry
 //! (atomically); every other command reads it as the typed [`RegistryEntry`], never by key name.
+//! It also holds the lane's branch as a reader last worked it out (`branch.json`, a
+//! [`BranchRecord`]): whoever opens the worktree to work it out writes it back (atomically),
+//! and a reader takes it only while it is current for the lane's HEAD, base and worktree.
 
 use std::path::{Path, PathBuf};
 
 use crate::verify::LaneVerifySpec;
 use clawpool_lanes::state_file::Transport;
-use clawpool_worktree::Repo;
-use clawpool_worktree::layout::{DEGRADED_MARKER, EVENTS, LANE_ENTRY, VERIFY_LOGS};
+use clawpool_worktree::layout::{BRANCH_RECORD, DEGRADED_MARKER, EVENTS, LANE_ENTRY, VERIFY_LOGS};
+use clawpool_worktree::{BranchRecord, Repo};
 use serde::{Deserialize, Serialize};
 
 /// What `spawn` records about a lane when it creates it (`lane.json`).
@@ -145,6 +148,30 @@ impl RegistryFolder {
             missing: false,
             message: format!("{}: {e}", file.display()),
         })
+    }
+
+    /// The lane's branch as a reader last worked it out; `None` when there is none or it
+    /// cannot be read (a reader then works the branch out itself).
+    pub fn branch_record(&self) -> Option<BranchRecord> {
+        let text = std::fs::read(self.0.join(BRANCH_RECORD)).ok()?;
+        serde_json::from_slice(&text).ok()
+    }
+
+    /// Keeps `record` as the lane's branch for the next reader, replacing the file whole (a
+    /// temporary file renamed over it, so no reader sees half of one). A failed write only
+    /// leaves the next reader to work the branch out again.
+    pub fn keep_branch_record(&self, record: &BranchRecord) {
+        let Ok(text) = serde_json::to_vec(record) else {
+            return;
+        };
+        let temp = self
+            .0
+            .join(format!("{BRANCH_RECORD}.{}.tmp", std::process::id()));
+        if std::fs::write(&temp, text).is_err()
+            || std::fs::rename(&temp, self.0.join(BRANCH_RECORD)).is_err()
+        {
+            let _ = std::fs::remove_file(&temp);
+        }
     }
 
     /// The entry's degraded mark, if the lane's supervisor could not write its state file.

@@ -169,8 +169,9 @@ pub fn board_lane(repo: &Repo, name: &str, now: u64) -> Value {
 /// that check (`BranchesNow`). Otherwise the branch is checked again here (no fetch) and the
 /// row shows that; a `merge_ready` green then stands only on a branch still `fresh` (else the
 /// row shows `workspace`, the most a branch not known fresh reaches, and
-/// `board.recorded_green_level` keeps what the record says). The record itself is left to its
-/// owner.
+/// `board.recorded_green_level` keeps what the record says). The state record itself is left
+/// to its owner; what was worked out for an ended lane is kept in its `branch.json` (see
+/// `BranchesNow::lane_kept`) so that the next board reads it instead of the worktree.
 fn lane_row(repo: &Repo, branches: Option<&mut BranchesNow>, name: &str, now: u64) -> Value {
     let registry = lane_registry(repo, name);
     let entry = registry.entry().ok();
@@ -196,8 +197,26 @@ fn lane_row(repo: &Repo, branches: Option<&mut BranchesNow>, name: &str, now: u6
         .filter_map(|e| e.base.sha.as_deref())
         .chain(recorded.and_then(|f| f.base_sha.as_deref()))
         .collect();
+    // A lane that has not ended may have an agent at work (its supervisor's, or one whose
+    // supervisor was lost): its files change without its HEAD moving, so it is worked out
+    // now. An ended one is taken from its kept branch record while that is current, and the
+    // record is written back whenever the worktree had to be opened, so the next board of
+    // it reads files only.
+    let owned = !record.as_ref().is_ok_and(|doc| doc.status.is_terminal());
     let branch = match (branches, base) {
-        (Some(branches), Some(base)) => Some(branches.lane(&dir, &base, &known, recorded)),
+        (Some(branches), Some(base)) => {
+            let kept = if owned {
+                None
+            } else {
+                registry.branch_record()
+            };
+            let (lane, fresh) =
+                branches.lane_kept(&dir, &base, &known, recorded, kept.as_ref(), owned);
+            if let Some(fresh) = fresh.filter(|f| kept.as_ref() != Some(f)) {
+                registry.keep_branch_record(&fresh);
+            }
+            Some(lane)
+        }
         _ => None,
     };
     let mut recorded_green = Value::Null;

@@ -225,3 +225,61 @@ fn a_manual_verify_of_a_dirty_finished_lane_says_what_is_missing_where_and_never
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(board_row(&s, "notes")["lane_status"], "finished");
 }
+
+/// Issue #27's board at scale: a board keeps what it worked out for an ended lane in the lane's
+/// registry folder (`branch.json`, beside its state, never in the worktree) and a later board
+/// reads it instead of opening the worktree — yet each change made by hand since is on the
+/// next board: a file made in the worktree, a commit, and a commit on the base.
+#[test]
+fn a_finished_lanes_kept_branch_record_is_read_back_only_while_it_is_current() {
+    let s = setup();
+    spawn_one(&s, COMMITS_ONCE, "kept");
+    let lane = s.lanes_dir().join("kept");
+    let record = s.repo.join(".git/clawpool/lanes/kept/branch.json");
+    let row = board_row(&s, "kept");
+    assert_eq!(row["board"]["dirty"], false, "{row}");
+    assert_eq!(row["board"]["commits_ahead"], 1, "{row}");
+    let kept = std::fs::read_to_string(&record).expect("the board kept the lane's branch");
+    let stamp = std::fs::metadata(&record)
+        .expect("record")
+        .modified()
+        .expect("mtime");
+
+    // Nothing moved: read back, not written again.
+    assert_eq!(board_row(&s, "kept")["board"]["commits_ahead"], 1);
+    assert_eq!(std::fs::read_to_string(&record).expect("record"), kept);
+    assert_eq!(
+        std::fs::metadata(&record)
+            .expect("record")
+            .modified()
+            .expect("mtime"),
+        stamp,
+        "a board of an unchanged lane wrote its record again"
+    );
+
+    std::fs::write(lane.join("draft.txt"), "by hand\n").expect("write");
+    let row = board_row(&s, "kept");
+    assert_eq!(row["board"]["dirty"], true, "{row}");
+
+    git(&lane, &["add", "draft.txt"]);
+    git(
+        &lane,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "by hand",
+        ],
+    );
+    let row = board_row(&s, "kept");
+    assert_eq!(row["board"]["dirty"], false, "{row}");
+    assert_eq!(row["board"]["commits_ahead"], 2, "{row}");
+
+    commit_on_main(&s, "fix.txt", "the fix");
+    let row = board_row(&s, "kept");
+    assert_eq!(row["freshness"]["state"], "stale", "{row}");
+    assert_eq!(row["board"]["commits_ahead"], 2, "{row}");
+}

@@ -144,6 +144,9 @@ pub const STREAM: &str = "stream.jsonl";
 pub const DEGRADED_MARKER: &str = "state-degraded";
 /// The folder of a lane's verification logs, in its registry folder.
 pub const VERIFY_LOGS: &str = "verify";
+/// A lane's branch as a reader last worked it out ([`crate::BranchRecord`]), in its registry
+/// folder: what lets a board of lanes nobody owns read files instead of every worktree.
+pub const BRANCH_RECORD: &str = "branch.json";
 
 /// clawpool's folder in a repository's common git dir.
 #[derive(Debug, Clone, PartialEq, Eq)]

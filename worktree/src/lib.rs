@@ -82,7 +82,7 @@ pub use land::{
 };
 pub use lane::{LaneWorktreeSpec, Prepared, prepare_lane_worktree, remove_lane_worktree};
 pub use merge::{MergeMethod, MergeOutcome, MergePolicy, merge_forward};
-pub use now::{BranchesNow, LaneNow};
+pub use now::{BranchRecord, BranchesNow, LaneNow, Stamp};
 pub use operation::{GitOperation, GitOperationKind, git_operation};
 pub use push::{PUSH_TIMEOUT, Pushed, push_branch, pushed_to};
 pub use repo::Repo;
