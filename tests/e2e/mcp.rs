@@ -417,6 +417,7 @@ async fn receipts_delivered_queued_then_delivered_and_refused_come_from_real_sit
     .await;
     assert_ne!(sent.is_error, Some(true), "{sent:?}");
     assert_eq!(structured(&sent)["receipt"], "queued", "{sent:?}");
+    assert_eq!(structured(&sent)["place"], 1, "{sent:?}");
     // Its later delivery is on the stream: once the turn ends, the text is the lane's next
     // prompt, accepted (`lane.prompt_accepted` after `lane.send_queued`).
     let waited = call(

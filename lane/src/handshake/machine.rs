@@ -33,7 +33,7 @@ use tokio::time::Instant;
 
 use super::delivery::{self, PromptPlan, Receipt};
 use super::unknown::UnknownScreen;
-use super::verdict::{OperatorRequest, SendFate, Verdict, VerdictReply};
+use super::verdict::{OperatorRequest, QueuePlace, SendFate, Verdict, VerdictReply};
 use super::{LaneContext, Next, OperatorCommand, RestartRequest, Settings, TrustGate};
 use crate::channel::ProtocolFact;
 use crate::channel::{HookEvent, HookFact};
@@ -881,6 +881,10 @@ impl<'a> Machine<'a> {
                             self.state
                         ),
                         send: Some(SendFate::Queued),
+                        queue: Some(QueuePlace {
+                            place: position + 1,
+                            of: waiting,
+                        }),
                     },
                 ));
             }
@@ -2540,6 +2544,7 @@ impl<'a> Machine<'a> {
                              exactly the text sent, and submitted"
                         .into(),
                     send: Some(SendFate::Delivered),
+                    queue: None,
                 },
             });
         }

@@ -21,6 +21,9 @@ pub enum Verdict {
         /// For `send`: whether the text was delivered now or waits in the queue.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         send: Option<SendFate>,
+        /// For a queued `send`: its place in the lane's queue when it was queued.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        queue: Option<QueuePlace>,
     },
     /// There was nothing for the command to act on (no dialog on screen); nothing was pressed.
     Ignored {
@@ -52,6 +55,15 @@ pub enum Verdict {
         /// What went wrong, in words.
         reason: String,
     },
+}
+
+/// A queued text's place: `place` of `of` texts waiting (1 is typed first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueuePlace {
+    /// Its place, from 1.
+    pub place: usize,
+    /// How many texts wait, itself included.
+    pub of: usize,
 }
 
 /// Where the text of a `send` is.
@@ -97,6 +109,7 @@ impl Verdict {
         Verdict::Done {
             reason: reason.into(),
             send: None,
+            queue: None,
         }
     }
 }
@@ -186,9 +199,11 @@ mod tests {
         let queued = Verdict::Done {
             reason: "queued".into(),
             send: Some(SendFate::Queued),
+            queue: Some(QueuePlace { place: 1, of: 2 }),
         };
         let json = serde_json::to_value(&queued).expect("serialise");
         assert_eq!(json["send"], "queued");
+        assert_eq!(json["queue"], serde_json::json!({"place": 1, "of": 2}));
         assert_eq!(
             serde_json::from_value::<Verdict>(json).expect("parse"),
             queued

@@ -476,9 +476,10 @@ impl PoolServer {
                 let receipt = match verdict {
                     Some(Verdict::Done {
                         send: Some(SendFate::Queued),
+                        queue,
                         ..
                     }) => Receipt::Queued {
-                        place: None,
+                        place: queue.map(|q| q.place as u64),
                         note: "typed when the agent is idle: wait_lanes or lane_events show its prompt events".into(),
                     },
                     Some(Verdict::Done { reason, .. }) => Receipt::Delivered {
