@@ -557,7 +557,9 @@ def run_clawpool(scratch, n):
             # A premature finish: before the model's last byte of the session's answer.
             if f in finished and f in last and finished[f] < last[f]:
                 premature += 1
-            if f in finished and "ended" in screen and finished[f] < screen["ended"]:
+            # Before the reply was painted: the lane finished (and its agent was stopped)
+            # before the screen showed it, or so early that it never did.
+            if f in finished and finished[f] < screen.get("ended", finished[f] + 1):
                 before_paint += 1
         summary["start_split"] = {
             "first_evidence_to_accepted_p50": percentile(to_accept, 50),
