@@ -88,9 +88,16 @@ def write_agent_wrapper(w):
     return bin_dir, taps
 
 
+# Claude Code's spinner line under a prompt's echo ("✻ Churning…"), as clawpool's profile has it.
+SPINNER = re.compile(r"^\s*[·✢✳✶✻✽*] [A-Z][^\W\d_'-]*(?:['-][^\W\d_]*)*'?…", re.M)
+
+
 def screen_times(path):
-    """Replays a tap record through pyte: {'working': ms} when `esc to interrupt` first shows
-    after the prompt's Enter, {'ended': ms} when the reply first shows after that."""
+    """Replays a tap record through pyte: {'enter': ms} when the prompt's Enter reached the
+    agent, {'working': ms} when `esc to interrupt` first shows after it, {'taken': ms} when
+    the screen first shows the prompt taken (its echo above the input and a working
+    indicator: the spinner line or `esc to interrupt`), {'ended': ms} when the reply first
+    shows after that."""
     import pyte
     import struct
     seen = {}
@@ -115,11 +122,21 @@ def screen_times(path):
         elif kind == b"I" and not armed:
             typed = (typed + chunk)[-256:]
             armed = b"\r" in chunk and PROMPT.encode() in typed
+            if armed:
+                seen["enter"] = ms
         elif kind == b"O" and stream is not None:
             stream.feed(chunk)
             if not armed or "ended" in seen:
                 continue
             text = "\n".join(screen.display)
+            if "taken" not in seen:
+                # The echo is a row above the input box's rule; the input row itself (which
+                # held the draft) is the one between the last two rules.
+                rules = [i for i, row in enumerate(screen.display) if row.startswith("───")]
+                above = screen.display[:rules[-2]] if len(rules) >= 2 else []
+                echo = any(row.startswith("❯") and PROMPT in row for row in above)
+                if echo and ("esc to interrupt" in text or SPINNER.search("\n".join(above))):
+                    seen["taken"] = ms
             if "working" not in seen:
                 if "esc to interrupt" in text:
                     seen["working"] = ms
@@ -454,14 +471,19 @@ def run_clawpool(scratch, n):
         per_folder = {f: [] for f in folders}
         # When clawpool recorded Claude Code's Stop hook, and the lane's finish after it: the
         # split of the turn end's latency between the agent (running its hook) and clawpool.
-        stop_hook, finished = {}, {}
+        stop_hook, finished, submit_hook, accepted = {}, {}, {}, {}
         for f in folders:
             log = os.path.join(repo, ".git", "clawpool", "lanes", os.path.basename(f), "events.jsonl")
             with open(log) as fh:
                 events = [json.loads(l) for l in fh]
             for e in events:
-                if e["kind"] == "lane.hook" and (e.get("detail") or {}).get("event") == "Stop":
+                hook = (e.get("detail") or {}).get("event") if e["kind"] == "lane.hook" else None
+                if hook == "Stop":
                     stop_hook.setdefault(f, e["at_ms"])
+                if hook == "UserPromptSubmit":
+                    submit_hook.setdefault(f, e["at_ms"])
+                if e["kind"] == "lane.prompt_accepted":
+                    accepted.setdefault(f, (e["at_ms"], e.get("source")))
                 if e["kind"] == "lane.finished":
                     finished.setdefault(f, e["at_ms"])
             for e in events:
@@ -515,6 +537,35 @@ def run_clawpool(scratch, n):
             "stop_hook_to_finished_p50": percentile(to_finish, 50),
             "stop_hook_to_finished_p99": percentile(to_finish, 99),
             "sessions": len(to_finish),
+        }
+        # The start: the first of the screen showing the prompt taken (its echo and a working
+        # indicator, the tap's clock) and UserPromptSubmit as the lane recorded it, to
+        # `lane.prompt_accepted`. A wrong acceptance: one before the prompt's Enter reached
+        # the agent, or of a session whose agent never reported taking the prompt.
+        to_accept, by = [], {}
+        wrong_accepts, premature, before_paint = 0, 0, 0
+        for f in folders:
+            screen = screens.get(f, {})
+            firsts = [t for t in (screen.get("taken"), submit_hook.get(f)) if t is not None]
+            if f in accepted:
+                at, source = accepted[f]
+                by[source] = by.get(source, 0) + 1
+                if firsts:
+                    to_accept.append(at - min(firsts))
+                if f not in submit_hook or at < screen.get("enter", at):
+                    wrong_accepts += 1
+            # A premature finish: before the model's last byte of the session's answer.
+            if f in finished and f in last and finished[f] < last[f]:
+                premature += 1
+            # Before the reply was painted: the lane finished (and its agent was stopped)
+            # before the screen showed it, or so early that it never did.
+            if f in finished and finished[f] < screen.get("ended", finished[f] + 1):
+                before_paint += 1
+        summary["start_split"] = {
+            "first_evidence_to_accepted_p50": percentile(to_accept, 50),
+            "first_evidence_to_accepted_p99": percentile(to_accept, 99),
+            "sessions": len(to_accept), "accepted_by": by, "wrong_acceptances": wrong_accepts,
+            "premature_finishes": premature, "finished_before_reply_painted": before_paint,
         }
         return summary
     finally:
@@ -627,6 +678,34 @@ def main():
                   f"{split['last_byte_to_stop_hook_p99']:.0f} ms | "
                   f"{split['stop_hook_to_finished_p50']:.0f} / "
                   f"{split['stop_hook_to_finished_p99']:.0f} ms | {split['sessions']} |")
+    print_share(results, sizes)
+
+
+def print_share(results, sizes):
+    """clawpool's own share at each edge of the turn, its goals and the turn end's ratio."""
+    print()
+    print("clawpool's own share (the turn end: the Stop hook as the lane recorded it → "
+          "`lane.finished`; the start: the first of the screen showing the prompt taken — its "
+          "echo and a working indicator, the tap's clock — and UserPromptSubmit as the lane "
+          "recorded it → `lane.prompt_accepted`), and the turn end against ccmanager:")
+    print()
+    print("| N | Stop hook → finished: p50 / p99 | premature finishes | first evidence → "
+          "prompt_accepted: p50 / p99 | accepted by | wrong acceptances | turn ended p99: "
+          "clawpool / ccmanager | ratio |")
+    print("|---:|---:|---:|---:|---|---:|---:|---:|")
+    for n in sizes:
+        c = next(r for r in results if r["n"] == n and r["tool"] == "clawpool")
+        m = next((r for r in results if r["n"] == n and r["tool"] != "clawpool"), None)
+        end, start = c["end_split"], c["start_split"]
+        ratio = f"{m['end_p99'] / c['end_p99']:.1f}x" if m and c["end_p99"] > 0 else "n/a"
+        ccm = f"{m['end_p99']:.0f}" if m else "n/a"
+        by = ", ".join(f"{k} {v}" for k, v in sorted(start["accepted_by"].items()))
+        print(f"| {n} | {end['stop_hook_to_finished_p50']:.1f} / "
+              f"{end['stop_hook_to_finished_p99']:.1f} ms | {start['premature_finishes']} "
+              f"({start['finished_before_reply_painted']} before the reply was painted) | "
+              f"{start['first_evidence_to_accepted_p50']:.1f} / "
+              f"{start['first_evidence_to_accepted_p99']:.1f} ms | {by} | "
+              f"{start['wrong_acceptances']} | {c['end_p99']:.0f} / {ccm} ms | {ratio} |")
 
 
 if __name__ == "__main__":

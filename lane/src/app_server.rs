@@ -230,7 +230,11 @@ impl Observer {
                 tool_name: "approval".into(),
                 tool_input: Value::Null,
             },
-            "idle" if was_active => HookEvent::Stop,
+            // The thread idle names no reply: a finish over a working screen waits for it.
+            "idle" if was_active => HookEvent::Stop {
+                last_message: None,
+                in_flight: 0,
+            },
             _ => other(method),
         };
         let request = (kind == "active" && !self.subscribed && self.asked.is_none()).then(|| {

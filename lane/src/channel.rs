@@ -180,7 +180,15 @@ pub enum HookEvent {
         message: Option<String>,
     },
     /// The agent's turn is over.
-    Stop,
+    Stop {
+        /// The text of the turn's last reply, as the agent reports it with the Stop (Claude
+        /// Code's `last_assistant_message`); `None` when it sent none, or an empty one (a
+        /// turn that ended on a tool call or an interrupt).
+        last_message: Option<String>,
+        /// How much background work the agent reports still in flight when its turn ended
+        /// (Claude Code's `background_tasks`: running, pending or backgrounded).
+        in_flight: usize,
+    },
     /// The session ended.
     SessionEnd {
         /// Why.
@@ -232,7 +240,13 @@ impl HookFact {
                 notification_type: text("notification_type"),
                 message: text("message"),
             },
-            "Stop" => HookEvent::Stop,
+            "Stop" => HookEvent::Stop {
+                last_message: text("last_assistant_message").filter(|m| !m.trim().is_empty()),
+                in_flight: payload
+                    .get("background_tasks")
+                    .and_then(Value::as_array)
+                    .map_or(0, Vec::len),
+            },
             "SessionEnd" => HookEvent::SessionEnd {
                 reason: text("reason"),
             },
@@ -268,7 +282,7 @@ impl HookFact {
             HookEvent::PostToolUse { .. } => "PostToolUse",
             HookEvent::PermissionRequest { .. } => "PermissionRequest",
             HookEvent::Notification { .. } => "Notification",
-            HookEvent::Stop => "Stop",
+            HookEvent::Stop { .. } => "Stop",
             HookEvent::SessionEnd { .. } => "SessionEnd",
             HookEvent::TurnComplete { .. } => codex_notify::EVENT,
             HookEvent::Other { name } => name,
@@ -310,7 +324,16 @@ impl HookFact {
                     .as_ref()
                     .map(|text| text.chars().take(120).collect::<String>()),
             }),
-            HookEvent::Stop | HookEvent::Other { .. } => json!({}),
+            HookEvent::Stop {
+                last_message,
+                in_flight,
+            } => json!({
+                "last_assistant_message": last_message
+                    .as_ref()
+                    .map(|text| text.chars().take(120).collect::<String>()),
+                "background_tasks": in_flight,
+            }),
+            HookEvent::Other { .. } => json!({}),
         };
         HookReported {
             event: self.name().to_owned(),
@@ -439,7 +462,10 @@ impl HookInbox {
         // The turn's end, and each tool's start: the message that called the tool is in the
         // transcript before the tool runs, so a lane's cost is known mid-turn, in time for its
         // budget to stop a long tool call.
-        let reads_usage = matches!(fact.event, HookEvent::Stop | HookEvent::PreToolUse { .. });
+        let reads_usage = matches!(
+            fact.event,
+            HookEvent::Stop { .. } | HookEvent::PreToolUse { .. }
+        );
         if let (true, Some(transcript), Some(log)) =
             (reads_usage, &fact.transcript_path, &self.usage_log)
         {
@@ -816,6 +842,29 @@ mod tests {
         );
         assert_eq!(note.detail()["notification_type"], "idle_prompt");
         assert_eq!(HookFact::from_report("Stop", &Value::Null).name(), "Stop");
+        // Claude Code's Stop carries the turn's last reply and the work still in flight.
+        let stop = HookFact::from_report(
+            "Stop",
+            &json!({"stop_hook_active": false, "last_assistant_message": "Done.",
+                    "background_tasks": [{"id": "b1"}]}),
+        );
+        assert_eq!(
+            stop.event,
+            HookEvent::Stop {
+                last_message: Some("Done.".into()),
+                in_flight: 1
+            }
+        );
+        assert_eq!(stop.detail()["last_assistant_message"], "Done.");
+        assert_eq!(stop.detail()["background_tasks"], 1);
+        let blank = HookFact::from_report("Stop", &json!({"last_assistant_message": " \n"}));
+        assert_eq!(
+            blank.event,
+            HookEvent::Stop {
+                last_message: None,
+                in_flight: 0
+            }
+        );
         assert_eq!(
             HookFact::from_report("TeammateIdle", &Value::Null).name(),
             "TeammateIdle"
@@ -842,7 +891,7 @@ mod tests {
         assert!(matches!(
             receiver.try_recv(),
             Ok(ChannelMessage::Fact(HookFact {
-                event: HookEvent::Stop,
+                event: HookEvent::Stop { .. },
                 ..
             }))
         ));

@@ -26,7 +26,9 @@ mod verification;
 
 pub use event_kind::LaneEventKind;
 pub use events::stream;
-pub use events::{EventLog, EventLogError, EventObserver, EventSource, LaneEvent, now_ms};
+pub use events::{
+    EventLog, EventLogError, EventObserver, EventReport, EventSource, LaneEvent, now_ms,
+};
 pub use evidence::Evidence;
 pub use packet::{
     Batch, CheckedPacket, GREEN_LEVELS, LaneSpec, MERGE_POLICIES, PacketContext, PacketError,

@@ -167,6 +167,10 @@ pub struct Receipt {
     /// `input.submit_after_ms` after that).
     #[serde(skip)]
     submit_at: Option<Instant>,
+    /// How many rows above the input showed the echo before the text could be taken
+    /// ([`Receipt::note_echoes_before`]); `None` until counted.
+    #[serde(skip)]
+    echoes_before: Option<usize>,
 }
 
 impl Receipt {
@@ -205,6 +209,7 @@ impl Receipt {
             submits: 0,
             retry_at: None,
             submit_at: None,
+            echoes_before: None,
         }
     }
 
@@ -329,6 +334,18 @@ impl Receipt {
         Instant::now() < at
     }
 
+    /// Notes how many rows above the input showed this text's echo before the agent could
+    /// have taken it (when Enter is pressed on it; a launch prompt's, at the run's first
+    /// look), so that an echo of an earlier turn with the same text is not taken for it.
+    pub(super) fn note_echoes_before(&mut self, rows: usize) {
+        self.echoes_before = Some(rows);
+    }
+
+    /// Whether the rows showing this text's echo before it could be taken were counted.
+    pub(super) fn echoes_counted(&self) -> bool {
+        self.echoes_before.is_some()
+    }
+
     /// When a settling draft may be submitted (none once Enter was pressed).
     pub(super) fn submit_at(&self) -> Option<Instant> {
         self.submit_at.filter(|_| self.submits == 0)
@@ -355,6 +372,45 @@ pub(super) fn echoed(
         .into_iter()
         .find(|row| squash(row).contains(&head))
         .map(|row| row.trim().to_owned())
+}
+
+/// How many rows above the input show the start of the prompt's first line (0 for a receipt
+/// with nothing to echo).
+pub(super) fn echo_rows(snap: &ScreenSnapshot, profile: &Profile, receipt: &Receipt) -> usize {
+    let Some(head) = echo_head(receipt) else {
+        return 0;
+    };
+    region_rows(snap, &profile.input, Region::AboveInput(usize::MAX))
+        .into_iter()
+        .filter(|row| squash(row).contains(&head))
+        .count()
+}
+
+/// The prompt's echo drawn since it could be taken: more rows show it than before
+/// ([`Receipt::note_echoes_before`]), the newest of them returned. `None` when they were
+/// never counted, or no new one shows (an echo of an earlier turn with the same text is not
+/// this one).
+pub(super) fn echoed_anew(
+    snap: &ScreenSnapshot,
+    profile: &Profile,
+    receipt: &Receipt,
+) -> Option<String> {
+    let before = receipt.echoes_before?;
+    let head = echo_head(receipt)?;
+    let rows: Vec<String> = region_rows(snap, &profile.input, Region::AboveInput(usize::MAX))
+        .into_iter()
+        .filter(|row| squash(row).contains(&head))
+        .collect();
+    (rows.len() > before)
+        .then(|| rows.last().map(|row| row.trim().to_owned()))
+        .flatten()
+}
+
+/// What an echo of the prompt starts with, squashed: its first line's first 32 characters.
+fn echo_head(receipt: &Receipt) -> Option<String> {
+    let text = receipt.echo.as_ref()?;
+    let first_line = text.lines().find(|l| !l.trim().is_empty())?;
+    Some(squash(first_line).chars().take(32).collect())
 }
 
 /// Whether the agent has drawn anything under the prompt's echo: the rows above the input

@@ -39,7 +39,7 @@ use crate::channel::ProtocolFact;
 use crate::channel::{HookEvent, HookFact};
 use crate::permission_gate::PermissionAnswer;
 use clawpool_agents::detect::{Observation, Phase, Seen, observe_in};
-use clawpool_agents::profiles::{Dialog, DialogKind, Policy, Profile, Signal};
+use clawpool_agents::profiles::{AgentHooks, Dialog, DialogKind, Policy, Profile, Signal};
 use clawpool_recovery::permissions::Verdict as PermissionVerdict;
 
 /// Something that happened to the lane, with the time it is handled at.
@@ -363,6 +363,18 @@ pub const TOOL_RUNNING_BOUND: Duration = Duration::from_secs(600);
 /// the agent working to stop showing it; past it the contradiction is recorded and the
 /// report wins (`docs/events.md`, "Contradictions").
 pub const CONTRADICTION_BOUND: Duration = Duration::from_secs(5);
+
+/// What a reported finish says of the turn beyond its end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Settled {
+    /// The report names the turn's last reply and no background work still in flight
+    /// (Claude Code's Stop: `last_assistant_message`, `background_tasks`): the turn is over
+    /// whatever the screen still shows.
+    ReplyKnown,
+    /// The report says only that the turn ended (Codex's thread idle, its notify program, a
+    /// Stop without the reply): a screen still showing work is waited for.
+    ScreenToFollow,
+}
 
 /// A reported finish the screen contradicted when it came.
 #[derive(Debug)]
@@ -803,6 +815,12 @@ impl<'a> Machine<'a> {
     /// queue's verdicts.
     fn look(&mut self, screen: &ScreenSnapshot, external: Option<(u64, ProgressSource)>) {
         self.external = external;
+        if self.receipt.awaiting_launch_prompt() && !self.receipt.echoes_counted() {
+            // The run's first look: whatever shows the launch prompt now was drawn before
+            // (an adopted agent's screen, a resumed session's history).
+            let rows = delivery::echo_rows(screen, self.profile, &self.receipt);
+            self.receipt.note_echoes_before(rows);
+        }
         let seen = self.observe(screen);
         self.hooks.screen_working = matches!(
             seen.seen,
@@ -1089,7 +1107,7 @@ impl<'a> Machine<'a> {
                 signal: Signal::Working,
             } => self.on_working(evidence, screen),
             Seen::Idle => self.on_idle(evidence, screen),
-            Seen::Draft { text } => self.on_draft(text, evidence),
+            Seen::Draft { text } => self.on_draft(text, evidence, screen),
             Seen::Signal {
                 signal: Signal::Booting,
             } => {
@@ -1503,7 +1521,7 @@ impl<'a> Machine<'a> {
                 .any(|message| self.receipt.delivered(message));
             if ours && self.state.in_turn() && self.receipt.accepted_at.is_some() {
                 self.hooks.tools_done();
-                self.reported_finish(evidence);
+                self.reported_finish(evidence, Settled::ScreenToFollow);
             }
             return;
         }
@@ -1564,13 +1582,20 @@ impl<'a> Machine<'a> {
                     self.transition(LaneState::Running, Some(evidence));
                 }
             }
-            HookEvent::Stop => {
+            HookEvent::Stop {
+                last_message,
+                in_flight,
+            } => {
                 self.hooks.tools_done();
                 self.hooks.permission = None;
                 let turn_was_open = std::mem::replace(&mut self.hooks.turn_open, false);
                 // A Stop for a turn this lane saw start.
                 if turn_was_open && self.state.in_turn() && self.receipt.accepted_at.is_some() {
-                    self.reported_finish(evidence);
+                    let settled = match last_message {
+                        Some(_) if in_flight == 0 => Settled::ReplyKnown,
+                        _ => Settled::ScreenToFollow,
+                    };
+                    self.reported_finish(evidence, settled);
                 }
             }
             HookEvent::SessionEnd { .. } => self.hooks.tools_done(),
@@ -1583,11 +1608,15 @@ impl<'a> Machine<'a> {
 
     /// The agent reported the end of the turn the lane is in: with nothing more to say, the
     /// lane is finished. With texts queued, the idle screen delivers the next one as before.
-    fn reported_finish(&mut self, evidence: Evidence) {
+    /// Over a screen that still shows the agent working, a report that names the turn's last
+    /// reply with nothing left in flight finishes at once (the agent paints its idle screen
+    /// after its Stop hook; its indicator is the stale side); any other waits for the screen
+    /// ([`HeldStop`]).
+    fn reported_finish(&mut self, evidence: Evidence, settled: Settled) {
         if !self.followups.is_empty() || self.lane.answered_outside {
             return;
         }
-        if self.hooks.screen_working.is_some() {
+        if self.hooks.screen_working.is_some() && settled == Settled::ScreenToFollow {
             // The screen still shows the agent working: it gets a bound to catch up (a redraw
             // late by a few ms is no contradiction).
             self.hooks.held_stop = Some(HeldStop {
@@ -1683,6 +1712,7 @@ impl<'a> Machine<'a> {
             }
             LaneState::Spawning | LaneState::TrustRequired | LaneState::ReadyForPrompt => {
                 if (self.receipt.awaiting_launch_prompt() || self.receipt.submitted())
+                    && !self.screen_shows_this_prompt_taken(screen)
                     && !self.screen_may_accept()
                 {
                     return;
@@ -1886,7 +1916,7 @@ impl<'a> Machine<'a> {
         }
     }
 
-    fn on_draft(&mut self, text: &str, evidence: Evidence) {
+    fn on_draft(&mut self, text: &str, evidence: Evidence, screen: &ScreenSnapshot) {
         self.reached_ready = true;
         if self.state == LaneState::Spawning || self.state == LaneState::TrustRequired {
             // A draft nobody here typed: the input is not free, so the lane is not ready.
@@ -1927,7 +1957,7 @@ impl<'a> Machine<'a> {
             if self.receipt.draft_settling(settle) {
                 return; // Woken again when it has shown long enough (`next_deadline`).
             }
-            self.submit(evidence);
+            self.submit(evidence, screen);
         } else if self.receipt.retry_due() {
             if self.receipt.submits() >= self.settings.max_submit_attempts {
                 self.transition(
@@ -1935,7 +1965,7 @@ impl<'a> Machine<'a> {
                     Some(evidence),
                 );
             } else {
-                self.submit(evidence);
+                self.submit(evidence, screen);
             }
         }
     }
@@ -2527,7 +2557,11 @@ impl<'a> Machine<'a> {
     /// killed in between leaves a lane whose adopter presses Enter again on the draft still
     /// there, where one killed just after an unrecorded press would have its adopter type the
     /// prompt a second time into an agent that already took it.
-    fn submit(&mut self, evidence: Evidence) {
+    fn submit(&mut self, evidence: Evidence, screen: &ScreenSnapshot) {
+        if !self.receipt.echoes_counted() {
+            let rows = delivery::echo_rows(screen, self.profile, &self.receipt);
+            self.receipt.note_echoes_before(rows);
+        }
         self.receipt
             .submitted_now(self.settings.accept_timeout / self.settings.max_submit_attempts.max(1));
         let sent = PromptSent {
@@ -2564,6 +2598,19 @@ impl<'a> Machine<'a> {
         }
         let since = *self.hooks.screen_accept_since.get_or_insert(self.now);
         self.now.duration_since(since) >= self.settings.hook_grace
+    }
+
+    /// Whether the screen, showing the agent at work, proves it took this prompt well enough
+    /// to decide before the agent's own report: its echo drawn since the text could be taken
+    /// (more rows show it than before Enter, or before a launch prompt's agent drew anything),
+    /// so neither an earlier turn's echo of the same text nor a working indicator alone
+    /// counts. Claude Code draws the echo and its spinner before it runs its UserPromptSubmit
+    /// hook, so the screen's proof is the first; the report, when it comes, opens the turn as
+    /// before. Codex's app server keeps deciding acceptance by its thread turning active
+    /// within `hook_grace` (its TUI echoes a prompt before the server has the turn).
+    fn screen_shows_this_prompt_taken(&self, screen: &ScreenSnapshot) -> bool {
+        self.profile.manifest.launch.hooks == AgentHooks::Claude
+            && delivery::echoed_anew(screen, self.profile, &self.receipt).is_some()
     }
 
     fn accept(&mut self, evidence: Evidence) {

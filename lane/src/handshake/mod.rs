@@ -32,7 +32,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clawpool_lanes::payload::{Payload, TrustStoreConfined};
-use clawpool_lanes::{EventLog, EventLogError, LaneEvent, LaneEventKind, LaneState};
+use clawpool_lanes::{EventLog, EventLogError, EventReport, LaneEvent, LaneEventKind, LaneState};
 use clawpool_pty::Worker;
 use clawpool_recovery::Trigger;
 use serde::{Deserialize, Serialize};
@@ -559,7 +559,15 @@ impl<'a> Handshake<'a> {
         while let Some(effect) = queue.pop_front() {
             let result = match effect {
                 Effect::Record(record) => {
-                    self.record(record);
+                    // A decision's events go in together (a hook's record and the finish it
+                    // decides): the state file each one writes does not hold up the next.
+                    let mut records = vec![record];
+                    while let Some(Effect::Record(_)) = queue.front() {
+                        if let Some(Effect::Record(next)) = queue.pop_front() {
+                            records.push(next);
+                        }
+                    }
+                    self.record_all(records);
                     None
                 }
                 Effect::Send {
@@ -624,9 +632,12 @@ impl<'a> Handshake<'a> {
         }
     }
 
-    fn record(&self, record: Record) {
-        if let Err(err) = record.append_to(self.events) {
-            tracing::warn!(lane = %self.lane_name, error = %err, "could not record a lane event");
+    fn record_all(&self, records: Vec<Record>) {
+        let reports = records.into_iter().map(Record::into_report).collect();
+        for result in self.events.report_all(reports) {
+            if let Err(err) = result {
+                tracing::warn!(lane = %self.lane_name, error = %err, "could not record a lane event");
+            }
         }
     }
 
@@ -662,6 +673,17 @@ impl Record {
     /// Appends the event the machine asked for to the lane's event log.
     pub fn append_to(self, events: &EventLog) -> Result<LaneEvent, EventLogError> {
         events.report_from(self.source, self.payload, self.from, self.to, self.evidence)
+    }
+
+    /// The event, for [`EventLog::report_all`].
+    fn into_report(self) -> EventReport {
+        EventReport {
+            source: self.source,
+            payload: self.payload,
+            from: self.from,
+            to: self.to,
+            evidence: self.evidence,
+        }
     }
 }
 

@@ -214,7 +214,54 @@ impl EventLog {
         self.append(None, kind, from, to, evidence, detail)
     }
 
+    /// Appends the events of `reports` in order, each with its own seq and time, and only
+    /// then calls the observer with each of them, in the same order: what the observer does
+    /// for one (a lane's state file written and synced, milliseconds a write) does not delay
+    /// the next one's line. One decision's events — a hook's record and the finish it decides —
+    /// reach the log and the stream together. Each append's result, in order.
+    pub fn report_all(&self, reports: Vec<EventReport>) -> Vec<Result<LaneEvent, EventLogError>> {
+        let written: Vec<_> = reports
+            .into_iter()
+            .map(|report| {
+                let detail = report.payload.detail();
+                self.write(
+                    report.source,
+                    report.payload.kind(),
+                    report.from,
+                    report.to,
+                    report.evidence,
+                    detail,
+                )
+            })
+            .collect();
+        for event in written.iter().flatten() {
+            self.notify(event);
+        }
+        written
+    }
+
     fn append(
+        &self,
+        source: Option<EventSource>,
+        kind: LaneEventKind,
+        from: Option<LaneState>,
+        to: Option<LaneState>,
+        evidence: Option<Evidence>,
+        detail: serde_json::Value,
+    ) -> Result<LaneEvent, EventLogError> {
+        let event = self.write(source, kind, from, to, evidence, detail)?;
+        self.notify(&event);
+        Ok(event)
+    }
+
+    fn notify(&self, event: &LaneEvent) {
+        if let Some(observer) = &self.observer {
+            observer(event);
+        }
+    }
+
+    /// Numbers the event and writes its line (and the stream's), without the observer.
+    fn write(
         &self,
         source: Option<EventSource>,
         kind: LaneEventKind,
@@ -261,11 +308,23 @@ impl EventLog {
             })?;
         }
         drop(inner);
-        if let Some(observer) = &self.observer {
-            observer(&event);
-        }
         Ok(event)
     }
+}
+
+/// One event for [`EventLog::report_all`]: what [`EventLog::report_from`] takes.
+#[derive(Debug)]
+pub struct EventReport {
+    /// Where the fact came from.
+    pub source: Option<EventSource>,
+    /// The event's payload (its kind and detail).
+    pub payload: Payload,
+    /// The state it left.
+    pub from: Option<LaneState>,
+    /// The state it entered.
+    pub to: Option<LaneState>,
+    /// What was seen.
+    pub evidence: Option<Evidence>,
 }
 
 #[cfg(test)]
@@ -305,5 +364,44 @@ mod tests {
         assert_eq!(lines.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![1, 2]);
         assert_eq!(lines[0].detail, serde_json::Value::Null);
         assert_eq!(lines[1].detail["attempt"], 1);
+    }
+
+    #[test]
+    fn a_batch_is_written_before_the_observer_sees_any_of_it() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("lanes/a/events.jsonl");
+        let seen = std::sync::Arc::new(Mutex::new(Vec::new()));
+        let observed = std::sync::Arc::clone(&seen);
+        let file = path.clone();
+        let log = EventLog::open("a", &path)
+            .expect("open")
+            .observe(Box::new(move |event| {
+                // What the file holds when the observer is called for this event.
+                let lines = std::fs::read_to_string(&file)
+                    .expect("read")
+                    .lines()
+                    .count();
+                observed.lock().expect("lock").push((event.seq, lines));
+            }));
+        let report = |payload, to| EventReport {
+            source: Some(EventSource::Hook),
+            payload,
+            from: Some(LaneState::Running),
+            to,
+            evidence: None,
+        };
+        let written = log.report_all(vec![
+            report(Payload::Ready, None),
+            report(
+                Payload::transition(LaneState::Finished.status()).expect("a transition"),
+                Some(LaneState::Finished),
+            ),
+        ]);
+        let seqs: Vec<u64> = written
+            .iter()
+            .map(|r| r.as_ref().expect("ok").seq)
+            .collect();
+        assert_eq!(seqs, vec![1, 2]);
+        assert_eq!(*seen.lock().expect("lock"), vec![(1, 2), (2, 2)]);
     }
 }

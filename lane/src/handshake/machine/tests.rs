@@ -27,6 +27,7 @@ mod budget;
 mod codex_notify;
 mod protocol;
 mod screen_lies;
+mod turn_edges;
 
 const PROMPT: &str = "create a file named hello.txt containing hi";
 
@@ -71,6 +72,40 @@ fn text_screen(text: &str) -> ScreenSnapshot {
     });
     model.feed(text.replace('\n', "\r\n").as_bytes());
     model.snapshot()
+}
+
+/// `file` with its rows `at..` pushed down by `rows` (the screen keeps its 40 rows).
+fn with_rows(file: &str, at: usize, rows: &[&str]) -> ScreenSnapshot {
+    let text = corpus_text(file);
+    let mut lines: Vec<&str> = text.lines().collect();
+    for (i, row) in rows.iter().enumerate() {
+        lines.insert(at + i, row);
+    }
+    lines.truncate(40);
+    text_screen(&lines.join("\n"))
+}
+
+/// `file` with every row that holds `needle` blanked.
+fn without(file: &str, needle: &str) -> ScreenSnapshot {
+    let text = corpus_text(file);
+    let lines: Vec<&str> = text
+        .lines()
+        .map(|line| if line.contains(needle) { "" } else { line })
+        .collect();
+    text_screen(&lines.join("\n"))
+}
+
+/// A Claude Code screen of the corpus as its text (`.txt`) holds it.
+fn corpus_text(file: &str) -> String {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/screens/claude-2.1.330")
+        .join(format!("{file}.txt"));
+    std::fs::read_to_string(&path).expect("corpus screen")
+}
+
+/// A Claude Code screen of the corpus from its text alone (screens kept without a recording).
+fn text_file(file: &str) -> ScreenSnapshot {
+    text_screen(&corpus_text(file))
 }
 
 /// A notice no profile knows.
@@ -1354,39 +1389,41 @@ async fn hooked_lane_to_enter() -> Lane {
 }
 
 #[tokio::test(start_paused = true)]
-async fn with_working_hooks_the_screen_waits_for_user_prompt_submit() {
+async fn with_working_hooks_a_working_screen_without_the_echo_waits_for_user_prompt_submit() {
     let mut lane = hooked_lane_to_enter().await;
-    lane.look(&claude("06-running-120x40"));
+    // Work on screen, but not this prompt's echo: the hook decides (turn_edges.rs has the
+    // screen that shows the prompt taken).
+    let working = without("06-running-120x40", "hello.txt");
+    lane.look(&working);
     assert_eq!(lane.state(), LaneState::ReadyForPrompt);
     assert_eq!(
         lane.deadline(),
         Settings::default().hook_grace,
         "woken when the grace is up"
     );
-    lane.after(Duration::from_millis(300), &claude("06-running-120x40"))
-        .await;
+    lane.after(Duration::from_millis(300), &working).await;
     lane.input(hook(
         "UserPromptSubmit",
         serde_json::json!({"prompt": PROMPT}),
     ));
     let accepted = lane.transitions_to(LaneStatus::PromptAccepted)[0];
     assert_eq!(accepted.source, Some(clawpool_lanes::EventSource::Hook));
-    lane.look(&claude("06-running-120x40"));
+    lane.look(&working);
     assert_eq!(lane.state(), LaneState::Running);
 }
 
 #[tokio::test(start_paused = true)]
 async fn with_a_silent_hook_the_screen_accepts_after_the_grace() {
     let mut lane = hooked_lane_to_enter().await;
-    lane.look(&claude("06-running-120x40"));
+    let working = without("06-running-120x40", "hello.txt");
+    lane.look(&working);
     lane.after(
         Settings::default().hook_grace - Duration::from_millis(1),
-        &claude("06-running-120x40"),
+        &working,
     )
     .await;
     assert_eq!(lane.state(), LaneState::ReadyForPrompt);
-    lane.after(Duration::from_millis(1), &claude("06-running-120x40"))
-        .await;
+    lane.after(Duration::from_millis(1), &working).await;
     assert_eq!(lane.state(), LaneState::Running);
     let accepted = lane.transitions_to(LaneStatus::PromptAccepted)[0];
     assert_eq!(accepted.source, Some(clawpool_lanes::EventSource::Screen));
