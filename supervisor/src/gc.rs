@@ -41,16 +41,7 @@ pub fn run(args: &GcArgs) -> Result<ExitCode, CommandError> {
     let main = repo
         .main_branch()
         .map_err(|e| CommandError::invalid("not_a_repository", e.to_string()))?;
-    let root = repo.state_dir().lanes();
-    let mut names: Vec<String> = std::fs::read_dir(&root)
-        .map(|entries| {
-            entries
-                .filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
-    names.sort();
+    let names = clawpool_pool::registry::registered_lanes(&repo);
     let mut verdicts = Vec::new();
     let progress = Progress::bar(
         args.output_format,

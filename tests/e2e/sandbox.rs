@@ -363,43 +363,58 @@ fn a_sandboxed_claude_code_lane_finishes_from_its_hooks() {
     assert_eq!(state["hooks"]["failed"], 0, "{state}");
 }
 
-/// The real Codex 0.169.0 in a sandboxed lane, offline against the scripted model server: its
-/// app server starts inside the lane's sandbox (it runs Codex's tools), with `~/.codex`
-/// writable, and the lane is decided by that server's protocol — accepted and finished.
-#[test]
-fn a_sandboxed_codex_lane_finishes_from_its_app_server() {
+/// A sandboxed Codex lane's run to its end, finished.
+struct CodexRun {
+    lane: PathBuf,
+    events: Vec<Value>,
+    report: String,
+    server: clawpool_tests::ModelServer,
+}
+
+/// The real Codex 0.169.0 in a sandboxed lane `name`, offline against the scripted model
+/// serving `script`, its lane decided by its app server's protocol; asserted finished.
+fn run_sandboxed_codex(sandbox: &Sandbox, name: &str, script: &Value) -> CodexRun {
     use crate::real_agents::{
         codex_env, finish, lanes_dir, screen_report, start_lane, write_config,
     };
     clawpool_tests::real_agent("codex");
-    let sandbox = Sandbox::new();
-    let lane = git_repo(&lanes_dir(&sandbox), "boxed-codex");
-    let mut server = clawpool_tests::ModelServer::start(
-        &sandbox.dir.path().join("model"),
-        &serde_json::json!([{"text": "Hello from the scripted model."}]),
-    );
-    clawpool_tests::seed_codex_home(&sandbox, &server.url(), "sk-fake");
+    let lane = git_repo(&lanes_dir(sandbox), name);
+    let server = clawpool_tests::ModelServer::start(&sandbox.dir.path().join("model"), script);
+    clawpool_tests::seed_codex_home(sandbox, &server.url(), "sk-fake");
     let config = write_config(
-        &sandbox,
-        Some(&lanes_dir(&sandbox)),
+        sandbox,
+        Some(&lanes_dir(sandbox)),
         "codex",
         crate::codex_channel::CHANNEL_DECIDES,
     );
     let text = std::fs::read_to_string(&config).expect("config");
     std::fs::write(&config, format!("sandbox = \"workspace\"\n{text}")).expect("config");
-    let mut run = start_lane(
-        &sandbox,
-        &config,
-        "codex",
-        &lane,
-        &codex_env(&sandbox),
-        "pty",
-    );
+    let mut run = start_lane(sandbox, &config, "codex", &lane, &codex_env(sandbox), "pty");
     let (code, outcome) = finish(&mut run, &lane);
     let report = format!("{}\n{}", run.report(), screen_report(&lane));
     assert_eq!(code, 0, "{report}");
     assert_eq!(outcome["state"]["status"], "finished", "{report}");
-    let events = run.events();
+    CodexRun {
+        lane,
+        events: run.events(),
+        report,
+        server,
+    }
+}
+
+/// The real Codex 0.169.0 in a sandboxed lane, offline against the scripted model server: its
+/// app server starts inside the lane's sandbox (it runs Codex's tools), with `~/.codex`
+/// writable, and the lane is decided by that server's protocol — accepted and finished.
+#[test]
+fn a_sandboxed_codex_lane_finishes_from_its_app_server() {
+    let sandbox = Sandbox::new();
+    let ran = run_sandboxed_codex(
+        &sandbox,
+        "boxed-codex",
+        &serde_json::json!([{"text": "Hello from the scripted model."}]),
+    );
+    let (lane, report, mut server) = (ran.lane, ran.report, ran.server);
+    let events = ran.events;
     let opened = events
         .iter()
         .find(|e| e["kind"] == "lane.channel.opened")
@@ -775,45 +790,21 @@ fn a_sandboxed_tmux_lane_is_adopted_after_its_supervisor_is_killed() {
 /// (`codex-linux-sandbox`, linked under `~/.codex/tmp`) must still be found there.
 #[test]
 fn a_sandboxed_codex_runs_a_command_in_its_own_sandbox_nested_in_the_lanes() {
-    use crate::real_agents::{
-        codex_env, finish, lanes_dir, screen_report, start_lane, write_config,
-    };
-    clawpool_tests::real_agent("codex");
     let sandbox = Sandbox::new_in(Path::new(env!("CARGO_TARGET_TMPDIR")));
-    let lane = git_repo(&lanes_dir(&sandbox), "nested-codex");
     let outside = sandbox.dir.path().join("outside-by-codex.txt");
     let command = format!(
         "printf inside > inside.txt; printf outside > {}",
         outside.display()
     );
-    let mut server = clawpool_tests::ModelServer::start(
-        &sandbox.dir.path().join("model"),
+    let ran = run_sandboxed_codex(
+        &sandbox,
+        "nested-codex",
         &serde_json::json!([
             {"tool_use": {"name": "exec_command", "input": {"cmd": command}}},
             {"text": "Done."}
         ]),
     );
-    clawpool_tests::seed_codex_home(&sandbox, &server.url(), "sk-fake");
-    let config = write_config(
-        &sandbox,
-        Some(&lanes_dir(&sandbox)),
-        "codex",
-        crate::codex_channel::CHANNEL_DECIDES,
-    );
-    let text = std::fs::read_to_string(&config).expect("config");
-    std::fs::write(&config, format!("sandbox = \"workspace\"\n{text}")).expect("config");
-    let mut run = start_lane(
-        &sandbox,
-        &config,
-        "codex",
-        &lane,
-        &codex_env(&sandbox),
-        "pty",
-    );
-    let (code, outcome) = finish(&mut run, &lane);
-    let report = format!("{}\n{}", run.report(), screen_report(&lane));
-    assert_eq!(code, 0, "{report}");
-    assert_eq!(outcome["state"]["status"], "finished", "{report}");
+    let (lane, report, mut server) = (ran.lane, ran.report, ran.server);
     // What Codex sent its model back as the command's output: the command ran (no sandbox
     // set-up error from the inner bubblewrap) and its outside write was refused.
     let outputs: Vec<String> = server
