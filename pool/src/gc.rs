@@ -22,7 +22,6 @@ use clawpool_worktree::{Repo, pushed_to, remove_lane_worktree, worktree_status};
 use serde::Serialize;
 
 use crate::error::CommandError;
-use crate::observer::Observer;
 
 /// Collect the garbage of one repository's lanes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,6 +40,10 @@ pub struct GcReply {
     pub lanes: Vec<GcVerdict>,
     /// Whether `git worktree prune` ran and succeeded.
     pub pruned_worktree_entries: bool,
+    /// Why the user's index of repositories could not drop this one when its last lane went
+    /// (gc's work is done either way; not in gc's JSON document).
+    #[serde(skip)]
+    pub index_not_updated: Option<String>,
 }
 
 /// What gc decided for one lane; serialized as `gc --output-format json` lists it.
@@ -58,8 +61,12 @@ pub struct GcVerdict {
     pub status: Option<String>,
 }
 
-/// Runs a gc request, telling `observer` of each lane as it is judged.
-pub fn gc(request: &GcRequest, observer: &dyn Observer) -> Result<GcReply, CommandError> {
+/// Runs a gc request, calling `judging(lane, checked, of)` as each lane is judged (this module
+/// stays below the observer, which the request API's types are above).
+pub fn gc(
+    request: &GcRequest,
+    judging: &dyn Fn(&str, usize, usize),
+) -> Result<GcReply, CommandError> {
     let repo = Repo::open(&request.repo)
         .map_err(|e| CommandError::invalid("not_a_repository", e.to_string()))?;
     let main = repo
@@ -69,17 +76,17 @@ pub fn gc(request: &GcRequest, observer: &dyn Observer) -> Result<GcReply, Comma
     let total = names.len();
     let mut lanes = Vec::new();
     for (checked, name) in names.into_iter().enumerate() {
-        observer.judging(&name, checked, total);
+        judging(&name, checked, total);
         let registry = lane_registry(&repo, &name);
         lanes.push(judge_held(&repo, &main, &name, &registry, request.force));
     }
     // Its last lane gone, the repository leaves the user's index (`ui --all` no longer lists
     // it); gc's work is done either way.
-    if registered_names(&repo).is_empty()
-        && let Err(err) = crate::known_repos::remove(&repo)
-    {
-        observer.notice(crate::observer::Notice::IndexNotUpdated(err));
-    }
+    let index_not_updated = if registered_names(&repo).is_empty() {
+        crate::known_repos::remove(&repo).err()
+    } else {
+        None
+    };
     let pruned_worktree_entries = std::process::Command::new("git")
         .args(["worktree", "prune"])
         .current_dir(repo.root())
@@ -88,6 +95,7 @@ pub fn gc(request: &GcRequest, observer: &dyn Observer) -> Result<GcReply, Comma
     Ok(GcReply {
         lanes,
         pruned_worktree_entries,
+        index_not_updated,
     })
 }
 

@@ -55,7 +55,9 @@ impl Pool {
                 PoolReply::Adopt(crate::adoption::adopt(self.loaded()?, adopt, observer).await?)
             }
             PoolRequest::Board(board) => PoolReply::Board(crate::board::board(&board)?),
-            PoolRequest::Gc(gc) => PoolReply::Gc(crate::gc::gc(&gc, observer.as_ref())?),
+            PoolRequest::Gc(gc) => PoolReply::Gc(crate::gc::gc(&gc, &|lane, checked, of| {
+                observer.judging(lane, checked, of)
+            })?),
         })
     }
 }

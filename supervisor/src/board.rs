@@ -6,9 +6,9 @@
 //! each registry folder, never the worktree's published copy) and event logs alone, with or
 //! without a supervisor running.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -29,13 +29,14 @@ pub async fn run(args: &GcArgs) -> Result<ExitCode, CommandError> {
     let PoolReply::Gc(reply) = reply? else {
         unreachable!("the pool answers a gc request with gc's verdicts")
     };
+    if let Some(err) = &reply.index_not_updated {
+        tracing::warn!("the index of repositories with lanes was not updated: {err}");
+    }
     match args.output_format {
         OutputFormat::Json => println!(
             "{}",
-            serde_json::to_string(&reply).map_err(|e| CommandError::io(
-                "writing gc's verdicts",
-                std::io::Error::other(e)
-            ))?
+            serde_json::to_string(&reply)
+                .map_err(|e| CommandError::io("writing gc's verdicts", std::io::Error::other(e)))?
         ),
         OutputFormat::Text => print_text(&reply),
     }
@@ -83,11 +84,7 @@ impl Observer for GcProgress {
     fn starting(&self, _: &[String]) {}
     fn lane(&self, _: &str, _: LaneNote) {}
     fn event(&self, _: &clawpool_lanes::LaneEvent) {}
-    fn notice(&self, notice: Notice) {
-        if let Notice::IndexNotUpdated(err) = notice {
-            tracing::warn!("the index of repositories with lanes was not updated: {err}");
-        }
-    }
+    fn notice(&self, _: Notice) {}
     fn done(&self) {}
     fn judging(&self, lane: &str, checked: usize, of: usize) {
         let mut bar = self.bar.lock().unwrap_or_else(|e| e.into_inner());

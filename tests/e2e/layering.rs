@@ -348,13 +348,7 @@ const POOL_LOGIC: [(&str, &str); 18] = [
 /// meaning every file in it). `board.rs` joins once the lane lookups it still holds
 /// (`find_lane` and its helpers, which read a lane's registry folder) move too; until then
 /// it is held to [`BOARD_GC_LOGIC`] only.
-const POOL_CLIENTS: [&str; 5] = [
-    "spawn.rs",
-    "daemon",
-    "loaded.rs",
-    "known_repos.rs",
-    "gc.rs",
-];
+const POOL_CLIENTS: [&str; 5] = ["spawn.rs", "daemon", "loaded.rs", "known_repos.rs", "gc.rs"];
 
 /// What moved from the binary's board and gc into the pool (`clawpool_pool::board`, `gc`),
 /// each with why: the files that render boards and gc verdicts must not work them out again.
@@ -477,7 +471,10 @@ fn the_binary_holds_no_board_or_gc_logic() {
                 .map(|(pattern, why)| format!("{client}: `{pattern}` ({why})")),
         );
     }
-    assert!(found.is_empty(), "board or gc logic in the binary: {found:#?}");
+    assert!(
+        found.is_empty(),
+        "board or gc logic in the binary: {found:#?}"
+    );
 }
 
 /// A registry write or an adoption decision in one of those files is caught (the check above

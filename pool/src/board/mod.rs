@@ -12,8 +12,8 @@ use clawpool_lane::registry::{RegistryFolder, lane_registry, registered_names};
 use clawpool_lanes::state_file::{GreenLevel, now_secs};
 use clawpool_lanes::{StateFileError, StateView, read_lane_record, with_ages};
 use clawpool_worktree::{BranchesNow, FreshnessState, Repo};
-use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
+use serde::ser::{SerializeMap, Serializer};
 
 use crate::error::CommandError;
 
@@ -188,7 +188,12 @@ pub fn collect(repo: &Repo) -> Vec<BoardLane> {
 /// One lane of the board as of `now` (epoch s). `clawpool ui` and the MCP server read lanes
 /// through this too, so they never disagree with the board.
 pub fn board_lane(repo: &Repo, name: &str, now: u64) -> BoardLane {
-    lane_row(repo, BranchesNow::open(repo).ok().as_mut(), name.to_owned(), now)
+    lane_row(
+        repo,
+        BranchesNow::open(repo).ok().as_mut(),
+        name.to_owned(),
+        now,
+    )
 }
 
 /// [`board_lane`] with the repository's bases as `branches` resolved them.
@@ -393,6 +398,9 @@ mod tests {
             assert_eq!(serde_json::to_value(&row).expect("row"), expected);
         }
         let lost = with_ages(&doc, record.path(), 1_000_000);
-        assert_eq!(lost.status, clawpool_lanes::state_file::ShownStatus::SupervisorLost);
+        assert_eq!(
+            lost.status,
+            clawpool_lanes::state_file::ShownStatus::SupervisorLost
+        );
     }
 }
