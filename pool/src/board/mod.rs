@@ -8,9 +8,9 @@
 
 use std::path::{Path, PathBuf};
 
-use clawpool_lane::registry::{RegistryFolder, lane_registry, registered_names};
+use clawpool_lane::registry::{RegistryFolder, lane_registry};
 use clawpool_lanes::state_file::{GreenLevel, now_secs};
-use clawpool_lanes::{StateFileError, StateView, read_lane_record, with_ages};
+use clawpool_lanes::{StateFileError, StateView, read_lane_record};
 use clawpool_worktree::{BranchesNow, FreshnessState, Repo};
 use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
@@ -174,24 +174,45 @@ pub fn board(request: &BoardRequest) -> Result<BoardReply, CommandError> {
     Ok(BoardReply { sections })
 }
 
-/// Every lane in the repository's registry, each as [`board_lane`] shows it; the bases are
-/// resolved once for the whole board.
+/// Every lane in the repository's registry (a folder with an entry), each as [`board_lane`]
+/// shows it; the bases are resolved once for the whole board.
 pub fn collect(repo: &Repo) -> Vec<BoardLane> {
     let now = now_secs();
     let mut branches = BranchesNow::open(repo).ok();
-    registered_names(repo)
+    crate::registry::registered_lanes(repo)
         .into_iter()
-        .map(|name| lane_row(repo, branches.as_mut(), name, now))
+        .filter_map(|name| {
+            let registry = lane_registry(repo, &name);
+            // Read once: a folder without an entry (a lane whose supervisor died before it
+            // registered it) is no lane of the board, as `registered_names` has it.
+            let entry = match registry.entry() {
+                Err(err) if err.missing => return None,
+                entry => entry.ok(),
+            };
+            Some(lane_row(
+                repo,
+                branches.as_mut(),
+                name,
+                &registry,
+                entry,
+                now,
+            ))
+        })
         .collect()
 }
 
 /// One lane of the board as of `now` (epoch s). `clawpool ui` and the MCP server read lanes
 /// through this too, so they never disagree with the board.
 pub fn board_lane(repo: &Repo, name: &str, now: u64) -> BoardLane {
+    let registry = lane_registry(repo, name);
+    let entry = registry.entry().ok();
+    let mut branches = BranchesNow::open(repo).ok();
     lane_row(
         repo,
-        BranchesNow::open(repo).ok().as_mut(),
+        branches.as_mut(),
         name.to_owned(),
+        &registry,
+        entry,
         now,
     )
 }
@@ -207,9 +228,14 @@ pub fn board_lane(repo: &Repo, name: &str, now: u64) -> BoardLane {
 /// `board.recorded_green_level` keeps what the record says). The state record itself is left
 /// to its owner; what was worked out for an ended lane is kept in its `branch.json` (see
 /// `BranchesNow::lane_kept`) so that the next board reads it instead of the worktree.
-fn lane_row(repo: &Repo, branches: Option<&mut BranchesNow>, name: String, now: u64) -> BoardLane {
-    let registry = lane_registry(repo, &name);
-    let entry = registry.entry().ok();
+fn lane_row(
+    repo: &Repo,
+    branches: Option<&mut BranchesNow>,
+    name: String,
+    registry: &RegistryFolder,
+    entry: Option<clawpool_lane::registry::RegistryEntry>,
+    now: u64,
+) -> BoardLane {
     let worktree = entry
         .as_ref()
         .map(|e| e.worktree.clone())
@@ -233,13 +259,13 @@ fn lane_row(repo: &Repo, branches: Option<&mut BranchesNow>, name: String, now: 
     let owned = !record.as_ref().is_ok_and(|doc| doc.status.is_terminal());
     let branch = match (branches, base) {
         (Some(branches), Some(base)) => Some(branch_now(
-            branches, &registry, &worktree, &base, &known, recorded, owned,
+            branches, registry, &worktree, &base, &known, recorded, owned,
         )),
         _ => None,
     };
     let mut recorded_green_level = None;
     let state = record.map(|doc| {
-        let mut view = with_ages(&doc, registry.dir(), now);
+        let mut view = StateView::of(doc, registry.dir(), now);
         if let Some(branch) = &branch {
             view.doc.freshness = Some(branch.freshness.clone());
             if view.doc.green_level == Some(GreenLevel::MergeReady)
@@ -366,7 +392,7 @@ mod tests {
     #[test]
     fn a_row_is_the_state_document_with_board_added() {
         use clawpool_lanes::state_file::{Transport, TransportKind};
-        use clawpool_lanes::{LaneStatus, WorkerStateDoc};
+        use clawpool_lanes::{LaneStatus, WorkerStateDoc, with_ages};
         let record = tempfile::tempdir().expect("temp dir");
         let transport = Transport {
             kind: TransportKind::Tmux,
