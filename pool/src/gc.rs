@@ -428,6 +428,54 @@ mod tests {
         assert!(run_allows_removal(&unknown, true).is_ok());
     }
 
+    /// `because` in gc's JSON: the stable words programs match on, as before the verdicts
+    /// were typed.
+    #[test]
+    fn every_because_is_its_stable_word() {
+        let words: Vec<String> = [
+            Because::FolderGone,
+            Because::Empty,
+            Because::Landed,
+            Because::Pushed,
+            Because::Forced,
+            Because::Held,
+            Because::Unlockable,
+            Because::SupervisorLost,
+            Because::Unreadable,
+            Because::NotAWorktree,
+            Because::Uncommitted,
+            Because::Unpublished,
+            Because::RemoveFailed,
+        ]
+        .iter()
+        .map(|b| {
+            serde_json::to_value(b)
+                .expect("word")
+                .as_str()
+                .expect("a string")
+                .to_owned()
+        })
+        .collect();
+        assert_eq!(
+            words,
+            [
+                "folder_gone",
+                "empty",
+                "landed",
+                "pushed",
+                "forced",
+                "held",
+                "unlockable",
+                "supervisor_lost",
+                "unreadable",
+                "not_a_worktree",
+                "uncommitted",
+                "not_landed_nor_pushed",
+                "remove_failed",
+            ]
+        );
+    }
+
     #[test]
     fn a_held_lane_is_never_removed() {
         for force in [false, true] {

@@ -123,10 +123,7 @@ fn draw_title(frame: &mut Frame<'_>, app: &App, area: Rect) {
     }
     // What the lanes shown cost together (the board's `cost`), once any reported usage.
     let cost = clawpool_pool::board::RepositoryCost::of(
-        app.lanes
-            .visible()
-            .into_iter()
-            .map(|lane| crate::board::lane_cost(lane)),
+        app.lanes.visible().into_iter().map(crate::board::lane_cost),
     );
     if cost.lanes_priced > 0 || cost.lanes_unpriced > 0 {
         text.push_str(&format!(" · cost ${:.4}", cost.total_usd));
