@@ -10,8 +10,7 @@
 //! `clawpool_lanes::EventLog` (`clawpool_lanes::stream`: the cursor, its lock, and the repair
 //! after a crash), because every process that records a lane event — a foreground `spawn`,
 //! the daemon, `adopt`, an operator command — writes through it. A lane's life is the lane
-//! engine's (`clawpool-lane`). Gc and the board are still the binary's (`supervisor/src/gc.rs`,
-//! `board.rs`); they move here next (issue #27).
+//! engine's (`clawpool-lane`).
 //!
 //! It owns **starting and adopting lanes** behind one typed request API: a [`PoolRequest`]
 //! (`request`) runs through [`Pool::handle`] (`service`) with the configuration the pool was
@@ -19,6 +18,9 @@
 //! [`Observer`] (`observer`), and the pool writes nothing to a terminal. Planning and starting
 //! with bounded concurrency are [`start`]; the registry's writes [`registry`]; one supervisor
 //! per repository [`supervisor_lock`]; taking over a dead supervisor's lanes [`adoption`].
+//! Reading every lane back as typed rows — the **board** that `clawpool board`, `clawpool ui`
+//! and the MCP server show — is [`board`]; removing lanes whose work is safe elsewhere and
+//! ending idle tmux servers (**gc**) is [`gc`]; both run behind the same request API.
 //!
 //! It also owns **hand-off** of finished lanes to their base: the merge queue ([`land`]) that
 //! moves the base only to verified commits — and **publishing** a lane's branch: [`publish`]
@@ -28,9 +30,11 @@
 //! reads what was appended since its last whole line.
 
 pub mod adoption;
+pub mod board;
 pub mod config;
 pub mod error;
 pub mod forge;
+pub mod gc;
 pub mod known_repos;
 pub mod land;
 pub mod notifier;

@@ -1,4 +1,4 @@
-//! What the pool tells whoever asked it to start or adopt lanes while it works: the lanes it
+//! What the pool tells whoever asked it to start, adopt or collect lanes while it works: the lanes it
 //! is about to take, each lane's situation as it changes, every lane event, and notices for
 //! people. The pool writes nothing to a terminal; the binary's live board and event lines,
 //! or a daemon's log, implement [`Observer`] and render these.
@@ -21,6 +21,11 @@ pub trait Observer: Send + Sync {
     fn notice(&self, notice: Notice);
     /// Every lane of the request is over (ended, skipped, refused or not started).
     fn done(&self);
+    /// A gc is judging lane `lane`, the `checked`-th of `of` (from 0). Only gc calls it, so
+    /// an observer of starts needs none.
+    fn judging(&self, lane: &str, checked: usize, of: usize) {
+        let _ = (lane, checked, of);
+    }
 }
 
 /// A lane's situation as the pool sees it outside its own events.

@@ -20,6 +20,10 @@ pub enum PoolRequest {
     Spawn(SpawnRequest),
     /// Take over the lanes a supervisor that died left.
     Adopt(AdoptRequest),
+    /// Show every lane as it stands now.
+    Board(crate::board::BoardRequest),
+    /// Remove the lanes whose work is safe elsewhere.
+    Gc(crate::gc::GcRequest),
 }
 
 /// The reply to a [`PoolRequest`], variant for variant.
@@ -28,6 +32,10 @@ pub enum PoolReply {
     Spawn(SpawnReply),
     /// What a [`PoolRequest::Adopt`] came to.
     Adopt(AdoptReply),
+    /// The board a [`PoolRequest::Board`] read.
+    Board(crate::board::BoardReply),
+    /// What a [`PoolRequest::Gc`] decided for each lane.
+    Gc(crate::gc::GcReply),
 }
 
 /// The terminal a packet's lanes run in.

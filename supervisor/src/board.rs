@@ -1,22 +1,27 @@
-//! Reading lanes back: `clawpool board` (every lane of a repository), `clawpool events`, and
-//! how a lane argument (a name or a folder) finds its lane. Read-only: these work from the
-//! lanes' records (`state.json` in each registry folder, never the worktree's published copy)
-//! and event logs alone, with or without a supervisor running.
+//! Reading lanes back: `clawpool board` (every lane of a repository) turned into the pool's
+//! request and its typed rows rendered (the table's cells, the JSON document), `clawpool
+//! events`, `clawpool attach`, and how a lane argument (a name or a folder) finds its lane.
+//! The rows themselves — records, liveness, branches against their bases — are the pool's
+//! (`clawpool_pool::board`). Read-only: these work from the lanes' records (`state.json` in
+//! each registry folder, never the worktree's published copy) and event logs alone, with or
+//! without a supervisor running.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clawpool_lanes::state_file::now_secs;
-use clawpool_lanes::{
-    StateFileError, WorkerStateDoc, read_lane_record, state_file_path, with_ages,
-};
-use clawpool_worktree::{BranchesNow, Repo};
-use serde_json::{Value, json};
+use clawpool_lanes::{StateFileError, WorkerStateDoc, read_lane_record, state_file_path};
+use clawpool_pool::board::{BoardLane, BoardReply, BoardRequest, LaneCost, RepositoryCost};
+use clawpool_pool::{Observer, Pool, PoolReply, PoolRequest};
+use clawpool_worktree::Repo;
+use serde_json::Value;
 
 use crate::cli::OutputFormat;
 use crate::output::{CommandError, EXIT_FAILURE};
-use clawpool_lane::registry::{lane_registry, registered_names};
+use clawpool_lane::registry::lane_registry;
 use clawpool_worktree::layout::LANE_DIR;
 
 /// A lane found from a command-line argument.
@@ -143,109 +148,16 @@ fn not_found(name: &str) -> CommandError {
     )
 }
 
-/// Every lane in the repository's registry, each as [`board_lane`] shows it; the bases are
-/// resolved once for the whole board.
-fn collect(repo: &Repo) -> Vec<Value> {
-    let now = now_secs();
-    let mut branches = BranchesNow::open(repo).ok();
-    registered_names(repo)
-        .into_iter()
-        .map(|name| lane_row(repo, branches.as_mut(), &name, now))
-        .collect()
-}
-
-/// One lane of the board: its state document with ages as of `now` (or the error reading it),
-/// plus commits ahead of base and whether the worktree is dirty (`board`). `clawpool ui` reads
-/// lanes through this too, so the dashboard and the board never disagree.
+/// Lane `name`'s board row (the pool's, `clawpool_pool::board::board_lane`) as the JSON
+/// document `clawpool board` prints, for the renderers that read documents: `clawpool ui`,
+/// the MCP server, `doctor`'s channel checks and the demo.
 pub fn board_lane(repo: &Repo, name: &str, now: u64) -> Value {
-    lane_row(repo, BranchesNow::open(repo).ok().as_mut(), name, now)
+    document(&clawpool_pool::board::board_lane(repo, name, now))
 }
 
-/// [`board_lane`] with the repository's bases as `branches` resolved them.
-///
-/// The branch facts are the base's as it is now, whoever last wrote the record: a finished
-/// lane has no owner left to check it, so its record's freshness, its commits ahead and its
-/// `merge_ready` are taken as they are only while its HEAD and its base have not moved since
-/// that check (`BranchesNow`). Otherwise the branch is checked again here (no fetch) and the
-/// row shows that; a `merge_ready` green then stands only on a branch still `fresh` (else the
-/// row shows `workspace`, the most a branch not known fresh reaches, and
-/// `board.recorded_green_level` keeps what the record says). The state record itself is left
-/// to its owner; what was worked out for an ended lane is kept in its `branch.json` (see
-/// `BranchesNow::lane_kept`) so that the next board reads it instead of the worktree.
-fn lane_row(repo: &Repo, branches: Option<&mut BranchesNow>, name: &str, now: u64) -> Value {
-    let registry = lane_registry(repo, name);
-    let entry = registry.entry().ok();
-    let dir = entry
-        .as_ref()
-        .map(|e| e.worktree.clone())
-        .unwrap_or_default();
-    let record = read_lane_record(registry.dir(), &dir);
-    let mut doc = match &record {
-        Ok(doc) => with_ages(doc, registry.dir(), now).to_json(),
-        // A lane whose state cannot be read is still on the board, with why.
-        Err(err) => {
-            json!({"lane": name, "worktree": dir, "lane_status": "unknown", "error": err.to_json()["error"]})
-        }
-    };
-    // As the lane's own checks: its recorded base, else the repository's main branch.
-    let base = entry
-        .as_ref()
-        .and_then(|e| e.base.git_ref.clone().or_else(|| repo.main_branch().ok()));
-    let recorded = record.as_ref().ok().and_then(|d| d.freshness.as_ref());
-    let known: Vec<&str> = entry
-        .iter()
-        .filter_map(|e| e.base.sha.as_deref())
-        .chain(recorded.and_then(|f| f.base_sha.as_deref()))
-        .collect();
-    // A lane that has not ended may have an agent at work (its supervisor's, or one whose
-    // supervisor was lost): its files change without its HEAD moving, so it is worked out
-    // now. An ended one is taken from its kept branch record while that is current, and the
-    // record is written back whenever the worktree had to be opened, so the next board of
-    // it reads files only.
-    let owned = !record.as_ref().is_ok_and(|doc| doc.status.is_terminal());
-    let branch = match (branches, base) {
-        (Some(branches), Some(base)) => {
-            let kept = if owned {
-                None
-            } else {
-                registry.branch_record()
-            };
-            let (lane, fresh) =
-                branches.lane_kept(&dir, &base, &known, recorded, kept.as_ref(), owned);
-            if let Some(fresh) = fresh.filter(|f| kept.as_ref() != Some(f)) {
-                registry.keep_branch_record(&fresh);
-            }
-            Some(lane)
-        }
-        _ => None,
-    };
-    let mut recorded_green = Value::Null;
-    if let Some(branch) = &branch {
-        doc["freshness"] = serde_json::to_value(&branch.freshness).unwrap_or(Value::Null);
-        if doc["green_level"] == "merge_ready"
-            && branch.freshness.state != clawpool_worktree::FreshnessState::Fresh
-        {
-            recorded_green = doc["green_level"].take();
-            doc["green_level"] = "workspace".into();
-        }
-    }
-    let degraded = registry.degraded();
-    let count = |key: &str| doc["permissions"][key].as_u64().unwrap_or(0);
-    let permissions = json!({
-        "allowed": count("allowed"),
-        "denied": count("denied"),
-        "asked": count("asked"),
-    });
-    doc["board"] = json!({
-        "dirty": branch.as_ref().and_then(|b| b.dirty),
-        "commits_ahead": branch.as_ref().and_then(|b| b.freshness.ahead),
-        "state_file_degraded": degraded,
-        "permissions": permissions,
-    });
-    if !recorded_green.is_null() {
-        doc["board"]["recorded_green_level"] = recorded_green;
-    }
-    doc
+/// A typed board row as its JSON document.
+fn document(lane: &BoardLane) -> Value {
+    serde_json::to_value(lane).unwrap_or(Value::Null)
 }
 
 pub async fn run_board(
@@ -254,59 +166,33 @@ pub async fn run_board(
     watch: bool,
     format: OutputFormat,
 ) -> Result<ExitCode, CommandError> {
-    let repo = if all {
-        None
+    let request = if all {
+        BoardRequest::Known
     } else {
-        Some(
-            Repo::open(repo_dir)
-                .map_err(|e| CommandError::invalid("not_a_repository", e.to_string()))?,
-        )
+        BoardRequest::Repository(repo_dir.to_owned())
     };
+    let pool = Pool::reader();
     loop {
-        // `--all`: every repository of the user's index, read again each round (spawn and gc
-        // keep it current), each lane labelled with its repository.
-        let repos = match &repo {
-            Some(repo) => vec![repo.clone()],
-            None => {
-                crate::known_repos::read().map_err(|e| CommandError::invalid("invalid_index", e))?
-            }
+        let PoolReply::Board(reply) = pool
+            .handle(PoolRequest::Board(request.clone()), Arc::new(NoProgress))
+            .await?
+        else {
+            unreachable!("the pool answers a board request with a board")
         };
-        let sections: Vec<(&Repo, Vec<Value>)> =
-            repos.iter().map(|repo| (repo, collect(repo))).collect();
         match format {
-            OutputFormat::Json => {
-                let lanes: Vec<Value> = sections
-                    .iter()
-                    .flat_map(|(repo, lanes)| {
-                        lanes.iter().cloned().map(move |mut lane| {
-                            if all {
-                                lane["repository"] = repo.root().display().to_string().into();
-                            }
-                            lane
-                        })
-                    })
-                    .collect();
-                let cost: Vec<Value> = sections
-                    .iter()
-                    .map(|(repo, lanes)| {
-                        let mut cost = repository_cost(lanes);
-                        cost["repository"] = repo.root().display().to_string().into();
-                        cost
-                    })
-                    .collect();
-                println!("{}", json!({"lanes": lanes, "cost": cost}));
-            }
+            OutputFormat::Json => print_json(&reply, all),
             OutputFormat::Text => {
                 if watch {
                     print!("\x1b[H\x1b[2J");
                 }
-                for (repo, lanes) in &sections {
+                for section in &reply.sections {
                     if all {
-                        println!("repository {}", repo.root().display());
+                        println!("repository {}", section.repo.root().display());
                     }
-                    print_table(lanes);
+                    let lanes: Vec<Value> = section.lanes.iter().map(document).collect();
+                    print_table(&lanes, &section.cost());
                 }
-                if all && sections.is_empty() {
+                if all && reply.sections.is_empty() {
                     println!("(no repository with lanes in the index)");
                 }
             }
@@ -319,6 +205,64 @@ pub async fn run_board(
             _ = tokio::signal::ctrl_c() => return Ok(ExitCode::SUCCESS),
         }
     }
+}
+
+/// The board as one JSON document, `{"lanes": [...], "cost": [...]}`, written straight from
+/// the typed rows; with `--all` each lane and each cost names its repository.
+fn print_json(reply: &BoardReply, all: bool) {
+    #[derive(serde::Serialize)]
+    struct Lane<'a> {
+        #[serde(flatten)]
+        lane: &'a BoardLane,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        repository: Option<String>,
+    }
+    #[derive(serde::Serialize)]
+    struct Cost {
+        #[serde(flatten)]
+        cost: RepositoryCost,
+        repository: String,
+    }
+    #[derive(serde::Serialize)]
+    struct Board<'a> {
+        lanes: Vec<Lane<'a>>,
+        cost: Vec<Cost>,
+    }
+    let board = Board {
+        lanes: reply
+            .sections
+            .iter()
+            .flat_map(|section| {
+                let repository = all.then(|| section.repo.root().display().to_string());
+                section.lanes.iter().map(move |lane| Lane {
+                    lane,
+                    repository: repository.clone(),
+                })
+            })
+            .collect(),
+        cost: reply
+            .sections
+            .iter()
+            .map(|section| Cost {
+                cost: section.cost(),
+                repository: section.repo.root().display().to_string(),
+            })
+            .collect(),
+    };
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let _ = serde_json::to_writer(&mut out, &board);
+    let _ = writeln!(out);
+}
+
+/// A board reports no progress: it is one read.
+struct NoProgress;
+
+impl Observer for NoProgress {
+    fn starting(&self, _: &[String]) {}
+    fn lane(&self, _: &str, _: clawpool_pool::LaneNote) {}
+    fn event(&self, _: &clawpool_lanes::LaneEvent) {}
+    fn notice(&self, _: clawpool_pool::Notice) {}
+    fn done(&self) {}
 }
 
 /// A lane's permission questions as `allowed/denied/asked`, `-` when it had none.
@@ -362,26 +306,17 @@ pub fn cost_cell(lane: &Value) -> String {
     }
 }
 
-/// What a repository's lanes cost together (the board's `cost`): the sum of the lanes with a
-/// `cost_usd`, and how many lanes reported usage that could not be priced (not in the sum).
-pub fn repository_cost(lanes: &[Value]) -> Value {
-    let priced: Vec<f64> = lanes
-        .iter()
-        .filter_map(|l| l["cost_usd"].as_f64())
-        .collect();
-    let unpriced = lanes
-        .iter()
-        .filter(|l| l["cost_usd"].is_null() && l["cost"].is_object())
-        .count();
-    json!({
-        // Folded from +0.0: an empty f64 sum is -0.0, printed `$-0.0000`.
-        "total_usd": priced.iter().fold(0.0, |total, cost| total + cost),
-        "lanes_priced": priced.len(),
-        "lanes_unpriced": unpriced,
-    })
+/// A lane's cost as its board document says (`cost_usd`, `cost`), for renderers of documents
+/// (`clawpool ui`); the sum is the pool's [`RepositoryCost::of`].
+pub fn lane_cost(lane: &Value) -> LaneCost {
+    match lane["cost_usd"].as_f64() {
+        Some(usd) => LaneCost::Priced(usd),
+        None if lane["cost"].is_object() => LaneCost::Unpriced,
+        None => LaneCost::None,
+    }
 }
 
-fn print_table(lanes: &[Value]) {
+fn print_table(lanes: &[Value], cost: &RepositoryCost) {
     let text = |v: &Value| {
         v.as_str().map(str::to_owned).unwrap_or_else(|| {
             if v.is_null() {
@@ -478,13 +413,11 @@ fn print_table(lanes: &[Value]) {
     if rows.is_empty() {
         println!("(no lanes in this repository)");
     } else {
-        let cost = repository_cost(lanes);
-        let unpriced = cost["lanes_unpriced"].as_u64().unwrap_or(0);
         println!(
             "cost: ${:.4} over {} priced lane(s){}",
-            cost["total_usd"].as_f64().unwrap_or(0.0),
-            cost["lanes_priced"],
-            match unpriced {
+            cost.total_usd,
+            cost.lanes_priced,
+            match cost.lanes_unpriced {
                 0 => String::new(),
                 n => format!(", {n} lane(s) with usage that has no price (cost `?`)"),
             }
@@ -647,18 +580,18 @@ pub async fn run_attach(lane: &Path) -> Result<ExitCode, CommandError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
-    fn cost_cells_and_the_repository_total_never_count_unknown_as_zero() {
+    fn cost_cells_never_count_unknown_as_zero() {
         let priced = json!({"cost_usd": 0.5, "cost": {"model": "m"}});
         let unpriced = json!({"cost": {"model": "x", "unknown_because": "no price"}});
         let no_usage = json!({"lane": "quiet"});
         assert_eq!(cost_cell(&priced), "$0.5000");
         assert_eq!(cost_cell(&unpriced), "?");
         assert_eq!(cost_cell(&no_usage), "-");
-        let total = repository_cost(&[priced.clone(), unpriced, no_usage, priced]);
-        assert_eq!(total["total_usd"], 1.0);
-        assert_eq!(total["lanes_priced"], 2);
-        assert_eq!(total["lanes_unpriced"], 1);
+        assert_eq!(lane_cost(&priced), LaneCost::Priced(0.5));
+        assert_eq!(lane_cost(&unpriced), LaneCost::Unpriced);
+        assert_eq!(lane_cost(&no_usage), LaneCost::None);
     }
 }

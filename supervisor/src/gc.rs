@@ -1,484 +1,100 @@
-//! `clawpool gc`: remove the worktrees of lanes that are over (their last status finished or
-//! failed) and whose work is safe elsewhere — landed (reachable from the lane's base), pushed
-//! (reachable from the branch's remote-tracking ref) or empty — and prune git's entries for
-//! worktrees whose folders are gone. Uncommitted work, commits neither landed nor pushed, and a
-//! lane whose supervisor was lost before it ended (its tmux worker may still be at work there),
-//! are never removed without `--force`, and each kept lane is named with why;
-//! a lane someone holds never is, whatever `--force` says. Who holds a lane is told by its
-//! supervisor lock in its registry folder — taken by `spawn` before it makes the worktree and
-//! kept by the lane's supervisor to its last write — never by files in the worktree, which the
-//! lane's agent can delete. gc takes that lock itself for each lane it judges and keeps it
-//! until the lane's registry folder is gone, so no spawn starts the lane meanwhile.
+//! `clawpool gc`: its flags turned into the pool's [`GcRequest`] and its typed verdicts
+//! rendered (a line per lane, or one JSON document), with a progress bar while the pool judges
+//! the lanes. What is removed, when and why — the locks, the git checks, the removal and the
+//! `removed` marker, idle tmux servers — is the pool's (`clawpool_pool::gc`).
 
-use std::path::Path;
 use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
 
-use clawpool_lanes::read_lane_record;
-use clawpool_lanes::state_file::SupervisorLock;
-use clawpool_lanes::state_file::now_secs;
-use clawpool_worktree::{Repo, pushed_to, remove_lane_worktree, worktree_status};
-use serde_json::json;
+use clawpool_pool::gc::{Because, GcReply, GcRequest};
+use clawpool_pool::{LaneNote, Notice, Observer, Pool, PoolReply, PoolRequest};
 
 use crate::cli::{GcArgs, OutputFormat};
 use crate::output::CommandError;
 use crate::progress::Progress;
-use clawpool_lane::registry::{RegistryFolder, lane_registry, registered_names};
 
-/// What gc decided for one lane.
-struct Verdict {
-    lane: String,
-    removed: bool,
-    /// Why, as a stable word for programs (`Because`).
-    because: Because,
-    reason: String,
-    /// The status `clawpool state` shows (`supervisor_lost` included); `None` when unknown.
-    status: Option<String>,
-}
-
-pub fn run(args: &GcArgs) -> Result<ExitCode, CommandError> {
-    let repo = Repo::open(&args.repo)
-        .map_err(|e| CommandError::invalid("not_a_repository", e.to_string()))?;
-    let main = repo
-        .main_branch()
-        .map_err(|e| CommandError::invalid("not_a_repository", e.to_string()))?;
-    let names = clawpool_pool::registry::registered_lanes(&repo);
-    let mut verdicts = Vec::new();
-    let progress = Progress::bar(
-        args.output_format,
-        names.len() as u64,
-        "gc {bar:30} {pos}/{len} lanes checked · {msg}",
-    );
-    for (checked, name) in names.into_iter().enumerate() {
-        progress.set(checked as u64, name.clone());
-        let registry = lane_registry(&repo, &name);
-        verdicts.push(judge_held(&repo, &main, &name, &registry, args.force));
-    }
-    progress.clear();
-    // Its last lane gone, the repository leaves the user's index (`ui --all` no longer lists
-    // it); gc's work is done either way.
-    if registered_names(&repo).is_empty()
-        && let Err(err) = crate::known_repos::remove(&repo)
-    {
+pub async fn run(args: &GcArgs) -> Result<ExitCode, CommandError> {
+    let request = GcRequest {
+        repo: args.repo.clone(),
+        force: args.force,
+    };
+    let observer = Arc::new(GcProgress {
+        format: args.output_format,
+        bar: Mutex::new(None),
+    });
+    let reply = Pool::reader()
+        .handle(PoolRequest::Gc(request), observer.clone())
+        .await;
+    observer.clear();
+    let PoolReply::Gc(reply) = reply? else {
+        unreachable!("the pool answers a gc request with gc's verdicts")
+    };
+    if let Some(err) = &reply.index_not_updated {
         tracing::warn!("the index of repositories with lanes was not updated: {err}");
     }
-    let pruned = std::process::Command::new("git")
-        .args(["worktree", "prune"])
-        .current_dir(repo.root())
-        .status()
-        .is_ok_and(|s| s.success());
     match args.output_format {
         OutputFormat::Json => println!(
             "{}",
-            json!({
-                "lanes": verdicts.iter().map(|v| json!({"lane": v.lane, "removed": v.removed, "because": v.because.as_str(), "reason": v.reason, "status": v.status})).collect::<Vec<_>>(),
-                "pruned_worktree_entries": pruned,
-            })
+            serde_json::to_string(&reply)
+                .map_err(|e| CommandError::io("writing gc's verdicts", std::io::Error::other(e)))?
         ),
-        OutputFormat::Text => {
-            for v in &verdicts {
-                let what = if v.removed { "removed" } else { "kept   " };
-                println!("{what} {:<24} {}", v.lane, v.reason);
-            }
-            if verdicts.is_empty() {
-                println!("(no lanes in this repository)");
-            }
-            let unsafe_work: Vec<&str> = verdicts
-                .iter()
-                .filter(|v| matches!(v.because, Because::Uncommitted | Because::Unpublished))
-                .map(|v| v.lane.as_str())
-                .collect();
-            if !unsafe_work.is_empty() {
-                println!(
-                    "kept {} lane(s) whose work is neither landed nor pushed: {} (`clawpool land`, `clawpool push`, or gc --force to drop it)",
-                    unsafe_work.len(),
-                    unsafe_work.join(", ")
-                );
-            }
-        }
+        OutputFormat::Text => print_text(&reply),
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// Ends the repository's private tmux server (its hidden `clawpool-control` session with its
-/// placeholder `sleep`) when no lane's session runs on it any more: nothing else ends a server
-/// whose lanes ended after the supervisor that started them went (`daemon --stop`, a killed
-/// spawn). Never starts one; leaves a server with any lane session alone.
-pub async fn end_idle_tmux_server(repo: &Repo) {
-    let config = clawpool_pty::TmuxConfig::new(crate::spawn::tmux_socket_name(repo));
-    if let Ok(Some(server)) = clawpool_pty::TmuxServer::connect_existing(config).await
-        && server.sessions().await.is_ok_and(|s| s.is_empty())
-    {
-        let _ = server.kill_server().await;
+fn print_text(reply: &GcReply) {
+    for v in &reply.lanes {
+        let what = if v.removed { "removed" } else { "kept   " };
+        println!("{what} {:<24} {}", v.lane, v.reason);
     }
-}
-
-/// Writes the removed lane's marker (`StateDir::removed`): `{"lane", "removed_at", "reason"}`,
-/// so that spawning its packet again does not silently re-create it (`clawpool spawn --rerun`
-/// does, and removes the marker). Best effort: a lane whose marker could not be written is only
-/// re-created as a lane never spawned would be.
-fn leave_removed_marker(repo: &Repo, verdict: &Verdict) {
-    let marker = repo.state_dir().removed(&verdict.lane);
-    if let Some(dir) = marker.parent() {
-        let _ = std::fs::create_dir_all(dir);
+    if reply.lanes.is_empty() {
+        println!("(no lanes in this repository)");
     }
-    let doc = json!({"lane": verdict.lane, "removed_at": now_secs(), "reason": verdict.reason});
-    let _ = std::fs::write(marker, format!("{doc:#}\n"));
-}
-
-/// Judges lane `name` holding its supervisor lock, and removes its registry folder (leaving
-/// gc's marker) before letting go of it when the lane goes. A lane whose lock someone else
-/// holds — a spawn preparing it, a supervisor driving it — is kept, `--force` or not.
-fn judge_held(
-    repo: &Repo,
-    main: &str,
-    name: &str,
-    registry: &RegistryFolder,
-    force: bool,
-) -> Verdict {
-    let _lock = match SupervisorLock::hold(registry.dir()) {
-        Ok(lock) => lock,
-        Err(err) => {
-            let held = err.kind() == std::io::ErrorKind::WouldBlock;
-            let status = registry.entry().ok().and_then(|entry| {
-                read_lane_record(registry.dir(), &entry.worktree)
-                    .ok()
-                    .map(|doc| clawpool_lanes::wire_name(&doc.status))
-            });
-            let (because, reason) = match run_allows_removal(&LaneRun::Held, force) {
-                Err(kept) if held => kept,
-                _ => (
-                    Because::Unlockable,
-                    format!("its lock cannot be taken: {err}"),
-                ),
-            };
-            return Verdict {
-                lane: name.to_owned(),
-                removed: false,
-                because,
-                reason,
-                status,
-            };
-        }
-    };
-    let verdict = judge(repo, main, name, registry, force);
-    if verdict.removed {
-        let _ = std::fs::remove_dir_all(registry.dir());
-        leave_removed_marker(repo, &verdict);
-    }
-    verdict
-}
-
-/// Judges lane `name`, whose supervisor lock this process holds: nobody prepares or drives it.
-fn judge(repo: &Repo, main: &str, name: &str, registry: &RegistryFolder, force: bool) -> Verdict {
-    let verdict =
-        |removed: bool, (because, reason): (Because, String), status: Option<String>| Verdict {
-            lane: name.to_owned(),
-            removed,
-            because,
-            reason,
-            status,
-        };
-    let Ok(entry) = registry.entry() else {
-        return verdict(
-            false,
-            (Because::Unreadable, "no readable lane.json".into()),
-            None,
-        );
-    };
-    let dir = entry.worktree.clone();
-    if !dir.exists() {
-        return verdict(
-            true,
-            (Because::FolderGone, "its folder was already gone".into()),
-            None,
+    let unsafe_work: Vec<&str> = reply
+        .lanes
+        .iter()
+        .filter(|v| matches!(v.because, Because::Uncommitted | Because::Unpublished))
+        .map(|v| v.lane.as_str())
+        .collect();
+    if !unsafe_work.is_empty() {
+        println!(
+            "kept {} lane(s) whose work is neither landed nor pushed: {} (`clawpool land`, `clawpool push`, or gc --force to drop it)",
+            unsafe_work.len(),
+            unsafe_work.join(", ")
         );
     }
-    // From the lane's record, never its worktree's copy. The lock is ours, so a lane not
-    // ended has lost its supervisor.
-    let (run, status) = match read_lane_record(registry.dir(), &dir) {
-        Ok(doc) if doc.status.is_terminal() => {
-            (LaneRun::Ended, Some(clawpool_lanes::wire_name(&doc.status)))
-        }
-        Ok(doc) => (
-            LaneRun::SupervisorLost(doc.lane_state().to_string()),
-            Some("supervisor_lost".to_owned()),
-        ),
-        Err(err) => (LaneRun::Unknown(err.kind()), None),
-    };
-    if let Err(kept) = run_allows_removal(&run, force) {
-        return verdict(false, kept, status);
-    }
-    let Ok(worktree) = worktree_status(&dir) else {
-        return verdict(
-            false,
-            (
-                Because::NotAWorktree,
-                "not a worktree of this repository".into(),
-            ),
-            status,
-        );
-    };
-    // Landed means on the lane's own base as it is now (the branch it was made from), not on
-    // whatever the repository's main branch is.
-    let base = entry
-        .base
-        .git_ref
-        .clone()
-        .unwrap_or_else(|| main.to_owned());
-    let start = entry.base.sha.as_deref().unwrap_or(&base);
-    let branch = worktree
-        .branch
-        .clone()
-        .unwrap_or_else(|| worktree.head.clone());
-    let tree = Tree {
-        dirty: worktree.dirty,
-        empty: is_ancestor(repo.root(), &worktree.head, start),
-        landed: is_ancestor(repo.root(), &worktree.head, &base),
-        pushed: match &worktree.branch {
-            Some(branch) => pushed_to(repo.root(), &worktree.head, branch),
-            None => Vec::new(),
-        },
-        branch,
-        base,
-    };
-    let why = match tree_allows_removal(&tree, force) {
-        Ok(why) => why,
-        Err(kept) => return verdict(false, kept, status),
-    };
-    match remove_lane_worktree(repo, &dir, force) {
-        Ok(()) => verdict(true, why, status),
-        Err(err) => verdict(
-            false,
-            (Because::RemoveFailed, format!("could not remove: {err}")),
-            status,
-        ),
-    }
 }
 
-/// Why gc removed or kept a lane, as a stable word (`because` in JSON).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Because {
-    /// Removed: its folder was gone already.
-    FolderGone,
-    /// Removed: no commits of its own.
-    Empty,
-    /// Removed: its HEAD is on its base.
-    Landed,
-    /// Removed: its HEAD is on its branch's remote-tracking ref.
-    Pushed,
-    /// Removed by `--force`.
-    Forced,
-    /// Kept: a live clawpool holds it.
-    Held,
-    /// Kept: its lock could not be taken for another reason.
-    Unlockable,
-    /// Kept: its supervisor was lost before it ended.
-    SupervisorLost,
-    /// Kept: its registry entry or state record cannot be read.
-    Unreadable,
-    /// Kept: its folder is no worktree of the repository.
-    NotAWorktree,
-    /// Kept: uncommitted work.
-    Uncommitted,
-    /// Kept: commits neither landed nor pushed.
-    Unpublished,
-    /// Kept: git would not remove it.
-    RemoveFailed,
+/// gc's progress bar, made when the pool says how many lanes it judges.
+struct GcProgress {
+    format: OutputFormat,
+    bar: Mutex<Option<Progress>>,
 }
 
-impl Because {
-    fn as_str(self) -> &'static str {
-        match self {
-            Because::FolderGone => "folder_gone",
-            Because::Empty => "empty",
-            Because::Landed => "landed",
-            Because::Pushed => "pushed",
-            Because::Forced => "forced",
-            Because::Held => "held",
-            Because::Unlockable => "unlockable",
-            Because::SupervisorLost => "supervisor_lost",
-            Because::Unreadable => "unreadable",
-            Because::NotAWorktree => "not_a_worktree",
-            Because::Uncommitted => "uncommitted",
-            Because::Unpublished => "not_landed_nor_pushed",
-            Because::RemoveFailed => "remove_failed",
+impl GcProgress {
+    fn clear(&self) {
+        if let Some(bar) = self.bar.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            bar.clear();
         }
     }
 }
 
-/// How a lane's run stands, from its lock and its record.
-#[derive(Debug)]
-enum LaneRun {
-    /// Its last status is finished or failed: nothing more will happen in its worktree.
-    Ended,
-    /// Someone holds its lock: a spawn preparing it, or its live supervisor.
-    Held,
-    /// Not ended, and its supervisor stopped writing: a tmux worker may still be at work in
-    /// the worktree, and `clawpool adopt` can take it over.
-    SupervisorLost(String),
-    /// The state file cannot be read (its error kind).
-    Unknown(&'static str),
-}
-
-/// Whether a lane's run lets gc remove its worktree (`Err` says why not). Only an ended run
-/// may go without `--force`; a run under a live supervisor never may.
-fn run_allows_removal(run: &LaneRun, force: bool) -> Result<(), (Because, String)> {
-    match run {
-        LaneRun::Ended => Ok(()),
-        LaneRun::Held => Err((
-            Because::Held,
-            "held by a live clawpool (being prepared or running): never removed, --force or not"
-                .into(),
-        )),
-        LaneRun::SupervisorLost(state) if !force => Err((
-            Because::SupervisorLost,
-            format!(
-                "supervisor_lost while {state}: its worker may still run (`clawpool adopt` takes it over); use --force"
-            ),
-        )),
-        LaneRun::Unknown(kind) if !force => Err((
-            Because::Unreadable,
-            format!("state unknown ({kind}); use --force"),
-        )),
-        LaneRun::SupervisorLost(_) | LaneRun::Unknown(_) => Ok(()),
-    }
-}
-
-/// A lane worktree's work, as gc weighs it.
-#[derive(Debug)]
-struct Tree {
-    /// Uncommitted changes or untracked files.
-    dirty: bool,
-    /// HEAD is the lane's starting commit or behind it: no commits of its own.
-    empty: bool,
-    /// HEAD is on the lane's base.
-    landed: bool,
-    /// The remote-tracking refs of the lane's branch that have HEAD.
-    pushed: Vec<String>,
-    branch: String,
-    base: String,
-}
-
-/// Whether a worktree's work lets gc remove it: `Ok` with the reason given for removing it,
-/// `Err` with the reason for keeping it. Uncommitted work, and commits neither landed nor
-/// pushed, go only with `--force`.
-fn tree_allows_removal(tree: &Tree, force: bool) -> Result<(Because, String), (Because, String)> {
-    let Tree { branch, base, .. } = tree;
-    if tree.dirty && !force {
-        return Err((Because::Uncommitted, "uncommitted work; use --force".into()));
-    }
-    if tree.dirty {
-        return Ok((Because::Forced, "--force".into()));
-    }
-    if tree.empty {
-        return Ok((Because::Empty, "no commits of its own".into()));
-    }
-    if tree.landed {
-        return Ok((Because::Landed, format!("{branch} is landed on {base}")));
-    }
-    if let Some(remote) = tree.pushed.first() {
-        let remote = remote.strip_prefix("refs/remotes/").unwrap_or(remote);
-        return Ok((Because::Pushed, format!("{branch} is pushed ({remote})")));
-    }
-    if force {
-        return Ok((Because::Forced, "--force".into()));
-    }
-    Err((
-        Because::Unpublished,
-        format!("{branch} has commits neither landed on {base} nor pushed; use --force"),
-    ))
-}
-
-/// Whether `commit` is `target` or one of its ancestors.
-fn is_ancestor(repo: &Path, commit: &str, target: &str) -> bool {
-    std::process::Command::new("git")
-        .args(["merge-base", "--is-ancestor", commit, target])
-        .current_dir(repo)
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn tree(dirty: bool, empty: bool, landed: bool, pushed: bool) -> Tree {
-        Tree {
-            dirty,
-            empty,
-            landed,
-            pushed: if pushed {
-                vec!["refs/remotes/origin/lanes/a".into()]
-            } else {
-                Vec::new()
-            },
-            branch: "lanes/a".into(),
-            base: "main".into(),
-        }
-    }
-
-    #[test]
-    fn only_an_ended_run_goes_without_force() {
-        assert!(run_allows_removal(&LaneRun::Ended, false).is_ok());
-        let lost = LaneRun::SupervisorLost("running".into());
-        let (because, kept) =
-            run_allows_removal(&lost, false).expect_err("a lost supervisor's lane is kept");
-        assert_eq!(because, Because::SupervisorLost);
-        assert!(kept.contains("supervisor_lost while running"), "{kept}");
-        assert!(kept.contains("--force"), "{kept}");
-        assert!(run_allows_removal(&lost, true).is_ok());
-        let unknown = LaneRun::Unknown("invalid_state_file");
-        assert!(run_allows_removal(&unknown, false).is_err());
-        assert!(run_allows_removal(&unknown, true).is_ok());
-    }
-
-    #[test]
-    fn a_held_lane_is_never_removed() {
-        for force in [false, true] {
-            let (because, kept) = run_allows_removal(&LaneRun::Held, force).expect_err("kept");
-            assert_eq!(because, Because::Held);
-            assert!(kept.contains("held by a live clawpool"), "{kept}");
-        }
-    }
-
-    #[test]
-    fn empty_landed_or_pushed_clean_work_goes_and_the_rest_needs_force() {
-        let because = |t: Tree, force| match tree_allows_removal(&t, force) {
-            Ok((b, _)) | Err((b, _)) => b,
-        };
-        assert_eq!(
-            because(tree(false, true, false, false), false),
-            Because::Empty
-        );
-        assert_eq!(
-            because(tree(false, false, true, false), false),
-            Because::Landed
-        );
-        assert_eq!(
-            tree_allows_removal(&tree(false, false, false, true), false),
-            Ok((
-                Because::Pushed,
-                "lanes/a is pushed (origin/lanes/a)".to_owned()
-            ))
-        );
-        let kept = tree_allows_removal(&tree(false, false, false, false), false);
-        assert!(
-            kept.as_ref()
-                .is_err_and(|(b, why)| *b == Because::Unpublished
-                    && why.contains("neither landed on main nor pushed")),
-            "{kept:?}"
-        );
-        // Pushed or landed commits do not make uncommitted work safe.
-        assert_eq!(
-            because(tree(true, false, true, true), false),
-            Because::Uncommitted
-        );
-        for (dirty, empty, landed) in [
-            (false, false, false),
-            (true, false, false),
-            (true, true, true),
-        ] {
-            assert!(tree_allows_removal(&tree(dirty, empty, landed, false), true).is_ok());
-        }
+impl Observer for GcProgress {
+    fn starting(&self, _: &[String]) {}
+    fn lane(&self, _: &str, _: LaneNote) {}
+    fn event(&self, _: &clawpool_lanes::LaneEvent) {}
+    fn notice(&self, _: Notice) {}
+    fn done(&self) {}
+    fn judging(&self, lane: &str, checked: usize, of: usize) {
+        let mut bar = self.bar.lock().unwrap_or_else(|e| e.into_inner());
+        bar.get_or_insert_with(|| {
+            Progress::bar(
+                self.format,
+                of as u64,
+                "gc {bar:30} {pos}/{len} lanes checked · {msg}",
+            )
+        })
+        .set(checked as u64, lane.to_owned());
     }
 }

@@ -195,14 +195,14 @@ fn main() -> ExitCode {
                 spawn::adopt(args, loaded).await
             }
             Command::Gc(args) => {
-                let code = gc::run(&args)?;
+                let code = gc::run(&args).await?;
                 // A server no lane runs on goes too, unless a supervisor may be about to start
                 // one there.
                 if let Ok(repo) = clawpool_worktree::Repo::open(&args.repo)
                     && supervisor_lock_holder(&lock_path(&repo))
                         .is_ok_and(|holder| matches!(holder, LockHolder::Free))
                 {
-                    gc::end_idle_tmux_server(&repo).await;
+                    clawpool_pool::gc::end_idle_tmux_server(&repo).await;
                 }
                 Ok(code)
             }

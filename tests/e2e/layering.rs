@@ -345,8 +345,80 @@ const POOL_LOGIC: [(&str, &str); 18] = [
 ];
 
 /// The binary's files that issue #27 emptied of pool logic (`supervisor/src/`, a folder
-/// meaning every file in it). `board.rs` and `gc.rs` join once they move too.
-const POOL_CLIENTS: [&str; 4] = ["spawn.rs", "daemon", "loaded.rs", "known_repos.rs"];
+/// meaning every file in it). `board.rs` joins once the lane lookups it still holds
+/// (`find_lane` and its helpers, which read a lane's registry folder) move too; until then
+/// it is held to [`BOARD_GC_LOGIC`] only.
+const POOL_CLIENTS: [&str; 5] = ["spawn.rs", "daemon", "loaded.rs", "known_repos.rs", "gc.rs"];
+
+/// What moved from the binary's board and gc into the pool (`clawpool_pool::board`, `gc`),
+/// each with why: the files that render boards and gc verdicts must not work them out again.
+const BOARD_GC_LOGIC: [(&str, &str); 17] = [
+    (
+        "BranchesNow",
+        "a lane's branch against its base now is worked out by the pool's board",
+    ),
+    (
+        "branch_record(",
+        "an ended lane's kept branch record is read and written by the pool's board",
+    ),
+    (
+        "with_ages(",
+        "a board row's ages and liveness are the pool's board",
+    ),
+    ("fn lane_row(", "a board row is made by the pool's board"),
+    ("fn collect(", "a board's rows are collected by the pool"),
+    (
+        "fn repository_cost(",
+        "what a repository's lanes cost together is the pool's board",
+    ),
+    (
+        "registered_names(",
+        "which lanes are registered is read by the pool",
+    ),
+    (
+        "remove_lane_worktree",
+        "git: a lane's worktree is removed by the pool's gc",
+    ),
+    (
+        "pushed_to(",
+        "git: whether a branch is pushed is checked by the pool's gc",
+    ),
+    (
+        "worktree_status(",
+        "git: a lane's worktree is read by the pool",
+    ),
+    (
+        "merge-base",
+        "git: whether work is landed is checked by the pool's gc",
+    ),
+    (
+        "Command::new(\"git\")",
+        "git is the pool's (through the worktree crate)",
+    ),
+    (
+        "remove_dir_all(",
+        "a lane's registry folder is removed by the pool's gc",
+    ),
+    (
+        ".removed(",
+        "gc's removed marker is written by the pool's gc",
+    ),
+    (
+        "SupervisorLock::hold",
+        "a lane's lock is taken by the pool's gc while it judges the lane",
+    ),
+    (
+        "kill_server(",
+        "an idle tmux server is ended by the pool's gc",
+    ),
+    (
+        "known_repos::remove",
+        "the index of repositories is updated by the pool's gc",
+    ),
+];
+
+/// The binary's files that render the board and gc (`supervisor/src/`).
+const BOARD_GC_CLIENTS: [&str; 2] = ["board.rs", "gc.rs"];
 
 /// The places in `code` (production code of `file`) that hold pool logic.
 fn pool_logic_in(file: &str, code: &str) -> Vec<String> {
@@ -379,6 +451,30 @@ fn the_binary_holds_no_pool_logic_in_spawn_adopt_and_the_daemon() {
         }
     }
     assert!(found.is_empty(), "pool logic in the binary: {found:#?}");
+}
+
+/// Issue #27: the board and gc are the pool's (`clawpool_pool::board`, `gc`); the binary's
+/// `board.rs` and `gc.rs` turn flags into requests and render the typed rows and verdicts —
+/// no git, no branch records, no removal, no liveness of their own.
+#[test]
+fn the_binary_holds_no_board_or_gc_logic() {
+    let src = workspace().join("supervisor/src");
+    let mut found = Vec::new();
+    for client in BOARD_GC_CLIENTS {
+        let path = src.join(client);
+        assert!(path.is_file(), "{client} is gone: update this test");
+        let code = production_code(&std::fs::read_to_string(&path).expect("read"));
+        found.extend(
+            BOARD_GC_LOGIC
+                .iter()
+                .filter(|(pattern, _)| code.contains(pattern))
+                .map(|(pattern, why)| format!("{client}: `{pattern}` ({why})")),
+        );
+    }
+    assert!(
+        found.is_empty(),
+        "board or gc logic in the binary: {found:#?}"
+    );
 }
 
 /// A registry write or an adoption decision in one of those files is caught (the check above

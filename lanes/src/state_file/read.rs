@@ -135,6 +135,11 @@ pub fn read_state_file(path: &Path) -> Result<WorkerStateDoc, StateFileError> {
 pub fn read_lane_record(record: &Path, worktree: &Path) -> Result<WorkerStateDoc, StateFileError> {
     let path = clawpool_worktree::layout::state_record(record);
     let doc = read_state_file(&path)?;
+    // The same path needs no resolving (a spawned lane's record names its worktree as the
+    // registry does): the board reads a thousand of them.
+    if Path::new(&doc.worktree) == worktree {
+        return Ok(doc);
+    }
     let canonical = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
     let belongs_to = PathBuf::from(&doc.worktree);
     let found_in = canonical(worktree);
@@ -156,6 +161,15 @@ pub fn parse_state(path: &Path, bytes: &[u8]) -> Result<WorkerStateDoc, StateFil
     };
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(invalid("the file is empty".into()));
+    }
+    // A file of this version, well formed: parsed once, straight into the document. Anything
+    // else (an older or newer version, a wrong shape) takes the checks below, which say what
+    // is wrong.
+    if let Ok(doc) = serde_json::from_slice::<WorkerStateDoc>(bytes)
+        && doc.schema_version == SCHEMA_VERSION
+        && doc.incoherence().is_none()
+    {
+        return Ok(doc);
     }
     let value: Value =
         serde_json::from_slice(bytes).map_err(|e| invalid(format!("not JSON: {e}")))?;

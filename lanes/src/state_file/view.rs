@@ -57,25 +57,31 @@ pub struct StateView {
 ///   shows `status` `supervisor_lost` (and `is_ready` false); a finished or failed lane keeps
 ///   its status, since nothing more was going to happen to it.
 pub fn with_ages(doc: &WorkerStateDoc, record: &Path, now: u64) -> StateView {
-    let mut doc = doc.clone();
-    doc.seconds_since_update = now.saturating_sub(doc.progress_at);
-    let seconds_since_heartbeat = now.saturating_sub(doc.supervisor.heartbeat_at);
-    let supervisor_lost = match probe(record) {
-        Liveness::Alive => false,
-        Liveness::Gone => true,
-        Liveness::Unknown => seconds_since_heartbeat > SUPERVISOR_LOST_AFTER.as_secs(),
-    };
-    let status =
-        if supervisor_lost && !doc.status.is_terminal() && !held_by_checks(doc.lane_state()) {
-            ShownStatus::SupervisorLost
-        } else {
-            ShownStatus::Lane(doc.status)
+    StateView::of(doc.clone(), record, now)
+}
+
+impl StateView {
+    /// [`with_ages`] of a document the caller no longer needs (no copy of it is made).
+    pub fn of(mut doc: WorkerStateDoc, record: &Path, now: u64) -> StateView {
+        doc.seconds_since_update = now.saturating_sub(doc.progress_at);
+        let seconds_since_heartbeat = now.saturating_sub(doc.supervisor.heartbeat_at);
+        let supervisor_lost = match probe(record) {
+            Liveness::Alive => false,
+            Liveness::Gone => true,
+            Liveness::Unknown => seconds_since_heartbeat > SUPERVISOR_LOST_AFTER.as_secs(),
         };
-    StateView {
-        doc,
-        status,
-        supervisor_lost,
-        seconds_since_heartbeat,
+        let status =
+            if supervisor_lost && !doc.status.is_terminal() && !held_by_checks(doc.lane_state()) {
+                ShownStatus::SupervisorLost
+            } else {
+                ShownStatus::Lane(doc.status)
+            };
+        StateView {
+            doc,
+            status,
+            supervisor_lost,
+            seconds_since_heartbeat,
+        }
     }
 }
 

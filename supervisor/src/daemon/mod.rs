@@ -186,7 +186,7 @@ pub async fn run(args: DaemonArgs, loaded: Loaded) -> Result<ExitCode, CommandEr
             crate::notifying::finish(notifier).await;
             // Lanes in tmux keep running and can be adopted; a server none runs on goes.
             if running.load(Ordering::SeqCst) == 0 {
-                crate::gc::end_idle_tmux_server(&repo).await;
+                clawpool_pool::gc::end_idle_tmux_server(&repo).await;
             }
             return Ok(ExitCode::SUCCESS);
         }

@@ -122,14 +122,12 @@ fn draw_title(frame: &mut Frame<'_>, app: &App, area: Rect) {
         }
     }
     // What the lanes shown cost together (the board's `cost`), once any reported usage.
-    let shown: Vec<Value> = app.lanes.visible().into_iter().cloned().collect();
-    let cost = crate::board::repository_cost(&shown);
-    if cost["lanes_priced"].as_u64() > Some(0) || cost["lanes_unpriced"].as_u64() > Some(0) {
-        text.push_str(&format!(
-            " · cost ${:.4}",
-            cost["total_usd"].as_f64().unwrap_or(0.0)
-        ));
-        if cost["lanes_unpriced"].as_u64() > Some(0) {
+    let cost = clawpool_pool::board::RepositoryCost::of(
+        app.lanes.visible().into_iter().map(crate::board::lane_cost),
+    );
+    if cost.lanes_priced > 0 || cost.lanes_unpriced > 0 {
+        text.push_str(&format!(" · cost ${:.4}", cost.total_usd));
+        if cost.lanes_unpriced > 0 {
             text.push_str(" + ?");
         }
     }

@@ -1,0 +1,432 @@
+//! The board: every lane of a repository as a reader sees it now — its state record with ages
+//! and liveness, its branch against its base as the base is now, and what the lanes cost
+//! together. Read-only apart from the kept branch records of ended lanes (`branch.json` in
+//! their registry folders, `clawpool_worktree::BranchesNow`). The rows are typed
+//! ([`BoardLane`]) and serialize straight to the documents `clawpool board --output-format
+//! json` prints (docs/cli.md); the table, `clawpool ui` and the MCP server render the same
+//! rows, so none of them disagree.
+
+use std::path::{Path, PathBuf};
+
+use clawpool_lane::registry::{RegistryFolder, lane_registry};
+use clawpool_lanes::state_file::{GreenLevel, now_secs};
+use clawpool_lanes::{StateFileError, StateView, read_lane_record};
+use clawpool_worktree::{BranchesNow, FreshnessState, Repo};
+use serde::Serialize;
+use serde::ser::{SerializeMap, Serializer};
+
+use crate::error::CommandError;
+
+mod document;
+
+/// Which lanes a board shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BoardRequest {
+    /// The lanes of the repository a folder is in.
+    Repository(PathBuf),
+    /// The lanes of every repository of the user's index ([`crate::known_repos`]).
+    Known,
+}
+
+/// A board: one section per repository asked for.
+pub struct BoardReply {
+    /// Each repository with its lanes, in the index's order.
+    pub sections: Vec<BoardSection>,
+}
+
+/// One repository's lanes on a board.
+pub struct BoardSection {
+    /// The repository.
+    pub repo: Repo,
+    /// Its registered lanes, by name.
+    pub lanes: Vec<BoardLane>,
+}
+
+impl BoardSection {
+    /// What the section's lanes cost together.
+    pub fn cost(&self) -> RepositoryCost {
+        RepositoryCost::of(self.lanes.iter().map(BoardLane::cost))
+    }
+}
+
+/// One lane of a board.
+#[derive(Debug)]
+pub struct BoardLane {
+    /// The lane's name (its registry folder's).
+    pub name: String,
+    /// Its worktree, as its registry entry names it (empty when the entry cannot be read).
+    pub worktree: PathBuf,
+    /// Its state as of the board: the record with ages and the supervisor's liveness, its
+    /// freshness the branch's now and its green level no higher than that allows; or why
+    /// the record could not be read (the lane is on the board all the same).
+    pub state: Result<StateView, StateFileError>,
+    /// What the board adds.
+    pub board: BoardFacts,
+}
+
+/// What the board adds to a lane's state (`board` in its document).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BoardFacts {
+    /// Whether the worktree has uncommitted work; `None` when it could not be read.
+    pub dirty: Option<bool>,
+    /// The lane's commits its base does not have; `None` when unknown.
+    pub commits_ahead: Option<u32>,
+    /// The error its supervisor could not write to its state file, if any.
+    pub state_file_degraded: Option<String>,
+    /// Its permission questions.
+    pub permissions: PermissionCounts,
+    /// The green level its record says, when the board shows a lower one because the branch
+    /// is not known fresh now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recorded_green_level: Option<GreenLevel>,
+}
+
+/// A lane's permission questions by answer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct PermissionCounts {
+    /// Answered yes by the policy.
+    pub allowed: u32,
+    /// Answered no by the policy.
+    pub denied: u32,
+    /// Left to a person.
+    pub asked: u32,
+}
+
+/// A lane's cost as its state says.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum LaneCost {
+    /// Priced, in US dollars.
+    Priced(f64),
+    /// Its agent reported usage that could not be priced.
+    Unpriced,
+    /// Its agent reported no usage (unknown, not zero).
+    None,
+}
+
+impl BoardLane {
+    /// The lane's cost.
+    pub fn cost(&self) -> LaneCost {
+        let Ok(view) = &self.state else {
+            return LaneCost::None;
+        };
+        match (view.doc.cost_usd, &view.doc.cost) {
+            (Some(usd), _) => LaneCost::Priced(usd),
+            (None, Some(_)) => LaneCost::Unpriced,
+            (None, None) => LaneCost::None,
+        }
+    }
+}
+
+/// What a repository's lanes cost together (the board's `cost`): the sum of the priced lanes,
+/// and how many lanes reported usage that could not be priced (not in the sum).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct RepositoryCost {
+    /// The priced lanes' sum.
+    pub total_usd: f64,
+    /// How many lanes are priced.
+    pub lanes_priced: usize,
+    /// How many lanes reported usage without a price.
+    pub lanes_unpriced: usize,
+}
+
+impl RepositoryCost {
+    /// The sum of `costs`.
+    pub fn of(costs: impl IntoIterator<Item = LaneCost>) -> Self {
+        // From +0.0: an empty f64 sum is -0.0, printed `$-0.0000`.
+        let mut cost = RepositoryCost {
+            total_usd: 0.0,
+            lanes_priced: 0,
+            lanes_unpriced: 0,
+        };
+        for lane in costs {
+            match lane {
+                LaneCost::Priced(usd) => {
+                    cost.total_usd += usd;
+                    cost.lanes_priced += 1;
+                }
+                LaneCost::Unpriced => cost.lanes_unpriced += 1,
+                LaneCost::None => {}
+            }
+        }
+        cost
+    }
+}
+
+/// Runs a board request.
+pub fn board(request: &BoardRequest) -> Result<BoardReply, CommandError> {
+    let repos = match request {
+        BoardRequest::Repository(dir) => vec![
+            Repo::open(dir)
+                .map_err(|e| CommandError::invalid("not_a_repository", e.to_string()))?,
+        ],
+        // Read again at each board (spawn and gc keep it current).
+        BoardRequest::Known => {
+            crate::known_repos::read().map_err(|e| CommandError::invalid("invalid_index", e))?
+        }
+    };
+    let sections = repos
+        .into_iter()
+        .map(|repo| BoardSection {
+            lanes: collect(&repo),
+            repo,
+        })
+        .collect();
+    Ok(BoardReply { sections })
+}
+
+/// Every lane in the repository's registry (a folder with an entry), each as [`board_lane`]
+/// shows it; the bases are resolved once for the whole board.
+pub fn collect(repo: &Repo) -> Vec<BoardLane> {
+    let now = now_secs();
+    let mut branches = BranchesNow::open(repo).ok();
+    crate::registry::registered_lanes(repo)
+        .into_iter()
+        .filter_map(|name| {
+            let registry = lane_registry(repo, &name);
+            // Read once: a folder without an entry (a lane whose supervisor died before it
+            // registered it) is no lane of the board, as `registered_names` has it.
+            let entry = match registry.entry() {
+                Err(err) if err.missing => return None,
+                entry => entry.ok(),
+            };
+            Some(lane_row(
+                repo,
+                branches.as_mut(),
+                name,
+                &registry,
+                entry,
+                now,
+            ))
+        })
+        .collect()
+}
+
+/// One lane of the board as of `now` (epoch s). `clawpool ui` and the MCP server read lanes
+/// through this too, so they never disagree with the board.
+pub fn board_lane(repo: &Repo, name: &str, now: u64) -> BoardLane {
+    let registry = lane_registry(repo, name);
+    let entry = registry.entry().ok();
+    let mut branches = BranchesNow::open(repo).ok();
+    lane_row(
+        repo,
+        branches.as_mut(),
+        name.to_owned(),
+        &registry,
+        entry,
+        now,
+    )
+}
+
+/// [`board_lane`] with the repository's bases as `branches` resolved them.
+///
+/// The branch facts are the base's as it is now, whoever last wrote the record: a finished
+/// lane has no owner left to check it, so its record's freshness, its commits ahead and its
+/// `merge_ready` are taken as they are only while its HEAD and its base have not moved since
+/// that check (`BranchesNow`). Otherwise the branch is checked again here (no fetch) and the
+/// row shows that; a `merge_ready` green then stands only on a branch still `fresh` (else the
+/// row shows `workspace`, the most a branch not known fresh reaches, and
+/// `board.recorded_green_level` keeps what the record says). The state record itself is left
+/// to its owner; what was worked out for an ended lane is kept in its `branch.json` (see
+/// `BranchesNow::lane_kept`) so that the next board reads it instead of the worktree.
+fn lane_row(
+    repo: &Repo,
+    branches: Option<&mut BranchesNow>,
+    name: String,
+    registry: &RegistryFolder,
+    entry: Option<clawpool_lane::registry::RegistryEntry>,
+    now: u64,
+) -> BoardLane {
+    let worktree = entry
+        .as_ref()
+        .map(|e| e.worktree.clone())
+        .unwrap_or_default();
+    let record = read_lane_record(registry.dir(), &worktree);
+    // As the lane's own checks: its recorded base, else the repository's main branch.
+    let base = entry
+        .as_ref()
+        .and_then(|e| e.base.git_ref.clone().or_else(|| repo.main_branch().ok()));
+    let recorded = record.as_ref().ok().and_then(|d| d.freshness.as_ref());
+    let known: Vec<&str> = entry
+        .iter()
+        .filter_map(|e| e.base.sha.as_deref())
+        .chain(recorded.and_then(|f| f.base_sha.as_deref()))
+        .collect();
+    // A lane that has not ended may have an agent at work (its supervisor's, or one whose
+    // supervisor was lost): its files change without its HEAD moving, so it is worked out
+    // now. An ended one is taken from its kept branch record while that is current, and the
+    // record is written back whenever the worktree had to be opened, so the next board of
+    // it reads files only.
+    let owned = !record.as_ref().is_ok_and(|doc| doc.status.is_terminal());
+    let branch = match (branches, base) {
+        (Some(branches), Some(base)) => Some(branch_now(
+            branches, registry, &worktree, &base, &known, recorded, owned,
+        )),
+        _ => None,
+    };
+    let mut recorded_green_level = None;
+    let state = record.map(|doc| {
+        let mut view = StateView::of(doc, registry.dir(), now);
+        if let Some(branch) = &branch {
+            view.doc.freshness = Some(branch.freshness.clone());
+            if view.doc.green_level == Some(GreenLevel::MergeReady)
+                && branch.freshness.state != FreshnessState::Fresh
+            {
+                recorded_green_level = view.doc.green_level.replace(GreenLevel::Workspace);
+            }
+        }
+        view
+    });
+    let permissions = state
+        .as_ref()
+        .map(|view| {
+            let p = &view.doc.permissions;
+            PermissionCounts {
+                allowed: p.allowed,
+                denied: p.denied,
+                asked: p.asked,
+            }
+        })
+        .unwrap_or_default();
+    let board = BoardFacts {
+        dirty: branch.as_ref().and_then(|b| b.dirty),
+        commits_ahead: branch.as_ref().and_then(|b| b.freshness.ahead),
+        state_file_degraded: registry.degraded(),
+        permissions,
+        recorded_green_level,
+    };
+    BoardLane {
+        name,
+        worktree,
+        state,
+        board,
+    }
+}
+
+/// The lane's branch now: from its kept record while that is current (an ended lane), else
+/// worked out and, for an ended lane, kept for the next board.
+#[allow(clippy::too_many_arguments)]
+fn branch_now(
+    branches: &mut BranchesNow,
+    registry: &RegistryFolder,
+    worktree: &Path,
+    base: &str,
+    known: &[&str],
+    recorded: Option<&clawpool_worktree::Freshness>,
+    owned: bool,
+) -> clawpool_worktree::LaneNow {
+    let kept = if owned {
+        None
+    } else {
+        registry.branch_record()
+    };
+    let (lane, fresh) = branches.lane_kept(worktree, base, known, recorded, kept.as_ref(), owned);
+    if let Some(fresh) = fresh.filter(|f| kept.as_ref() != Some(f)) {
+        registry.keep_branch_record(&fresh);
+    }
+    lane
+}
+
+/// The lane's document: its state as `clawpool state` prints it (`StateView`) with `board`
+/// added, or, for a lane whose state cannot be read, `{"lane", "worktree", "lane_status":
+/// "unknown", "error": {"kind", "message", "path"}, "board"}`.
+impl Serialize for BoardLane {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match &self.state {
+            Ok(view) => {
+                let mut map = serializer.serialize_map(None)?;
+                document::write_view(view, &mut map)?;
+                map.serialize_entry("board", &self.board)?;
+                map.end()
+            }
+            Err(err) => {
+                let mut map = serializer.serialize_map(Some(5))?;
+                map.serialize_entry("lane", &self.name)?;
+                map.serialize_entry("worktree", &self.worktree)?;
+                map.serialize_entry("lane_status", "unknown")?;
+                map.serialize_entry(
+                    "error",
+                    &ErrorDoc {
+                        kind: err.kind(),
+                        message: err.to_string(),
+                        path: err.path().display().to_string(),
+                    },
+                )?;
+                map.serialize_entry("board", &self.board)?;
+                map.end()
+            }
+        }
+    }
+}
+
+/// A state file error as the CLI prints it in JSON mode.
+#[derive(Serialize)]
+struct ErrorDoc {
+    kind: &'static str,
+    message: String,
+    path: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_repository_total_never_counts_unknown_as_zero() {
+        let total = RepositoryCost::of([
+            LaneCost::Priced(0.5),
+            LaneCost::Unpriced,
+            LaneCost::None,
+            LaneCost::Priced(0.5),
+        ]);
+        assert_eq!(total.total_usd, 1.0);
+        assert_eq!(total.lanes_priced, 2);
+        assert_eq!(total.lanes_unpriced, 1);
+        let none = RepositoryCost::of([]);
+        assert!(none.total_usd.is_sign_positive());
+    }
+
+    /// The row written field by field is `clawpool state`'s document (`StateView::to_json`)
+    /// with `board` added, for a lane shown as it is and for one whose supervisor is lost
+    /// (`lane_status`, `is_ready` and the supervisor's liveness replaced), a field of a newer
+    /// writer included.
+    #[test]
+    fn a_row_is_the_state_document_with_board_added() {
+        use clawpool_lanes::state_file::{Transport, TransportKind};
+        use clawpool_lanes::{LaneStatus, WorkerStateDoc, with_ages};
+        let record = tempfile::tempdir().expect("temp dir");
+        let transport = Transport {
+            kind: TransportKind::Tmux,
+            session: Some("s:l".into()),
+        };
+        let mut doc = WorkerStateDoc::new("w1", "alpha", "scripted", "/tmp/w", transport, 100);
+        doc.extra
+            .insert("from_a_newer_writer".into(), serde_json::json!({"x": 1}));
+        let board = BoardFacts {
+            dirty: Some(true),
+            commits_ahead: Some(2),
+            state_file_degraded: None,
+            permissions: PermissionCounts::default(),
+            recorded_green_level: Some(GreenLevel::MergeReady),
+        };
+        for (status, heartbeat) in [(LaneStatus::Running, 0), (LaneStatus::Running, 1_000)] {
+            doc.status = status;
+            doc.supervisor.heartbeat_at = heartbeat;
+            // No lock in `record`: the supervisor is lost when its heartbeat is old.
+            let view = with_ages(&doc, record.path(), 1_000);
+            let row = BoardLane {
+                name: "alpha".into(),
+                worktree: "/tmp/w".into(),
+                state: Ok(view.clone()),
+                board: board.clone(),
+            };
+            let mut expected = view.to_json();
+            expected["board"] = serde_json::to_value(&board).expect("board");
+            assert_eq!(serde_json::to_value(&row).expect("row"), expected);
+        }
+        let lost = with_ages(&doc, record.path(), 1_000_000);
+        assert_eq!(
+            lost.status,
+            clawpool_lanes::state_file::ShownStatus::SupervisorLost
+        );
+    }
+}
