@@ -2155,3 +2155,28 @@ fn doctor_warns_when_unsandboxed_lanes_act_without_a_person() {
         "{detail}"
     );
 }
+
+/// The lane's state files are written off the supervisor's runtime threads, behind its event
+/// log: the lane's close waits for the last write, so once `spawn` has exited the record and
+/// its publication hold the lane's last event, the same bytes.
+#[test]
+fn once_spawn_exits_the_state_files_hold_each_lanes_last_event() {
+    let s = setup();
+    let out = s.spawn(THREE_LANES, &["--concurrency", "3"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    for lane in ["alpha", "beta", "gamma"] {
+        let (seq, kind) = logged_events(&s, lane).pop().expect("events");
+        let record = std::fs::read(
+            s.repo
+                .join(format!(".git/clawpool/lanes/{lane}/state.json")),
+        )
+        .expect("record");
+        let publication = std::fs::read(s.lanes_dir().join(lane).join(".claw/worker-state.json"))
+            .expect("publication");
+        assert_eq!(record, publication, "{lane}: the publication is the record");
+        let state: Value = serde_json::from_slice(&record).expect("JSON");
+        assert_eq!(state["lane_status"], "finished", "{lane}");
+        assert_eq!(state["lane_event"]["seq"], seq, "{lane}");
+        assert_eq!(state["lane_event"]["kind"], kind, "{lane}");
+    }
+}
