@@ -95,13 +95,25 @@ impl Setup {
             .arg(&self.repo);
         let mut run =
             clawpool_tests::LaneRun::start(cmd, &self.sandbox.dir.path().join("run.stderr"));
-        run.wait_for(
+        let running = run.wait_for(
             "running",
             std::time::Duration::from_secs(30),
             |e| e["kind"] == "lane.running",
             String::new,
         );
+        self.state_files_hold(&running);
         run
+    }
+
+    /// Waits until the state files of `event`'s lane hold it (they are written behind the
+    /// event log): the publication, written after the record.
+    pub(crate) fn state_files_hold(&self, event: &Value) {
+        let lane = event["lane"].as_str().expect("the event's lane");
+        clawpool_tests::state_file_at(
+            &self.lanes_dir().join(lane).join(".claw/worker-state.json"),
+            event["seq"].as_u64().expect("the event's seq"),
+            std::time::Duration::from_secs(30),
+        );
     }
 
     /// The tmux target (`socket:session`) a lane's state file names.
@@ -1017,19 +1029,22 @@ pub(crate) fn kill_supervisor_while_lanes_run_after(
     let mut first = clawpool_tests::LaneRun::start(cmd, &s.sandbox.dir.path().join("first.stderr"));
     for lane in ["alpha", "beta"] {
         // Lanes start in either order; one may already have been read while waiting for the other.
-        if first
+        let running = match first
             .seen
             .iter()
-            .any(|e| e["kind"] == "lane.running" && e["lane"] == lane)
+            .find(|e| e["kind"] == "lane.running" && e["lane"] == lane)
         {
-            continue;
-        }
-        first.wait_for(
-            &format!("{lane} running"),
-            std::time::Duration::from_secs(30),
-            |e| e["kind"] == "lane.running" && e["lane"] == lane,
-            String::new,
-        );
+            Some(seen) => seen.clone(),
+            None => first.wait_for(
+                &format!("{lane} running"),
+                std::time::Duration::from_secs(30),
+                |e| e["kind"] == "lane.running" && e["lane"] == lane,
+                String::new,
+            ),
+        };
+        // Killed once its state files say so: what the killed supervisor leaves is a record of
+        // a running lane.
+        s.state_files_hold(&running);
     }
     before(s);
     // The supervisor dies without a chance to clean up; the agents live on in tmux.
