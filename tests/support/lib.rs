@@ -700,7 +700,9 @@ pub fn state_file_at(path: &Path, seq: u64, patience: std::time::Duration) -> se
             .ok()
             .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok());
         if let Some(doc) = &read
-            && doc["lane_event"]["seq"].as_u64().is_some_and(|at| at >= seq)
+            && doc["lane_event"]["seq"]
+                .as_u64()
+                .is_some_and(|at| at >= seq)
         {
             return doc.clone();
         }
