@@ -181,10 +181,10 @@ mod tests {
         type Item = u32;
         fn write(&mut self, item: u32) {
             if let Some((started, go)) = &self.gate {
-                started.send(item).unwrap();
-                go.recv().unwrap();
+                started.send(item).expect("the test listens");
+                go.recv().expect("the writer's word");
             }
-            self.written.lock().unwrap().push(item);
+            self.written.lock().expect("the log").push(item);
         }
     }
 
@@ -199,16 +199,16 @@ mod tests {
         });
         writer.hand(1);
         // The first write is in flight: everything handed now waits for it.
-        assert_eq!(started.recv().unwrap(), 1);
+        assert_eq!(started.recv().expect("the writer's word"), 1);
         for doc in 2..=5 {
             writer.hand(doc);
         }
-        go.send(()).unwrap();
+        go.send(()).expect("the writer waits");
         // Only the latest of those is written next, and nothing after it.
-        assert_eq!(started.recv().unwrap(), 5);
-        go.send(()).unwrap();
+        assert_eq!(started.recv().expect("the writer's word"), 5);
+        go.send(()).expect("the writer waits");
         writer.flush();
-        assert_eq!(*written.lock().unwrap(), vec![1, 5]);
+        assert_eq!(*written.lock().expect("the log"), vec![1, 5]);
         assert!(started.try_recv().is_err());
     }
 
@@ -222,20 +222,20 @@ mod tests {
             gate: Some((started_tx, go_rx)),
         }));
         writer.hand(1);
-        assert_eq!(started.recv().unwrap(), 1);
+        assert_eq!(started.recv().expect("the writer's word"), 1);
         writer.hand(2);
         let flusher = {
             let writer = Arc::clone(&writer);
             let written = Arc::clone(&written);
             std::thread::spawn(move || {
                 writer.flush();
-                written.lock().unwrap().last().copied()
+                written.lock().expect("the log").last().copied()
             })
         };
-        go.send(()).unwrap();
-        assert_eq!(started.recv().unwrap(), 2);
-        go.send(()).unwrap();
-        assert_eq!(flusher.join().unwrap(), Some(2));
+        go.send(()).expect("the writer waits");
+        assert_eq!(started.recv().expect("the writer's word"), 2);
+        go.send(()).expect("the writer waits");
+        assert_eq!(flusher.join().expect("the flusher"), Some(2));
     }
 
     #[test]
@@ -249,7 +249,7 @@ mod tests {
             writer.hand(doc);
         }
         drop(writer);
-        let written = written.lock().unwrap();
+        let written = written.lock().expect("the log");
         assert_eq!(written.last(), Some(&50));
         assert!(written.windows(2).all(|w| w[0] < w[1]), "{written:?}");
     }
@@ -264,12 +264,12 @@ mod tests {
             gate: Some((started_tx, go_rx)),
         });
         writer.hand(7);
-        assert_eq!(started.recv().unwrap(), 7);
+        assert_eq!(started.recv().expect("the writer's word"), 7);
         // The one runtime thread stays free while the write is held: the task that lets it
         // finish runs beside the flush.
-        let release = tokio::spawn(async move { go.send(()).unwrap() });
+        let release = tokio::spawn(async move { go.send(()).expect("the writer waits") });
         writer.flushed().await;
-        release.await.unwrap();
-        assert_eq!(*written.lock().unwrap(), vec![7]);
+        release.await.expect("the release");
+        assert_eq!(*written.lock().expect("the log"), vec![7]);
     }
 }
