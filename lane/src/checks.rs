@@ -284,6 +284,9 @@ impl LaneChecks {
                         ControlReply::Verified(Box::new(VerifiedReply::from(&verified)))
                     }
                 };
+                // The reply says the lane's state (its green level, its freshness): the
+                // state file says it too by the time the operator reads it.
+                recorder.flushed().await;
                 let _ = reply.send(result);
             }
         })

@@ -1,14 +1,20 @@
 //! Keeping a lane's state in step with its events: every event is applied to the lane's
-//! [`WorkerStateDoc`] and written at once (atomically) to the lane's record (`state.json` in its
-//! record folder, which readers believe) and then to its publication in the worktree
-//! (`.claw/worker-state.json`, for claw-code's `claw state`). The publication is only ever
-//! written, never read back as truth: when the lane's repository watcher sees it changed by
-//! anyone else, [`StateRecorder::check_publication`] puts it back. Nothing rewrites either
-//! while nothing happens: pollers tell a live supervisor from a lost one by its lock
+//! [`WorkerStateDoc`] at once, and the document is written (atomically) to the lane's record
+//! (`state.json` in its record folder, which readers believe) and then to its publication in the
+//! worktree (`.claw/worker-state.json`, for claw-code's `claw state`) by the lane's
+//! [`writer`], off the async runtime's threads: the event log is the truth and is appended
+//! first; the files follow within a write (documents that arrive while one is being written
+//! coalesce into the latest). [`StateRecorder::flushed`] waits until the files hold the latest
+//! document; the lane's close does, before it lets its supervisor lock go, and so does the
+//! last recorder of a lane when it is dropped. The publication is only ever written, never read
+//! back as truth: when the lane's repository watcher sees it changed by anyone else,
+//! [`StateRecorder::check_publication`] puts it back. Nothing rewrites either while nothing
+//! happens: pollers tell a live supervisor from a lost one by its lock
 //! ([`clawpool_lanes::state_file::liveness`]).
 
+mod writer;
+
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use clawpool_lanes::payload::{PublicationFound, PublicationRestored};
@@ -16,13 +22,17 @@ use clawpool_lanes::state_file::now_secs;
 use clawpool_lanes::{LaneEvent, LaneStatus, StateFileWriter, WorkerStateDoc};
 use tokio::sync::watch;
 
-/// A lane's state document and the writers of its record and its publication.
+use writer::{LatestWriter, Sink};
+
+/// A lane's state document and the writer of its record and its publication.
 #[derive(Clone)]
 pub struct StateRecorder {
-    inner: Arc<Mutex<Files>>,
-    marker: Option<Arc<PathBuf>>,
-    /// Whether the marker may be on disk (left by this or an earlier supervisor of the lane).
-    marked: Arc<AtomicBool>,
+    doc: Arc<Mutex<WorkerStateDoc>>,
+    /// Shared by every clone: the last one dropped flushes it.
+    writer: Arc<LatestWriter<Files>>,
+    /// The record's writer, also held by `writer`'s files: it says whether the last write
+    /// failed without waiting for a write in flight.
+    record: Arc<StateFileWriter>,
     /// The lane's status after every update, for whoever waits for the lane to be idle.
     status: Arc<watch::Sender<LaneStatus>>,
     /// The lane's cost after every update (`cost_usd`), for the handshake, which checks it
@@ -30,10 +40,13 @@ pub struct StateRecorder {
     cost: Arc<watch::Sender<Option<f64>>>,
 }
 
+/// The lane's files, owned by its writer.
 struct Files {
-    doc: WorkerStateDoc,
-    record: StateFileWriter,
+    record: Arc<StateFileWriter>,
     publication: Option<Publication>,
+    marker: Option<PathBuf>,
+    /// Whether the marker may be on disk (left by this or an earlier supervisor of the lane).
+    marked: bool,
 }
 
 /// The worktree's copy and the bytes last written to it, which tell the recorder's own writes
@@ -73,18 +86,20 @@ impl StateRecorder {
         let status = Arc::new(watch::Sender::new(doc.status));
         let cost = Arc::new(watch::Sender::new(doc.cost_usd));
         let marked = marker.as_ref().is_some_and(|m| m.exists());
+        let record = Arc::new(StateFileWriter::for_record(record));
         let files = Files {
-            doc,
-            record: StateFileWriter::for_record(record),
+            record: Arc::clone(&record),
             publication: worktree.map(|worktree| Publication {
                 writer: StateFileWriter::for_worktree(worktree),
                 written: None,
             }),
+            marker,
+            marked,
         };
         let recorder = Self {
-            inner: Arc::new(Mutex::new(files)),
-            marker: marker.map(Arc::new),
-            marked: Arc::new(AtomicBool::new(marked)),
+            doc: Arc::new(Mutex::new(doc)),
+            writer: Arc::new(LatestWriter::new(files)),
+            record,
             status,
             cost,
         };
@@ -97,48 +112,43 @@ impl StateRecorder {
         self.cost.subscribe()
     }
 
-    /// Applies an event and writes the record and the publication.
+    /// Applies an event and hands the document to the writer of the record and the
+    /// publication.
     pub fn on_event(&self, event: &LaneEvent) {
         self.update(|doc| doc.apply_event(event));
     }
 
-    /// Changes the document and writes the record and the publication.
+    /// Changes the document and hands it to the writer of the record and the publication;
+    /// the status and cost watchers see the change at once, the files within a write
+    /// ([`flushed`](Self::flushed)).
     pub fn update(&self, change: impl FnOnce(&mut WorkerStateDoc)) {
-        let mut guard = self.files();
-        let files = &mut *guard;
-        change(&mut files.doc);
-        files.doc.stamp(now_secs());
+        let mut doc = self.lock_doc();
+        change(&mut doc);
+        doc.stamp(now_secs());
         self.status.send_if_modified(|status| {
-            let changed = *status != files.doc.status;
-            *status = files.doc.status;
+            let changed = *status != doc.status;
+            *status = doc.status;
             changed
         });
         self.cost.send_if_modified(|cost| {
-            let changed = *cost != files.doc.cost_usd;
-            *cost = files.doc.cost_usd;
+            let changed = *cost != doc.cost_usd;
+            *cost = doc.cost_usd;
             changed
         });
-        let bytes = StateFileWriter::render(&files.doc);
-        let result = files.record.write_rendered(&bytes);
-        if let Err(err) = &result {
-            // The previous record stays intact; the lane carries on and is reported degraded.
-            tracing::warn!(error = %err, "could not write the lane's state record");
-        }
-        if let Some(publication) = &mut files.publication {
-            publication.publish(&bytes);
-        }
-        if let Some(marker) = &self.marker {
-            match &result {
-                Err(err) => {
-                    self.marked.store(true, Ordering::SeqCst);
-                    let _ = std::fs::write(marker.as_path(), format!("{err}\n"));
-                }
-                Ok(()) if self.marked.swap(false, Ordering::SeqCst) => {
-                    let _ = std::fs::remove_file(marker.as_path());
-                }
-                Ok(()) => {}
-            }
-        }
+        // Handed under the document's lock, so the writer receives documents in the order
+        // they were made: the latest it holds is the latest there is.
+        self.writer.hand(doc.clone());
+    }
+
+    /// Waits until the record and the publication hold the latest document (or its write
+    /// failed: [`degraded`](Self::degraded)). The wait is off the runtime's threads.
+    pub async fn flushed(&self) {
+        self.writer.flushed().await;
+    }
+
+    /// Like [`flushed`](Self::flushed), blocking the calling thread.
+    pub fn flush(&self) {
+        self.writer.flush();
     }
 
     /// Looks at the published state file: when it is not what this recorder last wrote (the
@@ -146,9 +156,68 @@ impl StateRecorder {
     /// was found, for the caller to record as `lane.publication_restored` (not here: recording
     /// an event updates this recorder). `None` when it is as written, or when nothing was
     /// published yet.
+    /// The check runs between two writes of the writer; one still to come writes the newer
+    /// document over what is put back.
     pub fn check_publication(&self) -> Option<PublicationRestored> {
-        let mut guard = self.files();
-        let publication = guard.publication.as_mut()?;
+        self.writer.with_sink(Files::check_publication)
+    }
+
+    fn lock_doc(&self) -> std::sync::MutexGuard<'_, WorkerStateDoc> {
+        self.doc.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A copy of the document as it is now.
+    pub fn doc(&self) -> WorkerStateDoc {
+        self.lock_doc().clone()
+    }
+
+    /// The lane's status, now and after every change.
+    pub fn statuses(&self) -> watch::Receiver<LaneStatus> {
+        self.status.subscribe()
+    }
+
+    /// The error of the last failed write of the record, if the last write failed (a write
+    /// still in flight is not waited for: [`flushed`](Self::flushed) first).
+    pub fn degraded(&self) -> Option<String> {
+        self.record.degraded()
+    }
+}
+
+impl Sink for Files {
+    type Item = WorkerStateDoc;
+
+    /// Writes the record, then the publication, and keeps the degraded marker in step with
+    /// the record's write.
+    fn write(&mut self, doc: WorkerStateDoc) {
+        let bytes = StateFileWriter::render(&doc);
+        let result = self.record.write_rendered(&bytes);
+        if let Err(err) = &result {
+            // The previous record stays intact; the lane carries on and is reported degraded.
+            tracing::warn!(error = %err, "could not write the lane's state record");
+        }
+        if let Some(publication) = &mut self.publication {
+            publication.publish(&bytes);
+        }
+        if let Some(marker) = &self.marker {
+            match &result {
+                Err(err) => {
+                    self.marked = true;
+                    let _ = std::fs::write(marker, format!("{err}\n"));
+                }
+                Ok(()) if self.marked => {
+                    self.marked = false;
+                    let _ = std::fs::remove_file(marker);
+                }
+                Ok(()) => {}
+            }
+        }
+    }
+}
+
+impl Files {
+    /// [`StateRecorder::check_publication`], between writes.
+    fn check_publication(&mut self) -> Option<PublicationRestored> {
+        let publication = self.publication.as_mut()?;
         let written = publication.written.clone()?;
         let restored = match std::fs::read(publication.writer.path()) {
             Ok(found) if found == written => return None,
@@ -170,25 +239,6 @@ impl StateRecorder {
         };
         publication.publish(&written);
         Some(restored)
-    }
-
-    fn files(&self) -> std::sync::MutexGuard<'_, Files> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// A copy of the document as it is now.
-    pub fn doc(&self) -> WorkerStateDoc {
-        self.files().doc.clone()
-    }
-
-    /// The lane's status, now and after every change.
-    pub fn statuses(&self) -> watch::Receiver<LaneStatus> {
-        self.status.subscribe()
-    }
-
-    /// The error of the last failed write of the record, if the last write failed.
-    pub fn degraded(&self) -> Option<String> {
-        self.files().record.degraded()
     }
 }
 

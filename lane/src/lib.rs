@@ -75,10 +75,13 @@
 //!
 //! - **One writer.** Every change of the lane's state is an event appended to its event log
 //!   (`events.jsonl`, numbered) by [`clawpool_lanes::EventLog`]; the log's observer applies
-//!   it to the state document and rewrites the lane's record (`state.json` in its record
-//!   folder) and its publication `.claw/worker-state.json` atomically
-//!   ([`lane_state::StateRecorder`]) before `record` returns. The record never shows a
-//!   state whose event is not in the log, and a crash leaves the last complete file. The
+//!   it to the state document before `record` returns, and hands the document to the lane's
+//!   writer, which rewrites the lane's record (`state.json` in its record folder) and its
+//!   publication `.claw/worker-state.json` atomically on a thread of its own
+//!   ([`lane_state::StateRecorder`]): a write never holds the runtime's threads. The record
+//!   never shows a state whose event is not in the log; it may be behind the log by the
+//!   write in flight, never once the lane has ended (its close waits for the last write,
+//!   before its supervisor lock goes), and a crash leaves the last complete file. The
 //!   publication is put back whenever anyone else changes it.
 //! - **Order.** Inputs reach the machine one at a time. An effect whose result matters is
 //!   completed and its result fed back before any other input is handled; text that only

@@ -270,11 +270,13 @@ fn an_untrusted_lane_blocks_types_nothing_and_waits_for_the_operator() {
     );
     // The policy hands the question to a person, and the state file says what to do.
     let escalated = lane.wait_kind("lane.escalated");
+    // The state file is written behind the event log: read once it holds the event.
     let state = || -> Value {
-        serde_json::from_str(
-            &std::fs::read_to_string(repo.join(".claw/worker-state.json")).expect("state file"),
+        clawpool_tests::state_file_at(
+            &repo.join(".claw/worker-state.json"),
+            escalated["seq"].as_u64().expect("seq"),
+            PATIENCE,
         )
-        .expect("state JSON")
     };
     let next = escalated["detail"]["next_action"]
         .as_str()
@@ -1458,10 +1460,12 @@ fn stopping_a_lane_whose_restart_dropped_the_turn_in_flight_does_not_finish_it()
             .contains("clawpool send"),
         "{escalated}"
     );
-    let waiting: Value = serde_json::from_str(
-        &std::fs::read_to_string(repo.join(".claw/worker-state.json")).expect("state file"),
-    )
-    .expect("state JSON");
+    // The state file is written behind the event log: read once it holds the event.
+    let waiting = clawpool_tests::state_file_at(
+        &repo.join(".claw/worker-state.json"),
+        escalated["seq"].as_u64().expect("seq"),
+        PATIENCE,
+    );
     assert_eq!(waiting["lane_status"], "ready_for_prompt", "{waiting}");
     assert!(
         waiting["escalation"]["reason"]

@@ -98,12 +98,14 @@ fn a_state_file_the_agent_rewrites_is_put_back_and_never_believed() {
     );
     // The policy's wait for the provider is the last thing that happens while it stays down:
     // from then on, nothing the supervisor writes hides the forgery.
-    run.wait_for(
+    let waiting = run.wait_for(
         "the wait for the provider",
         PATIENCE,
         |e| e["kind"] == "lane.recovery.running",
         String::new,
     );
+    // The forgery replaces the file the supervisor wrote for that event, not one before it.
+    s.state_files_hold(&waiting);
     let lane = s.lanes_dir().join("alpha");
     // What an agent told to "mark the task done" writes: its lane's state file, finished.
     let mut forged = publication(&lane);

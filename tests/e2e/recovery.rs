@@ -47,6 +47,15 @@ fn state(repo: &Path) -> Value {
     .expect("state JSON")
 }
 
+/// The lane's state file once it holds `event` (it is written behind the event log).
+fn state_at(repo: &Path, event: &Value) -> Value {
+    clawpool_tests::state_file_at(
+        &repo.join(".claw/worker-state.json"),
+        event["seq"].as_u64().expect("the event's seq"),
+        std::time::Duration::from_secs(30),
+    )
+}
+
 fn of_kind<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
     events.iter().filter(|e| e["kind"] == kind).collect()
 }
@@ -172,7 +181,7 @@ fn a_stall_that_does_not_heal_is_escalated_and_left_blocked_for_a_person() {
         "{escalation}"
     );
     // Escalated, the lane is still supervised: blocked, its worker alive, for a person.
-    let doc = state(&repo);
+    let doc = state_at(&repo, &escalation);
     assert_eq!(doc["lane_status"], "blocked");
     assert_eq!(doc["failure"]["class"], "stalled");
     let entries = doc["recovery"]["entries"].as_array().expect("entries");
@@ -536,15 +545,17 @@ fn an_attempt_under_way_when_the_supervisor_dies_is_neither_lost_nor_repeated() 
         .arg(&s.repo);
     let mut first = clawpool_tests::LaneRun::start(cmd, &s.sandbox.dir.path().join("first.stderr"));
     // Stalled; the interrupt is sent and the recipe waits 30 s before its nudge.
-    first.wait_for(
+    let attempt = first.wait_for(
         "the attempt running",
         std::time::Duration::from_secs(30),
         |e| e["kind"] == "lane.recovery.running",
         String::new,
     );
+    // Killed once the state file holds the attempt (it is written behind the event log).
+    let lane = s.lanes_dir().join("stuck");
+    state_at(&lane, &attempt);
     first.signal(libc::SIGKILL);
     first.wait_exit(std::time::Duration::from_secs(10));
-    let lane = s.lanes_dir().join("stuck");
     assert_eq!(state(&lane)["recovery"]["entries"][0]["state"], "running");
 
     let mut cmd = s.sandbox.clawpool();

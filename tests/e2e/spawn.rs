@@ -95,13 +95,25 @@ impl Setup {
             .arg(&self.repo);
         let mut run =
             clawpool_tests::LaneRun::start(cmd, &self.sandbox.dir.path().join("run.stderr"));
-        run.wait_for(
+        let running = run.wait_for(
             "running",
             std::time::Duration::from_secs(30),
             |e| e["kind"] == "lane.running",
             String::new,
         );
+        self.state_files_hold(&running);
         run
+    }
+
+    /// Waits until the state files of `event`'s lane hold it (they are written behind the
+    /// event log): the publication, written after the record.
+    pub(crate) fn state_files_hold(&self, event: &Value) {
+        let lane = event["lane"].as_str().expect("the event's lane");
+        clawpool_tests::state_file_at(
+            &self.lanes_dir().join(lane).join(".claw/worker-state.json"),
+            event["seq"].as_u64().expect("the event's seq"),
+            std::time::Duration::from_secs(30),
+        );
     }
 
     /// The tmux target (`socket:session`) a lane's state file names.
@@ -1017,19 +1029,22 @@ pub(crate) fn kill_supervisor_while_lanes_run_after(
     let mut first = clawpool_tests::LaneRun::start(cmd, &s.sandbox.dir.path().join("first.stderr"));
     for lane in ["alpha", "beta"] {
         // Lanes start in either order; one may already have been read while waiting for the other.
-        if first
+        let running = match first
             .seen
             .iter()
-            .any(|e| e["kind"] == "lane.running" && e["lane"] == lane)
+            .find(|e| e["kind"] == "lane.running" && e["lane"] == lane)
         {
-            continue;
-        }
-        first.wait_for(
-            &format!("{lane} running"),
-            std::time::Duration::from_secs(30),
-            |e| e["kind"] == "lane.running" && e["lane"] == lane,
-            String::new,
-        );
+            Some(seen) => seen.clone(),
+            None => first.wait_for(
+                &format!("{lane} running"),
+                std::time::Duration::from_secs(30),
+                |e| e["kind"] == "lane.running" && e["lane"] == lane,
+                String::new,
+            ),
+        };
+        // Killed once its state files say so: what the killed supervisor leaves is a record of
+        // a running lane.
+        s.state_files_hold(&running);
     }
     before(s);
     // The supervisor dies without a chance to clean up; the agents live on in tmux.
@@ -2154,4 +2169,29 @@ fn doctor_warns_when_unsandboxed_lanes_act_without_a_person() {
         detail.contains("repository#1 (bash *): not written by clawpool"),
         "{detail}"
     );
+}
+
+/// The lane's state files are written off the supervisor's runtime threads, behind its event
+/// log: the lane's close waits for the last write, so once `spawn` has exited the record and
+/// its publication hold the lane's last event, the same bytes.
+#[test]
+fn once_spawn_exits_the_state_files_hold_each_lanes_last_event() {
+    let s = setup();
+    let out = s.spawn(THREE_LANES, &["--concurrency", "3"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    for lane in ["alpha", "beta", "gamma"] {
+        let (seq, kind) = logged_events(&s, lane).pop().expect("events");
+        let record = std::fs::read(
+            s.repo
+                .join(format!(".git/clawpool/lanes/{lane}/state.json")),
+        )
+        .expect("record");
+        let publication = std::fs::read(s.lanes_dir().join(lane).join(".claw/worker-state.json"))
+            .expect("publication");
+        assert_eq!(record, publication, "{lane}: the publication is the record");
+        let state: Value = serde_json::from_slice(&record).expect("JSON");
+        assert_eq!(state["lane_status"], "finished", "{lane}");
+        assert_eq!(state["lane_event"]["seq"], seq, "{lane}");
+        assert_eq!(state["lane_event"]["kind"], kind, "{lane}");
+    }
 }

@@ -687,3 +687,32 @@ pub fn now_ms() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
+
+/// The lane state file at `path` (a record `state.json` or a publication
+/// `.claw/worker-state.json`) once it holds the lane event numbered `seq` or a later one,
+/// waiting up to `patience`. A lane's supervisor writes its state files behind its event log
+/// (`docs/state-file.md`, "Writing"), so a test that saw an event on the stream and then reads
+/// or changes the file waits for this first. Panics with the file as last read otherwise.
+pub fn state_file_at(path: &Path, seq: u64, patience: std::time::Duration) -> serde_json::Value {
+    let deadline = std::time::Instant::now() + patience;
+    loop {
+        let read = std::fs::read(path)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok());
+        if let Some(doc) = &read
+            && doc["lane_event"]["seq"]
+                .as_u64()
+                .is_some_and(|at| at >= seq)
+        {
+            return doc.clone();
+        }
+        if std::time::Instant::now() >= deadline {
+            panic!(
+                "{} never held event {seq} within {patience:?}; last read: {read:?}",
+                path.display()
+            );
+        }
+        // The write is in another process, and no event says it is done: look again soon.
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}

@@ -174,17 +174,20 @@ async fn finish_by_policy(
     }
 }
 
-/// The lane's last write, tried again a few times when it fails: the lane's outcome is already
-/// in its event log, and this is what puts it in its state file. When the last write succeeded
-/// the file already holds everything (each change is written as it is made), and it is not
-/// written again: on a busy supervisor every write is a new file (an inode allocated, one
-/// freed) and two fsyncs.
+/// The lane's last write, waited for and tried again a few times when it fails: the lane's
+/// outcome is already in its event log, and this is what puts it in its state file before the
+/// lane's supervisor lock goes (and before `spawn` or `run` may exit). When the writer's last
+/// write succeeded the file already holds everything (each change is handed to the writer as
+/// it is made), and it is not written again: on a busy supervisor every write is a new file
+/// (an inode allocated, one freed) and two fsyncs.
 async fn write_last(recorder: &StateRecorder) {
+    recorder.flushed().await;
     if recorder.degraded().is_none() {
         return;
     }
     for attempt in 1..=FINAL_WRITE_TRIES {
         recorder.update(|_| {});
+        recorder.flushed().await;
         if recorder.degraded().is_none() || attempt == FINAL_WRITE_TRIES {
             return;
         }
