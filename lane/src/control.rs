@@ -26,6 +26,7 @@ use std::sync::{Arc, Mutex};
 use crate::caller::{Caller, Refusal};
 use crate::channel::{HookInbox, HookRefused};
 use crate::handshake::{OperatorCommand, OperatorRequest, Verdict, VerdictReply};
+use crate::lane_state::StateRecorder;
 use clawpool_lanes::payload::{CallerLane, CallerRefused};
 use clawpool_lanes::state_file::GreenLevel;
 use clawpool_lanes::{EventLog, Payload};
@@ -198,9 +199,11 @@ impl ControlSocket {
 /// verdict, branch requests ([`LaneOp`]) to `ops`, whose reply is sent back when the work is
 /// done, `screen` requests are answered at once from `screen`, and hook reports go to `hooks`
 /// (refused when the lane has no hook channel); each only from the callers `gate` admits.
+/// A verdict is written back once `state`'s files hold what the command did.
 pub fn listen(
     socket: &Path,
     gate: CallerGate,
+    state: StateRecorder,
     commands: mpsc::Sender<OperatorRequest>,
     ops: mpsc::Sender<OpRequest>,
     screen: ScreenSource,
@@ -215,6 +218,7 @@ pub fn listen(
     let accept = tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
             let handler = Handler {
+                state: state.clone(),
                 commands: commands.clone(),
                 ops: ops.clone(),
                 screen: screen.clone(),
@@ -254,6 +258,7 @@ pub fn listen(
 
 /// Where each kind of admitted request goes.
 struct Handler {
+    state: StateRecorder,
     commands: mpsc::Sender<OperatorRequest>,
     ops: mpsc::Sender<OpRequest>,
     screen: ScreenSource,
@@ -264,7 +269,13 @@ impl Handler {
     /// Answers one admitted request.
     async fn answer(&self, request: Request) -> ControlReply {
         match request {
-            Request::Operator(command) => verdict_of(&self.commands, command).await,
+            Request::Operator(command) => {
+                let verdict = verdict_of(&self.commands, command).await;
+                // An operator reads the lane's state right after its verdict (`stop`, then
+                // `state`): the state files say what the command did by the time it is told.
+                self.state.flushed().await;
+                verdict
+            }
             Request::MergeForward => self.op(LaneOp::MergeForward).await,
             Request::Verify { level } => self.op(LaneOp::Verify { level }).await,
             Request::Screen => self.screen.reply(),

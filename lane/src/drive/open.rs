@@ -405,6 +405,7 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
     let listener = control::listen(
         &socket,
         gate,
+        recorder.clone(),
         operator_tx,
         ops_tx,
         screen.clone(),
