@@ -30,11 +30,15 @@
 pub mod adoption;
 pub mod config;
 pub mod error;
+pub mod follow_up;
 pub mod forge;
 pub mod known_repos;
 pub mod land;
+pub mod lane_checks;
+pub mod lane_lookup;
 pub mod notifier;
 pub mod observer;
+pub mod operator;
 pub mod publish;
 pub mod registry;
 pub mod request;

@@ -8,11 +8,15 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use clawpool_lane::control::VerifiedReply;
 use clawpool_lane::interrupt::StopSignal;
 use clawpool_lanes::{LaneState, PacketErrors};
-use clawpool_worktree::Repo;
+use clawpool_worktree::{MergeOutcome, Repo};
 
 use crate::error::{CommandError, EXIT_INVALID_INPUT};
+pub use crate::lane_checks::VerifyRequest;
+pub use crate::lane_lookup::LaneArg;
+pub use crate::operator::{FollowUp, OperateReply, OperateRequest};
 
 /// A request to the pool of one repository.
 pub enum PoolRequest {
@@ -20,6 +24,13 @@ pub enum PoolRequest {
     Spawn(SpawnRequest),
     /// Take over the lanes a supervisor that died left.
     Adopt(AdoptRequest),
+    /// An operator's command to one lane: trust, answer, send (a follow-up to a lane that
+    /// ended), stop, restart, budget.
+    Operate(OperateRequest),
+    /// Merge a lane's base into its branch.
+    MergeForward(LaneArg),
+    /// Verify a lane's work at a level.
+    Verify(VerifyRequest),
 }
 
 /// The reply to a [`PoolRequest`], variant for variant.
@@ -28,6 +39,12 @@ pub enum PoolReply {
     Spawn(SpawnReply),
     /// What a [`PoolRequest::Adopt`] came to.
     Adopt(AdoptReply),
+    /// What a [`PoolRequest::Operate`] came to.
+    Operate(OperateReply),
+    /// The merge's outcome (merged, up to date, or why not).
+    MergeForward(MergeOutcome),
+    /// The verification, green or not, and the lane's green level after it.
+    Verify(Box<VerifiedReply>),
 }
 
 /// The terminal a packet's lanes run in.

@@ -182,7 +182,11 @@ pub async fn run_answer_remembering(args: &AnswerArgs) -> Result<ExitCode, Comma
     let command = clawpool_lane::handshake::OperatorCommand::Answer {
         choice: args.choice.clone(),
     };
-    let verdict = crate::run_lane::send_operator(&args.lane.lane, &command).await?;
+    let verdict = clawpool_pool::operator::send_operator(
+        &clawpool_pool::request::LaneArg::here(&args.lane.lane),
+        &command,
+    )
+    .await?;
     let lane_label = args.lane.lane.display().to_string();
     let Some(grant) = grant.filter(|_| verdict.is_done()) else {
         return Ok(crate::run_lane::print_verdict(

@@ -231,7 +231,7 @@ pub async fn run_recover(args: &RecoverArgs) -> Result<ExitCode, CommandError> {
         }
     };
     let socket = lane.socket();
-    let verdict = match crate::run_lane::operator_verdict(&socket, &command).await {
+    let verdict = match clawpool_lane::control::operator_verdict(&socket, &command).await {
         Ok(verdict) => verdict,
         Err(err) => {
             let hint = match &doc {

@@ -1,19 +1,22 @@
-//! `clawpool run` (one lane in the foreground, driven by the lane engine) and the operator
-//! commands' way to a running lane: its control socket, the verdict printed.
+//! `clawpool run` (one lane in the foreground, driven by the lane engine), and the operator
+//! commands' verdicts rendered: what the lane did (the pool's [`clawpool_pool::operator`]
+//! carries the command to it) as a line for people or one JSON document.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use clawpool_agents::profiles::Profile;
 use clawpool_agents::trust::TrustRoots;
-use clawpool_lane::control;
 use clawpool_lane::drive::{
     LaneJob, RUN_SOCKET, STATE_DIR, Start, Terminal, drive, exclude_from_git, preflight,
 };
 use clawpool_lane::handshake::{OperatorCommand, Settings, Verdict, check_prompt};
 use clawpool_lane::interrupt::Interrupt;
 use clawpool_lanes::{LaneEvent, LaneState};
+use clawpool_pool::operator::{FollowUp, OperateReply, OperateRequest};
+use clawpool_pool::request::LaneArg;
+use clawpool_pool::{Pool, PoolReply, PoolRequest};
 use clawpool_pty::{TmuxConfig, TmuxServer};
 use serde_json::json;
 
@@ -203,18 +206,24 @@ pub fn print_event(event: &LaneEvent, format: OutputFormat, lane_column: Option<
 /// Reports a follow-up to an ended lane (`clawpool send` on a stopped or finished lane, which
 /// drove the lane to its new end): delivered when the agent took the text as a new turn
 /// (exit 0 when the lane then finished), otherwise an error as any verdict's, `lane_failed`.
-pub fn print_follow_up(
-    lane: &str,
-    result: &clawpool_lane::drive::LaneResult,
-    format: OutputFormat,
-) -> ExitCode {
-    let state = result.final_state();
-    let accepted = result
-        .outcome
-        .as_ref()
-        .is_some_and(|o| o.receipt.accepted_at.is_some());
-    let ended = state.map_or_else(|| "unknown".to_owned(), |s| s.to_string());
-    let verdict = if accepted {
+pub fn print_follow_up(lane: &str, follow_up: &FollowUp, format: OutputFormat) -> ExitCode {
+    let (verdict, extra) = follow_up_verdict(follow_up);
+    let command = OperatorCommand::Send {
+        text: String::new(),
+    };
+    let code = print_verdict(lane, &command, &verdict, format, extra);
+    if follow_up.accepted && follow_up.state != Some(LaneState::Finished) {
+        return ExitCode::from(crate::output::EXIT_FAILURE);
+    }
+    code
+}
+
+/// A follow-up as a verdict, and the fields its document adds (`send`, `state`, `follow_up`).
+pub fn follow_up_verdict(follow_up: &FollowUp) -> (Verdict, serde_json::Value) {
+    let ended = follow_up
+        .state
+        .map_or_else(|| "unknown".to_owned(), |s| s.to_string());
+    let verdict = if follow_up.accepted {
         Verdict::done(format!(
             "follow-up delivered as a new turn of the lane's session; the lane ended {ended}"
         ))
@@ -225,71 +234,41 @@ pub fn print_follow_up(
             ),
         }
     };
-    let command = OperatorCommand::Send {
-        text: String::new(),
-    };
-    let extra = json!({"send": if accepted { "delivered" } else { "not_delivered" }, "state": state, "follow_up": true});
-    let code = print_verdict(lane, &command, &verdict, format, extra);
-    if accepted && state != Some(LaneState::Finished) {
-        return ExitCode::from(crate::output::EXIT_FAILURE);
-    }
-    code
+    let extra = json!({"send": if follow_up.accepted { "delivered" } else { "not_delivered" }, "state": follow_up.state, "follow_up": true});
+    (verdict, extra)
 }
 
-/// Sends an operator command to the lane running in `lane_dir` and waits for its verdict.
-pub async fn send_operator(
-    lane_dir: &Path,
+/// An operator command's verdict as one JSON document: `lane`, `command`, the verdict's
+/// fields and `extra`'s (what `--output-format json` prints, and the MCP tools answer).
+pub fn verdict_document(
+    lane: &str,
     command: &OperatorCommand,
-) -> Result<Verdict, CommandError> {
-    let lane = crate::board::find_lane(lane_dir)?;
-    let socket = lane.socket();
-    let verdict = operator_verdict(&socket, command).await.map_err(|why| {
-        // A lane that ended is answered from its record, not from the socket it no longer has.
-        if let Ok(doc) = lane.state()
-            && doc.status.is_terminal()
-        {
-            return CommandError::invalid("lane_not_running", ended_lane_answer(&doc, command));
+    verdict: &Verdict,
+    extra: serde_json::Value,
+) -> serde_json::Value {
+    let mut document = json!({"lane": lane, "command": command.describe()});
+    if let (Some(fields), Ok(serde_json::Value::Object(verdict_fields))) =
+        (document.as_object_mut(), serde_json::to_value(verdict))
+    {
+        fields.extend(verdict_fields);
+        if let serde_json::Value::Object(extra) = extra {
+            fields.extend(extra);
         }
-        CommandError::invalid(
-            "lane_not_running",
-            format!(
-                "no running lane at {} ({why}); is `clawpool run` or `clawpool spawn` running there?",
-                lane.dir.display()
-            ),
-        )
-    })?;
-    Ok(verdict)
+    }
+    document
 }
 
-/// What an operator command gets from a lane that ended: how and when it ended, as its state
-/// file records it, and what (if anything) takes it up again.
-fn ended_lane_answer(doc: &clawpool_lanes::WorkerStateDoc, command: &OperatorCommand) -> String {
-    let ago = clawpool_lanes::state_file::now_secs().saturating_sub(doc.updated_at);
-    let nothing = match command {
-        OperatorCommand::Stop => "nothing to stop",
-        OperatorCommand::Restart(_) => "nothing to restart",
-        OperatorCommand::Send { .. } => "it takes no follow-up",
-        _ => "nothing to answer",
-    };
-    let again = match doc.status {
-        clawpool_lanes::LaneStatus::Failed => {
-            "`clawpool spawn --rerun` starts its task again".to_owned()
-        }
-        _ => format!("`clawpool send {} TEXT` takes it up again", doc.lane),
-    };
-    format!(
-        "lane {} ended {} {ago}s ago (at {}, epoch seconds; worker {}); {nothing}: {again}",
-        doc.lane,
-        doc.lane_state(),
-        doc.updated_at,
-        doc.worker_id
-    )
-}
-
-/// Sends `command` to the lane listening on `socket`; its verdict, or why it never reached a
-/// lane (no socket, nobody listening, the lane ended before it decided).
-pub async fn operator_verdict(socket: &Path, command: &OperatorCommand) -> Result<Verdict, String> {
-    control::operator_verdict(socket, command).await
+/// The error an operator command that the lane did not do comes to: `kind` `lane_ignored`,
+/// `lane_refused`, `lane_over_budget` or `lane_failed`, and its message.
+pub fn verdict_error(lane: &str, command: &OperatorCommand, verdict: &Verdict) -> (String, String) {
+    let kind = format!("lane_{}", verdict.name());
+    let message = format!(
+        "lane {lane} {} `clawpool {}`: {}",
+        verdict.name(),
+        command.describe(),
+        verdict.reason()
+    );
+    (kind, message)
 }
 
 /// Prints an operator command's verdict and returns the exit status: on stdout and 0 when the
@@ -303,15 +282,7 @@ pub fn print_verdict(
     format: OutputFormat,
     extra: serde_json::Value,
 ) -> ExitCode {
-    let mut document = json!({"lane": lane, "command": command.describe()});
-    if let (Some(fields), Ok(serde_json::Value::Object(verdict_fields))) =
-        (document.as_object_mut(), serde_json::to_value(verdict))
-    {
-        fields.extend(verdict_fields);
-        if let serde_json::Value::Object(extra) = extra {
-            fields.extend(extra);
-        }
-    }
+    let mut document = verdict_document(lane, command, verdict, extra);
     if verdict.is_done() {
         match format {
             OutputFormat::Json => println!("{document}"),
@@ -319,13 +290,7 @@ pub fn print_verdict(
         }
         return ExitCode::SUCCESS;
     }
-    let kind = format!("lane_{}", verdict.name());
-    let message = format!(
-        "lane {lane} {} `clawpool {}`: {}",
-        verdict.name(),
-        command.describe(),
-        verdict.reason()
-    );
+    let (kind, message) = verdict_error(lane, command, verdict);
     match format {
         OutputFormat::Json => {
             document["kind"] = kind.into();
@@ -335,4 +300,36 @@ pub fn print_verdict(
         OutputFormat::Text => eprintln!("clawpool: error: {message}"),
     }
     ExitCode::from(crate::output::EXIT_FAILURE)
+}
+
+/// An operator command (`trust`, `answer`, `send`, `stop`, `restart`, `budget`) as the pool's
+/// request, its reply rendered: exit 0 only when the lane did it. `config` is read only if a
+/// `send` becomes a follow-up.
+pub async fn operate(
+    lane: &std::path::Path,
+    command: OperatorCommand,
+    format: OutputFormat,
+    config: clawpool_pool::config::ConfigInput,
+) -> Result<ExitCode, CommandError> {
+    let request = OperateRequest {
+        lane: LaneArg::here(lane),
+        command: command.clone(),
+        follow_up_stops_on_signals: true,
+    };
+    let reply = Pool::reading(config)
+        .handle(
+            PoolRequest::Operate(request),
+            Arc::new(clawpool_pool::observer::Silent),
+        )
+        .await?;
+    let PoolReply::Operate(reply) = reply else {
+        unreachable!("the pool answers an operator request with an operator reply")
+    };
+    let label = lane.display().to_string();
+    Ok(match reply {
+        OperateReply::Verdict(verdict) => {
+            print_verdict(&label, &command, &verdict, format, serde_json::Value::Null)
+        }
+        OperateReply::FollowUp(follow_up) => print_follow_up(&label, &follow_up, format),
+    })
 }
