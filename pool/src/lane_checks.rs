@@ -17,16 +17,8 @@ use clawpool_lanes::{EventLog, read_lane_record};
 use clawpool_worktree::{MergeOutcome, Repo};
 
 use crate::error::{CommandError, EXIT_FAILURE};
-use crate::lane_lookup::{LaneArg, find_lane_arg};
-
-/// Verify a lane's work at a level.
-#[derive(Debug, Clone)]
-pub struct VerifyRequest {
-    /// The lane, as the caller named it.
-    pub lane: LaneArg,
-    /// The green level asked for.
-    pub level: GreenLevel,
-}
+use crate::lane_lookup::find_lane_arg;
+use crate::request::{LaneArg, VerifyRequest};
 
 /// A green level by its name (`targeted`, `package`, `workspace`, `merge_ready`), or the
 /// `invalid_level` error naming what was given.

@@ -13,32 +13,7 @@ use clawpool_worktree::Repo;
 use clawpool_worktree::layout::LANE_DIR;
 
 use crate::error::CommandError;
-
-/// A lane as its caller named it: `arg` (a lane name or a folder) resolved in `from` (a
-/// folder of the repository whose registry a name is looked up in; a relative folder is taken
-/// from there). The CLI's `from` is the current folder.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LaneArg {
-    /// The folder the argument is resolved in.
-    pub from: PathBuf,
-    /// The argument as given.
-    pub arg: PathBuf,
-}
-
-impl LaneArg {
-    /// `arg` as given on this process's command line: resolved in the current folder.
-    pub fn here(arg: &Path) -> Self {
-        Self {
-            from: PathBuf::from("."),
-            arg: arg.to_owned(),
-        }
-    }
-
-    /// The argument as its caller wrote it, for messages.
-    pub fn label(&self) -> String {
-        self.arg.display().to_string()
-    }
-}
+use crate::request::LaneArg;
 
 /// A lane found from an argument.
 pub struct FoundLane {

@@ -8,41 +8,12 @@
 
 use clawpool_lane::handshake::{OperatorCommand, Verdict, check_prompt};
 use clawpool_lanes::state_file::{Liveness, now_secs, probe};
-use clawpool_lanes::{LaneState, LaneStatus, WorkerStateDoc};
+use clawpool_lanes::{LaneStatus, WorkerStateDoc};
 
 use crate::config::Loaded;
 use crate::error::CommandError;
-use crate::lane_lookup::{FoundLane, LaneArg, find_lane_arg};
-
-/// Send `command` to a lane.
-pub struct OperateRequest {
-    /// The lane, as the caller named it.
-    pub lane: LaneArg,
-    /// The command.
-    pub command: OperatorCommand,
-    /// Whether a follow-up this request drives stops its lane on this process's SIGINT or
-    /// SIGTERM (the CLI: yes, as `clawpool run`). A long-lived caller (the MCP server) says no:
-    /// listening would keep those signals from ending it for the rest of its life.
-    pub follow_up_stops_on_signals: bool,
-}
-
-/// What an operator command came to.
-pub enum OperateReply {
-    /// The lane's verdict, from the supervisor driving it.
-    Verdict(Verdict),
-    /// A `send` to a stopped or finished lane, which this request drove to its new end.
-    FollowUp(FollowUp),
-}
-
-/// A follow-up's end: whether the agent started again took the text as a new turn, and the
-/// state the lane then ended in.
-#[derive(Debug, Clone, Copy)]
-pub struct FollowUp {
-    /// The text was accepted as a new turn of the lane's session.
-    pub accepted: bool,
-    /// The state the lane ended in (`None` when it is not known).
-    pub state: Option<LaneState>,
-}
+use crate::lane_lookup::{FoundLane, find_lane_arg};
+use crate::request::{FollowUp, LaneArg, OperateReply, OperateRequest};
 
 /// Runs an operator command. `loaded` gives the configuration a follow-up resumes the lane
 /// with, loaded for the lane's folder only when a follow-up runs.

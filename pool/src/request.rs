@@ -6,17 +6,16 @@
 //! This module is the API's data only; [`crate::service::Pool::handle`] runs a request.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clawpool_lane::control::VerifiedReply;
+use clawpool_lane::handshake::{OperatorCommand, Verdict};
 use clawpool_lane::interrupt::StopSignal;
+use clawpool_lanes::state_file::GreenLevel;
 use clawpool_lanes::{LaneState, PacketErrors};
 use clawpool_worktree::{MergeOutcome, Repo};
 
 use crate::error::{CommandError, EXIT_INVALID_INPUT};
-pub use crate::lane_checks::VerifyRequest;
-pub use crate::lane_lookup::LaneArg;
-pub use crate::operator::{FollowUp, OperateReply, OperateRequest};
 
 /// A request to the pool of one repository.
 pub enum PoolRequest {
@@ -236,4 +235,69 @@ pub struct NotAdopted {
     pub kind: &'static str,
     /// For people.
     pub error: String,
+}
+
+/// A lane as its caller named it: `arg` (a lane name or a folder) resolved in `from` (a
+/// folder of the repository whose registry a name is looked up in; a relative folder is taken
+/// from there). The CLI's `from` is the current folder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaneArg {
+    /// The folder the argument is resolved in.
+    pub from: PathBuf,
+    /// The argument as given.
+    pub arg: PathBuf,
+}
+
+impl LaneArg {
+    /// `arg` as given on this process's command line: resolved in the current folder.
+    pub fn here(arg: &Path) -> Self {
+        Self {
+            from: PathBuf::from("."),
+            arg: arg.to_owned(),
+        }
+    }
+
+    /// The argument as its caller wrote it, for messages.
+    pub fn label(&self) -> String {
+        self.arg.display().to_string()
+    }
+}
+
+/// Send `command` to a lane.
+pub struct OperateRequest {
+    /// The lane, as the caller named it.
+    pub lane: LaneArg,
+    /// The command.
+    pub command: OperatorCommand,
+    /// Whether a follow-up this request drives stops its lane on this process's SIGINT or
+    /// SIGTERM (the CLI: yes, as `clawpool run`). A long-lived caller (the MCP server) says no:
+    /// listening would keep those signals from ending it for the rest of its life.
+    pub follow_up_stops_on_signals: bool,
+}
+
+/// What an operator command came to.
+pub enum OperateReply {
+    /// The lane's verdict, from the supervisor driving it.
+    Verdict(Verdict),
+    /// A `send` to a stopped or finished lane, which this request drove to its new end.
+    FollowUp(FollowUp),
+}
+
+/// A follow-up's end: whether the agent started again took the text as a new turn, and the
+/// state the lane then ended in.
+#[derive(Debug, Clone, Copy)]
+pub struct FollowUp {
+    /// The text was accepted as a new turn of the lane's session.
+    pub accepted: bool,
+    /// The state the lane ended in (`None` when it is not known).
+    pub state: Option<LaneState>,
+}
+
+/// Verify a lane's work at a level.
+#[derive(Debug, Clone)]
+pub struct VerifyRequest {
+    /// The lane, as the caller named it.
+    pub lane: LaneArg,
+    /// The green level asked for.
+    pub level: GreenLevel,
 }

@@ -147,13 +147,13 @@ pub async fn run_verify(args: VerifyArgs) -> Result<ExitCode, CommandError> {
     )
 }
 
-/// `clawpool verify --output-format json`'s document: `ok`, then the reply's fields.
-fn verified_document(reply: &VerifiedReply) -> String {
+/// `clawpool verify --output-format json`'s document: `ok`, then the reply's fields (also the
+/// MCP `verify_lane` tool's `result`).
+pub fn verified_document(reply: &VerifiedReply) -> serde_json::Value {
     serde_json::json!({
         "ok": true,
         "verification": reply.verification,
         "green_level": reply.green_level,
         "lane_state": reply.lane_state,
     })
-    .to_string()
 }

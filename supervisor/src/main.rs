@@ -19,6 +19,7 @@ mod loaded;
 mod mcp;
 mod mirror;
 mod notifying;
+mod operator_cmd;
 mod output;
 mod permissions_cmd;
 mod policy_cmd;
@@ -98,7 +99,7 @@ fn main() -> ExitCode {
             Command::Send(args) => {
                 let command = clawpool_lane::handshake::OperatorCommand::Send { text: args.text };
                 let config = loaded::input(&args.config);
-                run_lane::operate(&args.lane, command, args.output_format, config).await
+                operator_cmd::operate(&args.lane, command, args.output_format, config).await
             }
             Command::Stop(args) => {
                 operator(&args, clawpool_lane::handshake::OperatorCommand::Stop).await
@@ -322,7 +323,7 @@ async fn operator(
 ) -> Result<ExitCode, CommandError> {
     // Only a `send` that becomes a follow-up reads the configuration.
     let config = clawpool_pool::config::ConfigInput::of_this_process(None);
-    run_lane::operate(&args.lane, command, args.output_format, config).await
+    operator_cmd::operate(&args.lane, command, args.output_format, config).await
 }
 
 /// `clawpool board | head` closes stdout early; `println!` then panics. SIGPIPE stays ignored

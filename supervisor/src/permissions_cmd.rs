@@ -189,7 +189,7 @@ pub async fn run_answer_remembering(args: &AnswerArgs) -> Result<ExitCode, Comma
     .await?;
     let lane_label = args.lane.lane.display().to_string();
     let Some(grant) = grant.filter(|_| verdict.is_done()) else {
-        return Ok(crate::run_lane::print_verdict(
+        return Ok(crate::operator_cmd::print_verdict(
             &lane_label,
             &command,
             &verdict,
@@ -252,7 +252,7 @@ pub async fn run_answer_remembering(args: &AnswerArgs) -> Result<ExitCode, Comma
             store.path().display()
         );
     }
-    Ok(crate::run_lane::print_verdict(
+    Ok(crate::operator_cmd::print_verdict(
         &lane_label,
         &command,
         &verdict,

@@ -265,7 +265,7 @@ pub async fn run_recover(args: &RecoverArgs) -> Result<ExitCode, CommandError> {
             .unwrap_or_default();
         println!("lane {lane_name}: running {recipe_name} by hand{decided}: {what}");
     }
-    Ok(crate::run_lane::print_verdict(
+    Ok(crate::operator_cmd::print_verdict(
         &lane_name,
         &command,
         &verdict,
