@@ -131,7 +131,7 @@ fn plain_name(arg: &Path) -> Option<&str> {
 }
 
 /// Lane `name` from the registry, when its entry is there and names a worktree.
-fn registered(repo: &Repo, name: &str) -> Option<FoundLane> {
+pub fn registered(repo: &Repo, name: &str) -> Option<FoundLane> {
     let registry = lane_registry(repo, name);
     let entry = registry.entry().ok()?;
     Some(FoundLane {

@@ -20,6 +20,11 @@
 //! with bounded concurrency are [`start`]; the registry's writes [`registry`]; one supervisor
 //! per repository [`supervisor_lock`]; taking over a dead supervisor's lanes [`adoption`].
 //!
+//! It owns **operating on one lane** behind the same API: which lane a name or folder means
+//! ([`lane_lookup`]), an operator's command carried to the lane's control socket and its
+//! verdict back ([`operator`]), a follow-up to a lane that ended ([`follow_up`]), and
+//! merge-forward and verify through the lane's supervisor or directly ([`lane_checks`]).
+//!
 //! It also owns **hand-off** of finished lanes to their base: the merge queue ([`land`]) that
 //! moves the base only to verified commits — and **publishing** a lane's branch: [`publish`]
 //! pushes it and finds or opens its pull request on a GitHub-compatible forge ([`forge`]).

@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use clawpool_lane::handshake::{OperatorCommand, RestartRequest, Verdict};
 use clawpool_lanes::stream::StreamEvent;
-use clawpool_lanes::{LaneEvent, LaneState, WorkerStateDoc, read_lane_record, with_ages};
+use clawpool_lanes::{LaneEvent, LaneState, WorkerStateDoc, with_ages};
 use clawpool_pool::config::ConfigInput;
 use clawpool_pool::error::CommandError;
 use clawpool_pool::lane_checks::parse_level;
@@ -236,16 +236,16 @@ impl PoolApi {
     pub fn record(&self, lane: &str) -> Result<(WorkerStateDoc, PathBuf), ApiError> {
         check_name(lane)?;
         let repo = self.repo()?;
-        let registry = clawpool_lane::registry::lane_registry(&repo, lane);
-        let entry = registry.entry().map_err(|_| {
+        let found = clawpool_pool::lane_lookup::registered(&repo, lane).ok_or_else(|| {
             ApiError::new(
                 "unknown_lane",
                 format!("no lane {lane:?} in this repository's registry"),
             )
         })?;
-        let doc = read_lane_record(registry.dir(), &entry.worktree)
+        let doc = found
+            .state()
             .map_err(|e| ApiError::new(e.kind(), e.to_string()))?;
-        Ok((doc, registry.dir().to_owned()))
+        Ok((doc, found.record()))
     }
 
     /// The stream's events after `since` (all of it when `None`), of `lane` only when given, at
