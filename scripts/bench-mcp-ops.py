@@ -106,7 +106,7 @@ def main():
         sends = []
         for i in range(rounds):
             doc, ms = client.tool("send_to_lane", {"lane": "lane-000", "text": f"more {i}"})
-            if doc["receipt"]["receipt"] != "queued":
+            if doc["receipt"] != "queued":
                 raise SystemExit(f"send_to_lane: not queued: {doc}")
             sends.append(ms)
         print(summary("send_to_lane (queued)", sends))

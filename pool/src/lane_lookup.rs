@@ -156,3 +156,36 @@ fn not_found(name: &str) -> CommandError {
         format!("no lane {name:?}: not a lane folder, and no lane of that name in this repository"),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A caller whose current folder is elsewhere (the MCP server) resolves a folder argument
+    /// in the folder it names, not in its own current folder.
+    #[test]
+    fn a_relative_folder_is_resolved_in_the_argument_s_folder() {
+        let top = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir(top.path().join("lane-a")).expect("mkdir");
+        let lane = LaneArg {
+            from: top.path().to_owned(),
+            arg: PathBuf::from("lane-a"),
+        };
+        let found = find_lane_arg(&lane).expect("found");
+        let dir = top.path().join("lane-a").canonicalize().expect("canonical");
+        assert_eq!(found.dir, dir);
+        assert_eq!(found.events, dir.join(LANE_DIR).join("events.jsonl"));
+    }
+
+    #[test]
+    fn an_argument_that_is_neither_a_lane_nor_a_folder_is_an_unknown_lane() {
+        let top = tempfile::tempdir().expect("tempdir");
+        let lane = LaneArg {
+            from: top.path().to_owned(),
+            arg: PathBuf::from("nowhere"),
+        };
+        let err = find_lane_arg(&lane).err().expect("refused");
+        assert_eq!(err.kind, "unknown_lane");
+        assert!(err.message.contains("\"nowhere\""), "{}", err.message);
+    }
+}

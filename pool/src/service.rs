@@ -19,7 +19,7 @@ pub struct Pool {
 /// Where the pool's configuration comes from.
 enum Config {
     /// Loaded by the caller, once.
-    Loaded(Loaded),
+    Loaded(Box<Loaded>),
     /// Loaded for each request that needs it, for the repository the request acts in: a
     /// configuration file edited between two requests is read afresh, and a request that
     /// needs none (most operator commands) never fails on one.
@@ -30,7 +30,7 @@ impl Pool {
     /// The pool with the configuration `loaded` (the pool's input).
     pub fn new(loaded: Loaded) -> Self {
         Self {
-            config: Config::Loaded(loaded),
+            config: Config::Loaded(Box::new(loaded)),
         }
     }
 
