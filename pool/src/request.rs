@@ -13,6 +13,7 @@ use clawpool_lane::handshake::{OperatorCommand, Verdict};
 use clawpool_lane::interrupt::StopSignal;
 use clawpool_lanes::state_file::GreenLevel;
 use clawpool_lanes::{LaneState, PacketErrors};
+use clawpool_recovery::permissions::{Grant, GrantScope, SetAside};
 use clawpool_worktree::{MergeOutcome, Repo};
 
 use crate::error::{CommandError, EXIT_INVALID_INPUT};
@@ -30,6 +31,9 @@ pub enum PoolRequest {
     MergeForward(LaneArg),
     /// Verify a lane's work at a level.
     Verify(VerifyRequest),
+    /// Answer the tool-permission question a lane waits on and keep the yes as a grant
+    /// (`answer --remember`).
+    AnswerRemembering(RememberRequest),
 }
 
 /// The reply to a [`PoolRequest`], variant for variant.
@@ -44,6 +48,8 @@ pub enum PoolReply {
     MergeForward(MergeOutcome),
     /// The verification, green or not, and the lane's green level after it.
     Verify(Box<VerifiedReply>),
+    /// The lane's verdict on the answer, and the grant kept.
+    AnswerRemembering(RememberReply),
 }
 
 /// The terminal a packet's lanes run in.
@@ -300,4 +306,35 @@ pub struct VerifyRequest {
     pub lane: LaneArg,
     /// The green level asked for.
     pub level: GreenLevel,
+}
+
+/// Answer the tool-permission question a lane waits on, keeping a yes as a grant.
+#[derive(Debug, Clone)]
+pub struct RememberRequest {
+    /// The lane, as the caller named it.
+    pub lane: LaneArg,
+    /// The choice (a scope other than `once` keeps only a `yes`: the caller checks).
+    pub choice: String,
+    /// How widely the grant applies (`once` keeps none).
+    pub scope: GrantScope,
+}
+
+/// What an `answer --remember` came to.
+pub struct RememberReply {
+    /// The lane's verdict on the answer.
+    pub verdict: Verdict,
+    /// The grant kept: none for `once`, or when the lane did not take the answer.
+    pub kept: Option<KeptGrant>,
+}
+
+/// A grant kept for a lane's question.
+pub struct KeptGrant {
+    /// The grant as stored (numbered and signed).
+    pub grant: Grant,
+    /// The store it is in.
+    pub store: PathBuf,
+    /// The store found unreadable and set aside before this one was started, if it was.
+    pub set_aside: Option<SetAside>,
+    /// The lane's name as the grant records it (its worktree's folder).
+    pub lane: String,
 }

@@ -297,7 +297,7 @@ fn a_cycle_through_a_grouped_import_is_found_and_comments_are_not_imports() {
 /// the registry, the supervisor lock and adoption are the pool's (`clawpool_pool::start`,
 /// `registry`, `supervisor_lock`, `adoption`; issue #27, "the pool as a library"). These
 /// files turn flags and socket messages into the pool's requests and render its replies.
-const POOL_LOGIC: [(&str, &str); 27] = [
+const POOL_LOGIC: [(&str, &str); 29] = [
     (
         "lane_registry(",
         "a lane's registry folder is read or written by the pool",
@@ -388,13 +388,18 @@ const POOL_LOGIC: [(&str, &str); 27] = [
         "\"--detach\"",
         "the MCP server spawns through the pool in-process, not a child `clawpool spawn --detach`",
     ),
+    (
+        "GrantStore",
+        "an operator's yes is kept as a grant by the pool's remember",
+    ),
+    ("GrantKey", "a kept grant is signed by the pool's remember"),
 ];
 
 /// The binary's files that issue #27 emptied of pool logic (`supervisor/src/`, a folder
 /// meaning every file in it). `board.rs` and `gc.rs` join once they move too. The operator
 /// commands' rendering is `operator_cmd.rs` (`run_lane.rs` keeps `clawpool run`, one lane
 /// outside any pool, which builds its own lane job); `follow_up.rs` moved whole.
-const POOL_CLIENTS: [&str; 7] = [
+const POOL_CLIENTS: [&str; 8] = [
     "spawn.rs",
     "daemon",
     "loaded.rs",
@@ -402,6 +407,7 @@ const POOL_CLIENTS: [&str; 7] = [
     "checks.rs",
     "operator_cmd.rs",
     "mcp/pool_api.rs",
+    "permissions_cmd.rs",
 ];
 
 /// The places in `code` (production code of `file`) that hold pool logic.
