@@ -24,7 +24,8 @@
 //! ([`lane_lookup`]), an operator's command carried to the lane's control socket and its
 //! verdict back ([`operator`]), a follow-up to a lane that ended ([`follow_up`]), and
 //! merge-forward and verify through the lane's supervisor or directly ([`lane_checks`]), and an
-//! operator's yes kept as a grant ([`remember`]).
+//! operator's yes kept as a grant ([`remember`]), and a recovery recipe run by hand
+//! ([`recover`]).
 //!
 //! It also owns **hand-off** of finished lanes to their base: the merge queue ([`land`]) that
 //! moves the base only to verified commits — and **publishing** a lane's branch: [`publish`]
@@ -46,6 +47,7 @@ pub mod notifier;
 pub mod observer;
 pub mod operator;
 pub mod publish;
+pub mod recover;
 pub mod registry;
 pub mod remember;
 pub mod request;

@@ -13,6 +13,7 @@ use clawpool_lane::handshake::{OperatorCommand, Verdict};
 use clawpool_lane::interrupt::StopSignal;
 use clawpool_lanes::state_file::GreenLevel;
 use clawpool_lanes::{LaneState, PacketErrors};
+use clawpool_recovery::Action;
 use clawpool_recovery::permissions::{Grant, GrantScope, SetAside};
 use clawpool_worktree::{MergeOutcome, Repo};
 
@@ -34,6 +35,8 @@ pub enum PoolRequest {
     /// Answer the tool-permission question a lane waits on and keep the yes as a grant
     /// (`answer --remember`).
     AnswerRemembering(RememberRequest),
+    /// Run a recovery recipe on a lane by hand (`recover`).
+    Recover(RecoverRequest),
 }
 
 /// The reply to a [`PoolRequest`], variant for variant.
@@ -50,6 +53,8 @@ pub enum PoolReply {
     Verify(Box<VerifiedReply>),
     /// The lane's verdict on the answer, and the grant kept.
     AnswerRemembering(RememberReply),
+    /// The recipe run, or why it was refused before anything was sent.
+    Recover(RecoverReply),
 }
 
 /// The terminal a packet's lanes run in.
@@ -337,4 +342,97 @@ pub struct KeptGrant {
     pub set_aside: Option<SetAside>,
     /// The lane's name as the grant records it (its worktree's folder).
     pub lane: String,
+}
+
+/// Run a recovery recipe on a lane by hand.
+#[derive(Debug, Clone)]
+pub struct RecoverRequest {
+    /// The lane, as the caller named it.
+    pub lane: LaneArg,
+    /// The recipe; `None`: the one the lane's policy decides for its state.
+    pub recipe: Option<String>,
+}
+
+/// What a `recover` came to.
+pub enum RecoverReply {
+    /// The recipe's operator command went to the lane: its verdict.
+    Ran(RecipeRun),
+    /// Refused before anything was sent to the lane.
+    Refused(RecoverRefused),
+}
+
+/// A recipe run by hand.
+pub struct RecipeRun {
+    /// The lane's name (its folder when its record cannot be read).
+    pub lane: String,
+    /// The recipe.
+    pub recipe: String,
+    /// The policy rule that decided it, when none was named.
+    pub decided_by: Option<String>,
+    /// The operator command that carried it out.
+    pub command: OperatorCommand,
+    /// The lane's verdict on it.
+    pub verdict: Verdict,
+}
+
+/// A recipe refused, in words and by kind.
+pub struct RecoverRefused {
+    /// For people.
+    pub message: String,
+    /// Why, with its fields.
+    pub why: RecoverRefusal,
+}
+
+/// Why a `recover` was refused.
+pub enum RecoverRefusal {
+    /// No recipe of that name.
+    UnknownRecipe {
+        /// Every recipe's name.
+        recipes: Vec<String>,
+        /// Those `recover` runs.
+        runnable_by_hand: Vec<String>,
+    },
+    /// No operator command carries the recipe out.
+    NotRunnableByHand {
+        /// The recipe.
+        recipe: String,
+        /// The rule that decided it, when none was named.
+        decided_by: Option<String>,
+        /// The recipes `recover` runs.
+        runnable_by_hand: Vec<String>,
+    },
+    /// None was named and the policy decides none for the lane's state.
+    NoRecipe {
+        /// The rule that matched and what it decides instead (`None`: no rule matched).
+        decision: Option<DecidedRecipe>,
+    },
+}
+
+/// A policy rule's decision that is not a recipe.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct DecidedRecipe {
+    /// The rule.
+    pub rule: String,
+    /// What it decides.
+    pub action: Action,
+}
+
+impl RecoverRefusal {
+    /// The error's stable name.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            RecoverRefusal::UnknownRecipe { .. } => "unknown_recipe",
+            RecoverRefusal::NotRunnableByHand { .. } => "recipe_not_runnable_by_hand",
+            RecoverRefusal::NoRecipe { .. } => "no_recipe",
+        }
+    }
+
+    /// The exit code: a name or recipe that cannot be run is bad input; a state the policy
+    /// has no recipe for is a failure.
+    pub fn exit(&self) -> u8 {
+        match self {
+            RecoverRefusal::NoRecipe { .. } => crate::error::EXIT_FAILURE,
+            _ => EXIT_INVALID_INPUT,
+        }
+    }
 }

@@ -76,6 +76,9 @@ impl Pool {
             PoolRequest::Verify(verify) => {
                 PoolReply::Verify(crate::lane_checks::verify(&verify).await?)
             }
+            PoolRequest::Recover(recover) => PoolReply::Recover(
+                crate::recover::recover(recover, |lane| self.loaded(&lane.dir)).await?,
+            ),
             PoolRequest::AnswerRemembering(answer) => {
                 PoolReply::AnswerRemembering(crate::remember::answer_remembering(answer).await?)
             }

@@ -81,11 +81,12 @@ fn the_binary_speaks_the_control_protocol_only_through_its_types() {
         }
     }
     // The commands that reach a lane's socket: operator commands, merge-forward and verify
-    // (the pool's `operator.rs`, `lane_checks.rs`), `recover`, the dashboard's screen.
+    // and `recover` (the pool's `operator.rs`, `lane_checks.rs`, `recover.rs`), the
+    // dashboard's screen.
     for client in [
         "operator.rs",
         "lane_checks.rs",
-        "policy_cmd.rs",
+        "recover.rs",
         "ui/screen.rs",
     ] {
         assert!(
@@ -297,7 +298,7 @@ fn a_cycle_through_a_grouped_import_is_found_and_comments_are_not_imports() {
 /// the registry, the supervisor lock and adoption are the pool's (`clawpool_pool::start`,
 /// `registry`, `supervisor_lock`, `adoption`; issue #27, "the pool as a library"). These
 /// files turn flags and socket messages into the pool's requests and render its replies.
-const POOL_LOGIC: [(&str, &str); 29] = [
+const POOL_LOGIC: [(&str, &str); 31] = [
     (
         "lane_registry(",
         "a lane's registry folder is read or written by the pool",
@@ -393,13 +394,21 @@ const POOL_LOGIC: [(&str, &str); 29] = [
         "an operator's yes is kept as a grant by the pool's remember",
     ),
     ("GrantKey", "a kept grant is signed by the pool's remember"),
+    (
+        "fn by_hand",
+        "which recipe `recover` runs by hand is the pool's recover",
+    ),
+    (
+        "tokio::process::Command",
+        "the MCP server's operations are the pool's requests, never a child `clawpool`",
+    ),
 ];
 
 /// The binary's files that issue #27 emptied of pool logic (`supervisor/src/`, a folder
 /// meaning every file in it). `board.rs` and `gc.rs` join once they move too. The operator
 /// commands' rendering is `operator_cmd.rs` (`run_lane.rs` keeps `clawpool run`, one lane
 /// outside any pool, which builds its own lane job); `follow_up.rs` moved whole.
-const POOL_CLIENTS: [&str; 8] = [
+const POOL_CLIENTS: [&str; 9] = [
     "spawn.rs",
     "daemon",
     "loaded.rs",
@@ -408,6 +417,7 @@ const POOL_CLIENTS: [&str; 8] = [
     "operator_cmd.rs",
     "mcp/pool_api.rs",
     "permissions_cmd.rs",
+    "policy_cmd.rs",
 ];
 
 /// The places in `code` (production code of `file`) that hold pool logic.

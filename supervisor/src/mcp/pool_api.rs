@@ -1,28 +1,22 @@
-//! The MCP server's one way into the pool: every tool reaches lanes through here, so that this
-//! module alone is re-pointed when the pool's typed request API (issue #27) lands.
+//! The MCP server's one way into the pool: every tool reaches lanes through here.
 //!
 //! Reads are in-process, on what the pool and lanes crates already own: the repository's event
 //! stream and waiting on it (`clawpool_pool`), the lane registry and records (the board's
 //! [`crate::board::board_lane`], the same documents `clawpool board`/`state` print).
 //!
 //! Operations are the pool's typed requests, in-process ([`clawpool_pool::Pool::handle`]):
-//! send (a follow-up to a lane that ended included), stop, answer, trust, restart, verify,
-//! merge-forward, and spawn (`detach`, the pool's hand-over given to the repository's daemon
+//! send (a follow-up to a lane that ended included), stop, answer, trust, restart, recover,
+//! verify, merge-forward, and spawn (`detach`, the pool's hand-over given to the repository's daemon
 //! as `clawpool spawn --detach` gives it). Each tool's `result` document is built from the
 //! typed reply by the same rendering the CLI's `--output-format json` uses, so the documents
 //! are the CLI's. The configuration is read for each operation, as a command would read it.
 //! A lane's control socket and the daemon see this server as the operator: one outside every
-//! lane exactly when this server runs outside every lane (`mcp/mod.rs` checks).
-//!
-//! `recover` alone still runs the CLI's own command in a child process (`clawpool recover
-//! --output-format json`: its recipes have no typed pool request yet): its stdout document is
-//! the reply, its stderr `{"error": {"kind", …}}` the error with the CLI's `kind`.
+//! lane exactly when this server runs outside every lane (`mcp/mod.rs` checks). No operation
+//! runs a child `clawpool`.
 
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
-
 use std::sync::Arc;
+use std::time::Duration;
 
 use clawpool_lane::handshake::{OperatorCommand, RestartRequest, Verdict};
 use clawpool_lanes::stream::StreamEvent;
@@ -31,7 +25,9 @@ use clawpool_pool::config::ConfigInput;
 use clawpool_pool::error::CommandError;
 use clawpool_pool::lane_checks::parse_level;
 use clawpool_pool::observer::Silent;
-use clawpool_pool::request::{LaneArg, SpawnReply, SpawnRequest, Transport, VerifyRequest};
+use clawpool_pool::request::{
+    LaneArg, RecoverReply, RecoverRequest, SpawnReply, SpawnRequest, Transport, VerifyRequest,
+};
 use clawpool_pool::request::{OperateReply, OperateRequest};
 use clawpool_pool::{Follower, Pool, PoolReply, PoolRequest, Start, Until, WaitOutcome};
 use clawpool_worktree::MergeOutcome;
@@ -129,20 +125,6 @@ impl Operation {
         })
     }
 
-    /// The CLI command that carries out a `recover` (the one operation still run as a child
-    /// process). Options first, then `--` and the lane.
-    fn recover_command_line(lane: &str, recipe: Option<&str>) -> Vec<OsString> {
-        let mut args: Vec<OsString> = vec!["recover".into()];
-        if let Some(recipe) = recipe {
-            args.push("--recipe".into());
-            args.push(recipe.into());
-        }
-        for arg in ["--output-format", "json", "--", lane] {
-            args.push(arg.into());
-        }
-        args
-    }
-
     /// The operator command it is, for those the lane's control socket takes.
     fn operator_command(&self) -> Option<OperatorCommand> {
         Some(match self {
@@ -189,7 +171,6 @@ pub struct PoolApi {
     /// The repository's top folder (operations run there, so lane names resolve in it).
     root: PathBuf,
     state: StateDir,
-    exe: PathBuf,
     config: Option<PathBuf>,
 }
 
@@ -197,12 +178,9 @@ impl PoolApi {
     pub fn open(repo: &Path, config: Option<PathBuf>) -> Result<Self, ApiError> {
         let repo =
             Repo::open(repo).map_err(|e| ApiError::new("not_a_repository", e.to_string()))?;
-        let exe = std::env::current_exe()
-            .map_err(|e| ApiError::new("io", format!("finding clawpool's own executable: {e}")))?;
         Ok(Self {
             root: repo.root().to_owned(),
             state: StateDir::of(repo.common_dir()),
-            exe,
             config: config.map(|c| c.canonicalize().unwrap_or(c)),
         })
     }
@@ -405,8 +383,43 @@ impl PoolApi {
                 })
             }
             Operation::Recover { lane, recipe } => {
-                self.child(&Operation::recover_command_line(lane, recipe.as_deref()))
-                    .await
+                let request = PoolRequest::Recover(RecoverRequest {
+                    lane: self.lane_arg(lane),
+                    recipe: recipe.clone(),
+                });
+                let PoolReply::Recover(reply) = self.handle(request).await? else {
+                    unreachable!("the pool answers a recover with the recipe run or refused")
+                };
+                let run = match reply {
+                    RecoverReply::Ran(run) => run,
+                    RecoverReply::Refused(refused) => {
+                        return Err(ApiError {
+                            kind: refused.why.kind().to_owned(),
+                            message: refused.message,
+                            detail: crate::policy_cmd::refusal_fields(&refused.why),
+                        });
+                    }
+                };
+                let document = crate::operator_cmd::verdict_document(
+                    &run.lane,
+                    &run.command,
+                    &run.verdict,
+                    crate::policy_cmd::run_fields(&run),
+                );
+                if !run.verdict.is_done() {
+                    let (kind, message) =
+                        crate::operator_cmd::verdict_error(&run.lane, &run.command, &run.verdict);
+                    return Err(ApiError {
+                        kind,
+                        message,
+                        detail: document,
+                    });
+                }
+                Ok(OpReply {
+                    ok: true,
+                    document,
+                    answer: None,
+                })
             }
             Operation::Send { .. }
             | Operation::Stop { .. }
@@ -517,64 +530,6 @@ impl PoolApi {
             answer: None,
         })
     }
-
-    /// Runs `clawpool ARGS` in the repository, JSON mode: its stdout document, or its error.
-    async fn child(&self, command_line: &[OsString]) -> Result<OpReply, ApiError> {
-        let mut command = tokio::process::Command::new(&self.exe);
-        command
-            .args(command_line)
-            .current_dir(&self.root)
-            .stdin(std::process::Stdio::null())
-            .kill_on_drop(true);
-        if let Some(config) = &self.config {
-            command.env("CLAWPOOL_CONFIG", config);
-        }
-        let out = command
-            .output()
-            .await
-            .map_err(|e| ApiError::new("io", format!("running clawpool: {e}")))?;
-        let document = last_json(&out.stdout);
-        if out.status.success() {
-            return Ok(OpReply {
-                ok: true,
-                document: document.unwrap_or(Value::Null),
-                answer: None,
-            });
-        }
-        if let Some(Value::Object(mut error)) =
-            last_json(&out.stderr).and_then(|mut e| e.get_mut("error").map(Value::take))
-        {
-            let kind = match error.remove("kind") {
-                Some(Value::String(kind)) => kind,
-                _ => "command_failed".to_owned(),
-            };
-            let message = match error.remove("message") {
-                Some(Value::String(message)) => message,
-                _ => String::new(),
-            };
-            return Err(ApiError {
-                kind,
-                message,
-                detail: Value::Object(error),
-            });
-        }
-        match document {
-            Some(document) => Ok(OpReply {
-                ok: false,
-                document,
-                answer: None,
-            }),
-            None => Err(ApiError::new(
-                "command_failed",
-                format!(
-                    "clawpool {} exited {}: {}",
-                    command_line[0].to_string_lossy(),
-                    out.status,
-                    String::from_utf8_lossy(&out.stderr).trim()
-                ),
-            )),
-        }
-    }
 }
 
 /// A lane name as the packet's rules take it: never a flag, a path, or empty.
@@ -587,14 +542,4 @@ fn check_name(lane: &str) -> Result<(), ApiError> {
             format!("{lane:?} is not a lane name (docs/task-packet.md, \"Lane names\")"),
         ))
     }
-}
-
-/// The last line of `bytes` that is a JSON document.
-fn last_json(bytes: &[u8]) -> Option<Value> {
-    let text = String::from_utf8_lossy(bytes);
-    serde_json::from_str(text.trim()).ok().or_else(|| {
-        text.lines()
-            .rev()
-            .find_map(|line| serde_json::from_str(line.trim()).ok())
-    })
 }
