@@ -22,6 +22,13 @@
 //! and the MCP server show — is [`board`]; removing lanes whose work is safe elsewhere and
 //! ending idle tmux servers (**gc**) is [`gc`]; both run behind the same request API.
 //!
+//! It owns **operating on one lane** behind the same API: which lane a name or folder means
+//! ([`lane_lookup`]), an operator's command carried to the lane's control socket and its
+//! verdict back ([`operator`]), a follow-up to a lane that ended ([`follow_up`]), and
+//! merge-forward and verify through the lane's supervisor or directly ([`lane_checks`]), and an
+//! operator's yes kept as a grant ([`remember`]), and a recovery recipe run by hand
+//! ([`recover`]).
+//!
 //! It also owns **hand-off** of finished lanes to their base: the merge queue ([`land`]) that
 //! moves the base only to verified commits — and **publishing** a lane's branch: [`publish`]
 //! pushes it and finds or opens its pull request on a GitHub-compatible forge ([`forge`]).
@@ -33,14 +40,20 @@ pub mod adoption;
 pub mod board;
 pub mod config;
 pub mod error;
+pub mod follow_up;
 pub mod forge;
 pub mod gc;
 pub mod known_repos;
 pub mod land;
+pub mod lane_checks;
+pub mod lane_lookup;
 pub mod notifier;
 pub mod observer;
+pub mod operator;
 pub mod publish;
+pub mod recover;
 pub mod registry;
+pub mod remember;
 pub mod request;
 pub mod sandboxing;
 pub mod service;

@@ -86,3 +86,15 @@ pub enum Notice {
     /// The user's index of repositories with lanes was not updated; the lane runs without it.
     IndexNotUpdated(String),
 }
+
+/// The observer of a request that reports no progress (an operator command, a check) or of a
+/// caller that shows none (the MCP server, which answers with the reply alone).
+pub struct Silent;
+
+impl Observer for Silent {
+    fn starting(&self, _: &[String]) {}
+    fn lane(&self, _: &str, _: LaneNote) {}
+    fn event(&self, _: &LaneEvent) {}
+    fn notice(&self, _: Notice) {}
+    fn done(&self) {}
+}

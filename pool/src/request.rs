@@ -6,11 +6,16 @@
 //! This module is the API's data only; [`crate::service::Pool::handle`] runs a request.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
+use clawpool_lane::control::VerifiedReply;
+use clawpool_lane::handshake::{OperatorCommand, Verdict};
 use clawpool_lane::interrupt::StopSignal;
+use clawpool_lanes::state_file::GreenLevel;
 use clawpool_lanes::{LaneState, PacketErrors};
-use clawpool_worktree::Repo;
+use clawpool_recovery::Action;
+use clawpool_recovery::permissions::{Grant, GrantScope, SetAside};
+use clawpool_worktree::{MergeOutcome, Repo};
 
 use crate::error::{CommandError, EXIT_INVALID_INPUT};
 
@@ -24,6 +29,18 @@ pub enum PoolRequest {
     Board(crate::board::BoardRequest),
     /// Remove the lanes whose work is safe elsewhere.
     Gc(crate::gc::GcRequest),
+    /// An operator's command to one lane: trust, answer, send (a follow-up to a lane that
+    /// ended), stop, restart, budget.
+    Operate(OperateRequest),
+    /// Merge a lane's base into its branch.
+    MergeForward(LaneArg),
+    /// Verify a lane's work at a level.
+    Verify(VerifyRequest),
+    /// Answer the tool-permission question a lane waits on and keep the yes as a grant
+    /// (`answer --remember`).
+    AnswerRemembering(RememberRequest),
+    /// Run a recovery recipe on a lane by hand (`recover`).
+    Recover(RecoverRequest),
 }
 
 /// The reply to a [`PoolRequest`], variant for variant.
@@ -36,6 +53,16 @@ pub enum PoolReply {
     Board(crate::board::BoardReply),
     /// What a [`PoolRequest::Gc`] decided for each lane.
     Gc(crate::gc::GcReply),
+    /// What a [`PoolRequest::Operate`] came to.
+    Operate(OperateReply),
+    /// The merge's outcome (merged, up to date, or why not).
+    MergeForward(MergeOutcome),
+    /// The verification, green or not, and the lane's green level after it.
+    Verify(Box<VerifiedReply>),
+    /// The lane's verdict on the answer, and the grant kept.
+    AnswerRemembering(RememberReply),
+    /// The recipe run, or why it was refused before anything was sent.
+    Recover(RecoverReply),
 }
 
 /// The terminal a packet's lanes run in.
@@ -227,4 +254,193 @@ pub struct NotAdopted {
     pub kind: &'static str,
     /// For people.
     pub error: String,
+}
+
+/// A lane as its caller named it: `arg` (a lane name or a folder) resolved in `from` (a
+/// folder of the repository whose registry a name is looked up in; a relative folder is taken
+/// from there). The CLI's `from` is the current folder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaneArg {
+    /// The folder the argument is resolved in.
+    pub from: PathBuf,
+    /// The argument as given.
+    pub arg: PathBuf,
+}
+
+impl LaneArg {
+    /// `arg` as given on this process's command line: resolved in the current folder.
+    pub fn here(arg: &Path) -> Self {
+        Self {
+            from: PathBuf::from("."),
+            arg: arg.to_owned(),
+        }
+    }
+
+    /// The argument as its caller wrote it, for messages.
+    pub fn label(&self) -> String {
+        self.arg.display().to_string()
+    }
+}
+
+/// Send `command` to a lane.
+pub struct OperateRequest {
+    /// The lane, as the caller named it.
+    pub lane: LaneArg,
+    /// The command.
+    pub command: OperatorCommand,
+    /// Whether a follow-up this request drives stops its lane on this process's SIGINT or
+    /// SIGTERM (the CLI: yes, as `clawpool run`). A long-lived caller (the MCP server) says no:
+    /// listening would keep those signals from ending it for the rest of its life.
+    pub follow_up_stops_on_signals: bool,
+}
+
+/// What an operator command came to.
+pub enum OperateReply {
+    /// The lane's verdict, from the supervisor driving it.
+    Verdict(Verdict),
+    /// A `send` to a stopped or finished lane, which this request drove to its new end.
+    FollowUp(FollowUp),
+}
+
+/// A follow-up's end: whether the agent started again took the text as a new turn, and the
+/// state the lane then ended in.
+#[derive(Debug, Clone, Copy)]
+pub struct FollowUp {
+    /// The text was accepted as a new turn of the lane's session.
+    pub accepted: bool,
+    /// The state the lane ended in (`None` when it is not known).
+    pub state: Option<LaneState>,
+}
+
+/// Verify a lane's work at a level.
+#[derive(Debug, Clone)]
+pub struct VerifyRequest {
+    /// The lane, as the caller named it.
+    pub lane: LaneArg,
+    /// The green level asked for.
+    pub level: GreenLevel,
+}
+
+/// Answer the tool-permission question a lane waits on, keeping a yes as a grant.
+#[derive(Debug, Clone)]
+pub struct RememberRequest {
+    /// The lane, as the caller named it.
+    pub lane: LaneArg,
+    /// The choice (a scope other than `once` keeps only a `yes`: the caller checks).
+    pub choice: String,
+    /// How widely the grant applies (`once` keeps none).
+    pub scope: GrantScope,
+}
+
+/// What an `answer --remember` came to.
+pub struct RememberReply {
+    /// The lane's verdict on the answer.
+    pub verdict: Verdict,
+    /// The grant kept: none for `once`, or when the lane did not take the answer.
+    pub kept: Option<KeptGrant>,
+}
+
+/// A grant kept for a lane's question.
+pub struct KeptGrant {
+    /// The grant as stored (numbered and signed).
+    pub grant: Grant,
+    /// The store it is in.
+    pub store: PathBuf,
+    /// The store found unreadable and set aside before this one was started, if it was.
+    pub set_aside: Option<SetAside>,
+    /// The lane's name as the grant records it (its worktree's folder).
+    pub lane: String,
+}
+
+/// Run a recovery recipe on a lane by hand.
+#[derive(Debug, Clone)]
+pub struct RecoverRequest {
+    /// The lane, as the caller named it.
+    pub lane: LaneArg,
+    /// The recipe; `None`: the one the lane's policy decides for its state.
+    pub recipe: Option<String>,
+}
+
+/// What a `recover` came to.
+pub enum RecoverReply {
+    /// The recipe's operator command went to the lane: its verdict.
+    Ran(RecipeRun),
+    /// Refused before anything was sent to the lane.
+    Refused(RecoverRefused),
+}
+
+/// A recipe run by hand.
+pub struct RecipeRun {
+    /// The lane's name (its folder when its record cannot be read).
+    pub lane: String,
+    /// The recipe.
+    pub recipe: String,
+    /// The policy rule that decided it, when none was named.
+    pub decided_by: Option<String>,
+    /// The operator command that carried it out.
+    pub command: OperatorCommand,
+    /// The lane's verdict on it.
+    pub verdict: Verdict,
+}
+
+/// A recipe refused, in words and by kind.
+pub struct RecoverRefused {
+    /// For people.
+    pub message: String,
+    /// Why, with its fields.
+    pub why: RecoverRefusal,
+}
+
+/// Why a `recover` was refused.
+pub enum RecoverRefusal {
+    /// No recipe of that name.
+    UnknownRecipe {
+        /// Every recipe's name.
+        recipes: Vec<String>,
+        /// Those `recover` runs.
+        runnable_by_hand: Vec<String>,
+    },
+    /// No operator command carries the recipe out.
+    NotRunnableByHand {
+        /// The recipe.
+        recipe: String,
+        /// The rule that decided it, when none was named.
+        decided_by: Option<String>,
+        /// The recipes `recover` runs.
+        runnable_by_hand: Vec<String>,
+    },
+    /// None was named and the policy decides none for the lane's state.
+    NoRecipe {
+        /// The rule that matched and what it decides instead (`None`: no rule matched).
+        decision: Option<DecidedRecipe>,
+    },
+}
+
+/// A policy rule's decision that is not a recipe.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct DecidedRecipe {
+    /// The rule.
+    pub rule: String,
+    /// What it decides.
+    pub action: Action,
+}
+
+impl RecoverRefusal {
+    /// The error's stable name.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            RecoverRefusal::UnknownRecipe { .. } => "unknown_recipe",
+            RecoverRefusal::NotRunnableByHand { .. } => "recipe_not_runnable_by_hand",
+            RecoverRefusal::NoRecipe { .. } => "no_recipe",
+        }
+    }
+
+    /// The exit code: a name or recipe that cannot be run is bad input; a state the policy
+    /// has no recipe for is a failure.
+    pub fn exit(&self) -> u8 {
+        match self {
+            RecoverRefusal::NoRecipe { .. } => crate::error::EXIT_FAILURE,
+            _ => EXIT_INVALID_INPUT,
+        }
+    }
 }

@@ -1,19 +1,18 @@
 //! Reading lanes back: `clawpool board` (every lane of a repository) turned into the pool's
 //! request and its typed rows rendered (the table's cells, the JSON document), `clawpool
-//! events`, `clawpool attach`, and how a lane argument (a name or a folder) finds its lane.
-//! The rows themselves — records, liveness, branches against their bases — are the pool's
+//! events` and `clawpool attach` (how a lane argument finds its lane is the pool's). The rows
+//! themselves — records, liveness, branches against their bases — are the pool's
 //! (`clawpool_pool::board`). Read-only: these work from the lanes' records (`state.json` in
 //! each registry folder, never the worktree's published copy) and event logs alone, with or
 //! without a supervisor running.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
 use clawpool_lanes::state_file::now_secs;
-use clawpool_lanes::{StateFileError, WorkerStateDoc, read_lane_record, state_file_path};
 use clawpool_pool::board::{BoardLane, BoardReply, BoardRequest, LaneCost, RepositoryCost};
 use clawpool_pool::{Observer, Pool, PoolReply, PoolRequest};
 use clawpool_worktree::Repo;
@@ -21,132 +20,10 @@ use serde_json::Value;
 
 use crate::cli::OutputFormat;
 use crate::output::{CommandError, EXIT_FAILURE};
-use clawpool_lane::registry::lane_registry;
 use clawpool_worktree::layout::LANE_DIR;
 
-/// A lane found from a command-line argument.
-pub struct FoundLane {
-    /// The lane's folder (its worktree).
-    pub dir: PathBuf,
-    /// Its event log.
-    pub events: PathBuf,
-}
-
-impl FoundLane {
-    /// The lane's record folder, where its event log is: its registry folder (the `.claw/` of
-    /// a `clawpool run` lane). Its state, supervisor lock and control socket are found here,
-    /// never in the worktree.
-    pub fn record(&self) -> PathBuf {
-        self.events.parent().map(Path::to_owned).unwrap_or_default()
-    }
-
-    /// The lane's state as its record has it.
-    pub fn state(&self) -> Result<WorkerStateDoc, StateFileError> {
-        read_lane_record(&self.record(), &self.dir)
-    }
-
-    /// The lane's control socket.
-    pub fn socket(&self) -> PathBuf {
-        clawpool_worktree::layout::control_socket(&self.record())
-    }
-}
-
-/// Finds a lane: by name in the current repository's lane registry first (so a folder that
-/// happens to share the lane's name does not shadow it), then by folder. A folder is matched
-/// to the registry entry whose worktree it is — a packet's `worktree` may name the folder
-/// otherwise than the lane — then to the entry named like the folder, and otherwise taken as
-/// a lane of `clawpool run` (its log in its own `.claw/`).
-pub fn find_lane(arg: &Path) -> Result<FoundLane, CommandError> {
-    if let Some(name) = plain_name(arg)
-        && let Ok(repo) = Repo::open(Path::new("."))
-        && let Some(found) = registered(&repo, name)
-    {
-        return Ok(found);
-    }
-    if arg.is_dir() {
-        let dir = arg.canonicalize().unwrap_or_else(|_| arg.to_owned());
-        let registered = Repo::open(&dir).ok().and_then(|repo| {
-            registered_by_worktree(&repo, &dir).or_else(|| {
-                let name = dir.file_name()?.to_string_lossy().into_owned();
-                registered(&repo, &name).filter(|found| found.events.is_file())
-            })
-        });
-        return Ok(registered.unwrap_or_else(|| FoundLane {
-            events: dir.join(LANE_DIR).join(clawpool_worktree::layout::EVENTS),
-            dir,
-        }));
-    }
-    Err(not_found(&arg.to_string_lossy()))
-}
-
-/// As [`find_lane`], but a folder anywhere inside a lane's worktree stands for that lane, so
-/// `clawpool state` works from any subfolder. A registered lane's name still wins over a
-/// folder, as in `find_lane`.
-pub fn find_enclosing_lane(arg: &Path) -> Result<FoundLane, CommandError> {
-    if let Some(name) = plain_name(arg)
-        && let Ok(repo) = Repo::open(Path::new("."))
-        && let Some(found) = registered(&repo, name)
-    {
-        return Ok(found);
-    }
-    match enclosing_lane_folder(arg) {
-        Some(top) => find_lane(&top),
-        None => find_lane(arg),
-    }
-}
-
-/// The nearest folder from `dir` up that holds a lane's state file, looking no higher than the
-/// top of the git worktree `dir` is in: a state file above it belongs to no lane of this
-/// worktree (a lane's `.claw/` sits at its worktree's top, a `clawpool run` lane's in its DIR).
-fn enclosing_lane_folder(dir: &Path) -> Option<PathBuf> {
-    let dir = dir.canonicalize().ok()?;
-    for folder in dir.ancestors() {
-        if state_file_path(folder).is_file() {
-            return Some(folder.to_owned());
-        }
-        // `.git` is a folder in a main worktree and a file in a linked one.
-        if folder.join(".git").exists() {
-            return None;
-        }
-    }
-    None
-}
-
-/// The argument as a lane name: one plain path component.
-fn plain_name(arg: &Path) -> Option<&str> {
-    let mut components = arg.components();
-    match (components.next(), components.next()) {
-        (Some(std::path::Component::Normal(name)), None) => name.to_str(),
-        _ => None,
-    }
-}
-
-/// Lane `name` from the registry, when its entry is there and names a worktree.
-fn registered(repo: &Repo, name: &str) -> Option<FoundLane> {
-    let registry = lane_registry(repo, name);
-    let entry = registry.entry().ok()?;
-    Some(FoundLane {
-        dir: entry.worktree,
-        events: registry.events(),
-    })
-}
-
-/// The registered lane whose worktree is `dir` (canonical).
-fn registered_by_worktree(repo: &Repo, dir: &Path) -> Option<FoundLane> {
-    let root = repo.state_dir().lanes();
-    std::fs::read_dir(root)
-        .ok()?
-        .filter_map(|e| e.ok())
-        .filter_map(|e| registered(repo, &e.file_name().to_string_lossy()))
-        .find(|found| found.dir.canonicalize().is_ok_and(|d| d == dir))
-}
-
-fn not_found(name: &str) -> CommandError {
-    CommandError::invalid(
-        "unknown_lane",
-        format!("no lane {name:?}: not a lane folder, and no lane of that name in this repository"),
-    )
-}
+/// How a lane argument finds its lane is the pool's ([`clawpool_pool::lane_lookup`]).
+pub use clawpool_pool::lane_lookup::{FoundLane, find_enclosing_lane, find_lane};
 
 /// Lane `name`'s board row (the pool's, `clawpool_pool::board::board_lane`) as the JSON
 /// document `clawpool board` prints, for the renderers that read documents: `clawpool ui`,

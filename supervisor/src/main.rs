@@ -10,7 +10,6 @@ mod checks;
 mod cli;
 mod daemon;
 mod demo;
-mod follow_up;
 mod gc;
 mod handoff_cmd;
 mod init;
@@ -20,6 +19,7 @@ mod loaded;
 mod mcp;
 mod mirror;
 mod notifying;
+mod operator_cmd;
 mod output;
 mod permissions_cmd;
 mod policy_cmd;
@@ -97,28 +97,9 @@ fn main() -> ExitCode {
                 operator(&args.lane, command).await
             }
             Command::Send(args) => {
-                clawpool_lane::handshake::check_prompt(&args.text)
-                    .map_err(|e| CommandError::invalid("invalid_text", e.to_string()))?;
-                let found = board::find_lane(&args.lane)?;
-                // No process drives a lane that ended: this one takes it up again.
-                if let Some(doc) = follow_up::ended_lane(&found)
-                    && clawpool_lanes::state_file::probe(&found.dir)
-                        != clawpool_lanes::state_file::Liveness::Alive
-                {
-                    let loaded = loaded::load(&args.config, Some(&found.dir))?;
-                    let result = follow_up::run(&found, doc, args.text.clone(), &loaded).await?;
-                    return Ok(run_lane::print_follow_up(
-                        &args.lane.display().to_string(),
-                        &result,
-                        args.output_format,
-                    ));
-                }
                 let command = clawpool_lane::handshake::OperatorCommand::Send { text: args.text };
-                let lane = cli::LaneArgs {
-                    lane: args.lane,
-                    output_format: args.output_format,
-                };
-                operator(&lane, command).await
+                let config = loaded::input(&args.config);
+                operator_cmd::operate(&args.lane, command, args.output_format, config).await
             }
             Command::Stop(args) => {
                 operator(&args, clawpool_lane::handshake::OperatorCommand::Stop).await
@@ -340,14 +321,9 @@ async fn operator(
     args: &cli::LaneArgs,
     command: clawpool_lane::handshake::OperatorCommand,
 ) -> Result<ExitCode, CommandError> {
-    let verdict = run_lane::send_operator(&args.lane, &command).await?;
-    Ok(run_lane::print_verdict(
-        &args.lane.display().to_string(),
-        &command,
-        &verdict,
-        args.output_format,
-        serde_json::Value::Null,
-    ))
+    // Only a `send` that becomes a follow-up reads the configuration.
+    let config = clawpool_pool::config::ConfigInput::of_this_process(None);
+    operator_cmd::operate(&args.lane, command, args.output_format, config).await
 }
 
 /// `clawpool board | head` closes stdout early; `println!` then panics. SIGPIPE stays ignored

@@ -3,16 +3,20 @@
 //! each was decided, from its events; `clawpool answer --remember SCOPE`: an operator's yes to the
 //! question a lane waits on, kept as a grant. The lane's side (its worktree, repository,
 //! sibling lanes, profile and grant stores) is `clawpool_lane::permission_gate`; the decision
-//! and the store are `clawpool_recovery::permissions`.
+//! and the store are `clawpool_recovery::permissions`; answering and keeping the grant is the
+//! pool's (`clawpool_pool::remember`).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
-use clawpool_lanes::payload::{DialogAnswered, PermissionDecided};
-use clawpool_lanes::{EventSource, LaneEvent, Payload};
-use clawpool_recovery::permissions::{
-    Decision, Grant, GrantKey, GrantScope, GrantStore, LaneContext, Profile, Request, Tool,
-};
+use clawpool_lanes::payload::PermissionDecided;
+use clawpool_lanes::{EventSource, LaneEvent};
+use clawpool_pool::config::ConfigInput;
+use clawpool_pool::observer::Silent;
+use clawpool_pool::request::{LaneArg, RememberRequest};
+use clawpool_pool::{Pool, PoolReply, PoolRequest};
+use clawpool_recovery::permissions::{Decision, GrantScope, LaneContext, Profile, Request, Tool};
 use serde_json::json;
 
 use crate::cli::{AnswerArgs, OutputFormat, PermissionsCheckArgs, PermissionsExplainArgs};
@@ -144,9 +148,9 @@ fn worktree_top(dir: &Path) -> PathBuf {
         .to_path_buf()
 }
 
-/// `clawpool answer LANE --choice yes --remember SCOPE`: answers the tool-permission question
-/// the lane waits on, then keeps a grant of its tool and verb with SCOPE (`once` keeps none) in
-/// the repository's store (`lane`, `repository`) or the user's (`always`).
+/// `clawpool answer LANE --choice yes --remember SCOPE`: the flags checked and handed to the
+/// pool ([`clawpool_pool::remember`]: the question the lane waits on answered, then a grant of
+/// its tool and verb kept with SCOPE, `once` keeping none), its reply rendered.
 pub async fn run_answer_remembering(args: &AnswerArgs) -> Result<ExitCode, CommandError> {
     let remember = args.remember.as_deref().unwrap_or("once");
     let scope = GrantScope::parse(remember).ok_or_else(|| {
@@ -164,68 +168,31 @@ pub async fn run_answer_remembering(args: &AnswerArgs) -> Result<ExitCode, Comma
             ),
         ));
     }
-    let lane = crate::board::find_lane(&args.lane.lane)?;
-    let worktree = lane.dir.canonicalize().unwrap_or(lane.dir.clone());
-    let name = worktree
-        .file_name()
-        .map(|name| name.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let grant = match scope {
-        GrantScope::Once => None,
-        _ => Some(grant_for_waiting_question(
-            &lane.events,
-            scope,
-            &worktree,
-            &name,
-        )?),
+    let request = PoolRequest::AnswerRemembering(RememberRequest {
+        lane: LaneArg::here(&args.lane.lane),
+        choice: args.choice.clone(),
+        scope,
+    });
+    let reply = Pool::reading(ConfigInput::of_this_process(None))
+        .handle(request, Arc::new(Silent))
+        .await?;
+    let PoolReply::AnswerRemembering(reply) = reply else {
+        unreachable!("the pool answers an answer --remember with its verdict and grant")
     };
     let command = clawpool_lane::handshake::OperatorCommand::Answer {
         choice: args.choice.clone(),
     };
-    let verdict = crate::run_lane::send_operator(&args.lane.lane, &command).await?;
     let lane_label = args.lane.lane.display().to_string();
-    let Some(grant) = grant.filter(|_| verdict.is_done()) else {
-        return Ok(crate::run_lane::print_verdict(
+    let Some(kept) = reply.kept else {
+        return Ok(crate::operator_cmd::print_verdict(
             &lane_label,
             &command,
-            &verdict,
+            &reply.verdict,
             args.lane.output_format,
             serde_json::Value::Null,
         ));
     };
-    let store = match scope {
-        GrantScope::Always => GrantStore::user(|key| std::env::var(key).ok()).ok_or_else(|| {
-            CommandError::invalid(
-                "no_state_dir",
-                "the question was answered, but an always grant needs XDG_STATE_HOME or HOME",
-            )
-        })?,
-        _ => repository_grant_store(&worktree)?,
-    };
-    // The pool signs what it keeps: a grant without clawpool's MAC is never honoured.
-    let key = GrantKey::user_path(|key| std::env::var(key).ok())
-        .ok_or_else(|| {
-            CommandError::invalid(
-                "no_state_dir",
-                "the question was answered, but keeping a grant needs XDG_STATE_HOME or HOME \
-                 (for the grant key)",
-            )
-        })
-        .and_then(|path| {
-            GrantKey::load_or_create(&path).map_err(|err| {
-                CommandError::invalid(
-                    "grant_not_kept",
-                    format!("the question was answered, but its grant was not kept: {err}"),
-                )
-            })
-        })?;
-    let (kept, set_aside) = store.add(grant, &key).map_err(|err| {
-        CommandError::invalid(
-            "grant_not_kept",
-            format!("the question was answered, but its grant was not kept: {err}"),
-        )
-    })?;
-    if let Some(aside) = &set_aside {
+    if let Some(aside) = &kept.set_aside {
         eprintln!(
             "clawpool: warning: the grants store {} was set aside as {} ({}); a new one was started",
             aside.from.display(),
@@ -233,134 +200,28 @@ pub async fn run_answer_remembering(args: &AnswerArgs) -> Result<ExitCode, Comma
             aside.reason
         );
     }
-    let extra = json!({"grant": kept, "store": store.path(), "set_aside": set_aside});
+    let extra = json!({"grant": kept.grant, "store": kept.store, "set_aside": kept.set_aside});
     if args.lane.output_format == OutputFormat::Text {
         println!(
             "grant {}: {} {} for {} (kept in {})",
-            kept.id,
-            kept.tool,
-            kept.verb,
+            kept.grant.id,
+            kept.grant.tool,
+            kept.grant.verb,
             match scope {
-                GrantScope::Lane => format!("lane {name}"),
+                GrantScope::Lane => format!("lane {}", kept.lane),
                 GrantScope::Repository => "every lane of this repository".to_owned(),
                 _ => "every lane".to_owned(),
             },
-            store.path().display()
+            kept.store.display()
         );
     }
-    Ok(crate::run_lane::print_verdict(
+    Ok(crate::operator_cmd::print_verdict(
         &lane_label,
         &command,
-        &verdict,
+        &reply.verdict,
         args.lane.output_format,
         extra,
     ))
-}
-
-/// The repository's grants store for the lane in `worktree`.
-fn repository_grant_store(worktree: &Path) -> Result<GrantStore, CommandError> {
-    let repo = clawpool_worktree::Repo::open(worktree).map_err(|err| {
-        CommandError::invalid("not_a_repository", format!("{}: {err}", worktree.display()))
-    })?;
-    Ok(GrantStore::in_folder(
-        clawpool_worktree::layout::StateDir::of(repo.common_dir()).root(),
-    ))
-}
-
-/// The grant (not yet numbered) of the question the lane waits on: its latest
-/// `lane.permission.decided` was an ask, with no tool-permission dialog answered since.
-fn grant_for_waiting_question(
-    events: &Path,
-    scope: GrantScope,
-    worktree: &Path,
-    lane: &str,
-) -> Result<Grant, CommandError> {
-    let events = read_events(events);
-    let decided = permission_questions(&events);
-    let asked = decided
-        .last()
-        .filter(|(at, asked)| asked.decision == "ask" && !answered(&events[*at..]))
-        .map(|(_, asked)| asked)
-        .ok_or_else(|| {
-            CommandError::invalid(
-                "no_permission_question",
-                format!(
-                    "lane {lane} is not waiting on a tool-permission question the policy asked                      a person about; nothing was answered (answer without --remember)"
-                ),
-            )
-        })?;
-    let not_grantable = |why: &str| {
-        CommandError::invalid(
-            "not_grantable",
-            format!(
-                "the question of lane {lane} ({}) cannot be kept as a grant: {why}; nothing was                  answered (answer without --remember)",
-                asked.command.as_deref().unwrap_or_default()
-            ),
-        )
-    };
-    let tool = asked
-        .tool
-        .as_deref()
-        .and_then(Tool::parse)
-        .ok_or_else(|| not_grantable("its tool could not be read"))?;
-    let verb = match tool {
-        Tool::Bash => asked
-            .verb
-            .as_deref()
-            .filter(|verb| !verb.is_empty())
-            .ok_or_else(|| not_grantable("the command could not be read into verbs"))?,
-        Tool::Write | Tool::Edit => "*",
-    };
-    Ok(Grant {
-        id: String::new(),
-        scope,
-        tool: tool.name().to_owned(),
-        verb: verb.to_owned(),
-        worktree: worktree.to_path_buf(),
-        lane: lane.to_owned(),
-        question: asked.command.clone().unwrap_or_default(),
-        granted_at_ms: clawpool_lanes::now_ms(),
-        mac: None,
-    })
-}
-
-/// A lane's events, as its log holds them (none when it has no log yet).
-fn read_events(file: &Path) -> Vec<LaneEvent> {
-    std::fs::read_to_string(file)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|line| serde_json::from_str(line).ok())
-        .collect()
-}
-
-/// The lane's permission questions: where each `lane.permission.decided` is in `events`, and
-/// what it recorded.
-fn permission_questions(events: &[LaneEvent]) -> Vec<(usize, PermissionDecided)> {
-    events
-        .iter()
-        .enumerate()
-        .filter_map(|(at, event)| match event.payload() {
-            Some(Payload::PermissionDecided(decided)) => Some((at, decided)),
-            _ => None,
-        })
-        .collect()
-}
-
-/// Whether a tool-permission dialog was answered among `events`.
-fn answered(events: &[LaneEvent]) -> bool {
-    dialog_answer(events).is_some()
-}
-
-/// The first answer to a tool-permission dialog among `events`.
-fn dialog_answer(events: &[LaneEvent]) -> Option<DialogAnswered> {
-    events.iter().find_map(|event| match event.payload() {
-        Some(Payload::DialogAnswered(answer))
-            if answer.dialog == DialogAnswered::TOOL_PERMISSION =>
-        {
-            Some(answer)
-        }
-        _ => None,
-    })
 }
 
 /// `clawpool permissions explain LANE`: the lane's last `--last` permission questions, oldest
@@ -369,8 +230,8 @@ fn dialog_answer(events: &[LaneEvent]) -> Option<DialogAnswered> {
 /// counts over the lane's whole log.
 pub fn run_explain(args: &PermissionsExplainArgs) -> Result<ExitCode, CommandError> {
     let lane = crate::board::find_lane(&args.lane)?;
-    let events = read_events(&lane.events);
-    let decided = permission_questions(&events);
+    let events = clawpool_pool::remember::read_events(&lane.events);
+    let decided = clawpool_pool::remember::permission_questions(&events);
     let count = |verdict: &str| {
         decided
             .iter()
@@ -430,7 +291,11 @@ fn explained(
     after: &[LaneEvent],
 ) -> serde_json::Value {
     let source = event.source.unwrap_or(EventSource::Screen);
-    let answered = match (dialog_answer(after), decided.decision.as_str(), source) {
+    let answered = match (
+        clawpool_pool::remember::dialog_answer(after),
+        decided.decision.as_str(),
+        source,
+    ) {
         (Some(answer), _, _) => format!("answered {} by {}", answer.choice, answer.by),
         (None, "allow" | "deny", EventSource::Hook) => "answered through the hook".to_owned(),
         (None, "ask", _) => "left to a person; not answered yet".to_owned(),

@@ -4,17 +4,20 @@
 //! `explain` rebuilds a lane's [`LaneFacts`] from its state file (status, subphase, failure
 //! class, the trigger the state file lets us name, green level, freshness, the recovery ledger,
 //! ages) and shows every rule of the policy against them. `check` loads a policy file and lists
-//! every problem. `recover` runs a recipe by hand by sending the lane's control socket the
-//! operator command that carries the recipe out; only recipes an existing operator command
-//! carries out honestly are run, the others are refused with what to do instead.
+//! every problem. `recover` runs a recipe by hand: the pool's ([`clawpool_pool::recover`]);
+//! this file renders what it came to.
 
 use std::process::ExitCode;
+use std::sync::Arc;
 
-use clawpool_lane::handshake::{OperatorCommand, RestartRequest};
+use clawpool_lane::handshake::OperatorCommand;
 use clawpool_lanes::WorkerStateDoc;
 use clawpool_lanes::state_file::now_secs;
+use clawpool_pool::observer::Silent;
+use clawpool_pool::request::{LaneArg, RecipeRun, RecoverRefusal, RecoverReply, RecoverRequest};
+use clawpool_pool::{Pool, PoolReply, PoolRequest};
 use clawpool_recovery::{
-    Action, AttemptDecision, LaneFacts, Ledger, Policy, Recipe, RecipeBook, Step, format_duration,
+    Action, AttemptDecision, LaneFacts, Ledger, Policy, Recipe, format_duration,
 };
 use serde_json::{Value, json};
 
@@ -141,117 +144,37 @@ pub fn run_check(args: &PolicyCheckArgs) -> Result<ExitCode, CommandError> {
     }
 }
 
-/// `clawpool recover LANE [--recipe NAME]`.
+/// `clawpool recover LANE [--recipe NAME]`: the pool's request ([`clawpool_pool::recover`]), its
+/// reply rendered.
 pub async fn run_recover(args: &RecoverArgs) -> Result<ExitCode, CommandError> {
     let format = args.lane.output_format;
-    // The recipe names are the built-in book's (a policy file only changes their parameters):
-    // an unknown name is refused before anything is looked up.
-    if let Some(name) = &args.recipe
-        && RecipeBook::builtin().get(name).is_none()
-    {
-        let names = RecipeBook::builtin()
-            .names()
-            .into_iter()
-            .map(str::to_owned)
-            .collect::<Vec<_>>();
-        return Ok(fail(
-            format,
-            "unknown_recipe",
-            &format!("unknown recipe {name:?}; recipes: {}", names.join(", ")),
-            json!({"recipes": names, "runnable_by_hand": runnable_names()}),
-            EXIT_INVALID_INPUT,
-        ));
-    }
-    if let Some(name) = &args.recipe
-        && let Some(Err(why)) = RecipeBook::builtin()
-            .get(name)
-            .map(|recipe| by_hand(recipe, &args.lane.lane.display().to_string()))
-    {
-        return Ok(not_by_hand(format, name, None, &why));
-    }
-    let lane = crate::board::find_lane(&args.lane.lane)?;
-    let loaded = crate::loaded::load(&args.config, Some(&lane.dir))?;
-    let policy = &loaded.policy;
-    let doc = read_doc(&lane);
-    let lane_name = doc
-        .as_ref()
-        .map_or_else(|_| lane.dir.display().to_string(), |doc| doc.lane.clone());
-    let (recipe_name, decided_by) = match &args.recipe {
-        Some(name) => (name.clone(), None),
-        None => {
-            let doc = doc.as_ref().map_err(clone_error)?;
-            let facts = lane_facts(doc, &lane.events, now_secs());
-            match policy.decide(&facts) {
-                Some(decision) => match decision.action {
-                    Action::Recover { recipe } => (recipe, Some(decision.rule)),
-                    other => {
-                        return Ok(fail(
-                            format,
-                            "no_recipe",
-                            &format!(
-                                "the policy decides no recipe for lane {lane_name} ({}): rule {} -> {other}; \
-                                 give one with --recipe (`clawpool policy explain` shows why)",
-                                doc.lane_state(),
-                                decision.rule
-                            ),
-                            json!({"decision": {"rule": decision.rule, "action": other}}),
-                            EXIT_FAILURE,
-                        ));
-                    }
-                },
-                None => {
-                    return Ok(fail(
-                        format,
-                        "no_recipe",
-                        &format!(
-                            "no policy rule decides a recipe for lane {lane_name} ({}); \
-                             give one with --recipe (`clawpool policy explain` shows why)",
-                            doc.lane_state()
-                        ),
-                        json!({"decision": null}),
-                        EXIT_FAILURE,
-                    ));
-                }
-            }
-        }
+    let request = PoolRequest::Recover(RecoverRequest {
+        lane: LaneArg::here(&args.lane.lane),
+        recipe: args.recipe.clone(),
+    });
+    let reply = Pool::reading(crate::loaded::input(&args.config))
+        .handle(request, Arc::new(Silent))
+        .await?;
+    let PoolReply::Recover(reply) = reply else {
+        unreachable!("the pool answers a recover with the recipe run or refused")
     };
-    let recipe = policy
-        .recipes()
-        .require(&recipe_name)
-        .map_err(|e| CommandError::invalid("unknown_recipe", e.to_string()))?;
-    let command = match by_hand(recipe, &lane_name) {
-        Ok(command) => command,
-        Err(why) => {
-            return Ok(not_by_hand(
+    let run = match reply {
+        RecoverReply::Ran(run) => run,
+        RecoverReply::Refused(refused) => {
+            let extra = refusal_fields(&refused.why);
+            return Ok(fail(
                 format,
-                &recipe_name,
-                decided_by.as_deref(),
-                &why,
-            ));
-        }
-    };
-    let socket = lane.socket();
-    let verdict = match crate::run_lane::operator_verdict(&socket, &command).await {
-        Ok(verdict) => verdict,
-        Err(err) => {
-            let hint = match &doc {
-                Ok(doc) if doc.status.is_terminal() => format!(
-                    "the lane has ended ({}) and nothing drives it any more: start it again with \
-                     `clawpool spawn`",
-                    doc.lane_state()
-                ),
-                _ => "is `clawpool run` or `clawpool spawn` running there?".to_owned(),
-            };
-            return Err(CommandError::invalid(
-                "lane_not_running",
-                format!("no running lane at {} ({err}); {hint}", lane.dir.display()),
+                refused.why.kind(),
+                &refused.message,
+                extra,
+                refused.why.exit(),
             ));
         }
     };
     if let OutputFormat::Text = format
-        && verdict.is_done()
+        && run.verdict.is_done()
     {
-        let what = match &command {
+        let what = match &run.command {
             OperatorCommand::Restart(request) => format!(
                 "restart (the lane's prompt delivered again: {})",
                 if request.redeliver { "yes" } else { "no" }
@@ -259,19 +182,46 @@ pub async fn run_recover(args: &RecoverArgs) -> Result<ExitCode, CommandError> {
             OperatorCommand::Trust => "trust (answer the trust dialog with yes)".to_owned(),
             other => other.describe(),
         };
-        let decided = decided_by
+        let decided = run
+            .decided_by
             .as_ref()
             .map(|rule| format!(", as rule {rule} decides"))
             .unwrap_or_default();
-        println!("lane {lane_name}: running {recipe_name} by hand{decided}: {what}");
+        println!(
+            "lane {}: running {} by hand{decided}: {what}",
+            run.lane, run.recipe
+        );
     }
-    Ok(crate::run_lane::print_verdict(
-        &lane_name,
-        &command,
-        &verdict,
+    Ok(crate::operator_cmd::print_verdict(
+        &run.lane,
+        &run.command,
+        &run.verdict,
         format,
-        json!({"recipe": recipe_name, "decided_by": decided_by, "command": command}),
+        run_fields(&run),
     ))
+}
+
+/// The fields a recipe run adds to its verdict's document: `recipe`, `decided_by`, `command`.
+pub fn run_fields(run: &RecipeRun) -> Value {
+    json!({"recipe": run.recipe, "decided_by": run.decided_by, "command": run.command})
+}
+
+/// The fields a refused `recover`'s error document carries besides `kind` and `message`.
+pub fn refusal_fields(why: &RecoverRefusal) -> Value {
+    match why {
+        RecoverRefusal::UnknownRecipe {
+            recipes,
+            runnable_by_hand,
+        } => json!({"recipes": recipes, "runnable_by_hand": runnable_by_hand}),
+        RecoverRefusal::NotRunnableByHand {
+            recipe,
+            decided_by,
+            runnable_by_hand,
+        } => {
+            json!({"recipe": recipe, "decided_by": decided_by, "runnable_by_hand": runnable_by_hand})
+        }
+        RecoverRefusal::NoRecipe { decision } => json!({ "decision": decision }),
+    }
 }
 
 /// What the lane's recovery ledger says to another automatic attempt of `recipe` now:
@@ -311,103 +261,12 @@ fn ledger_verdict(doc: &WorkerStateDoc, recipe: &Recipe, lane: &str) -> Value {
     }
 }
 
-/// The operator command that carries `recipe` out on `lane`, or why none does (the commands
-/// it names, for `lane`). A recipe is run by hand when its one action is a restart
-/// (`Restart`) or answering the trust dialog (`Trust`); its checks (`wait_for_progress`) are
-/// what the lane's supervisor watches anyway. Every other action has no operator command that
-/// does exactly it.
-fn by_hand(recipe: &Recipe, lane: &str) -> Result<OperatorCommand, String> {
-    let actions: Vec<&Step> = recipe
-        .steps
-        .iter()
-        .filter(|s| !matches!(s, Step::WaitForProgress(_)))
-        .collect();
-    match actions.as_slice() {
-        [
-            Step::Restart {
-                resume,
-                redeliver_prompt,
-            },
-        ] => Ok(OperatorCommand::Restart(RestartRequest {
-            by: format!("operator:{}", recipe.name),
-            resume: *resume,
-            redeliver: *redeliver_prompt,
-        })),
-        [Step::AnswerTrust] => Ok(OperatorCommand::Trust),
-        steps => {
-            let listed = recipe
-                .steps
-                .iter()
-                .map(Step::name)
-                .collect::<Vec<_>>()
-                .join(", ");
-            let instead = match steps.first() {
-                Some(Step::SendKey(_)) => format!(
-                    "no operator command presses the interrupt key before a nudge; \
-                     `clawpool send {lane} TEXT` queues text, `clawpool restart {lane} --resume` \
-                     restarts"
-                ),
-                Some(Step::Resubmit) => format!(
-                    "no operator command presses Enter on the draft; `clawpool restart {lane} \
-                     --redeliver` starts the worker again and delivers the prompt"
-                ),
-                Some(Step::MergeForward) => format!(
-                    "`clawpool merge-forward {lane}` merges the base forward (outside the ledger)"
-                ),
-                // What the recipe hands a person is its own escalation's next action (a
-                // provider's outage is not a dialog to answer).
-                Some(Step::Escalate) => format!(
-                    "it only hands the lane to a person: {}",
-                    recipe.escalation.next_action_for(lane)
-                ),
-                _ => "no operator command carries these steps out".to_owned(),
-            };
-            Err(format!("its steps are {listed}: {instead}"))
-        }
-    }
-}
-
-/// Refuses a recipe `recover` cannot carry out (exit 2).
-fn not_by_hand(format: OutputFormat, recipe: &str, rule: Option<&str>, why: &str) -> ExitCode {
-    let decided = rule
-        .map(|rule| format!(" (decided by rule {rule})"))
-        .unwrap_or_default();
-    fail(
-        format,
-        "recipe_not_runnable_by_hand",
-        &format!(
-            "recipe {recipe}{decided} cannot be run by hand: {why}; `clawpool recover` runs: {}",
-            runnable_names().join(", ")
-        ),
-        json!({"recipe": recipe, "decided_by": rule, "runnable_by_hand": runnable_names()}),
-        EXIT_INVALID_INPUT,
-    )
-}
-
-/// The recipes `recover` can run by hand, in book order.
-fn runnable_names() -> Vec<String> {
-    RecipeBook::builtin()
-        .recipes()
-        .iter()
-        .filter(|r| by_hand(r, "LANE").is_ok())
-        .map(|r| r.name.clone())
-        .collect()
-}
-
 fn read_doc(lane: &FoundLane) -> Result<WorkerStateDoc, CommandError> {
     lane.state().map_err(|err| CommandError {
         kind: err.kind(),
         message: err.to_string(),
         exit: EXIT_FAILURE,
     })
-}
-
-fn clone_error(err: &CommandError) -> CommandError {
-    CommandError {
-        kind: err.kind,
-        message: err.message.clone(),
-        exit: err.exit,
-    }
 }
 
 /// One line: the lane's state and the facts the rules read.
@@ -452,53 +311,4 @@ fn fail(format: OutputFormat, kind: &str, message: &str, extra: Value, exit: u8)
         }
     }
     ExitCode::from(exit)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_restarts_and_answering_trust_run_by_hand() {
-        assert_eq!(
-            runnable_names(),
-            [
-                "answer_trust_again",
-                "restart_after_misdelivery",
-                "restart_crashed_worker"
-            ]
-        );
-        let book = RecipeBook::builtin();
-        let restart = by_hand(book.get("restart_crashed_worker").expect("recipe"), "a");
-        assert_eq!(
-            restart,
-            Ok(OperatorCommand::Restart(RestartRequest {
-                by: "operator:restart_crashed_worker".into(),
-                resume: false,
-                redeliver: true,
-            }))
-        );
-        assert_eq!(
-            by_hand(book.get("answer_trust_again").expect("recipe"), "a"),
-            Ok(OperatorCommand::Trust)
-        );
-        let nudge = by_hand(book.get("interrupt_and_nudge").expect("recipe"), "a")
-            .expect_err("needs the interrupt");
-        assert!(nudge.contains("interrupt key"), "{nudge}");
-        assert!(nudge.contains("`clawpool send a TEXT`"), "{nudge}");
-        // Every command it names is for the lane, never a placeholder.
-        let merge = by_hand(
-            book.get("merge_forward_stale_branch").expect("recipe"),
-            "notes",
-        )
-        .expect_err("no operator command");
-        assert!(merge.contains("`clawpool merge-forward notes`"), "{merge}");
-        let provider = by_hand(book.get("wait_for_provider").expect("recipe"), "notes")
-            .expect_err("only escalates");
-        assert!(
-            !provider.contains("LANE") && !provider.contains("answer the dialog"),
-            "{provider}"
-        );
-        assert!(provider.contains("provider"), "{provider}");
-    }
 }

@@ -1,17 +1,15 @@
-//! `clawpool run` (one lane in the foreground, driven by the lane engine) and the operator
-//! commands' way to a running lane: its control socket, the verdict printed.
+//! `clawpool run`: one lane in the foreground, driven by the lane engine, its events printed.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use clawpool_agents::profiles::Profile;
 use clawpool_agents::trust::TrustRoots;
-use clawpool_lane::control;
 use clawpool_lane::drive::{
     LaneJob, RUN_SOCKET, STATE_DIR, Start, Terminal, drive, exclude_from_git, preflight,
 };
-use clawpool_lane::handshake::{OperatorCommand, Settings, Verdict, check_prompt};
+use clawpool_lane::handshake::{Settings, check_prompt};
 use clawpool_lane::interrupt::Interrupt;
 use clawpool_lanes::{LaneEvent, LaneState};
 use clawpool_pty::{TmuxConfig, TmuxServer};
@@ -198,141 +196,4 @@ pub fn print_event(event: &LaneEvent, format: OutputFormat, lane_column: Option<
             );
         }
     }
-}
-
-/// Reports a follow-up to an ended lane (`clawpool send` on a stopped or finished lane, which
-/// drove the lane to its new end): delivered when the agent took the text as a new turn
-/// (exit 0 when the lane then finished), otherwise an error as any verdict's, `lane_failed`.
-pub fn print_follow_up(
-    lane: &str,
-    result: &clawpool_lane::drive::LaneResult,
-    format: OutputFormat,
-) -> ExitCode {
-    let state = result.final_state();
-    let accepted = result
-        .outcome
-        .as_ref()
-        .is_some_and(|o| o.receipt.accepted_at.is_some());
-    let ended = state.map_or_else(|| "unknown".to_owned(), |s| s.to_string());
-    let verdict = if accepted {
-        Verdict::done(format!(
-            "follow-up delivered as a new turn of the lane's session; the lane ended {ended}"
-        ))
-    } else {
-        Verdict::Failed {
-            reason: format!(
-                "the agent started again did not take the text; the lane ended {ended}"
-            ),
-        }
-    };
-    let command = OperatorCommand::Send {
-        text: String::new(),
-    };
-    let extra = json!({"send": if accepted { "delivered" } else { "not_delivered" }, "state": state, "follow_up": true});
-    let code = print_verdict(lane, &command, &verdict, format, extra);
-    if accepted && state != Some(LaneState::Finished) {
-        return ExitCode::from(crate::output::EXIT_FAILURE);
-    }
-    code
-}
-
-/// Sends an operator command to the lane running in `lane_dir` and waits for its verdict.
-pub async fn send_operator(
-    lane_dir: &Path,
-    command: &OperatorCommand,
-) -> Result<Verdict, CommandError> {
-    let lane = crate::board::find_lane(lane_dir)?;
-    let socket = lane.socket();
-    let verdict = operator_verdict(&socket, command).await.map_err(|why| {
-        // A lane that ended is answered from its record, not from the socket it no longer has.
-        if let Ok(doc) = lane.state()
-            && doc.status.is_terminal()
-        {
-            return CommandError::invalid("lane_not_running", ended_lane_answer(&doc, command));
-        }
-        CommandError::invalid(
-            "lane_not_running",
-            format!(
-                "no running lane at {} ({why}); is `clawpool run` or `clawpool spawn` running there?",
-                lane.dir.display()
-            ),
-        )
-    })?;
-    Ok(verdict)
-}
-
-/// What an operator command gets from a lane that ended: how and when it ended, as its state
-/// file records it, and what (if anything) takes it up again.
-fn ended_lane_answer(doc: &clawpool_lanes::WorkerStateDoc, command: &OperatorCommand) -> String {
-    let ago = clawpool_lanes::state_file::now_secs().saturating_sub(doc.updated_at);
-    let nothing = match command {
-        OperatorCommand::Stop => "nothing to stop",
-        OperatorCommand::Restart(_) => "nothing to restart",
-        OperatorCommand::Send { .. } => "it takes no follow-up",
-        _ => "nothing to answer",
-    };
-    let again = match doc.status {
-        clawpool_lanes::LaneStatus::Failed => {
-            "`clawpool spawn --rerun` starts its task again".to_owned()
-        }
-        _ => format!("`clawpool send {} TEXT` takes it up again", doc.lane),
-    };
-    format!(
-        "lane {} ended {} {ago}s ago (at {}, epoch seconds; worker {}); {nothing}: {again}",
-        doc.lane,
-        doc.lane_state(),
-        doc.updated_at,
-        doc.worker_id
-    )
-}
-
-/// Sends `command` to the lane listening on `socket`; its verdict, or why it never reached a
-/// lane (no socket, nobody listening, the lane ended before it decided).
-pub async fn operator_verdict(socket: &Path, command: &OperatorCommand) -> Result<Verdict, String> {
-    control::operator_verdict(socket, command).await
-}
-
-/// Prints an operator command's verdict and returns the exit status: on stdout and 0 when the
-/// lane did it; otherwise an error (JSON: one document on stderr, `kind` `lane_ignored`,
-/// `lane_refused` or `lane_failed`, with the verdict's fields) and 1. `extra` adds fields to the
-/// JSON document.
-pub fn print_verdict(
-    lane: &str,
-    command: &OperatorCommand,
-    verdict: &Verdict,
-    format: OutputFormat,
-    extra: serde_json::Value,
-) -> ExitCode {
-    let mut document = json!({"lane": lane, "command": command.describe()});
-    if let (Some(fields), Ok(serde_json::Value::Object(verdict_fields))) =
-        (document.as_object_mut(), serde_json::to_value(verdict))
-    {
-        fields.extend(verdict_fields);
-        if let serde_json::Value::Object(extra) = extra {
-            fields.extend(extra);
-        }
-    }
-    if verdict.is_done() {
-        match format {
-            OutputFormat::Json => println!("{document}"),
-            OutputFormat::Text => println!("lane {lane}: {}", verdict.reason()),
-        }
-        return ExitCode::SUCCESS;
-    }
-    let kind = format!("lane_{}", verdict.name());
-    let message = format!(
-        "lane {lane} {} `clawpool {}`: {}",
-        verdict.name(),
-        command.describe(),
-        verdict.reason()
-    );
-    match format {
-        OutputFormat::Json => {
-            document["kind"] = kind.into();
-            document["message"] = message.into();
-            eprintln!("{}", json!({ "error": document }));
-        }
-        OutputFormat::Text => eprintln!("clawpool: error: {message}"),
-    }
-    ExitCode::from(crate::output::EXIT_FAILURE)
 }

@@ -39,16 +39,21 @@ fn no_crate_imports_its_own_modules_in_circles() {
     );
 }
 
-/// Issue #27: the binary is a client of the lane's control socket through its typed API
-/// (`clawpool_lane::control`, `docs/control-protocol.md`) and nothing else: no file of
-/// `supervisor/src` that reaches a control socket writes a request line by hand, opens the
+/// Issue #27: the binary and the pool are clients of the lane's control socket through its
+/// typed API (`clawpool_lane::control`, `docs/control-protocol.md`) and nothing else: no file
+/// of `supervisor/src` or `pool/src` that reaches a control socket writes a request line by hand, opens the
 /// socket itself, or reads a reply as JSON by key.
 #[test]
 fn the_binary_speaks_the_control_protocol_only_through_its_types() {
-    let src = workspace().join("supervisor/src");
     let mut clients = Vec::new();
     let mut found = Vec::new();
-    for file in rust_files(&src) {
+    let files = ["supervisor/src", "pool/src"].into_iter().flat_map(|src| {
+        let src = workspace().join(src);
+        rust_files(&src)
+            .into_iter()
+            .map(move |file| (src.clone(), file))
+    });
+    for (src, file) in files {
         let code = production_code(&std::fs::read_to_string(&file).expect("read"));
         if !(code.contains("control_socket(") || code.contains("control::")) {
             continue;
@@ -75,9 +80,15 @@ fn the_binary_speaks_the_control_protocol_only_through_its_types() {
             }
         }
     }
-    // The commands that reach a lane's socket: operator commands, merge-forward and verify,
-    // the dashboard's screen, the board's liveness probe.
-    for client in ["run_lane.rs", "checks.rs", "ui/screen.rs", "board.rs"] {
+    // The commands that reach a lane's socket: operator commands, merge-forward and verify
+    // and `recover` (the pool's `operator.rs`, `lane_checks.rs`, `recover.rs`), the
+    // dashboard's screen.
+    for client in [
+        "operator.rs",
+        "lane_checks.rs",
+        "recover.rs",
+        "ui/screen.rs",
+    ] {
         assert!(
             clients.iter().any(|c| c == client),
             "{client} is no longer seen reaching a control socket: update this test ({clients:?})"
@@ -287,7 +298,7 @@ fn a_cycle_through_a_grouped_import_is_found_and_comments_are_not_imports() {
 /// the registry, the supervisor lock and adoption are the pool's (`clawpool_pool::start`,
 /// `registry`, `supervisor_lock`, `adoption`; issue #27, "the pool as a library"). These
 /// files turn flags and socket messages into the pool's requests and render its replies.
-const POOL_LOGIC: [(&str, &str); 18] = [
+const POOL_LOGIC: [(&str, &str); 31] = [
     (
         "lane_registry(",
         "a lane's registry folder is read or written by the pool",
@@ -342,13 +353,75 @@ const POOL_LOGIC: [(&str, &str); 18] = [
         "starting lanes with bounded concurrency is the pool's",
     ),
     ("fn plan(", "planning a packet's lanes is the pool's"),
+    (
+        "operator_verdict(",
+        "an operator command is carried to its lane by the pool's operator",
+    ),
+    (
+        "control::ask(",
+        "merge-forward and verify reach a lane's supervisor through the pool's lane_checks",
+    ),
+    (
+        "LaneChecks",
+        "a lane's checks are run (by its supervisor or directly) by the pool's lane_checks",
+    ),
+    (
+        "Start::Resume",
+        "a follow-up to a lane that ended is driven by the pool",
+    ),
+    (
+        "fn ended_lane",
+        "which ended lane takes a follow-up is the pool's",
+    ),
+    (
+        "fn find_lane",
+        "a lane argument finds its lane through the pool's lane_lookup",
+    ),
+    (
+        "fn registered(",
+        "a lane argument finds its lane through the pool's lane_lookup",
+    ),
+    (
+        "push(\"send\")",
+        "the MCP server sends to a lane through the pool in-process, not a child `clawpool send`",
+    ),
+    (
+        "\"--detach\"",
+        "the MCP server spawns through the pool in-process, not a child `clawpool spawn --detach`",
+    ),
+    (
+        "GrantStore",
+        "an operator's yes is kept as a grant by the pool's remember",
+    ),
+    ("GrantKey", "a kept grant is signed by the pool's remember"),
+    (
+        "fn by_hand",
+        "which recipe `recover` runs by hand is the pool's recover",
+    ),
+    (
+        "tokio::process::Command",
+        "the MCP server's operations are the pool's requests, never a child `clawpool`",
+    ),
 ];
 
 /// The binary's files that issue #27 emptied of pool logic (`supervisor/src/`, a folder
-/// meaning every file in it). `board.rs` joins once the lane lookups it still holds
-/// (`find_lane` and its helpers, which read a lane's registry folder) move too; until then
-/// it is held to [`BOARD_GC_LOGIC`] only.
-const POOL_CLIENTS: [&str; 5] = ["spawn.rs", "daemon", "loaded.rs", "known_repos.rs", "gc.rs"];
+/// meaning every file in it). The operator commands' rendering is `operator_cmd.rs`
+/// (`run_lane.rs` keeps `clawpool run`, one lane outside any pool, which builds its own lane
+/// job); `follow_up.rs` moved whole. `board.rs` and `gc.rs` are also held to
+/// [`BOARD_GC_LOGIC`].
+const POOL_CLIENTS: [&str; 11] = [
+    "spawn.rs",
+    "daemon",
+    "loaded.rs",
+    "known_repos.rs",
+    "checks.rs",
+    "operator_cmd.rs",
+    "mcp/pool_api.rs",
+    "permissions_cmd.rs",
+    "policy_cmd.rs",
+    "board.rs",
+    "gc.rs",
+];
 
 /// What moved from the binary's board and gc into the pool (`clawpool_pool::board`, `gc`),
 /// each with why: the files that render boards and gc verdicts must not work them out again.

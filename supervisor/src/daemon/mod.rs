@@ -281,8 +281,7 @@ pub async fn hand_over(
     packet: &str,
     start: bool,
 ) -> Result<ExitCode, CommandError> {
-    let socket = socket_path(repo);
-    let message = Request::Spawn(SpawnRequest {
+    let message = SpawnRequest {
         packet: packet.to_owned(),
         packet_name: args.packet_name(),
         transport: args.transport,
@@ -290,9 +289,53 @@ pub async fn hand_over(
         agent: args.agent.clone(),
         rerun: args.rerun,
         config: crate::loaded::input(&args.config),
-    });
+    };
+    let handed = hand_to_daemon(repo, message, args.config.config.as_deref(), start).await?;
+    match args.output_format {
+        OutputFormat::Json => println!("{}", handed.document()),
+        OutputFormat::Text => {
+            for entry in &handed.skipped {
+                println!("{} skipped: {}", entry.lane, entry.skipped);
+            }
+            println!(
+                "clawpool: {} lane(s) handed to the background supervisor ({}): follow them with `clawpool board --watch`",
+                handed.lanes.len(),
+                handed.socket.display()
+            )
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What the daemon took of a packet handed to it.
+pub struct Handed {
+    /// The daemon's socket.
+    pub socket: PathBuf,
+    /// The lanes it started.
+    pub lanes: Vec<String>,
+    /// Those an earlier run left, not started.
+    pub skipped: Vec<SkippedEntry>,
+}
+
+impl Handed {
+    /// `spawn --detach --output-format json`'s document (also the MCP spawn tools' `result`).
+    pub fn document(&self) -> serde_json::Value {
+        json!({"handed_to_daemon": true, "socket": self.socket, "lanes": self.lanes, "skipped": self.skipped})
+    }
+}
+
+/// Hands `message` to the repository's daemon — starting one (with `--config config`) when
+/// `start` and none listens — and answers what it took.
+pub async fn hand_to_daemon(
+    repo: &Repo,
+    message: SpawnRequest,
+    config: Option<&Path>,
+    start: bool,
+) -> Result<Handed, CommandError> {
+    let socket = socket_path(repo);
+    let message = Request::Spawn(message);
     let reply = if start {
-        start_and_reach(repo, args, &socket, &message).await?
+        start_and_reach(repo, config, &socket, &message).await?
     } else {
         request(&socket, message)
             .await
@@ -301,23 +344,11 @@ pub async fn hand_over(
     let Reply::Spawned { lanes, skipped } = reply else {
         return Err(refusal(reply, "the daemon did not take the lanes"));
     };
-    match args.output_format {
-        OutputFormat::Json => println!(
-            "{}",
-            json!({"handed_to_daemon": true, "socket": socket, "lanes": lanes, "skipped": skipped})
-        ),
-        OutputFormat::Text => {
-            for entry in &skipped {
-                println!("{} skipped: {}", entry.lane, entry.skipped);
-            }
-            println!(
-                "clawpool: {} lane(s) handed to the background supervisor ({}): follow them with `clawpool board --watch`",
-                lanes.len(),
-                socket.display()
-            )
-        }
-    }
-    Ok(ExitCode::SUCCESS)
+    Ok(Handed {
+        socket,
+        lanes,
+        skipped,
+    })
 }
 
 /// Starts a daemon when none holds the lock and hands it `message`, waiting until a daemon
@@ -326,7 +357,7 @@ pub async fn hand_over(
 /// daemon started now could not take the lock.
 async fn start_and_reach(
     repo: &Repo,
-    args: &SpawnArgs,
+    config: Option<&Path>,
     socket: &Path,
     message: &Request,
 ) -> Result<Reply, CommandError> {
@@ -356,7 +387,7 @@ async fn start_and_reach(
                             )),
                         ));
                     }
-                    ours = Some(start_daemon(repo, args)?);
+                    ours = Some(start_daemon(repo, config)?);
                     starts += 1;
                 }
             }
@@ -376,7 +407,7 @@ async fn start_and_reach(
 
 /// Starts `clawpool daemon` for the repository, detached: its own session, output to
 /// `<common>/clawpool/daemon.log`.
-fn start_daemon(repo: &Repo, args: &SpawnArgs) -> Result<std::process::Child, CommandError> {
+fn start_daemon(repo: &Repo, config: Option<&Path>) -> Result<std::process::Child, CommandError> {
     use std::os::unix::process::CommandExt;
     let exe =
         std::env::current_exe().map_err(|e| CommandError::io("finding the clawpool binary", e))?;
@@ -392,7 +423,7 @@ fn start_daemon(repo: &Repo, args: &SpawnArgs) -> Result<std::process::Child, Co
         .map_err(|e| CommandError::io("opening the daemon log", e))?;
     let mut cmd = std::process::Command::new(exe);
     cmd.arg("daemon").arg("--repo").arg(repo.root());
-    if let Some(config) = &args.config.config {
+    if let Some(config) = config {
         cmd.arg("--config").arg(config);
     }
     cmd.stdin(Stdio::null())

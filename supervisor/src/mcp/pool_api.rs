@@ -1,26 +1,36 @@
-//! The MCP server's one way into the pool: every tool reaches lanes through here, so that this
-//! module alone is re-pointed when the pool's typed request API (issue #27) lands.
+//! The MCP server's one way into the pool: every tool reaches lanes through here.
 //!
 //! Reads are in-process, on what the pool and lanes crates already own: the repository's event
 //! stream and waiting on it (`clawpool_pool`), the lane registry and records (the board's
 //! [`crate::board::board_lane`], the same documents `clawpool board`/`state` print).
 //!
-//! Operations (send, stop, answer, trust, restart, recover, verify, merge-forward, spawn) run
-//! the CLI's own command in a child process, JSON mode, in the repository: today's command
-//! functions print their results on stdout, which is the MCP transport, and hold logic the
-//! binary has not yet handed to the pool. The child is this server's own executable, so it is
-//! the same code and the same verdicts as `clawpool COMMAND --output-format json`; its stdout
-//! document is the reply, its stderr `{"error": {"kind", …}}` the error with the CLI's `kind`.
-//! The child inherits this server's process tree: a lane's control socket sees an operator
-//! outside every lane exactly when this server runs outside every lane (`mcp/mod.rs` checks).
+//! Operations are the pool's typed requests, in-process ([`clawpool_pool::Pool::handle`]):
+//! send (a follow-up to a lane that ended included), stop, answer, trust, restart, recover,
+//! verify, merge-forward, and spawn (`detach`, the pool's hand-over given to the repository's daemon
+//! as `clawpool spawn --detach` gives it). Each tool's `result` document is built from the
+//! typed reply by the same rendering the CLI's `--output-format json` uses, so the documents
+//! are the CLI's. The configuration is read for each operation, as a command would read it.
+//! A lane's control socket and the daemon see this server as the operator: one outside every
+//! lane exactly when this server runs outside every lane (`mcp/mod.rs` checks). No operation
+//! runs a child `clawpool`.
 
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
+use clawpool_lane::handshake::{OperatorCommand, RestartRequest, Verdict};
 use clawpool_lanes::stream::StreamEvent;
-use clawpool_lanes::{LaneEvent, WorkerStateDoc, read_lane_record, with_ages};
-use clawpool_pool::{Follower, Start, Until, WaitOutcome};
+use clawpool_lanes::{LaneEvent, LaneState, WorkerStateDoc, with_ages};
+use clawpool_pool::config::ConfigInput;
+use clawpool_pool::error::CommandError;
+use clawpool_pool::lane_checks::parse_level;
+use clawpool_pool::observer::Silent;
+use clawpool_pool::request::{
+    LaneArg, RecoverReply, RecoverRequest, SpawnReply, SpawnRequest, Transport, VerifyRequest,
+};
+use clawpool_pool::request::{OperateReply, OperateRequest};
+use clawpool_pool::{Follower, Pool, PoolReply, PoolRequest, Start, Until, WaitOutcome};
+use clawpool_worktree::MergeOutcome;
 use clawpool_worktree::Repo;
 use clawpool_worktree::layout::{EVENTS, StateDir};
 use serde_json::Value;
@@ -34,6 +44,12 @@ pub struct ApiError {
     pub message: String,
     /// The rest of the CLI's error document (a verdict's fields), `Null` when none.
     pub detail: Value,
+}
+
+impl From<CommandError> for ApiError {
+    fn from(err: CommandError) -> Self {
+        Self::new(err.kind, err.message)
+    }
 }
 
 impl ApiError {
@@ -109,106 +125,44 @@ impl Operation {
         })
     }
 
-    /// The CLI command that carries it out. Options first, then `--` and the positionals, so
-    /// a text starting with `-` stays a text.
-    fn command_line(&self, repo: &Path, packet_file: Option<&Path>) -> Vec<OsString> {
-        let mut args: Vec<OsString> = Vec::new();
-        let mut push = |a: &str| args.push(a.into());
-        match self {
-            Operation::SpawnPacket { .. } => {
-                push("spawn");
-                push("--detach");
-                push("--output-format");
-                push("json");
-                push("--repo");
-                args.push(repo.into());
-                args.push("--".into());
-                args.push(packet_file.unwrap_or(Path::new("")).into());
-                return args;
-            }
-            Operation::Spawn {
-                name,
-                prompt,
-                agent,
-                base,
-            } => {
-                push("spawn");
-                push("--name");
-                push(name);
-                push("--prompt");
-                push(prompt);
-                if let Some(agent) = agent {
-                    push("--agent");
-                    push(agent);
-                }
-                if let Some(base) = base {
-                    push("--base");
-                    push(base);
-                }
-                push("--detach");
-                push("--output-format");
-                push("json");
-                args.push("--repo".into());
-                args.push(repo.into());
-                return args;
-            }
-            Operation::Send { lane, text } => {
-                push("send");
-                push("--output-format");
-                push("json");
-                push("--");
-                push(lane);
-                push(text);
-                return args;
-            }
-            Operation::Stop { .. } => push("stop"),
-            Operation::Trust { .. } => push("trust"),
-            Operation::Answer { choice, .. } => {
-                push("answer");
-                push("--choice");
-                push(choice);
-            }
+    /// The operator command it is, for those the lane's control socket takes.
+    fn operator_command(&self) -> Option<OperatorCommand> {
+        Some(match self {
+            Operation::Send { text, .. } => OperatorCommand::Send { text: text.clone() },
+            Operation::Stop { .. } => OperatorCommand::Stop,
+            Operation::Trust { .. } => OperatorCommand::Trust,
+            Operation::Answer { choice, .. } => OperatorCommand::Answer {
+                choice: choice.clone(),
+            },
             Operation::Restart {
                 resume, redeliver, ..
-            } => {
-                push("restart");
-                if *resume {
-                    push("--resume");
-                }
-                if *redeliver {
-                    push("--redeliver");
-                }
-            }
-            Operation::Recover { recipe, .. } => {
-                push("recover");
-                if let Some(recipe) = recipe {
-                    push("--recipe");
-                    push(recipe);
-                }
-            }
-            Operation::Verify { level, .. } => {
-                push("verify");
-                if let Some(level) = level {
-                    push("--level");
-                    push(level);
-                }
-            }
-            Operation::MergeForward { .. } => push("merge-forward"),
-        }
-        push("--output-format");
-        push("json");
-        push("--");
-        push(self.lane().unwrap_or_default());
-        args
+            } => OperatorCommand::Restart(RestartRequest {
+                by: "operator".into(),
+                resume: *resume,
+                redeliver: *redeliver,
+            }),
+            _ => return None,
+        })
     }
 }
 
-/// What an operation answered: the CLI's JSON document, and whether it exited 0 (`verify`
-/// and `merge-forward` answer a document that says what failed, exiting 1).
+/// What an operation answered: the CLI's JSON document, and whether the CLI would exit 0
+/// (`verify` and `merge-forward` answer a document that says what failed, exiting 1); for an
+/// operator command, the lane's typed answer.
 #[derive(Debug, Clone)]
 pub struct OpReply {
     pub ok: bool,
     pub document: Value,
+    pub answer: Option<LaneAnswer>,
+}
+
+/// What the lane did with an operator command.
+#[derive(Debug, Clone)]
+pub enum LaneAnswer {
+    /// The verdict of the supervisor driving it.
+    Verdict(Verdict),
+    /// A follow-up to a lane that ended took the text as a new turn (the verdict in words).
+    FollowedUp { reason: String },
 }
 
 /// The pool of one repository, as the MCP server sees it.
@@ -217,7 +171,6 @@ pub struct PoolApi {
     /// The repository's top folder (operations run there, so lane names resolve in it).
     root: PathBuf,
     state: StateDir,
-    exe: PathBuf,
     config: Option<PathBuf>,
 }
 
@@ -225,12 +178,9 @@ impl PoolApi {
     pub fn open(repo: &Path, config: Option<PathBuf>) -> Result<Self, ApiError> {
         let repo =
             Repo::open(repo).map_err(|e| ApiError::new("not_a_repository", e.to_string()))?;
-        let exe = std::env::current_exe()
-            .map_err(|e| ApiError::new("io", format!("finding clawpool's own executable: {e}")))?;
         Ok(Self {
             root: repo.root().to_owned(),
             state: StateDir::of(repo.common_dir()),
-            exe,
             config: config.map(|c| c.canonicalize().unwrap_or(c)),
         })
     }
@@ -264,16 +214,16 @@ impl PoolApi {
     pub fn record(&self, lane: &str) -> Result<(WorkerStateDoc, PathBuf), ApiError> {
         check_name(lane)?;
         let repo = self.repo()?;
-        let registry = clawpool_lane::registry::lane_registry(&repo, lane);
-        let entry = registry.entry().map_err(|_| {
+        let found = clawpool_pool::lane_lookup::registered(&repo, lane).ok_or_else(|| {
             ApiError::new(
                 "unknown_lane",
                 format!("no lane {lane:?} in this repository's registry"),
             )
         })?;
-        let doc = read_lane_record(registry.dir(), &entry.worktree)
+        let doc = found
+            .state()
             .map_err(|e| ApiError::new(e.kind(), e.to_string()))?;
-        Ok((doc, registry.dir().to_owned()))
+        Ok((doc, found.record()))
     }
 
     /// The stream's events after `since` (all of it when `None`), of `lane` only when given, at
@@ -338,83 +288,247 @@ impl PoolApi {
             .unwrap_or_default()
     }
 
-    /// `packet` as a file for `clawpool spawn`.
-    fn packet_file(&self, packet: &Value) -> Result<tempfile::NamedTempFile, ApiError> {
-        let io = |e: std::io::Error| ApiError::new("io", format!("writing the packet: {e}"));
-        std::fs::create_dir_all(self.state.root()).map_err(io)?;
-        let mut file = tempfile::Builder::new()
-            .prefix("mcp-packet-")
-            .suffix(".json")
-            .tempfile_in(self.state.root())
-            .map_err(io)?;
-        std::io::Write::write_all(&mut file, packet.to_string().as_bytes()).map_err(io)?;
-        Ok(file)
+    /// The configuration input an operation reads, as `clawpool COMMAND` run with this
+    /// server's `--config` as `CLAWPOOL_CONFIG` would read it.
+    fn config_input(&self) -> ConfigInput {
+        let mut input = ConfigInput::of_this_process(None);
+        if let Some(config) = &self.config {
+            input.env_config = Some(config.clone());
+        }
+        input
     }
 
-    /// Carries out `op` with the CLI's own command (see the module's doc).
+    /// Runs `request` in the pool.
+    async fn handle(&self, request: PoolRequest) -> Result<PoolReply, ApiError> {
+        Pool::reading(self.config_input())
+            .handle(request, Arc::new(Silent))
+            .await
+            .map_err(ApiError::from)
+    }
+
+    /// The lane `lane` names, resolved in the repository.
+    fn lane_arg(&self, lane: &str) -> LaneArg {
+        LaneArg {
+            from: self.root.clone(),
+            arg: PathBuf::from(lane),
+        }
+    }
+
+    /// Carries out `op` (see the module's doc).
     pub async fn operate(&self, op: &Operation) -> Result<OpReply, ApiError> {
         if let Some(lane) = op.lane() {
             check_name(lane)?;
         }
-        // A packet goes to `clawpool spawn` as the file it reads, in the clawpool folder (its
-        // relative paths resolve against the repository, wherever the file is), removed after.
-        let packet_file = match op {
-            Operation::SpawnPacket { packet } => Some(self.packet_file(packet)?),
-            _ => None,
+        if let Some(command) = op.operator_command() {
+            let lane = op.lane().unwrap_or_default();
+            return self.operator(lane, command).await;
+        }
+        match op {
+            Operation::Spawn {
+                name,
+                prompt,
+                agent,
+                base,
+            } => {
+                let args = crate::cli::SpawnArgs {
+                    packet: None,
+                    name: Some(name.clone()),
+                    prompt: Some(prompt.clone()),
+                    base: base.clone(),
+                    repo: self.root.clone(),
+                    concurrency: None,
+                    transport: crate::cli::TransportKind::Pty,
+                    agent: agent.clone(),
+                    detach: true,
+                    rerun: false,
+                    config: crate::cli::ConfigFlag { config: None },
+                    output_format: crate::cli::OutputFormat::Json,
+                };
+                let packet = args.inline_packet().unwrap_or_default();
+                self.spawn(packet, args.packet_name(), agent.clone()).await
+            }
+            // Named in messages (a problem's) as the tool's argument it came in.
+            Operation::SpawnPacket { packet } => {
+                self.spawn(packet.to_string(), PathBuf::from("packet"), None)
+                    .await
+            }
+            Operation::Verify { lane, level } => {
+                let level = parse_level(level.as_deref().unwrap_or("targeted"))?;
+                let request = PoolRequest::Verify(VerifyRequest {
+                    lane: self.lane_arg(lane),
+                    level,
+                });
+                let PoolReply::Verify(reply) = self.handle(request).await? else {
+                    unreachable!("the pool answers a verify with a verification")
+                };
+                Ok(OpReply {
+                    ok: reply.verification.result
+                        == clawpool_lanes::state_file::VerifyResult::Green,
+                    document: crate::checks::verified_document(&reply),
+                    answer: None,
+                })
+            }
+            Operation::MergeForward { lane } => {
+                let request = PoolRequest::MergeForward(self.lane_arg(lane));
+                let PoolReply::MergeForward(merge) = self.handle(request).await? else {
+                    unreachable!("the pool answers a merge-forward with a merge's outcome")
+                };
+                Ok(OpReply {
+                    ok: matches!(
+                        merge,
+                        MergeOutcome::Merged { .. } | MergeOutcome::UpToDate { .. }
+                    ),
+                    document: serde_json::to_value(&merge).unwrap_or_default(),
+                    answer: None,
+                })
+            }
+            Operation::Recover { lane, recipe } => {
+                let request = PoolRequest::Recover(RecoverRequest {
+                    lane: self.lane_arg(lane),
+                    recipe: recipe.clone(),
+                });
+                let PoolReply::Recover(reply) = self.handle(request).await? else {
+                    unreachable!("the pool answers a recover with the recipe run or refused")
+                };
+                let run = match reply {
+                    RecoverReply::Ran(run) => run,
+                    RecoverReply::Refused(refused) => {
+                        return Err(ApiError {
+                            kind: refused.why.kind().to_owned(),
+                            message: refused.message,
+                            detail: crate::policy_cmd::refusal_fields(&refused.why),
+                        });
+                    }
+                };
+                let document = crate::operator_cmd::verdict_document(
+                    &run.lane,
+                    &run.command,
+                    &run.verdict,
+                    crate::policy_cmd::run_fields(&run),
+                );
+                if !run.verdict.is_done() {
+                    let (kind, message) =
+                        crate::operator_cmd::verdict_error(&run.lane, &run.command, &run.verdict);
+                    return Err(ApiError {
+                        kind,
+                        message,
+                        detail: document,
+                    });
+                }
+                Ok(OpReply {
+                    ok: true,
+                    document,
+                    answer: None,
+                })
+            }
+            Operation::Send { .. }
+            | Operation::Stop { .. }
+            | Operation::Answer { .. }
+            | Operation::Trust { .. }
+            | Operation::Restart { .. } => {
+                unreachable!("operator commands are answered above")
+            }
+        }
+    }
+
+    /// An operator command to `lane`: its verdict as `clawpool COMMAND --output-format json`
+    /// documents it; a verdict other than done is the CLI's error (`lane_refused`, …) with
+    /// the verdict's fields.
+    async fn operator(&self, lane: &str, command: OperatorCommand) -> Result<OpReply, ApiError> {
+        let request = PoolRequest::Operate(OperateRequest {
+            lane: self.lane_arg(lane),
+            command: command.clone(),
+            follow_up_stops_on_signals: false,
+        });
+        let PoolReply::Operate(reply) = self.handle(request).await? else {
+            unreachable!("the pool answers an operator request with an operator reply")
         };
-        let command_line = op.command_line(&self.root, packet_file.as_ref().map(|f| f.path()));
-        let mut command = tokio::process::Command::new(&self.exe);
-        command
-            .args(&command_line)
-            .current_dir(&self.root)
-            .stdin(std::process::Stdio::null())
-            .kill_on_drop(true);
-        if let Some(config) = &self.config {
-            command.env("CLAWPOOL_CONFIG", config);
-        }
-        let out = command
-            .output()
-            .await
-            .map_err(|e| ApiError::new("io", format!("running clawpool: {e}")))?;
-        let document = last_json(&out.stdout);
-        if out.status.success() {
-            return Ok(OpReply {
-                ok: true,
-                document: document.unwrap_or(Value::Null),
-            });
-        }
-        if let Some(Value::Object(mut error)) =
-            last_json(&out.stderr).and_then(|mut e| e.get_mut("error").map(Value::take))
-        {
-            let kind = match error.remove("kind") {
-                Some(Value::String(kind)) => kind,
-                _ => "command_failed".to_owned(),
-            };
-            let message = match error.remove("message") {
-                Some(Value::String(message)) => message,
-                _ => String::new(),
-            };
+        let (verdict, extra, finished) = match reply {
+            OperateReply::Verdict(verdict) => (verdict, Value::Null, true),
+            OperateReply::FollowUp(follow_up) => {
+                let (verdict, extra) = crate::operator_cmd::follow_up_verdict(&follow_up);
+                (verdict, extra, follow_up.state == Some(LaneState::Finished))
+            }
+        };
+        let followed_up = !extra.is_null();
+        let document = crate::operator_cmd::verdict_document(lane, &command, &verdict, extra);
+        if !verdict.is_done() {
+            let (kind, message) = crate::operator_cmd::verdict_error(lane, &command, &verdict);
             return Err(ApiError {
                 kind,
                 message,
-                detail: Value::Object(error),
+                detail: document,
             });
         }
-        match document {
-            Some(document) => Ok(OpReply {
-                ok: false,
-                document,
-            }),
-            None => Err(ApiError::new(
-                "command_failed",
-                format!(
-                    "clawpool {} exited {}: {}",
-                    command_line[0].to_string_lossy(),
-                    out.status,
-                    String::from_utf8_lossy(&out.stderr).trim()
-                ),
-            )),
-        }
+        let answer = if followed_up {
+            LaneAnswer::FollowedUp {
+                reason: verdict.reason().to_owned(),
+            }
+        } else {
+            LaneAnswer::Verdict(verdict)
+        };
+        Ok(OpReply {
+            ok: finished,
+            document,
+            answer: Some(answer),
+        })
+    }
+
+    /// Starts a packet's lanes: checked by the pool, handed to the repository's daemon (started
+    /// when none runs), as `clawpool spawn --detach` does.
+    async fn spawn(
+        &self,
+        packet: String,
+        packet_name: PathBuf,
+        agent: Option<String>,
+    ) -> Result<OpReply, ApiError> {
+        let request = PoolRequest::Spawn(SpawnRequest {
+            repo: self.root.clone(),
+            packet,
+            packet_name: packet_name.clone(),
+            transport: Transport::Pty,
+            concurrency: None,
+            agent: agent.clone(),
+            rerun: false,
+            detach: true,
+        });
+        let PoolReply::Spawn(reply) = self.handle(request).await? else {
+            unreachable!("the pool answers a spawn request with a spawn reply")
+        };
+        let hand_over = match reply {
+            SpawnReply::Invalid(invalid) => {
+                let err = CommandError::from(&invalid);
+                return Err(ApiError {
+                    kind: err.kind.to_owned(),
+                    message: err.message,
+                    detail: serde_json::json!({ "problems": invalid.problems }),
+                });
+            }
+            SpawnReply::HandOver(hand_over) => hand_over,
+            SpawnReply::Ran(_) => unreachable!("a detached spawn is handed over, never run here"),
+        };
+        let message = crate::daemon::protocol::SpawnRequest {
+            packet: hand_over.packet,
+            packet_name,
+            transport: crate::cli::TransportKind::Pty,
+            concurrency: None,
+            agent,
+            rerun: false,
+            config: self.config_input(),
+        };
+        let handed = crate::daemon::hand_to_daemon(
+            &hand_over.repo,
+            message,
+            self.config.as_deref(),
+            hand_over.start,
+        )
+        .await
+        .map_err(|err| ApiError::from(hand_over.refused.unwrap_or(err)))?;
+        Ok(OpReply {
+            ok: true,
+            document: handed.document(),
+            answer: None,
+        })
     }
 }
 
@@ -428,14 +542,4 @@ fn check_name(lane: &str) -> Result<(), ApiError> {
             format!("{lane:?} is not a lane name (docs/task-packet.md, \"Lane names\")"),
         ))
     }
-}
-
-/// The last line of `bytes` that is a JSON document.
-fn last_json(bytes: &[u8]) -> Option<Value> {
-    let text = String::from_utf8_lossy(bytes);
-    serde_json::from_str(text.trim()).ok().or_else(|| {
-        text.lines()
-            .rev()
-            .find_map(|line| serde_json::from_str(line.trim()).ok())
-    })
 }

@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::access::{AuditEntry, AuditLog, Tier, Who, digest};
-use super::pool_api::{ApiError, OpReply, Operation, PoolApi};
+use super::pool_api::{ApiError, LaneAnswer, OpReply, Operation, PoolApi};
 use super::resources::{self, Subscriptions};
 use super::tokens::Grant;
 
@@ -431,7 +431,8 @@ impl PoolServer {
     }
 
     async fn operation(&self, lane: &str, op: Operation) -> Result<OpResult, (ApiError, Value)> {
-        let OpReply { ok, document } = self.api.operate(&op).await.map_err(|e| (e, Value::Null))?;
+        let OpReply { ok, document, .. } =
+            self.api.operate(&op).await.map_err(|e| (e, Value::Null))?;
         Ok(OpResult {
             lane: lane.to_owned(),
             ok,
@@ -470,25 +471,25 @@ impl PoolServer {
             text: params.text.clone(),
         };
         match self.api.operate(&op).await {
-            Ok(OpReply { document, .. }) => {
-                let verdict: Option<Verdict> = serde_json::from_value(document.clone()).ok();
-                let follow_up = document.get("follow_up").and_then(Value::as_bool) == Some(true);
-                let receipt = match verdict {
-                    Some(Verdict::Done {
+            Ok(OpReply {
+                document, answer, ..
+            }) => {
+                let receipt = match answer {
+                    Some(LaneAnswer::Verdict(Verdict::Done {
                         send: Some(SendFate::Queued),
                         queue,
                         ..
-                    }) => Receipt::Queued {
+                    })) => Receipt::Queued {
                         place: queue.map(|q| q.place as u64),
                         note: "typed when the agent is idle: wait_lanes or lane_events show its prompt events".into(),
                     },
-                    Some(Verdict::Done { reason, .. }) => Receipt::Delivered {
+                    Some(LaneAnswer::Verdict(Verdict::Done { reason, .. })) => Receipt::Delivered {
                         evidence: json!({ "reason": reason }),
-                        source: if follow_up {
-                            "follow-up: the lane's agent started again took the text as a new turn".into()
-                        } else {
-                            "the lane's verdict on its control socket (the handshake saw the text submitted)".into()
-                        },
+                        source: "the lane's verdict on its control socket (the handshake saw the text submitted)".into(),
+                    },
+                    Some(LaneAnswer::FollowedUp { reason }) => Receipt::Delivered {
+                        evidence: json!({ "reason": reason }),
+                        source: "follow-up: the lane's agent started again took the text as a new turn".into(),
                     },
                     _ => Receipt::Refused {
                         kind: "unexpected_reply".into(),

@@ -1,5 +1,6 @@
-//! `clawpool send` to a lane that ended: a follow-up. A stopped or finished lane has no
-//! process to take the text, so the command becomes that process — it takes the lane's own
+//! A send to a lane that ended (`clawpool send`, the MCP `send_to_lane`): a follow-up. A
+//! stopped or finished lane has no process to take the text, so the request's process
+//! becomes that process — it takes the lane's own
 //! supervisor lock (refused while anyone else holds it), starts the agent again with the
 //! profile's resume arguments (`drive::Start::Resume`), and drives the lane to its new end,
 //! the text typed and verified as a new turn of the same session, never the lane's task again.
@@ -17,25 +18,27 @@ use clawpool_lane::registry::lane_registry;
 use clawpool_lanes::{LaneStatus, WorkerStateDoc};
 use clawpool_worktree::Repo;
 
-use crate::board::FoundLane;
-use crate::loaded::Loaded;
-use crate::output::CommandError;
-use clawpool_pool::start::terminal_for;
+use crate::config::Loaded;
+use crate::error::CommandError;
+use crate::lane_lookup::FoundLane;
+use crate::start::terminal_for;
 
 /// The lane's recorded state when a follow-up may start it again: stopped or finished, with
 /// no supervisor driving it. `None` for a lane in any other state.
-pub fn ended_lane(lane: &FoundLane) -> Option<WorkerStateDoc> {
+pub(crate) fn ended_lane(lane: &FoundLane) -> Option<WorkerStateDoc> {
     let doc = lane.state().ok()?;
     matches!(doc.status, LaneStatus::Stopped | LaneStatus::Finished).then_some(doc)
 }
 
 /// Starts the ended lane's agent again with its resume arguments and drives the lane, `text`
-/// its new turn, until it ends again (or SIGINT/SIGTERM stop it, as they stop `run`).
-pub async fn run(
+/// its new turn, until it ends again (or, when `stops_on_signals`, SIGINT/SIGTERM stop it, as
+/// they stop `run`).
+pub(crate) async fn run(
     lane: &FoundLane,
     doc: WorkerStateDoc,
     text: String,
     loaded: &Loaded,
+    stops_on_signals: bool,
 ) -> Result<LaneResult, CommandError> {
     if let (Some(cost), Some(budget)) = (doc.cost_usd, doc.budget_usd)
         && cost > budget
@@ -94,8 +97,11 @@ pub async fn run(
         .map(|d| d.is_trusted())
         .unwrap_or(false);
     let terminal_log = terminal_log(&lane.events);
-    let interrupt =
-        Interrupt::listen().map_err(|e| CommandError::io("listening for SIGINT/SIGTERM", e))?;
+    let interrupt = if stops_on_signals {
+        Interrupt::listen().map_err(|e| CommandError::io("listening for SIGINT/SIGTERM", e))?
+    } else {
+        Interrupt::never()
+    };
     let job = LaneJob {
         checks,
         policy: std::sync::Arc::clone(&loaded.policy),
