@@ -122,10 +122,7 @@ fn a_lane_past_its_budget_mid_turn_is_interrupted_held_notified_once_and_refuses
     });
 
     let lane = s.lanes_dir().join("pricey");
-    let state: Value = serde_json::from_str(
-        &std::fs::read_to_string(lane.join(".claw/worker-state.json")).expect("state file"),
-    )
-    .expect("JSON");
+    let state: Value = clawpool_tests::published_state(&lane);
     assert_eq!(state["lane_status"], "blocked", "{state:#}");
     assert_eq!(state["blocked"]["subphase"], "budget", "{state:#}");
     assert_eq!(state["budget_usd"], 0.01, "{state:#}");
@@ -169,10 +166,7 @@ fn a_lane_past_its_budget_mid_turn_is_interrupted_held_notified_once_and_refuses
     let stop = clawpool_json(&s, &["stop", &lane_arg]);
     assert!(stop.status.success(), "{}", stderr(&stop));
     run.wait_exit(PATIENCE);
-    let state: Value = serde_json::from_str(
-        &std::fs::read_to_string(lane.join(".claw/worker-state.json")).expect("state file"),
-    )
-    .expect("JSON");
+    let state: Value = clawpool_tests::published_state(&lane);
     assert_eq!(state["lane_status"], "stopped", "{state:#}");
     assert_eq!(state["budget_usd"], 0.02, "{state:#}");
     let follow_up = s

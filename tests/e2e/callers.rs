@@ -129,11 +129,9 @@ fn events_of(run: &LaneRun, lane: &str, kind: &str) -> Vec<Value> {
         .collect()
 }
 
+/// The lane's published state file once it holds every event of its log so far.
 fn state(lane: &Path) -> Value {
-    serde_json::from_str(
-        &std::fs::read_to_string(lane.join(".claw/worker-state.json")).expect("state file"),
-    )
-    .expect("JSON")
+    clawpool_tests::published_state(lane)
 }
 
 /// `sh` words for `clawpool ARGS`, its output and exit status into `out`.

@@ -56,9 +56,7 @@ fn json(out: &Output) -> Value {
 }
 
 fn state(s: &Setup, lane: &str) -> Value {
-    let text = std::fs::read_to_string(s.lanes_dir().join(lane).join(".claw/worker-state.json"))
-        .expect("state file");
-    serde_json::from_str(&text).expect("state JSON")
+    clawpool_tests::published_state(&s.lanes_dir().join(lane))
 }
 
 fn events(s: &Setup, lane: &str) -> Vec<Value> {

@@ -54,10 +54,7 @@ fn seed(sandbox: &Sandbox) {
 
 /// The lane's state file.
 pub(crate) fn state_file(lane: &Path) -> Value {
-    serde_json::from_str(
-        &std::fs::read_to_string(lane.join(".claw/worker-state.json")).expect("state file"),
-    )
-    .expect("JSON")
+    clawpool_tests::published_state(lane)
 }
 
 /// The transition to `status` (the first).

@@ -328,9 +328,7 @@ fn the_policy_answers_the_agents_questions_on_screen() {
 
 /// The `permissions` section of the lane's state file.
 fn state_permissions(lane: &std::path::Path) -> Value {
-    let text = std::fs::read_to_string(lane.join(".claw/worker-state.json")).expect("state file");
-    let state: Value = serde_json::from_str(&text).expect("JSON");
-    state["permissions"].clone()
+    clawpool_tests::published_state(lane)["permissions"].clone()
 }
 
 /// A read outside the worktree, then (after working a moment, so the first dialog is seen

@@ -116,9 +116,7 @@ impl Site {
     }
 
     fn state(&self) -> Value {
-        let text = std::fs::read_to_string(self.lane().join(".claw/worker-state.json"))
-            .expect("state file");
-        serde_json::from_str(&text).expect("JSON")
+        clawpool_tests::published_state(&self.lane())
     }
 }
 
@@ -355,10 +353,7 @@ fn a_sandboxed_claude_code_lane_finishes_from_its_hooks() {
         .find(|e| e["kind"] == "lane.finished")
         .unwrap_or_else(|| panic!("not finished: {}", run.report()));
     assert_eq!(finished["source"], "hook", "{}", run.report());
-    let state: Value = serde_json::from_str(
-        &std::fs::read_to_string(lane.join(".claw/worker-state.json")).expect("state"),
-    )
-    .expect("JSON");
+    let state: Value = clawpool_tests::published_state(&lane);
     assert_eq!(state["sandbox"]["mode"], "workspace", "{state}");
     assert_eq!(state["hooks"]["failed"], 0, "{state}");
 }
@@ -426,10 +421,7 @@ fn a_sandboxed_codex_lane_finishes_from_its_app_server() {
         .unwrap_or_else(|| panic!("not finished: {report}"));
     assert_eq!(finished["source"], "protocol", "{report}");
     assert_eq!(server.main_requests().len(), 1, "{report}");
-    let state: Value = serde_json::from_str(
-        &std::fs::read_to_string(lane.join(".claw/worker-state.json")).expect("state"),
-    )
-    .expect("JSON");
+    let state: Value = clawpool_tests::published_state(&lane);
     assert_eq!(state["sandbox"]["mode"], "workspace", "{state}");
     assert_eq!(state["hooks"]["channel"], "codex_app_server", "{state}");
     assert_eq!(state["hooks"]["degraded"], false, "{state}");
@@ -586,10 +578,7 @@ fn a_sandboxed_claude_code_running_bash_cannot_reach_outside_or_another_lane() {
         assert!(!escaped.exists(), "{} was written", escaped.display());
     }
     // The other lane is as it was: held, untrusted, given nothing.
-    let other_state: Value = serde_json::from_str(
-        &std::fs::read_to_string(s.other.join(".claw/worker-state.json")).expect("state"),
-    )
-    .expect("JSON");
+    let other_state: Value = clawpool_tests::published_state(&s.other);
     assert_eq!(other_state["lane_status"], "blocked", "{other_state}");
     assert_eq!(other_state["trust_gate_cleared"], false, "{other_state}");
     assert!(
@@ -741,7 +730,12 @@ fn a_sandboxed_tmux_lane_is_adopted_after_its_supervisor_is_killed() {
     first.signal(libc::SIGKILL);
     first.wait_exit(std::time::Duration::from_secs(10));
 
-    let state = s.state();
+    // The file as the killed supervisor left it (it may be behind its log until adoption
+    // repairs it): the lane's pid and sandbox are in it from the lane's start.
+    let state: Value = serde_json::from_str(
+        &std::fs::read_to_string(s.lane().join(".claw/worker-state.json")).expect("state file"),
+    )
+    .expect("JSON");
     assert_eq!(state["sandbox"]["mode"], "workspace", "{state}");
     let pid = state["pid"]
         .as_u64()

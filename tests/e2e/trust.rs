@@ -113,10 +113,7 @@ fn a_lane_outside_the_trusted_roots_is_held_even_when_its_agent_does_not_ask() {
     );
     assert!(!lane.join("out.txt").exists());
     // The state file says so too.
-    let state: Value = serde_json::from_str(
-        &std::fs::read_to_string(lane.join(".claw/worker-state.json")).expect("state file"),
-    )
-    .expect("JSON");
+    let state: Value = clawpool_tests::published_state(&lane);
     assert_eq!(state["lane_status"], "blocked");
     assert_eq!(state["trust_gate_cleared"], false);
 
@@ -137,10 +134,7 @@ fn a_lane_outside_the_trusted_roots_is_held_even_when_its_agent_does_not_ask() {
         std::fs::read_to_string(lane.join("out.txt")).expect("the lane's work"),
         "done\n"
     );
-    let state: Value = serde_json::from_str(
-        &std::fs::read_to_string(lane.join(".claw/worker-state.json")).expect("state file"),
-    )
-    .expect("JSON");
+    let state: Value = clawpool_tests::published_state(&lane);
     assert_eq!(state["trusted_by_operator"], true, "{state}");
 }
 

@@ -716,3 +716,38 @@ pub fn state_file_at(path: &Path, seq: u64, patience: std::time::Duration) -> se
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
 }
+
+/// A lane's published state file (`LANE/.claw/worker-state.json`) once it holds every event
+/// of the lane's own log so far, waiting up to 30 s: the file is written behind the log, by at
+/// most the write in flight (`docs/state-file.md`). The log is the lane's `.claw/events.jsonl`
+/// for a `clawpool run` lane, else its registry folder's, found through the worktree's `.git`.
+pub fn published_state(lane: &Path) -> serde_json::Value {
+    let own = lane.join(".claw/events.jsonl");
+    let log = if own.exists() {
+        own
+    } else {
+        let git = std::fs::read_to_string(lane.join(".git")).expect("a linked worktree's .git");
+        let admin = PathBuf::from(git.trim().strip_prefix("gitdir: ").expect("a gitdir: line"));
+        let common = admin
+            .parent()
+            .and_then(Path::parent)
+            .expect("the common git dir");
+        let name = lane.file_name().expect("a lane folder");
+        common
+            .join("clawpool/lanes")
+            .join(name)
+            .join("events.jsonl")
+    };
+    let last = std::fs::read_to_string(&log)
+        .expect("the lane's event log")
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter_map(|event| event["seq"].as_u64())
+        .max()
+        .expect("an event in the lane's log");
+    state_file_at(
+        &lane.join(".claw/worker-state.json"),
+        last,
+        std::time::Duration::from_secs(30),
+    )
+}
