@@ -172,8 +172,10 @@ mod tests {
 
     /// Records what it writes; when gated, tells the test a write started and waits for the
     /// test to let it finish.
+    type Written = Arc<Mutex<Vec<u32>>>;
+
     struct Log {
-        written: Arc<Mutex<Vec<u32>>>,
+        written: Written,
         gate: Option<(mpsc::Sender<u32>, mpsc::Receiver<()>)>,
     }
 
@@ -188,15 +190,23 @@ mod tests {
         }
     }
 
-    #[test]
-    fn documents_handed_during_a_write_coalesce_into_the_latest() {
+    /// A gated [`Log`], what it wrote, and the test's ends of its gate: the item of each write
+    /// as it starts, and the word that lets it finish.
+    fn gated_log() -> (Written, Log, mpsc::Receiver<u32>, mpsc::Sender<()>) {
         let written = Arc::new(Mutex::new(Vec::new()));
         let (started_tx, started) = mpsc::channel();
         let (go, go_rx) = mpsc::channel();
-        let writer = LatestWriter::new(Log {
+        let log = Log {
             written: Arc::clone(&written),
             gate: Some((started_tx, go_rx)),
-        });
+        };
+        (written, log, started, go)
+    }
+
+    #[test]
+    fn documents_handed_during_a_write_coalesce_into_the_latest() {
+        let (written, log, started, go) = gated_log();
+        let writer = LatestWriter::new(log);
         writer.hand(1);
         // The first write is in flight: everything handed now waits for it.
         assert_eq!(started.recv().expect("the writer's word"), 1);
@@ -214,13 +224,8 @@ mod tests {
 
     #[test]
     fn flush_waits_for_the_write_in_flight_and_the_one_after_it() {
-        let written = Arc::new(Mutex::new(Vec::new()));
-        let (started_tx, started) = mpsc::channel();
-        let (go, go_rx) = mpsc::channel();
-        let writer = Arc::new(LatestWriter::new(Log {
-            written: Arc::clone(&written),
-            gate: Some((started_tx, go_rx)),
-        }));
+        let (written, log, started, go) = gated_log();
+        let writer = Arc::new(LatestWriter::new(log));
         writer.hand(1);
         assert_eq!(started.recv().expect("the writer's word"), 1);
         writer.hand(2);
@@ -256,13 +261,8 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread")]
     async fn flushed_waits_off_the_runtime_thread() {
-        let written = Arc::new(Mutex::new(Vec::new()));
-        let (started_tx, started) = mpsc::channel();
-        let (go, go_rx) = mpsc::channel();
-        let writer = LatestWriter::new(Log {
-            written: Arc::clone(&written),
-            gate: Some((started_tx, go_rx)),
-        });
+        let (written, log, started, go) = gated_log();
+        let writer = LatestWriter::new(log);
         writer.hand(7);
         assert_eq!(started.recv().expect("the writer's word"), 7);
         // The one runtime thread stays free while the write is held: the task that lets it
