@@ -614,13 +614,30 @@ def summarise(tool, n, folders, screens, ends, per_folder, sampler, idle_window,
             "screens": {os.path.basename(f): screens.get(f, {}) for f in folders}}
 
 
+# Before each tool's run the machine settles: the previous run's processes (Bun, node, tmux)
+# end well after its figures are taken, and a run started under their tail measures them.
+SETTLE_LOAD = 1.5
+SETTLE_LIMIT_S = 240
+
+
+def settle():
+    """Waits until the 1-minute load average is under SETTLE_LOAD (at most SETTLE_LIMIT_S);
+    returns the load average the run starts at, which the results record."""
+    deadline = time.time() + SETTLE_LIMIT_S
+    while os.getloadavg()[0] >= SETTLE_LOAD and time.time() < deadline:
+        time.sleep(5)
+    return os.getloadavg()[0]
+
+
 def main():
     scratch, ccm_dir = sys.argv[1], sys.argv[2]
     sizes = [int(a) for a in sys.argv[3:]] or [10, 20]
     results = []
     for n in sizes:
         for run in (lambda: run_clawpool(scratch, n), lambda: run_ccmanager(scratch, ccm_dir, n)):
+            load = settle()
             r = run()
+            r["load_at_start"] = round(load, 2)
             results.append(r)
             print(json.dumps(r), file=sys.stderr, flush=True)
     print("| N | tool | working: p50 / p99 | turn ended: p50 / p99 | turn ended timed from | CPU, N working | CPU, N idle | RSS per session | missed / wrong |")
@@ -631,6 +648,10 @@ def main():
               f"{r['end_p50']:.0f} / {r['end_p99']:.0f} ms | {r['clock']} | "
               f"{r['cpu_active']:.1f} % | {r['cpu_idle']:.2f} % | "
               f"{r['rss_kib'] / r['n'] / 1024:.1f} MiB{idle_rss} | {r['missed']} / {r['wrong']} |")
+    print()
+    print("Load average (1 min) at each run's start, after waiting for it to fall under "
+          f"{SETTLE_LOAD} (at most {SETTLE_LIMIT_S} s): "
+          + ", ".join(f"{r['tool']} N = {r['n']}: {r['load_at_start']}" for r in results))
     print()
     print("Ratios (ccmanager / clawpool, same N). A tool on the screen's clock waits 1.5 s of "
           "unchanged screen before it calls a turn ended (ccmanager's IDLE_DEBOUNCE_MS, "

@@ -606,6 +606,15 @@ impl<'a> Machine<'a> {
         self.state
     }
 
+    /// Whether a prompt is in flight: typed and entered (or given at launch) and not yet seen
+    /// taken. Its acceptance is what callers wait on (`wait --until running`, the next
+    /// `send`), so the driver looks at every screen change meanwhile instead of coalescing
+    /// them.
+    pub fn awaits_acceptance(&self) -> bool {
+        self.receipt.accepted_at.is_none()
+            && (self.receipt.submitted() || self.receipt.awaiting_launch_prompt())
+    }
+
     /// Whether the run is over: the lane ended, or something ends the run.
     pub fn is_over(&self) -> bool {
         self.state.is_terminal() || self.next.is_some()

@@ -471,6 +471,7 @@ impl<'a> Handshake<'a> {
                 break;
             }
             let wake = self.machine.next_deadline(looked_at, Instant::now());
+            changes.set_urgent(self.machine.awaits_acceptance());
             tokio::select! {
                 more = changes.changed(), if output_open => output_open = more,
                 _ = self.worker.wait(), if !output_open => {}

@@ -162,6 +162,28 @@ async fn the_screen_showing_this_prompt_taken_accepts_before_user_prompt_submit(
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_prompt_is_awaited_from_its_enter_to_its_acceptance_and_no_longer() {
+    let mut lane = Lane::claude(Some(PROMPT));
+    lane.input(super::hook(
+        "SessionStart",
+        serde_json::json!({"source": "startup"}),
+    ));
+    lane.look(&claude("01-booting-120x40"));
+    lane.look(&claude("04-ready_for_prompt-120x40"));
+    // Typed, not yet entered: nothing to accept yet.
+    assert_eq!(lane.texts_typed(), vec![PROMPT.to_owned()]);
+    assert_eq!(lane.enters(), 0);
+    assert!(!lane.machine.awaits_acceptance());
+    let settle = Duration::from_millis(profile("claude").manifest.input.submit_after_ms);
+    lane.after(settle, &claude("05-draft_typed-120x40")).await;
+    assert_eq!(lane.enters(), 1);
+    assert!(lane.machine.awaits_acceptance());
+    lane.look(&claude("06-running-120x40"));
+    assert_eq!(lane.count("lane.prompt_accepted"), 1);
+    assert!(!lane.machine.awaits_acceptance());
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_working_indicator_without_this_prompts_echo_waits_for_the_hook() {
     let mut lane = super::hooked_lane_to_enter().await;
     let working = super::without("06-running-120x40", "hello.txt");
