@@ -619,6 +619,31 @@ fn a_lanes_agent_cannot_stop_the_daemon() {
 #[test]
 fn a_lanes_agent_cannot_follow_up_another_lane_through_the_daemon() {
     let s = setup();
+    let refused = follow_up_attack(&s, true);
+    // Refused by the daemon, which logs it: the follow-up went the daemon's way.
+    let log = read(&s.repo.join(".git/clawpool/daemon.log"));
+    assert!(log.contains("daemon request refused"), "{log}");
+    assert!(refused.starts_with("refused: "), "{refused}");
+    crate::spawn::stop_daemon(&s);
+}
+
+/// The same with no daemon (the attacker run by a foreground spawn): the `send` that would run
+/// the follow-up itself refuses to, inside a lane.
+#[test]
+fn a_lanes_agent_cannot_follow_up_another_lane_without_a_daemon() {
+    let s = setup();
+    let refused = follow_up_attack(&s, false);
+    assert!(
+        refused.contains("a lane may not take a lane up again"),
+        "{refused}"
+    );
+    assert!(!s.repo.join(".git/clawpool/daemon.log").exists());
+}
+
+/// A victim lane run to its end, then an attacker lane (under the daemon when `detach`) whose
+/// agent runs `clawpool send` on the victim: the attempt is refused `caller_refused`, exit 1,
+/// the victim gets no prompt, and the attacker finishes. Returns the refusal's message.
+fn follow_up_attack(s: &Setup, detach: bool) -> String {
     let out = s.sandbox.dir.path().join("attacks");
     std::fs::create_dir_all(&out).expect("attacks folder");
     ATTACKS.with(|dir| *dir.borrow_mut() = Some(out.clone()));
@@ -671,17 +696,18 @@ fn a_lanes_agent_cannot_follow_up_another_lane_through_the_daemon() {
     );
     assert_eq!(state(&victim)["lane_status"], "finished");
     // The attacker runs under the daemon, which serves the repository while it attacks.
-    let handed = s
-        .sandbox
-        .clawpool()
-        .arg("spawn")
-        .arg(packet("attacker"))
-        .args(["--detach", "--config"])
+    let mut attacker = s.sandbox.clawpool();
+    attacker.arg("spawn").arg(packet("attacker"));
+    if detach {
+        attacker.arg("--detach");
+    }
+    let handed = attacker
+        .arg("--config")
         .arg(&config)
         .arg("--repo")
         .arg(&s.repo)
         .output()
-        .expect("spawn --detach");
+        .expect("spawn");
     assert!(
         handed.status.success(),
         "{}",
@@ -693,15 +719,11 @@ fn a_lanes_agent_cannot_follow_up_another_lane_through_the_daemon() {
     let refused: Value =
         serde_json::from_str(text.lines().next().expect("a line")).expect("one JSON document");
     assert_eq!(refused["error"]["kind"], "caller_refused", "{refused}");
-    assert!(
-        refused["error"]["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("inside lane \"attacker\"")),
-        "{refused}"
-    );
-    // Refused by the daemon, which logs it: the follow-up went the daemon's way.
-    let log = read(&s.repo.join(".git/clawpool/daemon.log"));
-    assert!(log.contains("daemon request refused"), "{log}");
+    let message = refused["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(message.contains("inside lane \"attacker\""), "{refused}");
     let prompts = read(&victim.join(".prompts.jsonl"));
     assert!(!prompts.contains("delete everything"), "{prompts}");
     assert_eq!(state(&victim)["lane_status"], "finished");
@@ -715,5 +737,5 @@ fn a_lanes_agent_cannot_follow_up_another_lane_through_the_daemon() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    crate::spawn::stop_daemon(&s);
+    message
 }

@@ -270,6 +270,52 @@ mod tests {
     }
 
     #[test]
+    fn a_follow_up_and_its_end_read_back_as_written() {
+        let request = DaemonRequest::new(Request::FollowUp(FollowUpRequest {
+            lane: "alpha".into(),
+            text: "now add a test".into(),
+            config: ConfigInput::of_this_process(None),
+        }));
+        let line = serde_json::to_string(&request).expect("json");
+        assert!(
+            line.starts_with(r#"{"v":1,"request":{"type":"follow_up","lane":"alpha","text":"now add a test","config":"#),
+            "{line}"
+        );
+        assert_eq!(DaemonRequest::parse(&line).expect("parsed"), request);
+        for reply in [
+            Reply::FollowedUp {
+                accepted: true,
+                state: Some(LaneState::Finished),
+            },
+            Reply::Sent {
+                verdict: Verdict::done("sent"),
+            },
+        ] {
+            let reply = DaemonReply::new(reply);
+            let line = serde_json::to_string(&reply).expect("json");
+            assert_eq!(
+                serde_json::from_str::<DaemonReply>(&line).expect("parsed"),
+                reply,
+                "{line}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_follow_ups_refusal_keeps_the_kind_send_reports_it_by() {
+        let refused = DaemonError::of_follow_up(CommandError::invalid("over_budget", "past it"));
+        assert_eq!(refused.kind.cli_kind(), "over_budget");
+        assert_eq!(refused.kind.exit(), EXIT_INVALID_INPUT);
+        let failed = DaemonError::of_follow_up(CommandError::io(
+            "starting the agent",
+            std::io::Error::other("gone"),
+        ));
+        assert_eq!(failed.kind, DaemonErrorKind::FollowUpFailed);
+        assert_eq!(failed.kind.exit(), EXIT_FAILURE);
+        assert!(failed.message.ends_with("(io)"), "{}", failed.message);
+    }
+
+    #[test]
     fn requests_and_replies_read_back_as_written() {
         let request = DaemonRequest::new(Request::Status);
         let line = serde_json::to_string(&request).expect("json");
