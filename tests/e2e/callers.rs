@@ -662,7 +662,7 @@ fn follow_up_attack(s: &Setup, detach: bool) -> String {
         format!("if [ \"$CLAWPOOL_LANE_NAME\" = attacker ]; then\n{attack}\nfi")
     );
     let config = config(
-        &s,
+        s,
         &scenario,
         &[s.lanes_dir()],
         &workspace_bin("clawpool-scripted-agent"),
