@@ -209,3 +209,96 @@ fn a_send_ended_while_it_waits_leaves_the_follow_up_running_to_its_end_under_the
     crate::spawn::stop_daemon(&s);
     let _ = daemon.wait();
 }
+
+/// A follow-up in tmux is kept over `daemon --stop` as the daemon's other tmux lanes are: the
+/// waiting `send` is told the daemon ended (`daemon_stopped`), the lane's agent works on, and
+/// the next daemon adopts the lane and drives it to its end.
+#[test]
+fn a_tmux_follow_up_outlives_daemon_stop_and_the_next_daemon_adopts_it() {
+    let s = setup();
+    let gate = s.sandbox.dir.path().join("go");
+    std::fs::write(
+        s.sandbox.dir.path().join("scenario.toml"),
+        two_turns(Some(&gate)),
+    )
+    .expect("scenario");
+    let out = s.spawn(ALPHA, &["--transport", "tmux"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let start_daemon = || {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(daemon_log(&s))
+            .expect("daemon log");
+        s.sandbox
+            .clawpool()
+            .args(["daemon", "--config"])
+            .arg(&s.config)
+            .arg("--repo")
+            .arg(&s.repo)
+            .stdout(std::process::Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("clawpool daemon")
+    };
+    let mut first = start_daemon();
+    until(&s, "the daemon listening", || {
+        std::fs::read_to_string(daemon_log(&s)).is_ok_and(|log| log.contains("listening on"))
+    });
+    let before = events(&s).len();
+    let waiting = send(&s, "now add a test")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("clawpool send");
+    until(&s, "the follow-up accepted", || {
+        events(&s)
+            .iter()
+            .skip(before)
+            .any(|e| e["kind"] == "lane.prompt_accepted")
+    });
+
+    let stop = s
+        .sandbox
+        .clawpool()
+        .args(["daemon", "--stop", "--repo"])
+        .arg(&s.repo)
+        .output()
+        .expect("daemon --stop");
+    assert!(stop.status.success(), "{}", stderr(&stop));
+    let _ = first.wait();
+    let out = waiting.wait_with_output().expect("send ended");
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        stderr(&out).contains("\"kind\":\"daemon_stopped\""),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        !events(&s)
+            .iter()
+            .skip(before)
+            .any(|e| e["kind"] == "lane.finished" || e["kind"] == "lane.stopped"),
+        "the lane did not end with the daemon"
+    );
+
+    let mut second = start_daemon();
+    until(&s, "alpha adopted", || {
+        events(&s)
+            .iter()
+            .skip(before)
+            .any(|e| e["kind"] == "lane.adopted")
+    });
+    std::fs::write(&gate, "").expect("gate");
+    until(&s, "alpha finished under the next daemon", || {
+        events(&s)
+            .iter()
+            .skip(before)
+            .any(|e| e["kind"] == "lane.finished")
+    });
+    assert!(s.lanes_dir().join("alpha/followup.txt").is_file());
+    assert_eq!(prompts(&s), ["do alpha", "now add a test"]);
+    assert_eq!(state(&s)["supervisor"]["pid"], second.id());
+    crate::spawn::stop_daemon(&s);
+    let _ = second.wait();
+}
