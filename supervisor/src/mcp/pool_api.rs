@@ -8,9 +8,9 @@
 //! send, stop, answer, trust, restart, recover, verify, merge-forward, and spawn (`detach`, the
 //! pool's hand-over given to the repository's daemon as `clawpool spawn --detach` gives it); a
 //! send to a lane that ended is a follow-up, handed to the repository's daemon (started when
-//! none runs) and waited for, so the server owns no long-lived lane. Each tool's `result` document is built from the
-//! typed reply by the same rendering the CLI's `--output-format json` uses, so the documents
-//! are the CLI's. The configuration is read for each operation, as a command would read it.
+//! none runs) and waited for, so the server owns no long-lived lane. Each tool's `result`
+//! document is built from the typed reply by the same rendering the CLI's `--output-format
+//! json` uses, so the documents are the CLI's. The configuration is read for each operation, as a command would read it.
 //! A lane's control socket and the daemon see this server as the operator: one outside every
 //! lane exactly when this server runs outside every lane (`mcp/mod.rs` checks). No operation
 //! runs a child `clawpool`.
