@@ -1,7 +1,8 @@
 //! One live owner per repository (issue #27): with the repository's daemon serving, `clawpool
 //! send` to a lane that ended hands the follow-up to the daemon, which drives the lane as one
 //! of its own; the `send` only waits for its end (same document, same exit code), and ending
-//! the `send` ends the waiting, never the lane.
+//! the `send` ends the waiting, never the lane (the daemon's `status` counts it), nor does
+//! `daemon --stop` end a tmux one.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Output};
@@ -95,6 +96,22 @@ fn send(s: &Setup, text: &str) -> std::process::Command {
         .arg(&s.config)
         .current_dir(&s.repo);
     cmd
+}
+
+/// The daemon's answer to a `status` request on its socket (`docs/control-protocol.md`).
+fn daemon_status(s: &Setup) -> Value {
+    use std::io::{BufRead, Write};
+    let mut socket =
+        std::os::unix::net::UnixStream::connect(s.repo.join(".git/clawpool/daemon.sock"))
+            .expect("the daemon's socket");
+    socket
+        .write_all(b"{\"v\": 1, \"request\": {\"type\": \"status\"}}\n")
+        .expect("status asked");
+    let mut line = String::new();
+    std::io::BufReader::new(socket)
+        .read_line(&mut line)
+        .expect("status answered");
+    serde_json::from_str(&line).expect("one JSON reply")
 }
 
 fn events(s: &Setup) -> Vec<Value> {
@@ -192,6 +209,8 @@ fn a_send_ended_while_it_waits_leaves_the_follow_up_running_to_its_end_under_the
         "{said}"
     );
     assert!(!s.lanes_dir().join("alpha/followup.txt").exists());
+    // Still the daemon's lane, held at the gate: its `status` counts it.
+    assert_eq!(daemon_status(&s)["reply"]["running"], 1);
 
     std::fs::write(&gate, "").expect("gate");
     until(&s, "alpha finished again", || {
