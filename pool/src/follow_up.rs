@@ -1,6 +1,7 @@
 //! A send to a lane that ended (`clawpool send`, the MCP `send_to_lane`): a follow-up. A
-//! stopped or finished lane has no process to take the text, so the request's process
-//! becomes that process — it takes the lane's own
+//! stopped or finished lane has no process to take the text, so the process that runs the
+//! request becomes that process (the repository's daemon, when the asker handed it over;
+//! `OperateReply::HandOver`) — it takes the lane's own
 //! supervisor lock (refused while anyone else holds it), starts the agent again with the
 //! profile's resume arguments (`drive::Start::Resume`), and drives the lane to its new end,
 //! the text typed and verified as a new turn of the same session, never the lane's task again.

@@ -2,18 +2,21 @@
 //! `budget` — carried to the supervisor driving the lane over its control socket, and the
 //! lane's typed [`Verdict`] back. A lane that ended answers from its record (how and when it
 //! ended, and what takes it up again), and a `send` to a lane that was stopped or finished
-//! becomes a follow-up ([`crate::follow_up`]): this process drives the lane to its new end.
+//! becomes a follow-up ([`crate::follow_up`]): this process drives the lane to its new end,
+//! or, when the request asks, the follow-up to a registered lane is checked and handed back to
+//! the caller for the repository's daemon to run ([`OperateReply::HandOver`]).
 //! Which lane an argument means is [`crate::lane_lookup`]'s; rendering the verdict is the
 //! caller's.
 
 use clawpool_lane::handshake::{OperatorCommand, Verdict, check_prompt};
 use clawpool_lanes::state_file::{Liveness, now_secs, probe};
 use clawpool_lanes::{LaneStatus, WorkerStateDoc};
+use clawpool_worktree::Repo;
 
 use crate::config::Loaded;
 use crate::error::CommandError;
 use crate::lane_lookup::{FoundLane, find_lane_arg};
-use crate::request::{FollowUp, LaneArg, OperateReply, OperateRequest};
+use crate::request::{FollowUp, FollowUpHandOver, LaneArg, OperateReply, OperateRequest};
 
 /// Runs an operator command. `loaded` gives the configuration a follow-up resumes the lane
 /// with, loaded for the lane's folder only when a follow-up runs.
@@ -24,10 +27,16 @@ pub(crate) async fn operate<L: std::ops::Deref<Target = Loaded>>(
     if let OperatorCommand::Send { text } = &request.command {
         check_prompt(text).map_err(|e| CommandError::invalid("invalid_text", e.to_string()))?;
         let found = find_lane_arg(&request.lane)?;
-        // No process drives a lane that ended: this one takes it up again.
+        // No process drives a lane that ended: this one takes it up again, or the repository's
+        // daemon does.
         if let Some(doc) = crate::follow_up::ended_lane(&found)
-            && probe(&found.dir) != Liveness::Alive
+            && probe(&found.record()) != Liveness::Alive
         {
+            if request.hand_over_follow_up
+                && let Some(hand_over) = registered_hand_over(&found, &doc, text)
+            {
+                return Ok(OperateReply::HandOver(hand_over));
+            }
             let loaded = loaded(&found)?;
             let result = crate::follow_up::run(
                 &found,
@@ -49,6 +58,23 @@ pub(crate) async fn operate<L: std::ops::Deref<Target = Loaded>>(
     Ok(OperateReply::Verdict(
         send_operator(&request.lane, &request.command).await?,
     ))
+}
+
+/// The follow-up to hand to the daemon of the lane's repository, when the lane is registered
+/// there (a `clawpool run` lane has no daemon: its follow-up runs here).
+fn registered_hand_over(
+    found: &FoundLane,
+    doc: &WorkerStateDoc,
+    text: &str,
+) -> Option<FollowUpHandOver> {
+    let repo = Repo::open(&found.dir).ok()?;
+    crate::lane_lookup::registered(&repo, &doc.lane)
+        .filter(|registered| registered.record() == found.record())?;
+    Some(FollowUpHandOver {
+        repo,
+        lane: doc.lane.clone(),
+        text: text.to_owned(),
+    })
 }
 
 /// Sends an operator command to the lane `lane` names and waits for its verdict.

@@ -292,6 +292,11 @@ pub struct OperateRequest {
     /// SIGTERM (the CLI: yes, as `clawpool run`). A long-lived caller (the MCP server) says no:
     /// listening would keep those signals from ending it for the rest of its life.
     pub follow_up_stops_on_signals: bool,
+    /// Whether a follow-up to a registered lane is replied [`OperateReply::HandOver`] instead
+    /// of driven here: the repository's pool server (the daemon) is to own it. Handing over
+    /// is the caller's, as a spawn's is, so that the pool never depends on the daemon's
+    /// transport.
+    pub hand_over_follow_up: bool,
 }
 
 /// What an operator command came to.
@@ -300,6 +305,20 @@ pub enum OperateReply {
     Verdict(Verdict),
     /// A `send` to a stopped or finished lane, which this request drove to its new end.
     FollowUp(FollowUp),
+    /// A `send` to a stopped or finished registered lane, checked (the text, the lane, that it
+    /// ended and nobody drives it) and not started: the repository's daemon is to run it.
+    HandOver(FollowUpHandOver),
+}
+
+/// A follow-up the repository's daemon is to run.
+#[derive(Debug, Clone)]
+pub struct FollowUpHandOver {
+    /// The lane's repository.
+    pub repo: Repo,
+    /// The lane's name in the repository's registry.
+    pub lane: String,
+    /// The text of the new turn.
+    pub text: String,
 }
 
 /// A follow-up's end: whether the agent started again took the text as a new turn, and the

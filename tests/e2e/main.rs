@@ -7,6 +7,7 @@ mod claw_compat;
 mod codex_channel;
 mod cost;
 mod crashes;
+mod daemon_follow_up;
 mod faults;
 mod finished_lanes;
 mod freshness;

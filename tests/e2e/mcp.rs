@@ -460,3 +460,65 @@ async fn receipts_delivered_queued_then_delivered_and_refused_come_from_real_sit
     session.cancel().await.expect("close");
     crate::spawn::stop_daemon(&s);
 }
+
+/// Issue #27: `send_to_lane` to a lane that finished is a follow-up the repository's daemon
+/// runs (started by the server, none running before), not the server: delivered once as the
+/// lane's next prompt, the lane driven by the daemon's process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_to_lane_to_a_finished_lane_is_followed_up_by_the_daemon() {
+    let s = setup();
+    let scenario = r#"
+prompt_log = ".prompts.jsonl"
+[[prompt]]
+steps = [{ do = "write_file", path = "first.txt", content = "first\n" }]
+[[prompt]]
+steps = [{ do = "write_file", path = "second.txt", content = "second\n" }]
+"#;
+    std::fs::write(s.sandbox.dir.path().join("scenario.toml"), scenario).expect("scenario");
+    let ran = s.spawn(
+        r#"{"name": "alpha", "agent": "scripted", "prompt": "do alpha"}"#,
+        &[],
+    );
+    assert!(ran.status.success(), "{}", stderr(&ran));
+    let lock = s.repo.join(".git/clawpool/supervisor.lock");
+    assert!(
+        !std::fs::read_to_string(&lock).is_ok_and(|l| l.contains("daemon")),
+        "no daemon yet"
+    );
+    let (session, _) = connect(&s, "operate").await;
+
+    let sent = call(
+        &session,
+        "send_to_lane",
+        json!({"lane": "alpha", "text": "now the second"}),
+    )
+    .await;
+    assert_ne!(sent.is_error, Some(true), "{sent:?}");
+    let receipt = structured(&sent);
+    assert_eq!(receipt["receipt"], "delivered", "{sent:?}");
+    assert_eq!(receipt["result"]["follow_up"], true, "{sent:?}");
+    assert_eq!(receipt["result"]["state"]["status"], "finished", "{sent:?}");
+    let alpha = s.lanes_dir().join("alpha");
+    assert!(alpha.join("second.txt").is_file());
+
+    // The lane's supervisor was the daemon the server started: the repository lock's holder.
+    let holder = std::fs::read_to_string(&lock).expect("the daemon's lock");
+    let mut lines = holder.lines();
+    let daemon_pid: u32 = lines.next().and_then(|p| p.parse().ok()).expect("a pid");
+    assert_eq!(lines.next(), Some("daemon"), "{holder}");
+    let ended = clawpool_tests::published_state(&alpha);
+    assert_eq!(ended["supervisor"]["pid"], daemon_pid, "{ended}");
+    let log = std::fs::read_to_string(s.repo.join(".git/clawpool/daemon.log")).expect("log");
+    assert!(log.contains("follow-up to lane alpha taken"), "{log}");
+    let prompts: Vec<String> = std::fs::read_to_string(alpha.join(".prompts.jsonl"))
+        .expect("prompts")
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["event"] == "prompt")
+        .map(|e| e["text"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(prompts, ["do alpha", "now the second"]);
+
+    session.cancel().await.expect("close");
+    crate::spawn::stop_daemon(&s);
+}

@@ -15,9 +15,14 @@
 //! is left alone and named in the daemon's log.
 //! Read-only commands never need the daemon: they read the lanes' files.
 //!
+//! A follow-up to a lane that ended (`clawpool send`, the MCP `send_to_lane`) is the daemon's
+//! too when it runs ([`follow_up`]): it drives the lane as one of its own and answers once the
+//! lane ended again, so the repository has one live owner of its running lanes.
+//!
 //! Requests are taken only from callers inside no lane, of the daemon's own user
 //! ([`Caller::check_operator`]); a refused one is answered `caller_refused` and logged.
 
+pub mod follow_up;
 pub mod protocol;
 
 use std::os::unix::fs::PermissionsExt;
@@ -146,36 +151,41 @@ pub async fn run(args: DaemonArgs, loaded: Loaded) -> Result<ExitCode, CommandEr
         if BufReader::new(read).read_line(&mut line).await.is_err() {
             continue;
         }
-        let reply = match admitted {
+        let request = match admitted {
             Err(refused) => {
                 eprintln!("clawpool: daemon request refused: {}", refused.reason);
-                Reply::Error(DaemonError::new(
+                Err(DaemonError::new(
                     DaemonErrorKind::CallerRefused,
                     format!("refused: {}", refused.reason),
                 ))
             }
-            Ok(_) => match DaemonRequest::parse(&line) {
-                Err(err) => Reply::Error(err),
-                Ok(DaemonRequest { request, .. }) => match request {
-                    Request::Stop => Reply::Stopping,
-                    Request::Status => Reply::Status {
-                        running: running.load(Ordering::SeqCst),
-                    },
-                    Request::Spawn(spawn) => match start(&root, &spawn, &running).await {
-                        Ok((lanes, skipped)) => Reply::Spawned {
-                            lanes,
-                            skipped: skipped
-                                .into_iter()
-                                .map(|lane| SkippedEntry {
-                                    lane: lane.name,
-                                    state: lane.state,
-                                    skipped: lane.why,
-                                })
-                                .collect(),
-                        },
-                        Err(err) => Reply::Error(err),
-                    },
+            Ok(_) => DaemonRequest::parse(&line).map(|parsed| parsed.request),
+        };
+        let reply = match request {
+            Err(err) => Reply::Error(err),
+            // Answered once its lane ended, from a task of its own: the daemon goes on serving
+            // meanwhile.
+            Ok(Request::FollowUp(request)) => {
+                follow_up::serve(root.clone(), request, &running, write);
+                continue;
+            }
+            Ok(Request::Stop) => Reply::Stopping,
+            Ok(Request::Status) => Reply::Status {
+                running: running.load(Ordering::SeqCst),
+            },
+            Ok(Request::Spawn(spawn)) => match start(&root, &spawn, &running).await {
+                Ok((lanes, skipped)) => Reply::Spawned {
+                    lanes,
+                    skipped: skipped
+                        .into_iter()
+                        .map(|lane| SkippedEntry {
+                            lane: lane.name,
+                            state: lane.state,
+                            skipped: lane.why,
+                        })
+                        .collect(),
                 },
+                Err(err) => Reply::Error(err),
             },
         };
         let stop = reply == Reply::Stopping;
@@ -246,15 +256,89 @@ async fn start(
     Ok((started.names, started.skipped))
 }
 
+/// Why a request to the daemon got no reply.
+#[derive(Debug)]
+enum Unanswered {
+    /// Nothing listens on the socket: the request was not sent.
+    Unreachable(std::io::Error),
+    /// The daemon took the request, but no reply came (it ended meanwhile) or none could be
+    /// read: what it did with the request is not known here.
+    Broken(std::io::Error),
+}
+
+impl Unanswered {
+    fn into_io(self) -> std::io::Error {
+        match self {
+            Unanswered::Unreachable(e) | Unanswered::Broken(e) => e,
+        }
+    }
+
+    /// The error a client reports for a request the daemon took and never answered.
+    fn broken(err: std::io::Error, repo: &Repo) -> CommandError {
+        CommandError {
+            kind: "daemon_stopped",
+            message: format!(
+                "the daemon took the request and ended without answering it ({err}); see {} and \
+                 `clawpool board` for what became of its lanes",
+                repo.state_dir().daemon_log().display()
+            ),
+            exit: EXIT_FAILURE,
+        }
+    }
+}
+
 async fn request(socket: &Path, request: Request) -> std::io::Result<Reply> {
-    let stream = UnixStream::connect(socket).await?;
+    exchange(socket, request).await.map_err(Unanswered::into_io)
+}
+
+/// Sends `request` to the daemon on `socket` and reads its reply.
+async fn exchange(socket: &Path, request: Request) -> Result<Reply, Unanswered> {
+    let stream = UnixStream::connect(socket)
+        .await
+        .map_err(Unanswered::Unreachable)?;
     let (read, mut write) = stream.into_split();
-    let line = serde_json::to_string(&DaemonRequest::new(request))?;
-    write.write_all(format!("{line}\n").as_bytes()).await?;
+    let line = serde_json::to_string(&DaemonRequest::new(request))
+        .map_err(|e| Unanswered::Unreachable(e.into()))?;
+    write
+        .write_all(format!("{line}\n").as_bytes())
+        .await
+        .map_err(Unanswered::Broken)?;
     let mut reply = String::new();
-    BufReader::new(read).read_line(&mut reply).await?;
-    let reply: DaemonReply = serde_json::from_str(&reply).map_err(std::io::Error::other)?;
+    let read = BufReader::new(read)
+        .read_line(&mut reply)
+        .await
+        .map_err(Unanswered::Broken)?;
+    if read == 0 {
+        return Err(Unanswered::Broken(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "the connection closed before a reply",
+        )));
+    }
+    let reply: DaemonReply =
+        serde_json::from_str(&reply).map_err(|e| Unanswered::Broken(std::io::Error::other(e)))?;
     Ok(reply.reply)
+}
+
+/// Sends `message` to the repository's daemon, starting one (with `--config config`) first
+/// when `start` and none listens, and returns its reply. `Ok(None)`: none listens and `start`
+/// is false; nothing was sent.
+async fn ask(
+    repo: &Repo,
+    message: &Request,
+    config: Option<&Path>,
+    start: bool,
+) -> Result<Option<Reply>, CommandError> {
+    let socket = socket_path(repo);
+    if start {
+        return start_and_reach(repo, config, &socket, message)
+            .await
+            .map(Some);
+    }
+    match exchange(&socket, message.clone()).await {
+        Ok(reply) => Ok(Some(reply)),
+        Err(Unanswered::Unreachable(_)) => Ok(None),
+        Err(Unanswered::Broken(e)) => Err(Unanswered::broken(e, repo)),
+    }
 }
 
 /// The error a client reports for a reply that is not the one it asked for.
@@ -263,7 +347,7 @@ fn refusal(reply: Reply, otherwise: &str) -> CommandError {
         Reply::Error(err) => CommandError {
             kind: err.kind.cli_kind(),
             message: err.message,
-            exit: EXIT_FAILURE,
+            exit: err.kind.exit(),
         },
         other => CommandError {
             kind: "daemon_bad_reply",
@@ -333,14 +417,14 @@ pub async fn hand_to_daemon(
     start: bool,
 ) -> Result<Handed, CommandError> {
     let socket = socket_path(repo);
-    let message = Request::Spawn(message);
-    let reply = if start {
-        start_and_reach(repo, config, &socket, &message).await?
-    } else {
-        request(&socket, message)
-            .await
-            .map_err(|e| CommandError::invalid("daemon_not_running", e.to_string()))?
-    };
+    let reply = ask(repo, &Request::Spawn(message), config, start)
+        .await?
+        .ok_or_else(|| {
+            CommandError::invalid(
+                "daemon_not_running",
+                format!("no daemon listens on {}", socket.display()),
+            )
+        })?;
     let Reply::Spawned { lanes, skipped } = reply else {
         return Err(refusal(reply, "the daemon did not take the lanes"));
     };
@@ -352,7 +436,8 @@ pub async fn hand_to_daemon(
 }
 
 /// Starts a daemon when none holds the lock and hands it `message`, waiting until a daemon
-/// (ours, or one another `spawn --detach` started at the same moment) answers on `socket`.
+/// (ours, or one another `spawn --detach` started at the same moment) answers on `socket`
+/// (a follow-up's answer comes once its lane ended).
 /// A foreground supervisor holding the lock is refused at once: it never listens, and a
 /// daemon started now could not take the lock.
 async fn start_and_reach(
@@ -366,9 +451,12 @@ async fn start_and_reach(
     let mut ours: Option<std::process::Child> = None;
     let mut starts = 0;
     loop {
-        let unreachable = match request(socket, message.clone()).await {
+        // Only a daemon that never took the request is reached again: one that took it and
+        // went away may have acted on it.
+        let unreachable = match exchange(socket, message.clone()).await {
             Ok(reply) => return Ok(reply),
-            Err(e) => e,
+            Err(Unanswered::Unreachable(e)) => e,
+            Err(Unanswered::Broken(e)) => return Err(Unanswered::broken(e, repo)),
         };
         match supervisor_lock_holder(&lock)? {
             LockHolder::Foreground(refused) => return Err(refused),

@@ -1,7 +1,8 @@
 //! The daemon socket's wire contract (`docs/control-protocol.md`, "The daemon socket"): one
 //! versioned, typed request ([`DaemonRequest`]) in, one typed reply ([`DaemonReply`]) out, each
-//! one JSON line. The daemon and every client (`spawn --detach`, `spawn` handing over,
-//! `daemon --stop`) use these types; nobody reads the socket's JSON by key.
+//! one JSON line. The daemon and every client (`spawn --detach`, `spawn` handing over, `send`
+//! and the MCP `send_to_lane` handing a follow-up over, `daemon --stop`) use these types;
+//! nobody reads the socket's JSON by key.
 //!
 //! As on a lane's control socket, the version is read first: a request of another version is
 //! answered [`DaemonErrorKind::UnsupportedVersion`] naming both, never half-read.
@@ -12,7 +13,9 @@ use clawpool_lanes::LaneState;
 use serde::{Deserialize, Serialize};
 
 use crate::cli::TransportKind;
+use clawpool_lane::handshake::Verdict;
 use clawpool_pool::config::ConfigInput;
+use clawpool_pool::error::{CommandError, EXIT_FAILURE, EXIT_INVALID_INPUT};
 use clawpool_pool::request::Skipped;
 
 /// The protocol version this build speaks.
@@ -33,6 +36,9 @@ pub struct DaemonRequest {
 pub enum Request {
     /// Validate a packet as `clawpool spawn` does and start its lanes.
     Spawn(SpawnRequest),
+    /// Take a stopped or finished lane up again with a new turn, as one of the daemon's lanes;
+    /// answered once the lane ended again.
+    FollowUp(FollowUpRequest),
     /// How many lanes run.
     Status,
     /// End the daemon (lanes in tmux keep running and can be adopted).
@@ -53,6 +59,19 @@ pub struct SpawnRequest {
     /// `spawn --rerun`: run finished lanes again, re-create those gc removed.
     pub rerun: bool,
     /// The command's configuration: the lanes start with it, not with the daemon's.
+    pub config: ConfigInput,
+}
+
+/// A follow-up (`clawpool send` to a lane that ended), with the configuration of the command
+/// that asked.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FollowUpRequest {
+    /// The lane's name in the repository's registry.
+    pub lane: String,
+    /// The text of the new turn.
+    pub text: String,
+    /// The command's configuration: the lane's agent starts again with it, not with the
+    /// daemon's.
     pub config: ConfigInput,
 }
 
@@ -116,11 +135,21 @@ pub enum Reply {
         lanes: Vec<String>,
         skipped: Vec<SkippedEntry>,
     },
+    /// A follow-up's end: whether the agent started again took the text as a new turn, and
+    /// the state the lane then ended in (none when it is not known).
+    FollowedUp {
+        accepted: bool,
+        state: Option<LaneState>,
+    },
+    /// The lane of a follow-up was driven again by the time the daemon looked: the text went to
+    /// its supervisor as any `send` does, and this is the lane's verdict.
+    Sent { verdict: Verdict },
     /// How many lanes the daemon runs.
     Status { running: usize },
     /// The daemon ends once this reply is sent.
     Stopping,
-    /// The request was refused; nothing was started.
+    /// The request was refused (nothing was started), or a follow-up failed; the kind says
+    /// which.
     Error(DaemonError),
 }
 
@@ -163,6 +192,16 @@ pub enum DaemonErrorKind {
     InvalidConfig,
     /// The packet or its lanes were refused, or starting them failed; the message says which.
     SpawnRefused,
+    /// A follow-up's lane is not in the repository's registry.
+    UnknownLane,
+    /// A follow-up's lane is held by another supervisor (another follow-up, say).
+    LaneBusy,
+    /// A follow-up's lane is past its budget: nothing was started.
+    OverBudget,
+    /// A follow-up's lane's profile has no resume arguments: nothing was started.
+    NotResumable,
+    /// A follow-up was refused or failed otherwise; the message gives the reason and its kind.
+    FollowUpFailed,
 }
 
 impl DaemonErrorKind {
@@ -174,7 +213,44 @@ impl DaemonErrorKind {
             Self::BadRequest => "daemon_bad_request",
             Self::InvalidConfig => "invalid_config",
             Self::SpawnRefused => "daemon_refused",
+            Self::UnknownLane => "unknown_lane",
+            Self::LaneBusy => "lane_busy",
+            Self::OverBudget => "over_budget",
+            Self::NotResumable => "not_resumable",
+            Self::FollowUpFailed => "follow_up_failed",
         }
+    }
+
+    /// The exit code a CLI client ends with: a follow-up's refusals as `send` running it
+    /// itself ends with them (bad input, nothing started), anything else a failure.
+    pub fn exit(self) -> u8 {
+        match self {
+            Self::UnknownLane | Self::LaneBusy | Self::OverBudget | Self::NotResumable => {
+                EXIT_INVALID_INPUT
+            }
+            _ => EXIT_FAILURE,
+        }
+    }
+}
+
+impl DaemonError {
+    /// A follow-up the pool refused or that failed, with the kind a client reports it by: the
+    /// kind `send` reports when it runs the follow-up itself, where there is one here.
+    pub fn of_follow_up(err: CommandError) -> Self {
+        let kind = match err.kind {
+            "unknown_lane" => DaemonErrorKind::UnknownLane,
+            "lane_busy" => DaemonErrorKind::LaneBusy,
+            "over_budget" => DaemonErrorKind::OverBudget,
+            "not_resumable" => DaemonErrorKind::NotResumable,
+            "invalid_config" => DaemonErrorKind::InvalidConfig,
+            other => {
+                return Self::new(
+                    DaemonErrorKind::FollowUpFailed,
+                    format!("{} ({other})", err.message),
+                );
+            }
+        };
+        Self::new(kind, err.message)
     }
 }
 
@@ -191,6 +267,52 @@ mod tests {
         let err = DaemonRequest::parse(r#"{"command": "stop"}"#).expect_err("refused");
         assert_eq!(err.kind, DaemonErrorKind::UnsupportedVersion);
         assert!(err.message.contains("no version"), "{}", err.message);
+    }
+
+    #[test]
+    fn a_follow_up_and_its_end_read_back_as_written() {
+        let request = DaemonRequest::new(Request::FollowUp(FollowUpRequest {
+            lane: "alpha".into(),
+            text: "now add a test".into(),
+            config: ConfigInput::of_this_process(None),
+        }));
+        let line = serde_json::to_string(&request).expect("json");
+        assert!(
+            line.starts_with(r#"{"v":1,"request":{"type":"follow_up","lane":"alpha","text":"now add a test","config":"#),
+            "{line}"
+        );
+        assert_eq!(DaemonRequest::parse(&line).expect("parsed"), request);
+        for reply in [
+            Reply::FollowedUp {
+                accepted: true,
+                state: Some(LaneState::Finished),
+            },
+            Reply::Sent {
+                verdict: Verdict::done("sent"),
+            },
+        ] {
+            let reply = DaemonReply::new(reply);
+            let line = serde_json::to_string(&reply).expect("json");
+            assert_eq!(
+                serde_json::from_str::<DaemonReply>(&line).expect("parsed"),
+                reply,
+                "{line}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_follow_ups_refusal_keeps_the_kind_send_reports_it_by() {
+        let refused = DaemonError::of_follow_up(CommandError::invalid("over_budget", "past it"));
+        assert_eq!(refused.kind.cli_kind(), "over_budget");
+        assert_eq!(refused.kind.exit(), EXIT_INVALID_INPUT);
+        let failed = DaemonError::of_follow_up(CommandError::io(
+            "starting the agent",
+            std::io::Error::other("gone"),
+        ));
+        assert_eq!(failed.kind, DaemonErrorKind::FollowUpFailed);
+        assert_eq!(failed.kind.exit(), EXIT_FAILURE);
+        assert!(failed.message.ends_with("(io)"), "{}", failed.message);
     }
 
     #[test]

@@ -5,11 +5,12 @@
 //! [`crate::board::board_lane`], the same documents `clawpool board`/`state` print).
 //!
 //! Operations are the pool's typed requests, in-process ([`clawpool_pool::Pool::handle`]):
-//! send (a follow-up to a lane that ended included), stop, answer, trust, restart, recover,
-//! verify, merge-forward, and spawn (`detach`, the pool's hand-over given to the repository's daemon
-//! as `clawpool spawn --detach` gives it). Each tool's `result` document is built from the
-//! typed reply by the same rendering the CLI's `--output-format json` uses, so the documents
-//! are the CLI's. The configuration is read for each operation, as a command would read it.
+//! send, stop, answer, trust, restart, recover, verify, merge-forward, and spawn (`detach`, the
+//! pool's hand-over given to the repository's daemon as `clawpool spawn --detach` gives it); a
+//! send to a lane that ended is a follow-up, handed to the repository's daemon (started when
+//! none runs) and waited for, so the server owns no long-lived lane. Each tool's `result`
+//! document is built from the typed reply by the same rendering the CLI's `--output-format
+//! json` uses, so the documents are the CLI's. The configuration is read for each operation, as a command would read it.
 //! A lane's control socket and the daemon see this server as the operator: one outside every
 //! lane exactly when this server runs outside every lane (`mcp/mod.rs` checks). No operation
 //! runs a child `clawpool`.
@@ -439,9 +440,23 @@ impl PoolApi {
             lane: self.lane_arg(lane),
             command: command.clone(),
             follow_up_stops_on_signals: false,
+            hand_over_follow_up: true,
         });
         let PoolReply::Operate(reply) = self.handle(request).await? else {
             unreachable!("the pool answers an operator request with an operator reply")
+        };
+        // A follow-up to a lane that ended is the daemon's (started if none runs): this server
+        // owns no long-lived lane. It waits for the lane's new end, as `clawpool send` does.
+        let reply = match reply {
+            OperateReply::HandOver(hand_over) => crate::daemon::follow_up::hand_follow_up(
+                hand_over,
+                self.config_input(),
+                self.config.as_deref(),
+                true,
+            )
+            .await?
+            .ok_or_else(|| ApiError::new("daemon_not_running", "no daemon took the follow-up"))?,
+            reply => reply,
         };
         let (verdict, extra, finished) = match reply {
             OperateReply::Verdict(verdict) => (verdict, Value::Null, true),
@@ -449,6 +464,7 @@ impl PoolApi {
                 let (verdict, extra) = crate::operator_cmd::follow_up_verdict(&follow_up);
                 (verdict, extra, follow_up.state == Some(LaneState::Finished))
             }
+            OperateReply::HandOver(_) => unreachable!("a follow-up handed over is answered above"),
         };
         let followed_up = !extra.is_null();
         let document = crate::operator_cmd::verdict_document(lane, &command, &verdict, extra);
