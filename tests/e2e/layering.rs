@@ -645,6 +645,10 @@ fn the_dashboard_is_a_client_of_the_pool_in_process() {
             .to_string();
         found.extend(ui_layering_in(&name, &code));
     }
+    assert!(
+        found.is_empty(),
+        "the dashboard not a client of the pool: {found:#?}"
+    );
     let actions = production_code(&std::fs::read_to_string(src.join("actions.rs")).expect("read"));
     assert!(
         actions.contains("Pool::reading(") && actions.contains(".handle("),
@@ -657,10 +661,6 @@ fn the_dashboard_is_a_client_of_the_pool_in_process() {
             "ui/{file} has no `{function}` any more: update this test"
         );
     }
-    assert!(
-        found.is_empty(),
-        "the dashboard not a client of the pool: {found:#?}"
-    );
 }
 
 /// A child `clawpool` outside `attach` and a row read by key are caught; the same inside
