@@ -337,6 +337,7 @@ mod tests {
             &OperatorCommand::Stop,
             &Verdict::Refused {
                 reason: "not now".into(),
+                choices: Vec::new(),
             },
         );
         assert!(!outcome.ok);
