@@ -944,7 +944,7 @@ fn children(pid: i32) -> Vec<(i32, std::path::PathBuf)> {
 /// child `clawpool` whose output it reads. While `verify` runs a finished lane's check (held
 /// here on a FIFO until the test lets it go) the dashboard has no `clawpool` child, it stays
 /// live (its help opens and closes), and the verification's result comes to its footer in
-/// green.
+/// green; a command the lane cannot take shows the pool's error in red.
 #[test]
 fn an_operator_key_runs_in_the_dashboard_itself_which_stays_live_meanwhile() {
     let s = setup();
@@ -1023,6 +1023,17 @@ fn an_operator_key_runs_in_the_dashboard_itself_which_stays_live_meanwhile() {
     assert!(
         coloured.contains("\x1b[32malpha: verify targeted: green")
             || coloured.contains("\x1b[38;5;2malpha: verify targeted: green"),
+        "{coloured:?}"
+    );
+    // A command the lane cannot take: the pool's error, as `clawpool trust` says it, in red.
+    term.keys(&["t"]);
+    term.wait_for("trust refused for the ended lane", |screen| {
+        screen.contains("alpha: lane alpha ended") && screen.contains("nothing to answer")
+    });
+    let coloured = term.screen_with_colours();
+    assert!(
+        coloured.contains("\x1b[31malpha: lane alpha ended")
+            || coloured.contains("\x1b[38;5;1malpha: lane alpha ended"),
         "{coloured:?}"
     );
     term.keys(&["q"]);
