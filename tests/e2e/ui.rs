@@ -1039,3 +1039,63 @@ fn an_operator_key_runs_in_the_dashboard_itself_which_stays_live_meanwhile() {
     term.keys(&["q"]);
     term.wait_for("the shell again", |screen| screen.contains("PRIOR-CONTENT"));
 }
+
+/// `s` on a lane that finished is a follow-up: the lane's agent takes the text as the next turn
+/// of its session and the lane runs to its new end — driven by `clawpool send`, not by the
+/// dashboard — and the footer says so in green.
+#[test]
+fn send_to_a_finished_lane_from_the_dashboard_is_a_follow_up_to_its_new_end() {
+    let s = setup();
+    // Two turns: the task, then one only an agent that resumed its session runs (the
+    // scripted agent's `--resume` counts the prompts in its log).
+    let scenario = r#"
+trust_dialog = true
+prompt_log = ".prompts.jsonl"
+[[prompt]]
+steps = [
+  { do = "write_file", path = "out.txt", content = "done\n" },
+  { do = "git_commit", message = "lane work" },
+]
+[[prompt]]
+steps = [
+  { do = "write_file", path = "followup.txt", content = "more\n" },
+  { do = "git_commit", message = "follow-up work" },
+]
+"#;
+    std::fs::write(s.sandbox.dir.path().join("scenario.toml"), scenario).expect("scenario");
+    let out = s.spawn(
+        r#"{"name": "alpha", "agent": "scripted", "prompt": "do alpha"}"#,
+        &["--output-format", "json"],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let term = Term::start_ui(&s);
+    term.wait_for("alpha finished", |screen| {
+        row(screen, "alpha").is_some_and(|row| row.contains("finished"))
+    });
+    term.keys(&["s"]);
+    term.wait_for("the send prompt", |screen| {
+        screen.contains("send to alpha:")
+    });
+    term.type_text("now add a test");
+    term.keys(&["Enter"]);
+    term.wait_for("the follow-up's verdict", |screen| {
+        screen.contains("alpha: follow-up delivered as a new turn of the lane's session; the lane ended finished")
+    });
+    assert!(s.lanes_dir().join("alpha/followup.txt").is_file());
+    assert_eq!(lane_state(&s, "alpha")["lane_status"], "finished");
+    assert!(
+        events(&s, "alpha")
+            .iter()
+            .any(|e| e["kind"] == "lane.restarted" && e["detail"]["by"] == "send"),
+        "{:?}",
+        events(&s, "alpha")
+    );
+    term.keys(&["q"]);
+    term.wait_for("the shell again", |screen| screen.contains("PRIOR-CONTENT"));
+}

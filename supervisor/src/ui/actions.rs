@@ -127,13 +127,12 @@ impl Action {
         lane: LaneArg,
         config: ConfigInput,
     ) -> Result<Outcome, CommandError> {
-        let pool = Pool::reading(config);
         let label = lane.label();
         if let Action::Send(text) = self {
             // As the pool's own `send`: the text is checked before the lane is looked at.
             check_prompt(text).map_err(|e| CommandError::invalid("invalid_text", e.to_string()))?;
             if is_follow_up(&lane) {
-                return Ok(follow_up(&lane, text).await);
+                return Ok(follow_up(&lane, text, config.explicit.as_deref()).await);
             }
             // A lane that ended after the look above must not become a follow-up this
             // process drives: the command goes to the lane's control socket only, which
@@ -142,6 +141,7 @@ impl Action {
             let verdict = clawpool_pool::operator::send_operator(&lane, &command).await?;
             return Ok(Outcome::verdict(&label, &command, &verdict));
         }
+        let pool = Pool::reading(config);
         if let Some(command) = self.operator_command() {
             let request = PoolRequest::Operate(OperateRequest {
                 lane,
@@ -228,12 +228,13 @@ fn is_follow_up(lane: &LaneArg) -> bool {
         && probe(&found.dir) != Liveness::Alive
 }
 
-/// A follow-up to the ended `lane`: `clawpool send LANE TEXT` run as a child of the
-/// dashboard, which drives the lane to its new end while the dashboard stays live.
+/// A follow-up to the ended `lane`: `clawpool send LANE TEXT` (with the dashboard's
+/// `--config`, which the resumed lane's settings come from) run as a child of the dashboard,
+/// which drives the lane to its new end while the dashboard stays live.
 ///
 /// The repository's daemon is to own follow-ups (a lane the dashboard drove would end with
 /// it); until it takes them, this is the one command the dashboard still runs as a child.
-async fn follow_up(lane: &LaneArg, text: &str) -> Outcome {
+async fn follow_up(lane: &LaneArg, text: &str, config: Option<&Path>) -> Outcome {
     let program = match std::env::current_exe() {
         Ok(program) => program,
         Err(err) => {
@@ -243,15 +244,17 @@ async fn follow_up(lane: &LaneArg, text: &str) -> Outcome {
             };
         }
     };
-    let output = tokio::process::Command::new(program)
+    let mut command = tokio::process::Command::new(program);
+    command
         .current_dir(&lane.from)
         .arg("send")
         .arg(&lane.arg)
         .arg(text)
-        .args(["--output-format", "json"])
-        .stdin(std::process::Stdio::null())
-        .output()
-        .await;
+        .args(["--output-format", "json"]);
+    if let Some(config) = config {
+        command.arg("--config").arg(config);
+    }
+    let output = command.stdin(std::process::Stdio::null()).output().await;
     match output {
         Ok(output) => Outcome {
             ok: output.status.success(),
