@@ -5,10 +5,13 @@
 //! outcome, the verification's result, or the error's message, the texts `clawpool COMMAND`
 //! answers with.
 //!
-//! One exception: a `send` to a lane that ended (stopped or finished, no supervisor) is a
+//! `send` is the exception. To a lane that ended (stopped or finished, no supervisor) it is a
 //! follow-up, which drives the lane until its new end. The dashboard must not be that lane's
 //! owner (quitting it would end the lane), so [`follow_up`] hands it to `clawpool send` run
-//! as a child, as before the dashboard called the pool.
+//! as a child, as before the dashboard called the pool. To any other lane it goes in-process
+//! through the part of the pool's `Operate` that never becomes a follow-up
+//! (`clawpool_pool::operator::send_operator`): a lane that ends just as the text is sent is
+//! answered from its record, never taken up by the dashboard.
 
 use std::path::Path;
 use std::sync::Arc;
