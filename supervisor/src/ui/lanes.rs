@@ -1,7 +1,7 @@
 //! What the dashboard shows, read from the same files as `clawpool board` and `clawpool
 //! events` (the pool's typed board rows, [`board_lane`], so the two never disagree): one
-//! [`LaneRow`] per registered lane of each repository shown (one, or every one in the user's index
-//! with `--all`), the selection and the filter, and the selected lane's last events.
+//! [`LaneRow`] per registered lane of each repository shown (one, or every one in the user's
+//! index with `--all`), the selection and the filter, and the selected lane's last events.
 
 use std::io::{Read, Seek, SeekFrom};
 

@@ -6,9 +6,10 @@
 //! `events` and `state` read (the pool's typed board rows, [`lanes`], [`row`]), asks the
 //! selected lane's control socket for its live screen ([`screen`]), makes the pool's own
 //! requests for the operator keys, in-process ([`actions`]), and wakes only when something
-//! happens: a key, a resize, a file of a lane changing ([`watch`]), a command answering — plus one tick a second that redraws the ages (no reads) and, every
-//! tenth, re-reads the state files so a supervisor gone quiet shows as lost. It rings the
-//! terminal's bell when a lane starts to need a person ([`bell`]).
+//! happens: a key, a resize, a file of a lane changing ([`watch`]), a command answering —
+//! plus one tick a second that redraws the ages (no reads) and, every tenth, re-reads the
+//! state files so a supervisor gone quiet shows as lost. It rings the terminal's bell when a
+//! lane starts to need a person ([`bell`]).
 
 mod actions;
 mod bell;
