@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clawpool_lanes::state_file::now_secs;
-use clawpool_pool::board::{BoardLane, BoardReply, BoardRequest, LaneCost, RepositoryCost};
+use clawpool_pool::board::{BoardLane, BoardReply, BoardRequest, RepositoryCost};
 use clawpool_pool::{Observer, Pool, PoolReply, PoolRequest};
 use clawpool_worktree::Repo;
 use serde_json::Value;
@@ -26,8 +26,8 @@ use clawpool_worktree::layout::LANE_DIR;
 pub use clawpool_pool::lane_lookup::{FoundLane, find_enclosing_lane, find_lane};
 
 /// Lane `name`'s board row (the pool's, `clawpool_pool::board::board_lane`) as the JSON
-/// document `clawpool board` prints, for the renderers that read documents: `clawpool ui`,
-/// the MCP server, `doctor`'s channel checks and the demo.
+/// document `clawpool board` prints, for the renderers that read documents: the MCP server,
+/// `doctor`'s channel checks and the demo.
 pub fn board_lane(repo: &Repo, name: &str, now: u64) -> Value {
     document(&clawpool_pool::board::board_lane(repo, name, now))
 }
@@ -180,16 +180,6 @@ pub fn cost_cell(lane: &Value) -> String {
         Some(usd) => format!("${usd:.4}"),
         None if lane["cost"].is_object() => "?".into(),
         None => "-".into(),
-    }
-}
-
-/// A lane's cost as its board document says (`cost_usd`, `cost`), for renderers of documents
-/// (`clawpool ui`); the sum is the pool's [`RepositoryCost::of`].
-pub fn lane_cost(lane: &Value) -> LaneCost {
-    match lane["cost_usd"].as_f64() {
-        Some(usd) => LaneCost::Priced(usd),
-        None if lane["cost"].is_object() => LaneCost::Unpriced,
-        None => LaneCost::None,
     }
 }
 
@@ -467,8 +457,5 @@ mod tests {
         assert_eq!(cost_cell(&priced), "$0.5000");
         assert_eq!(cost_cell(&unpriced), "?");
         assert_eq!(cost_cell(&no_usage), "-");
-        assert_eq!(lane_cost(&priced), LaneCost::Priced(0.5));
-        assert_eq!(lane_cost(&unpriced), LaneCost::Unpriced);
-        assert_eq!(lane_cost(&no_usage), LaneCost::None);
     }
 }

@@ -82,7 +82,7 @@ fn describe_merge(merge: &MergeOutcome) -> String {
 }
 
 /// The outcome's name on the wire (`not_applied`, …).
-fn wire_outcome(merge: &MergeOutcome) -> String {
+pub(crate) fn wire_outcome(merge: &MergeOutcome) -> String {
     #[derive(serde::Deserialize)]
     struct Tag {
         outcome: String,

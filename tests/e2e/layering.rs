@@ -561,3 +561,119 @@ fn pool_logic_in_the_binary_is_caught() {
     assert_eq!(found.len(), 2, "{found:?}");
     assert!(pool_logic_in("spawn.rs", &production_code("// RegistryEntry {")).is_empty());
 }
+
+/// What may start a child `clawpool` in the dashboard (`supervisor/src/ui/`), each a top-level
+/// function of its file: `attach` takes over the terminal (`clawpool attach`), and
+/// `follow_up` hands a follow-up to `clawpool send` until the repository's daemon takes
+/// follow-ups (the dashboard must not drive a lane it would end on quitting).
+const UI_CHILDREN: [(&str, &str); 2] = [("mod.rs", "attach"), ("actions.rs", "follow_up")];
+
+/// How a child process is started.
+const CHILD_PROCESS: [&str; 3] = [
+    "tokio::process::Command",
+    "std::process::Command",
+    "current_exe(",
+];
+
+/// `code` without the top-level function `name` (its signature to the `}` that closes it at
+/// the start of a line).
+fn without_fn(code: &str, name: &str) -> String {
+    let Some(at) = code.find(&format!("fn {name}(")) else {
+        return code.to_owned();
+    };
+    let start = code[..at].rfind('\n').map_or(0, |i| i + 1);
+    let end = code[at..].find("\n}").map_or(code.len(), |i| at + i + 2);
+    format!("{}{}", &code[..start], &code[end..])
+}
+
+/// The places in `code` that read a JSON value by a key written in the code: `doc["key"]`,
+/// `value.get("key")`, `value.pointer(…)` (an array literal, `["a", "b"]`, is none).
+fn value_read_by_key(code: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for (at, _) in code.match_indices("[\"") {
+        let before = code[..at].chars().next_back();
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ']' || c == ')') {
+            let line_start = code[..at].rfind('\n').map_or(0, |i| i + 1);
+            let line_end = code[at..].find('\n').map_or(code.len(), |i| at + i);
+            found.push(code[line_start..line_end].trim().to_owned());
+        }
+    }
+    for raw in [".get(\"", ".pointer("] {
+        if code.contains(raw) {
+            found.push(raw.to_owned());
+        }
+    }
+    found
+}
+
+/// What in the dashboard's file `file` (its production `code`) is not the pool's client it
+/// must be: a child process outside [`UI_CHILDREN`], a JSON value read by key.
+fn ui_layering_in(file: &str, code: &str) -> Vec<String> {
+    let mut code = code.to_owned();
+    for (allowed_file, function) in UI_CHILDREN {
+        if file == allowed_file {
+            code = without_fn(&code, function);
+        }
+    }
+    let mut found: Vec<String> = CHILD_PROCESS
+        .iter()
+        .filter(|raw| code.contains(*raw))
+        .map(|raw| format!("{file}: `{raw}` (an operator key is the pool's request, in-process)"))
+        .collect();
+    found.extend(
+        value_read_by_key(&code)
+            .into_iter()
+            .map(|read| format!("{file}: `{read}` (rows and replies are the pool's types)")),
+    );
+    found
+}
+
+/// Issue #27: `clawpool ui` is a client of the pool library like the CLI and the MCP server:
+/// its operator keys are the pool's requests made in-process (`Pool::handle`), never a child
+/// `clawpool COMMAND` whose output it parses, and its lane rows are the pool's typed board
+/// rows, never JSON read by key. Only `attach` and the follow-up hand-over start a child.
+#[test]
+fn the_dashboard_is_a_client_of_the_pool_in_process() {
+    let src = workspace().join("supervisor/src/ui");
+    let mut found = Vec::new();
+    for file in rust_files(&src) {
+        let code = production_code(&std::fs::read_to_string(&file).expect("read"));
+        let name = file
+            .strip_prefix(&src)
+            .expect("below src")
+            .display()
+            .to_string();
+        found.extend(ui_layering_in(&name, &code));
+    }
+    assert!(
+        found.is_empty(),
+        "the dashboard not a client of the pool: {found:#?}"
+    );
+    let actions = production_code(&std::fs::read_to_string(src.join("actions.rs")).expect("read"));
+    assert!(
+        actions.contains("Pool::reading(") && actions.contains(".handle("),
+        "ui/actions.rs no longer makes the pool's requests: update this test"
+    );
+    for (file, function) in UI_CHILDREN {
+        let code = production_code(&std::fs::read_to_string(src.join(file)).expect("read"));
+        assert!(
+            code.contains(&format!("fn {function}(")),
+            "ui/{file} has no `{function}` any more: update this test"
+        );
+    }
+}
+
+/// A child `clawpool` outside `attach` and a row read by key are caught; the same inside
+/// `attach`, an array literal, and a comment are not.
+#[test]
+fn a_dashboard_running_the_cli_or_reading_rows_by_key_is_caught() {
+    let code = production_code(
+        "fn start() {\n    let program = std::env::current_exe();\n    let dir = lane[\"worktree\"].as_str();\n}\n",
+    );
+    assert_eq!(ui_layering_in("mod.rs", &code).len(), 2, "{code}");
+    let allowed = production_code(
+        "async fn attach(app: &mut App) {\n    tokio::process::Command::new(std::env::current_exe()?);\n}\nconst LEVELS: [&str; 1] = [\"targeted\"];\n// doc[\"reason\"]\n",
+    );
+    assert!(ui_layering_in("mod.rs", &allowed).is_empty());
+    assert_eq!(ui_layering_in("view.rs", &allowed).len(), 2);
+}

@@ -921,3 +921,181 @@ fn d_shows_the_selected_lanes_diff_scrollable_and_coloured() {
         !screen.contains("diff · alpha") && row(screen, "alpha").is_some()
     });
 }
+
+/// The processes whose parent is `pid` (any of its threads), each with the program it runs.
+fn children(pid: i32) -> Vec<(i32, std::path::PathBuf)> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("the process's threads");
+    tasks
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
+        .flat_map(|list| {
+            list.split_whitespace()
+                .filter_map(|child| child.parse().ok())
+                .collect::<Vec<i32>>()
+        })
+        .map(|child| {
+            let exe = std::fs::read_link(format!("/proc/{child}/exe")).unwrap_or_default();
+            (child, exe)
+        })
+        .collect()
+}
+
+/// Issue #27: an operator key is the pool's request made by the dashboard itself, never a
+/// child `clawpool` whose output it reads. While `verify` runs a finished lane's check (held
+/// here on a FIFO until the test lets it go) the dashboard has no `clawpool` child, it stays
+/// live (its help opens and closes), and the verification's result comes to its footer in
+/// green; a command the lane cannot take shows the pool's error in red.
+#[test]
+fn an_operator_key_runs_in_the_dashboard_itself_which_stays_live_meanwhile() {
+    let s = setup();
+    let gate = s.sandbox.dir.path().join("gate");
+    // The check waits on the gate only once the test has made it: the lane's own end is not
+    // held up.
+    let packet = format!(
+        r#"{{"name": "alpha", "agent": "scripted", "prompt": "work", "verify_commands": {{"targeted": ["test ! -p '{gate}' || cat '{gate}' > /dev/null"]}}}}"#,
+        gate = gate.display()
+    );
+    let out = s.spawn(&packet, &["--output-format", "json"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let fifo = std::ffi::CString::new(gate.display().to_string()).expect("a path");
+    // SAFETY: mkfifo reads a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0, "mkfifo");
+
+    let term = Term::start_ui(&s);
+    term.wait_for("alpha finished", |screen| {
+        row(screen, "alpha").is_some_and(|row| row.contains("finished"))
+    });
+    let shell = term.tmux(&["display-message", "-p", "-t", "ui-test", "#{pane_pid}"]);
+    let shell: i32 = shell.trim().parse().expect("the pane's shell");
+    let dashboard = children(shell)
+        .into_iter()
+        .map(|(pid, _)| pid)
+        .next()
+        .expect("the shell's child: the dashboard");
+
+    term.keys(&["v"]);
+    term.wait_for("the level prompt", |screen| {
+        screen.contains("verify alpha at level:")
+    });
+    term.keys(&["1"]);
+    term.wait_for("the verify under way", |screen| {
+        screen.contains("alpha: clawpool verify --level targeted …")
+    });
+    // The check has the gate open once opening its other end returns.
+    let (opened_tx, opened) = std::sync::mpsc::channel();
+    let writer_gate = gate.clone();
+    std::thread::spawn(move || {
+        let writer = std::fs::OpenOptions::new().write(true).open(writer_gate);
+        let _ = opened_tx.send(writer);
+    });
+    let writer = opened
+        .recv_timeout(PATIENCE)
+        .expect("the check never opened the gate")
+        .expect("the gate opened for writing");
+
+    let clawpool = std::fs::canonicalize(clawpool_tests::workspace_bin("clawpool"))
+        .expect("the clawpool binary");
+    let running = children(dashboard);
+    assert!(
+        running.iter().all(|(_, exe)| *exe != clawpool),
+        "the dashboard runs a child clawpool for the verify: {running:?}"
+    );
+    term.keys(&["?"]);
+    term.wait_for("the help, the verify still under way", |screen| {
+        screen.contains("stop the lane, after confirming (clawpool stop)")
+    });
+    term.keys(&["Escape"]);
+    term.wait_for("the help closed", |screen| {
+        !screen.contains("after confirming (clawpool stop)")
+    });
+
+    // The check ends (its input closed): green, in the footer, in green.
+    drop(writer);
+    term.wait_for("the verification's result", |screen| {
+        screen.contains("alpha: verify targeted: green")
+    });
+    let coloured = term.screen_with_colours();
+    assert!(
+        coloured.contains("\x1b[32malpha: verify targeted: green")
+            || coloured.contains("\x1b[38;5;2malpha: verify targeted: green"),
+        "{coloured:?}"
+    );
+    // A command the lane cannot take: the pool's error, as `clawpool trust` says it, in red.
+    term.keys(&["t"]);
+    term.wait_for("trust refused for the ended lane", |screen| {
+        screen.contains("alpha: lane alpha ended") && screen.contains("nothing to answer")
+    });
+    let coloured = term.screen_with_colours();
+    assert!(
+        coloured.contains("\x1b[31malpha: lane alpha ended")
+            || coloured.contains("\x1b[38;5;1malpha: lane alpha ended"),
+        "{coloured:?}"
+    );
+    term.keys(&["q"]);
+    term.wait_for("the shell again", |screen| screen.contains("PRIOR-CONTENT"));
+}
+
+/// `s` on a lane that finished is a follow-up: the lane's agent takes the text as the next turn
+/// of its session and the lane runs to its new end — driven by `clawpool send`, not by the
+/// dashboard — and the footer says so in green.
+#[test]
+fn send_to_a_finished_lane_from_the_dashboard_is_a_follow_up_to_its_new_end() {
+    let s = setup();
+    // Two turns: the task, then one only an agent that resumed its session runs (the
+    // scripted agent's `--resume` counts the prompts in its log).
+    let scenario = r#"
+trust_dialog = true
+prompt_log = ".prompts.jsonl"
+[[prompt]]
+steps = [
+  { do = "write_file", path = "out.txt", content = "done\n" },
+  { do = "git_commit", message = "lane work" },
+]
+[[prompt]]
+steps = [
+  { do = "write_file", path = "followup.txt", content = "more\n" },
+  { do = "git_commit", message = "follow-up work" },
+]
+"#;
+    std::fs::write(s.sandbox.dir.path().join("scenario.toml"), scenario).expect("scenario");
+    let out = s.spawn(
+        r#"{"name": "alpha", "agent": "scripted", "prompt": "do alpha"}"#,
+        &["--output-format", "json"],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let term = Term::start_ui(&s);
+    term.wait_for("alpha finished", |screen| {
+        row(screen, "alpha").is_some_and(|row| row.contains("finished"))
+    });
+    term.keys(&["s"]);
+    term.wait_for("the send prompt", |screen| {
+        screen.contains("send to alpha:")
+    });
+    term.type_text("now add a test");
+    term.keys(&["Enter"]);
+    term.wait_for("the follow-up's verdict", |screen| {
+        screen.contains("alpha: follow-up delivered as a new turn of the lane's session; the lane ended finished")
+    });
+    assert!(s.lanes_dir().join("alpha/followup.txt").is_file());
+    assert_eq!(lane_state(&s, "alpha")["lane_status"], "finished");
+    assert!(
+        events(&s, "alpha")
+            .iter()
+            .any(|e| e["kind"] == "lane.restarted" && e["detail"]["by"] == "send"),
+        "{:?}",
+        events(&s, "alpha")
+    );
+    term.keys(&["q"]);
+    term.wait_for("the shell again", |screen| screen.contains("PRIOR-CONTENT"));
+}

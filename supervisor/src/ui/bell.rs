@@ -5,9 +5,7 @@
 use std::collections::HashSet;
 use std::io::Write;
 
-use serde_json::Value;
-
-use super::lanes::{LaneKey, Lanes, key_of};
+use super::lanes::{LaneKey, Lanes};
 
 /// The lanes that needed a person when last looked at.
 pub struct Bell {
@@ -42,12 +40,7 @@ fn needing(lanes: &Lanes) -> HashSet<LaneKey> {
     lanes
         .rows()
         .iter()
-        .filter(|row| needs_person(row))
-        .filter_map(key_of)
+        .filter(|row| row.needs_person())
+        .map(|row| row.key.clone())
         .collect()
-}
-
-/// A lane's state document says it waits for a person: blocked, or escalated.
-fn needs_person(row: &Value) -> bool {
-    row["lane_status"] == "blocked" || row["escalation"].is_object()
 }

@@ -1,17 +1,16 @@
 //! What the dashboard shows, read from the same files as `clawpool board` and `clawpool
-//! events` (through [`board_lane`], so the two never disagree): one row per registered lane of
-//! each repository shown (one, or every one in the user's index with `--all`), the selection
-//! and the filter, and the selected lane's last events.
+//! events` (the pool's typed board rows, [`board_lane`], so the two never disagree): one
+//! [`LaneRow`] per registered lane of each repository shown (one, or every one in the user's
+//! index with `--all`), the selection and the filter, and the selected lane's last events.
 
 use std::io::{Read, Seek, SeekFrom};
-use std::path::PathBuf;
 
 use clawpool_lanes::state_file::now_secs;
-use clawpool_lanes::{LaneEvent, read_lane_record, with_ages};
+use clawpool_lanes::{LaneEvent, StateView, read_lane_record};
+use clawpool_pool::board::board_lane;
 use clawpool_worktree::Repo;
-use serde_json::Value;
 
-use crate::board::board_lane;
+use super::row::LaneRow;
 use clawpool_lane::registry::{lane_registry, registered_names};
 
 /// How many of the selected lane's events are shown.
@@ -31,10 +30,8 @@ pub struct LaneKey {
 /// The lanes of the repositories shown, as the board shows them.
 pub struct Lanes {
     repos: Vec<Repo>,
-    /// Every lane's board document (`clawpool board --output-format json`) with its
-    /// repository's position (`repo_index`) and root (`repository`) added, sorted by
-    /// repository, then name.
-    rows: Vec<Value>,
+    /// Every lane's board row, sorted by repository, then name.
+    rows: Vec<LaneRow>,
     /// The selected lane.
     selected: Option<LaneKey>,
     /// Lanes shown: those whose name, agent or status contains this.
@@ -77,17 +74,15 @@ impl Lanes {
             return;
         };
         if !lane_registry(repo, &key.name).entry_file().is_file() {
-            self.rows.retain(|r| !is_lane(r, key));
+            self.rows.retain(|r| r.key != *key);
         } else {
             let row = self.row(key, now_secs());
-            match self.rows.iter_mut().find(|r| is_lane(r, key)) {
+            match self.rows.iter_mut().find(|r| r.key == *key) {
                 Some(old) => *old = row,
                 None => {
                     self.rows.push(row);
-                    self.rows.sort_by(|a, b| {
-                        (a["repo_index"].as_u64(), a["lane"].as_str())
-                            .cmp(&(b["repo_index"].as_u64(), b["lane"].as_str()))
-                    });
+                    self.rows
+                        .sort_by(|a, b| (a.key.repo, &a.key.name).cmp(&(b.key.repo, &b.key.name)));
                 }
             }
         }
@@ -97,13 +92,14 @@ impl Lanes {
         }
     }
 
-    /// Lane `key`'s board document, with its repository added.
-    fn row(&self, key: &LaneKey, now: u64) -> Value {
+    /// Lane `key`'s board row, with its repository.
+    fn row(&self, key: &LaneKey, now: u64) -> LaneRow {
         let repo = &self.repos[key.repo];
-        let mut row = board_lane(repo, &key.name, now);
-        row["repo_index"] = key.repo.into();
-        row["repository"] = repo.root().display().to_string().into();
-        row
+        LaneRow {
+            key: key.clone(),
+            repository: repo.root().to_owned(),
+            lane: board_lane(repo, &key.name, now),
+        }
     }
 
     /// The repositories shown.
@@ -133,36 +129,29 @@ impl Lanes {
     /// Reads lane `name`'s state file again, keeping its branch facts (no git): a state file
     /// rewritten by the lane's supervisor, or by an event whose own log change reads the whole row.
     pub fn refresh_lane_state(&mut self, key: &LaneKey) {
-        if let Some(row) = self.rows.iter_mut().find(|r| is_lane(r, key)) {
+        if let Some(row) = self.rows.iter_mut().find(|r| r.key == *key) {
             refresh_state(row, &self.repos, now_secs());
         }
     }
 
     /// Every lane's row, the filter aside.
-    pub fn rows(&self) -> &[Value] {
+    pub fn rows(&self) -> &[LaneRow] {
         &self.rows
     }
 
     /// The lanes the filter lets through.
-    pub fn visible(&self) -> Vec<&Value> {
+    pub fn visible(&self) -> Vec<&LaneRow> {
         let needle = self.filter.to_lowercase();
         self.rows
             .iter()
-            .filter(|row| {
-                needle.is_empty()
-                    || ["lane", "agent", "lane_status"].iter().any(|key| {
-                        row[*key]
-                            .as_str()
-                            .is_some_and(|v| v.to_lowercase().contains(&needle))
-                    })
-            })
+            .filter(|row| row.matches(&needle))
             .collect()
     }
 
     /// The selected lane's row, if it is shown.
-    pub fn selected(&self) -> Option<&Value> {
+    pub fn selected(&self) -> Option<&LaneRow> {
         let key = self.selected.as_ref()?;
-        self.visible().into_iter().find(|r| is_lane(r, key))
+        self.visible().into_iter().find(|r| r.key == *key)
     }
 
     /// The selected lane.
@@ -178,7 +167,7 @@ impl Lanes {
     /// The selected lane's position among the shown lanes.
     pub fn selected_index(&self) -> Option<usize> {
         let key = self.selected.as_ref()?;
-        self.visible().iter().position(|r| is_lane(r, key))
+        self.visible().iter().position(|r| r.key == *key)
     }
 
     /// Moves the selection `by` rows among the shown lanes (clamped).
@@ -208,7 +197,7 @@ impl Lanes {
     }
 
     fn visible_keys(&self) -> Vec<LaneKey> {
-        self.visible().into_iter().filter_map(key_of).collect()
+        self.visible().into_iter().map(|r| r.key.clone()).collect()
     }
 
     fn select(&mut self, key: LaneKey) {
@@ -248,35 +237,14 @@ impl Lanes {
     }
 }
 
-/// Whether `row` is lane `key`'s.
-fn is_lane(row: &Value, key: &LaneKey) -> bool {
-    row["repo_index"].as_u64() == Some(key.repo as u64) && row["lane"] == key.name.as_str()
-}
-
-/// The lane `row` is of.
-pub fn key_of(row: &Value) -> Option<LaneKey> {
-    Some(LaneKey {
-        repo: usize::try_from(row["repo_index"].as_u64()?).ok()?,
-        name: row["lane"].as_str()?.to_owned(),
-    })
-}
-
-/// `row` (a lane of one of `repos`) with its state document read again from its record as of
-/// `now`, its `board` facts and repository kept.
-fn refresh_state(row: &mut Value, repos: &[Repo], now: u64) {
-    let Some(dir) = row["worktree"].as_str().map(PathBuf::from) else {
+/// `row` (a lane of one of `repos`) with its state read again from its record as of `now`,
+/// its board facts kept.
+fn refresh_state(row: &mut LaneRow, repos: &[Repo], now: u64) {
+    let Some(repo) = repos.get(row.key.repo) else {
         return;
     };
-    let Some(record) =
-        key_of(row).and_then(|key| Some(repos.get(key.repo)?.state_dir().record(&key.name)))
-    else {
-        return;
-    };
-    if let Ok(doc) = read_lane_record(&record, &dir) {
-        let mut fresh = with_ages(&doc, &record, now).to_json();
-        for kept in ["board", "repo_index", "repository"] {
-            fresh[kept] = row[kept].take();
-        }
-        *row = fresh;
+    let record = repo.state_dir().record(&row.key.name);
+    if let Ok(doc) = read_lane_record(&record, row.worktree()) {
+        row.lane.state = Ok(StateView::of(doc, &record, now));
     }
 }

@@ -3,17 +3,19 @@
 //!
 //! It owns the terminal while it runs (raw mode, the alternate screen, the cursor hidden) and
 //! gives it back as it found it on every way out, a panic included. It reads what `board`,
-//! `events` and `state` read ([`lanes`]), asks the selected lane's control socket for its live
-//! screen ([`screen`]), runs the CLI's own commands for the operator keys ([`actions`]), and
-//! wakes only when something happens: a key, a resize, a file of a lane changing ([`watch`]),
-//! a command answering — plus one tick a second that redraws the ages (no reads) and, every
-//! tenth, re-reads the state files so a supervisor gone quiet shows as lost. It rings the
-//! terminal's bell when a lane starts to need a person ([`bell`]).
+//! `events` and `state` read (the pool's typed board rows, [`lanes`], [`row`]), asks the
+//! selected lane's control socket for its live screen ([`screen`]), makes the pool's own
+//! requests for the operator keys, in-process ([`actions`]), and wakes only when something
+//! happens: a key, a resize, a file of a lane changing ([`watch`]), a command answering —
+//! plus one tick a second that redraws the ages (no reads) and, every tenth, re-reads the
+//! state files so a supervisor gone quiet shows as lost. It rings the terminal's bell when a
+//! lane starts to need a person ([`bell`]).
 
 mod actions;
 mod bell;
 mod diff;
 mod lanes;
+mod row;
 mod screen;
 mod view;
 mod watch;
@@ -25,6 +27,7 @@ use std::pin::Pin;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use clawpool_pool::config::ConfigInput;
 use clawpool_worktree::Repo;
 use crossterm::event::{Event, EventStream, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use futures_core::Stream;
@@ -378,9 +381,7 @@ fn follow_lanes(app: &mut App, watch: &mut Option<Watch>) {
         }
     }
     for lane in app.lanes.visible() {
-        if let (Some(key), Some(dir)) = (lanes::key_of(lane), lane["worktree"].as_str()) {
-            watch.follow_state(&key, std::path::Path::new(dir));
-        }
+        watch.follow_state(&lane.key, lane.worktree());
     }
 }
 
@@ -395,15 +396,15 @@ fn follow_lane(app: &App, watch: &mut Option<Watch>, key: &LaneKey) {
         .lanes
         .visible()
         .into_iter()
-        .find(|row| lanes::key_of(row).as_ref() == Some(key))
-        .and_then(|row| row["worktree"].as_str().map(PathBuf::from));
+        .find(|row| row.key == *key)
+        .map(|row| row.worktree().to_owned());
     if let Some(worktree) = worktree {
         watch.follow_state(key, &worktree);
     }
 }
 
 async fn refresh_screen(app: &mut App) {
-    let Some(key) = app.lanes.selected().and_then(lanes::key_of) else {
+    let Some(key) = app.lanes.selected().map(|row| row.key.clone()) else {
         app.screen = Err((None, String::new()));
         return;
     };
@@ -600,15 +601,12 @@ fn open_diff(app: &mut App) {
     let Some(lane) = app.lanes.selected() else {
         return;
     };
-    let name = lane["lane"].as_str().unwrap_or_default().to_owned();
-    let (Some(key), Some(dir)) = (lanes::key_of(lane), lane["worktree"].as_str()) else {
+    let name = lane.name().to_owned();
+    let Some(repo) = app.lanes.repos().get(lane.key.repo) else {
         return;
     };
-    let Some(repo) = app.lanes.repos().get(key.repo) else {
-        return;
-    };
-    let events = clawpool_lane::registry::lane_registry(repo, &key.name).events();
-    match diff::DiffView::open(std::path::Path::new(dir), &events) {
+    let events = clawpool_lane::registry::lane_registry(repo, &lane.key.name).events();
+    match diff::DiffView::open(lane.worktree(), &events) {
         Ok(view) => {
             app.diff = Some(view);
             app.mode = Mode::Diff;
@@ -624,8 +622,8 @@ fn dialog_choices(app: &App) -> Vec<String> {
     let Some(lane) = app.lanes.selected() else {
         return Vec::new();
     };
-    let Some(profile) = lane["agent"]
-        .as_str()
+    let Some(profile) = lane
+        .agent()
         .and_then(|agent| app.loaded.profiles.get(agent).ok())
     else {
         return Vec::new();
@@ -640,18 +638,19 @@ fn dialog_choices(app: &App) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Runs `action` on the selected lane in the background; its outcome comes back on `outcomes`.
+/// Runs `action` on the selected lane in a task of its own, so the dashboard stays live while
+/// it runs; its outcome comes back on `outcomes`.
 fn start(app: &mut App, action: Action, outcomes: &mpsc::UnboundedSender<(String, Outcome)>) {
     let Some(lane) = app.lanes.selected() else {
         return;
     };
-    let name = lane["lane"].as_str().unwrap_or_default().to_owned();
-    let dir = PathBuf::from(lane["worktree"].as_str().unwrap_or_default());
+    let name = lane.name().to_owned();
+    let target = actions::lane_arg(&lane.repository, lane.worktree());
     app.status = Some((true, format!("{name}: clawpool {} …", action.describe())));
     let outcomes = outcomes.clone();
-    let config = app.config.clone();
+    let config = ConfigInput::of_this_process(app.config.as_deref());
     tokio::spawn(async move {
-        let outcome = action.run(&dir, config).await;
+        let outcome = action.run(target, config).await;
         let _ = outcomes.send((name, outcome));
     });
 }
@@ -659,10 +658,9 @@ fn start(app: &mut App, action: Action, outcomes: &mpsc::UnboundedSender<(String
 /// Leaves the dashboard for `clawpool attach` on the selected lane, and comes back when it
 /// ends (detached from tmux, or Ctrl-C out of a PTY lane's mirror).
 async fn attach(app: &mut App, terminal: &mut Screen) -> std::io::Result<()> {
-    let Some(dir) = app.lanes.selected().and_then(|l| l["worktree"].as_str()) else {
+    let Some(dir) = app.lanes.selected().map(|l| l.worktree().to_owned()) else {
         return Ok(());
     };
-    let dir = PathBuf::from(dir);
     leave();
     let status = match std::env::current_exe() {
         Ok(program) => tokio::process::Command::new(program)

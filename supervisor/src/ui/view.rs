@@ -5,8 +5,9 @@
 //! terminal).
 
 use clawpool_lane::verify::merge_problem;
+use clawpool_lanes::state_file::ShownStatus;
 use clawpool_lanes::state_file::now_secs;
-use clawpool_lanes::{LaneEvent, Payload, wire_name};
+use clawpool_lanes::{LaneEvent, LaneStatus, Payload, wire_name};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
@@ -14,8 +15,8 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph, Row, Table, TableState, Wrap};
 use serde_json::Value;
 
+use super::row::LaneRow;
 use super::{App, Mode, VERIFY_LEVELS};
-use crate::board::{cost_cell, freshness_cell, status_cell};
 
 /// The lane list's column headers.
 const HEADER: [&str; 10] = [
@@ -123,7 +124,7 @@ fn draw_title(frame: &mut Frame<'_>, app: &App, area: Rect) {
     }
     // What the lanes shown cost together (the board's `cost`), once any reported usage.
     let cost = clawpool_pool::board::RepositoryCost::of(
-        app.lanes.visible().into_iter().map(crate::board::lane_cost),
+        app.lanes.visible().into_iter().map(LaneRow::cost),
     );
     if cost.lanes_priced > 0 || cost.lanes_unpriced > 0 {
         text.push_str(&format!(" · cost ${:.4}", cost.total_usd));
@@ -145,25 +146,21 @@ fn draw_list(frame: &mut Frame<'_>, app: &App, area: Rect) {
         .visible()
         .into_iter()
         .map(|lane| {
-            let status = status_cell(lane);
+            let status = lane.status_cell();
             let status_style = app.style(Style::default().fg(status_colour(lane)));
             let mut cells = vec![
                 Span::raw(repository_cell(lane)),
-                Span::raw(text(&lane["lane"])),
-                Span::raw(text(&lane["agent"])),
+                Span::raw(lane.name().to_owned()),
+                Span::raw(text(lane.agent())),
                 Span::styled(status, status_style),
-                Span::raw(age(lane["lane_event"]["timestamp"].as_u64(), now)),
-                Span::raw(age(lane["progress_at"].as_u64(), now)),
-                Span::raw(freshness_cell(lane)),
-                Span::raw(text(&lane["green_level"])),
-                Span::raw(commits_cell(lane)),
-                Span::raw(cost_cell(lane)),
+                Span::raw(age(lane.in_state_since(), now)),
+                Span::raw(age(lane.progress_at(), now)),
+                Span::raw(lane.freshness_cell()),
+                Span::raw(text(lane.green_level().as_deref())),
+                Span::raw(lane.commits_cell()),
+                Span::raw(lane.cost_cell()),
                 Span::styled(
-                    if lane["escalation"].is_object() {
-                        "!"
-                    } else {
-                        ""
-                    },
+                    if lane.escalation().is_some() { "!" } else { "" },
                     app.style(
                         Style::default()
                             .fg(Color::Yellow)
@@ -180,7 +177,7 @@ fn draw_list(frame: &mut Frame<'_>, app: &App, area: Rect) {
         .collect();
     let empty = rows.is_empty();
     // The name and status columns are as wide as their longest cell; the rest are fixed.
-    let widest = |cell: &dyn Fn(&Value) -> String, header: &str| {
+    let widest = |cell: &dyn Fn(&LaneRow) -> String, header: &str| {
         let longest = app
             .lanes
             .visible()
@@ -191,9 +188,9 @@ fn draw_list(frame: &mut Frame<'_>, app: &App, area: Rect) {
     };
     let mut widths = vec![
         Constraint::Length(widest(&repository_cell, REPOSITORY_HEADER)),
-        Constraint::Length(widest(&|lane| text(&lane["lane"]), HEADER[0])),
+        Constraint::Length(widest(&|lane| lane.name().to_owned(), HEADER[0])),
         Constraint::Length(9),
-        Constraint::Length(widest(&status_cell, HEADER[2])),
+        Constraint::Length(widest(&LaneRow::status_cell, HEADER[2])),
         Constraint::Length(9),
         Constraint::Length(9),
         Constraint::Length(11),
@@ -265,7 +262,7 @@ fn draw_details(frame: &mut Frame<'_>, app: &App, area: Rect) {
         Line::from(vec![
             label("status"),
             Span::styled(
-                status_cell(lane),
+                lane.status_cell(),
                 app.style(Style::default().fg(status_colour(lane))),
             ),
         ]),
@@ -273,12 +270,12 @@ fn draw_details(frame: &mut Frame<'_>, app: &App, area: Rect) {
             label("branch"),
             Span::raw(format!(
                 "{} (base {})",
-                text(&lane["branch"]),
-                text(&lane["base"]["ref"])
+                text(lane.branch()),
+                text(lane.base_ref())
             )),
         ]),
     ];
-    if let Some(detail) = lane["failure"]["detail"].as_str() {
+    if let Some(detail) = lane.failure_detail() {
         lines.push(Line::from(vec![
             label("reason"),
             Span::raw(detail.to_owned()),
@@ -291,21 +288,21 @@ fn draw_details(frame: &mut Frame<'_>, app: &App, area: Rect) {
         .iter()
         .rev()
         .find_map(|event| event.evidence.as_ref());
-    if let (true, Some(evidence)) = (is_waiting(lane), evidence) {
+    if let (true, Some(evidence)) = (lane.is_waiting(), evidence) {
         lines.push(Line::from(vec![
             label("evidence"),
             Span::raw(format!("{}: {}", evidence.rule, evidence.matched)),
         ]));
     }
-    if let Some(reason) = lane["escalation"]["reason"].as_str() {
+    if let Some(escalation) = lane.escalation() {
         let warn = app.style(Style::default().fg(Color::Yellow));
         lines.push(Line::from(vec![
             label("escalated"),
-            Span::styled(reason.to_owned(), warn),
+            Span::styled(escalation.reason.clone(), warn),
         ]));
         lines.push(Line::from(vec![
             label("next"),
-            Span::styled(text(&lane["escalation"]["next_action"]), warn),
+            Span::styled(escalation.next_action.clone(), warn),
         ]));
     }
     lines.push(Line::from(Span::styled("events", app.style(bold()))));
@@ -415,56 +412,37 @@ fn bold() -> Style {
     Style::default().add_modifier(Modifier::BOLD)
 }
 
-/// Whether the lane waits for a person: blocked, or at a dialog.
-fn is_waiting(lane: &Value) -> bool {
-    matches!(
-        lane["lane_status"].as_str(),
-        Some("trust_required" | "tool_permission_required" | "blocked")
-    )
-}
-
 /// Working is green, waiting for a person yellow, failed red, finished blue, stopped by a
-/// person grey.
-fn status_colour(lane: &Value) -> Color {
-    match lane["lane_status"].as_str().unwrap_or_default() {
-        "spawning" | "ready_for_prompt" | "prompt_accepted" | "running" => Color::Green,
-        "trust_required" | "tool_permission_required" | "blocked" => Color::Yellow,
-        "finished" => Color::Blue,
-        "stopped" => Color::Gray,
-        _ => Color::Red,
+/// person grey; a lost supervisor or an unreadable record red.
+fn status_colour(lane: &LaneRow) -> Color {
+    match lane.shown_status() {
+        Some(ShownStatus::Lane(status)) => match status {
+            LaneStatus::Spawning
+            | LaneStatus::ReadyForPrompt
+            | LaneStatus::PromptAccepted
+            | LaneStatus::Running => Color::Green,
+            LaneStatus::TrustRequired
+            | LaneStatus::ToolPermissionRequired
+            | LaneStatus::Blocked => Color::Yellow,
+            LaneStatus::Finished => Color::Blue,
+            LaneStatus::Stopped => Color::Gray,
+            LaneStatus::Failed => Color::Red,
+        },
+        Some(ShownStatus::SupervisorLost) | None => Color::Red,
     }
 }
 
 /// The lane's repository: the name of its main worktree's folder.
-fn repository_cell(lane: &Value) -> String {
-    lane["repository"]
-        .as_str()
-        .map(|root| {
-            std::path::Path::new(root)
-                .file_name()
-                .map_or(root.to_owned(), |name| name.to_string_lossy().into_owned())
-        })
-        .unwrap_or_else(|| "-".into())
+fn repository_cell(lane: &LaneRow) -> String {
+    lane.repository.file_name().map_or_else(
+        || lane.repository.display().to_string(),
+        |name| name.to_string_lossy().into_owned(),
+    )
 }
 
-fn text(value: &Value) -> String {
-    match value {
-        Value::String(s) => s.clone(),
-        Value::Null => "-".into(),
-        other => other.to_string(),
-    }
-}
-
-/// `+2`, `+2 dirty`, or `-` when unknown.
-fn commits_cell(lane: &Value) -> String {
-    match (
-        lane["board"]["commits_ahead"].as_u64(),
-        lane["board"]["dirty"].as_bool(),
-    ) {
-        (Some(ahead), Some(true)) => format!("+{ahead} dirty"),
-        (Some(ahead), _) => format!("+{ahead}"),
-        (None, _) => "-".into(),
-    }
+/// A text the row may not have, `-` when it has none.
+fn text(value: Option<&str>) -> String {
+    value.unwrap_or("-").to_owned()
 }
 
 /// Seconds since `since`: `42s`, `3m07s`, `2h05m`.
