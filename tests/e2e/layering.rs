@@ -563,10 +563,9 @@ fn pool_logic_in_the_binary_is_caught() {
 }
 
 /// What may start a child `clawpool` in the dashboard (`supervisor/src/ui/`), each a top-level
-/// function of its file: `attach` takes over the terminal (`clawpool attach`), and
-/// `follow_up` hands a follow-up to `clawpool send` until the repository's daemon takes
-/// follow-ups (the dashboard must not drive a lane it would end on quitting).
-const UI_CHILDREN: [(&str, &str); 2] = [("mod.rs", "attach"), ("actions.rs", "follow_up")];
+/// function of its file: `attach` takes over the terminal (`clawpool attach`). A follow-up is
+/// handed to the repository's daemon, not to a child.
+const UI_CHILDREN: [(&str, &str); 1] = [("mod.rs", "attach")];
 
 /// How a child process is started.
 const CHILD_PROCESS: [&str; 3] = [
@@ -631,7 +630,7 @@ fn ui_layering_in(file: &str, code: &str) -> Vec<String> {
 /// Issue #27: `clawpool ui` is a client of the pool library like the CLI and the MCP server:
 /// its operator keys are the pool's requests made in-process (`Pool::handle`), never a child
 /// `clawpool COMMAND` whose output it parses, and its lane rows are the pool's typed board
-/// rows, never JSON read by key. Only `attach` and the follow-up hand-over start a child.
+/// rows, never JSON read by key. Only `attach` starts a child.
 #[test]
 fn the_dashboard_is_a_client_of_the_pool_in_process() {
     let src = workspace().join("supervisor/src/ui");

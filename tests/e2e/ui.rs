@@ -1096,6 +1096,16 @@ steps = [
         "{:?}",
         events(&s, "alpha")
     );
+    // The follow-up's owner was the repository's daemon, started for it, never the dashboard.
+    let holder = std::fs::read_to_string(s.repo.join(".git/clawpool/supervisor.lock"))
+        .expect("the daemon's lock");
+    let mut lines = holder.lines();
+    let daemon_pid: u32 = lines.next().and_then(|p| p.parse().ok()).expect("a pid");
+    assert_eq!(lines.next(), Some("daemon"), "{holder}");
+    let ended = clawpool_tests::published_state(&s.lanes_dir().join("alpha"));
+    assert_eq!(ended["supervisor"]["pid"], daemon_pid, "{ended}");
     term.keys(&["q"]);
     term.wait_for("the shell again", |screen| screen.contains("PRIOR-CONTENT"));
+    drop(term);
+    crate::spawn::stop_daemon(&s);
 }

@@ -5,24 +5,20 @@
 //! outcome, the verification's result, or the error's message, the texts `clawpool COMMAND`
 //! answers with.
 //!
-//! `send` is the exception. To a lane that ended (stopped or finished, no supervisor) it is a
-//! follow-up, which drives the lane until its new end. The dashboard must not be that lane's
-//! owner (quitting it would end the lane), so [`follow_up`] hands it to `clawpool send` run
-//! as a child, as before the dashboard called the pool. To any other lane it goes in-process
-//! through the part of the pool's `Operate` that never becomes a follow-up
-//! (`clawpool_pool::operator::send_operator`): a lane that ends just as the text is sent is
-//! answered from its record, never taken up by the dashboard.
+//! A `send` to a lane that ended (stopped or finished, no supervisor) is a follow-up, which
+//! drives the lane until its new end. The dashboard must not be that lane's owner (quitting it
+//! would end the lane): the pool hands it back ([`OperateReply::HandOver`]) and the dashboard
+//! gives it to the repository's daemon, starting one if none runs, as the MCP server does.
 
 use std::path::Path;
 use std::sync::Arc;
 
-use clawpool_lane::handshake::{OperatorCommand, RestartRequest, Verdict, check_prompt};
-use clawpool_lanes::state_file::{Liveness, VerifyResult, probe};
-use clawpool_lanes::{LaneStatus, wire_name};
+use clawpool_lane::handshake::{OperatorCommand, RestartRequest, Verdict};
+use clawpool_lanes::state_file::VerifyResult;
+use clawpool_lanes::{LaneState, wire_name};
 use clawpool_pool::config::ConfigInput;
 use clawpool_pool::error::CommandError;
 use clawpool_pool::lane_checks::parse_level;
-use clawpool_pool::lane_lookup::find_lane_arg;
 use clawpool_pool::observer::Silent;
 use clawpool_pool::request::{
     LaneArg, OperateReply, OperateRequest, RecoverReply, RecoverRequest, VerifyRequest,
@@ -131,33 +127,44 @@ impl Action {
         config: ConfigInput,
     ) -> Result<Outcome, CommandError> {
         let label = lane.label();
-        if let Action::Send(text) = self {
-            // As the pool's own `send`: the text is checked before the lane is looked at.
-            check_prompt(text).map_err(|e| CommandError::invalid("invalid_text", e.to_string()))?;
-            if is_follow_up(&lane) {
-                return Ok(follow_up(&lane, text, config.explicit.as_deref()).await);
-            }
-            // A lane that ended after the look above must not become a follow-up this
-            // process drives: the command goes to the lane's control socket only, which
-            // answers for an ended lane from its record (what takes it up again).
-            let command = OperatorCommand::Send { text: text.clone() };
-            let verdict = clawpool_pool::operator::send_operator(&lane, &command).await?;
-            return Ok(Outcome::verdict(&label, &command, &verdict));
-        }
-        let pool = Pool::reading(config);
+        let pool = Pool::reading(config.clone());
         if let Some(command) = self.operator_command() {
             let request = PoolRequest::Operate(OperateRequest {
                 lane,
                 command: command.clone(),
                 follow_up_stops_on_signals: false,
+                hand_over_follow_up: true,
             });
             let PoolReply::Operate(reply) = pool.handle(request, Arc::new(Silent)).await? else {
                 unreachable!("the pool answers an operator request with an operator reply")
             };
+            let reply = match reply {
+                OperateReply::HandOver(hand_over) => {
+                    let file = config.explicit.clone();
+                    crate::daemon::follow_up::hand_follow_up(
+                        hand_over,
+                        config,
+                        file.as_deref(),
+                        true,
+                    )
+                    .await?
+                    .ok_or_else(|| {
+                        CommandError::invalid("daemon_not_running", "no daemon took the follow-up")
+                    })?
+                }
+                reply => reply,
+            };
             return Ok(match reply {
                 OperateReply::Verdict(verdict) => Outcome::verdict(&label, &command, &verdict),
-                OperateReply::FollowUp(_) => {
-                    unreachable!("only a send becomes a follow-up, and a send is answered above")
+                OperateReply::FollowUp(follow_up) => {
+                    let (verdict, _) = crate::operator_cmd::follow_up_verdict(&follow_up);
+                    let mut outcome = Outcome::verdict(&label, &command, &verdict);
+                    // As `clawpool send`'s exit: the lane must also have finished again.
+                    outcome.ok &= follow_up.state == Some(LaneState::Finished);
+                    outcome
+                }
+                OperateReply::HandOver(_) => {
+                    unreachable!("a follow-up handed over is answered above")
                 }
             });
         }
@@ -219,91 +226,6 @@ impl Action {
     }
 }
 
-/// Whether a `send` to `lane` is a follow-up, by the pool's rule: the lane's record says
-/// stopped or finished, and no supervisor holds it.
-fn is_follow_up(lane: &LaneArg) -> bool {
-    let Ok(found) = find_lane_arg(lane) else {
-        return false;
-    };
-    found
-        .state()
-        .is_ok_and(|doc| matches!(doc.status, LaneStatus::Stopped | LaneStatus::Finished))
-        && probe(&found.dir) != Liveness::Alive
-}
-
-/// A follow-up to the ended `lane`: `clawpool send LANE TEXT` (with the dashboard's
-/// `--config`, which the resumed lane's settings come from) run as a child of the dashboard,
-/// which drives the lane to its new end while the dashboard stays live.
-///
-/// The repository's daemon is to own follow-ups (a lane the dashboard drove would end with
-/// it); until it takes them, this is the one command the dashboard still runs as a child.
-async fn follow_up(lane: &LaneArg, text: &str, config: Option<&Path>) -> Outcome {
-    let program = match std::env::current_exe() {
-        Ok(program) => program,
-        Err(err) => {
-            return Outcome {
-                ok: false,
-                message: format!("cannot find clawpool's own binary: {err}"),
-            };
-        }
-    };
-    let mut command = tokio::process::Command::new(program);
-    command
-        .current_dir(&lane.from)
-        .arg("send")
-        .arg(&lane.arg)
-        .arg(text)
-        .args(["--output-format", "json"]);
-    if let Some(config) = config {
-        command.arg("--config").arg(config);
-    }
-    let output = command.stdin(std::process::Stdio::null()).output().await;
-    match output {
-        Ok(output) => Outcome {
-            ok: output.status.success(),
-            message: follow_up_line(&output.stdout, &output.stderr),
-        },
-        Err(err) => Outcome {
-            ok: false,
-            message: format!("cannot run clawpool send: {err}"),
-        },
-    }
-}
-
-/// The one line of `clawpool send --output-format json`'s answer (docs/cli.md): the error's
-/// message on stderr, else the verdict's reason on stdout, else the first line there is.
-fn follow_up_line(stdout: &[u8], stderr: &[u8]) -> String {
-    #[derive(serde::Deserialize)]
-    struct Failed {
-        error: Message,
-    }
-    #[derive(serde::Deserialize)]
-    struct Message {
-        message: String,
-    }
-    #[derive(serde::Deserialize)]
-    struct Done {
-        reason: String,
-    }
-    if let Ok(failed) = serde_json::from_slice::<Failed>(stderr) {
-        return failed.error.message;
-    }
-    if let Ok(done) = serde_json::from_slice::<Done>(stdout) {
-        return done.reason;
-    }
-    let text = if stderr.trim_ascii().is_empty() {
-        stdout
-    } else {
-        stderr
-    };
-    String::from_utf8_lossy(text)
-        .trim()
-        .lines()
-        .next()
-        .unwrap_or("done")
-        .to_owned()
-}
-
 /// The lane argument the dashboard's commands take for the lane whose worktree is `worktree`,
 /// of the repository whose top folder is `repo`.
 pub fn lane_arg(repo: &Path, worktree: &Path) -> LaneArg {
@@ -316,25 +238,6 @@ pub fn lane_arg(repo: &Path, worktree: &Path) -> LaneArg {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_follow_ups_line_is_the_error_else_the_verdict() {
-        assert_eq!(
-            follow_up_line(
-                b"",
-                br#"{"error": {"kind": "lane_failed", "message": "the agent did not take it"}}"#
-            ),
-            "the agent did not take it"
-        );
-        assert_eq!(
-            follow_up_line(
-                br#"{"lane": "a", "verdict": "done", "reason": "follow-up delivered"}"#,
-                b""
-            ),
-            "follow-up delivered"
-        );
-        assert_eq!(follow_up_line(b"", b"killed\n"), "killed");
-    }
 
     #[test]
     fn a_refused_verdict_reads_as_the_clis_error() {
