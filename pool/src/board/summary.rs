@@ -22,7 +22,7 @@ use std::path::{Component, Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clawpool_lanes::WorkerStateDoc;
-use clawpool_worktree::layout::{LANE_ENTRY, STATE_RECORD};
+use clawpool_worktree::layout::{DEGRADED_MARKER, LANE_ENTRY, STATE_RECORD};
 use clawpool_worktree::{BranchesNow, Repo};
 use serde::{Deserialize, Serialize};
 
@@ -77,21 +77,23 @@ impl FileStamp {
 /// The stamps of a lane's registry files, taken before any of them is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RegistryStamps {
-    /// The lane's registry folder (a file made, removed or renamed in it).
-    pub folder: FileStamp,
     /// Its entry (`lane.json`).
     pub entry: FileStamp,
     /// Its state file (`state.json`).
     pub state: FileStamp,
+    /// Its degraded mark (`state-degraded`), which a kept row never has: one made since moves
+    /// the row.
+    pub degraded: Option<FileStamp>,
 }
 
 impl RegistryStamps {
-    /// The stamps of the registry folder `dir`'s files now; `None` when one is missing.
+    /// The stamps of the registry folder `dir`'s files now; `None` when the entry or the state
+    /// file is missing.
     pub fn of(dir: &Path) -> Option<RegistryStamps> {
         Some(RegistryStamps {
-            folder: FileStamp::of(dir)?,
             entry: FileStamp::of(&dir.join(LANE_ENTRY))?,
             state: FileStamp::of(&dir.join(STATE_RECORD))?,
+            degraded: FileStamp::of(&dir.join(DEGRADED_MARKER)),
         })
     }
 }
@@ -122,7 +124,6 @@ impl Sources {
     fn racy(&self, before: Duration) -> bool {
         let r = &self.registry;
         [
-            r.folder,
             r.entry,
             r.state,
             self.gitdir,
@@ -180,6 +181,9 @@ impl Look {
     /// the row will be read from: the admin folder names `worktree`, its `HEAD` a commit or a
     /// branch. `None` when the lane cannot be kept (or a file changed within [`RACY`]).
     pub fn sources(&mut self, registry: RegistryStamps, worktree: &Path) -> Option<Sources> {
+        if registry.degraded.is_some() {
+            return None;
+        }
         let admin = self.admin(worktree)?;
         let gitdir = FileStamp::of(&admin.join("gitdir"))?;
         let named = std::fs::read_to_string(admin.join("gitdir")).ok()?;
@@ -201,6 +205,9 @@ impl Look {
     /// The stamps of `kept`'s files now, where `kept` found them.
     fn now(&mut self, dir: &Path, worktree: &Path, kept: &Sources) -> Option<Sources> {
         let registry = RegistryStamps::of(dir)?;
+        if registry.degraded.is_some() {
+            return None;
+        }
         let admin = self.admin(worktree)?;
         let gitdir = FileStamp::of(&admin.join("gitdir"))?;
         let head = FileStamp::of(&admin.join("HEAD"))?;
@@ -486,22 +493,27 @@ mod tests {
                 Box::new(|| lane.replace(&lane.registry.join(STATE_RECORD), "{}")),
             ),
             (
+                "a file made in the worktree's top folder",
+                Box::new(|| std::fs::write(lane.worktree.join("new.txt"), "x").expect("write")),
+            ),
+            (
                 "the degraded mark made",
                 Box::new(|| {
                     std::fs::write(lane.registry.join("state-degraded"), "no space").expect("mark")
                 }),
             ),
-            (
-                "a file made in the worktree's top folder",
-                Box::new(|| std::fs::write(lane.worktree.join("new.txt"), "x").expect("write")),
-            ),
         ];
         let mut before = kept;
         for (what, change) in moves {
             change();
-            let after = lane.now(&mut lane.look(), &before).expect("stamped");
-            assert_ne!(after, before, "{what} moved and the row was still taken");
-            before = after;
+            let after = lane.now(&mut lane.look(), &before);
+            assert_ne!(
+                after.as_ref(),
+                Some(&before),
+                "{what} moved and the row was still taken"
+            );
+            // A degraded mark refuses every row of the lane (the last change).
+            before = after.unwrap_or(before);
         }
     }
 
