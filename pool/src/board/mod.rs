@@ -1,7 +1,8 @@
 //! The board: every lane of a repository as a reader sees it now — its state record with ages
 //! and liveness, its branch against its base as the base is now, and what the lanes cost
 //! together. Read-only apart from the kept branch records of ended lanes (`branch.json` in
-//! their registry folders, `clawpool_worktree::BranchesNow`). The rows are typed
+//! their registry folders, `clawpool_worktree::BranchesNow`) and the repository's kept summary
+//! of ended lanes' rows ([`summary`], `board.json` beside the registry). The rows are typed
 //! ([`BoardLane`]) and serialize straight to the documents `clawpool board --output-format
 //! json` prints (docs/cli.md); the table, `clawpool ui` and the MCP server render the same
 //! rows, so none of them disagree.
