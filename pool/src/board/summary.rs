@@ -195,10 +195,17 @@ impl Look {
         let text = text.trim_end();
         let head_ref = match text.strip_prefix("ref: ") {
             Some(name) => Some(branch_ref(name)?.to_owned()),
-            None if text.len() >= 40 && text.bytes().all(|b| b.is_ascii_hexdigit()) => None,
+            None if is_commit(text) => None,
             None => return None,
         };
         let sources = self.stamps(registry, gitdir, head, head_ref, &admin, worktree)?;
+        // A loose ref that is itself symbolic would move with another ref's file: not kept.
+        if let (Some(name), Some(_)) = (&sources.head_ref, sources.branch) {
+            let text = std::fs::read_to_string(self.common.join(name)).ok()?;
+            if !is_commit(text.trim_end()) {
+                return None;
+            }
+        }
         (!sources.racy(self.racy_before)).then_some(sources)
     }
 
@@ -251,6 +258,12 @@ impl Look {
             top: FileStamp::of(worktree)?,
         })
     }
+}
+
+/// Whether `text` is a commit's hash (SHA-1 or SHA-256), as a detached HEAD or a loose ref
+/// holds one.
+fn is_commit(text: &str) -> bool {
+    matches!(text.len(), 40 | 64) && text.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// `name` when it is a branch's ref that names a file under `refs/heads/` (no `..`, no
@@ -546,7 +559,8 @@ mod tests {
     }
 
     #[test]
-    fn an_admin_folder_of_another_worktree_or_a_head_outside_the_branches_is_not_kept() {
+    fn an_admin_folder_of_another_worktree_a_head_outside_the_branches_or_a_symbolic_ref_is_not_kept()
+     {
         let lane = Lane::new();
         let admin = lane.common.join("worktrees/alpha");
         lane.replace(&admin.join("HEAD"), "ref: refs/heads/../../config\n");
@@ -558,6 +572,13 @@ mod tests {
             .sources(&mut lane.look())
             .expect("a detached HEAD is kept");
         assert_eq!(detached.head_ref, None);
+        lane.replace(&admin.join("HEAD"), "ref: refs/heads/lanes/alpha\n");
+        lane.replace(
+            &lane.common.join("refs/heads/lanes/alpha"),
+            "ref: refs/heads/main\n",
+        );
+        assert_eq!(lane.sources(&mut lane.look()), None, "a symbolic loose ref");
+        lane.replace(&lane.common.join("refs/heads/lanes/alpha"), &"a".repeat(40));
         lane.replace(&admin.join("gitdir"), "/elsewhere/.git\n");
         assert_eq!(lane.sources(&mut lane.look()), None);
     }
