@@ -190,33 +190,51 @@ pub fn board(request: &BoardRequest) -> Result<BoardReply, CommandError> {
 pub fn collect(repo: &Repo) -> Vec<BoardLane> {
     let now = now_secs();
     let mut branches = BranchesNow::open(repo).ok();
-    let mut look = Look::new(repo);
+    let look = Look::new(repo);
     let mut summary = Summary::read(repo);
-    let rows: Vec<(BoardLane, Option<RowKey>)> = crate::registry::registered_lanes(repo)
+    let lanes: Vec<(String, Option<KeptRow>)> = crate::registry::registered_lanes(repo)
         .into_iter()
-        .filter_map(|name| {
+        .map(|name| {
+            let kept = summary.remove(&name);
+            (name, kept)
+        })
+        .collect();
+    // Each lane's supervisor lock and the stamps of its kept row's files: all a board reads of
+    // an ended lane whose row holds, on two threads (a lane somebody holds is driven: worked
+    // out now, never taken from a kept row).
+    let probed = on_two_threads(&lanes, |(name, kept)| {
+        let dir = repo.state_dir().lane(name);
+        let liveness = probe(&dir);
+        let holds =
+            liveness != Liveness::Alive && kept.as_ref().is_some_and(|kept| look.holds(&dir, kept));
+        (liveness, holds)
+    });
+    let rows: Vec<(BoardLane, Option<RowKey>)> = lanes
+        .into_iter()
+        .zip(probed)
+        .filter_map(|((name, kept), (liveness, holds))| {
             let registry = lane_registry(repo, &name);
-            let liveness = probe(registry.dir());
-            // A lane somebody holds is driven: worked out now, never taken from a kept row.
-            if liveness != Liveness::Alive
-                && let Some(branches) = branches.as_mut()
-                && let Some(kept) = summary.take(&name, registry.dir(), &mut look, branches)
-            {
-                let KeptRow {
-                    key,
-                    worktree,
-                    doc,
-                    board,
-                } = kept;
-                let lane = BoardLane {
-                    name,
-                    worktree,
-                    state: Ok(StateView::probed(doc, liveness, now)),
-                    board,
-                };
-                return Some((lane, Some(key)));
+            if let Some(kept) = kept {
+                let base_holds = branches.as_mut().is_some_and(|branches| {
+                    branches.base_sha(&kept.key.base).as_deref() == Some(kept.key.base_sha.as_str())
+                });
+                if holds && base_holds {
+                    let KeptRow {
+                        key,
+                        worktree,
+                        doc,
+                        board,
+                    } = kept;
+                    let lane = BoardLane {
+                        name,
+                        worktree,
+                        state: Ok(StateView::probed(doc, liveness, now)),
+                        board,
+                    };
+                    return Some((lane, Some(key)));
+                }
+                summary.changed = true;
             }
-            summary.drop_row(&name);
             // Stamped before anything is read: a change while the board runs makes its row old.
             let stamps = RegistryStamps::of(registry.dir());
             // Read once: a folder without an entry (a lane whose supervisor died before it
@@ -259,6 +277,24 @@ pub fn collect(repo: &Repo) -> Vec<BoardLane> {
         ))
     }));
     rows.into_iter().map(|(lane, _)| lane).collect()
+}
+
+/// `f` of each of `items`, in their order: the first half on this thread and the second on
+/// another, for a board's hundreds of lanes (a few lanes are not worth a thread).
+fn on_two_threads<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    if items.len() < 64 {
+        return items.iter().map(f).collect();
+    }
+    let (first, second) = items.split_at(items.len() / 2);
+    std::thread::scope(|scope| {
+        let other = scope.spawn(|| second.iter().map(&f).collect::<Vec<R>>());
+        let mut all: Vec<R> = first.iter().map(&f).collect();
+        match other.join() {
+            Ok(rest) => all.extend(rest),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+        all
+    })
 }
 
 /// What `lane`'s row, worked out from the files `sources` stamps, is kept for: only the row

@@ -22,8 +22,8 @@ use std::path::{Component, Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clawpool_lanes::WorkerStateDoc;
+use clawpool_worktree::Repo;
 use clawpool_worktree::layout::{DEGRADED_MARKER, LANE_ENTRY, STATE_RECORD};
-use clawpool_worktree::{BranchesNow, Repo};
 use serde::{Deserialize, Serialize};
 
 use super::BoardFacts;
@@ -139,12 +139,13 @@ impl Sources {
 }
 
 /// One look at a repository's lanes: where their git files are, when it began, and the
-/// `packed-refs` stamp, taken once.
+/// `packed-refs` stamp, taken once. Shared by the threads that stamp the lanes.
 pub struct Look {
     common: PathBuf,
     /// The look's start less [`RACY`], since the epoch.
     racy_before: Duration,
-    packed: Option<Option<FileStamp>>,
+    /// The repository's `packed-refs` when the look began.
+    packed: Option<FileStamp>,
 }
 
 impl Look {
@@ -159,15 +160,14 @@ impl Look {
         Look {
             common: common.to_owned(),
             racy_before: started.saturating_sub(RACY),
-            packed: None,
+            packed: FileStamp::of(&common.join("packed-refs")),
         }
     }
 
-    fn packed(&mut self) -> Option<FileStamp> {
-        let common = &self.common;
-        *self
-            .packed
-            .get_or_insert_with(|| FileStamp::of(&common.join("packed-refs")))
+    /// Whether every file `row` came from (its registry folder `dir`'s and its worktree's) is
+    /// stamped as kept.
+    pub fn holds(&self, dir: &Path, row: &KeptRow) -> bool {
+        self.now(dir, &row.worktree, &row.key.sources).as_ref() == Some(&row.key.sources)
     }
 
     /// The admin folder of the linked worktree `worktree`, as `git worktree add` names it
@@ -180,7 +180,7 @@ impl Look {
     /// row is worked out (`registry` before its entry was read), and checked to be the files
     /// the row will be read from: the admin folder names `worktree`, its `HEAD` a commit or a
     /// branch. `None` when the lane cannot be kept (or a file changed within [`RACY`]).
-    pub fn sources(&mut self, registry: RegistryStamps, worktree: &Path) -> Option<Sources> {
+    pub fn sources(&self, registry: RegistryStamps, worktree: &Path) -> Option<Sources> {
         if registry.degraded.is_some() {
             return None;
         }
@@ -210,7 +210,7 @@ impl Look {
     }
 
     /// The stamps of `kept`'s files now, where `kept` found them.
-    fn now(&mut self, dir: &Path, worktree: &Path, kept: &Sources) -> Option<Sources> {
+    fn now(&self, dir: &Path, worktree: &Path, kept: &Sources) -> Option<Sources> {
         let registry = RegistryStamps::of(dir)?;
         if registry.degraded.is_some() {
             return None;
@@ -229,7 +229,7 @@ impl Look {
     }
 
     fn stamps(
-        &mut self,
+        &self,
         registry: RegistryStamps,
         gitdir: FileStamp,
         head: FileStamp,
@@ -243,7 +243,7 @@ impl Look {
         // A branch without a loose ref is read from `packed-refs`; one that has both is the
         // loose one's (a loose ref made later moves the row as its stamp appears).
         let packed = if head_ref.is_some() && branch.is_none() {
-            Some(self.packed()?)
+            Some(self.packed?)
         } else {
             None
         };
@@ -357,33 +357,9 @@ impl Summary {
         }
     }
 
-    /// Lane `name`'s kept row when it is current: every file it came from (its registry folder
-    /// `dir`'s and its worktree's) stamped as kept, and its base pointing where it did. The
-    /// row leaves the summary either way; a refused one marks the summary changed.
-    pub fn take(
-        &mut self,
-        name: &str,
-        dir: &Path,
-        look: &mut Look,
-        branches: &mut BranchesNow,
-    ) -> Option<KeptRow> {
-        let row = self.rows.remove(name)?;
-        let current = look.now(dir, &row.worktree, &row.key.sources).as_ref()
-            == Some(&row.key.sources)
-            && branches.base_sha(&row.key.base).as_deref() == Some(row.key.base_sha.as_str());
-        if current {
-            Some(row)
-        } else {
-            self.changed = true;
-            None
-        }
-    }
-
-    /// Drops lane `name`'s row (the lane is not to be kept now).
-    pub fn drop_row(&mut self, name: &str) {
-        if self.rows.remove(name).is_some() {
-            self.changed = true;
-        }
+    /// Lane `name`'s kept row, which leaves the summary (the board keeps it again or not).
+    pub fn remove(&mut self, name: &str) -> Option<KeptRow> {
+        self.rows.remove(name)
     }
 
     /// Writes `rows` as the summary when it changed (or a lane it had is gone), replacing the
@@ -468,12 +444,12 @@ mod tests {
             Look::at(&self.common, SystemTime::now() + Duration::from_secs(1))
         }
 
-        fn sources(&self, look: &mut Look) -> Option<Sources> {
+        fn sources(&self, look: &Look) -> Option<Sources> {
             let stamps = RegistryStamps::of(&self.registry)?;
             look.sources(stamps, &self.worktree)
         }
 
-        fn now(&self, look: &mut Look, kept: &Sources) -> Option<Sources> {
+        fn now(&self, look: &Look, kept: &Sources) -> Option<Sources> {
             look.now(&self.registry, &self.worktree, kept)
         }
     }
@@ -481,10 +457,10 @@ mod tests {
     #[test]
     fn a_rows_stamps_hold_until_one_of_its_files_is_replaced_or_made() {
         let lane = Lane::new();
-        let kept = lane.sources(&mut lane.look()).expect("kept");
+        let kept = lane.sources(&lane.look()).expect("kept");
         assert_eq!(kept.head_ref.as_deref(), Some("refs/heads/lanes/alpha"));
         assert!(kept.branch.is_some() && kept.packed.is_none());
-        assert_eq!(lane.now(&mut lane.look(), &kept), Some(kept.clone()));
+        assert_eq!(lane.now(&lane.look(), &kept), Some(kept.clone()));
         let admin = lane.common.join("worktrees/alpha");
         let moves: [(&str, Box<dyn Fn()>); 6] = [
             (
@@ -519,7 +495,7 @@ mod tests {
         let mut before = kept;
         for (what, change) in moves {
             change();
-            let after = lane.now(&mut lane.look(), &before);
+            let after = lane.now(&lane.look(), &before);
             assert_ne!(
                 after.as_ref(),
                 Some(&before),
@@ -535,9 +511,9 @@ mod tests {
         let lane = Lane::new();
         // A look that began as the files were written: the kernel could stamp a second write
         // in the same tick the same.
-        let mut look = Look::at(&lane.common, SystemTime::now());
-        assert_eq!(lane.sources(&mut look), None);
-        assert!(lane.sources(&mut lane.look()).is_some());
+        let look = Look::at(&lane.common, SystemTime::now());
+        assert_eq!(lane.sources(&look), None);
+        assert!(lane.sources(&lane.look()).is_some());
     }
 
     #[test]
@@ -546,16 +522,16 @@ mod tests {
         let loose = lane.common.join("refs/heads/lanes/alpha");
         std::fs::remove_file(&loose).expect("unpack");
         // No ref at all: nothing to keep.
-        assert_eq!(lane.sources(&mut lane.look()), None);
+        assert_eq!(lane.sources(&lane.look()), None);
         lane.replace(
             &lane.common.join("packed-refs"),
             &format!("{} refs/heads/lanes/alpha\n", "a".repeat(40)),
         );
-        let kept = lane.sources(&mut lane.look()).expect("kept");
+        let kept = lane.sources(&lane.look()).expect("kept");
         assert!(kept.branch.is_none() && kept.packed.is_some());
-        assert_eq!(lane.now(&mut lane.look(), &kept), Some(kept.clone()));
+        assert_eq!(lane.now(&lane.look(), &kept), Some(kept.clone()));
         lane.replace(&loose, &"b".repeat(40));
-        assert_ne!(lane.now(&mut lane.look(), &kept), Some(kept));
+        assert_ne!(lane.now(&lane.look(), &kept), Some(kept));
     }
 
     #[test]
@@ -564,22 +540,20 @@ mod tests {
         let lane = Lane::new();
         let admin = lane.common.join("worktrees/alpha");
         lane.replace(&admin.join("HEAD"), "ref: refs/heads/../../config\n");
-        assert_eq!(lane.sources(&mut lane.look()), None);
+        assert_eq!(lane.sources(&lane.look()), None);
         lane.replace(&admin.join("HEAD"), "ref: refs/remotes/origin/main\n");
-        assert_eq!(lane.sources(&mut lane.look()), None);
+        assert_eq!(lane.sources(&lane.look()), None);
         lane.replace(&admin.join("HEAD"), &format!("{}\n", "c".repeat(40)));
-        let detached = lane
-            .sources(&mut lane.look())
-            .expect("a detached HEAD is kept");
+        let detached = lane.sources(&lane.look()).expect("a detached HEAD is kept");
         assert_eq!(detached.head_ref, None);
         lane.replace(&admin.join("HEAD"), "ref: refs/heads/lanes/alpha\n");
         lane.replace(
             &lane.common.join("refs/heads/lanes/alpha"),
             "ref: refs/heads/main\n",
         );
-        assert_eq!(lane.sources(&mut lane.look()), None, "a symbolic loose ref");
+        assert_eq!(lane.sources(&lane.look()), None, "a symbolic loose ref");
         lane.replace(&lane.common.join("refs/heads/lanes/alpha"), &"a".repeat(40));
         lane.replace(&admin.join("gitdir"), "/elsewhere/.git\n");
-        assert_eq!(lane.sources(&mut lane.look()), None);
+        assert_eq!(lane.sources(&lane.look()), None);
     }
 }
