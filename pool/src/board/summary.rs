@@ -454,6 +454,9 @@ mod tests {
         }
     }
 
+    /// A change made to a lane's files.
+    type Change<'a> = Box<dyn Fn() + 'a>;
+
     #[test]
     fn a_rows_stamps_hold_until_one_of_its_files_is_replaced_or_made() {
         let lane = Lane::new();
@@ -462,7 +465,7 @@ mod tests {
         assert!(kept.branch.is_some() && kept.packed.is_none());
         assert_eq!(lane.now(&lane.look(), &kept), Some(kept.clone()));
         let admin = lane.common.join("worktrees/alpha");
-        let moves: [(&str, Box<dyn Fn()>); 6] = [
+        let moves: [(&str, Change); 6] = [
             (
                 "the branch",
                 Box::new(|| {
