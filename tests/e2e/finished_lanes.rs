@@ -283,3 +283,101 @@ fn a_finished_lanes_kept_branch_record_is_read_back_only_while_it_is_current() {
     assert_eq!(row["freshness"]["state"], "stale", "{row}");
     assert_eq!(row["board"]["commits_ahead"], 2, "{row}");
 }
+
+/// The board's kept summary of ended lanes (`board.json` in clawpool's folder of the common git
+/// dir, issue #27): a later board takes a lane's row from it only while every file the row
+/// came from is stamped as kept and the base has not moved. A summary that does not parse or
+/// is of another version, a row whose stamps do not match (as one written by an agent would
+/// be), a row for a lane the registry does not have, a commit in the lane and a commit on the
+/// base: the board shows the truth each time. A lane `gc` removes leaves the board and the
+/// summary.
+#[test]
+fn the_boards_kept_summary_is_refused_when_stale_or_tampered_with() {
+    let s = setup();
+    spawn_one(&s, COMMITS_ONCE, "kept");
+    let summary = s.repo.join(".git/clawpool/board.json");
+    let read_summary = || -> Value {
+        serde_json::from_slice(&std::fs::read(&summary).expect("the board kept its summary"))
+            .expect("summary JSON")
+    };
+    // A row is kept only from files that last changed more than 20 ms before the board began
+    // (a second change in the same tick of the kernel's clock could leave the same stamps).
+    let settle = || std::thread::sleep(std::time::Duration::from_millis(50));
+    settle();
+    let truth = board_row(&s, "kept");
+    assert_eq!(truth["board"]["commits_ahead"], 1, "{truth}");
+    assert_eq!(truth["board"]["dirty"], false, "{truth}");
+    let kept = read_summary();
+    let row = &kept["lanes"]["kept"];
+    assert_eq!(row["board"]["commits_ahead"], 1, "{kept}");
+
+    // The kept row is what the board shows while its files hold (a field only the summary has
+    // reaches the board: nothing but the stamps was read).
+    let mut marked = kept.clone();
+    marked["lanes"]["kept"]["doc"]["from_the_summary"] = Value::Bool(true);
+    std::fs::write(&summary, marked.to_string()).expect("write");
+    assert_eq!(board_row(&s, "kept")["from_the_summary"], true);
+
+    // Rows written by someone else: stamps that are not the files', and a lane the registry
+    // does not have. Both refused; the file is written back with the truth.
+    let mut forged = kept.clone();
+    forged["lanes"]["kept"]["board"]["commits_ahead"] = Value::from(42);
+    forged["lanes"]["kept"]["key"]["sources"]["registry"]["state"]["ino"] = Value::from(1);
+    forged["lanes"]["ghost"] = forged["lanes"]["kept"].clone();
+    std::fs::write(&summary, forged.to_string()).expect("write");
+    let out = clawpool(&s, &["board", "--output-format", "json"]);
+    let board: Value = serde_json::from_slice(&out.stdout).expect("board JSON");
+    let lanes = board["lanes"].as_array().expect("lanes");
+    assert_eq!(lanes.len(), 1, "{board}");
+    assert_eq!(lanes[0]["board"]["commits_ahead"], 1, "{board}");
+    let rewritten = read_summary();
+    assert_eq!(rewritten["lanes"]["kept"]["board"]["commits_ahead"], 1);
+    assert!(rewritten["lanes"].get("ghost").is_none(), "{rewritten}");
+
+    // A summary that does not parse, or of another version: refused whole.
+    for bad in ["{\"version\": 1, \"lanes\": {\"kept\": ".to_owned(), {
+        let mut other = kept.clone();
+        other["version"] = Value::from(99);
+        other["lanes"]["kept"]["board"]["commits_ahead"] = Value::from(42);
+        other.to_string()
+    }] {
+        std::fs::write(&summary, &bad).expect("write");
+        assert_eq!(board_row(&s, "kept")["board"]["commits_ahead"], 1, "{bad}");
+        assert_eq!(read_summary()["version"], 1);
+    }
+
+    // The lane's HEAD moves (a commit by hand), then its base (a commit on main).
+    let lane = s.lanes_dir().join("kept");
+    std::fs::write(lane.join("more.txt"), "more\n").expect("write");
+    git(&lane, &["add", "more.txt"]);
+    git(
+        &lane,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "by hand",
+        ],
+    );
+    settle();
+    assert_eq!(board_row(&s, "kept")["board"]["commits_ahead"], 2);
+    commit_on_main(&s, "fix.txt", "the fix");
+    let row = board_row(&s, "kept");
+    assert_eq!(row["freshness"]["state"], "stale", "{row}");
+    assert_eq!(row["board"]["commits_ahead"], 2, "{row}");
+    assert_eq!(
+        read_summary()["lanes"]["kept"]["doc"]["freshness"]["state"],
+        "stale"
+    );
+
+    // gc removes the lane: off the board, and out of the summary.
+    let out = clawpool(&s, &["gc", "--force", "--output-format", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = clawpool(&s, &["board", "--output-format", "json"]);
+    let board: Value = serde_json::from_slice(&out.stdout).expect("board JSON");
+    assert_eq!(board["lanes"], serde_json::json!([]), "{board}");
+    assert!(read_summary()["lanes"].get("kept").is_none());
+}

@@ -106,7 +106,7 @@ impl BranchesNow {
 
     /// The commit `base` points to now (the remote-tracking branch when there is one, as
     /// [`crate::resolve_base`]), resolved once per look.
-    fn base_sha(&mut self, base: &str) -> Option<String> {
+    pub fn base_sha(&mut self, base: &str) -> Option<String> {
         if let Some(sha) = self.bases.get(base) {
             return sha.clone();
         }

@@ -62,10 +62,16 @@ pub fn with_ages(doc: &WorkerStateDoc, record: &Path, now: u64) -> StateView {
 
 impl StateView {
     /// [`with_ages`] of a document the caller no longer needs (no copy of it is made).
-    pub fn of(mut doc: WorkerStateDoc, record: &Path, now: u64) -> StateView {
+    pub fn of(doc: WorkerStateDoc, record: &Path, now: u64) -> StateView {
+        StateView::probed(doc, probe(record), now)
+    }
+
+    /// [`StateView::of`] with the lane's supervisor lock already probed (`liveness`): a reader
+    /// that needs the liveness before it reads the record (the board's kept rows) probes once.
+    pub fn probed(mut doc: WorkerStateDoc, liveness: Liveness, now: u64) -> StateView {
         doc.seconds_since_update = now.saturating_sub(doc.progress_at);
         let seconds_since_heartbeat = now.saturating_sub(doc.supervisor.heartbeat_at);
-        let supervisor_lost = match probe(record) {
+        let supervisor_lost = match liveness {
             Liveness::Alive => false,
             Liveness::Gone => true,
             Liveness::Unknown => seconds_since_heartbeat > SUPERVISOR_LOST_AFTER.as_secs(),

@@ -1,7 +1,8 @@
 //! The board: every lane of a repository as a reader sees it now — its state record with ages
 //! and liveness, its branch against its base as the base is now, and what the lanes cost
 //! together. Read-only apart from the kept branch records of ended lanes (`branch.json` in
-//! their registry folders, `clawpool_worktree::BranchesNow`). The rows are typed
+//! their registry folders, `clawpool_worktree::BranchesNow`) and the repository's kept summary
+//! of ended lanes' rows ([`summary`], `board.json` beside the registry). The rows are typed
 //! ([`BoardLane`]) and serialize straight to the documents `clawpool board --output-format
 //! json` prints (docs/cli.md); the table, `clawpool ui` and the MCP server render the same
 //! rows, so none of them disagree.
@@ -10,14 +11,18 @@ use std::path::{Path, PathBuf};
 
 use clawpool_lane::registry::{RegistryFolder, lane_registry};
 use clawpool_lanes::state_file::{GreenLevel, now_secs};
+use clawpool_lanes::state_file::{Liveness, probe};
 use clawpool_lanes::{StateFileError, StateView, read_lane_record};
 use clawpool_worktree::{BranchesNow, FreshnessState, Repo};
-use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
+use serde::{Deserialize, Serialize};
 
 use crate::error::CommandError;
 
 mod document;
+pub mod summary;
+
+use summary::{KeptRow, Look, RegistryStamps, RowKey, RowToKeep, Sources, Summary};
 
 /// Which lanes a board shows.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,7 +70,7 @@ pub struct BoardLane {
 }
 
 /// What the board adds to a lane's state (`board` in its document).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BoardFacts {
     /// Whether the worktree has uncommitted work; `None` when it could not be read.
     pub dirty: Option<bool>,
@@ -82,7 +87,7 @@ pub struct BoardFacts {
 }
 
 /// A lane's permission questions by answer.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PermissionCounts {
     /// Answered yes by the policy.
     pub allowed: u32,
@@ -176,29 +181,143 @@ pub fn board(request: &BoardRequest) -> Result<BoardReply, CommandError> {
 
 /// Every lane in the repository's registry (a folder with an entry), each as [`board_lane`]
 /// shows it; the bases are resolved once for the whole board.
+///
+/// An ended lane nobody holds is taken from the repository's kept summary
+/// ([`summary`]) while every file its row came from is stamped as kept and its base points
+/// where it did: its stamps and its supervisor's liveness are all the board reads of it.
+/// Any other lane is worked out from its files, and the summary written back when a row
+/// was refused, dropped or worked out anew.
 pub fn collect(repo: &Repo) -> Vec<BoardLane> {
     let now = now_secs();
     let mut branches = BranchesNow::open(repo).ok();
-    crate::registry::registered_lanes(repo)
+    let look = Look::new(repo);
+    let mut summary = Summary::read(repo);
+    let lanes: Vec<(String, Option<KeptRow>)> = crate::registry::registered_lanes(repo)
         .into_iter()
-        .filter_map(|name| {
+        .map(|name| {
+            let kept = summary.remove(&name);
+            (name, kept)
+        })
+        .collect();
+    // Each lane's supervisor lock and the stamps of its kept row's files: all a board reads of
+    // an ended lane whose row holds, on two threads (a lane somebody holds is driven: worked
+    // out now, never taken from a kept row).
+    let probed = on_two_threads(&lanes, |(name, kept)| {
+        let dir = repo.state_dir().lane(name);
+        let liveness = probe(&dir);
+        let holds =
+            liveness != Liveness::Alive && kept.as_ref().is_some_and(|kept| look.holds(&dir, kept));
+        (liveness, holds)
+    });
+    let rows: Vec<(BoardLane, Option<RowKey>)> = lanes
+        .into_iter()
+        .zip(probed)
+        .filter_map(|((name, kept), (liveness, holds))| {
             let registry = lane_registry(repo, &name);
+            if let Some(kept) = kept {
+                let base_holds = branches.as_mut().is_some_and(|branches| {
+                    branches.base_sha(&kept.key.base).as_deref() == Some(kept.key.base_sha.as_str())
+                });
+                if holds && base_holds {
+                    let KeptRow {
+                        key,
+                        worktree,
+                        doc,
+                        board,
+                    } = kept;
+                    let lane = BoardLane {
+                        name,
+                        worktree,
+                        state: Ok(StateView::probed(doc, liveness, now)),
+                        board,
+                    };
+                    return Some((lane, Some(key)));
+                }
+                summary.changed = true;
+            }
+            // Stamped before anything is read: a change while the board runs makes its row old.
+            let stamps = RegistryStamps::of(registry.dir());
             // Read once: a folder without an entry (a lane whose supervisor died before it
             // registered it) is no lane of the board, as `registered_names` has it.
             let entry = match registry.entry() {
                 Err(err) if err.missing => return None,
                 entry => entry.ok(),
             };
-            Some(lane_row(
+            let key = match (stamps, &entry) {
+                (Some(stamps), Some(entry)) if liveness != Liveness::Alive => look
+                    .sources(stamps, &entry.worktree)
+                    .zip(entry.base.git_ref.clone()),
+                _ => None,
+            };
+            let lane = lane_row(
                 repo,
                 branches.as_mut(),
                 name,
                 &registry,
                 entry,
+                liveness,
                 now,
-            ))
+            );
+            let key =
+                key.and_then(|(sources, base)| row_key(&lane, sources, base, branches.as_mut()?));
+            summary.changed |= key.is_some();
+            Some((lane, key))
         })
-        .collect()
+        .collect();
+    summary.write_back(rows.iter().filter_map(|(lane, key)| {
+        let view = lane.state.as_ref().ok()?;
+        Some((
+            lane.name.as_str(),
+            RowToKeep {
+                key: key.as_ref()?,
+                worktree: &lane.worktree,
+                doc: &view.doc,
+                board: &lane.board,
+            },
+        ))
+    }));
+    rows.into_iter().map(|(lane, _)| lane).collect()
+}
+
+/// `f` of each of `items`, in their order: the first half on this thread and the second on
+/// another, for a board's hundreds of lanes (a few lanes are not worth a thread).
+fn on_two_threads<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    if items.len() < 64 {
+        return items.iter().map(f).collect();
+    }
+    let (first, second) = items.split_at(items.len() / 2);
+    std::thread::scope(|scope| {
+        let other = scope.spawn(|| second.iter().map(&f).collect::<Vec<R>>());
+        let mut all: Vec<R> = first.iter().map(&f).collect();
+        match other.join() {
+            Ok(rest) => all.extend(rest),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+        all
+    })
+}
+
+/// What `lane`'s row, worked out from the files `sources` stamps, is kept for: only the row
+/// of an ended lane (its record says finished or failed), with no degraded mark, whose branch
+/// was worked out against `base` as it points now.
+fn row_key(
+    lane: &BoardLane,
+    sources: Sources,
+    base: String,
+    branches: &mut BranchesNow,
+) -> Option<RowKey> {
+    let view = lane.state.as_ref().ok()?;
+    let freshness = view.doc.freshness.as_ref()?;
+    let base_sha = branches.base_sha(&base)?;
+    let keep = view.doc.status.is_terminal()
+        && lane.board.state_file_degraded.is_none()
+        && freshness.state != FreshnessState::Unknown
+        && freshness.base_sha.as_deref() == Some(base_sha.as_str());
+    keep.then_some(RowKey {
+        sources,
+        base,
+        base_sha,
+    })
 }
 
 /// One lane of the board as of `now` (epoch s). `clawpool ui` and the MCP server read lanes
@@ -213,11 +332,13 @@ pub fn board_lane(repo: &Repo, name: &str, now: u64) -> BoardLane {
         name.to_owned(),
         &registry,
         entry,
+        probe(registry.dir()),
         now,
     )
 }
 
-/// [`board_lane`] with the repository's bases as `branches` resolved them.
+/// [`board_lane`] with the repository's bases as `branches` resolved them and the lane's
+/// supervisor lock probed (`liveness`).
 ///
 /// The branch facts are the base's as it is now, whoever last wrote the record: a finished
 /// lane has no owner left to check it, so its record's freshness, its commits ahead and its
@@ -228,12 +349,14 @@ pub fn board_lane(repo: &Repo, name: &str, now: u64) -> BoardLane {
 /// `board.recorded_green_level` keeps what the record says). The state record itself is left
 /// to its owner; what was worked out for an ended lane is kept in its `branch.json` (see
 /// `BranchesNow::lane_kept`) so that the next board reads it instead of the worktree.
+#[allow(clippy::too_many_arguments)]
 fn lane_row(
     repo: &Repo,
     branches: Option<&mut BranchesNow>,
     name: String,
     registry: &RegistryFolder,
     entry: Option<clawpool_lane::registry::RegistryEntry>,
+    liveness: Liveness,
     now: u64,
 ) -> BoardLane {
     let worktree = entry
@@ -265,7 +388,7 @@ fn lane_row(
     };
     let mut recorded_green_level = None;
     let state = record.map(|doc| {
-        let mut view = StateView::of(doc, registry.dir(), now);
+        let mut view = StateView::probed(doc, liveness, now);
         if let Some(branch) = &branch {
             view.doc.freshness = Some(branch.freshness.clone());
             if view.doc.green_level == Some(GreenLevel::MergeReady)
