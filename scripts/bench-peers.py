@@ -362,8 +362,13 @@ def run_ccmanager(scratch, ccm_dir, n):
                 # Each row reads `  3 ❯ s03 ...`; the highlighted one starts with `❯`.
                 target = next((i for i, l in enumerate(lines) if re.search(rf"❯ {name}\b", l)), None)
                 current = next((i for i, l in enumerate(lines) if l.startswith("❯")), None)
-                if target is None or current is None or target == current:
+                if target is not None and target == current:
                     break
+                if target is None or current is None:
+                    # The menu is still painting (run 12 pressed Enter on the main worktree's
+                    # row here, before the highlight showed): look again.
+                    time.sleep(0.05)
+                    continue
                 tmux.keys("Down" if target > current else "Up")
                 time.sleep(0.05)
             tmux.keys("Enter")
