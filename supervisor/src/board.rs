@@ -13,11 +13,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clawpool_lanes::state_file::now_secs;
+use clawpool_lanes::wire_name;
 use clawpool_pool::board::{BoardLane, BoardReply, BoardRequest, RepositoryCost};
 use clawpool_pool::{Observer, Pool, PoolReply, PoolRequest};
 use clawpool_worktree::Repo;
 use serde_json::Value;
 
+use crate::cells;
 use crate::cli::OutputFormat;
 use crate::output::{CommandError, EXIT_FAILURE};
 use clawpool_worktree::layout::LANE_DIR;
@@ -66,8 +68,7 @@ pub async fn run_board(
                     if all {
                         println!("repository {}", section.repo.root().display());
                     }
-                    let lanes: Vec<Value> = section.lanes.iter().map(document).collect();
-                    print_table(&lanes, &section.cost());
+                    print_table(&section.lanes, &section.cost());
                 }
                 if all && reply.sections.is_empty() {
                     println!("(no repository with lanes in the index)");
@@ -142,103 +143,54 @@ impl Observer for NoProgress {
     fn done(&self) {}
 }
 
-/// A lane's permission questions as `allowed/denied/asked`, `-` when it had none.
-fn permissions_cell(counts: &Value) -> String {
-    let count = |key: &str| counts[key].as_u64().unwrap_or(0);
-    match (count("allowed"), count("denied"), count("asked")) {
-        (0, 0, 0) => "-".into(),
-        (allowed, denied, asked) => format!("{allowed}/{denied}/{asked}"),
-    }
-}
-
-/// The lane's tokens as its agent reported them (`usage` in the state file): `IN/OUT` in
-/// total, `-` when it reported none (unknown, not zero).
-pub fn tokens_cell(usage: &Value) -> String {
-    match (
-        usage["total"]["input"].as_u64(),
-        usage["total"]["output"].as_u64(),
-    ) {
-        (Some(input), Some(output)) => format!("{input}/{output}"),
-        _ => "-".into(),
-    }
-}
-
-/// The lane's sandbox (`sandbox` in the state file): `workspace`, `workspace/no-net` without a
-/// network, `off` when its agent runs unconfined.
-fn sandbox_cell(sandbox: &Value) -> String {
-    match (sandbox["mode"].as_str(), sandbox["network"].as_str()) {
-        (Some(mode), Some("none")) => format!("{mode}/no-net"),
-        (Some(mode), _) => mode.to_owned(),
-        _ => "off".into(),
-    }
-}
-
-/// The lane's cost (`cost_usd` in the state file) as `$0.0123`; `?` when its agent reported
-/// usage that could not be priced (`cost.unknown_because` says why), `-` when it reported none.
-pub fn cost_cell(lane: &Value) -> String {
-    match lane["cost_usd"].as_f64() {
-        Some(usd) => format!("${usd:.4}"),
-        None if lane["cost"].is_object() => "?".into(),
-        None => "-".into(),
-    }
-}
-
-fn print_table(lanes: &[Value], cost: &RepositoryCost) {
-    let text = |v: &Value| {
-        v.as_str().map(str::to_owned).unwrap_or_else(|| {
-            if v.is_null() {
-                "-".into()
-            } else {
-                v.to_string()
-            }
-        })
-    };
+fn print_table(lanes: &[BoardLane], cost: &RepositoryCost) {
+    let now = now_secs();
     let rows: Vec<[String; 15]> = lanes
         .iter()
-        .map(|l| {
-            let status = status_cell(l);
-            let status = match l["board"]["state_file_degraded"].as_str() {
+        .map(|lane| {
+            let doc = cells::doc(lane);
+            let text = |field: Option<String>| field.unwrap_or_else(|| "-".into());
+            let status = cells::status_cell(lane);
+            let status = match lane.board.state_file_degraded {
                 Some(_) => format!("{status} (state file degraded)"),
                 None => status,
             };
-            let in_state = l["lane_event"]["timestamp"]
-                .as_u64()
-                .map(|t| format!("{}s", now_secs().saturating_sub(t)))
-                .unwrap_or_else(|| "-".into());
-            let ahead = l["board"]["commits_ahead"]
-                .as_u64()
-                .map(|n| format!("+{n}"))
-                .unwrap_or_else(|| "-".into());
-            let dirty = match l["board"]["dirty"].as_bool() {
+            let ahead = lane
+                .board
+                .commits_ahead
+                .map_or_else(|| "-".into(), |n| format!("+{n}"));
+            let dirty = match lane.board.dirty {
                 Some(true) => "dirty",
                 Some(false) => "clean",
                 None => "-",
             };
+            let last_event = match &lane.state {
+                Ok(view) => view.doc.lane_event.as_ref().map(|e| wire_name(&e.kind)),
+                Err(err) => Some(err.kind().to_owned()),
+            };
             [
-                text(&l["lane"]),
-                text(&l["agent"]),
+                doc.map_or_else(|| lane.name.clone(), |doc| doc.lane.clone()),
+                text(doc.map(|doc| doc.agent.clone())),
                 status,
-                in_state,
-                l["seconds_since_update"]
-                    .as_u64()
-                    .map(|s| format!("{s}s"))
-                    .unwrap_or_else(|| "-".into()),
-                text(&l["branch"]),
+                text(doc.and_then(|doc| {
+                    let event = doc.lane_event.as_ref()?;
+                    Some(format!("{}s", now.saturating_sub(event.timestamp)))
+                })),
+                text(doc.map(|doc| format!("{}s", doc.seconds_since_update))),
+                text(doc.and_then(|doc| doc.branch.clone())),
                 format!("{ahead} {dirty}"),
-                freshness_cell(l),
-                text(&l["green_level"]),
-                permissions_cell(&l["board"]["permissions"]),
-                tokens_cell(&l["usage"]),
-                cost_cell(l),
-                l["lane_event"]["kind"]
-                    .as_str()
-                    .map(str::to_owned)
-                    .or_else(|| l["error"]["kind"].as_str().map(str::to_owned))
-                    .unwrap_or_else(|| "-".into()),
-                sandbox_cell(&l["sandbox"]),
-                l["pull_request"]["number"]
-                    .as_u64()
-                    .map_or_else(|| "-".into(), |n| format!("#{n}")),
+                cells::freshness_cell(lane),
+                text(doc.and_then(|doc| doc.green_level.map(|level| wire_name(&level)))),
+                cells::permissions_cell(lane),
+                cells::tokens_cell(lane),
+                cells::cost_cell(lane),
+                text(last_event),
+                cells::sandbox_cell(lane),
+                text(doc.and_then(|doc| {
+                    doc.pull_request
+                        .as_ref()
+                        .map(|pr| format!("#{}", pr.number))
+                })),
             ]
         })
         .collect();
@@ -290,51 +242,15 @@ fn print_table(lanes: &[Value], cost: &RepositoryCost) {
             }
         );
     }
-    for l in lanes {
-        if let (Some(reason), Some(next)) = (
-            l["escalation"]["reason"].as_str(),
-            l["escalation"]["next_action"].as_str(),
-        ) {
-            println!("{}: {reason}\n    next: {next}", text(&l["lane"]));
-        }
-    }
-}
-
-/// The lane's status with its subphase, failure class or `no_changes` outcome in braces:
-/// `blocked{trust}`, `failed{worker_crashed}`, `running`.
-pub fn status_cell(lane: &Value) -> String {
-    let status = lane["lane_status"].as_str().unwrap_or("-");
-    match lane["blocked"]["subphase"].as_str() {
-        Some(sub) => format!("{status}{{{sub}}}"),
-        None => match lane["failure"]["class"]
-            .as_str()
-            .or(lane["outcome"].as_str().filter(|o| *o == "no_changes"))
+    for lane in lanes {
+        if let Some(doc) = cells::doc(lane)
+            && let Some(escalation) = &doc.escalation
         {
-            Some(class) => format!("{status}{{{class}}}"),
-            None => status.to_owned(),
-        },
-    }
-}
-
-/// `fresh`, `stale -3`, `diverged`, `base_rewound +1` (the commits the branch would bring
-/// back), `unknown`, or the paused git operation.
-pub fn freshness_cell(lane: &Value) -> String {
-    if let Some(kind) = lane["git_operation"]["kind"].as_str() {
-        return format!("{kind} in progress");
-    }
-    if lane["head"]["kind"] == "detached" {
-        let sha = lane["head"]["sha"].as_str().unwrap_or_default();
-        return format!("detached {}", &sha[..sha.len().min(8)]);
-    }
-    let freshness = &lane["freshness"];
-    match (freshness["state"].as_str(), freshness["behind"].as_u64()) {
-        (Some("stale"), Some(behind)) => format!("stale -{behind}"),
-        (Some("base_rewound"), _) => match freshness["dropped"].as_u64() {
-            Some(dropped) => format!("base_rewound +{dropped}"),
-            None => "base_rewound".into(),
-        },
-        (Some(state), _) => state.to_owned(),
-        (None, _) => "-".into(),
+            println!(
+                "{}: {}\n    next: {}",
+                doc.lane, escalation.reason, escalation.next_action
+            );
+        }
     }
 }
 
@@ -441,21 +357,5 @@ pub async fn run_attach(lane: &Path) -> Result<ExitCode, CommandError> {
             _ = tokio::time::sleep(Duration::from_millis(100)) => {}
             _ = tokio::signal::ctrl_c() => return Ok(ExitCode::SUCCESS),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn cost_cells_never_count_unknown_as_zero() {
-        let priced = json!({"cost_usd": 0.5, "cost": {"model": "m"}});
-        let unpriced = json!({"cost": {"model": "x", "unknown_because": "no price"}});
-        let no_usage = json!({"lane": "quiet"});
-        assert_eq!(cost_cell(&priced), "$0.5000");
-        assert_eq!(cost_cell(&unpriced), "?");
-        assert_eq!(cost_cell(&no_usage), "-");
     }
 }

@@ -989,7 +989,7 @@ pub fn run_state(lane_dir: &Path, format: OutputFormat) -> Result<ExitCode, Comm
             if usage.is_object() {
                 println!(
                     "tokens    {} in total over {} turns (last turn {}/{}), from {}",
-                    crate::board::tokens_cell(usage),
+                    tokens_cell(usage),
                     usage["turns"],
                     usage["last_turn"]["input"],
                     usage["last_turn"]["output"],
@@ -1073,5 +1073,17 @@ pub fn run_packet_validate(
             }
             Ok(ExitCode::from(crate::output::EXIT_INVALID_INPUT))
         }
+    }
+}
+
+/// The lane's tokens as its state document says them (`usage`): `IN/OUT` in total, `-` when
+/// the document has none.
+fn tokens_cell(usage: &Value) -> String {
+    match (
+        usage["total"]["input"].as_u64(),
+        usage["total"]["output"].as_u64(),
+    ) {
+        (Some(input), Some(output)) => format!("{input}/{output}"),
+        _ => "-".into(),
     }
 }

@@ -6,6 +6,7 @@
 //! non-zero exit ([`output`]).
 
 mod board;
+mod cells;
 mod checks;
 mod cli;
 mod daemon;

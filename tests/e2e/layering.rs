@@ -676,3 +676,16 @@ fn a_dashboard_running_the_cli_or_reading_rows_by_key_is_caught() {
     assert!(ui_layering_in("mod.rs", &allowed).is_empty());
     assert_eq!(ui_layering_in("view.rs", &allowed).len(), 2);
 }
+
+/// `clawpool board`'s table and the dashboard draw their cells from the pool's typed rows
+/// (`supervisor/src/cells.rs`), never from a row's JSON document read back by key: one set of
+/// cells, so the two never disagree.
+#[test]
+fn the_boards_table_reads_no_document_by_key() {
+    let src = workspace().join("supervisor/src");
+    for file in ["board.rs", "cells.rs"] {
+        let code = production_code(&std::fs::read_to_string(src.join(file)).expect("read"));
+        let found = value_read_by_key(&code);
+        assert!(found.is_empty(), "{file} reads a row by key: {found:#?}");
+    }
+}

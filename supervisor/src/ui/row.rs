@@ -1,17 +1,16 @@
 //! One lane row of the dashboard: the pool's typed board row ([`BoardLane`], the one
 //! `clawpool board` prints) with the repository it is of, and what the dashboard draws from it,
-//! read from the typed fields — the same texts the board's table shows for the row's document
-//! (`crate::board`'s cells), so the dashboard and the board never disagree.
+//! read from the typed fields — its cells are the board table's own (`crate::cells`), so the
+//! dashboard and the board never disagree.
 
 use std::path::{Path, PathBuf};
 
-use clawpool_lanes::payload::LaneOutcome;
 use clawpool_lanes::state_file::{Escalation, ShownStatus};
 use clawpool_lanes::{LaneStatus, StateView, WorkerStateDoc, wire_name};
 use clawpool_pool::board::{BoardLane, LaneCost};
-use clawpool_worktree::{FreshnessState, HeadState};
 
 use super::lanes::LaneKey;
+use crate::cells;
 
 /// A lane of one of the repositories shown.
 #[derive(Debug)]
@@ -60,27 +59,12 @@ impl LaneRow {
 
     /// The status's wire name: `running`, `supervisor_lost`, `unknown`, ….
     pub fn status(&self) -> String {
-        self.shown_status()
-            .map_or_else(|| "unknown".to_owned(), ShownStatus::name)
+        cells::status(&self.lane)
     }
 
-    /// The status with its subphase, failure class or `no_changes` outcome in braces:
-    /// `blocked{trust}`, `failed{worker_crashed}`, `running`.
+    /// The status with its subphase, failure class or `no_changes` outcome in braces.
     pub fn status_cell(&self) -> String {
-        let status = self.status();
-        let Some(doc) = self.doc() else {
-            return status;
-        };
-        let detail = match (&doc.blocked, &doc.failure, doc.outcome) {
-            (Some(blocked), _, _) => Some(wire_name(&blocked.subphase)),
-            (None, Some(failure), _) => Some(wire_name(&failure.class)),
-            (None, None, Some(LaneOutcome::NoChanges)) => Some(wire_name(&LaneOutcome::NoChanges)),
-            _ => None,
-        };
-        match detail {
-            Some(detail) => format!("{status}{{{detail}}}"),
-            None => status,
-        }
+        cells::status_cell(&self.lane)
     }
 
     /// When the lane entered its status (its last lane event, epoch s).
@@ -93,26 +77,9 @@ impl LaneRow {
         self.doc().map(|doc| doc.progress_at)
     }
 
-    /// `fresh`, `stale -3`, `diverged`, `base_rewound +1` (the commits the branch would bring
-    /// back), `unknown`, the paused git operation, or `-` when never checked.
+    /// `fresh`, `stale -3`, …, or `-` when never checked.
     pub fn freshness_cell(&self) -> String {
-        let Some(doc) = self.doc() else {
-            return "-".into();
-        };
-        if let Some(operation) = &doc.git_operation {
-            return format!("{} in progress", wire_name(&operation.kind));
-        }
-        if let Some(HeadState::Detached { sha }) = &doc.head {
-            return format!("detached {}", &sha[..sha.len().min(8)]);
-        }
-        let Some(freshness) = &doc.freshness else {
-            return "-".into();
-        };
-        match (freshness.state, freshness.behind, freshness.dropped) {
-            (FreshnessState::Stale, Some(behind), _) => format!("stale -{behind}"),
-            (FreshnessState::BaseRewound, _, Some(dropped)) => format!("base_rewound +{dropped}"),
-            (state, _, _) => state.as_str().to_owned(),
-        }
+        cells::freshness_cell(&self.lane)
     }
 
     /// Its green level's wire name, when it reached one.
@@ -135,14 +102,9 @@ impl LaneRow {
         self.lane.cost()
     }
 
-    /// Its cost as `$0.0123`; `?` when its agent reported usage that could not be priced, `-`
-    /// when it reported none.
+    /// Its cost as `$0.0123`, `?` or `-`.
     pub fn cost_cell(&self) -> String {
-        match self.cost() {
-            LaneCost::Priced(usd) => format!("${usd:.4}"),
-            LaneCost::Unpriced => "?".into(),
-            LaneCost::None => "-".into(),
-        }
+        cells::cost_cell(&self.lane)
     }
 
     /// What a person must do for it, when recovery handed it over.
