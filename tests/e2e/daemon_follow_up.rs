@@ -182,17 +182,7 @@ fn a_send_ended_while_it_waits_leaves_the_follow_up_running_to_its_end_under_the
     let gate = s.sandbox.dir.path().join("go");
     let mut daemon = finished_lane_and_daemon(&s, &two_turns(Some(&gate)));
     let before = events(&s).len();
-    let waiting = send(&s, "now add a test")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("clawpool send");
-    until(&s, "the follow-up accepted", || {
-        events(&s)
-            .iter()
-            .skip(before)
-            .any(|e| e["kind"] == "lane.prompt_accepted")
-    });
+    let waiting = send_until_accepted(&s, before, "now add a test");
     // The agent holds its turn at the gate: the lane runs, the `send` waits.
     // SAFETY: kill has no preconditions; the pid is our child's, not yet waited for.
     assert_eq!(
@@ -265,26 +255,9 @@ fn a_tmux_follow_up_outlives_daemon_stop_and_the_next_daemon_adopts_it() {
         std::fs::read_to_string(daemon_log(&s)).is_ok_and(|log| log.contains("listening on"))
     });
     let before = events(&s).len();
-    let waiting = send(&s, "now add a test")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("clawpool send");
-    until(&s, "the follow-up accepted", || {
-        events(&s)
-            .iter()
-            .skip(before)
-            .any(|e| e["kind"] == "lane.prompt_accepted")
-    });
+    let waiting = send_until_accepted(&s, before, "now add a test");
 
-    let stop = s
-        .sandbox
-        .clawpool()
-        .args(["daemon", "--stop", "--repo"])
-        .arg(&s.repo)
-        .output()
-        .expect("daemon --stop");
-    assert!(stop.status.success(), "{}", stderr(&stop));
+    crate::spawn::ask_daemon_to_stop(&s);
     let _ = first.wait();
     let out = waiting.wait_with_output().expect("send ended");
     assert_eq!(out.status.code(), Some(1), "{out:?}");
@@ -320,4 +293,21 @@ fn a_tmux_follow_up_outlives_daemon_stop_and_the_next_daemon_adopts_it() {
     assert_eq!(state(&s)["supervisor"]["pid"], second.id());
     crate::spawn::stop_daemon(&s);
     let _ = second.wait();
+}
+
+/// `clawpool send LANE TEXT` to alpha, started and left waiting (its output piped), once the
+/// lane took the text: a `lane.prompt_accepted` past the log's first `before` events.
+fn send_until_accepted(s: &Setup, before: usize, text: &str) -> std::process::Child {
+    let waiting = send(s, text)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("clawpool send");
+    until(s, "the follow-up accepted", || {
+        events(s)
+            .iter()
+            .skip(before)
+            .any(|e| e["kind"] == "lane.prompt_accepted")
+    });
+    waiting
 }

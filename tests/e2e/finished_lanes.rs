@@ -262,18 +262,7 @@ fn a_finished_lanes_kept_branch_record_is_read_back_only_while_it_is_current() {
     assert_eq!(row["board"]["dirty"], true, "{row}");
 
     git(&lane, &["add", "draft.txt"]);
-    git(
-        &lane,
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "-qm",
-            "by hand",
-        ],
-    );
+    commit_by_hand(&lane);
     let row = board_row(&s, "kept");
     assert_eq!(row["board"]["dirty"], false, "{row}");
     assert_eq!(row["board"]["commits_ahead"], 2, "{row}");
@@ -350,18 +339,7 @@ fn the_boards_kept_summary_is_refused_when_stale_or_tampered_with() {
     let lane = s.lanes_dir().join("kept");
     std::fs::write(lane.join("more.txt"), "more\n").expect("write");
     git(&lane, &["add", "more.txt"]);
-    git(
-        &lane,
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "commit",
-            "-qm",
-            "by hand",
-        ],
-    );
+    commit_by_hand(&lane);
     settle();
     assert_eq!(board_row(&s, "kept")["board"]["commits_ahead"], 2);
     commit_on_main(&s, "fix.txt", "the fix");
@@ -380,4 +358,20 @@ fn the_boards_kept_summary_is_refused_when_stale_or_tampered_with() {
     let board: Value = serde_json::from_slice(&out.stdout).expect("board JSON");
     assert_eq!(board["lanes"], serde_json::json!([]), "{board}");
     assert!(read_summary()["lanes"].get("kept").is_none());
+}
+
+/// Commits what is staged in `lane` as a person would, outside clawpool.
+fn commit_by_hand(lane: &Path) {
+    git(
+        lane,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "by hand",
+        ],
+    );
 }

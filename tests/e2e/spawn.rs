@@ -1424,14 +1424,7 @@ fn board_when_all_ended(s: &Setup, lanes: usize) -> Value {
 }
 
 pub(crate) fn stop_daemon(s: &Setup) {
-    let stop = s
-        .sandbox
-        .clawpool()
-        .args(["daemon", "--stop", "--repo"])
-        .arg(&s.repo)
-        .output()
-        .expect("daemon --stop");
-    assert!(stop.status.success(), "{}", stderr(&stop));
+    ask_daemon_to_stop(s);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while !s.sandbox.leftover_processes().is_empty() {
         assert!(
@@ -2194,4 +2187,17 @@ fn once_spawn_exits_the_state_files_hold_each_lanes_last_event() {
         assert_eq!(state["lane_event"]["seq"], seq, "{lane}");
         assert_eq!(state["lane_event"]["kind"], kind, "{lane}");
     }
+}
+
+/// `clawpool daemon --stop` for the setup's repository, which must succeed; what the daemon
+/// leaves running (its tmux lanes) is the caller's to look at.
+pub(crate) fn ask_daemon_to_stop(s: &Setup) {
+    let stop = s
+        .sandbox
+        .clawpool()
+        .args(["daemon", "--stop", "--repo"])
+        .arg(&s.repo)
+        .output()
+        .expect("daemon --stop");
+    assert!(stop.status.success(), "{}", stderr(&stop));
 }
