@@ -297,14 +297,7 @@ fn a_receiver_that_is_down_gets_the_notification_once_after_it_comes_up() {
         note["at_ms"].as_u64().expect("at_ms") < up_at,
         "the lane finished before the receiver came up: {note:#}"
     );
-    let stop = s
-        .sandbox
-        .clawpool()
-        .args(["daemon", "--stop", "--repo"])
-        .arg(&s.repo)
-        .output()
-        .expect("daemon --stop");
-    assert!(stop.status.success(), "{}", stderr(&stop));
+    crate::spawn::ask_daemon_to_stop(&s);
     let _ = daemon.wait();
     receiver.assert_no_more();
     let endpoint = &record(&s)["endpoints"]["team"];
