@@ -84,7 +84,8 @@ pub struct EventLogError {
     pub source: std::io::Error,
 }
 
-/// Called with every event as it is recorded (to show progress live).
+/// Called with every event as it is recorded (to show progress live), in the events' order:
+/// it must not record events in the same log itself.
 pub type EventObserver = Box<dyn Fn(&LaneEvent) + Send + Sync>;
 
 /// A lane's events: numbered and, when a file is given, appended to it as JSON lines. They are
@@ -97,6 +98,11 @@ pub type EventObserver = Box<dyn Fn(&LaneEvent) + Send + Sync>;
 pub struct EventLog {
     lane: String,
     inner: Mutex<Inner>,
+    /// Held from an event's line to its observer's return, so the observer sees the log's
+    /// events in their order whichever task records them: a lane's state file follows its
+    /// observer, and an older event handed over after a newer one would set it back (the
+    /// transcript's usage, read on its own task, recorded as the lane finishes).
+    observed_in_order: Mutex<()>,
     observer: Option<EventObserver>,
 }
 
@@ -117,6 +123,7 @@ impl EventLog {
                 file: None,
                 stream: None,
             }),
+            observed_in_order: Mutex::new(()),
             observer: None,
         }
     }
@@ -164,6 +171,7 @@ impl EventLog {
                 file: Some((path.to_owned(), file)),
                 stream,
             }),
+            observed_in_order: Mutex::new(()),
             observer: None,
         })
     }
@@ -220,6 +228,7 @@ impl EventLog {
     /// the next one's line. One decision's events — a hook's record and the finish it decides —
     /// reach the log and the stream together. Each append's result, in order.
     pub fn report_all(&self, reports: Vec<EventReport>) -> Vec<Result<LaneEvent, EventLogError>> {
+        let _in_order = self.in_order();
         let written: Vec<_> = reports
             .into_iter()
             .map(|report| {
@@ -249,9 +258,17 @@ impl EventLog {
         evidence: Option<Evidence>,
         detail: serde_json::Value,
     ) -> Result<LaneEvent, EventLogError> {
+        let _in_order = self.in_order();
         let event = self.write(source, kind, from, to, evidence, detail)?;
         self.notify(&event);
         Ok(event)
+    }
+
+    /// The turn to record: waits for the event recorded before to reach the observer.
+    fn in_order(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.observed_in_order
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn notify(&self, event: &LaneEvent) {
@@ -364,6 +381,45 @@ mod tests {
         assert_eq!(lines.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![1, 2]);
         assert_eq!(lines[0].detail, serde_json::Value::Null);
         assert_eq!(lines[1].detail["attempt"], 1);
+    }
+
+    /// Two tasks record at once: the second's event is not handed to the observer while the
+    /// first's observer is still at work, so the observer (a lane's state file) never sees
+    /// an older event after a newer one.
+    #[test]
+    fn the_observer_sees_events_in_their_order_whichever_thread_records_them() {
+        let (first_observing, first_is_observed) = std::sync::mpsc::channel();
+        let (later_observed, later_seen) = std::sync::mpsc::channel();
+        let later_seen = Mutex::new(later_seen);
+        let order = std::sync::Arc::new(Mutex::new(Vec::new()));
+        let observed = std::sync::Arc::clone(&order);
+        let log = std::sync::Arc::new(EventLog::in_memory("a").observe(Box::new(move |event| {
+            if event.seq == 1 {
+                first_observing.send(()).expect("the test waits");
+                // The other thread's event, if it could overtake this one, arrives now.
+                let overtaken = later_seen
+                    .lock()
+                    .expect("lock")
+                    .recv_timeout(std::time::Duration::from_millis(300));
+                observed.lock().expect("lock").push((1, overtaken.is_ok()));
+            } else {
+                let _ = later_observed.send(());
+                observed.lock().expect("lock").push((event.seq, false));
+            }
+        })));
+        let first = {
+            let log = std::sync::Arc::clone(&log);
+            std::thread::spawn(move || log.report(Payload::Ready, None, None, None))
+        };
+        first_is_observed
+            .recv()
+            .expect("the first event reaches the observer");
+        let later = log
+            .report(Payload::Ready, None, None, None)
+            .expect("record");
+        first.join().expect("thread").expect("record");
+        assert_eq!(later.seq, 2);
+        assert_eq!(*order.lock().expect("lock"), vec![(1, false), (2, false)]);
     }
 
     #[test]
