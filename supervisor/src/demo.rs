@@ -14,7 +14,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use clawpool_lanes::state_file::now_secs;
+use clawpool_lanes::LaneStatus;
+use clawpool_lanes::state_file::{ShownStatus, now_secs};
 use clawpool_worktree::Repo;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 
@@ -349,12 +350,13 @@ fn settled(repo: &Repo) -> bool {
     let names = registered_names(repo);
     names.len() == LANES.len()
         && names.iter().all(|name| {
-            let lane = crate::board::board_lane(repo, name, now_secs());
+            let lane = clawpool_pool::board::board_lane(repo, name, now_secs());
             let log =
                 std::fs::read_to_string(lane_registry(repo, name).events()).unwrap_or_default();
-            lane["escalation"].is_object()
-                || lane["lane_status"] == "failed"
-                || log.contains("\"lane.closed_out\"")
+            lane.state.is_ok_and(|view| {
+                view.doc.escalation.is_some()
+                    || view.status == ShownStatus::Lane(LaneStatus::Failed)
+            }) || log.contains("\"lane.closed_out\"")
         })
 }
 

@@ -171,7 +171,7 @@ fn find_agents(loaded: &Loaded, home: &Path) -> Vec<Found> {
             .iter()
             .map(|(manifest, program)| {
                 scope.spawn(move || {
-                    crate::inspect::installed_version(program, &manifest.launch.env).ok()
+                    crate::doctor::installed_version(program, &manifest.launch.env).ok()
                 })
             })
             .collect();

@@ -11,10 +11,11 @@ mod checks;
 mod cli;
 mod daemon;
 mod demo;
+mod doctor;
+mod explain_cmd;
 mod gc;
 mod handoff_cmd;
 mod init;
-mod inspect;
 mod known_repos;
 mod loaded;
 mod mcp;
@@ -22,6 +23,7 @@ mod mirror;
 mod notifying;
 mod operator_cmd;
 mod output;
+mod packet_cmd;
 mod permissions_cmd;
 mod policy_cmd;
 mod progress;
@@ -29,6 +31,7 @@ mod publish_cmd;
 mod run_lane;
 mod run_one;
 mod spawn;
+mod state_cmd;
 mod stream_cmd;
 mod ui;
 mod ui_log;
@@ -120,16 +123,16 @@ fn main() -> ExitCode {
             Command::Explain(args) => {
                 let loaded = loaded::load(&args.config, None)?;
                 match (&args.lane, &args.screen) {
-                    (Some(lane), _) => inspect::run_explain_lane(
+                    (Some(lane), _) => explain_cmd::run_explain_lane(
                         &loaded.profiles,
                         lane,
                         args.agent.as_deref(),
                         args.output_format,
                     ),
-                    (None, Some(screen)) => inspect::run_explain(
+                    (None, Some(screen)) => explain_cmd::run_explain(
                         &loaded.profiles,
                         args.agent.as_deref().unwrap_or_default(),
-                        &inspect::load_screen(screen, args.size)?,
+                        &explain_cmd::load_screen(screen, args.size)?,
                         &screen.display().to_string(),
                         None,
                         args.output_format,
@@ -232,12 +235,12 @@ fn main() -> ExitCode {
                 Ok(ExitCode::SUCCESS)
             }
             Command::Attach(args) => board::run_attach(&args.lane).await,
-            Command::State(args) => inspect::run_state(&args.lane, args.output_format),
+            Command::State(args) => state_cmd::run_state(&args.lane, args.output_format),
             Command::Packet(cli::PacketArgs {
                 command: cli::PacketCommand::Validate(args),
             }) => {
                 let loaded = loaded::load(&args.config, Some(&args.repo))?;
-                inspect::run_packet_validate(
+                packet_cmd::run_packet_validate(
                     &loaded.profiles,
                     &args.file,
                     &args.repo,
@@ -259,7 +262,7 @@ fn main() -> ExitCode {
             }) => permissions_cmd::run_explain(&args),
             Command::Doctor(args) => {
                 let loaded = loaded::load(&args.config, Some(&args.repo))?;
-                inspect::run_doctor(&loaded, &args)
+                doctor::run_doctor(&loaded, &args)
             }
             Command::Diff(args) => handoff_cmd::run_diff(&args),
             Command::Land(args) => handoff_cmd::run_land(&args).await,

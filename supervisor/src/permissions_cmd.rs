@@ -11,12 +11,13 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clawpool_lanes::payload::PermissionDecided;
-use clawpool_lanes::{EventSource, LaneEvent};
+use clawpool_lanes::{EventSource, LaneEvent, wire_name};
 use clawpool_pool::config::ConfigInput;
 use clawpool_pool::observer::Silent;
 use clawpool_pool::request::{LaneArg, RememberRequest};
 use clawpool_pool::{Pool, PoolReply, PoolRequest};
 use clawpool_recovery::permissions::{Decision, GrantScope, LaneContext, Profile, Request, Tool};
+use serde::Serialize;
 use serde_json::json;
 
 use crate::cli::{AnswerArgs, OutputFormat, PermissionsCheckArgs, PermissionsExplainArgs};
@@ -238,8 +239,12 @@ pub fn run_explain(args: &PermissionsExplainArgs) -> Result<ExitCode, CommandErr
             .filter(|(_, decided)| decided.decision == verdict)
             .count()
     };
-    let counts = json!({"allowed": count("allow"), "denied": count("deny"), "asked": count("ask")});
-    let questions: Vec<serde_json::Value> = decided
+    let counts = QuestionCounts {
+        allowed: count("allow"),
+        denied: count("deny"),
+        asked: count("ask"),
+    };
+    let questions: Vec<ExplainedQuestion> = decided
         .iter()
         .enumerate()
         .skip(decided.len().saturating_sub(args.last))
@@ -260,22 +265,22 @@ pub fn run_explain(args: &PermissionsExplainArgs) -> Result<ExitCode, CommandErr
             println!(
                 "lane {name}: {} permission question(s): {} allowed, {} denied, {} asked",
                 decided.len(),
-                counts["allowed"],
-                counts["denied"],
-                counts["asked"]
+                counts.allowed,
+                counts.denied,
+                counts.asked
             );
             for question in &questions {
-                let text = |key: &str| question[key].as_str().unwrap_or("-").to_owned();
+                let text = |field: Option<&String>| field.map_or("-", String::as_str).to_owned();
                 println!(
                     "{} {} {} `{}`: {} by {} — {}; {}",
-                    question["at_ms"],
-                    text("source"),
-                    text("tool"),
-                    text("command"),
-                    text("decision"),
-                    text("rule"),
-                    text("reason"),
-                    text("answered")
+                    question.at_ms,
+                    wire_name(&question.source),
+                    text(question.tool),
+                    text(question.command),
+                    question.decision,
+                    question.rule,
+                    question.reason,
+                    question.answered
                 );
             }
         }
@@ -283,13 +288,40 @@ pub fn run_explain(args: &PermissionsExplainArgs) -> Result<ExitCode, CommandErr
     Ok(ExitCode::SUCCESS)
 }
 
+/// How a lane's permission questions were decided, over its whole log.
+#[derive(Debug, Serialize)]
+struct QuestionCounts {
+    allowed: usize,
+    denied: usize,
+    asked: usize,
+}
+
+/// One permission question as `permissions explain` shows it (docs/cli.md).
+#[derive(Debug, Serialize)]
+struct ExplainedQuestion<'a> {
+    at_ms: u64,
+    source: EventSource,
+    tool: Option<&'a String>,
+    command: Option<&'a String>,
+    verb: Option<&'a String>,
+    args: &'a [String],
+    cwd: Option<&'a String>,
+    decision: &'a str,
+    rule: &'a str,
+    grant: Option<&'a str>,
+    reason: &'a str,
+    profile: &'a str,
+    /// Who answered, and how.
+    answered: String,
+}
+
 /// One question (`event`, its `lane.permission.decided`, which recorded `decided`) with what
 /// followed it until the next question (`after`): who answered, and how.
-fn explained(
+fn explained<'a>(
     event: &LaneEvent,
-    decided: &PermissionDecided,
+    decided: &'a PermissionDecided,
     after: &[LaneEvent],
-) -> serde_json::Value {
+) -> ExplainedQuestion<'a> {
     let source = event.source.unwrap_or(EventSource::Screen);
     let answered = match (
         clawpool_pool::remember::dialog_answer(after),
@@ -301,19 +333,19 @@ fn explained(
         (None, "ask", _) => "left to a person; not answered yet".to_owned(),
         (None, _, _) => "not answered".to_owned(),
     };
-    json!({
-        "at_ms": event.at_ms,
-        "source": source,
-        "tool": decided.tool,
-        "command": decided.command,
-        "verb": decided.verb,
-        "args": decided.args,
-        "cwd": decided.cwd,
-        "decision": decided.decision,
-        "rule": decided.rule,
-        "grant": decided.grant(),
-        "reason": decided.reason,
-        "profile": decided.profile,
-        "answered": answered,
-    })
+    ExplainedQuestion {
+        at_ms: event.at_ms,
+        source,
+        tool: decided.tool.as_ref(),
+        command: decided.command.as_ref(),
+        verb: decided.verb.as_ref(),
+        args: &decided.args,
+        cwd: decided.cwd.as_ref(),
+        decision: &decided.decision,
+        rule: &decided.rule,
+        grant: decided.grant(),
+        reason: &decided.reason,
+        profile: &decided.profile,
+        answered,
+    }
 }

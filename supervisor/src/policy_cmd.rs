@@ -19,6 +19,7 @@ use clawpool_pool::{Pool, PoolReply, PoolRequest};
 use clawpool_recovery::{
     Action, AttemptDecision, LaneFacts, Ledger, Policy, Recipe, format_duration,
 };
+use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::board::FoundLane;
@@ -86,7 +87,7 @@ pub fn run_explain(args: &PolicyExplainArgs) -> Result<ExitCode, CommandError> {
                         );
                     }
                     if let Some(ledger) = &ledger {
-                        println!("ledger: {}", ledger["message"].as_str().unwrap_or_default());
+                        println!("ledger: {}", ledger.message());
                     }
                 }
                 None => println!("decision: none (no rule decides for this lane)"),
@@ -123,13 +124,12 @@ pub fn run_check(args: &PolicyCheckArgs) -> Result<ExitCode, CommandError> {
             Ok(ExitCode::SUCCESS)
         }
         Err(err) => {
-            let problems: Vec<Value> = err
+            let problems: Vec<ProblemDoc<_>> = err
                 .problems
                 .iter()
-                .map(|p| {
-                    let mut value = serde_json::to_value(p).unwrap_or_default();
-                    value["text"] = format!("{name}: {p}").into();
-                    value
+                .map(|problem| ProblemDoc {
+                    problem,
+                    text: format!("{name}: {problem}"),
                 })
                 .collect();
             let message = format!("{name} has {} problem(s)\n{err}", err.problems.len());
@@ -142,6 +142,15 @@ pub fn run_check(args: &PolicyCheckArgs) -> Result<ExitCode, CommandError> {
             ))
         }
     }
+}
+
+/// A policy file's problem as `policy check` prints it: its fields, and `text`, the line a person
+/// reads.
+#[derive(Serialize)]
+struct ProblemDoc<'a, P: Serialize> {
+    #[serde(flatten)]
+    problem: &'a P,
+    text: String,
 }
 
 /// `clawpool recover LANE [--recipe NAME]`: the pool's request ([`clawpool_pool::recover`]), its
@@ -224,32 +233,52 @@ pub fn refusal_fields(why: &RecoverRefusal) -> Value {
     }
 }
 
-/// What the lane's recovery ledger says to another automatic attempt of `recipe` now:
-/// `{"verdict": "attempt" | "busy" | "exhausted", "message", …}`.
-fn ledger_verdict(doc: &WorkerStateDoc, recipe: &Recipe, lane: &str) -> Value {
+/// What the lane's recovery ledger says to another automatic attempt of a recipe now
+/// (`ledger` in `policy explain`'s document, docs/cli.md).
+#[derive(Debug, Serialize)]
+#[serde(tag = "verdict", rename_all = "snake_case")]
+enum LedgerVerdict {
+    /// It would be made: attempt `attempt`.
+    Attempt { attempt: u32, message: String },
+    /// Not now: attempt `entry` is under way.
+    Busy { entry: usize, message: String },
+    /// Refused: the recipe's attempts are used up within its window.
+    Exhausted { attempts: u32, message: String },
+}
+
+impl LedgerVerdict {
+    /// The verdict in words.
+    fn message(&self) -> &str {
+        match self {
+            LedgerVerdict::Attempt { message, .. }
+            | LedgerVerdict::Busy { message, .. }
+            | LedgerVerdict::Exhausted { message, .. } => message,
+        }
+    }
+}
+
+/// What the lane's recovery ledger says to another automatic attempt of `recipe` now.
+fn ledger_verdict(doc: &WorkerStateDoc, recipe: &Recipe, lane: &str) -> LedgerVerdict {
     let ledger = Ledger::from_record(doc.recovery.clone());
     match ledger.decide(recipe, now_secs()) {
-        AttemptDecision::Attempt { attempt } => json!({
-            "verdict": "attempt",
-            "attempt": attempt,
-            "message": format!(
+        AttemptDecision::Attempt { attempt } => LedgerVerdict::Attempt {
+            attempt,
+            message: format!(
                 "allowed: it would be attempt {attempt} of {} (at most {} within {})",
                 recipe.name,
                 recipe.max_attempts,
                 format_duration(recipe.window)
             ),
-        }),
-        AttemptDecision::Busy { id } => json!({
-            "verdict": "busy",
-            "entry": id.0,
-            "message": format!("not now: attempt #{} is under way", id.0),
-        }),
+        },
+        AttemptDecision::Busy { id } => LedgerVerdict::Busy {
+            entry: id.0,
+            message: format!("not now: attempt #{} is under way", id.0),
+        },
         AttemptDecision::Exhausted {
             attempts, window, ..
-        } => json!({
-            "verdict": "exhausted",
-            "attempts": attempts,
-            "message": format!(
+        } => LedgerVerdict::Exhausted {
+            attempts,
+            message: format!(
                 "refused: {} is exhausted ({attempts} of {} attempts used within {}); it stays so \
                  until an operator runs it (`clawpool recover {lane} --recipe {}`)",
                 recipe.name,
@@ -257,7 +286,7 @@ fn ledger_verdict(doc: &WorkerStateDoc, recipe: &Recipe, lane: &str) -> Value {
                 format_duration(window),
                 recipe.name
             ),
-        }),
+        },
     }
 }
 

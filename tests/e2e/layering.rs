@@ -591,7 +591,13 @@ fn value_read_by_key(code: &str) -> Vec<String> {
     let mut found = Vec::new();
     for (at, _) in code.match_indices("[\"") {
         let before = code[..at].chars().next_back();
-        if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ']' || c == ')') {
+        let after = &code[at..];
+        let written = after
+            .find("\"]")
+            .is_some_and(|end| after[end + 2..].trim_start().starts_with("= "));
+        if !written
+            && before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ']' || c == ')')
+        {
             let line_start = code[..at].rfind('\n').map_or(0, |i| i + 1);
             let line_end = code[at..].find('\n').map_or(code.len(), |i| at + i);
             found.push(code[line_start..line_end].trim().to_owned());
@@ -677,15 +683,20 @@ fn a_dashboard_running_the_cli_or_reading_rows_by_key_is_caught() {
     assert_eq!(ui_layering_in("view.rs", &allowed).len(), 2);
 }
 
-/// `clawpool board`'s table and the dashboard draw their cells from the pool's typed rows
-/// (`supervisor/src/cells.rs`), never from a row's JSON document read back by key: one set of
-/// cells, so the two never disagree.
+/// The binary renders the pool's typed replies and the lanes' typed documents: no state
+/// document, event or row is read back from JSON by key anywhere in it (`clawpool board`'s
+/// table and the dashboard share one set of typed cells, `supervisor/src/cells.rs`, so the two
+/// never disagree). Building a document to print (`doc["kind"] = …`) is not reading one.
 #[test]
-fn the_boards_table_reads_no_document_by_key() {
-    let src = workspace().join("supervisor/src");
-    for file in ["board.rs", "cells.rs"] {
-        let code = production_code(&std::fs::read_to_string(src.join(file)).expect("read"));
-        let found = value_read_by_key(&code);
-        assert!(found.is_empty(), "{file} reads a row by key: {found:#?}");
+fn the_binary_reads_no_document_by_key() {
+    let mut found = Vec::new();
+    for file in rust_files(&workspace().join("supervisor/src")) {
+        let code = production_code(&std::fs::read_to_string(&file).expect("read"));
+        found.extend(
+            value_read_by_key(&code)
+                .into_iter()
+                .map(|line| format!("{}: {line}", file.display())),
+        );
     }
+    assert!(found.is_empty(), "documents read by key: {found:#?}");
 }

@@ -205,6 +205,11 @@ impl PoolApi {
             .collect())
     }
 
+    /// Every registered lane's name.
+    pub fn lane_names(&self) -> Result<Vec<String>, ApiError> {
+        Ok(clawpool_lane::registry::registered_names(&self.repo()?))
+    }
+
     /// A lane's record, as `clawpool state LANE --output-format json` prints it.
     pub fn lane_state(&self, lane: &str) -> Result<Value, ApiError> {
         let (doc, record) = self.record(lane)?;

@@ -982,10 +982,9 @@ impl ServerHandler for PoolServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
         self.resource_access(&ctx)?;
-        let lanes = self.api.list_lanes().map_err(mcp_error)?;
+        let lanes = self.api.lane_names().map_err(mcp_error)?;
         let resources = lanes
             .iter()
-            .filter_map(|lane| lane["lane"].as_str())
             .map(|name| {
                 Resource::new(resources::uri(name), format!("{name} state"))
                     .with_description(format!(
