@@ -64,14 +64,15 @@ pub async fn run_board(
                 if watch {
                     print!("\x1b[H\x1b[2J");
                 }
-                for section in &reply.sections {
+                if all && reply.sections.is_empty() {
+                    println!("(no repository with lanes in the index)");
+                }
+                for section in reply.sections {
                     if all {
                         println!("repository {}", section.repo.root().display());
                     }
-                    print_table(&section.lanes, &section.cost());
-                }
-                if all && reply.sections.is_empty() {
-                    println!("(no repository with lanes in the index)");
+                    let cost = section.cost();
+                    print_table(&section.into_lanes(), &cost);
                 }
             }
         }
@@ -85,51 +86,50 @@ pub async fn run_board(
     }
 }
 
-/// The board as one JSON document, `{"lanes": [...], "cost": [...]}`, written straight from
-/// the typed rows; with `--all` each lane and each cost names its repository.
+/// The board as one JSON document, `{"lanes": [...], "cost": [...]}`, each row written by the
+/// pool (a kept row as it was printed, its ages as of now); with `--all` each lane and each
+/// cost names its repository.
 fn print_json(reply: &BoardReply, all: bool) {
-    #[derive(serde::Serialize)]
-    struct Lane<'a> {
-        #[serde(flatten)]
-        lane: &'a BoardLane,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        repository: Option<String>,
-    }
     #[derive(serde::Serialize)]
     struct Cost {
         #[serde(flatten)]
         cost: RepositoryCost,
         repository: String,
     }
-    #[derive(serde::Serialize)]
-    struct Board<'a> {
-        lanes: Vec<Lane<'a>>,
-        cost: Vec<Cost>,
+    let costs: Vec<Cost> = reply
+        .sections
+        .iter()
+        .map(|section| Cost {
+            cost: section.cost(),
+            repository: section.repo.root().display().to_string(),
+        })
+        .collect();
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+    let _ = write_board(&mut out, reply, all, &costs);
+}
+
+fn write_board(
+    out: &mut impl Write,
+    reply: &BoardReply,
+    all: bool,
+    costs: &impl serde::Serialize,
+) -> std::io::Result<()> {
+    out.write_all(b"{\"lanes\":[")?;
+    let mut first = true;
+    for section in &reply.sections {
+        let repository = all.then(|| section.repo.root().display().to_string());
+        for row in &section.rows {
+            if !first {
+                out.write_all(b",")?;
+            }
+            first = false;
+            row.write_json(out, repository.as_deref())?;
+        }
     }
-    let board = Board {
-        lanes: reply
-            .sections
-            .iter()
-            .flat_map(|section| {
-                let repository = all.then(|| section.repo.root().display().to_string());
-                section.lanes.iter().map(move |lane| Lane {
-                    lane,
-                    repository: repository.clone(),
-                })
-            })
-            .collect(),
-        cost: reply
-            .sections
-            .iter()
-            .map(|section| Cost {
-                cost: section.cost(),
-                repository: section.repo.root().display().to_string(),
-            })
-            .collect(),
-    };
-    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    let _ = serde_json::to_writer(&mut out, &board);
-    let _ = writeln!(out);
+    out.write_all(b"],\"cost\":")?;
+    serde_json::to_writer(&mut *out, costs)?;
+    out.write_all(b"}\n")?;
+    out.flush()
 }
 
 /// A board reports no progress: it is one read.

@@ -285,9 +285,14 @@ fn the_boards_kept_summary_is_refused_when_stale_or_tampered_with() {
     let s = setup();
     spawn_one(&s, COMMITS_ONCE, "kept");
     let summary = s.repo.join(".git/clawpool/board.json");
+    // Its first line is a JSON document of the rows' stamps; the rows' printed texts follow.
     let read_summary = || -> Value {
-        serde_json::from_slice(&std::fs::read(&summary).expect("the board kept its summary"))
-            .expect("summary JSON")
+        let text = std::fs::read_to_string(&summary).expect("the board kept its summary");
+        serde_json::from_str(text.split_once('\n').expect("two parts").0).expect("summary JSON")
+    };
+    let printed_rows = || -> String {
+        let text = std::fs::read_to_string(&summary).expect("the board kept its summary");
+        text.split_once('\n').expect("two parts").1.to_owned()
     };
     // A row is kept only from files that last changed more than 20 ms before the board began
     // (a second change in the same tick of the kernel's clock could leave the same stamps).
@@ -300,39 +305,78 @@ fn the_boards_kept_summary_is_refused_when_stale_or_tampered_with() {
     let row = &kept["lanes"]["kept"];
     assert_eq!(row["board"]["commits_ahead"], 1, "{kept}");
 
-    // The kept row is what the board shows while its files hold (a field only the summary has
-    // reaches the board: nothing but the stamps was read).
-    let mut marked = kept.clone();
-    marked["lanes"]["kept"]["doc"]["from_the_summary"] = Value::Bool(true);
-    std::fs::write(&summary, marked.to_string()).expect("write");
-    assert_eq!(board_row(&s, "kept")["from_the_summary"], true);
+    // The kept row is what the board shows while its files hold: its printed text, nothing
+    // read but the stamps (a change of the same length keeps the marks of its moving entries
+    // where they are, as a writer of the summary would).
+    let text = std::fs::read_to_string(&summary).expect("summary");
+    assert!(text.contains("\"agent\":\"scripted\""), "{text}");
+    std::fs::write(
+        &summary,
+        text.replace("\"agent\":\"scripted\"", "\"agent\":\"scriptee\""),
+    )
+    .expect("write");
+    let shown = board_row(&s, "kept");
+    assert_eq!(shown["agent"], "scriptee", "{shown}");
+    assert!(shown["seconds_since_update"].is_u64(), "{shown}");
+    assert_eq!(shown["supervisor"]["lost"], true, "{shown}");
 
     // Rows written by someone else: stamps that are not the files', and a lane the registry
     // does not have. Both refused; the file is written back with the truth.
-    let mut forged = kept.clone();
-    forged["lanes"]["kept"]["board"]["commits_ahead"] = Value::from(42);
-    forged["lanes"]["kept"]["key"]["sources"]["registry"]["state"]["ino"] = Value::from(1);
-    forged["lanes"]["ghost"] = forged["lanes"]["kept"].clone();
-    std::fs::write(&summary, forged.to_string()).expect("write");
+    let ino = row["key"]["sources"]["registry"]["state"]["ino"]
+        .as_u64()
+        .expect("the state file's inode");
+    let forged = text
+        .replace("\"commits_ahead\":1", "\"commits_ahead\":4")
+        .replace(
+            &format!("\"state\":{{\"ino\":{ino},"),
+            &format!("\"state\":{{\"ino\":{},", ino ^ 1),
+        );
+    let (first_line, rows) = forged.split_once('\n').expect("two parts");
+    let kept_row = first_line
+        .split_once("\"lanes\":{\"kept\":")
+        .map(|(_, row)| &row[..row.len() - 2])
+        .expect("one kept row");
+    let forged = format!(
+        "{}\n{rows}",
+        first_line.replace(
+            "\"lanes\":{\"kept\":",
+            &format!("\"lanes\":{{\"ghost\":{kept_row},\"kept\":"),
+        )
+    );
+    std::fs::write(&summary, &forged).expect("write");
     let out = clawpool(&s, &["board", "--output-format", "json"]);
     let board: Value = serde_json::from_slice(&out.stdout).expect("board JSON");
     let lanes = board["lanes"].as_array().expect("lanes");
     assert_eq!(lanes.len(), 1, "{board}");
     assert_eq!(lanes[0]["board"]["commits_ahead"], 1, "{board}");
+    assert_eq!(lanes[0]["agent"], "scripted", "{board}");
     let rewritten = read_summary();
     assert_eq!(rewritten["lanes"]["kept"]["board"]["commits_ahead"], 1);
     assert!(rewritten["lanes"].get("ghost").is_none(), "{rewritten}");
 
-    // A summary that does not parse, or of another version: refused whole.
-    for bad in ["{\"version\": 1, \"lanes\": {\"kept\": ".to_owned(), {
-        let mut other = kept.clone();
-        other["version"] = Value::from(99);
-        other["lanes"]["kept"]["board"]["commits_ahead"] = Value::from(42);
-        other.to_string()
-    }] {
+    // A summary that does not parse, of another version, or whose marks are not where its
+    // moving entries are: refused whole, or the row refused.
+    let text = std::fs::read_to_string(&summary).expect("summary");
+    let update = &rewritten["lanes"]["kept"]["printed"]["update"];
+    let (start, end) = (
+        update[0].as_u64().expect("start"),
+        update[1].as_u64().expect("end"),
+    );
+    for bad in [
+        "{\"version\": 3, \"lanes\": {\"kept\": ".to_owned(),
+        text.replace("\"version\":3", "\"version\":99")
+            .replace("\"commits_ahead\":1", "\"commits_ahead\":4"),
+        text.replace(
+            &format!("\"update\":[{start},{end}]"),
+            &format!("\"update\":[{},{}]", start + 5, end + 5),
+        )
+        .replace("\"commits_ahead\":1", "\"commits_ahead\":4"),
+    ] {
         std::fs::write(&summary, &bad).expect("write");
-        assert_eq!(board_row(&s, "kept")["board"]["commits_ahead"], 1, "{bad}");
-        assert_eq!(read_summary()["version"], 1);
+        let shown = board_row(&s, "kept");
+        assert_eq!(shown["board"]["commits_ahead"], 1, "{bad}");
+        assert!(shown["seconds_since_update"].is_u64(), "{shown}");
+        assert_eq!(read_summary()["version"], 3);
     }
 
     // The lane's HEAD moves (a commit by hand), then its base (a commit on main).
@@ -346,9 +390,10 @@ fn the_boards_kept_summary_is_refused_when_stale_or_tampered_with() {
     let row = board_row(&s, "kept");
     assert_eq!(row["freshness"]["state"], "stale", "{row}");
     assert_eq!(row["board"]["commits_ahead"], 2, "{row}");
-    assert_eq!(
-        read_summary()["lanes"]["kept"]["doc"]["freshness"]["state"],
-        "stale"
+    assert!(
+        printed_rows().contains("\"freshness\":{\"state\":\"stale\""),
+        "{}",
+        printed_rows()
     );
 
     // gc removes the lane: off the board, and out of the summary.

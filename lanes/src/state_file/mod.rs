@@ -49,7 +49,7 @@ pub use read::{StateFileError, parse_state, read_lane_record, read_state_file};
 pub use usage::{
     Tokens, Usage, from_protocol as usage_from_protocol, from_transcript as usage_from_transcript,
 };
-pub use view::{ShownStatus, StateView, with_ages};
+pub use view::{ShownStatus, StateView, supervisor_lost, with_ages};
 pub use write::StateFileWriter;
 
 /// The state file's major format version. Readers refuse files with a larger one; fields are

@@ -71,11 +71,7 @@ impl StateView {
     pub fn probed(mut doc: WorkerStateDoc, liveness: Liveness, now: u64) -> StateView {
         doc.seconds_since_update = now.saturating_sub(doc.progress_at);
         let seconds_since_heartbeat = now.saturating_sub(doc.supervisor.heartbeat_at);
-        let supervisor_lost = match liveness {
-            Liveness::Alive => false,
-            Liveness::Gone => true,
-            Liveness::Unknown => seconds_since_heartbeat > SUPERVISOR_LOST_AFTER.as_secs(),
-        };
+        let supervisor_lost = supervisor_lost(liveness, seconds_since_heartbeat);
         let status =
             if supervisor_lost && !doc.status.is_terminal() && !held_by_checks(doc.lane_state()) {
                 ShownStatus::SupervisorLost
@@ -88,6 +84,16 @@ impl StateView {
             supervisor_lost,
             seconds_since_heartbeat,
         }
+    }
+}
+
+/// Whether a lane's supervisor is gone: its lock is free, or, with no lock to probe, its last
+/// write is older than [`SUPERVISOR_LOST_AFTER`].
+pub fn supervisor_lost(liveness: Liveness, seconds_since_heartbeat: u64) -> bool {
+    match liveness {
+        Liveness::Alive => false,
+        Liveness::Gone => true,
+        Liveness::Unknown => seconds_since_heartbeat > SUPERVISOR_LOST_AFTER.as_secs(),
     }
 }
 

@@ -16,20 +16,35 @@ use clawpool_lanes::{StateView, wire_name};
 use serde::Serialize;
 use serde::ser::{self, Impossible, SerializeMap, Serializer};
 
+use super::printed::Spans;
+
+/// The entry a board row adds after the state document's: the board's own facts.
+pub(super) const BOARD_ENTRY: &str = "board";
+/// The entries a row has that its state document has not.
+pub(super) const ROW_ONLY_ENTRIES: [&str; 2] = [LAST_STATUS, BOARD_ENTRY];
+/// The lane's own status, written after the document's fields.
+const LAST_STATUS: &str = "last_status";
+
 /// The fields of `view`'s document, as `StateView::to_json` shows them, written into `map`
 /// (an open JSON object); the caller adds its own fields and closes it.
-pub(super) fn write_view<M: SerializeMap>(view: &StateView, map: &mut M) -> Result<(), M::Error> {
-    view.doc.serialize(Fields { map, view })?;
-    map.serialize_entry("last_status", &wire_name(&view.doc.status))
+/// With `spans`, the places of the entries that move with the clock are marked as the row's
+/// text is written ([`super::printed`]).
+pub(super) fn write_view<M: SerializeMap>(
+    view: &StateView,
+    map: &mut M,
+    spans: Option<&Spans>,
+) -> Result<(), M::Error> {
+    view.doc.serialize(Fields { map, view, spans })?;
+    map.serialize_entry(LAST_STATUS, &wire_name(&view.doc.status))
 }
 
 /// The supervisor as a reader shows it: the file's, with its liveness.
 #[derive(Serialize)]
-struct ShownSupervisor<'a> {
+pub(super) struct ShownSupervisor<'a> {
     #[serde(flatten)]
-    file: &'a Supervisor,
-    lost: bool,
-    seconds_since_heartbeat: u64,
+    pub(super) file: &'a Supervisor,
+    pub(super) lost: bool,
+    pub(super) seconds_since_heartbeat: u64,
 }
 
 /// A serializer that takes only the state document's map and writes its entries into the
@@ -37,17 +52,28 @@ struct ShownSupervisor<'a> {
 struct Fields<'a, M> {
     map: &'a mut M,
     view: &'a StateView,
+    spans: Option<&'a Spans>,
 }
 
 /// The entries of the state document, each passed to the row's map.
 struct Entries<'a, M> {
     map: &'a mut M,
     view: &'a StateView,
+    spans: Option<&'a Spans>,
     key: Option<String>,
 }
 
 impl<M: SerializeMap> Entries<'_, M> {
     fn entry<V: Serialize + ?Sized>(&mut self, key: &str, value: &V) -> Result<(), M::Error> {
+        let start = self.spans.map(Spans::at);
+        self.write_entry(key, value)?;
+        if let (Some(spans), Some(start)) = (self.spans, start) {
+            spans.entry(key, start);
+        }
+        Ok(())
+    }
+
+    fn write_entry<V: Serialize + ?Sized>(&mut self, key: &str, value: &V) -> Result<(), M::Error> {
         let view = self.view;
         match key {
             "lane_status" => self.map.serialize_entry(key, &view.status),
@@ -63,7 +89,7 @@ impl<M: SerializeMap> Entries<'_, M> {
                 },
             ),
             // Written by the row itself, after the document's fields.
-            "last_status" => Ok(()),
+            LAST_STATUS => Ok(()),
             _ => self.map.serialize_entry(key, value),
         }
     }
@@ -145,6 +171,7 @@ impl<'a, M: SerializeMap> Serializer for Fields<'a, M> {
         Ok(Entries {
             map: self.map,
             view: self.view,
+            spans: self.spans,
             key: None,
         })
     }

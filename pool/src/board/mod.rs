@@ -7,6 +7,7 @@
 //! json` prints (docs/cli.md); the table, `clawpool ui` and the MCP server render the same
 //! rows, so none of them disagree.
 
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use clawpool_lane::registry::{RegistryFolder, lane_registry};
@@ -20,9 +21,11 @@ use serde::{Deserialize, Serialize};
 use crate::error::CommandError;
 
 mod document;
+pub mod printed;
 pub mod summary;
 
-use summary::{KeptRow, Look, RegistryStamps, RowKey, RowToKeep, Sources, Summary};
+use printed::PrintedRow;
+use summary::{KeptRow, Look, RegistryStamps, RowKey, Sources, Summary};
 
 /// Which lanes a board shows.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,13 +47,102 @@ pub struct BoardSection {
     /// The repository.
     pub repo: Repo,
     /// Its registered lanes, by name.
-    pub lanes: Vec<BoardLane>,
+    pub rows: Vec<BoardRow>,
 }
 
 impl BoardSection {
     /// What the section's lanes cost together.
     pub fn cost(&self) -> RepositoryCost {
-        RepositoryCost::of(self.lanes.iter().map(BoardLane::cost))
+        RepositoryCost::of(self.rows.iter().map(BoardRow::cost))
+    }
+
+    /// Its lanes, typed (a kept row's state document read).
+    pub fn into_lanes(self) -> Vec<BoardLane> {
+        let repo = self.repo;
+        self.rows
+            .into_iter()
+            .map(|row| row.into_lane(&repo))
+            .collect()
+    }
+}
+
+/// One lane of a board as the board found it: worked out from its files, or an ended lane's
+/// row kept in the repository's summary, whose files have not changed since.
+pub enum BoardRow {
+    /// Worked out now.
+    Worked(Box<BoardLane>),
+    /// Taken from the summary.
+    Kept(KeptLane),
+}
+
+/// An ended lane's kept row as of the board that took it.
+pub struct KeptLane {
+    name: String,
+    row: Box<KeptRow>,
+    liveness: Liveness,
+    now: u64,
+}
+
+impl BoardRow {
+    /// The lane's name.
+    pub fn name(&self) -> &str {
+        match self {
+            BoardRow::Worked(lane) => &lane.name,
+            BoardRow::Kept(kept) => &kept.name,
+        }
+    }
+
+    /// The lane's cost.
+    pub fn cost(&self) -> LaneCost {
+        match self {
+            BoardRow::Worked(lane) => lane.cost(),
+            BoardRow::Kept(kept) => kept.row.printed.cost,
+        }
+    }
+
+    /// The lane typed: a kept row's state document read, or, should it not read, the lane
+    /// worked out from its files.
+    pub fn into_lane(self, repo: &Repo) -> BoardLane {
+        match self {
+            BoardRow::Worked(lane) => *lane,
+            BoardRow::Kept(KeptLane {
+                name,
+                row,
+                liveness,
+                now,
+            }) => match row.printed.doc() {
+                Some(doc) => BoardLane {
+                    name,
+                    worktree: row.worktree,
+                    state: Ok(StateView::probed(doc, liveness, now)),
+                    board: row.board,
+                },
+                None => board_lane(repo, &name, now),
+            },
+        }
+    }
+
+    /// Writes the lane's JSON document (docs/cli.md), with `repository` as a last entry for a
+    /// board of several repositories: a kept row as printed, its ages and liveness as of now.
+    pub fn write_json(&self, out: &mut dyn Write, repository: Option<&str>) -> io::Result<()> {
+        #[derive(Serialize)]
+        struct WithRepository<'a> {
+            #[serde(flatten)]
+            lane: &'a BoardLane,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            repository: Option<&'a str>,
+        }
+        match self {
+            BoardRow::Worked(lane) => {
+                serde_json::to_writer(out, &WithRepository { lane, repository })?;
+                Ok(())
+            }
+            BoardRow::Kept(kept) => {
+                kept.row
+                    .printed
+                    .write(out, kept.now, kept.liveness, repository)
+            }
+        }
     }
 }
 
@@ -98,7 +190,8 @@ pub struct PermissionCounts {
 }
 
 /// A lane's cost as its state says.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind", content = "usd")]
 pub enum LaneCost {
     /// Priced, in US dollars.
     Priced(f64),
@@ -172,7 +265,7 @@ pub fn board(request: &BoardRequest) -> Result<BoardReply, CommandError> {
     let sections = repos
         .into_iter()
         .map(|repo| BoardSection {
-            lanes: collect(&repo),
+            rows: collect(&repo),
             repo,
         })
         .collect();
@@ -187,7 +280,7 @@ pub fn board(request: &BoardRequest) -> Result<BoardReply, CommandError> {
 /// where it did: its stamps and its supervisor's liveness are all the board reads of it.
 /// Any other lane is worked out from its files, and the summary written back when a row
 /// was refused, dropped or worked out anew.
-pub fn collect(repo: &Repo) -> Vec<BoardLane> {
+pub fn collect(repo: &Repo) -> Vec<BoardRow> {
     let now = now_secs();
     let mut branches = BranchesNow::open(repo).ok();
     let look = Look::new(repo);
@@ -209,7 +302,8 @@ pub fn collect(repo: &Repo) -> Vec<BoardLane> {
             liveness != Liveness::Alive && kept.as_ref().is_some_and(|kept| look.holds(&dir, kept));
         (liveness, holds)
     });
-    let rows: Vec<(BoardLane, Option<RowKey>)> = lanes
+    // Each row, and the kept row it is (taken as it was, or worked out and to be kept).
+    let rows: Vec<(BoardRow, Option<KeptRow>)> = lanes
         .into_iter()
         .zip(probed)
         .filter_map(|((name, kept), (liveness, holds))| {
@@ -219,19 +313,13 @@ pub fn collect(repo: &Repo) -> Vec<BoardLane> {
                     branches.base_sha(&kept.key.base).as_deref() == Some(kept.key.base_sha.as_str())
                 });
                 if holds && base_holds {
-                    let KeptRow {
-                        key,
-                        worktree,
-                        doc,
-                        board,
-                    } = kept;
-                    let lane = BoardLane {
+                    let lane = KeptLane {
                         name,
-                        worktree,
-                        state: Ok(StateView::probed(doc, liveness, now)),
-                        board,
+                        row: Box::new(kept),
+                        liveness,
+                        now,
                     };
-                    return Some((lane, Some(key)));
+                    return Some((BoardRow::Kept(lane), None));
                 }
                 summary.changed = true;
             }
@@ -258,25 +346,31 @@ pub fn collect(repo: &Repo) -> Vec<BoardLane> {
                 liveness,
                 now,
             );
-            let key =
-                key.and_then(|(sources, base)| row_key(&lane, sources, base, branches.as_mut()?));
-            summary.changed |= key.is_some();
-            Some((lane, key))
+            let kept = key
+                .and_then(|(sources, base)| row_key(&lane, sources, base, branches.as_mut()?))
+                .and_then(|key| kept_row(&lane, key));
+            summary.changed |= kept.is_some();
+            Some((BoardRow::Worked(Box::new(lane)), kept))
         })
         .collect();
-    summary.write_back(rows.iter().filter_map(|(lane, key)| {
-        let view = lane.state.as_ref().ok()?;
-        Some((
-            lane.name.as_str(),
-            RowToKeep {
-                key: key.as_ref()?,
-                worktree: &lane.worktree,
-                doc: &view.doc,
-                board: &lane.board,
-            },
-        ))
+    summary.write_back(rows.iter().filter_map(|(row, kept)| {
+        let kept = match row {
+            BoardRow::Kept(lane) => &lane.row,
+            BoardRow::Worked(_) => kept.as_ref()?,
+        };
+        Some((row.name(), kept))
     }));
-    rows.into_iter().map(|(lane, _)| lane).collect()
+    rows.into_iter().map(|(row, _)| row).collect()
+}
+
+/// `lane`'s row to keep, worked out for `key`.
+fn kept_row(lane: &BoardLane, key: RowKey) -> Option<KeptRow> {
+    Some(KeptRow {
+        key,
+        worktree: lane.worktree.clone(),
+        board: lane.board.clone(),
+        printed: PrintedRow::of(lane)?,
+    })
 }
 
 /// `f` of each of `items`, in their order: the first half on this thread and the second on
@@ -457,8 +551,8 @@ impl Serialize for BoardLane {
         match &self.state {
             Ok(view) => {
                 let mut map = serializer.serialize_map(None)?;
-                document::write_view(view, &mut map)?;
-                map.serialize_entry("board", &self.board)?;
+                document::write_view(view, &mut map, None)?;
+                map.serialize_entry(document::BOARD_ENTRY, &self.board)?;
                 map.end()
             }
             Err(err) => {
@@ -474,7 +568,7 @@ impl Serialize for BoardLane {
                         path: err.path().display().to_string(),
                     },
                 )?;
-                map.serialize_entry("board", &self.board)?;
+                map.serialize_entry(document::BOARD_ENTRY, &self.board)?;
                 map.end()
             }
         }

@@ -7,31 +7,38 @@
 //! admin `gitdir` and `HEAD`, the branch's ref (or `packed-refs` when the ref is packed), the
 //! worktree's index and top folder; and the base commit it was worked out against.
 //!
+//! The file is two parts: a first line, one JSON document of every row's stamps, board facts
+//! and marks, and after it the rows' printed texts ([`super::printed`]) one after another,
+//! each found by its place. A steady board parses the first line only: the texts are written
+//! out as they are, never parsed or copied.
+//!
 //! A later board takes a row instead of reading those files only while every stamp is as kept
 //! and the base still points to that commit: a change time is set by the kernel on every
 //! change and no process can set it back, and git and clawpool replace these files by
 //! renaming (a new inode). A file that changed within [`RACY`] of the look that read it is not
 //! kept (git's "racy" rule: a second write in the same tick of the kernel's clock could leave
-//! the same stamp). The summary is refused whole when it does not parse or is of another
-//! version, and a row is refused when any stamp moved; refused rows are worked out again from
+//! the same stamp). The summary is refused whole when its first line does not parse or is of
+//! another version, and a row is refused when any stamp moved or its text's place or marks do
+//! not hold; refused rows are worked out again from
 //! the files and the summary written back whole (a temporary file renamed over it, so no
 //! reader sees half of one; the last writer wins).
 
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use clawpool_lanes::WorkerStateDoc;
 use clawpool_worktree::Repo;
 use clawpool_worktree::layout::{DEGRADED_MARKER, LANE_ENTRY, STATE_RECORD};
 use serde::{Deserialize, Serialize};
 
 use super::BoardFacts;
+use super::printed::{PrintedRow, PrintedRowAt};
 
 /// The summary's file name, in clawpool's folder of the common git dir.
 pub const SUMMARY: &str = "board.json";
 /// The summary's format; a summary of another is refused whole.
-const VERSION: u32 = 1;
+const VERSION: u32 = 3;
 /// How long before a look a file must have last changed for a row read from it to be kept:
 /// two ticks of the coarsest kernel clock (100 Hz), which stamps change times.
 pub const RACY: Duration = Duration::from_millis(20);
@@ -288,44 +295,52 @@ pub struct RowKey {
     pub base_sha: String,
 }
 
-/// A kept row: the lane's worktree, its state document as the board showed it (branch facts
-/// applied; ages and liveness are worked out again at each board), the board's facts, and what
-/// it was worked out for.
+/// A [`KeptRow`] as the summary file's first line holds it: its printed text is among the
+/// rows after that line.
 #[derive(Debug, Deserialize)]
+struct KeptRowIn {
+    key: RowKey,
+    worktree: PathBuf,
+    board: BoardFacts,
+    printed: PrintedRowAt,
+}
+
+/// A [`KeptRow`] to write.
+#[derive(Serialize)]
+struct KeptRowOut<'a> {
+    key: &'a RowKey,
+    worktree: &'a Path,
+    board: &'a BoardFacts,
+    printed: PrintedRowAt,
+}
+
+/// A kept row: the lane's worktree, the board's facts, the row as printed (its state document
+/// as the board showed it, branch facts applied; ages and liveness are worked out again at
+/// each board), and what it was worked out for.
+#[derive(Debug, Clone)]
 pub struct KeptRow {
     /// What the row was worked out for.
     pub key: RowKey,
     /// The lane's worktree.
     pub worktree: PathBuf,
-    /// Its state document.
-    pub doc: WorkerStateDoc,
     /// The board's facts.
     pub board: BoardFacts,
+    /// The row as printed.
+    pub printed: PrintedRow,
 }
 
-/// A row to keep, borrowed from the board's lane.
-#[derive(Serialize)]
-pub struct RowToKeep<'a> {
-    /// What the row was worked out for.
-    pub key: &'a RowKey,
-    /// The lane's worktree.
-    pub worktree: &'a Path,
-    /// Its state document.
-    pub doc: &'a WorkerStateDoc,
-    /// The board's facts.
-    pub board: &'a BoardFacts,
-}
-
+/// The summary file's first line: a JSON document of the rows' stamps and marks. The rows'
+/// printed texts follow it, one after another, read by place and never parsed.
 #[derive(Deserialize)]
 struct SummaryFile {
     version: u32,
-    lanes: BTreeMap<String, KeptRow>,
+    lanes: BTreeMap<String, KeptRowIn>,
 }
 
 #[derive(Serialize)]
 struct SummaryToWrite<'a> {
     version: u32,
-    lanes: BTreeMap<&'a str, RowToKeep<'a>>,
+    lanes: BTreeMap<&'a str, KeptRowOut<'a>>,
 }
 
 /// A repository's summary as one board read it, and whether the board must write it back.
@@ -343,12 +358,31 @@ impl Summary {
     /// refused (not JSON of this shape, another version).
     pub fn read(repo: &Repo) -> Summary {
         let file = repo.state_dir().root().join(SUMMARY);
-        let bytes = std::fs::read(&file).ok();
-        let existed = bytes.is_some();
-        let rows = bytes
-            .and_then(|bytes| serde_json::from_slice::<SummaryFile>(&bytes).ok())
-            .filter(|summary| summary.version == VERSION)
-            .map(|summary| summary.lanes);
+        let text = std::fs::read_to_string(&file).ok().map(Arc::new);
+        let existed = text.is_some();
+        let rows = text.as_ref().and_then(|text| {
+            let (first_line, _) = text.split_once('\n')?;
+            let rows_start = first_line.len() + 1;
+            let summary = serde_json::from_str::<SummaryFile>(first_line).ok()?;
+            (summary.version == VERSION).then(|| {
+                summary
+                    .lanes
+                    .into_iter()
+                    .filter_map(|(name, row)| {
+                        let printed = row.printed.in_file(text, rows_start)?;
+                        Some((
+                            name,
+                            KeptRow {
+                                key: row.key,
+                                worktree: row.worktree,
+                                board: row.board,
+                                printed,
+                            },
+                        ))
+                    })
+                    .collect::<BTreeMap<_, _>>()
+            })
+        });
         Summary {
             file,
             existed,
@@ -357,28 +391,48 @@ impl Summary {
         }
     }
 
-    /// Lane `name`'s kept row, which leaves the summary (the board keeps it again or not).
+    /// Lane `name`'s kept row, which leaves the summary (the board keeps it again or not);
+    /// `None` when its printed row's marks do not hold together.
     pub fn remove(&mut self, name: &str) -> Option<KeptRow> {
-        self.rows.remove(name)
+        self.rows
+            .remove(name)
+            .filter(|row| row.printed.holds_together())
     }
 
     /// Writes `rows` as the summary when it changed (or a lane it had is gone), replacing the
     /// file whole. A failed write only leaves the next board to work the rows out again.
-    pub fn write_back<'a>(self, rows: impl Iterator<Item = (&'a str, RowToKeep<'a>)>) {
+    pub fn write_back<'a>(self, rows: impl Iterator<Item = (&'a str, &'a KeptRow)>) {
         if !self.changed && self.rows.is_empty() {
+            return;
+        }
+        let mut texts = String::new();
+        let lanes: BTreeMap<&str, KeptRowOut> = rows
+            .map(|(name, row)| {
+                let start = texts.len();
+                texts.push_str(row.printed.text());
+                let out = KeptRowOut {
+                    key: &row.key,
+                    worktree: &row.worktree,
+                    board: &row.board,
+                    printed: row.printed.at((start, texts.len())),
+                };
+                (name, out)
+            })
+            .collect();
+        // A board of lanes none of which is kept leaves no file where there was none.
+        if lanes.is_empty() && !self.existed {
             return;
         }
         let summary = SummaryToWrite {
             version: VERSION,
-            lanes: rows.collect(),
+            lanes,
         };
-        // A board of lanes none of which is kept leaves no file where there was none.
-        if summary.lanes.is_empty() && !self.existed {
-            return;
-        }
-        let Ok(bytes) = serde_json::to_vec(&summary) else {
+        let Ok(mut bytes) = serde_json::to_vec(&summary) else {
             return;
         };
+        // Compact JSON has no line break of its own (one in a string is written `\n`).
+        bytes.push(b'\n');
+        bytes.extend_from_slice(texts.as_bytes());
         let temp = self
             .file
             .with_file_name(format!("{SUMMARY}.{}.tmp", std::process::id()));
