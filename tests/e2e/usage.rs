@@ -107,7 +107,12 @@ fn a_usage_written_after_the_agent_stopped_is_in_the_lanes_last_state_write() {
     ] {
         let state: Value =
             serde_json::from_str(&std::fs::read_to_string(&file).expect("state")).expect("JSON");
-        assert_eq!(state["lane_event"]["seq"], last, "{}: {state:#}", file.display());
+        assert_eq!(
+            state["lane_event"]["seq"],
+            last,
+            "{}: {state:#}",
+            file.display()
+        );
         assert_eq!(state["lane_status"], "finished", "{state:#}");
         assert_eq!(state["usage"]["turns"], 1, "{state:#}");
         assert_eq!(state["usage"]["total"]["output"], 2000, "{state:#}");
