@@ -97,6 +97,11 @@ pub type EventObserver = Box<dyn Fn(&LaneEvent) + Send + Sync>;
 pub struct EventLog {
     lane: String,
     inner: Mutex<Inner>,
+    /// Held by an append from before its event is numbered until the observer has seen it:
+    /// events are appended from several tasks at once (the handshake, the lane's transcript
+    /// reads, its watches), and the observer — which keeps the lane's state document — must
+    /// see them in the order of their seq, or the document's last event goes back (issue 27).
+    delivery: Mutex<()>,
     observer: Option<EventObserver>,
 }
 
@@ -117,6 +122,7 @@ impl EventLog {
                 file: None,
                 stream: None,
             }),
+            delivery: Mutex::new(()),
             observer: None,
         }
     }
@@ -164,11 +170,14 @@ impl EventLog {
                 file: Some((path.to_owned(), file)),
                 stream,
             }),
+            delivery: Mutex::new(()),
             observer: None,
         })
     }
 
-    /// Also calls `observer` with every event recorded from now on.
+    /// Also calls `observer` with every event recorded from now on, in the order of their seq
+    /// whichever tasks append them, each before its append returns. The observer must not
+    /// append to this log itself (it is called while the next append waits).
     pub fn observe(mut self, observer: EventObserver) -> Self {
         self.observer = Some(observer);
         self
@@ -220,6 +229,7 @@ impl EventLog {
     /// the next one's line. One decision's events — a hook's record and the finish it decides —
     /// reach the log and the stream together. Each append's result, in order.
     pub fn report_all(&self, reports: Vec<EventReport>) -> Vec<Result<LaneEvent, EventLogError>> {
+        let _delivery = self.lock_delivery();
         let written: Vec<_> = reports
             .into_iter()
             .map(|report| {
@@ -249,9 +259,16 @@ impl EventLog {
         evidence: Option<Evidence>,
         detail: serde_json::Value,
     ) -> Result<LaneEvent, EventLogError> {
+        let _delivery = self.lock_delivery();
         let event = self.write(source, kind, from, to, evidence, detail)?;
         self.notify(&event);
         Ok(event)
+    }
+
+    fn lock_delivery(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.delivery
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn notify(&self, event: &LaneEvent) {
@@ -403,5 +420,42 @@ mod tests {
             .collect();
         assert_eq!(seqs, vec![1, 2]);
         assert_eq!(*seen.lock().expect("lock"), vec![(1, 2), (2, 2)]);
+    }
+
+    /// Issue 27: a lane's transcript read appended its `lane.usage` while the handshake
+    /// appended the finish; the observer saw the finish first and the usage last, and the state
+    /// file's last event went back to the usage. The observer sees events in seq order, each
+    /// before its append returns.
+    #[test]
+    fn the_observer_sees_concurrent_appends_in_seq_order() {
+        use std::sync::{Arc, mpsc};
+        use std::time::Duration;
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let observed = Arc::clone(&seen);
+        let (second_tx, second_rx) = mpsc::channel::<mpsc::Sender<()>>();
+        let log = Arc::new(EventLog::in_memory("a").observe(Box::new(move |event| {
+            if event.seq == 1 {
+                // While the observer is busy with the first event another task appends the
+                // second: it must wait for the first to be seen. Its append's return is
+                // watched for a while; with the order kept, it does not come.
+                let (done_tx, done_rx) = mpsc::channel();
+                second_tx.send(done_tx).expect("the second appender waits");
+                let _ = done_rx.recv_timeout(Duration::from_millis(300));
+            }
+            observed.lock().expect("lock").push(event.seq);
+        })));
+        let second = std::thread::spawn({
+            let log = Arc::clone(&log);
+            move || {
+                let done = second_rx.recv().expect("the first event is being observed");
+                log.report(Payload::Ready, None, None, None)
+                    .expect("append");
+                let _ = done.send(());
+            }
+        });
+        log.report(Payload::Ready, None, None, None)
+            .expect("append");
+        second.join().expect("the second appender");
+        assert_eq!(*seen.lock().expect("lock"), vec![1, 2]);
     }
 }
