@@ -1,8 +1,7 @@
 //! Closing a lane once its runs ended: its worker stopped and its terminal gone, its trust
 //! store confined, its control socket closed and its transcript reads settled, then for a
-//! finished lane the finishing stage (verification on finish, and
-//! what the policy asks: merge-forward, verify, close-out), its last commits reported, and its
-//! last state written.
+//! finished lane the finishing stage (verification on finish, and what the policy asks:
+//! merge-forward, verify, close-out), its last commits reported, and its last state written.
 //!
 //! Every task of the lane that appends to its event log or writes its state file is over
 //! before the last write: the reads of the agent's usage are settled ([`USAGE_GRACE`]), the
