@@ -11,10 +11,11 @@
 //! report on as a [`ChannelMessage`]; the handshake turns it into a typed [`HookFact`].
 //!
 //! After a `Stop`, and when a tool starts (`PreToolUse`), the lane reads the latest assistant
-//! message's token usage from the transcript the hook named ([`last_turn_usage`]), in a task
-//! of its own: Claude Code writes the turn's last assistant message to its transcript after
-//! the hook, so the finish never waits for it; a tool's start gives the cost mid-turn, which
-//! the lane's budget is checked against.
+//! message's token usage from the transcript the hook named ([`usage`]), in a task the lane
+//! owns ([`UsageReads`]): Claude Code writes the turn's last assistant message to its
+//! transcript after the hook, so the hook is answered without waiting for it, and the lane's
+//! close waits (briefly) for the reads still going before its last write; a tool's start gives
+//! the cost mid-turn, which the lane's budget is checked against.
 //!
 //! Codex, when its app server does not start, reports its turns' ends through its `notify`
 //! program instead ([`codex_notify`]): the same command, token and control socket, one event.
@@ -25,11 +26,11 @@
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use clawpool_lanes::Payload;
-use clawpool_lanes::payload::{HookReported, ProtocolReported, UsageReported};
+use clawpool_lanes::payload::{HookReported, ProtocolReported};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
@@ -38,6 +39,9 @@ use crate::permission_gate::{PermissionAnswer, PermissionGate};
 use clawpool_recovery::permissions::Verdict;
 
 pub mod codex_notify;
+pub mod usage;
+
+pub use usage::{TranscriptUsage, UsageReads, last_turn_usage};
 
 /// The channel's name in `lane.channel.*` events and the state file's `hooks.channel`.
 pub const CLAUDE_HOOKS: &str = "claude_hooks";
@@ -443,8 +447,9 @@ pub struct HookInbox {
     /// The gate that answers PermissionRequest reports, when the lane's policy decides its
     /// tool-permission questions (`docs/permissions.md`, "Answering through the hook").
     pub permissions: Option<PermissionGate>,
-    /// Where the usage read from the transcript after a `Stop` is recorded (`lane.usage`).
-    pub usage_log: Option<Arc<clawpool_lanes::EventLog>>,
+    /// The lane's reads of the usage in the transcript a `Stop` or `PreToolUse` names
+    /// (`lane.usage`), which its close settles.
+    pub usage: Option<UsageReads>,
 }
 
 impl HookInbox {
@@ -466,13 +471,10 @@ impl HookInbox {
             fact.event,
             HookEvent::Stop { .. } | HookEvent::PreToolUse { .. }
         );
-        if let (true, Some(transcript), Some(log)) =
-            (reads_usage, &fact.transcript_path, &self.usage_log)
+        if let (true, Some(transcript), Some(reads)) =
+            (reads_usage, &fact.transcript_path, &self.usage)
         {
-            tokio::spawn(record_turn_usage(
-                PathBuf::from(transcript),
-                Arc::clone(log),
-            ));
+            reads.start(PathBuf::from(transcript));
         }
         let question = match (&fact.event, &self.permissions) {
             (
@@ -670,74 +672,6 @@ fn new_token() -> std::io::Result<String> {
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
-/// How much of a transcript's end is read for the turn's usage (a transcript grows with the
-/// session, and holds whole API requests; its last lines are enough).
-const TRANSCRIPT_TAIL: u64 = 4 << 20;
-/// How long the turn's last assistant message may take to reach the transcript after `Stop`.
-const TRANSCRIPT_WAIT: Duration = Duration::from_secs(10);
-/// How often the transcript is read meanwhile (Claude Code writes it in bursts, and tells no
-/// one).
-const TRANSCRIPT_POLL: Duration = Duration::from_millis(100);
-
-/// Records the turn's usage (`lane.usage`) once the transcript holds it, within
-/// [`TRANSCRIPT_WAIT`]; nothing when it never does (unknown, not zero).
-async fn record_turn_usage(transcript: PathBuf, log: Arc<clawpool_lanes::EventLog>) {
-    let deadline = tokio::time::Instant::now() + TRANSCRIPT_WAIT;
-    while tokio::time::Instant::now() < deadline {
-        if let Some(read) = last_turn_usage(&transcript) {
-            let reported = Payload::Usage(UsageReported {
-                source: "claude_transcript".into(),
-                usage: read.usage,
-                transcript_path: Some(transcript.display().to_string()),
-                model: read.model,
-                message_id: read.message_id,
-            });
-            let _ = log.report(reported, None, None, None);
-            return;
-        }
-        tokio::time::sleep(TRANSCRIPT_POLL).await;
-    }
-}
-
-/// An assistant message's usage, as the transcript has it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TranscriptUsage {
-    /// The message's `usage`, in Claude Code's vocabulary.
-    pub usage: Value,
-    /// The model the message names.
-    pub model: Option<String>,
-    /// The message's id (one API response; its content blocks are separate lines).
-    pub message_id: Option<String>,
-}
-
-/// The `usage` of the last assistant message in Claude Code's transcript (JSON lines:
-/// `{"type": "assistant", "message": {"id": …, "model": …, "usage": {…}}}`), read from its
-/// last [`TRANSCRIPT_TAIL`] bytes: the last assistant line, if no `user` line (a prompt or a
-/// tool's result) follows it — else the turn's answer is not written yet.
-pub fn last_turn_usage(transcript: &Path) -> Option<TranscriptUsage> {
-    let mut file = std::fs::File::open(transcript).ok()?;
-    let len = file.metadata().ok()?.len();
-    file.seek(SeekFrom::Start(len.saturating_sub(TRANSCRIPT_TAIL)))
-        .ok()?;
-    let mut tail = Vec::new();
-    file.read_to_end(&mut tail).ok()?;
-    String::from_utf8_lossy(&tail)
-        .lines()
-        .rev()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .find(|line| line["type"] == "assistant" || line["type"] == "user")
-        .filter(|line| line["type"] == "assistant")
-        .and_then(|line| {
-            let message = &line["message"];
-            let usage = &message["usage"];
-            usage.is_object().then(|| TranscriptUsage {
-                usage: usage.clone(),
-                model: message["model"].as_str().map(str::to_owned),
-                message_id: message["id"].as_str().map(str::to_owned),
-            })
-        })
-}
-
 /// Watches a lane's failures file (inotify on its folder): each line a hook appends becomes a
 /// [`ChannelMessage::Failed`] for the handshake.
 pub struct FailureWatch {
@@ -878,7 +812,7 @@ mod tests {
             token: "ours".into(),
             sender,
             permissions: None,
-            usage_log: None,
+            usage: None,
         };
         let report = |token: &str| HookReport {
             token: token.into(),
@@ -895,34 +829,6 @@ mod tests {
                 ..
             }))
         ));
-    }
-
-    #[test]
-    fn the_turns_usage_is_its_last_assistant_message_once_written() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let transcript = dir.path().join("session.jsonl");
-        let write = |lines: &[Value]| {
-            let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
-            std::fs::write(&transcript, text).expect("transcript");
-        };
-        let prompt = json!({"type": "user", "message": {"content": "hi"}});
-        let answer = |output: u64| {
-            json!({"type": "assistant", "message": {"usage": {"input_tokens": 3,
-                   "output_tokens": output, "cache_read_input_tokens": 5}}})
-        };
-        // The turn's prompt is the last word: its answer is not written yet.
-        write(&[answer(1), prompt.clone()]);
-        assert_eq!(last_turn_usage(&transcript), None);
-        write(&[
-            answer(1),
-            prompt,
-            answer(4),
-            json!({"type": "system", "subtype": "stop_hook_summary"}),
-        ]);
-        let usage = last_turn_usage(&transcript).expect("usage").usage;
-        assert_eq!(usage["output_tokens"], 4);
-        assert_eq!(usage["cache_read_input_tokens"], 5);
-        assert_eq!(last_turn_usage(&dir.path().join("none.jsonl")), None);
     }
 
     #[tokio::test]
@@ -956,7 +862,7 @@ mod tests {
             token: "ours".into(),
             sender,
             permissions: Some(gate),
-            usage_log: None,
+            usage: None,
         };
         let ask = |tool: &str, input: Value, cwd: &Path| HookReport {
             token: "ours".into(),

@@ -40,3 +40,4 @@ mod spawn;
 mod stream;
 mod trust;
 mod ui;
+mod usage;

@@ -1,11 +1,18 @@
 //! Closing a lane once its runs ended: its worker stopped and its terminal gone, its trust
-//! store confined, then for a finished lane the finishing stage (verification on finish, and
-//! what the policy asks: merge-forward, verify, close-out), its last commits reported, and its
-//! last state written.
+//! store confined, its control socket closed and its transcript reads settled, then for a
+//! finished lane the finishing stage (verification on finish, and what the policy asks:
+//! merge-forward, verify, close-out), its last commits reported, and its last state written.
+//!
+//! Every task of the lane that appends to its event log or writes its state file is over
+//! before the last write: the reads of the agent's usage are settled ([`USAGE_GRACE`]), the
+//! branch and commit watches and the publication's guard are cancelled and waited for. So the
+//! last write holds the lane's last event, and nothing appends to the log after it.
 //!
 //! From here no worker is driven: the lane's state is the finishing stage's to change, and it
 //! is carried from step to step (each check is given the state it may move and says where it
 //! leads), not read back from the state file.
+
+use std::time::Duration;
 
 use clawpool_lanes::payload::{ClosedOut, Payload};
 use clawpool_lanes::{EventLog, LaneState};
@@ -21,6 +28,12 @@ use crate::finishing;
 use crate::handshake::{Outcome, confine_trust_store};
 use crate::lane_state::StateRecorder;
 use crate::recovering::{Finishing, Plan, Recovery};
+
+/// How long the lane's close waits, once its agent stopped and its control socket closed, for
+/// the usage reads still polling the agent's transcript (the turn's last answer reaches it
+/// after the `Stop` hook). The agent has exited by then, so what it wrote is all there is; a
+/// read that still finds nothing is given up and the turn's usage stays unknown, not zero.
+pub(super) const USAGE_GRACE: Duration = Duration::from_secs(2);
 
 impl OpenLane {
     /// Closes the lane after its runs `ended`.
@@ -44,6 +57,7 @@ impl OpenLane {
             branch_tasks,
             supervisor_lock,
             publication_task,
+            usage_reads,
             ..
         } = self;
         // Commands still waiting are told the lane ended; every verdict is written before the
@@ -63,8 +77,20 @@ impl OpenLane {
         if let Some((watch, serve)) = branch_tasks {
             watch.abort();
             serve.abort();
+            // Cancelled is not over: a check may be appending as it is told.
+            let _ = watch.await;
+            let _ = serve.await;
         }
+        // No hook report is taken after this, so no read starts.
         listener.close().await;
+        let settled = usage_reads.settle(USAGE_GRACE).await;
+        if settled.given_up > 0 {
+            tracing::info!(
+                lane = %job.name,
+                given_up = settled.given_up,
+                "the agent's transcript never showed the usage of its last report"
+            );
+        }
         let (mut outcome, interrupted) = match ended {
             Ok(outcome) => (Some(outcome), None),
             Err(interrupted) => (None, Some(interrupted)),
@@ -98,14 +124,18 @@ impl OpenLane {
         }
         if let (Some(task), Some(commits)) = (commit_task, &commits) {
             task.abort();
+            let _ = task.await;
             // A commit made just before the lane finished is still reported.
             commits.check(Look::Last).await;
         }
         if let Terminal::Tmux(server) = &job.terminal {
             let _ = server.kill_session(&rig.session).await;
         }
-        write_last(&recorder).await;
+        // The last write publishes the state file anyway; the guard that puts it back (and
+        // records that it did) ends before it.
         publication_task.abort();
+        let _ = publication_task.await;
+        write_last(&recorder).await;
         drop(supervisor_lock);
         let _ = std::fs::remove_file(&socket);
         LaneResult {

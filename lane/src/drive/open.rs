@@ -21,7 +21,7 @@ use super::trust_store::{seed_trust_store, trust_store_file};
 use super::worker::{Rig, replace_leftover_session, restarts_of, start_worker, with_prompt};
 use super::{LaneJob, STATE_DIR, Start, session_name, spawn_spec, transport_of};
 use crate::app_server::{self, AppServer};
-use crate::channel::{self, ChannelMessage, ChannelSetup, FailureWatch, HookInbox};
+use crate::channel::{self, ChannelMessage, ChannelSetup, FailureWatch, HookInbox, UsageReads};
 use crate::control::{self, ControlSocket, ScreenSource};
 use crate::error::LaneError;
 use crate::handshake::OperatorRequest;
@@ -59,6 +59,8 @@ pub(super) struct OpenLane {
     pub(super) supervisor_lock: SupervisorLock,
     /// Puts the published state file back when someone else changed it; ends with the watch.
     pub(super) publication_task: JoinHandle<()>,
+    /// The transcript reads the hooks asked for, settled by the close before the last write.
+    pub(super) usage_reads: UsageReads,
     /// Held for the lane's life: the lane's subscription to its repository's watcher.
     pub(super) _lane_watch: LaneWatch,
     /// Held for the lane's life: the lane's own Codex app server.
@@ -383,11 +385,12 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
         dialog.kind == DialogKind::ToolPermission && dialog.policy == DialogPolicy::Ask
     });
     let has_channel = hook_channel.is_some() || app_server.is_some();
+    let usage_reads = UsageReads::new(Arc::clone(&events));
     let hook_inbox = hook_channel.as_ref().map(|setup| HookInbox {
         token: setup.token.clone(),
         sender: hook_tx,
         permissions: policy_decides_permissions.then(|| permission_gate.clone()),
-        usage_log: Some(Arc::clone(&events)),
+        usage: Some(usage_reads.clone()),
     });
     let base_spec = spec.clone();
     spec = with_prompt(spec, &job.profile, &plan);
@@ -520,6 +523,7 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
         branch_tasks,
         supervisor_lock,
         publication_task,
+        usage_reads,
         _lane_watch: lane_watch,
         _app_server: app_server,
         _failure_watch: failure_watch,

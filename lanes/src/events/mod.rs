@@ -176,7 +176,9 @@ impl EventLog {
         })
     }
 
-    /// Also calls `observer` with every event recorded from now on.
+    /// Also calls `observer` with every event recorded from now on, in the order of their seq
+    /// whichever tasks append them, each before its append returns. The observer must not
+    /// append to this log itself (it is called while the next append waits).
     pub fn observe(mut self, observer: EventObserver) -> Self {
         self.observer = Some(observer);
         self
