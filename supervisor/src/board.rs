@@ -28,8 +28,8 @@ use clawpool_worktree::layout::LANE_DIR;
 pub use clawpool_pool::lane_lookup::{FoundLane, find_enclosing_lane, find_lane};
 
 /// Lane `name`'s board row (the pool's, `clawpool_pool::board::board_lane`) as the JSON
-/// document `clawpool board` prints, for the renderers that read documents: the MCP server,
-/// `doctor`'s channel checks and the demo.
+/// document `clawpool board` prints, for the MCP server's `list_lanes`, which hands documents
+/// to its client.
 pub fn board_lane(repo: &Repo, name: &str, now: u64) -> Value {
     document(&clawpool_pool::board::board_lane(repo, name, now))
 }

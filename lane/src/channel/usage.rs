@@ -259,10 +259,16 @@ mod tests {
         assert_eq!(last_turn_usage(&transcript), None);
     }
 
-    fn log_in(dir: &Path) -> (Arc<EventLog>, PathBuf) {
+    /// A lane's reads in `dir`, one started on a transcript holding `text`: the reads, the
+    /// transcript and the event log's file.
+    fn reading(dir: &Path, text: &str) -> (UsageReads, PathBuf, PathBuf) {
         let path = dir.join("events.jsonl");
         let log = EventLog::open("lane", &path).expect("the event log");
-        (Arc::new(log), path)
+        let transcript = dir.join("session.jsonl");
+        std::fs::write(&transcript, text).expect("transcript");
+        let reads = UsageReads::new(Arc::new(log));
+        reads.start(transcript.clone());
+        (reads, transcript, path)
     }
 
     fn usage_events(log: &Path) -> usize {
@@ -287,11 +293,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn settling_waits_for_a_usage_written_after_the_close_began() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let (log, path) = log_in(dir.path());
-        let transcript = dir.path().join("session.jsonl");
-        std::fs::write(&transcript, "{\"type\": \"user\"}\n").expect("transcript");
-        let reads = UsageReads::new(log);
-        reads.start(transcript.clone());
+        let (reads, transcript, path) = reading(dir.path(), "{\"type\": \"user\"}\n");
         let late = tokio::spawn({
             let transcript = transcript.clone();
             async move {
@@ -325,11 +327,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_usage_that_never_shows_is_given_up_and_nothing_writes_after() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let (log, path) = log_in(dir.path());
-        let transcript = dir.path().join("session.jsonl");
-        std::fs::write(&transcript, "{\"type\": \"user\"}\n").expect("transcript");
-        let reads = UsageReads::new(log);
-        reads.start(transcript.clone());
+        let (reads, transcript, path) = reading(dir.path(), "{\"type\": \"user\"}\n");
         let began = tokio::time::Instant::now();
         let settled = reads.settle(Duration::from_secs(2)).await;
         assert_eq!(
@@ -357,11 +355,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn reads_already_over_are_not_waited_for() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let (log, path) = log_in(dir.path());
-        let transcript = dir.path().join("session.jsonl");
-        std::fs::write(&transcript, answer()).expect("transcript");
-        let reads = UsageReads::new(log);
-        reads.start(transcript.clone());
+        let (reads, transcript, path) = reading(dir.path(), &answer());
         reads.start(transcript);
         tokio::time::sleep(TRANSCRIPT_POLL).await;
         let began = tokio::time::Instant::now();
