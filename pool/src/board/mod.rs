@@ -9,6 +9,7 @@
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use clawpool_lane::registry::{RegistryFolder, lane_registry};
 use clawpool_lanes::state_file::{GreenLevel, now_secs};
@@ -282,32 +283,54 @@ pub fn board(request: &BoardRequest) -> Result<BoardReply, CommandError> {
 /// was refused, dropped or worked out anew.
 pub fn collect(repo: &Repo) -> Vec<BoardRow> {
     let now = now_secs();
-    let mut branches = BranchesNow::open(repo).ok();
     let look = Look::new(repo);
-    let mut summary = Summary::read(repo);
-    let lanes: Vec<(String, Option<KeptRow>)> = crate::registry::registered_lanes(repo)
+    let names = crate::registry::registered_lanes(repo);
+    // Each lane's supervisor lock and registry stamps need nothing from the summary or the
+    // bases: another thread takes them while this one reads those, then joins in.
+    let (lanes_now, (mut summary, mut branches)) = shared_with_another_thread(
+        &names,
+        |name| {
+            let dir = repo.state_dir().lane(name);
+            (probe(&dir), RegistryStamps::of(&dir))
+        },
+        || {
+            let summary = Summary::read(repo);
+            let branches = BranchesNow::open(repo).ok();
+            (summary, branches)
+        },
+    );
+    let lanes: Vec<FirstLook> = names
         .into_iter()
-        .map(|name| {
-            let kept = summary.remove(&name);
-            (name, kept)
+        .zip(lanes_now)
+        .map(|(name, (liveness, stamps))| FirstLook {
+            kept: summary.remove(&name),
+            name,
+            liveness,
+            stamps,
         })
         .collect();
-    // Each lane's supervisor lock and the stamps of its kept row's files: all a board reads of
-    // an ended lane whose row holds, on two threads (a lane somebody holds is driven: worked
-    // out now, never taken from a kept row).
-    let probed = on_two_threads(&lanes, |(name, kept)| {
-        let dir = repo.state_dir().lane(name);
-        let liveness = probe(&dir);
-        let holds =
-            liveness != Liveness::Alive && kept.as_ref().is_some_and(|kept| look.holds(&dir, kept));
-        (liveness, holds)
+    // The stamps of each kept row's worktree files, on two threads: with the lock and the
+    // registry stamps, all a board reads of an ended lane whose row holds (a lane somebody
+    // holds is driven: worked out now, never taken from a kept row).
+    let holding = on_two_threads(&lanes, |lane| {
+        lane.liveness != Liveness::Alive
+            && lane
+                .kept
+                .as_ref()
+                .zip(lane.stamps)
+                .is_some_and(|(kept, stamps)| look.holds(stamps, kept))
     });
     // Each row, and the kept row it is (taken as it was, or worked out and to be kept).
     let rows: Vec<(BoardRow, Option<KeptRow>)> = lanes
         .into_iter()
-        .zip(probed)
-        .filter_map(|((name, kept), (liveness, holds))| {
-            let registry = lane_registry(repo, &name);
+        .zip(holding)
+        .filter_map(|(lane, holds)| {
+            let FirstLook {
+                name,
+                kept,
+                liveness,
+                stamps,
+            } = lane;
             if let Some(kept) = kept {
                 let base_holds = branches.as_mut().is_some_and(|branches| {
                     branches.base_sha(&kept.key.base).as_deref() == Some(kept.key.base_sha.as_str())
@@ -323,8 +346,9 @@ pub fn collect(repo: &Repo) -> Vec<BoardRow> {
                 }
                 summary.changed = true;
             }
-            // Stamped before anything is read: a change while the board runs makes its row old.
-            let stamps = RegistryStamps::of(registry.dir());
+            // The stamps were taken before anything of the lane was read: a change while the
+            // board runs makes its row old.
+            let registry = lane_registry(repo, &name);
             // Read once: a folder without an entry (a lane whose supervisor died before it
             // registered it) is no lane of the board, as `registered_names` has it.
             let entry = match registry.entry() {
@@ -363,6 +387,15 @@ pub fn collect(repo: &Repo) -> Vec<BoardRow> {
     rows.into_iter().map(|(row, _)| row).collect()
 }
 
+/// A registered lane as a board first looks at it: its kept row, its supervisor's liveness
+/// and its registry folder's stamps (`None` when its entry or state file is missing).
+struct FirstLook {
+    name: String,
+    kept: Option<KeptRow>,
+    liveness: Liveness,
+    stamps: Option<RegistryStamps>,
+}
+
 /// `lane`'s row to keep, worked out for `key`.
 fn kept_row(lane: &BoardLane, key: RowKey) -> Option<KeptRow> {
     Some(KeptRow {
@@ -373,21 +406,45 @@ fn kept_row(lane: &BoardLane, key: RowKey) -> Option<KeptRow> {
     })
 }
 
-/// `f` of each of `items`, in their order: the first half on this thread and the second on
-/// another, for a board's hundreds of lanes (a few lanes are not worth a thread).
+/// `f` of each of `items`, in their order, on this thread and another (a few lanes are not
+/// worth a thread).
 fn on_two_threads<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    shared_with_another_thread(items, f, || ()).0
+}
+
+/// `f` of each of `items`, in their order, and `first()`: another thread starts on the items
+/// while this one runs `first`, then joins in, each taking the next item left, so that
+/// neither idles while items are left. A board's hundreds of lanes are worth a thread.
+fn shared_with_another_thread<T: Sync, R: Send, F>(
+    items: &[T],
+    f: impl Fn(&T) -> R + Sync,
+    first: impl FnOnce() -> F,
+) -> (Vec<R>, F) {
     if items.len() < 64 {
-        return items.iter().map(f).collect();
+        let value = first();
+        return (items.iter().map(f).collect(), value);
     }
-    let (first, second) = items.split_at(items.len() / 2);
+    let next = AtomicUsize::new(0);
+    let take = || {
+        let mut done = Vec::new();
+        loop {
+            let at = next.fetch_add(1, Ordering::Relaxed);
+            let Some(item) = items.get(at) else {
+                return done;
+            };
+            done.push((at, f(item)));
+        }
+    };
     std::thread::scope(|scope| {
-        let other = scope.spawn(|| second.iter().map(&f).collect::<Vec<R>>());
-        let mut all: Vec<R> = first.iter().map(&f).collect();
+        let other = scope.spawn(take);
+        let value = first();
+        let mut done = take();
         match other.join() {
-            Ok(rest) => all.extend(rest),
+            Ok(theirs) => done.extend(theirs),
             Err(panic) => std::panic::resume_unwind(panic),
         }
-        all
+        done.sort_unstable_by_key(|(at, _)| *at);
+        (done.into_iter().map(|(_, result)| result).collect(), value)
     })
 }
 
@@ -600,6 +657,28 @@ mod tests {
         assert_eq!(total.lanes_unpriced, 1);
         let none = RepositoryCost::of([]);
         assert!(none.total_usd.is_sign_positive());
+    }
+
+    /// Every item is worked out once and the results come back in the items' order, with
+    /// `first`'s value, however the two threads shared them.
+    #[test]
+    fn work_shared_with_another_thread_comes_back_once_per_item_in_order() {
+        use std::sync::atomic::AtomicU32;
+        for count in [0, 10, 64, 1_000] {
+            let items: Vec<usize> = (0..count).collect();
+            let calls: Vec<AtomicU32> = items.iter().map(|_| AtomicU32::new(0)).collect();
+            let (results, first) = shared_with_another_thread(
+                &items,
+                |&item| {
+                    calls[item].fetch_add(1, Ordering::Relaxed);
+                    item * 2
+                },
+                || "first",
+            );
+            assert_eq!(first, "first");
+            assert_eq!(results, items.iter().map(|i| i * 2).collect::<Vec<_>>());
+            assert!(calls.iter().all(|c| c.load(Ordering::Relaxed) == 1));
+        }
     }
 
     /// The row written field by field is `clawpool state`'s document (`StateView::to_json`)

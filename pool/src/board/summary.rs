@@ -38,13 +38,15 @@ use super::printed::{PrintedRow, PrintedRowAt};
 /// The summary's file name, in clawpool's folder of the common git dir.
 pub const SUMMARY: &str = "board.json";
 /// The summary's format; a summary of another is refused whole.
-const VERSION: u32 = 3;
+const VERSION: u32 = 4;
 /// How long before a look a file must have last changed for a row read from it to be kept:
 /// two ticks of the coarsest kernel clock (100 Hz), which stamps change times.
 pub const RACY: Duration = Duration::from_millis(20);
 
-/// A file's identity and last change as the kernel keeps them.
+/// A file's identity and last change as the kernel keeps them; in the summary an array
+/// `[ino, ctime, ctime_nsec, size]` (a board parses thousands of them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "StampEntries", into = "StampEntries")]
 pub struct FileStamp {
     /// The inode number.
     pub ino: u64,
@@ -54,6 +56,26 @@ pub struct FileStamp {
     pub ctime_nsec: i64,
     /// The size in bytes.
     pub size: u64,
+}
+
+/// A [`FileStamp`]'s entries in the summary's order.
+type StampEntries = (u64, i64, i64, u64);
+
+impl From<StampEntries> for FileStamp {
+    fn from((ino, ctime, ctime_nsec, size): StampEntries) -> FileStamp {
+        FileStamp {
+            ino,
+            ctime,
+            ctime_nsec,
+            size,
+        }
+    }
+}
+
+impl From<FileStamp> for StampEntries {
+    fn from(stamp: FileStamp) -> StampEntries {
+        (stamp.ino, stamp.ctime, stamp.ctime_nsec, stamp.size)
+    }
 }
 
 impl FileStamp {
@@ -171,10 +193,12 @@ impl Look {
         }
     }
 
-    /// Whether every file `row` came from (its registry folder `dir`'s and its worktree's) is
-    /// stamped as kept.
-    pub fn holds(&self, dir: &Path, row: &KeptRow) -> bool {
-        self.now(dir, &row.worktree, &row.key.sources).as_ref() == Some(&row.key.sources)
+    /// Whether every file `row` came from is stamped as kept: its registry folder's as
+    /// `registry` stamped them, and its worktree's now.
+    pub fn holds(&self, registry: RegistryStamps, row: &KeptRow) -> bool {
+        registry == row.key.sources.registry
+            && self.now(registry, &row.worktree, &row.key.sources).as_ref()
+                == Some(&row.key.sources)
     }
 
     /// The admin folder of the linked worktree `worktree`, as `git worktree add` names it
@@ -216,9 +240,8 @@ impl Look {
         (!sources.racy(self.racy_before)).then_some(sources)
     }
 
-    /// The stamps of `kept`'s files now, where `kept` found them.
-    fn now(&self, dir: &Path, worktree: &Path, kept: &Sources) -> Option<Sources> {
-        let registry = RegistryStamps::of(dir)?;
+    /// The stamps of `kept`'s worktree files now, where `kept` found them, with `registry`.
+    fn now(&self, registry: RegistryStamps, worktree: &Path, kept: &Sources) -> Option<Sources> {
         if registry.degraded.is_some() {
             return None;
         }
@@ -504,7 +527,7 @@ mod tests {
         }
 
         fn now(&self, look: &Look, kept: &Sources) -> Option<Sources> {
-            look.now(&self.registry, &self.worktree, kept)
+            look.now(RegistryStamps::of(&self.registry)?, &self.worktree, kept)
         }
     }
 
