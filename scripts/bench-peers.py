@@ -46,6 +46,12 @@ TAP = os.path.join(ROOT, "scripts", "bench-peers-tap.py")
 TICK = os.sysconf("SC_CLK_TCK")
 # Seconds of still screens the idle CPU is measured over.
 IDLE_WINDOW_S = 20
+# clawpool starts its N lanes at once, so with one answer delay for all their N turns end
+# within a few seconds of each other, while ccmanager's sessions are opened one after another
+# through its menu (about 5 s apart) and their turns end as far apart. With
+# CLAWPOOL_BENCH_TURN_SPACING_MS=5000 clawpool's k-th answer is held that much longer per k,
+# so that its turns end as spread out as ccmanager's; 0 (the default) keeps them together.
+TURN_SPACING_MS = int(os.environ.get("CLAWPOOL_BENCH_TURN_SPACING_MS", "0"))
 
 
 def now_ms():
@@ -88,8 +94,9 @@ def write_agent_wrapper(w):
     return bin_dir, taps
 
 
-# Claude Code's spinner line under a prompt's echo ("✻ Churning…"), as clawpool's profile has it.
-SPINNER = re.compile(r"^\s*[·✢✳✶✻✽*] [A-Z][^\W\d_'-]*(?:['-][^\W\d_]*)*'?…", re.M)
+# Claude Code's spinner line under a prompt's echo, animated ("✻ Churning…") or still ("●
+# Churning…", with prefersReducedMotion), as clawpool's profile has it.
+SPINNER = re.compile(r"^\s*[·✢✳✶✻✽*●] [A-Z][^\W\d_'-]*(?:['-][^\W\d_]*)*'?…", re.M)
 
 
 def screen_times(path):
@@ -193,11 +200,16 @@ def seed_claude_home(home, trusted):
 class ModelServer:
     """clawpool-model-server answering every task request with REPLY after `delay_ms`."""
 
-    def __init__(self, folder, delay_ms, turns):
+    def __init__(self, folder, delay_ms, turns, spacing_ms=0):
+        """The k-th task request (from 0) is answered after `delay_ms + k * spacing_ms`."""
         os.makedirs(folder, exist_ok=True)
         script = os.path.join(folder, "script.json")
         with open(script, "w") as f:
-            json.dump([{"text": REPLY, "delay_ms": delay_ms, "repeat": turns}], f)
+            if spacing_ms:
+                json.dump([{"text": REPLY, "delay_ms": delay_ms + k * spacing_ms}
+                           for k in range(turns)], f)
+            else:
+                json.dump([{"text": REPLY, "delay_ms": delay_ms, "repeat": turns}], f)
         self.record = os.path.join(folder, "requests.jsonl")
         self.timings = os.path.join(folder, "timings.jsonl")
         self.proc = subprocess.Popen(
@@ -438,7 +450,7 @@ def run_clawpool(scratch, n):
     home = os.path.join(w, "home")
     seed_claude_home(home, [])
     delay_ms = 30_000
-    server = ModelServer(os.path.join(w, "model"), delay_ms, n)
+    server = ModelServer(os.path.join(w, "model"), delay_ms, n, TURN_SPACING_MS)
     bin_dir, taps = write_agent_wrapper(w)
     env = {"HOME": home, "PATH": agent_path(), "TERM": "xterm-256color",
            "TMUX_TMPDIR": os.path.join(w, "tmux"), "XDG_CONFIG_HOME": os.path.join(home, ".config")}

@@ -546,14 +546,20 @@ pub struct ChannelSetup {
 }
 
 /// Sets up Claude Code's hooks for the lane in `dir`, whose control socket is `socket`:
-/// writes `.claw/hooks.json` naming `program` (the clawpool binary) as each hook's command.
-pub fn set_up_claude(dir: &Path, socket: &Path, program: &Path) -> std::io::Result<ChannelSetup> {
+/// writes `.claw/hooks.json` naming `program` (the clawpool binary) as each hook's command,
+/// with `prefersReducedMotion` when `reduced_motion`.
+pub fn set_up_claude(
+    dir: &Path,
+    socket: &Path,
+    program: &Path,
+    reduced_motion: bool,
+) -> std::io::Result<ChannelSetup> {
     let state_dir = dir.join(clawpool_worktree::layout::LANE_DIR);
     std::fs::create_dir_all(&state_dir)?;
     let settings = state_dir.join(SETTINGS_FILE);
     std::fs::write(
         &settings,
-        serde_json::to_vec_pretty(&claude_settings(program))?,
+        serde_json::to_vec_pretty(&claude_settings(program, reduced_motion))?,
     )?;
     bind_to_lane(
         &state_dir,
@@ -638,8 +644,9 @@ fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 /// Claude Code settings declaring a `PROGRAM hook EVENT` command hook for every
-/// [`HOOK_EVENTS`] entry (tool events for every tool).
-pub fn claude_settings(program: &Path) -> Value {
+/// [`HOOK_EVENTS`] entry (tool events for every tool), and `prefersReducedMotion` when
+/// `reduced_motion`.
+pub fn claude_settings(program: &Path, reduced_motion: bool) -> Value {
     let quoted = shell_quote(&program.display().to_string());
     let hooks: serde_json::Map<String, Value> = HOOK_EVENTS
         .iter()
@@ -658,7 +665,11 @@ pub fn claude_settings(program: &Path) -> Value {
             ((*event).to_owned(), json!([entry]))
         })
         .collect();
-    json!({"hooks": hooks})
+    if reduced_motion {
+        json!({"hooks": hooks, "prefersReducedMotion": true})
+    } else {
+        json!({"hooks": hooks})
+    }
 }
 
 fn shell_quote(text: &str) -> String {
@@ -737,7 +748,11 @@ mod tests {
 
     #[test]
     fn settings_declare_every_event_with_the_program_quoted() {
-        let settings = claude_settings(Path::new("/opt/it's/clawpool"));
+        let settings = claude_settings(Path::new("/opt/it's/clawpool"), false);
+        assert_eq!(settings.get("prefersReducedMotion"), None);
+        let reduced = claude_settings(Path::new("/opt/it's/clawpool"), true);
+        assert_eq!(reduced["prefersReducedMotion"], true);
+        assert_eq!(reduced["hooks"], settings["hooks"]);
         for event in HOOK_EVENTS {
             let entry = &settings["hooks"][event][0];
             assert_eq!(

@@ -322,15 +322,20 @@ fn the_boards_kept_summary_is_refused_when_stale_or_tampered_with() {
 
     // Rows written by someone else: stamps that are not the files', and a lane the registry
     // does not have. Both refused; the file is written back with the truth.
-    let ino = row["key"]["sources"]["registry"]["state"]["ino"]
+    // A stamp is `[ino, ctime, ctime_nsec, size]`.
+    let ino = row["key"]["sources"]["registry"]["state"][0]
         .as_u64()
         .expect("the state file's inode");
     let forged = text
         .replace("\"commits_ahead\":1", "\"commits_ahead\":4")
         .replace(
-            &format!("\"state\":{{\"ino\":{ino},"),
-            &format!("\"state\":{{\"ino\":{},", ino ^ 1),
+            &format!("\"state\":[{ino},"),
+            &format!("\"state\":[{},", ino ^ 1),
         );
+    assert!(
+        forged.contains(&format!("\"state\":[{},", ino ^ 1)),
+        "{forged}"
+    );
     let (first_line, rows) = forged.split_once('\n').expect("two parts");
     let kept_row = first_line
         .split_once("\"lanes\":{\"kept\":")
@@ -363,8 +368,8 @@ fn the_boards_kept_summary_is_refused_when_stale_or_tampered_with() {
         update[1].as_u64().expect("end"),
     );
     for bad in [
-        "{\"version\": 3, \"lanes\": {\"kept\": ".to_owned(),
-        text.replace("\"version\":3", "\"version\":99")
+        "{\"version\": 4, \"lanes\": {\"kept\": ".to_owned(),
+        text.replace("\"version\":4", "\"version\":99")
             .replace("\"commits_ahead\":1", "\"commits_ahead\":4"),
         text.replace(
             &format!("\"update\":[{start},{end}]"),
@@ -376,7 +381,7 @@ fn the_boards_kept_summary_is_refused_when_stale_or_tampered_with() {
         let shown = board_row(&s, "kept");
         assert_eq!(shown["board"]["commits_ahead"], 1, "{bad}");
         assert!(shown["seconds_since_update"].is_u64(), "{shown}");
-        assert_eq!(read_summary()["version"], 3);
+        assert_eq!(read_summary()["version"], 4);
     }
 
     // The lane's HEAD moves (a commit by hand), then its base (a commit on main).

@@ -65,6 +65,18 @@ pub(crate) fn transition_to<'a>(events: &'a [Value], status: &str) -> &'a Value 
         .unwrap_or_else(|| panic!("no transition to {status} in {events:#?}"))
 }
 
+/// Everything the lane's agent wrote to its terminal (`.claw/terminal.log`), its escape
+/// sequences dropped: what it drew, in the order it drew it.
+fn drawn_text(lane: &Path) -> String {
+    let bytes = std::fs::read(lane.join(".claw/terminal.log")).expect(".claw/terminal.log");
+    let escapes =
+        regex::Regex::new(r"\x1b(\[[0-9;?<>=]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)|[@-_])")
+            .expect("regex");
+    escapes
+        .replace_all(&String::from_utf8_lossy(&bytes), "")
+        .into_owned()
+}
+
 /// The `lane.hook` events, by hook event name.
 fn hooks_named<'a>(events: &'a [Value], name: &str) -> Vec<&'a Value> {
     events
@@ -77,10 +89,11 @@ fn hooks_named<'a>(events: &'a [Value], name: &str) -> Vec<&'a Value> {
 fn claude_hooks_open_the_turn_and_its_stop_finishes_it() {
     let sandbox = Sandbox::new();
     seed(&sandbox);
+    // The answer takes a moment, long enough for an animated spinner to draw frames.
     let (lane, mut server, mut run) = start_claude(
         &sandbox,
         "hooked",
-        json!([{"text": "Hello from the scripted model."}]),
+        json!([{"text": "Hello from the scripted model.", "delay_ms": 1500}]),
         crate::codex_channel::CHANNEL_DECIDES,
         "",
     );
@@ -130,6 +143,16 @@ fn claude_hooks_open_the_turn_and_its_stop_finishes_it() {
     .expect("JSON");
     assert!(settings["hooks"]["Stop"].is_array(), "{settings:#}");
     assert!(!sandbox.home().join(".claude/settings.json").exists());
+    // The profile's reduced motion reached Claude Code: its spinner was drawn still and whole
+    // ("● Verb…"), never one of its animated frames.
+    assert_eq!(settings["prefersReducedMotion"], true, "{settings:#}");
+    let drawn = drawn_text(&lane);
+    let still = regex::Regex::new(r"● [A-Z][\p{L}'-]+…").expect("regex");
+    assert!(still.is_match(&drawn), "no still spinner in:\n{drawn}");
+    assert!(
+        !drawn.contains(['✢', '✶', '✽']),
+        "an animated spinner in:\n{drawn}"
+    );
     let hooks = &state_file(&lane)["hooks"];
     let received = events.iter().filter(|e| e["kind"] == "lane.hook").count();
     assert_eq!(hooks["received"], received as u64, "{hooks}");

@@ -54,6 +54,7 @@ pub(crate) fn record_patch(origins: &mut ProfileOrigins, patch: &ManifestPatch, 
         trust_store,
         hooks,
         sandbox_writes,
+        reduced_motion,
     }) = launch
     {
         let scalars = [
@@ -64,6 +65,7 @@ pub(crate) fn record_patch(origins: &mut ProfileOrigins, patch: &ManifestPatch, 
             ("trust_store", trust_store.is_some()),
             ("hooks", hooks.is_some()),
             ("sandbox_writes", sandbox_writes.is_some()),
+            ("reduced_motion", reduced_motion.is_some()),
         ];
         for (name, given) in scalars {
             if given {

@@ -73,6 +73,12 @@ pub struct Launch {
     /// exists.
     #[serde(default)]
     pub sandbox_writes: Vec<String>,
+    /// Claude Code's `prefersReducedMotion`, set in the lane's `--settings` file, which its
+    /// hooks come in (so with `hooks = "claude"` only; other channels have no such file): a
+    /// spinner that does not animate. Nobody watches the animation but clawpool, and it made
+    /// a working Claude Code spend three times the CPU (docs/performance.md).
+    #[serde(default)]
+    pub reduced_motion: bool,
 }
 
 /// The channel through which an agent reports facts about itself (`docs/profiles.md`).
@@ -354,6 +360,9 @@ pub struct LaunchPatch {
     /// Replaces what the agent may write outside its worktree when sandboxed.
     #[serde(default)]
     pub sandbox_writes: Option<Vec<String>>,
+    /// Turns Claude Code's reduced motion on or off.
+    #[serde(default)]
+    pub reduced_motion: Option<bool>,
 }
 
 /// Changes to [`InputSpec`].
@@ -427,6 +436,9 @@ impl Manifest {
             }
             if let Some(writes) = &launch.sandbox_writes {
                 target.sandbox_writes = writes.clone();
+            }
+            if let Some(reduced) = launch.reduced_motion {
+                target.reduced_motion = reduced;
             }
         }
         if let Some(input) = &patch.input {

@@ -279,7 +279,8 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
             let program = std::env::current_exe().map_err(|e| {
                 LaneError::io("finding the clawpool binary for the agent's hooks", e)
             })?;
-            let setup = channel::set_up_claude(&job.dir, &socket, &program)
+            let reduced_motion = job.profile.manifest.launch.reduced_motion;
+            let setup = channel::set_up_claude(&job.dir, &socket, &program, reduced_motion)
                 .map_err(|e| LaneError::io("writing the lane's hook settings", e))?;
             spec = spec.args(setup.args.iter());
             for (key, value) in &setup.env {
