@@ -1,9 +1,13 @@
 //! A lane's hook channel: facts the agent reports about itself, besides its screen
 //! (`docs/events.md`, "Hook facts").
 //!
-//! For an agent whose profile has `hooks = "claude"`, the lane writes `.claw/hooks.json`, a
-//! Claude Code settings file declaring one hook per [`HOOK_EVENTS`] entry, and starts Claude
-//! Code with `--settings` on it (the user's own settings are never touched). Each hook runs
+//! For an agent whose profile has `hooks = "claude"`, the lane writes `hooks.json` in its
+//! record folder, a Claude Code settings file declaring one hook per [`HOOK_EVENTS`] entry,
+//! and starts Claude Code with `--settings` on it (the user's own settings are never touched).
+//! The file is clawpool's, not the agent's: it lives where the agent's workspace writes do not
+//! reach (a sandbox binds it read-only), and every start of the agent — a restart under
+//! whichever supervisor adopted the lane too — writes it anew from the profile, so settings,
+//! permissions or hooks an agent slipped into it never reach its next start. Each hook runs
 //! `clawpool hook EVENT` ([`crate::control::deliver`]), which finds its lane only through the environment set
 //! at spawn ([`SOCKET_ENV`], [`TOKEN_ENV`]: the lane's control socket and a random token of
 //! this lane), never through its folder, and hands the hook's JSON payload to the control
@@ -51,7 +55,7 @@ pub const SOCKET_ENV: &str = "CLAWPOOL_LANE_SOCKET";
 pub const TOKEN_ENV: &str = "CLAWPOOL_LANE_TOKEN";
 /// The environment variable naming the file failed deliveries are appended to.
 pub const FAILURES_ENV: &str = "CLAWPOOL_HOOK_FAILURES";
-/// The settings file, in the lane's `.claw/`.
+/// The settings file, in the lane's record folder.
 pub const SETTINGS_FILE: &str = "hooks.json";
 /// The failures file, in the lane's `.claw/`.
 pub const FAILURES_FILE: &str = "hook-failures.jsonl";
@@ -545,26 +549,59 @@ pub struct ChannelSetup {
     pub failures: PathBuf,
 }
 
+/// The Claude Code settings file of the lane whose record folder is `record`.
+pub fn settings_file(record: &Path) -> PathBuf {
+    record.join(SETTINGS_FILE)
+}
+
+/// What writing a lane's Claude Code settings needs: where the file goes and what it says.
+#[derive(Debug, Clone)]
+pub struct ClaudeSettings {
+    /// The lane's record folder.
+    pub record: PathBuf,
+    /// The clawpool binary, each hook's command.
+    pub program: PathBuf,
+    /// Whether the agent runs with `prefersReducedMotion`.
+    pub reduced_motion: bool,
+}
+
+impl ClaudeSettings {
+    /// Writes the settings file from the profile, replacing whatever is there (a link the
+    /// agent put in its place is replaced, not followed), and returns its path: before every
+    /// start of the agent.
+    pub fn write(&self) -> std::io::Result<PathBuf> {
+        let file = settings_file(&self.record);
+        let settings = claude_settings(&self.program, self.reduced_motion);
+        let staged = self
+            .record
+            .join(format!(".{SETTINGS_FILE}.{}", std::process::id()));
+        // A run lane's record is in its worktree: a name the agent could have put a link at
+        // is made anew, never opened through what is there.
+        let _ = std::fs::remove_file(&staged);
+        let mut out = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&staged)?;
+        std::io::Write::write_all(&mut out, &serde_json::to_vec_pretty(&settings)?)?;
+        std::fs::rename(&staged, &file)?;
+        Ok(file)
+    }
+}
+
 /// Sets up Claude Code's hooks for the lane in `dir`, whose control socket is `socket`:
-/// writes `.claw/hooks.json` naming `program` (the clawpool binary) as each hook's command,
-/// with `prefersReducedMotion` when `reduced_motion`.
+/// writes the settings file ([`ClaudeSettings`]) and a new token.
 pub fn set_up_claude(
     dir: &Path,
     socket: &Path,
-    program: &Path,
-    reduced_motion: bool,
+    settings: &ClaudeSettings,
 ) -> std::io::Result<ChannelSetup> {
     let state_dir = dir.join(clawpool_worktree::layout::LANE_DIR);
     std::fs::create_dir_all(&state_dir)?;
-    let settings = state_dir.join(SETTINGS_FILE);
-    std::fs::write(
-        &settings,
-        serde_json::to_vec_pretty(&claude_settings(program, reduced_motion))?,
-    )?;
+    let file = settings.write()?;
     bind_to_lane(
         &state_dir,
         socket,
-        vec!["--settings".into(), settings.display().to_string()],
+        vec!["--settings".into(), file.display().to_string()],
     )
 }
 
@@ -617,17 +654,20 @@ pub fn resume_reports(dir: &Path, socket: &Path, args: Vec<String>) -> Option<Ch
     })
 }
 
-/// [`resume_reports`] for Claude Code: its restarts get the `--settings` file kept in the
-/// lane's `.claw/` at spawn.
-pub fn resume_claude(dir: &Path, socket: &Path) -> Option<ChannelSetup> {
-    let settings = dir
-        .join(clawpool_worktree::layout::LANE_DIR)
-        .join(SETTINGS_FILE);
-    resume_reports(
+/// [`resume_reports`] for Claude Code: its restarts get the settings file written anew from
+/// the profile (whatever the agent or an earlier supervisor left in it). `Ok(None)` when the
+/// lane has no token.
+pub fn resume_claude(
+    dir: &Path,
+    socket: &Path,
+    settings: &ClaudeSettings,
+) -> std::io::Result<Option<ChannelSetup>> {
+    let file = settings.write()?;
+    Ok(resume_reports(
         dir,
         socket,
-        vec!["--settings".into(), settings.display().to_string()],
-    )
+        vec!["--settings".into(), file.display().to_string()],
+    ))
 }
 
 /// Writes `bytes` to `path`, readable and writable by its owner only.

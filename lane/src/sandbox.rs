@@ -21,7 +21,9 @@
 //!    `sandbox_rw`, read-write;
 //! 6. the lane's own record folder, read-only, so that its hooks reach its control socket
 //!    (a socket connects on a read-only mount) — with its supervisor lock masked, so the agent
-//!    cannot hold it — or, for a control socket in the runtime folder, that one socket.
+//!    cannot hold it — or, for a control socket in the runtime folder, that one socket;
+//! 7. the agent's settings file clawpool writes (Claude Code's hook settings), read-only, so
+//!    the agent reads it wherever it is and never changes it.
 //!
 //! No pid namespace and no new session: the agent stays in the worker's process group (the
 //! pid the state file records is bubblewrap's, the group's leader, and every signal clawpool
@@ -123,6 +125,9 @@ pub struct SandboxSite<'a> {
     /// For a lane whose channel is Codex's app server: the lane's folder that stands in for
     /// Codex's daemon folder (see [`codex_daemon_dir`]).
     pub codex_daemon: Option<&'a Path>,
+    /// The agent's settings file clawpool writes for it (Claude Code's hook settings, in the
+    /// record folder): bound read-only, readable wherever the record is hidden, never written.
+    pub agent_settings: Option<&'a Path>,
 }
 
 /// The folder Codex 0.169.0 keeps its app server's socket in, whatever `--listen` names: it
@@ -224,6 +229,9 @@ impl Sandbox {
             _ => {
                 args.pair("--bind-try", site.socket, site.socket);
             }
+        }
+        if let Some(settings) = site.agent_settings {
+            args.pair("--ro-bind", settings, settings);
         }
         for path in &hidden {
             args.one("--remount-ro", path);

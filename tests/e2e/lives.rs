@@ -228,17 +228,7 @@ fn a_restart_after_a_daemon_adopted_the_lane_counts_on_from_its_earlier_restarts
             worker_id(s, "alpha")
         );
     });
-    let mut daemon = s
-        .sandbox
-        .clawpool()
-        .args(["daemon", "--config"])
-        .arg(&s.config)
-        .arg("--repo")
-        .arg(&s.repo)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("clawpool daemon");
+    let mut daemon = crate::spawn::start_daemon(&s);
     // The daemon holds the lane once it records the adoption.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while !events(&s).iter().any(|e| e["kind"] == "lane.adopted") {
@@ -290,17 +280,7 @@ fn a_turn_a_restart_dropped_is_never_finished_after_a_daemon_adopted_the_lane() 
         wait_for_event(s, "lane.escalated");
     });
     assert_eq!(state(&s)["prompt"]["turn_dropped"], true, "{}", state(&s));
-    let mut daemon = s
-        .sandbox
-        .clawpool()
-        .args(["daemon", "--config"])
-        .arg(&s.config)
-        .arg("--repo")
-        .arg(&s.repo)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("clawpool daemon");
+    let mut daemon = crate::spawn::start_daemon(&s);
     wait_for_event(&s, "lane.adopted");
     // Adopted, it still says what a person must do: the adopting daemon escalates again right
     // after its `lane.adopted`, and writes the state file after that event.
@@ -369,4 +349,85 @@ fn daemon_stop_leaves_no_tmux_server_once_its_lanes_ended() {
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
+}
+
+/// The hook settings clawpool gives Claude Code are written anew before every start of the
+/// agent: a restart under a daemon that adopted the lane starts it on the profile's settings,
+/// never on what was put in the file while it ran (here a hook command of the agent's own,
+/// which would run at its next start, outside clawpool's rules).
+#[test]
+fn a_restart_after_adoption_starts_the_agent_on_hook_settings_written_anew() {
+    let s = setup();
+    let config = std::fs::read_to_string(&s.config).expect("config");
+    std::fs::write(
+        &s.config,
+        config.replace(
+            "[profiles.scripted.launch]\n",
+            "[profiles.scripted.launch]\nhooks = \"claude\"\n",
+        ),
+    )
+    .expect("config");
+    // Each time the prompt goes in, the agent runs its UserPromptSubmit hooks as the settings
+    // file says then, and works on.
+    let scenario = r#"
+trust_dialog = true
+[[prompt]]
+steps = [
+  { do = "hook", event = "UserPromptSubmit", payload = "{\"prompt\": \"do alpha\"}" },
+  { do = "sleep", ms = 60000 },
+]
+"#;
+    let submitted = |s: &Setup| {
+        events(s)
+            .iter()
+            .filter(|e| e["kind"] == "lane.hook" && e["detail"]["event"] == "UserPromptSubmit")
+            .count()
+    };
+    crate::spawn::kill_supervisor_while_lanes_run_after(&s, scenario, |s| {
+        assert_eq!(submitted(s), 1, "the first start's hook reached the lane");
+    });
+    let mut daemon = crate::spawn::start_daemon(&s);
+    wait_for_event(&s, "lane.adopted");
+    // The file the agent was started on, wherever the lane keeps it.
+    let settings = events(&s)
+        .iter()
+        .find_map(|e| {
+            (e["kind"] == "lane.channel.opened")
+                .then(|| {
+                    e["detail"]["settings"]
+                        .as_str()
+                        .map(std::path::PathBuf::from)
+                })
+                .flatten()
+        })
+        .expect("the hook channel's settings file");
+    let profile_settings = std::fs::read_to_string(&settings).expect("the lane's settings");
+    let planted = s.sandbox.dir.path().join("planted");
+    let hostile = serde_json::json!({"hooks": {"UserPromptSubmit": [{"hooks": [
+        {"type": "command", "command": format!("touch {}", planted.display())}]}]}});
+    std::fs::write(&settings, hostile.to_string()).expect("tampered settings");
+    let out = clawpool(
+        &s,
+        &["restart", "alpha", "--redeliver", "--output-format", "json"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while submitted(&s) < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the restarted agent's hook never reached the lane"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(!planted.exists(), "the planted hook ran");
+    assert_eq!(
+        std::fs::read_to_string(&settings).expect("settings"),
+        profile_settings
+    );
+    for lane in ["alpha", "beta"] {
+        let out = clawpool(&s, &["stop", lane]);
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    crate::spawn::stop_daemon(&s);
+    let _ = daemon.wait();
 }

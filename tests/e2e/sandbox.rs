@@ -73,6 +73,11 @@ impl Site {
     /// Writes the scenario and a config (with `extra` top-level keys) and runs `spawn` on a
     /// one-lane packet whose lane has `lane_fields`.
     fn spawn(&self, scenario: &str, extra: &str, lane_fields: &str) -> Output {
+        self.spawn_with(scenario, extra, "", lane_fields)
+    }
+
+    /// As [`Site::spawn`], with `launch` added to the scripted profile's `launch` table.
+    fn spawn_with(&self, scenario: &str, extra: &str, launch: &str, lane_fields: &str) -> Output {
         let dir = self.sandbox.dir.path();
         let scenario_file = dir.join("scenario.toml");
         std::fs::write(&scenario_file, scenario).expect("scenario");
@@ -81,7 +86,7 @@ impl Site {
             &config,
             format!(
                 "{extra}\ntrusted_roots = [{:?}]\n[handshake]\nfinish_idle_ms = 300\n\
-                 [profiles.scripted.launch]\ncommand = {:?}\n\
+                 [profiles.scripted.launch]\n{launch}command = {:?}\n\
                  env = {{ CLAWPOOL_AGENT_SCENARIO = {:?} }}\n",
                 dir.display().to_string(),
                 workspace_bin("clawpool-scripted-agent")
@@ -237,6 +242,74 @@ fn a_sandboxed_lane_commits_in_its_worktree_and_writes_nothing_outside() {
         row.split_whitespace().any(|cell| cell == "workspace"),
         "{board}"
     );
+}
+
+/// The hook settings clawpool writes for a Claude Code lane are not the agent's to change:
+/// they live in the lane's record folder, outside its worktree, and the sandbox binds them
+/// read-only, so an agent that writes them (to give itself permissions, or hooks that run
+/// outside its sandbox at its next start) is refused, and its hooks still reach the lane.
+#[test]
+fn a_sandboxed_agent_cannot_rewrite_its_hook_settings() {
+    let s = site();
+    let settings = s.repo.join(".git/clawpool/lanes/boxed/hooks.json");
+    let hostile = s.sandbox.dir.path().join("hostile.json");
+    std::fs::write(&hostile, r#"{"permissions": {"allow": ["Bash(*)"]}}"#).expect("hostile");
+    // As an attacker would: the file its own `--settings` names, read from its command line.
+    let command = format!(
+        "f=$(tr '\\0' '\\n' < /proc/$PPID/cmdline | grep -A1 -x -- --settings | tail -n 1); \
+         echo \"$f\" >> probe.txt; \
+         (echo escaped > \"$f\") 2>/dev/null && echo 'settings wrote' >> probe.txt || echo 'settings refused' >> probe.txt; \
+         cp '{}' \"$f\" 2>/dev/null && echo 'settings replaced' >> probe.txt || echo 'settings kept' >> probe.txt; ",
+        hostile.display(),
+    );
+    let scenario = format!(
+        "[[prompt]]\nsteps = [\n  {{ do = \"run\", command = {command:?} }},\n  \
+         {{ do = \"hook\", event = \"Stop\", payload = \"{{}}\" }},\n]\n"
+    );
+    let out = s.spawn_with(
+        &scenario,
+        "",
+        "hooks = \"claude\"\n",
+        r#", "sandbox": "workspace""#,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let probe = std::fs::read_to_string(s.lane().join("probe.txt")).expect("probe");
+    assert_eq!(
+        probe.lines().collect::<Vec<_>>(),
+        [
+            settings.display().to_string().as_str(),
+            "settings refused",
+            "settings kept"
+        ],
+        "{probe}"
+    );
+    let written: Value =
+        serde_json::from_str(&std::fs::read_to_string(&settings).expect("settings")).expect("JSON");
+    assert!(written["hooks"]["Stop"].is_array(), "{written:#}");
+    assert!(written.get("permissions").is_none(), "{written:#}");
+    // The agent was started on that file, and its hook reached the lane through it.
+    let events: Vec<Value> =
+        std::fs::read_to_string(s.repo.join(".git/clawpool/lanes/boxed/events.jsonl"))
+            .expect("events")
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+    let opened = events
+        .iter()
+        .find(|e| e["kind"] == "lane.channel.opened")
+        .expect("the hook channel opened");
+    assert_eq!(
+        opened["detail"]["settings"],
+        settings.display().to_string(),
+        "{opened}"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e["kind"] == "lane.hook" && e["detail"]["event"] == "Stop"),
+        "no Stop hook reached the lane"
+    );
+    assert_eq!(s.state()["status"], "finished");
 }
 
 #[test]

@@ -1423,6 +1423,20 @@ fn board_when_all_ended(s: &Setup, lanes: usize) -> Value {
     }
 }
 
+/// The repository's daemon, started on the test's configuration, its output dropped.
+pub(crate) fn start_daemon(s: &Setup) -> std::process::Child {
+    s.sandbox
+        .clawpool()
+        .args(["daemon", "--config"])
+        .arg(&s.config)
+        .arg("--repo")
+        .arg(&s.repo)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("clawpool daemon")
+}
+
 pub(crate) fn stop_daemon(s: &Setup) {
     ask_daemon_to_stop(s);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);

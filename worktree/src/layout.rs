@@ -8,7 +8,8 @@
 //!   lanes/<name>/          one registry folder per lane, its *record folder*: lane.json,
 //!                          state.json (the lane's state, the truth), supervisor.lock (held
 //!                          from the lane's preparation to its last write), control.sock,
-//!                          events.jsonl, hooks.log, state-degraded, verify/
+//!                          events.jsonl, hooks.json (Claude Code's hook settings), hooks.log,
+//!                          state-degraded, verify/
 //!   stream.jsonl           the repository's event stream: every lane's events, in the order
 //!                          they were appended, each with its cursor (`docs/events.md`)
 //!   removed/<name>.json    a lane `clawpool gc` removed
@@ -36,8 +37,8 @@
 use std::path::{Path, PathBuf};
 
 /// clawpool's folder inside a lane's own worktree: the published state file
-/// (`worker-state.json`), the agent's hook settings, and for `clawpool run` the lane's record
-/// folder.
+/// (`worker-state.json`), the hook token and failures file, and for `clawpool run` the lane's
+/// record folder.
 pub const LANE_DIR: &str = ".claw";
 
 /// A lane's state document, the truth, in its record folder.

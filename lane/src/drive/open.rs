@@ -21,7 +21,9 @@ use super::trust_store::{seed_trust_store, trust_store_file};
 use super::worker::{Rig, replace_leftover_session, restarts_of, start_worker, with_prompt};
 use super::{LaneJob, STATE_DIR, Start, session_name, spawn_spec, transport_of};
 use crate::app_server::{self, AppServer};
-use crate::channel::{self, ChannelMessage, ChannelSetup, FailureWatch, HookInbox, UsageReads};
+use crate::channel::{
+    self, ChannelMessage, ChannelSetup, ClaudeSettings, FailureWatch, HookInbox, UsageReads,
+};
 use crate::control::{self, ControlSocket, ScreenSource};
 use crate::error::LaneError;
 use crate::handshake::OperatorRequest;
@@ -84,6 +86,8 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
             let path_var = spec.env_value("PATH");
             let codex_daemon = (job.profile.manifest.launch.hooks == AgentHooks::CodexAppServer)
                 .then(|| crate::app_server::daemon_stand_in(&job.dir));
+            let agent_settings = (job.profile.manifest.launch.hooks == AgentHooks::Claude)
+                .then(|| channel::settings_file(&record));
             let site = SandboxSite {
                 dir: &job.dir,
                 record: (record != job.dir.join(STATE_DIR)).then_some(record.as_path()),
@@ -92,6 +96,7 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
                 agent_writes: &job.profile.manifest.launch.sandbox_writes,
                 path_var: path_var.as_deref(),
                 codex_daemon: codex_daemon.as_deref(),
+                agent_settings: agent_settings.as_deref(),
             };
             let sandbox = Sandbox::build(request, &site).map_err(|message| {
                 LaneError::invalid(
@@ -269,18 +274,26 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
     // The agent's own reports, for an agent that makes them; a worker adopted from an earlier
     // supervisor keeps reporting with the token it was started with, kept in the lane.
     let (hook_tx, hook_rx) = mpsc::channel(64);
-    let hook_channel = match (job.profile.manifest.launch.hooks, &adopt) {
-        (AgentHooks::Claude, Some(_)) => resume_reports(
-            channel::resume_claude(&job.dir, &socket),
+    // Claude Code's settings file is written anew before each start of the agent.
+    let claude_settings = match job.profile.manifest.launch.hooks {
+        AgentHooks::Claude => Some(ClaudeSettings {
+            record: record.clone(),
+            program: std::env::current_exe().map_err(|e| {
+                LaneError::io("finding the clawpool binary for the agent's hooks", e)
+            })?,
+            reduced_motion: job.profile.manifest.launch.reduced_motion,
+        }),
+        _ => None,
+    };
+    let hook_channel = match (&claude_settings, &adopt) {
+        (Some(settings), Some(_)) => resume_reports(
+            channel::resume_claude(&job.dir, &socket, settings)
+                .map_err(|e| LaneError::io("writing the lane's hook settings", e))?,
             channel::CLAUDE_HOOKS,
             &events,
         ),
-        (AgentHooks::Claude, None) => {
-            let program = std::env::current_exe().map_err(|e| {
-                LaneError::io("finding the clawpool binary for the agent's hooks", e)
-            })?;
-            let reduced_motion = job.profile.manifest.launch.reduced_motion;
-            let setup = channel::set_up_claude(&job.dir, &socket, &program, reduced_motion)
+        (Some(settings), None) => {
+            let setup = channel::set_up_claude(&job.dir, &socket, settings)
                 .map_err(|e| LaneError::io("writing the lane's hook settings", e))?;
             spec = spec.args(setup.args.iter());
             for (key, value) in &setup.env {
@@ -504,6 +517,7 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
         restarts: earlier_restarts + u32::from(resuming.is_some()),
         dropped_turn,
         sandbox,
+        claude_settings,
     };
     Ok(OpenLane {
         job,

@@ -10,6 +10,7 @@ use clawpool_lanes::{EventLog, LaneState};
 use clawpool_pty::{SpawnSpec, Worker};
 
 use super::Terminal;
+use crate::channel::ClaudeSettings;
 use crate::handshake::{LaneContext, Next, Outcome, PromptPlan, RestartRequest, machine};
 use crate::lane_state::StateRecorder;
 use crate::sandbox::Sandbox;
@@ -49,6 +50,8 @@ pub(super) struct Rig {
     pub(super) dropped_turn: bool,
     /// The sandbox every worker of the lane starts in.
     pub(super) sandbox: Option<Arc<Sandbox>>,
+    /// Claude Code's settings file, written anew before each start.
+    pub(super) claude_settings: Option<ClaudeSettings>,
 }
 
 impl Rig {
@@ -98,10 +101,20 @@ impl Rig {
         let _ = self
             .events
             .report(Payload::Restarted(restarted), None, None, None);
-        match start_worker(&self.terminal, &self.session, spec, self.sandbox.as_deref()).await {
+        let settings = match &self.claude_settings {
+            Some(settings) => settings.write().map(drop),
+            None => Ok(()),
+        };
+        let started = match settings {
+            Ok(()) => start_worker(&self.terminal, &self.session, spec, self.sandbox.as_deref())
+                .await
+                .map_err(|e| e.to_string()),
+            Err(e) => Err(format!("writing the lane's hook settings: {e}")),
+        };
+        match started {
             Ok(worker) => Ok(worker),
             Err(err) => {
-                let failed = machine::start_failed(outcome.state, err.to_string());
+                let failed = machine::start_failed(outcome.state, err);
                 let state = failed.to.unwrap_or(outcome.state);
                 let _ = failed.append_to(&self.events);
                 Err(Outcome {

@@ -201,6 +201,7 @@ mod tests {
             agent_writes: &[],
             path_var: path.as_deref(),
             codex_daemon: None,
+            agent_settings: None,
         };
         let sandbox = crate::sandbox::Sandbox::build(&request, &site).expect("bwrap works here");
         let logs = lane.path().join("logs");
