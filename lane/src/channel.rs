@@ -740,7 +740,7 @@ impl FailureWatch {
                 let Ok(event) = event else {
                     return;
                 };
-                if !event.paths.iter().any(|path| path == &watched) {
+                if !may_add_lines(&event.kind) || !event.paths.iter().any(|path| path == &watched) {
                     return;
                 }
                 let mut offset = read_to.lock().unwrap_or_else(|p| p.into_inner());
@@ -757,6 +757,20 @@ impl FailureWatch {
             .ok()?;
         Some(Self { _watcher: watcher })
     }
+}
+
+/// Whether an event on the failures file may bring lines: its creation, a write, a rename. Not
+/// an access: reading the file opens it, and the open is an event of its own — answered with
+/// another read, one hook failure kept a core busy for the rest of the lane's life.
+fn may_add_lines(kind: &notify::EventKind) -> bool {
+    use notify::event::ModifyKind;
+    matches!(
+        kind,
+        notify::EventKind::Create(_)
+            | notify::EventKind::Modify(
+                ModifyKind::Data(_) | ModifyKind::Name(_) | ModifyKind::Any
+            )
+    )
 }
 
 /// The complete lines appended to `file` after `offset` (moved past them), as (event, error).
@@ -785,6 +799,29 @@ pub(crate) fn new_failures(file: &Path, offset: &mut u64) -> Vec<(String, String
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_write_or_a_new_file_is_read_for_failures() {
+        use notify::EventKind;
+        use notify::event::{
+            AccessKind, AccessMode, CreateKind, DataChange, MetadataKind, ModifyKind,
+        };
+        for kind in [
+            EventKind::Create(CreateKind::File),
+            EventKind::Modify(ModifyKind::Data(DataChange::Any)),
+            EventKind::Modify(ModifyKind::Name(notify::event::RenameMode::To)),
+        ] {
+            assert!(may_add_lines(&kind), "{kind:?}");
+        }
+        // The watch's own read opens the file: answering that would read again, forever.
+        for kind in [
+            EventKind::Access(AccessKind::Open(AccessMode::Any)),
+            EventKind::Access(AccessKind::Close(AccessMode::Read)),
+            EventKind::Modify(ModifyKind::Metadata(MetadataKind::AccessTime)),
+        ] {
+            assert!(!may_add_lines(&kind), "{kind:?}");
+        }
+    }
 
     #[test]
     fn settings_declare_every_event_with_the_program_quoted() {
