@@ -572,18 +572,8 @@ impl ClaudeSettings {
     pub fn write(&self) -> std::io::Result<PathBuf> {
         let file = settings_file(&self.record);
         let settings = claude_settings(&self.program, self.reduced_motion);
-        let staged = self
-            .record
-            .join(format!(".{SETTINGS_FILE}.{}", std::process::id()));
-        // A run lane's record is in its worktree: a name the agent could have put a link at
-        // is made anew, never opened through what is there.
-        let _ = std::fs::remove_file(&staged);
-        let mut out = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&staged)?;
-        std::io::Write::write_all(&mut out, &serde_json::to_vec_pretty(&settings)?)?;
-        std::fs::rename(&staged, &file)?;
+        // A run lane's record is in its worktree, where the agent may have put links.
+        clawpool_worktree::replace::replace_file(&file, &serde_json::to_vec_pretty(&settings)?)?;
         Ok(file)
     }
 }
@@ -654,20 +644,18 @@ pub fn resume_reports(dir: &Path, socket: &Path, args: Vec<String>) -> Option<Ch
     })
 }
 
-/// [`resume_reports`] for Claude Code: its restarts get the settings file written anew from
-/// the profile (whatever the agent or an earlier supervisor left in it). `Ok(None)` when the
-/// lane has no token.
-pub fn resume_claude(
-    dir: &Path,
-    socket: &Path,
-    settings: &ClaudeSettings,
-) -> std::io::Result<Option<ChannelSetup>> {
-    let file = settings.write()?;
-    Ok(resume_reports(
+/// [`resume_reports`] for Claude Code: its restarts start on the lane's settings file, which
+/// each restart writes anew from the profile before it starts the agent
+/// ([`ClaudeSettings::write`]).
+pub fn resume_claude(dir: &Path, socket: &Path, record: &Path) -> Option<ChannelSetup> {
+    resume_reports(
         dir,
         socket,
-        vec!["--settings".into(), file.display().to_string()],
-    ))
+        vec![
+            "--settings".into(),
+            settings_file(record).display().to_string(),
+        ],
+    )
 }
 
 /// Writes `bytes` to `path`, readable and writable by its owner only.

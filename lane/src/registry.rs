@@ -164,14 +164,7 @@ impl RegistryFolder {
         let Ok(text) = serde_json::to_vec(record) else {
             return;
         };
-        let temp = self
-            .0
-            .join(format!("{BRANCH_RECORD}.{}.tmp", std::process::id()));
-        if std::fs::write(&temp, text).is_err()
-            || std::fs::rename(&temp, self.0.join(BRANCH_RECORD)).is_err()
-        {
-            let _ = std::fs::remove_file(&temp);
-        }
+        let _ = clawpool_worktree::replace::replace_file(&self.0.join(BRANCH_RECORD), &text);
     }
 
     /// The entry's degraded mark, if the lane's supervisor could not write its state file.

@@ -119,13 +119,8 @@ fn update(change: impl FnOnce(&mut Index) -> bool) -> Result<(), String> {
     let mut index = load(&path)?;
     if change(&mut index) {
         let text = serde_json::to_string_pretty(&index).expect("the index serializes");
-        let temp = path.with_extension(format!("tmp.{}", std::process::id()));
-        std::fs::write(&temp, format!("{text}\n"))
-            .and_then(|()| std::fs::rename(&temp, &path))
-            .map_err(|e| {
-                let _ = std::fs::remove_file(&temp);
-                format!("writing {}: {e}", path.display())
-            })?;
+        clawpool_worktree::replace::replace_file(&path, format!("{text}\n").as_bytes())
+            .map_err(|e| format!("writing {}: {e}", path.display()))?;
     }
     drop(lock);
     Ok(())

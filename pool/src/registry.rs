@@ -4,7 +4,6 @@
 //! file.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use clawpool_lane::registry::{RegistryEntry, RegistryFolder, lane_registry};
 use clawpool_worktree::Repo;
@@ -27,17 +26,7 @@ pub fn registered_lanes(repo: &Repo) -> Vec<String> {
 /// Writes the lane's registry entry (`lane.json`) atomically.
 pub fn write_entry(registry: &RegistryFolder, entry: &RegistryEntry) -> std::io::Result<()> {
     let text = serde_json::to_string_pretty(entry).map_err(std::io::Error::other)?;
-    write_atomically(&registry.entry_file(), format!("{text}\n").as_bytes())
-}
-
-/// Writes `bytes` to `path` through a temporary file renamed over it: a supervisor killed
-/// mid-write leaves the previous file or none, never half of one.
-fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let temp = path.with_extension(format!("tmp.{}", std::process::id()));
-    std::fs::write(&temp, bytes)?;
-    std::fs::rename(&temp, path).inspect_err(|_| {
-        let _ = std::fs::remove_file(&temp);
-    })
+    clawpool_worktree::replace::replace_file(&registry.entry_file(), format!("{text}\n").as_bytes())
 }
 
 /// The lanes among `names` whose state file could not be written at their end (their degraded

@@ -280,16 +280,7 @@ fn a_receiver_that_is_down_gets_the_notification_once_after_it_comes_up() {
     drop(down);
     let up_at = now_ms();
     let receiver = Receiver::on(TcpListener::bind(("127.0.0.1", port)).expect("the same port"));
-    let mut daemon = s
-        .sandbox
-        .clawpool()
-        .args(["daemon", "--config"])
-        .arg(&s.config)
-        .arg("--repo")
-        .arg(&s.repo)
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("daemon");
+    let mut daemon = crate::spawn::start_daemon(&s);
     let note = receiver.next("the finished lane, once the receiver is up");
     assert_eq!(note["event"], "finished", "{note:#}");
     assert_eq!(note["lane"], "solo");

@@ -11,7 +11,7 @@
 
 use std::ffi::OsStr;
 use std::fs;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -201,14 +201,8 @@ fn write_stamps(path: &Path, stamps: &[Stamp]) -> Result<(), WorktreeError> {
             .replace(['\n', '\r', '\t'], " ");
         text.push_str(&format!("{}\t{}\t{error}\n", stamp.at, stamp.remote));
     }
-    // Only the lock holder writes, so one name for the file aside is enough.
-    let staged = path.with_extension("clawpool-new");
-    let write = || -> io::Result<()> {
-        let mut file = fs::File::create(&staged)?;
-        file.write_all(text.as_bytes())?;
-        fs::rename(&staged, path)
-    };
-    write().map_err(|source| WorktreeError::io("write", path, source))
+    crate::replace::replace_file(path, text.as_bytes())
+        .map_err(|source| WorktreeError::io("write", path, source))
 }
 
 /// Now, in milliseconds since the Unix epoch (0 if the clock is before it).

@@ -62,6 +62,7 @@ mod operation;
 mod paths;
 mod push;
 mod register;
+pub mod replace;
 mod repo;
 mod status;
 #[cfg(test)]

@@ -274,7 +274,8 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
     // The agent's own reports, for an agent that makes them; a worker adopted from an earlier
     // supervisor keeps reporting with the token it was started with, kept in the lane.
     let (hook_tx, hook_rx) = mpsc::channel(64);
-    // Claude Code's settings file is written anew before each start of the agent.
+    // Claude Code's settings file is written anew before each start of the agent: here for a
+    // new worker, by the rig for a restart (an adopted worker already runs on it).
     let claude_settings = match job.profile.manifest.launch.hooks {
         AgentHooks::Claude => Some(ClaudeSettings {
             record: record.clone(),
@@ -286,9 +287,8 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
         _ => None,
     };
     let hook_channel = match (&claude_settings, &adopt) {
-        (Some(settings), Some(_)) => resume_reports(
-            channel::resume_claude(&job.dir, &socket, settings)
-                .map_err(|e| LaneError::io("writing the lane's hook settings", e))?,
+        (Some(_), Some(_)) => resume_reports(
+            channel::resume_claude(&job.dir, &socket, &record),
             channel::CLAUDE_HOOKS,
             &events,
         ),

@@ -101,12 +101,9 @@ impl Rig {
         let _ = self
             .events
             .report(Payload::Restarted(restarted), None, None, None);
-        let settings = match &self.claude_settings {
-            Some(settings) => settings.write().map(drop),
-            None => Ok(()),
-        };
-        let started = match settings {
-            Ok(()) => start_worker(&self.terminal, &self.session, spec, self.sandbox.as_deref())
+        let written = self.claude_settings.as_ref().map(ClaudeSettings::write);
+        let started = match written.transpose() {
+            Ok(_) => start_worker(&self.terminal, &self.session, spec, self.sandbox.as_deref())
                 .await
                 .map_err(|e| e.to_string()),
             Err(e) => Err(format!("writing the lane's hook settings: {e}")),

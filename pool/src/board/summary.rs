@@ -456,12 +456,7 @@ impl Summary {
         // Compact JSON has no line break of its own (one in a string is written `\n`).
         bytes.push(b'\n');
         bytes.extend_from_slice(texts.as_bytes());
-        let temp = self
-            .file
-            .with_file_name(format!("{SUMMARY}.{}.tmp", std::process::id()));
-        if std::fs::write(&temp, bytes).is_err() || std::fs::rename(&temp, &self.file).is_err() {
-            let _ = std::fs::remove_file(&temp);
-        }
+        let _ = clawpool_worktree::replace::replace_file(&self.file, &bytes);
     }
 }
 

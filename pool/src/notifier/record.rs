@@ -128,8 +128,6 @@ impl NotifyRecord {
         let mut bytes =
             serde_json::to_vec_pretty(self).map_err(|e| io(std::io::Error::other(e)))?;
         bytes.push(b'\n');
-        let aside = path.with_extension("json.tmp");
-        std::fs::write(&aside, &bytes).map_err(io)?;
-        std::fs::rename(&aside, path).map_err(io)
+        clawpool_worktree::replace::replace_file(path, &bytes).map_err(io)
     }
 }

@@ -1,0 +1,61 @@
+//! Replacing one of clawpool's small files whole: written aside and renamed over it, so a
+//! reader sees the old file or the new one, never half of one, and a writer killed mid-write
+//! leaves the old one.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Replaces `path` with `bytes`. The file aside is always a new one (`create_new`), so a link
+/// someone put at its name — an agent, where the folder is in its worktree — is never written
+/// through; the rename replaces a link at `path` itself, it does not follow it.
+pub fn replace_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let aside = aside(path);
+    // One left by a writer of this pid that died mid-write.
+    let _ = std::fs::remove_file(&aside);
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&aside)
+        .and_then(|mut file| file.write_all(bytes))
+        .and_then(|()| std::fs::rename(&aside, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&aside);
+    }
+    written
+}
+
+/// `.NAME.PID.tmp` beside `path`.
+fn aside(path: &Path) -> PathBuf {
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    path.with_file_name(format!(".{name}.{}.tmp", std::process::id()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_is_replaced_whole_and_a_link_at_its_name_is_replaced_not_followed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("settings.json");
+        replace_file(&file, b"one").expect("first");
+        replace_file(&file, b"two").expect("second");
+        assert_eq!(std::fs::read(&file).expect("read"), b"two");
+
+        let target = dir.path().join("target");
+        std::fs::write(&target, "kept").expect("target");
+        // A link at the file's name and one at the name written aside.
+        let linked = dir.path().join("linked.json");
+        std::os::unix::fs::symlink(&target, &linked).expect("link");
+        std::os::unix::fs::symlink(&target, aside(&linked)).expect("aside link");
+        replace_file(&linked, b"new").expect("replace");
+        assert_eq!(std::fs::read_to_string(&target).expect("target"), "kept");
+        assert!(
+            !std::fs::symlink_metadata(&linked)
+                .expect("meta")
+                .is_symlink()
+        );
+        assert_eq!(std::fs::read(&linked).expect("read"), b"new");
+        assert!(!aside(&linked).exists());
+    }
+}
