@@ -59,8 +59,9 @@ pub const FAILURES_ENV: &str = "CLAWPOOL_HOOK_FAILURES";
 pub const SETTINGS_FILE: &str = "hooks.json";
 /// The failures file, in the lane's `.claw/`.
 pub const FAILURES_FILE: &str = "hook-failures.jsonl";
-/// The lane's hook token, in its `.claw/` (owner-only): a supervisor that adopts the lane's
-/// running agent accepts the hooks that agent was started with.
+/// The lane's hook token, in its record folder (owner-only), outside the worktree its agent may
+/// write: a supervisor that adopts the lane's running agent accepts the hooks that agent was
+/// started with, never a token the agent put in its place.
 pub const TOKEN_FILE: &str = "hook-token";
 /// How long one delivery may take, reading the payload included.
 pub const DELIVERY_TIMEOUT: Duration = Duration::from_secs(2);
@@ -590,16 +591,19 @@ pub fn set_up_claude(
     let file = settings.write()?;
     bind_to_lane(
         &state_dir,
+        &settings.record,
         socket,
         vec!["--settings".into(), file.display().to_string()],
     )
 }
 
-/// A new token for the lane whose `.claw/` is `state_dir` (kept there for an adopter) and the
-/// environment that binds the agent's reports to the lane's control socket `socket`, with
-/// `args` for the agent; the failures file of an earlier run is removed.
+/// A new token for the lane whose `.claw/` is `state_dir` and whose record folder is `record`
+/// (where the token is kept for an adopter) and the environment that binds the agent's reports
+/// to the lane's control socket `socket`, with `args` for the agent; the failures file of an
+/// earlier run is removed.
 fn bind_to_lane(
     state_dir: &Path,
+    record: &Path,
     socket: &Path,
     args: Vec<String>,
 ) -> std::io::Result<ChannelSetup> {
@@ -607,7 +611,9 @@ fn bind_to_lane(
     // A file left by an earlier run counts that run's failures, not this one's.
     let _ = std::fs::remove_file(&failures);
     let token = new_token()?;
-    write_private(&state_dir.join(TOKEN_FILE), token.as_bytes())?;
+    // Replaced, not written through: a run lane's record is its worktree's `.claw/`, where the
+    // agent may have put a link at the token's name.
+    clawpool_worktree::replace::replace_private_file(&record.join(TOKEN_FILE), token.as_bytes())?;
     Ok(ChannelSetup {
         args,
         env: vec![
@@ -622,14 +628,19 @@ fn bind_to_lane(
 
 /// The report channel of a lane in `dir` whose agent was started by an earlier supervisor with
 /// a hook command (Claude Code's hooks, Codex's notify program): its token, kept in the lane's
-/// `.claw/` at spawn, so that the agent's reports (still carrying that token and this lane's
-/// control socket `socket`) reach the adopting supervisor — and the arguments `args` and the
-/// environment a worker it starts again (a restart) needs to report on the same channel, with
-/// the same token. `None` when the lane has no token (started without one, or before tokens
-/// were kept).
-pub fn resume_reports(dir: &Path, socket: &Path, args: Vec<String>) -> Option<ChannelSetup> {
+/// record folder `record` at spawn, so that the agent's reports (still carrying that token and
+/// this lane's control socket `socket`) reach the adopting supervisor — and the arguments
+/// `args` and the environment a worker it starts again (a restart) needs to report on the same
+/// channel, with the same token. `None` when the lane has no token there (started without one,
+/// or by a clawpool that kept it in the worktree, where its agent could have replaced it).
+pub fn resume_reports(
+    dir: &Path,
+    record: &Path,
+    socket: &Path,
+    args: Vec<String>,
+) -> Option<ChannelSetup> {
     let state_dir = dir.join(clawpool_worktree::layout::LANE_DIR);
-    let token = std::fs::read_to_string(state_dir.join(TOKEN_FILE)).ok()?;
+    let token = std::fs::read_to_string(record.join(TOKEN_FILE)).ok()?;
     let token = token.trim();
     let failures = state_dir.join(FAILURES_FILE);
     (!token.is_empty()).then(|| ChannelSetup {
@@ -650,25 +661,13 @@ pub fn resume_reports(dir: &Path, socket: &Path, args: Vec<String>) -> Option<Ch
 pub fn resume_claude(dir: &Path, socket: &Path, record: &Path) -> Option<ChannelSetup> {
     resume_reports(
         dir,
+        record,
         socket,
         vec![
             "--settings".into(),
             settings_file(record).display().to_string(),
         ],
     )
-}
-
-/// Writes `bytes` to `path`, readable and writable by its owner only.
-fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)?;
-    file.write_all(bytes)
 }
 
 /// Claude Code settings declaring a `PROGRAM hook EVENT` command hook for every

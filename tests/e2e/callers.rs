@@ -312,8 +312,8 @@ fn hooked_agent(s: &Setup) -> PathBuf {
     wrapper
 }
 
-/// #25.3: lane B's agent, with lane A's control socket (in A's registry folder) and token read
-/// from A's `.claw/` (and A's mark put in its own environment), reports `Stop` to lane A, which
+/// #25.3: lane B's agent, with lane A's control socket and token read from A's registry folder
+/// (and A's mark put in its own environment), reports `Stop` to lane A, which
 /// waits for a person's answer: refused, recorded on A, and A stays blocked.
 #[test]
 fn a_hook_from_another_lane_is_refused_even_with_its_token() {
@@ -322,12 +322,14 @@ fn a_hook_from_another_lane_is_refused_even_with_its_token() {
     let victim = s.lanes_dir().join("victim");
     let go = s.sandbox.dir.path().join("go-hook");
     let victim_socket = s.repo.join(".git/clawpool/lanes/victim/control.sock");
+    let victim_token = s.repo.join(".git/clawpool/lanes/victim/hook-token");
     let attack = format!(
         "until [ -e {go} ]; do sleep 0.05; done; CLAWPOOL_LANE_SOCKET={sock} \
-         CLAWPOOL_LANE_TOKEN=$(cat {v}/.claw/hook-token) CLAWPOOL_LANE_NAME=victim \
+         CLAWPOOL_LANE_TOKEN=$(cat {token}) CLAWPOOL_LANE_NAME=victim \
          CLAWPOOL_LANE_DIR={v} {c} hook Stop < /dev/null",
         go = go.display(),
         sock = victim_socket.display(),
+        token = victim_token.display(),
         v = victim.display(),
         c = clawpool.display()
     );
@@ -343,7 +345,7 @@ fn a_hook_from_another_lane_is_refused_even_with_its_token() {
     wait(&mut run, "the victim waiting for a person", |e| {
         blocked_on(e, "victim", "tool_permission")
     });
-    assert!(victim.join(".claw/hook-token").is_file());
+    assert!(victim_token.is_file());
     assert!(
         victim_socket.exists(),
         "the victim's socket is where the attack aims"

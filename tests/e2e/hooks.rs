@@ -328,10 +328,11 @@ fn a_lane_whose_hook_endpoint_is_gone_degrades_to_the_screen_and_finishes() {
 }
 
 /// A supervisor SIGKILLed while Claude Code runs a tool, and `clawpool adopt`: the running agent
-/// keeps reporting with the token it was started with (kept in the lane's `.claw/`, owner
+/// keeps reporting with the token it was started with (kept in the lane's record folder, owner
 /// only), and its reports after the adoption reach the adopting supervisor — the tool's end
 /// and the turn's Stop are in the lane's log after `lane.adopted`, none of them failed, and
-/// the Stop finishes the lane.
+/// the Stop finishes the lane. A token put in the worktree meanwhile (where the agent can
+/// write; the test stands in for it) is not the one the adopter takes.
 #[test]
 fn an_adopted_claude_lane_keeps_its_hook_channel() {
     let sandbox = Sandbox::new();
@@ -376,6 +377,8 @@ fn an_adopted_claude_lane_keeps_its_hook_channel() {
     );
     run.signal(libc::SIGKILL);
     run.wait_exit(PATIENCE);
+    let lane = repo.with_extension("lanes").join("alpha");
+    std::fs::write(lane.join(".claw/hook-token"), "planted").expect("a planted token");
 
     let adopt = sandbox
         .clawpool()
@@ -411,12 +414,12 @@ fn an_adopted_claude_lane_keeps_its_hook_channel() {
     let finished = transition_to(after, "finished");
     assert_eq!(finished["source"], "hook", "{log}");
     assert_eq!(finished["evidence"]["rule"], "Stop", "{log}");
-    let lane = repo.with_extension("lanes").join("alpha");
     let failures =
         std::fs::read_to_string(lane.join(".claw/hook-failures.jsonl")).unwrap_or_default();
     assert!(failures.is_empty(), "{failures}");
     use std::os::unix::fs::PermissionsExt;
-    let token = std::fs::metadata(lane.join(".claw/hook-token")).expect("the token file");
+    let token = std::fs::metadata(repo.join(".git/clawpool/lanes/alpha/hook-token"))
+        .expect("the token file");
     assert_eq!(token.permissions().mode() & 0o777, 0o600);
     server.stop();
     assert_nothing_left(&sandbox);

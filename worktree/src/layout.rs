@@ -8,7 +8,8 @@
 //!   lanes/<name>/          one registry folder per lane, its *record folder*: lane.json,
 //!                          state.json (the lane's state, the truth), supervisor.lock (held
 //!                          from the lane's preparation to its last write), control.sock,
-//!                          events.jsonl, hooks.json (Claude Code's hook settings), hooks.log,
+//!                          events.jsonl, hooks.json (Claude Code's hook settings), hook-token
+//!                          (the token its agent's reports carry, owner only), hooks.log,
 //!                          state-degraded, verify/
 //!   stream.jsonl           the repository's event stream: every lane's events, in the order
 //!                          they were appended, each with its cursor (`docs/events.md`)

@@ -9,12 +9,25 @@ use std::path::{Path, PathBuf};
 /// someone put at its name — an agent, where the folder is in its worktree — is never written
 /// through; the rename replaces a link at `path` itself, it does not follow it.
 pub fn replace_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    replace_with_mode(path, bytes, 0o666)
+}
+
+/// [`replace_file`] for a secret: the new file is readable and writable by its owner only,
+/// from its creation on, whatever the file it replaces allowed.
+pub fn replace_private_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    replace_with_mode(path, bytes, 0o600)
+}
+
+/// [`replace_file`], the file aside created with `mode` (less the umask).
+fn replace_with_mode(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
     let aside = aside(path);
     // One left by a writer of this pid that died mid-write.
     let _ = std::fs::remove_file(&aside);
     let written = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
+        .mode(mode)
         .open(&aside)
         .and_then(|mut file| file.write_all(bytes))
         .and_then(|()| std::fs::rename(&aside, path));
@@ -57,5 +70,18 @@ mod tests {
         );
         assert_eq!(std::fs::read(&linked).expect("read"), b"new");
         assert!(!aside(&linked).exists());
+    }
+
+    #[test]
+    fn a_private_file_is_its_owners_only_even_over_an_open_one() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("token");
+        std::fs::write(&file, "old").expect("open file");
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        replace_private_file(&file, b"secret").expect("replace");
+        let meta = std::fs::metadata(&file).expect("meta");
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        assert_eq!(std::fs::read(&file).expect("read"), b"secret");
     }
 }

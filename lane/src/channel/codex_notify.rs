@@ -19,13 +19,20 @@ pub const CHANNEL: &str = "codex_notify";
 /// The notification Codex sends at a turn's end, and the hook event it is delivered as.
 pub const EVENT: &str = "agent-turn-complete";
 
-/// Sets up the `notify` channel for the Codex lane in `dir`, whose control socket is `socket`:
-/// a new token, and the `-c notify=[…]` override naming `program` (the clawpool binary).
-pub fn set_up(dir: &Path, socket: &Path, program: &Path) -> std::io::Result<ChannelSetup> {
+/// Sets up the `notify` channel for the Codex lane in `dir`, whose record folder is `record` and
+/// whose control socket is `socket`: a new token, and the `-c notify=[…]` override naming
+/// `program` (the clawpool binary).
+pub fn set_up(
+    dir: &Path,
+    record: &Path,
+    socket: &Path,
+    program: &Path,
+) -> std::io::Result<ChannelSetup> {
     let state_dir = dir.join(clawpool_worktree::layout::LANE_DIR);
     std::fs::create_dir_all(&state_dir)?;
     super::bind_to_lane(
         &state_dir,
+        record,
         socket,
         vec!["-c".into(), notify_override(program)],
     )
@@ -33,8 +40,13 @@ pub fn set_up(dir: &Path, socket: &Path, program: &Path) -> std::io::Result<Chan
 
 /// The notify channel of a TUI an earlier supervisor started (`super::resume_reports`): its
 /// restarts get the same notify program and token.
-pub fn resume(dir: &Path, socket: &Path, program: &Path) -> Option<ChannelSetup> {
-    super::resume_reports(dir, socket, vec!["-c".into(), notify_override(program)])
+pub fn resume(dir: &Path, record: &Path, socket: &Path, program: &Path) -> Option<ChannelSetup> {
+    super::resume_reports(
+        dir,
+        record,
+        socket,
+        vec!["-c".into(), notify_override(program)],
+    )
 }
 
 /// `notify=[PROGRAM, "hook", "agent-turn-complete"]`, a TOML value as Codex's `-c` reads it
@@ -64,13 +76,20 @@ mod tests {
     #[test]
     fn set_up_binds_the_lane_and_keeps_its_token() {
         let dir = tempfile::tempdir().expect("temp dir");
+        let record = tempfile::tempdir().expect("record folder");
         let socket = dir.path().join(".claw/control.sock");
-        let setup = set_up(dir.path(), &socket, Path::new("/bin/clawpool")).expect("set up");
+        let setup = set_up(
+            dir.path(),
+            record.path(),
+            &socket,
+            Path::new("/bin/clawpool"),
+        )
+        .expect("set up");
         assert_eq!(setup.args[0], "-c");
         assert!(setup.args[1].starts_with("notify=["), "{:?}", setup.args);
-        let kept =
-            std::fs::read_to_string(dir.path().join(".claw").join(TOKEN_FILE)).expect("token file");
+        let kept = std::fs::read_to_string(record.path().join(TOKEN_FILE)).expect("token file");
         assert_eq!(kept, setup.token);
+        assert!(!dir.path().join(".claw").join(TOKEN_FILE).exists());
         let env: std::collections::HashMap<_, _> = setup.env.iter().cloned().collect();
         assert_eq!(env[SOCKET_ENV], socket.display().to_string());
         assert_eq!(env[TOKEN_ENV], setup.token);

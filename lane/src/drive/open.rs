@@ -343,7 +343,7 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
                     let program = std::env::current_exe().map_err(|e| {
                         LaneError::io("finding the clawpool binary for Codex's notify", e)
                     })?;
-                    let setup = channel::codex_notify::set_up(&job.dir, &socket, &program)
+                    let setup = channel::codex_notify::set_up(&job.dir, &record, &socket, &program)
                         .map_err(|e| LaneError::io("setting up Codex's notify channel", e))?;
                     spec = spec.args(setup.args.iter());
                     for (key, value) in &setup.env {
@@ -369,7 +369,7 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
             let program = std::env::current_exe()
                 .map_err(|e| LaneError::io("finding the clawpool binary for Codex's notify", e))?;
             notify_channel = resume_reports(
-                channel::codex_notify::resume(&job.dir, &socket, &program),
+                channel::codex_notify::resume(&job.dir, &record, &socket, &program),
                 channel::codex_notify::CHANNEL,
                 &events,
             );
