@@ -50,14 +50,7 @@ fn finished_lane_and_daemon(s: &Setup, scenario: &str) -> Child {
     let out = s.spawn(ALPHA, &[]);
     assert!(out.status.success(), "{}", stderr(&out));
     let log = std::fs::File::create(daemon_log(s)).expect("daemon log");
-    let daemon = s
-        .sandbox
-        .clawpool()
-        .args(["daemon", "--config"])
-        .arg(&s.config)
-        .arg("--repo")
-        .arg(&s.repo)
-        .stdout(std::process::Stdio::null())
+    let daemon = crate::spawn::daemon_command(s)
         .stderr(log)
         .spawn()
         .expect("clawpool daemon");
@@ -239,13 +232,7 @@ fn a_tmux_follow_up_outlives_daemon_stop_and_the_next_daemon_adopts_it() {
             .append(true)
             .open(daemon_log(&s))
             .expect("daemon log");
-        s.sandbox
-            .clawpool()
-            .args(["daemon", "--config"])
-            .arg(&s.config)
-            .arg("--repo")
-            .arg(&s.repo)
-            .stdout(std::process::Stdio::null())
+        crate::spawn::daemon_command(&s)
             .stderr(log)
             .spawn()
             .expect("clawpool daemon")

@@ -4,7 +4,9 @@
 //! arguments and delivers the text once, as the next turn of the same session.
 
 use std::process::Output;
+use std::time::Duration;
 
+use clawpool_tests::LaneRun;
 use serde_json::Value;
 
 use crate::spawn::{Setup, setup, stderr};
@@ -230,11 +232,7 @@ fn a_restart_after_a_daemon_adopted_the_lane_counts_on_from_its_earlier_restarts
     });
     let mut daemon = crate::spawn::start_daemon(&s);
     // The daemon holds the lane once it records the adoption.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while !events(&s).iter().any(|e| e["kind"] == "lane.adopted") {
-        assert!(std::time::Instant::now() < deadline, "alpha not adopted");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    wait_for_event(&s, "lane.adopted");
     restart(&s);
     assert!(
         worker_id(&s, "alpha").ends_with("-r2"),
@@ -255,13 +253,39 @@ fn a_restart_after_a_daemon_adopted_the_lane_counts_on_from_its_earlier_restarts
     let _ = daemon.wait();
 }
 
-/// Waits (at most 30 s) until alpha's event log has an event of `kind`.
-fn wait_for_event(s: &Setup, kind: &str) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while !events(s).iter().any(|e| e["kind"] == kind) {
-        assert!(std::time::Instant::now() < deadline, "alpha has no {kind}");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+/// The repository's events as `clawpool events --all --follow` prints them: those recorded so
+/// far, then each as it is appended (from before a lane exists, too), so a test awaits them
+/// instead of reading a log again and again.
+fn follow(s: &Setup) -> LaneRun {
+    let mut cmd = s.sandbox.clawpool();
+    cmd.args(["events", "--all", "--follow", "--output-format", "json"])
+        .current_dir(&s.repo);
+    LaneRun::start(cmd, &s.sandbox.dir.path().join("follow.stderr"))
+}
+
+/// Waits for alpha's first event `what` (recorded already, or within 30 s) on `events`.
+fn alpha_event(events: &mut LaneRun, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    events.wait_for(
+        what,
+        Duration::from_secs(30),
+        |e| e["lane"] == "alpha" && pred(e),
+        String::new,
+    )
+}
+
+/// alpha's first event that is `what` (recorded already, or within 30 s).
+fn wait_until(s: &Setup, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    alpha_event(&mut follow(s), what, pred)
+}
+
+/// The first of alpha's events of `kind` (recorded already, or within 30 s).
+fn wait_for_event(s: &Setup, kind: &str) -> Value {
+    wait_until(s, kind, |e| e["kind"] == kind)
+}
+
+/// Whether `event` is the lane's record of the agent's hook `name`.
+fn hook(event: &Value, name: &str) -> bool {
+    event["kind"] == "lane.hook" && event["detail"]["event"] == name
 }
 
 /// Issue 27, point 2: a turn cut by `restart --resume` and then a daemon adopting the lane:
@@ -334,11 +358,7 @@ fn daemon_stop_leaves_no_tmux_server_once_its_lanes_ended() {
     std::fs::write(s.sandbox.dir.path().join("scenario.toml"), two_turns(true)).expect("scenario");
     let out = s.spawn(ALPHA, &["--detach", "--transport", "tmux"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while !events(&s).iter().any(|e| e["kind"] == "lane.finished") {
-        assert!(std::time::Instant::now() < deadline, "alpha did not finish");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    wait_for_event(&s, "lane.finished");
     crate::spawn::stop_daemon(&s);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while !s.sandbox.leftover_tmux_sockets().is_empty() {
@@ -351,13 +371,8 @@ fn daemon_stop_leaves_no_tmux_server_once_its_lanes_ended() {
     }
 }
 
-/// The hook settings clawpool gives Claude Code are written anew before every start of the
-/// agent: a restart under a daemon that adopted the lane starts it on the profile's settings,
-/// never on what was put in the file while it ran (here a hook command of the agent's own,
-/// which would run at its next start, outside clawpool's rules).
-#[test]
-fn a_restart_after_adoption_starts_the_agent_on_hook_settings_written_anew() {
-    let s = setup();
+/// The test's scripted profile reporting through Claude Code's hooks (`hooks = "claude"`).
+fn with_claude_hooks(s: &Setup) {
     let config = std::fs::read_to_string(&s.config).expect("config");
     std::fs::write(
         &s.config,
@@ -367,6 +382,16 @@ fn a_restart_after_adoption_starts_the_agent_on_hook_settings_written_anew() {
         ),
     )
     .expect("config");
+}
+
+/// The hook settings clawpool gives Claude Code are written anew before every start of the
+/// agent: a restart under a daemon that adopted the lane starts it on the profile's settings,
+/// never on what was put in the file while it ran (here a hook command of the agent's own,
+/// which would run at its next start, outside clawpool's rules).
+#[test]
+fn a_restart_after_adoption_starts_the_agent_on_hook_settings_written_anew() {
+    let s = setup();
+    with_claude_hooks(&s);
     // Each time the prompt goes in, the agent runs its UserPromptSubmit hooks as the settings
     // file says then, and works on.
     let scenario = r#"
@@ -377,14 +402,8 @@ steps = [
   { do = "sleep", ms = 60000 },
 ]
 "#;
-    let submitted = |s: &Setup| {
-        events(s)
-            .iter()
-            .filter(|e| e["kind"] == "lane.hook" && e["detail"]["event"] == "UserPromptSubmit")
-            .count()
-    };
     crate::spawn::kill_supervisor_while_lanes_run_after(&s, scenario, |s| {
-        assert_eq!(submitted(s), 1, "the first start's hook reached the lane");
+        wait_until(s, "the first start's hook", |e| hook(e, "UserPromptSubmit"));
     });
     let mut daemon = crate::spawn::start_daemon(&s);
     wait_for_event(&s, "lane.adopted");
@@ -411,14 +430,11 @@ steps = [
         &["restart", "alpha", "--redeliver", "--output-format", "json"],
     );
     assert!(out.status.success(), "{}", stderr(&out));
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while submitted(&s) < 2 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the restarted agent's hook never reached the lane"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
+    let mut hooks = follow(&s);
+    for start in ["the first start's hook", "the restarted agent's hook"] {
+        alpha_event(&mut hooks, start, |e| hook(e, "UserPromptSubmit"));
     }
+    drop(hooks);
     assert!(!planted.exists(), "the planted hook ran");
     assert_eq!(
         std::fs::read_to_string(&settings).expect("settings"),
@@ -428,6 +444,61 @@ steps = [
         let out = clawpool(&s, &["stop", lane]);
         assert!(out.status.success(), "{}", stderr(&out));
     }
+    crate::spawn::stop_daemon(&s);
+    let _ = daemon.wait();
+}
+
+/// The agent itself writes a token of its own into its worktree's `.claw/hook-token` (where a
+/// clawpool that kept the token there read it back at adoption) while its supervisor dies. The
+/// daemon that adopts the lane takes the token kept in the lane's record folder, so the agent's
+/// real Stop hook, reported after the adoption, is taken and finishes the lane.
+#[test]
+fn a_token_the_agent_plants_in_its_worktree_is_not_the_one_an_adopter_takes() {
+    let s = setup();
+    with_claude_hooks(&s);
+    let go = s.sandbox.dir.path().join("go");
+    let plant_then_wait = format!(
+        "printf planted > .claw/hook-token; until [ -e '{}' ]; do sleep 0.05; done",
+        go.display()
+    );
+    let scenario = format!(
+        r#"
+trust_dialog = true
+[[prompt]]
+steps = [
+  {{ do = "hook", event = "UserPromptSubmit", payload = "{{\"prompt\": \"do alpha\"}}" }},
+  {{ do = "sleep", ms = 500 }},
+  {{ do = "run", command = {plant_then_wait:?} }},
+  {{ do = "hook", event = "Stop", payload = "{{}}" }},
+]
+"#
+    );
+    let planted = s.lanes_dir().join("alpha/.claw/hook-token");
+    crate::spawn::kill_supervisor_while_lanes_run_after(&s, &scenario, |s| {
+        wait_until(s, "the prompt's hook", |e| hook(e, "UserPromptSubmit"));
+        // The agent's write is a file, with no event of its own to await.
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while std::fs::read_to_string(&planted).ok().as_deref() != Some("planted") {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the agent planted no token"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    });
+    let mut daemon = crate::spawn::start_daemon(&s);
+    wait_for_event(&s, "lane.adopted");
+    std::fs::write(&go, "").expect("go");
+    let finished = wait_for_event(&s, "lane.finished");
+    assert_eq!(finished["source"], "hook", "{finished}");
+    assert_eq!(finished["evidence"]["rule"], "Stop", "{finished}");
+    assert!(
+        !events(&s)
+            .iter()
+            .any(|e| e["kind"] == "lane.caller_refused"),
+        "{:#?}",
+        events(&s)
+    );
     crate::spawn::stop_daemon(&s);
     let _ = daemon.wait();
 }

@@ -593,21 +593,27 @@ fn an_attempt_under_way_when_the_supervisor_dies_is_neither_lost_nor_repeated() 
         |e| e["kind"] == "lane.blocked" && e["detail"]["next_action"].is_string(),
         String::new,
     );
-    // The board says what a person should do.
-    let board = s
-        .sandbox
-        .clawpool()
-        .arg("board")
-        .current_dir(&s.repo)
-        .output()
-        .expect("clawpool board");
-    let board = String::from_utf8_lossy(&board.stdout);
-    assert!(
-        board.contains("stuck: ")
-            && board.contains("    next: ")
-            && board.contains("clawpool stop"),
-        "{board}"
-    );
+    // The board says what a person should do. It reads the lane's state file, which is
+    // written just after the event (a write no event announces): read until it shows it.
+    let says_what_to_do = |board: &str| {
+        board.contains("stuck: ") && board.contains("    next: ") && board.contains("clawpool stop")
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let board = s
+            .sandbox
+            .clawpool()
+            .arg("board")
+            .current_dir(&s.repo)
+            .output()
+            .expect("clawpool board");
+        let board = String::from_utf8_lossy(&board.stdout).into_owned();
+        if says_what_to_do(&board) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{board}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
     let stop = s
         .sandbox
         .clawpool()

@@ -1423,15 +1423,20 @@ fn board_when_all_ended(s: &Setup, lanes: usize) -> Value {
     }
 }
 
-/// The repository's daemon, started on the test's configuration, its output dropped.
-pub(crate) fn start_daemon(s: &Setup) -> std::process::Child {
-    s.sandbox
-        .clawpool()
-        .args(["daemon", "--config"])
+/// `clawpool daemon` on the test's configuration and repository, its stdout dropped.
+pub(crate) fn daemon_command(s: &Setup) -> std::process::Command {
+    let mut cmd = s.sandbox.clawpool();
+    cmd.args(["daemon", "--config"])
         .arg(&s.config)
         .arg("--repo")
         .arg(&s.repo)
-        .stdout(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null());
+    cmd
+}
+
+/// The repository's daemon, started on the test's configuration, its output dropped.
+pub(crate) fn start_daemon(s: &Setup) -> std::process::Child {
+    daemon_command(s)
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("clawpool daemon")
@@ -1454,14 +1459,8 @@ pub(crate) fn stop_daemon(s: &Setup) {
 fn a_daemon_started_after_a_killed_supervisor_adopts_its_live_lanes() {
     let s = setup();
     kill_supervisor_while_lanes_run(&s, SLOW_SCENARIO);
-    let mut daemon = s.sandbox.clawpool();
-    daemon
-        .args(["daemon", "--config"])
-        .arg(&s.config)
-        .arg("--repo")
-        .arg(&s.repo)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
+    let mut daemon = daemon_command(&s);
+    daemon.stderr(std::process::Stdio::null());
     // A commit made while no supervisor runs (plumbing only: the agent, still working, may
     // take the index lock at any moment).
     let alpha = s.lanes_dir().join("alpha");
@@ -1533,14 +1532,8 @@ fn a_daemon_names_in_its_log_the_lanes_it_could_not_adopt() {
     std::fs::write(&beta_state, "not json").expect("corrupt beta's state record");
     let log_path = s.sandbox.dir.path().join("daemon.log");
     let log = std::fs::File::create(&log_path).expect("log");
-    let mut daemon = s.sandbox.clawpool();
-    daemon
-        .args(["daemon", "--config"])
-        .arg(&s.config)
-        .arg("--repo")
-        .arg(&s.repo)
-        .stdout(log.try_clone().expect("log"))
-        .stderr(log);
+    let mut daemon = daemon_command(&s);
+    daemon.stdout(log.try_clone().expect("log")).stderr(log);
     let mut daemon = daemon.spawn().expect("clawpool daemon");
     // The daemon is another process whose only output is its log and the lanes' files.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
@@ -1708,13 +1701,8 @@ fn daemons(s: &Setup) -> Vec<u32> {
 fn two_daemons_started_at_the_same_moment_leave_exactly_one_serving() {
     let s = setup();
     let daemon = || {
-        let mut cmd = s.sandbox.clawpool();
-        cmd.args(["daemon", "--config"])
-            .arg(&s.config)
-            .arg("--repo")
-            .arg(&s.repo)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped());
+        let mut cmd = daemon_command(&s);
+        cmd.stderr(std::process::Stdio::piped());
         cmd
     };
     let (mut first, mut second) = (daemon(), daemon());

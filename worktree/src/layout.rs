@@ -38,8 +38,8 @@
 use std::path::{Path, PathBuf};
 
 /// clawpool's folder inside a lane's own worktree: the published state file
-/// (`worker-state.json`), the hook token and failures file, and for `clawpool run` the lane's
-/// record folder.
+/// (`worker-state.json`), the hook failures file, and for `clawpool run` the lane's record
+/// folder (and so its hook settings and token).
 pub const LANE_DIR: &str = ".claw";
 
 /// A lane's state document, the truth, in its record folder.

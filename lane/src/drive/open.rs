@@ -279,9 +279,7 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
     let claude_settings = match job.profile.manifest.launch.hooks {
         AgentHooks::Claude => Some(ClaudeSettings {
             record: record.clone(),
-            program: std::env::current_exe().map_err(|e| {
-                LaneError::io("finding the clawpool binary for the agent's hooks", e)
-            })?,
+            program: clawpool_program("finding the clawpool binary for the agent's hooks")?,
             reduced_motion: job.profile.manifest.launch.reduced_motion,
         }),
         _ => None,
@@ -340,9 +338,8 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
                         decides: ChannelDegraded::SCREEN.into(),
                     });
                     let _ = events.report(degraded, None, None, None);
-                    let program = std::env::current_exe().map_err(|e| {
-                        LaneError::io("finding the clawpool binary for Codex's notify", e)
-                    })?;
+                    let program =
+                        clawpool_program("finding the clawpool binary for Codex's notify")?;
                     let setup = channel::codex_notify::set_up(&job.dir, &record, &socket, &program)
                         .map_err(|e| LaneError::io("setting up Codex's notify channel", e))?;
                     spec = spec.args(setup.args.iter());
@@ -366,8 +363,7 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
         (AgentHooks::CodexAppServer, Some(_))
             if adopted_channel.as_deref() == Some(channel::codex_notify::CHANNEL) =>
         {
-            let program = std::env::current_exe()
-                .map_err(|e| LaneError::io("finding the clawpool binary for Codex's notify", e))?;
+            let program = clawpool_program("finding the clawpool binary for Codex's notify")?;
             notify_channel = resume_reports(
                 channel::codex_notify::resume(&job.dir, &record, &socket, &program),
                 channel::codex_notify::CHANNEL,
@@ -543,6 +539,12 @@ pub(super) async fn open(mut job: LaneJob, start: Start) -> Result<OpenLane, Lan
         _app_server: app_server,
         _failure_watch: failure_watch,
     })
+}
+
+/// This clawpool binary, the command an agent's reports run (`clawpool hook`); `what` names
+/// the lookup in its error.
+fn clawpool_program(what: &'static str) -> Result<PathBuf, LaneError> {
+    std::env::current_exe().map_err(|e| LaneError::io(what, e))
 }
 
 /// The report channel (named `name`) of an adopted worker, which reports with the token kept
