@@ -620,7 +620,13 @@ def summarise(tool, n, folders, screens, ends, per_folder, sampler, idle_window,
             end_lat.append(done - ends[f])
         wrong += len(seq) - (working is not None) - (done is not None)
     both = [s for s in screens.values() if "working" in s and "ended" in s]
-    active = (max(s["working"] for s in both) + 1000, min(s["ended"] for s in both) - 500) if both else (0, 0)
+    # Every session working: from the last one seen working to the first turn's end. A tool
+    # that stops its agent at the turn's end (clawpool) may do so before the reply is painted,
+    # so a session's end is its painted reply or, without one, its end on the tool's clock.
+    working_at = [s["working"] for s in screens.values() if "working" in s]
+    ended_at = [screens.get(f, {}).get("ended", ends.get(f)) for f in folders]
+    ended_at = [at for at in ended_at if at is not None]
+    active = (max(working_at) + 1000, min(ended_at) - 500) if working_at and ended_at else (0, 0)
     return {"tool": tool, "n": n, "sessions_seen_working_and_ended": len(both), "clock": clock,
             "start_p50": percentile(start_lat, 50), "start_p99": percentile(start_lat, 99),
             "end_p50": percentile(end_lat, 50), "end_p99": percentile(end_lat, 99),
