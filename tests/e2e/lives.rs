@@ -457,35 +457,30 @@ fn a_token_the_agent_plants_in_its_worktree_is_not_the_one_an_adopter_takes() {
     let s = setup();
     with_claude_hooks(&s);
     let go = s.sandbox.dir.path().join("go");
-    let plant_then_wait = format!(
-        "printf planted > .claw/hook-token; until [ -e '{}' ]; do sleep 0.05; done",
-        go.display()
-    );
+    let wait_for_go = format!("until [ -e '{}' ]; do sleep 0.05; done", go.display());
+    // The planting is a tool call the agent reports, so the test awaits its end as an event.
     let scenario = format!(
         r#"
 trust_dialog = true
 [[prompt]]
 steps = [
   {{ do = "hook", event = "UserPromptSubmit", payload = "{{\"prompt\": \"do alpha\"}}" }},
-  {{ do = "sleep", ms = 500 }},
-  {{ do = "run", command = {plant_then_wait:?} }},
+  {{ do = "hook", event = "PreToolUse", payload = "{{\"tool_name\": \"Bash\"}}" }},
+  {{ do = "run", command = "printf planted > .claw/hook-token" }},
+  {{ do = "hook", event = "PostToolUse", payload = "{{\"tool_name\": \"Bash\"}}" }},
+  {{ do = "run", command = {wait_for_go:?} }},
   {{ do = "hook", event = "Stop", payload = "{{}}" }},
 ]
 "#
     );
     let planted = s.lanes_dir().join("alpha/.claw/hook-token");
     crate::spawn::kill_supervisor_while_lanes_run_after(&s, &scenario, |s| {
-        wait_until(s, "the prompt's hook", |e| hook(e, "UserPromptSubmit"));
-        // The agent's write is a file, with no event of its own to await.
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        while std::fs::read_to_string(&planted).ok().as_deref() != Some("planted") {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the agent planted no token"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        wait_until(s, "the planting tool's end", |e| hook(e, "PostToolUse"));
     });
+    assert_eq!(
+        std::fs::read_to_string(&planted).expect("the planted token"),
+        "planted"
+    );
     let mut daemon = crate::spawn::start_daemon(&s);
     wait_for_event(&s, "lane.adopted");
     std::fs::write(&go, "").expect("go");

@@ -22,7 +22,7 @@ pub fn replace_private_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 fn replace_with_mode(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
     let aside = aside(path);
-    // One left by a writer of this pid that died mid-write.
+    // One left by a dead thread that had this thread's id.
     let _ = std::fs::remove_file(&aside);
     let written = std::fs::OpenOptions::new()
         .write(true)
@@ -37,10 +37,14 @@ fn replace_with_mode(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()
     written
 }
 
-/// `.NAME.PID.tmp` beside `path`.
+/// `.NAME.TID.tmp` beside `path`: named by the writing thread (its id is unique among the
+/// system's live threads), so that two writers of one file, in one process or two, never share
+/// a file aside (each would remove or rename the other's).
 fn aside(path: &Path) -> PathBuf {
     let name = path.file_name().unwrap_or_default().to_string_lossy();
-    path.with_file_name(format!(".{name}.{}.tmp", std::process::id()))
+    // SAFETY: gettid has no preconditions and cannot fail.
+    let thread = unsafe { libc::gettid() };
+    path.with_file_name(format!(".{name}.{thread}.tmp"))
 }
 
 #[cfg(test)]
@@ -60,7 +64,8 @@ mod tests {
         // A link at the file's name and one at the name written aside.
         let linked = dir.path().join("linked.json");
         std::os::unix::fs::symlink(&target, &linked).expect("link");
-        std::os::unix::fs::symlink(&target, aside(&linked)).expect("aside link");
+        let next_aside = aside(&linked);
+        std::os::unix::fs::symlink(&target, &next_aside).expect("aside link");
         replace_file(&linked, b"new").expect("replace");
         assert_eq!(std::fs::read_to_string(&target).expect("target"), "kept");
         assert!(
@@ -69,7 +74,31 @@ mod tests {
                 .is_symlink()
         );
         assert_eq!(std::fs::read(&linked).expect("read"), b"new");
-        assert!(!aside(&linked).exists());
+        assert!(!next_aside.exists());
+    }
+
+    #[test]
+    fn threads_replacing_one_file_at_once_each_write_it_whole() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("entry.json");
+        std::thread::scope(|scope| {
+            for writer in 0..8u8 {
+                let file = &file;
+                scope.spawn(move || {
+                    for _ in 0..50 {
+                        replace_file(file, &[writer; 4096]).expect("every write succeeds");
+                    }
+                });
+            }
+        });
+        let last = std::fs::read(&file).expect("read");
+        assert_eq!(last.len(), 4096);
+        assert!(last.iter().all(|&b| b == last[0]), "a mixed file");
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .expect("list")
+            .map(|e| e.expect("entry").file_name())
+            .collect();
+        assert_eq!(left, vec![std::ffi::OsString::from("entry.json")]);
     }
 
     #[test]
