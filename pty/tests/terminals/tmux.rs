@@ -147,6 +147,16 @@ async fn a_person_can_attach_and_watch() {
         .await
         .expect("spawn");
     screen_shows(&worker, "visible-to-people").await;
+    // tmux takes keys that come within `assume-paste-time` (1 ms) of the last activity, the
+    // attach included, for a paste and passes them to the pane. A person's keys are far slower
+    // than this test's, which types the moment the screen is drawn: without this the prefix
+    // was taken and `d` went to the pane in about one run in six.
+    let paste_heuristic_off = server
+        .command()
+        .args(["set-option", "-g", "assume-paste-time", "0"])
+        .status()
+        .expect("tmux set-option runs");
+    assert!(paste_heuristic_off.success());
     // The person's terminal is itself a real PTY running `tmux attach`.
     let person = Worker::spawn_pty(
         SpawnSpec::new("tmux", std::env::temp_dir())
