@@ -138,7 +138,10 @@ fn a_state_file_the_agent_rewrites_is_put_back_and_never_believed() {
         "state and board show the record"
     );
 
-    // Deleted: put back too.
+    // Deleted: put back too. The deletion removes the file written for the event just seen:
+    // deleted before that write, the file would be put back by the write itself, with nothing
+    // left for the supervisor to find (seen once under load).
+    s.state_files_hold(&restored);
     std::fs::remove_file(lane.join(".claw/worker-state.json")).expect("delete");
     let restored = run.wait_for(
         "the publication put back after its deletion",
