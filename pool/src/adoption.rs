@@ -154,11 +154,18 @@ pub fn adopt_lanes(
         let mut doc = match clawpool_lanes::read_lane_record(registry.dir(), &dir) {
             Ok(doc) => doc,
             Err(err @ clawpool_lanes::StateFileError::Missing { .. }) => {
-                // The state file is written before the agent starts: none ever ran.
+                // The state file is handed to its writer before the agent starts, but written
+                // behind: a supervisor killed in between left no state file, and may have
+                // left the lane's session (its placeholder, or even its agent). Nothing of
+                // it is driven on, and its session is ended.
                 match never_started(&name, (registry.dir(), &dir), &entry, &events_path, &marker) {
                     Ok(lost) => {
                         observer.lane(&name, LaneNote::Lost(lost));
                         tasks.push(tokio::spawn(async move { (name, Ok(Some(lost))) }));
+                        if let Some(target) = entry.transport.and_then(|t| t.session) {
+                            cleanups
+                                .push(tokio::spawn(end_leftover_session(target, servers.clone())));
+                        }
                     }
                     Err(_) => refuse(&name, err.kind(), err.to_string()),
                 }
@@ -241,8 +248,9 @@ pub fn adopt_lanes(
 }
 
 /// Records a registered lane whose state file was never written as `failed{worker_lost}`: its
-/// supervisor died after registering it and before starting its agent. Its state file is made
-/// from the registry entry, naming the terminal the lane was to run in.
+/// supervisor died after registering it and before the lane's first state write reached the
+/// disk. Its state file is made from the registry entry, naming the terminal the lane was to
+/// run in.
 fn never_started(
     name: &str,
     (record, dir): (&Path, &Path),
@@ -279,7 +287,7 @@ fn never_started(
         name,
         events_path,
         recorder,
-        format!("the supervisor ended before it started the lane's agent in {terminal}"),
+        format!("the supervisor ended before it recorded the lane's start in {terminal}"),
     )
 }
 

@@ -250,6 +250,49 @@ fn spawning_again_after_a_killed_supervisor_replaces_the_lanes_leftover_session(
     assert!(s.sandbox.leftover_tmux_sockets().is_empty());
 }
 
+/// A lane's first state write is handed to the state files' writer before its agent starts,
+/// and reaches the disk behind: a supervisor killed in between leaves a registered lane, its
+/// tmux session and agent, and no state file. Removing the lane's state files after a kill
+/// makes that moment: `adopt` records the lane lost from its registry entry, ends its session
+/// with the agent in it, and then the server. (Seen once at eight tests at a time in the
+/// crash-injection test below: the server, its placeholder and a lane's placeholder stayed.)
+#[test]
+fn adopt_ends_the_session_of_a_lane_killed_before_its_state_file_was_written() {
+    let s = setup();
+    let mut run = start_spawn(
+        &s,
+        LONG_SCENARIO,
+        &packet(1),
+        &["--transport", "tmux"],
+        "spawn",
+    );
+    wait_running(&mut run, &["l00"]);
+    run.signal(libc::SIGKILL);
+    run.wait_exit(Duration::from_secs(10));
+    let record = s.repo.join(".git/clawpool/lanes/l00/state.json");
+    std::fs::remove_file(&record).expect("the lane's record");
+    std::fs::remove_file(s.lanes_dir().join("l00/.claw/worker-state.json"))
+        .expect("the lane's publication");
+    assert!(
+        !s.sandbox.leftover_processes().is_empty(),
+        "the agent and its tmux server outlive the supervisor"
+    );
+
+    let adopted = adopt(&s);
+    assert_eq!(
+        adopted.status.code(),
+        Some(1),
+        "a lane failed: {}",
+        stderr(&adopted)
+    );
+    let state = state_record(&s, "l00").expect("the lane recorded from its registry entry");
+    assert_eq!(state["status"], "failed", "{state}");
+    assert_eq!(state["failure"]["class"], "worker_lost", "{state}");
+    let orphans = s.sandbox.leftover_processes();
+    assert!(orphans.is_empty(), "left running: {orphans:?}");
+    assert!(s.sandbox.leftover_tmux_sockets().is_empty(), "tmux left");
+}
+
 /// A lane that finishes while its state file cannot be written: spawn exits 1 and says the
 /// outcome is only in the event log; once the folder is writable again, adopt writes the
 /// outcome from the event log (never `worker_lost`) and the degraded mark goes.
