@@ -47,34 +47,21 @@ fn find_all(haystack: &[u8], needle: &[u8]) -> Vec<usize> {
 }
 
 fn find_from(haystack: &[u8], needle: &[u8], from: usize) -> Option<usize> {
-    find_all(&haystack[from..], needle)
-        .first()
+    haystack[from..]
+        .windows(needle.len())
+        .position(|w| w == needle)
         .map(|i| from + i)
 }
 
 /// Every distinct write of the bar in the stream: `\r`, the frame and its text, and the
 /// backspaces that leave the cursor on the frame's moving block.
 fn bar_writes(stream: &[u8]) -> Vec<Vec<u8>> {
+    let write = regex::bytes::Regex::new(r"\r[ ░█]{10} Waiting for openai/scripted-model\x08+")
+        .expect("the bar's write as a pattern");
     let mut writes: Vec<Vec<u8>> = Vec::new();
-    for start in find_all(stream, b"\r") {
-        let rest = &stream[start..];
-        let Some(text) = find_all(rest, b" Waiting for openai/scripted-model\x08")
-            .first()
-            .copied()
-        else {
-            continue;
-        };
-        let frame = String::from_utf8_lossy(&rest[1..text]);
-        if frame.chars().count() != 10 || !frame.chars().all(|c| matches!(c, ' ' | '░' | '█')) {
-            continue;
-        }
-        let end = rest[text..]
-            .iter()
-            .position(|&b| b == b'\r' || b == 0x1b)
-            .map_or(rest.len(), |n| text + n);
-        let write = rest[..end].to_vec();
-        if !writes.contains(&write) {
-            writes.push(write);
+    for found in write.find_iter(stream) {
+        if !writes.iter().any(|w| w == found.as_bytes()) {
+            writes.push(found.as_bytes().to_vec());
         }
     }
     writes

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use clawpool_lane::checks::LaneChecks;
-use clawpool_lane::drive::{LaneJob, Start, Terminal, drive};
+use clawpool_lane::drive::{LaneJob, Start, Terminal, drive, session_name};
 use clawpool_lane::interrupt::Interrupt;
 use clawpool_lane::registry::{RegistryEntry, lane_registry};
 use clawpool_lanes::LaneState;
@@ -157,15 +157,23 @@ pub fn adopt_lanes(
                 // The state file is handed to its writer before the agent starts, but written
                 // behind: a supervisor killed in between left no state file, and may have
                 // left the lane's session (its placeholder, or even its agent). Nothing of
-                // it is driven on, and its session is ended.
+                // it is driven on, and its session is ended. Which session is the lane's own
+                // name on the repository's server, as spawn made it, never a name read from
+                // a file: one that pointed elsewhere would end another lane.
+                let in_tmux = entry
+                    .transport
+                    .as_ref()
+                    .is_some_and(|t| t.session.is_some());
                 match never_started(&name, (registry.dir(), &dir), &entry, &events_path, &marker) {
                     Ok(lost) => {
-                        observer.lane(&name, LaneNote::Lost(lost));
-                        tasks.push(tokio::spawn(async move { (name, Ok(Some(lost))) }));
-                        if let Some(target) = entry.transport.and_then(|t| t.session) {
+                        if in_tmux {
+                            let target =
+                                format!("{}:{}", tmux_socket_name(repo), session_name(&name));
                             cleanups
                                 .push(tokio::spawn(end_leftover_session(target, servers.clone())));
                         }
+                        observer.lane(&name, LaneNote::Lost(lost));
+                        tasks.push(tokio::spawn(async move { (name, Ok(Some(lost))) }));
                     }
                     Err(_) => refuse(&name, err.kind(), err.to_string()),
                 }
